@@ -1,0 +1,13 @@
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+#include <stdexcept>
+
+namespace ffpa::core {
+
+// One exception type for every user-facing failure of the engine. Messages are
+// written for the person running the release: what went wrong and how to fix it.
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace ffpa::core

@@ -1,0 +1,37 @@
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace ffpa::core {
+
+// Lower-case hex sha256 (the form PEP 503 anchors and SHA256SUMS use).
+std::string sha256_hex(std::string_view data);
+// Streams the file; throws ffpa::core::Error when it cannot be read.
+std::string sha256_hex_file(const std::filesystem::path& p);
+// The RECORD form of PEP 376/427: "sha256=" + urlsafe base64 without padding.
+std::string sha256_record_digest(std::string_view data);
+
+// Raw 32-byte digest, for callers that format it themselves.
+std::string sha256_raw(std::string_view data);
+std::string base64_urlsafe_nopad(std::string_view bytes);
+
+// Incremental hasher for data that arrives in pieces (large wheel members).
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  void update(std::string_view data);
+  std::string finish_raw();  // 32 bytes; the hasher cannot be reused afterwards
+
+ private:
+  void* ctx_;
+};
+
+std::string to_hex(std::string_view bytes);
+
+}  // namespace ffpa::core

@@ -1,0 +1,105 @@
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+#include "ffpa/core/atomic.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "ffpa/core/error.h"
+
+namespace ffpa::core {
+namespace {
+
+std::string errno_text() { return std::strerror(errno); }
+
+void fsync_dir(const std::filesystem::path& dir) {
+  // Makes the rename durable; some filesystems refuse fsync on a directory, which
+  // is not worth failing a release for.
+  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+}  // namespace
+
+AtomicOutput::AtomicOutput(const std::filesystem::path& final_path) : final_(final_path) {
+  std::filesystem::path dir = final_.parent_path();
+  std::string tmpl = (dir / ("." + final_.filename().string() + ".tmp.XXXXXX")).string();
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  fd_ = ::mkostemp(buf.data(), O_CLOEXEC);
+  if (fd_ < 0)
+    throw Error("cannot create a temporary file in '" + (dir.empty() ? std::string(".") : dir.string()) +
+                "': " + errno_text() + "; check that the directory exists and is writable");
+  temp_ = buf.data();
+  // mkostemp creates 0600; published files are world-readable like any other output.
+  ::fchmod(fd_, 0644);
+}
+
+AtomicOutput::~AtomicOutput() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_ && !temp_.empty()) ::unlink(temp_.c_str());
+}
+
+void AtomicOutput::write(std::string_view data) {
+  const char* p = data.data();
+  size_t left = data.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd_, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw Error("cannot write '" + temp_.string() + "': " + errno_text() + "; check free disk space");
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+void AtomicOutput::commit() {
+  if (::fsync(fd_) != 0) throw Error("fsync of '" + temp_.string() + "' failed: " + errno_text());
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    throw Error("close of '" + temp_.string() + "' failed: " + errno_text());
+  }
+  fd_ = -1;
+  if (::rename(temp_.c_str(), final_.c_str()) != 0)
+    throw Error("cannot rename '" + temp_.string() + "' to '" + final_.string() + "': " + errno_text());
+  committed_ = true;
+  fsync_dir(final_.parent_path());
+}
+
+void write_file_atomic(const std::filesystem::path& p, std::string_view data) {
+  AtomicOutput out(p);
+  out.write(data);
+  out.commit();
+}
+
+FileLock::FileLock(const std::filesystem::path& lockfile) {
+  fd_ = ::open(lockfile.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0)
+    throw Error("cannot open lock file '" + lockfile.string() + "': " + errno_text() +
+                "; check that its directory exists and is writable");
+  while (::flock(fd_, LOCK_EX) != 0) {
+    if (errno == EINTR) continue;
+    std::string msg = errno_text();
+    ::close(fd_);
+    fd_ = -1;
+    throw Error("cannot lock '" + lockfile.string() + "': " + msg);
+  }
+}
+
+FileLock::~FileLock() {
+  if (fd_ >= 0) {
+    ::flock(fd_, LOCK_UN);
+    ::close(fd_);
+  }
+}
+
+}  // namespace ffpa::core

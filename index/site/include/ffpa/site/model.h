@@ -1,0 +1,64 @@
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// The project page model. Its JSON form (PEP 691, api-version 1.1 with the PEP 700
+// fields) is the source of truth; the PEP 503 HTML page is rendered from it and never
+// read back, except once to import a legacy page that has no JSON beside it.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ffpa::site {
+
+inline constexpr const char* kApiVersion = "1.1";
+
+struct FileEntry {
+  std::string filename;  // always a parsed, valid wheel file name
+  std::string url;       // absolute asset URL, without fragment
+  std::string sha256;    // lower-case hex
+  std::string requires_python;                      // empty when the wheel has none
+  std::optional<std::string> core_metadata_sha256;  // set only when url+".metadata" is served
+  std::optional<std::string> yanked;                // nullopt: not yanked; "" : yanked, no reason
+  std::optional<std::uint64_t> size;                // PEP 700; absent for imported legacy anchors
+};
+
+struct ProjectPage {
+  std::string name;  // PEP 503 normalised
+  std::vector<FileEntry> files;  // sorted by file name
+  std::vector<std::string> versions;  // PEP 700, in order of first publication
+
+  FileEntry* find(std::string_view filename);
+  // Inserts keeping files sorted; the caller has checked the name is absent.
+  void insert(FileEntry e);
+  // Recomputes `versions` from the files, keeping the existing order for the
+  // versions that remain and appending new ones in file-name order.
+  void refresh_versions();
+};
+
+nlohmann::json to_json(const ProjectPage& page);
+// Throws ffpa::core::Error naming the file and the bad field.
+ProjectPage project_from_json(const nlohmann::json& j, std::string_view origin);
+std::string root_json(const std::vector<std::string>& projects);
+
+std::string html_escape(std::string_view s);
+// Percent-encodes everything outside RFC 3986 unreserved characters, so '+' in a
+// local version becomes %2B (some asset stores read a literal '+' as a space).
+std::string url_encode_segment(std::string_view s);
+std::string url_decode(std::string_view s);
+
+std::string render_project_html(const ProjectPage& page);
+std::string render_root_html(const std::vector<std::string>& projects);
+
+// Anchors of a PEP 503 page (href without fragment, its sha256 if any, attributes
+// unescaped, text unescaped). Tolerant of attribute order and quoting.
+struct LegacyAnchor {
+  std::string href, sha256, text, requires_python;
+  std::optional<std::string> yanked;
+  std::optional<std::string> core_metadata;  // "sha256=<hex>" or "true"
+};
+std::vector<LegacyAnchor> parse_anchors(std::string_view html);
+
+}  // namespace ffpa::site

@@ -1,0 +1,90 @@
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "ffpa/core/atomic.h"
+#include "ffpa/core/error.h"
+
+namespace fs = std::filesystem;
+using namespace ffpa::core;
+
+namespace {
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+fs::path fresh_dir(const char* name) {
+  fs::path d = fs::temp_directory_path() / (std::string(name) + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+size_t entries(const fs::path& d) {
+  size_t n = 0;
+  for ([[maybe_unused]] auto& e : fs::directory_iterator(d)) ++n;
+  return n;
+}
+}  // namespace
+
+TEST(Atomic, WritesAndReplacesWithoutLeftovers) {
+  fs::path d = fresh_dir("ffpa_atomic");
+  write_file_atomic(d / "a.json", "one");
+  EXPECT_EQ(slurp(d / "a.json"), "one");
+  write_file_atomic(d / "a.json", "two");
+  EXPECT_EQ(slurp(d / "a.json"), "two");
+  EXPECT_EQ(entries(d), 1u);
+  EXPECT_EQ(fs::status(d / "a.json").permissions() & fs::perms::others_read, fs::perms::others_read);
+  fs::remove_all(d);
+}
+
+TEST(Atomic, MissingDirectoryThrows) {
+  fs::path d = fresh_dir("ffpa_atomic_missing");
+  EXPECT_THROW(write_file_atomic(d / "no" / "such" / "f", "x"), Error);
+  fs::remove_all(d);
+}
+
+TEST(Atomic, UncommittedOutputIsRemoved) {
+  fs::path d = fresh_dir("ffpa_atomic_uncommitted");
+  {
+    AtomicOutput out(d / "big.whl");
+    out.write("partial");
+    EXPECT_TRUE(fs::exists(out.temp_path()));
+  }
+  EXPECT_EQ(entries(d), 0u);
+  fs::remove_all(d);
+}
+
+TEST(FileLock, ExcludesAnotherProcess) {
+  fs::path d = fresh_dir("ffpa_lock");
+  fs::path lock = d / ".lock";
+  fs::path log = d / "log";
+  auto t0 = std::chrono::steady_clock::now();
+  pid_t child;
+  {
+    FileLock held(lock);
+    child = ::fork();
+    if (child == 0) {
+      // The child blocks here until the parent releases the lock.
+      FileLock mine(lock);
+      std::ofstream(log, std::ios::app) << "child\n";
+      ::_exit(0);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::ofstream(log, std::ios::app) << "parent\n";
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_EQ(slurp(log), "parent\nchild\n");
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(300));
+  fs::remove_all(d);
+}
