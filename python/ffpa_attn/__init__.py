@@ -1,0 +1,96 @@
+"""ffpa-attn: large-head-dim (up to 1024) attention kernels for CUDA, with a NumPy reference.
+
+Public API: :func:`ffpa_attn_func`, the :class:`FFPAError` hierarchy, the
+:mod:`~ffpa_attn.reference` and :mod:`~ffpa_attn.cuda` modules, :func:`build_info`
+and ``__version__``. ``ffpa_attn.torch_ops`` (the trainable torch wrapper) is loaded
+on first access and needs torch; importing ``ffpa_attn`` itself never imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from . import cuda, reference
+from .errors import (
+    DeviceError,
+    ExtensionNotAvailableError,
+    FFPAError,
+    ShapeError,
+    UnsupportedArrayTypeError,
+    UnsupportedDTypeError,
+    UnsupportedHeadDimError,
+    UnsupportedImplError,
+    UnsupportedLayoutError,
+)
+from .interface import ffpa_attn_func
+
+try:
+    # Written by CMake at build time (VERSION, SOURCE_COMMIT, SOURCE_DIRTY, CHANNEL,
+    # TOOLCHAIN, PROFILE); absent when running straight from the source tree.
+    from . import _build_info  # type: ignore[attr-defined]
+except ImportError:
+    _build_info = None
+
+__version__: str = str(getattr(_build_info, "VERSION", "0+unknown"))
+
+__all__ = [
+    "__version__",
+    "build_info",
+    "cuda",
+    "reference",
+    "ffpa_attn_func",
+    "FFPAError",
+    "ExtensionNotAvailableError",
+    "UnsupportedHeadDimError",
+    "UnsupportedDTypeError",
+    "UnsupportedLayoutError",
+    "UnsupportedArrayTypeError",
+    "UnsupportedImplError",
+    "ShapeError",
+    "DeviceError",
+]
+
+_BUILD_FIELDS = ("VERSION", "SOURCE_COMMIT", "SOURCE_DIRTY", "CHANNEL", "TOOLCHAIN", "PROFILE")
+
+
+def build_info() -> dict[str, Any]:
+    """How this installation was built, and what its extension contains.
+
+    Keys: ``version``, ``source_commit``, ``source_dirty``, ``channel`` (None for the
+    pure wheel), ``toolchain`` (cmake/gcc/nvcc versions), ``profile`` (None when the
+    package runs from a source tree), then the extension's own ``build_info()`` keys
+    (``head_dims``, ``dtypes``, ``archs``, ``fwd``, ``tma``, ``cute_tma``,
+    ``cuda_runtime``, ``impls``; empty/False without it) and ``extension_available``,
+    ``extension_path``, ``extension_import_error``.
+    """
+    info: dict[str, Any] = {field.lower(): getattr(_build_info, field, None) for field in _BUILD_FIELDS}
+    info["version"] = __version__
+    if isinstance(info["toolchain"], dict):
+        info["toolchain"] = dict(info["toolchain"])
+    info.update(
+        {
+            "head_dims": list(cuda.COMPILED_HEAD_DIMS),
+            "dtypes": list(cuda.COMPILED_DTYPES),
+            "archs": list(cuda.COMPILED_ARCHS),
+            "fwd": cuda.CUDA_FWD_AVAILABLE,
+            "tma": cuda.CUDA_TMA_AVAILABLE,
+            "cute_tma": cuda.CUDA_CUTE_TMA_AVAILABLE,
+            "cuda_runtime": cuda.CUDA_RUNTIME,
+            "impls": list(cuda.COMPILED_IMPLS),
+        }
+    )
+    # Keys the extension reports beyond the documented ones are passed through.
+    for key, value in cuda.extension_info().items():
+        info.setdefault(key, value)
+    info["extension_available"] = cuda.extension() is not None
+    info["extension_path"] = cuda.EXTENSION_PATH
+    info["extension_import_error"] = cuda.EXTENSION_IMPORT_ERROR
+    return info
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy submodules: torch_ops imports torch, bench/deprecations are only for tools.
+    if name in ("torch_ops", "bench", "deprecations"):
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,493 @@
+"""``python -m ffpa_attn.bench``: time the FFPA kernels against torch SDPA.
+
+Backends:
+
+* ``cuda`` (default): the compiled kernels on the GPU, inputs made with torch (or CuPy
+  when torch is absent; then fp16 only). Timed with CUDA events after warm-up. The
+  error ``O_err`` is measured against SDPA (torch) or against the fp32 NumPy reference
+  on batch 0 / head 0 (CuPy). Without the extension or a GPU it prints
+  ``extension not available: ...`` / ``no CUDA device: ...`` on stderr and exits 2.
+* ``reference``: the NumPy reference in fp32 on inputs rounded to fp16/bf16, checked
+  against an fp64 evaluation; small default sizes, for CPUs and for testing the tool.
+
+With ``--verbose`` each case prints one line (``LINE_RE`` parses it)::
+
+    [self-attn fp16] B=1 Hq=32 Hkv=32 Nq=8192 Nkv=8192 D=512 O_err=0.000977 \
+allclose(atol=0.02)=True FFPA=12.345ms SDPA=20.100ms TFLOPS=181.20/111.30 1.63x
+
+TFLOPS = 4*B*Hq*Nq*Nkv*D / time (halved for causal); ``SDPA=n/a`` (and the SDPA
+TFLOPS and ratio ``n/a``) without torch. Backward lines (``[... bwd]``, torch only)
+time forward+backward of ``torch_ops.ffpa_attention`` against SDPA, count 3.5x the
+forward FLOPs and report the error of dQ. Exit status: 0 when every case is within
+tolerance, 1 when one is not, 2 for usage errors and a missing GPU/extension.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from . import cuda, reference
+
+__all__ = ["ATOL", "LINE_RE", "Result", "build_parser", "main", "flops"]
+
+ATOL = {"fp16": 2e-2, "bf16": 5e-2}
+EXIT_MISMATCH = 1
+EXIT_UNAVAILABLE = 2
+
+LINE_RE = re.compile(
+    r"^\[(?P<tag>self-attn|cross-attn) (?P<dtype>fp16|bf16)(?P<bwd> bwd)?\] "
+    r"B=(?P<B>\d+) Hq=(?P<Hq>\d+) Hkv=(?P<Hkv>\d+) Nq=(?P<Nq>\d+) Nkv=(?P<Nkv>\d+) D=(?P<D>\d+)"
+    r"(?P<causal> causal)? (?P<err_name>O_err|dQ_err)=(?P<err>\S+) "
+    r"allclose\(atol=(?P<atol>[0-9.e-]+)\)=(?P<allclose>True|False) "
+    r"FFPA=(?P<ffpa_ms>[0-9.]+)ms SDPA=(?P<sdpa_ms>[0-9.]+ms|n/a) "
+    r"TFLOPS=(?P<ffpa_tflops>[0-9.]+)/(?P<sdpa_tflops>[0-9.]+|n/a) (?P<ratio>[0-9.]+x|n/a)$"
+)
+
+_DEFAULTS = {
+    # cuda: the spec's headline case; reference: small enough for a CPU in seconds.
+    "cuda": {"H": 32, "N": 8192, "warmup": 5, "iters": 20},
+    "reference": {"H": 4, "N": 256, "warmup": 1, "iters": 3},
+}
+
+
+class BenchUnavailable(Exception):
+    """The requested backend cannot run here; the message says why and how to fix it."""
+
+
+@dataclass
+class Result:
+    backend: str
+    direction: str  # "fwd" or "bwd"
+    dtype: str
+    impl: str
+    B: int
+    Hq: int
+    Hkv: int
+    Nq: int
+    Nkv: int
+    D: int
+    causal: bool
+    err: float
+    atol: float
+    allclose: bool
+    ffpa_ms: float
+    sdpa_ms: float | None
+    ffpa_tflops: float
+    sdpa_tflops: float | None
+
+    @property
+    def speedup(self) -> float | None:
+        if self.sdpa_tflops is None or self.sdpa_tflops == 0:
+            return None
+        return self.ffpa_tflops / self.sdpa_tflops
+
+    def line(self) -> str:
+        tag = "self-attn" if self.Nq == self.Nkv else "cross-attn"
+        direction = " bwd" if self.direction == "bwd" else ""
+        err_name = "dQ_err" if self.direction == "bwd" else "O_err"
+        sdpa_ms = "n/a" if self.sdpa_ms is None else f"{self.sdpa_ms:.3f}ms"
+        sdpa_tf = "n/a" if self.sdpa_tflops is None else f"{self.sdpa_tflops:.2f}"
+        ratio = "n/a" if self.speedup is None else f"{self.speedup:.2f}x"
+        return (
+            f"[{tag} {self.dtype}{direction}] B={self.B} Hq={self.Hq} Hkv={self.Hkv} "
+            f"Nq={self.Nq} Nkv={self.Nkv} D={self.D}{' causal' if self.causal else ''} "
+            f"{err_name}={self.err:.6f} allclose(atol={self.atol:g})={self.allclose} "
+            f"FFPA={self.ffpa_ms:.3f}ms SDPA={sdpa_ms} TFLOPS={self.ffpa_tflops:.2f}/{sdpa_tf} {ratio}"
+        )
+
+
+def flops(b: int, hq: int, nq: int, nkv: int, d: int, causal: bool) -> float:
+    """Forward FLOPs: two GEMMs of 2*Nq*Nkv*D per head; causal does half the work."""
+    total = 4.0 * b * hq * nq * nkv * d
+    return total / 2 if causal else total
+
+
+def _tflops(flop: float, ms: float) -> float:
+    return flop / (ms * 1e-3) / 1e12 if ms > 0 else 0.0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m ffpa_attn.bench",
+        description="Benchmark FFPA attention against torch SDPA (or run the NumPy reference).",
+    )
+    parser.add_argument("--backend", choices=("cuda", "reference"), default="cuda")
+    parser.add_argument("--no-fwd", action="store_true", help="skip the forward cases")
+    parser.add_argument("--no-bwd", action="store_true", help="skip the forward+backward cases")
+    parser.add_argument(
+        "--cuda-impl",
+        choices=("auto", "fp16", "bf16", "mma", "simt"),
+        default="auto",
+        help="kernel: auto/mma/simt; fp16/bf16 select the dtype with the auto kernel (old tool spelling)",
+    )
+    parser.add_argument("--B", type=int, default=1)
+    parser.add_argument("--H", type=int, default=None, help="query heads (cuda 32, reference 4)")
+    parser.add_argument("--Hkv", type=int, default=None, help="kv heads (default: --H)")
+    parser.add_argument("--N", type=int, default=None, help="sequence length (cuda 8192, reference 256)")
+    parser.add_argument("--Nkv", type=int, default=None, help="kv sequence length (default: --N)")
+    parser.add_argument("--D", type=int, nargs="+", default=[512], help="one or more head dims")
+    parser.add_argument("--causal", action="store_true")
+    parser.add_argument("--dtype", choices=("fp16", "bf16", "both"), default="fp16")
+    parser.add_argument("--warmup", type=int, default=None)
+    parser.add_argument("--iters", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--verbose", action="store_true", help="one line per case in the documented format")
+    parser.add_argument("--save-path", default=None, help="directory for bench.csv, bench.json, bench_tflops.png")
+    return parser
+
+
+def _finish_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.Namespace:
+    defaults = _DEFAULTS[args.backend]
+    for name in ("H", "N", "warmup", "iters"):
+        if getattr(args, name) is None:
+            setattr(args, name, defaults[name])
+    if args.Hkv is None:
+        args.Hkv = args.H
+    if args.Nkv is None:
+        args.Nkv = args.N
+    if args.no_fwd and args.no_bwd:
+        parser.error("--no-fwd and --no-bwd together leave nothing to run")
+    for name in ("B", "H", "Hkv", "N", "Nkv", "iters"):
+        if getattr(args, name) <= 0:
+            parser.error(f"--{name} must be positive")
+    if args.warmup < 0:
+        parser.error("--warmup must be >= 0")
+    if any(d <= 0 for d in args.D):
+        parser.error("--D values must be positive")
+    if args.H % args.Hkv != 0:
+        parser.error(f"--H ({args.H}) must be a multiple of --Hkv ({args.Hkv})")
+    if args.cuda_impl in ("fp16", "bf16"):
+        args.dtypes = [args.cuda_impl]
+        args.impl = "auto"
+    else:
+        args.dtypes = ["fp16", "bf16"] if args.dtype == "both" else [args.dtype]
+        args.impl = args.cuda_impl
+    return args
+
+
+# --- reference backend -------------------------------------------------------------
+
+
+def _round_to(x: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "fp16":
+        return x.astype(np.float16).astype(np.float32)
+    return reference.round_to_bfloat16(x)
+
+
+def _run_reference(args: argparse.Namespace, log: Callable[[str], None]) -> list[Result]:
+    results: list[Result] = []
+    if not args.no_bwd and args.verbose:
+        log("bwd: skipped (the reference backend is forward only)")
+    if args.no_fwd:
+        return results
+    rng = np.random.default_rng(args.seed)
+    for dtype in args.dtypes:
+        for d in args.D:
+            q = _round_to(rng.standard_normal((args.B, args.H, args.N, d), dtype=np.float32), dtype)
+            k = _round_to(rng.standard_normal((args.B, args.Hkv, args.Nkv, d), dtype=np.float32), dtype)
+            v = _round_to(rng.standard_normal((args.B, args.Hkv, args.Nkv, d), dtype=np.float32), dtype)
+
+            def run() -> np.ndarray:
+                return reference.attention(q, k, v, causal=args.causal)
+
+            for _ in range(args.warmup):
+                run()
+            start = time.perf_counter()
+            for _ in range(args.iters):
+                out = run()
+            ms = (time.perf_counter() - start) * 1e3 / args.iters
+            truth = reference.attention(q, k, v, causal=args.causal, dtype=np.float64)
+            err = float(np.max(np.abs(_round_to(out, dtype).astype(np.float64) - truth)))
+            atol = ATOL[dtype]
+            flop = flops(args.B, args.H, args.N, args.Nkv, d, args.causal)
+            results.append(
+                Result("reference", "fwd", dtype, "numpy", args.B, args.H, args.Hkv, args.N, args.Nkv, d,
+                       args.causal, err, atol, err <= atol, ms, None, _tflops(flop, ms), None)
+            )
+    return results
+
+
+# --- cuda backend --------------------------------------------------------------------
+
+
+def _check_cuda_available(args: argparse.Namespace) -> None:
+    if cuda.extension() is None or not cuda.CUDA_FWD_AVAILABLE:
+        from .interface import CUDA_WHEEL_HINT
+
+        if cuda.EXTENSION_IMPORT_ERROR is not None:
+            reason = f"ffpa_attn._C failed to load ({cuda.EXTENSION_IMPORT_ERROR}); reinstall the +cu13 wheel"
+        elif cuda.extension() is not None:
+            reason = "ffpa_attn._C has no forward kernels compiled in; rebuild with FFPA_HEAD_DIMS set"
+        else:
+            reason = f"this installation has no ffpa_attn._C (pure wheel); {CUDA_WHEEL_HINT}"
+        raise BenchUnavailable(f"extension not available: {reason}; or run --backend reference")
+    if cuda.device_count() == 0:
+        raise BenchUnavailable(
+            "no CUDA device: the extension sees no GPU (check nvidia-smi and CUDA_VISIBLE_DEVICES); "
+            "run --backend reference for the CPU reference"
+        )
+    missing = [d for d in args.D if d not in cuda.COMPILED_HEAD_DIMS]
+    if missing:
+        raise BenchUnavailable(
+            f"head dim {missing} not compiled; compiled head dims: {list(cuda.COMPILED_HEAD_DIMS)} "
+            "(rebuild with -DFFPA_HEAD_DIMS to add more)"
+        )
+    missing_dtypes = [t for t in args.dtypes if t not in cuda.COMPILED_DTYPES]
+    if missing_dtypes:
+        raise BenchUnavailable(
+            f"dtype {missing_dtypes} not compiled; compiled dtypes: {list(cuda.COMPILED_DTYPES)} "
+            "(rebuild with -DFFPA_DTYPES)"
+        )
+    impls = cuda.COMPILED_IMPLS or ("mma", "simt")
+    if args.impl != "auto" and args.impl not in impls:
+        raise BenchUnavailable(f"--cuda-impl {args.impl} not in this build; available: {['auto', *impls]}")
+
+
+def _time_cuda(fn: Callable[[], Any], warmup: int, iters: int, event: Any, synchronize: Callable[[], None]) -> float:
+    for _ in range(warmup):
+        fn()
+    synchronize()
+    start, end = event(), event()
+    start.record()
+    for _ in range(iters):
+        fn()
+    end.record()
+    end.synchronize()
+    return float(start.elapsed_time(end)) / iters
+
+
+def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], None]) -> list[Result]:
+    from .interface import ffpa_attn_func
+    from .torch_ops import ffpa_attention
+
+    functional = torch.nn.functional
+    results: list[Result] = []
+    torch_dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
+    gen = torch.Generator(device="cuda").manual_seed(args.seed)
+
+    def sdpa(q: Any, k: Any, v: Any) -> Any:
+        if args.Hkv != args.H:
+            k = k.repeat_interleave(args.H // args.Hkv, dim=1)
+            v = v.repeat_interleave(args.H // args.Hkv, dim=1)
+        if args.causal and args.N != args.Nkv:
+            # SDPA's is_causal is top-left aligned; FFPA follows flash-attention's
+            # bottom-right alignment, so compare against the same mask.
+            from torch.nn.attention.bias import causal_lower_right
+
+            return functional.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(args.N, args.Nkv))
+        return functional.scaled_dot_product_attention(q, k, v, is_causal=args.causal)
+
+    def event() -> Any:
+        return torch.cuda.Event(enable_timing=True)
+
+    for dtype in args.dtypes:
+        tdt = torch_dtypes[dtype]
+        for d in args.D:
+            shape_q = (args.B, args.H, args.N, d)
+            shape_kv = (args.B, args.Hkv, args.Nkv, d)
+            q = torch.randn(shape_q, generator=gen, device="cuda", dtype=tdt)
+            k = torch.randn(shape_kv, generator=gen, device="cuda", dtype=tdt)
+            v = torch.randn(shape_kv, generator=gen, device="cuda", dtype=tdt)
+            flop = flops(args.B, args.H, args.N, args.Nkv, d, args.causal)
+            atol = ATOL[dtype]
+            common = dict(backend="cuda", dtype=dtype, impl=args.impl, B=args.B, Hq=args.H, Hkv=args.Hkv,
+                          Nq=args.N, Nkv=args.Nkv, D=d, causal=args.causal, atol=atol)
+            if not args.no_fwd:
+                with torch.no_grad():
+                    out = ffpa_attn_func(q, k, v, causal=args.causal, impl=args.impl)
+                    ref = sdpa(q, k, v)
+                    err = float((out.float() - ref.float()).abs().max().item())
+                    ffpa_ms = _time_cuda(lambda: ffpa_attn_func(q, k, v, causal=args.causal, impl=args.impl),
+                                         args.warmup, args.iters, event, torch.cuda.synchronize)
+                    sdpa_ms = _time_cuda(lambda: sdpa(q, k, v), args.warmup, args.iters, event,
+                                         torch.cuda.synchronize)
+                results.append(Result(direction="fwd", err=err, allclose=err <= atol, ffpa_ms=ffpa_ms,
+                                      sdpa_ms=sdpa_ms, ffpa_tflops=_tflops(flop, ffpa_ms),
+                                      sdpa_tflops=_tflops(flop, sdpa_ms), **common))
+            if not args.no_bwd:
+                qg, kg, vg = (t.detach().requires_grad_(True) for t in (q, k, v))
+                dout = torch.randn(shape_q, generator=gen, device="cuda", dtype=tdt)
+
+                def ffpa_step() -> None:
+                    ffpa_attention(qg, kg, vg, causal=args.causal).backward(dout)
+
+                def sdpa_step() -> None:
+                    sdpa(qg, kg, vg).backward(dout)
+
+                ffpa_step()
+                dq = qg.grad.detach().clone()
+                qg.grad = None
+                sdpa_step()
+                err = float((dq.float() - qg.grad.float()).abs().max().item())
+                ffpa_ms = _time_cuda(ffpa_step, args.warmup, args.iters, event, torch.cuda.synchronize)
+                sdpa_ms = _time_cuda(sdpa_step, args.warmup, args.iters, event, torch.cuda.synchronize)
+                # backward is about 2.5x the forward FLOPs: 3.5x for forward+backward.
+                results.append(Result(direction="bwd", err=err, allclose=err <= atol, ffpa_ms=ffpa_ms,
+                                      sdpa_ms=sdpa_ms, ffpa_tflops=_tflops(3.5 * flop, ffpa_ms),
+                                      sdpa_tflops=_tflops(3.5 * flop, sdpa_ms), **common))
+            del q, k, v
+            torch.cuda.empty_cache()
+    return results
+
+
+def _run_cuda_cupy(args: argparse.Namespace, cupy: Any, log: Callable[[str], None]) -> list[Result]:
+    from .interface import ffpa_attn_func
+
+    results: list[Result] = []
+    if not args.no_bwd and args.verbose:
+        log("bwd: skipped (the backward cases need torch)")
+    if args.no_fwd:
+        return results
+    if "bf16" in args.dtypes:
+        raise BenchUnavailable("bf16 inputs need torch (CuPy has no bfloat16); install torch or use --dtype fp16")
+    rng = np.random.default_rng(args.seed)
+    for d in args.D:
+        shape_q = (args.B, args.H, args.N, d)
+        shape_kv = (args.B, args.Hkv, args.Nkv, d)
+        q, k, v = (cupy.asarray(rng.standard_normal(s, dtype=np.float32).astype(np.float16))
+                   for s in (shape_q, shape_kv, shape_kv))
+        out = ffpa_attn_func(q, k, v, causal=args.causal, impl=args.impl)
+        # Host check on one (batch, head) slice: the full reference at N = 8192 would
+        # take minutes on a CPU.
+        q0, k0, v0 = (cupy.asnumpy(t[:1, :1]) for t in (q, k, v))
+        ref = reference.attention(q0, k0, v0, causal=args.causal)
+        err = float(np.max(np.abs(cupy.asnumpy(out[:1, :1]).astype(np.float32) - ref)))
+        ffpa_ms = _time_cuda(lambda: ffpa_attn_func(q, k, v, causal=args.causal, impl=args.impl),
+                             args.warmup, args.iters, cupy.cuda.Event, cupy.cuda.Device().synchronize)
+        flop = flops(args.B, args.H, args.N, args.Nkv, d, args.causal)
+        atol = ATOL["fp16"]
+        results.append(Result("cuda", "fwd", "fp16", args.impl, args.B, args.H, args.Hkv, args.N, args.Nkv, d,
+                              args.causal, err, atol, err <= atol, ffpa_ms, None, _tflops(flop, ffpa_ms), None))
+    return results
+
+
+def _run_cuda(args: argparse.Namespace, log: Callable[[str], None]) -> list[Result]:
+    _check_cuda_available(args)
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        return _run_cuda_torch(args, torch, log)
+    try:
+        import cupy
+    except ImportError:
+        cupy = None
+    if cupy is not None:
+        return _run_cuda_cupy(args, cupy, log)
+    raise BenchUnavailable(
+        "no array framework: the cuda backend makes its inputs with torch or CuPy; "
+        "pip install torch (or cupy-cuda13x)"
+    )
+
+
+# --- output --------------------------------------------------------------------------
+
+
+def _row(result: Result) -> dict[str, Any]:
+    row = asdict(result)
+    row["speedup"] = result.speedup
+    return row
+
+
+def save_results(results: Sequence[Result], save_path: str, config: dict[str, Any],
+                 log: Callable[[str], None]) -> list[str]:
+    """Write bench.csv, bench.json and (with matplotlib) bench_tflops.png; return the paths."""
+    os.makedirs(save_path, exist_ok=True)
+    rows = [_row(r) for r in results]
+    columns = [f.name for f in fields(Result)] + ["speedup"]
+    csv_path = os.path.join(save_path, "bench.csv")
+    with open(csv_path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    json_path = os.path.join(save_path, "bench.json")
+    from . import build_info
+
+    with open(json_path, "w", encoding="utf-8") as handle:
+        json.dump({"config": config, "build_info": build_info(), "results": rows}, handle, indent=2,
+                  default=str)
+        handle.write("\n")
+    written = [csv_path, json_path]
+    png = _plot(results, os.path.join(save_path, "bench_tflops.png"), log)
+    if png:
+        written.append(png)
+    return written
+
+
+def _plot(results: Sequence[Result], path: str, log: Callable[[str], None]) -> str | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("plot: skipped (matplotlib is not installed)")
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4))
+    series = sorted({(r.direction, r.dtype) for r in results})
+    for direction, dtype in series:
+        picked = sorted((r for r in results if (r.direction, r.dtype) == (direction, dtype)), key=lambda r: r.D)
+        dims = [r.D for r in picked]
+        ax.plot(dims, [r.ffpa_tflops for r in picked], marker="o", label=f"FFPA {dtype} {direction}")
+        if any(r.sdpa_tflops is not None for r in picked):
+            ax.plot(dims, [math.nan if r.sdpa_tflops is None else r.sdpa_tflops for r in picked],
+                    marker="s", linestyle="--", label=f"SDPA {dtype} {direction}")
+    ax.set_xlabel("head dim D")
+    ax.set_ylabel("TFLOPS")
+    ax.set_title("ffpa-attn vs SDPA")
+    ax.grid(True, alpha=0.3)
+    if series:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = _finish_args(parser, parser.parse_args(argv))
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr)
+
+    try:
+        if args.backend == "reference":
+            results = _run_reference(args, log)
+        else:
+            results = _run_cuda(args, log)
+    except BenchUnavailable as exc:
+        log(str(exc))
+        return EXIT_UNAVAILABLE
+
+    for result in results:
+        if args.verbose:
+            print(result.line())
+        else:
+            sdpa = "" if result.sdpa_tflops is None else f" (SDPA {result.sdpa_tflops:.2f}, {result.speedup:.2f}x)"
+            print(f"{result.dtype} {result.direction} D={result.D}: {result.ffpa_tflops:.2f} TFLOPS{sdpa}")
+    if args.save_path:
+        config = {k: v for k, v in vars(args).items()}
+        for path in save_results(results, args.save_path, config, log):
+            log(f"wrote {path}")
+    failed = [r for r in results if not r.allclose]
+    for result in failed:
+        log(f"MISMATCH: {result.direction} {result.dtype} D={result.D} err={result.err:.6f} > atol={result.atol:g}")
+    return EXIT_MISMATCH if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

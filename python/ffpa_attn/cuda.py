@@ -1,0 +1,93 @@
+"""What the installed build of ffpa-attn can do on CUDA.
+
+Every flag is read from the compiled extension ``ffpa_attn._C`` (its
+``build_info()``), never guessed from the environment. In the pure wheel the
+extension is absent and everything is False / empty, which is the documented
+signal that only the NumPy reference path exists.
+
+``EXTENSION_IMPORT_ERROR`` separates "absent" (``None``: the pure wheel, or a source
+tree without a build) from "present but broken" (the loader's message, e.g. an
+undefined symbol or a missing ``libffpa_kernels.so``): hiding the second would turn
+a broken install into a silent CPU fallback.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+__all__ = [
+    "CUDA_FWD_AVAILABLE",
+    "CUDA_TMA_AVAILABLE",
+    "CUDA_CUTE_TMA_AVAILABLE",
+    "COMPILED_HEAD_DIMS",
+    "COMPILED_DTYPES",
+    "COMPILED_ARCHS",
+    "COMPILED_IMPLS",
+    "CUDA_RUNTIME",
+    "EXTENSION_IMPORT_ERROR",
+    "EXTENSION_PATH",
+    "device_count",
+    "extension",
+    "extension_info",
+]
+
+_EXTENSION_MODULE = "ffpa_attn._C"
+
+
+def _load_extension() -> tuple[ModuleType | None, str | None]:
+    try:
+        # import_module, not "from . import _C": the latter turns "absent" into a plain
+        # ImportError that cannot be told apart from a broken extension.
+        module = importlib.import_module(_EXTENSION_MODULE)
+    except ModuleNotFoundError as exc:
+        # Only "ffpa_attn._C itself is missing" means the pure wheel; a missing
+        # module *inside* the extension's import is a broken install.
+        if exc.name == _EXTENSION_MODULE:
+            return None, None
+        return None, f"{type(exc).__name__}: {exc}"
+    except ImportError as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+    return module, None
+
+
+_C, EXTENSION_IMPORT_ERROR = _load_extension()
+
+
+def _read_info(module: ModuleType | None) -> dict[str, Any]:
+    if module is None:
+        return {}
+    return dict(module.build_info())
+
+
+_INFO: dict[str, Any] = _read_info(_C)
+
+CUDA_FWD_AVAILABLE: bool = bool(_INFO.get("fwd", False))
+# TMA / CuTe-TMA are true only when the extension says that path was compiled
+# (Hopper 90a builds); they are never inferred from the GPU that is present.
+CUDA_TMA_AVAILABLE: bool = bool(_INFO.get("tma", False))
+CUDA_CUTE_TMA_AVAILABLE: bool = bool(_INFO.get("cute_tma", False))
+COMPILED_HEAD_DIMS: tuple[int, ...] = tuple(sorted(int(d) for d in _INFO.get("head_dims", ())))
+COMPILED_DTYPES: tuple[str, ...] = tuple(str(d) for d in _INFO.get("dtypes", ()))
+COMPILED_ARCHS: tuple[str, ...] = tuple(str(a) for a in _INFO.get("archs", ()))
+COMPILED_IMPLS: tuple[str, ...] = tuple(str(i) for i in _INFO.get("impls", ()))
+CUDA_RUNTIME: str | None = _INFO.get("cuda_runtime") or None
+EXTENSION_PATH: str | None = getattr(_C, "__file__", None)
+
+
+def extension() -> ModuleType | None:
+    """The loaded ``ffpa_attn._C`` module, or None when it is absent or broken."""
+    return _C
+
+
+def extension_info() -> dict[str, Any]:
+    """A copy of ``ffpa_attn._C.build_info()`` ({} without the extension)."""
+    return dict(_INFO)
+
+
+def device_count() -> int:
+    """Number of CUDA devices the extension sees (0 without the extension)."""
+    if _C is None:
+        return 0
+    return int(_C.device_count())

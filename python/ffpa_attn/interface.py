@@ -1,0 +1,343 @@
+"""``ffpa_attn_func``: the public entry point.
+
+Where the inputs live decides the path:
+
+* CUDA arrays of any framework that exports ``__cuda_array_interface__`` or DLPack
+  (torch, CuPy): validated here, then the compiled kernels (``ffpa_attn._C``) run on
+  the caller's current stream. The output (and LSE) are allocated with the inputs'
+  own framework.
+* NumPy arrays: **the CPU path is the NumPy reference** (``reference.attention``),
+  fp32 compute (fp64 for fp64 inputs), output cast back to the input dtype. This is
+  what the pure wheel and the notebooks' NumPy checks run.
+* torch CPU tensors: plain torch math (``torch_ops.attention_math``).
+
+torch is never imported by this module: a torch tensor can only exist if the caller
+already imported torch, so it is looked up in ``sys.modules``.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import cuda, reference
+from .errors import (
+    DeviceError,
+    ExtensionNotAvailableError,
+    ShapeError,
+    UnsupportedArrayTypeError,
+    UnsupportedDTypeError,
+    UnsupportedHeadDimError,
+    UnsupportedImplError,
+    UnsupportedLayoutError,
+)
+
+__all__ = ["ffpa_attn_func", "IMPLS", "CUDA_WHEEL_HINT"]
+
+IMPLS = ("auto", "mma", "simt")
+
+CUDA_WHEEL_HINT = (
+    "install the CUDA wheel from the project index: "
+    "pip install ffpa-attn --index-url <site>/whl/cu13/ --extra-index-url https://pypi.org/simple "
+    "(see docs/install.md)"
+)
+
+# DLPack device types (dlpack.h DLDeviceType).
+_DL_CPU = 1
+_DL_CUDA = 2
+_DL_CUDA_HOST = 3
+_DL_CUDA_MANAGED = 13
+
+_TORCH_DTYPE_NAMES = {
+    "torch.float16": "fp16",
+    "torch.bfloat16": "bf16",
+    "torch.float32": "fp32",
+    "torch.float64": "fp64",
+}
+_NUMPY_LIKE_DTYPE_NAMES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64"}
+
+
+@dataclass(frozen=True)
+class _Desc:
+    """What validation needs to know about one device array, framework-neutral."""
+
+    framework: str  # "torch" or the top-level module name of the array type (e.g. "cupy")
+    shape: tuple[int, ...]
+    dtype: str  # fp16 / bf16 / fp32 / fp64 / the framework's own spelling
+    contiguous: bool
+    device: int
+
+
+def _torch_module() -> Any | None:
+    return sys.modules.get("torch")
+
+
+def _is_torch_tensor(x: Any) -> bool:
+    torch = _torch_module()
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _cuda_device_of(x: Any) -> int | None:
+    """CUDA ordinal of x, or None when x is not (known to be) in CUDA memory."""
+    if _is_torch_tensor(x):
+        return int(x.device.index or 0) if x.is_cuda else None
+    dl_device = getattr(x, "__dlpack_device__", None)
+    if dl_device is not None:
+        try:
+            dev_type, dev_id = dl_device()
+        except (TypeError, ValueError, RuntimeError):
+            dev_type, dev_id = None, None
+        if dev_type is not None:
+            if int(dev_type) in (_DL_CUDA, _DL_CUDA_MANAGED):
+                return int(dev_id)
+            return None
+    if hasattr(x, "__cuda_array_interface__"):
+        device = getattr(x, "device", None)
+        return int(getattr(device, "id", 0) or 0)
+    return None
+
+
+def _describe_cuda(x: Any, name: str) -> _Desc:
+    device = _cuda_device_of(x)
+    assert device is not None
+    if _is_torch_tensor(x):
+        return _Desc(
+            framework="torch",
+            shape=tuple(int(s) for s in x.shape),
+            dtype=_TORCH_DTYPE_NAMES.get(str(x.dtype), str(x.dtype)),
+            contiguous=bool(x.is_contiguous()),
+            device=device,
+        )
+    framework = type(x).__module__.split(".")[0]
+    shape = tuple(int(s) for s in getattr(x, "shape", ()))
+    dtype = str(getattr(x, "dtype", "unknown"))
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if cai is not None:
+        # CAI strides are None for C-contiguous arrays (v2+), else bytes per step.
+        strides = cai.get("strides")
+        itemsize = np.dtype(cai["typestr"]).itemsize
+        contiguous = strides is None or tuple(strides) == _c_strides(shape, itemsize)
+        if dtype == "unknown":
+            dtype = str(np.dtype(cai["typestr"]))
+    else:
+        flags = getattr(x, "flags", None)
+        contiguous = bool(getattr(flags, "c_contiguous", True))
+    return _Desc(framework, shape, _NUMPY_LIKE_DTYPE_NAMES.get(dtype, dtype), contiguous, device)
+
+
+def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    strides: list[int] = []
+    step = itemsize
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= max(extent, 1)
+    return tuple(reversed(strides))
+
+
+def _check_4d_shapes(shapes: dict[str, tuple[int, ...]]) -> tuple[int, int, int, int, int, int]:
+    for name, shape in shapes.items():
+        if len(shape) != 4:
+            raise ShapeError(
+                f"{name} must be 4-D [B, H, N, D], got shape {shape}; "
+                "transpose [B, N, H, D] inputs with .transpose(1, 2) (torch) / .transpose(0, 2, 1, 3)"
+            )
+    b, hq, nq, d = shapes["q"]
+    bk, hkv, nkv, dk = shapes["k"]
+    if shapes["k"] != shapes["v"]:
+        raise ShapeError(f"k and v must have the same shape, got {shapes['k']} and {shapes['v']}")
+    if bk != b:
+        raise ShapeError(f"q and k/v must have the same batch size, got {b} and {bk}")
+    if dk != d:
+        raise ShapeError(f"q and k/v must have the same head dim, got {d} and {dk}")
+    if hkv <= 0 or hq % hkv != 0:
+        raise ShapeError(
+            f"the number of query heads ({hq}) must be a multiple of the number of kv heads "
+            f"({hkv}) for grouped-query attention"
+        )
+    if min(b, hq, nq, nkv, d) <= 0:
+        raise ShapeError(f"every dimension must be positive, got q {shapes['q']} and k/v {shapes['k']}")
+    return b, hq, hkv, nq, nkv, d
+
+
+def _resolve_scale(scale: float | None, d: int) -> float:
+    if scale is None:
+        return 1.0 / math.sqrt(d)
+    value = float(scale)
+    if not math.isfinite(value):
+        raise ValueError(f"scale must be a finite number, got {scale!r}")
+    return value
+
+
+def _extension_or_raise() -> Any:
+    ext = cuda.extension()
+    if ext is not None and cuda.CUDA_FWD_AVAILABLE:
+        return ext
+    if cuda.EXTENSION_IMPORT_ERROR is not None:
+        raise ExtensionNotAvailableError(
+            "the CUDA extension ffpa_attn._C is installed but failed to load "
+            f"({cuda.EXTENSION_IMPORT_ERROR}); reinstall the +cu13 wheel that matches this "
+            "Python (pip install --force-reinstall --no-deps ffpa-attn --index-url <site>/whl/cu13/) "
+            "and check that an NVIDIA driver for CUDA 13 is installed"
+        )
+    if ext is not None:
+        raise ExtensionNotAvailableError(
+            "this build of ffpa_attn._C has no forward kernels compiled in; "
+            "rebuild with FFPA_HEAD_DIMS / FFPA_DTYPES set, or " + CUDA_WHEEL_HINT
+        )
+    raise ExtensionNotAvailableError(
+        "CUDA inputs need the compiled extension ffpa_attn._C, which this installation "
+        "(the pure NumPy wheel) does not have; " + CUDA_WHEEL_HINT
+        + ", or pass NumPy arrays to use the CPU reference"
+    )
+
+
+def _allocate(q: Any, desc: _Desc, lse_shape: tuple[int, int, int], want_lse: bool) -> tuple[Any, Any]:
+    if desc.framework == "torch":
+        torch = _torch_module()
+        out = torch.empty_like(q)
+        lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device) if want_lse else None
+        return out, lse
+    module = sys.modules.get(desc.framework)
+    empty_like = getattr(module, "empty_like", None)
+    empty = getattr(module, "empty", None)
+    if empty_like is None or empty is None:
+        raise UnsupportedArrayTypeError(
+            f"cannot allocate the output for a {type(q).__module__}.{type(q).__name__}: "
+            "ffpa_attn_func allocates with the inputs' framework and knows torch and CuPy; "
+            "convert the inputs with torch.from_dlpack(x) or cupy.from_dlpack(x)"
+        )
+    device_ctx = getattr(getattr(module, "cuda", None), "Device", None)
+    if device_ctx is not None:
+        with device_ctx(desc.device):
+            out = empty_like(q)
+            lse = empty(lse_shape, dtype=np.float32) if want_lse else None
+    else:
+        out = empty_like(q)
+        lse = empty(lse_shape, dtype=np.float32) if want_lse else None
+    return out, lse
+
+
+def _cuda_forward(q: Any, k: Any, v: Any, causal: bool, scale: float | None, return_lse: bool, impl: str) -> Any:
+    descs = {name: _describe_cuda(t, name) for name, t in (("q", q), ("k", k), ("v", v))}
+    b, hq, _hkv, nq, _nkv, d = _check_4d_shapes({n: s.shape for n, s in descs.items()})
+
+    frameworks = {s.framework for s in descs.values()}
+    if len(frameworks) != 1:
+        raise UnsupportedArrayTypeError(
+            f"q, k, v come from different frameworks ({sorted(frameworks)}); "
+            "convert them to one (e.g. torch.from_dlpack) before calling ffpa_attn_func"
+        )
+    dtypes = {n: s.dtype for n, s in descs.items()}
+    if len(set(dtypes.values())) != 1:
+        raise UnsupportedDTypeError(
+            f"q, k, v must have the same dtype, got {dtypes}; cast them to one of fp16/bf16"
+        )
+    dtype = dtypes["q"]
+    supported = cuda.COMPILED_DTYPES or ("fp16", "bf16")
+    if dtype not in supported:
+        raise UnsupportedDTypeError(
+            f"the CUDA kernels take {'/'.join(supported)} inputs, got {dtype}; cast with "
+            ".half() / .to(torch.bfloat16) (torch) or .astype(cupy.float16), or run under "
+            "torch.autocast; rebuild with FFPA_DTYPES to compile other dtypes"
+        )
+    for name, s in descs.items():
+        if not s.contiguous:
+            raise UnsupportedLayoutError(
+                f"{name} must be contiguous [B, H, N, D] (last dim unit stride, rows packed); "
+                "call .contiguous() (torch) or cupy.ascontiguousarray() first"
+            )
+    devices = {n: s.device for n, s in descs.items()}
+    if len(set(devices.values())) != 1:
+        raise DeviceError(f"q, k, v must be on the same CUDA device, got {devices}; move them with .to(device)")
+    ext = _extension_or_raise()
+    if cuda.device_count() == 0:
+        raise DeviceError(
+            "no CUDA device: the extension sees no GPU (check nvidia-smi, the driver and "
+            "CUDA_VISIBLE_DEVICES), or pass NumPy arrays / CPU tensors to use the CPU path"
+        )
+    if d not in cuda.COMPILED_HEAD_DIMS:
+        raise UnsupportedHeadDimError(
+            f"head dim {d} was not compiled; this build has {list(cuda.COMPILED_HEAD_DIMS)}. "
+            "Rebuild with -DFFPA_HEAD_DIMS=\"...;" + str(d) + "\" (multiples of 64 up to 1024), "
+            "or pad the head dim to a compiled one"
+        )
+    impls = cuda.COMPILED_IMPLS or ("mma", "simt")
+    if impl != "auto" and impl not in impls:
+        raise UnsupportedImplError(f"impl={impl!r} is not in this build; choose one of {['auto', *impls]}")
+
+    sm_scale = _resolve_scale(scale, d)
+    out, lse = _allocate(q, descs["q"], (b, hq, nq), return_lse)
+    ext.forward(q, k, v, out, lse, bool(causal), sm_scale, impl)
+    return (out, lse) if return_lse else out
+
+
+def _numpy_forward(q: np.ndarray, k: Any, v: Any, causal: bool, scale: float | None, return_lse: bool) -> Any:
+    arrays = {n: np.asarray(t) for n, t in (("q", q), ("k", k), ("v", v))}
+    _, _, _, _, _, d = _check_4d_shapes({n: tuple(a.shape) for n, a in arrays.items()})
+    for name, a in arrays.items():
+        if not np.issubdtype(a.dtype, np.floating):
+            raise UnsupportedDTypeError(
+                f"{name} has dtype {a.dtype}; pass floating-point arrays (e.g. .astype(np.float32))"
+            )
+    compute = np.float64 if any(a.dtype == np.float64 for a in arrays.values()) else np.float32
+    result = reference.attention(
+        arrays["q"], arrays["k"], arrays["v"], causal=causal, scale=_resolve_scale(scale, d),
+        return_lse=True, dtype=compute,
+    )
+    out, lse = result
+    out = out.astype(arrays["q"].dtype, copy=False)
+    return (out, lse.astype(np.float32, copy=False)) if return_lse else out
+
+
+def ffpa_attn_func(
+    q: Any,
+    k: Any,
+    v: Any,
+    causal: bool = False,
+    scale: float | None = None,
+    return_lse: bool = False,
+    impl: str = "auto",
+) -> Any:
+    """Attention ``softmax(q k^T * scale [+ causal mask]) v`` for [B, H, N, D] inputs.
+
+    k and v may have fewer heads than q (grouped-query attention, ``Hq % Hkv == 0``).
+    ``scale`` defaults to ``1/sqrt(D)``. The causal mask is bottom-right aligned when
+    ``Nq != Nkv`` (see :mod:`ffpa_attn.reference`). ``impl`` picks the CUDA kernel:
+    ``"auto"`` (the fast split-D MMA kernel), ``"mma"`` or ``"simt"`` (the plain
+    kernel used as a second witness); it is ignored on the host.
+
+    Returns ``out`` (same framework, device, shape and dtype as q) or, with
+    ``return_lse=True``, ``(out, lse)`` where lse is fp32 [B, Hq, Nq].
+
+    Raises the :class:`ffpa_attn.FFPAError` subclasses; nothing is launched until every
+    check has passed.
+    """
+    if impl not in IMPLS:
+        raise UnsupportedImplError(f"impl must be one of {list(IMPLS)}, got {impl!r}")
+    devices = [_cuda_device_of(t) for t in (q, k, v)]
+    on_cuda = [dev is not None for dev in devices]
+    if any(on_cuda):
+        if not all(on_cuda):
+            where = {n: ("cuda" if c else "host") for n, c in zip("qkv", on_cuda)}
+            raise DeviceError(f"q, k, v must all be on the GPU or all on the host, got {where}; move them first")
+        return _cuda_forward(q, k, v, causal, scale, return_lse, impl)
+    if all(_is_torch_tensor(t) for t in (q, k, v)):
+        from . import torch_ops
+
+        return torch_ops.attention_math(q, k, v, causal=causal, scale=scale, return_lse=return_lse)
+    if any(_is_torch_tensor(t) for t in (q, k, v)):
+        raise UnsupportedArrayTypeError(
+            "mixing torch CPU tensors with other arrays is not supported; convert all three "
+            "with torch.as_tensor(x) or x.numpy()"
+        )
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, np.ndarray) and not hasattr(t, "__array__"):
+            raise UnsupportedArrayTypeError(
+                f"{name} is a {type(t).__name__}; pass NumPy arrays (CPU reference), torch "
+                "tensors, or CUDA arrays with __cuda_array_interface__ / DLPack (torch, CuPy)"
+            )
+    return _numpy_forward(q, k, v, causal, scale, return_lse)
