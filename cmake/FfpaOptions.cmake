@@ -1,0 +1,69 @@
+# FfpaOptions.cmake: every cache option of the build, with per-profile defaults.
+#
+# Profiles (spec/release.md section 2):
+#   full  kernels for the fixed release arch set 89;120f, release head dims, every
+#         interpreter found, plus the pure wheel; release version, committed sources
+#   pure  no extension at all; one py3-none-any wheel; release version
+#   mini  development: head dim 128, one arch; never publishable
+#   dev   day-to-day: like mini by default; the ci preset widens it to the release
+#         matrix without the release guards (CI has no release version)
+
+set(FFPA_PROFILE "dev" CACHE STRING "Build profile: full, pure, mini or dev")
+set_property(CACHE FFPA_PROFILE PROPERTY STRINGS full pure mini dev)
+if(NOT FFPA_PROFILE MATCHES "^(full|pure|mini|dev)$")
+  message(FATAL_ERROR "FFPA_PROFILE='${FFPA_PROFILE}' is not a profile; use full, pure, mini or dev (or a preset: cmake --list-presets).")
+endif()
+
+set(FFPA_CHANNEL "cu13" CACHE STRING "CUDA wheel channel, cu<CUDA major> of the nvcc in use")
+set(FFPA_RELEASE_VERSION "" CACHE STRING "Release version X.Y.Z (wins over git; env FFPA_RELEASE_VERSION too)")
+option(FFPA_RELEASE_DRY_RUN "Print the release plan and build nothing" OFF)
+option(FFPA_RELEASE_ALLOW_UNCOMMITTED "Allow profile full from uncommitted sources (loud warning)" OFF)
+option(FFPA_BUILD_TESTING "Register the CTest suite" ON)
+
+if(FFPA_PROFILE MATCHES "^(full|pure)$")
+  set(_ffpa_default_dist "${CMAKE_SOURCE_DIR}/dist")
+else()
+  set(_ffpa_default_dist "${CMAKE_BINARY_DIR}/dist")
+endif()
+set(FFPA_RELEASE_DIST "${_ffpa_default_dist}" CACHE PATH
+  "Where wheels, SHA256SUMS and the manifest go (release profiles: <source>/dist)")
+
+if(FFPA_PROFILE STREQUAL "pure")
+  # The pure profile has no extension at all: no nvcc, no compiler cache needed.
+  set(FFPA_BUILD_KERNELS OFF CACHE BOOL "Build the CUDA kernel library and the _C modules" FORCE)
+else()
+  set(FFPA_BUILD_KERNELS ON CACHE BOOL "Build the CUDA kernel library and the _C modules")
+endif()
+
+set(FFPA_RELEASE_CUDA_ARCHS "89;120f")
+set(FFPA_RELEASE_HEAD_DIMS "64;128;192;256;320;512")
+
+# Dev and mini build the arch of the GPU that is present, else 89.
+function(_ffpa_dev_arch out_var)
+  set(_arch 89)
+  find_program(_ffpa_nvidia_smi nvidia-smi NO_CACHE)
+  if(_ffpa_nvidia_smi)
+    execute_process(COMMAND "${_ffpa_nvidia_smi}" --query-gpu=compute_cap --format=csv,noheader
+      OUTPUT_VARIABLE _cc RESULT_VARIABLE _rc ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(_rc EQUAL 0 AND _cc MATCHES "^([0-9]+)\\.([0-9]+)")
+      set(_arch "${CMAKE_MATCH_1}${CMAKE_MATCH_2}")
+    endif()
+  endif()
+  set(${out_var} "${_arch}" PARENT_SCOPE)
+endfunction()
+
+if(FFPA_PROFILE STREQUAL "full")
+  set(_ffpa_default_archs "${FFPA_RELEASE_CUDA_ARCHS}")
+  set(_ffpa_default_dims "${FFPA_RELEASE_HEAD_DIMS}")
+else()
+  _ffpa_dev_arch(_ffpa_default_archs)
+  set(_ffpa_default_dims "128")
+endif()
+set(FFPA_CUDA_ARCHS "${_ffpa_default_archs}" CACHE STRING "CUDA archs (e.g. 89;120f; a/f suffixes allowed)")
+set(FFPA_HEAD_DIMS "${_ffpa_default_dims}" CACHE STRING "Head dims to compile (multiples of 64 up to 1024)")
+set(FFPA_DTYPES "fp16;bf16" CACHE STRING "Input dtypes to compile (fp16, bf16)")
+set(FFPA_PYTHON_INTERPRETERS "" CACHE STRING "Explicit interpreter paths (default: discover CPython 3.10-3.14)")
+
+set(FFPA_TOOLS_PYTHON "${CMAKE_SOURCE_DIR}/.venv/bin/python" CACHE FILEPATH
+  "Python of the pinned tools venv (made by tools/bootstrap): pytest, pip, twine, nbclient")
+set(FFPA_PYTHON_BUILD_DIR "${CMAKE_BINARY_DIR}/python")

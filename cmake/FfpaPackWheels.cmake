@@ -1,0 +1,170 @@
+# FfpaPackWheels.cmake: CPack External package script (run by `cpack`, i.e. the
+# `package` target). Do not include() this from a project: it reads the CPACK_FFPA_*
+# variables that FfpaWheelPackaging.cmake stored in CPackConfig.cmake.
+#
+# For every staged component it calls `ffpa-index pack`, then writes SHA256SUMS and
+# ffpa-release-manifest.json atomically into CPACK_FFPA_DIST.
+
+cmake_minimum_required(VERSION 3.25)
+
+function(_ffpa_fail)
+  list(JOIN ARGN "" _msg)
+  message(FATAL_ERROR "ffpa packaging: ${_msg}")
+endfunction()
+
+# Write <file> atomically: a temp file in the same directory, then a rename.
+function(_ffpa_write_atomic file content)
+  get_filename_component(_dir "${file}" DIRECTORY)
+  string(RANDOM LENGTH 8 _rnd)
+  set(_tmp "${_dir}/.tmp-${_rnd}")
+  file(WRITE "${_tmp}" "${content}")
+  file(RENAME "${_tmp}" "${file}")
+endfunction()
+
+# A release must describe the sources it was built from: re-check right before
+# writing, since files may have changed after configure.
+if(CPACK_FFPA_PROFILE STREQUAL "full" AND NOT CPACK_FFPA_ALLOW_UNCOMMITTED)
+  execute_process(COMMAND git status --porcelain=v1 --untracked-files=all -- ${CPACK_FFPA_SHIPPED_INPUTS}
+    WORKING_DIRECTORY "${CPACK_FFPA_SOURCE_DIR}" OUTPUT_VARIABLE _st RESULT_VARIABLE _rc ERROR_QUIET)
+  if(_rc EQUAL 0 AND NOT _st STREQUAL "")
+    _ffpa_fail("profile full builds from committed sources; commit these first (they changed after configure):\n${_st}")
+  endif()
+endif()
+
+if(NOT EXISTS "${CPACK_FFPA_INDEX_TOOL}")
+  _ffpa_fail("the engine ${CPACK_FFPA_INDEX_TOOL} is missing; build the project first (cmake --build <dir>).")
+endif()
+file(MAKE_DIRECTORY "${CPACK_FFPA_DIST}")
+
+set(_built "")
+set(_manifest_wheels "[]")
+set(_i 0)
+foreach(_spec IN LISTS CPACK_FFPA_SPECS)
+  string(REPLACE "|" ";" _f "${_spec}")
+  list(GET _f 0 _comp)
+  list(GET _f 1 _version)
+  list(GET _f 2 _tag)
+  list(GET _f 3 _purelib)
+  set(_tree "${CPACK_TEMPORARY_DIRECTORY}/${_comp}")
+  if(NOT IS_DIRECTORY "${_tree}")
+    _ffpa_fail("component ${_comp} was not staged (${_tree} missing)")
+  endif()
+  execute_process(
+    COMMAND "${CPACK_FFPA_INDEX_TOOL}" pack
+      --tree "${_tree}" --name ffpa_attn --version "${_version}" --tag "${_tag}"
+      --metadata "${CPACK_FFPA_METADATA}"
+      --readme "${CPACK_FFPA_README}" --readme-type text/markdown
+      --root-is-purelib ${_purelib}
+      --source-date-epoch "${CPACK_FFPA_EPOCH}"
+      --deflate-cache "${CPACK_FFPA_DEFLATE_CACHE}"
+      --out-dir "${CPACK_FFPA_DIST}"
+    OUTPUT_VARIABLE _out ERROR_VARIABLE _err RESULT_VARIABLE _rc)
+  if(NOT _rc EQUAL 0)
+    _ffpa_fail("ffpa-index pack failed for ${_comp}:\n${_out}${_err}")
+  endif()
+  # The engine prints the path of the wheel it wrote.
+  string(REGEX MATCHALL "[^ \t\r\n]+\\.whl" _paths "${_out}")
+  list(LENGTH _paths _n)
+  if(_n EQUAL 0)
+    _ffpa_fail("ffpa-index pack did not report a wheel for ${_comp}:\n${_out}")
+  endif()
+  list(GET _paths -1 _whl)
+  if(NOT IS_ABSOLUTE "${_whl}")
+    set(_whl "${CPACK_FFPA_DIST}/${_whl}")
+  endif()
+  get_filename_component(_name "${_whl}" NAME)
+  message(STATUS "ffpa: wrote ${_whl}")
+
+  if(_purelib STREQUAL "true")
+    # The pure wheel must hold no compiled code: unpack it and look.
+    set(_x "${CPACK_TOPLEVEL_DIRECTORY}/unpacked-${_comp}")
+    file(REMOVE_RECURSE "${_x}")
+    file(MAKE_DIRECTORY "${_x}")
+    execute_process(COMMAND "${CMAKE_COMMAND}" -E tar xf "${_whl}" WORKING_DIRECTORY "${_x}" RESULT_VARIABLE _rc)
+    if(NOT _rc EQUAL 0)
+      _ffpa_fail("cannot unpack ${_whl} to check it")
+    endif()
+    file(GLOB_RECURSE _so RELATIVE "${_x}" "${_x}/*.so" "${_x}/*.so.*" "${_x}/*.pyd" "${_x}/*.dylib")
+    if(_so)
+      file(REMOVE "${_whl}")
+      _ffpa_fail("the pure wheel ${_name} contains compiled code (${_so}); it was removed. The pure profile must not install any extension.")
+    endif()
+  endif()
+
+  file(SHA256 "${_whl}" _sha)
+  file(SIZE "${_whl}" _size)
+  list(APPEND _built "${_name}")
+  string(APPEND _sums "${_sha}  ${_name}\n")
+  string(REGEX MATCH "^[^-]+-[^-]+-(.+)\\.whl$" _m "${_name}")
+  set(_w "{}")
+  string(JSON _w SET "${_w}" file "\"${_name}\"")
+  if(_purelib STREQUAL "true")
+    string(JSON _w SET "${_w}" kind "\"pure\"")
+  else()
+    string(JSON _w SET "${_w}" kind "\"cuda\"")
+    file(SIZE "${_tree}/ffpa_attn/libffpa_kernels.so" _klib)
+    string(JSON _w SET "${_w}" kernel_library_size "${_klib}")
+  endif()
+  string(JSON _w SET "${_w}" version "\"${_version}\"")
+  string(JSON _w SET "${_w}" tags "\"${CMAKE_MATCH_1}\"")
+  string(JSON _w SET "${_w}" size "${_size}")
+  string(JSON _w SET "${_w}" sha256 "\"${_sha}\"")
+  string(JSON _manifest_wheels SET "${_manifest_wheels}" ${_i} "${_w}")
+  math(EXPR _i "${_i} + 1")
+endforeach()
+
+# Wheels of other versions in the same directory are not ours to delete; say so,
+# because tools that pick "the" wheel from dist/ would see them.
+file(GLOB _all RELATIVE "${CPACK_FFPA_DIST}" "${CPACK_FFPA_DIST}/ffpa_attn-*.whl")
+foreach(_w IN LISTS _all)
+  if(NOT _w IN_LIST _built)
+    message(WARNING "ffpa: ${CPACK_FFPA_DIST} also holds ${_w}, which is not part of this build; remove it or use -DFFPA_RELEASE_DIST=<dir>.")
+  endif()
+endforeach()
+
+set(_m "{}")
+string(JSON _m SET "${_m}" name "\"ffpa-attn\"")
+string(JSON _m SET "${_m}" version "\"${CPACK_FFPA_VERSION}\"")
+string(JSON _m SET "${_m}" profile "\"${CPACK_FFPA_PROFILE}\"")
+string(JSON _m SET "${_m}" source_commit "\"${CPACK_FFPA_COMMIT}\"")
+if(CPACK_FFPA_DIRTY)
+  string(JSON _m SET "${_m}" source_dirty true)
+else()
+  string(JSON _m SET "${_m}" source_dirty false)
+endif()
+string(JSON _m SET "${_m}" source_date_epoch "${CPACK_FFPA_EPOCH}")
+string(JSON _m SET "${_m}" toolchain "{}")
+string(JSON _m SET "${_m}" toolchain cmake "\"${CPACK_FFPA_CMAKE_VERSION}\"")
+string(JSON _m SET "${_m}" toolchain gcc "\"${CPACK_FFPA_GCC_VERSION}\"")
+if(CPACK_FFPA_BUILD_KERNELS)
+  string(JSON _m SET "${_m}" channel "\"${CPACK_FFPA_CHANNEL}\"")
+  string(JSON _m SET "${_m}" cuda_version "\"${CPACK_FFPA_CUDA_VERSION}\"")
+  string(JSON _m SET "${_m}" toolchain nvcc "\"${CPACK_FFPA_NVCC_VERSION}\"")
+  string(JSON _m SET "${_m}" archs "[]")
+  set(_j 0)
+  foreach(_a IN LISTS CPACK_FFPA_ARCHS)
+    string(JSON _m SET "${_m}" archs ${_j} "\"${_a}\"")
+    math(EXPR _j "${_j} + 1")
+  endforeach()
+  string(JSON _m SET "${_m}" head_dims "[]")
+  set(_j 0)
+  foreach(_d IN LISTS CPACK_FFPA_HEAD_DIMS)
+    string(JSON _m SET "${_m}" head_dims ${_j} "${_d}")
+    math(EXPR _j "${_j} + 1")
+  endforeach()
+  string(JSON _m SET "${_m}" dtypes "[]")
+  set(_j 0)
+  foreach(_d IN LISTS CPACK_FFPA_DTYPES)
+    string(JSON _m SET "${_m}" dtypes ${_j} "\"${_d}\"")
+    math(EXPR _j "${_j} + 1")
+  endforeach()
+else()
+  string(JSON _m SET "${_m}" channel null)
+  string(JSON _m SET "${_m}" toolchain nvcc null)
+endif()
+string(JSON _m SET "${_m}" wheels "${_manifest_wheels}")
+
+_ffpa_write_atomic("${CPACK_FFPA_DIST}/ffpa-release-manifest.json" "${_m}\n")
+_ffpa_write_atomic("${CPACK_FFPA_DIST}/SHA256SUMS" "${_sums}")
+list(LENGTH _built _nb)
+message(STATUS "ffpa: ${_nb} wheel(s), SHA256SUMS and ffpa-release-manifest.json in ${CPACK_FFPA_DIST}")

@@ -1,0 +1,96 @@
+# FfpaPythonInterpreters.cmake: the CPython interpreters of the release set.
+#
+# The release set is CPython 3.10 to 3.14, as many as the build machine has. Each
+# found interpreter gets one thin _C module and one CUDA wheel; a missing one is a
+# warning that names it, and its wheel is left out. FFPA_PYTHON_INTERPRETERS
+# (explicit paths) replaces discovery.
+
+set(FFPA_PYTHON_RELEASE_MINORS 10 11 12 13 14)
+
+# _ffpa_probe_python(<path> <out-tag> <out-minor>)
+#   Runs the interpreter once; sets <out-tag> to cp3XY (empty when it is not a usable
+#   CPython 3 with development headers) and <out-minor> to XY.
+function(_ffpa_probe_python path out_tag out_minor out_why)
+  execute_process(
+    COMMAND "${path}" -c "import sys, sysconfig, os; i = sysconfig.get_paths()['include']; print(sys.implementation.name, sys.version_info[0], sys.version_info[1], os.path.exists(os.path.join(i, 'Python.h')))"
+    OUTPUT_VARIABLE _out RESULT_VARIABLE _rc ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+  set(${out_tag} "" PARENT_SCOPE)
+  set(${out_minor} "" PARENT_SCOPE)
+  if(NOT _rc EQUAL 0)
+    set(${out_why} "does not run" PARENT_SCOPE)
+  elseif(NOT _out MATCHES "^cpython 3 ([0-9]+) (True|False)$")
+    set(${out_why} "is not CPython 3 ('${_out}')" PARENT_SCOPE)
+  elseif(CMAKE_MATCH_2 STREQUAL "False")
+    set(${out_why} "has no development headers (Python.h)" PARENT_SCOPE)
+  else()
+    set(${out_tag} "cp3${CMAKE_MATCH_1}" PARENT_SCOPE)
+    set(${out_minor} "${CMAKE_MATCH_1}" PARENT_SCOPE)
+    set(${out_why} "" PARENT_SCOPE)
+  endif()
+endfunction()
+
+# ffpa_find_python_interpreters(OUT_TAGS <var> OUT_PATHS <var> [MINORS <n>...])
+#   OUT_TAGS   list of tags (cp310, cp311, ...), sorted
+#   OUT_PATHS  list of interpreter paths, same order
+#   MINORS     minor versions to look for (default: the release set 10..14)
+function(ffpa_find_python_interpreters)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "OUT_TAGS;OUT_PATHS" "MINORS")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "ffpa_find_python_interpreters: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT arg_MINORS)
+    set(arg_MINORS ${FFPA_PYTHON_RELEASE_MINORS})
+  endif()
+  set(_tags "")
+  set(_paths "")
+
+  if(FFPA_PYTHON_INTERPRETERS)
+    foreach(_p IN LISTS FFPA_PYTHON_INTERPRETERS)
+      if(NOT EXISTS "${_p}")
+        message(FATAL_ERROR "FFPA_PYTHON_INTERPRETERS: '${_p}' does not exist; give full paths to python3.X executables.")
+      endif()
+      _ffpa_probe_python("${_p}" _tag _minor _why)
+      if(NOT _tag)
+        message(FATAL_ERROR "FFPA_PYTHON_INTERPRETERS: '${_p}' ${_why}; give CPython 3.10+ interpreters with headers.")
+      endif()
+      if(_tag IN_LIST _tags)
+        message(FATAL_ERROR "FFPA_PYTHON_INTERPRETERS: two interpreters for ${_tag}; give one per Python version.")
+      endif()
+      list(APPEND _tags ${_tag})
+      list(APPEND _paths "${_p}")
+    endforeach()
+  else()
+    # pyenv installs every version under $(pyenv root)/versions; its shims on PATH
+    # fail unless a version is selected, so real binaries are probed, not shims.
+    set(_pyenv_root "$ENV{PYENV_ROOT}")
+    if(NOT _pyenv_root)
+      set(_pyenv_root "$ENV{HOME}/.pyenv")
+    endif()
+    foreach(_m IN LISTS arg_MINORS)
+      set(_found "")
+      set(_cands "")
+      find_program(_ffpa_py_on_path NAMES python3.${_m} NO_CACHE)
+      if(_ffpa_py_on_path)
+        list(APPEND _cands "${_ffpa_py_on_path}")
+      endif()
+      file(GLOB _pyenv_cands "${_pyenv_root}/versions/3.${_m}.*/bin/python3.${_m}")
+      list(SORT _pyenv_cands COMPARE NATURAL ORDER DESCENDING)
+      list(APPEND _cands ${_pyenv_cands})
+      foreach(_c IN LISTS _cands)
+        _ffpa_probe_python("${_c}" _tag _minor _why)
+        if(_tag STREQUAL "cp3${_m}")
+          set(_found "${_c}")
+          break()
+        endif()
+      endforeach()
+      if(_found)
+        list(APPEND _tags cp3${_m})
+        list(APPEND _paths "${_found}")
+      else()
+        message(WARNING "CPython 3.${_m} not found (PATH, pyenv): its wheel is left out of this release. Install it, or list interpreters explicitly with -DFFPA_PYTHON_INTERPRETERS=/path/python3.X;...")
+      endif()
+    endforeach()
+  endif()
+  set(${arg_OUT_TAGS} "${_tags}" PARENT_SCOPE)
+  set(${arg_OUT_PATHS} "${_paths}" PARENT_SCOPE)
+endfunction()

@@ -1,0 +1,181 @@
+# FfpaReleaseGuards.cmake: the guards of spec/release.md section 3 that apply at
+# configure time. Each stops with a message that names the fix. The messages keep
+# the substance of the old release scripts' messages, which users know.
+
+# Files whose content ends up in a wheel or decides how it is built. An
+# uncommitted change to any of them means the artefacts correspond to no commit.
+set(FFPA_SHIPPED_INPUTS
+  CMakeLists.txt CMakePresets.json cmake csrc index python/ffpa_attn
+  README.md LICENSE tools/requirements.txt)
+
+# ffpa_guard_release_version(PROFILE <profile> VERSION <version> IS_RELEASE <bool>)
+#   Release profiles (full, pure) refuse .devN and local versions.
+function(ffpa_guard_release_version)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "PROFILE;VERSION;IS_RELEASE" "")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "ffpa_guard_release_version: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  if(arg_PROFILE MATCHES "^(full|pure)$" AND NOT arg_IS_RELEASE)
+    message(FATAL_ERROR
+      "profile ${arg_PROFILE} needs a release version, got '${arg_VERSION}'.\n"
+      "Fix: tag the release commit (git tag vX.Y.Z) or pass -DFFPA_RELEASE_VERSION=X.Y.Z "
+      "(a release version has no .devN and no +local part; the CUDA channel is added by the build).")
+  endif()
+endfunction()
+
+# ffpa_uncommitted_inputs(<out-var>)
+#   Lists shipped inputs that differ from HEAD: modified, staged, deleted or
+#   untracked-but-not-ignored files (an untracked source file would be shipped).
+function(ffpa_uncommitted_inputs out_var)
+  execute_process(
+    COMMAND git status --porcelain=v1 --untracked-files=all -- ${FFPA_SHIPPED_INPUTS}
+    WORKING_DIRECTORY "${CMAKE_SOURCE_DIR}"
+    OUTPUT_VARIABLE _out RESULT_VARIABLE _rc ERROR_QUIET)
+  set(_files "")
+  if(_rc EQUAL 0)
+    string(REPLACE "\n" ";" _lines "${_out}")
+    foreach(_l IN LISTS _lines)
+      if(_l MATCHES "^...(.+)$")
+        list(APPEND _files "${CMAKE_MATCH_1}")
+      endif()
+    endforeach()
+  endif()
+  set(${out_var} "${_files}" PARENT_SCOPE)
+endfunction()
+
+# ffpa_guard_committed_sources(PROFILE <profile> ALLOW <bool>)
+#   The full profile builds from committed sources only, unless ALLOW is on, in
+#   which case it warns loudly that the artefacts correspond to no commit.
+function(ffpa_guard_committed_sources)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "PROFILE;ALLOW" "")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "ffpa_guard_committed_sources: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT arg_PROFILE STREQUAL "full")
+    return()
+  endif()
+  ffpa_uncommitted_inputs(_files)
+  if(NOT _files)
+    return()
+  endif()
+  list(JOIN _files "\n  " _list)
+  if(arg_ALLOW)
+    message(WARNING
+      "\n**********************************************************************\n"
+      "FFPA_RELEASE_ALLOW_UNCOMMITTED=ON: building profile full from UNCOMMITTED sources.\n"
+      "The artefacts correspond to NO commit and must not be published as a release.\n"
+      "Uncommitted shipped inputs:\n  ${_list}\n"
+      "**********************************************************************")
+  else()
+    message(FATAL_ERROR
+      "profile full builds from committed sources; commit these first:\n  ${_list}\n"
+      "(or configure with -DFFPA_RELEASE_ALLOW_UNCOMMITTED=ON for a throwaway build that corresponds to no commit)")
+  endif()
+endfunction()
+
+# ffpa_guard_channel(CHANNEL <channel> [NVCC_MAJOR <n>])
+#   cu<major> must name the CUDA major of the nvcc in use; there is no cu14.
+function(ffpa_guard_channel)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "CHANNEL;NVCC_MAJOR" "")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "ffpa_guard_channel: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT arg_CHANNEL MATCHES "^cu([0-9]+)$")
+    message(FATAL_ERROR "FFPA_CHANNEL='${arg_CHANNEL}' is not a channel: channels are cu<CUDA major>, e.g. -DFFPA_CHANNEL=cu13.")
+  endif()
+  if(arg_CHANNEL STREQUAL "cu14")
+    message(FATAL_ERROR "FFPA_CHANNEL=cu14: there is no cu14 channel; use -DFFPA_CHANNEL=cu13.")
+  endif()
+  if(arg_NVCC_MAJOR AND NOT CMAKE_MATCH_1 STREQUAL arg_NVCC_MAJOR)
+    message(FATAL_ERROR
+      "FFPA_CHANNEL=${arg_CHANNEL} does not match the nvcc in use (CUDA ${arg_NVCC_MAJOR}.x): "
+      "use -DFFPA_CHANNEL=cu${arg_NVCC_MAJOR}, or point CMAKE_CUDA_COMPILER at a CUDA ${CMAKE_MATCH_1}.x nvcc.")
+  endif()
+endfunction()
+
+# ffpa_guard_docs_channels()
+#   Docs must not advertise a channel that does not exist (there is no cu14).
+function(ffpa_guard_docs_channels)
+  file(GLOB _docs "${CMAKE_SOURCE_DIR}/README.md" "${CMAKE_SOURCE_DIR}/docs/*.md")
+  set(_hits "")
+  foreach(_f IN LISTS _docs)
+    file(STRINGS "${_f}" _lines REGEX "cu14")
+    foreach(_l IN LISTS _lines)
+      file(RELATIVE_PATH _rel "${CMAKE_SOURCE_DIR}" "${_f}")
+      list(APPEND _hits "${_rel}: ${_l}")
+    endforeach()
+  endforeach()
+  if(_hits)
+    list(JOIN _hits "\n  " _list)
+    message(FATAL_ERROR "docs mention a cu14 channel, which does not exist; fix these lines:\n  ${_list}")
+  endif()
+endfunction()
+
+# ffpa_find_nvcc(<out-path> <out-version>)
+#   The nvcc CMake will use: CMAKE_CUDA_COMPILER, CUDACXX, PATH, /usr/local/cuda.
+function(ffpa_find_nvcc out_path out_version)
+  set(_nvcc "")
+  if(CMAKE_CUDA_COMPILER)
+    set(_nvcc "${CMAKE_CUDA_COMPILER}")
+  elseif(DEFINED ENV{CUDACXX} AND NOT "$ENV{CUDACXX}" STREQUAL "")
+    set(_nvcc "$ENV{CUDACXX}")
+  else()
+    find_program(FFPA_NVCC_EXECUTABLE nvcc HINTS /usr/local/cuda/bin)
+    if(FFPA_NVCC_EXECUTABLE)
+      set(_nvcc "${FFPA_NVCC_EXECUTABLE}")
+    endif()
+  endif()
+  set(_ver "")
+  if(_nvcc)
+    execute_process(COMMAND "${_nvcc}" --version OUTPUT_VARIABLE _out RESULT_VARIABLE _rc ERROR_QUIET)
+    if(_rc EQUAL 0 AND _out MATCHES "release ([0-9]+)\\.([0-9]+)")
+      set(_ver "${CMAKE_MATCH_1}.${CMAKE_MATCH_2}")
+    endif()
+  endif()
+  set(${out_path} "${_nvcc}" PARENT_SCOPE)
+  set(${out_version} "${_ver}" PARENT_SCOPE)
+endfunction()
+
+# ffpa_guard_cuda_toolkit(CHANNEL <channel> OUT_NVCC <var> OUT_VERSION <var>)
+#   Kernels need nvcc from CUDA 13+, matching the channel.
+function(ffpa_guard_cuda_toolkit)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "CHANNEL;OUT_NVCC;OUT_VERSION" "")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "ffpa_guard_cuda_toolkit: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  ffpa_find_nvcc(_nvcc _ver)
+  if(NOT _nvcc)
+    message(FATAL_ERROR
+      "no nvcc found: the CUDA kernels need CUDA 13+. Install the CUDA 13 toolkit "
+      "(or set CMAKE_CUDA_COMPILER=/path/to/nvcc), or configure without kernels: "
+      "cmake --preset release-pure (pure wheel only) or -DFFPA_BUILD_KERNELS=OFF.")
+  endif()
+  if(NOT _ver)
+    message(FATAL_ERROR "nvcc at ${_nvcc} does not report a version (nvcc --version failed); point CMAKE_CUDA_COMPILER at a working CUDA 13+ nvcc.")
+  endif()
+  string(REGEX MATCH "^[0-9]+" _major "${_ver}")
+  if(_major LESS 13)
+    message(FATAL_ERROR "nvcc at ${_nvcc} is not CUDA 13+ (it is CUDA ${_ver}); set CMAKE_CUDA_COMPILER to a CUDA 13 nvcc.")
+  endif()
+  ffpa_guard_channel(CHANNEL "${arg_CHANNEL}" NVCC_MAJOR "${_major}")
+  set(${arg_OUT_NVCC} "${_nvcc}" PARENT_SCOPE)
+  set(${arg_OUT_VERSION} "${_ver}" PARENT_SCOPE)
+endfunction()
+
+# ffpa_guard_release_archs(PROFILE <profile> ARCHS <list>)
+#   The full profile builds the fixed release arch set 89;120f.
+function(ffpa_guard_release_archs)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "PROFILE" "ARCHS")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "ffpa_guard_release_archs: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT arg_PROFILE STREQUAL "full")
+    return()
+  endif()
+  if("120" IN_LIST arg_ARCHS)
+    message(FATAL_ERROR "FFPA_CUDA_ARCHS contains '120': profile full needs the family target '120f' (the fp8/fp4 paths need it); the release arch set is 89;120f.")
+  endif()
+  if(NOT "${arg_ARCHS}" STREQUAL "89;120f")
+    message(FATAL_ERROR "profile full builds the fixed release arch set '89;120f', got '${arg_ARCHS}'. Drop -DFFPA_CUDA_ARCHS for a release, or use the dev/mini profile for other archs.")
+  endif()
+endfunction()

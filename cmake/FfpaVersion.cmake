@@ -1,0 +1,170 @@
+# FfpaVersion.cmake: the package version, with setuptools-scm semantics.
+#
+#   FFPA_RELEASE_VERSION set        -> that version (validated as PEP 440)
+#   HEAD is exactly tag vX.Y.Z      -> X.Y.Z
+#   N commits after tag vX.Y.Z      -> X.Y.(Z+1).devN+g<sha>
+#   no tag at all                   -> 0.0.1.devN+g<sha>   (N = commits in HEAD)
+#   tracked files modified          -> ".dirty" appended to the local part
+#                                      (X.Y.Z on a dirty exact tag becomes
+#                                      X.Y.(Z+1).dev0+g<sha>.dirty, as setuptools-scm
+#                                      refuses to call a dirty tree a release)
+#
+# The version is computed at configure time. The configure step depends on
+# .git/HEAD, the current branch ref and .git/index, so a commit, a checkout or a
+# `git add` re-runs it; the packaging step re-checks the dirty flag right before
+# writing wheels of a release profile (FfpaWheelPackaging.cmake).
+
+# ffpa_pep440_check(<version> <out-ok-var> <out-why-var>)
+#   <version>      candidate version string
+#   <out-ok-var>   set to TRUE when <version> is a valid PEP 440 version
+#   <out-why-var>  set to a human-readable reason when it is not
+function(ffpa_pep440_check version out_ok out_why)
+  # PEP 440 public version: [N!]N(.N)*[{a|b|rc}N][.postN][.devN], optional +local.
+  # Only the canonical spellings are accepted for releases we produce; the engine
+  # normalises alternative spellings of versions it reads.
+  set(_release "(0|[1-9][0-9]*)(\\.(0|[1-9][0-9]*))*")
+  set(_re "^([1-9][0-9]*!)?${_release}((a|b|rc)(0|[1-9][0-9]*))?(\\.post(0|[1-9][0-9]*))?(\\.dev(0|[1-9][0-9]*))?(\\+[a-z0-9]+(\\.[a-z0-9]+)*)?$")
+  if(version MATCHES "^[vV]")
+    set(${out_ok} FALSE PARENT_SCOPE)
+    set(${out_why} "drop the leading 'v': tags are vX.Y.Z, versions are X.Y.Z" PARENT_SCOPE)
+  elseif(NOT version MATCHES "${_re}")
+    set(${out_ok} FALSE PARENT_SCOPE)
+    set(${out_why} "not a canonical PEP 440 version (expected e.g. 1.2.3, 1.2.3rc1, 1.2.3.post1, 1.2.3.dev4+g1a2b3c4; lower-case, no leading zeros)" PARENT_SCOPE)
+  else()
+    set(${out_ok} TRUE PARENT_SCOPE)
+    set(${out_why} "" PARENT_SCOPE)
+  endif()
+endfunction()
+
+function(_ffpa_git out_var)
+  execute_process(COMMAND git ${ARGN}
+    WORKING_DIRECTORY "${CMAKE_SOURCE_DIR}"
+    OUTPUT_VARIABLE _out ERROR_VARIABLE _err RESULT_VARIABLE _rc
+    OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(_rc EQUAL 0)
+    set(${out_var} "${_out}" PARENT_SCOPE)
+  else()
+    set(${out_var} "NOTFOUND" PARENT_SCOPE)
+  endif()
+endfunction()
+
+# ffpa_compute_version()
+#   Sets in the caller's scope:
+#     FFPA_VERSION           full PEP 440 version of the package (without channel)
+#     FFPA_VERSION_IS_RELEASE TRUE when it has neither .devN nor a local part
+#     FFPA_SOURCE_COMMIT     full commit SHA, or "unknown" outside git
+#     FFPA_SOURCE_DIRTY      TRUE/FALSE (tracked files differ from HEAD)
+#     FFPA_SOURCE_DATE_EPOCH SOURCE_DATE_EPOCH, else the commit time, else 315532800
+#     FFPA_VERSION_ORIGIN    a short sentence saying where the version came from
+function(ffpa_compute_version)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "" "")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "ffpa_compute_version: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+
+  _ffpa_git(_git_dir rev-parse --absolute-git-dir)
+  set(_commit "unknown")
+  set(_dirty FALSE)
+  set(_epoch "")
+  if(NOT _git_dir STREQUAL "NOTFOUND")
+    _ffpa_git(_commit rev-parse HEAD)
+    if(_commit STREQUAL "NOTFOUND")
+      set(_commit "unknown")
+    endif()
+    _ffpa_git(_status status --porcelain --untracked-files=no)
+    if(NOT _status STREQUAL "" AND NOT _status STREQUAL "NOTFOUND")
+      set(_dirty TRUE)
+    endif()
+    _ffpa_git(_epoch log -1 --format=%ct)
+    # Re-run configure when HEAD moves, the branch advances or the index changes.
+    set(_deps "${_git_dir}/HEAD" "${_git_dir}/index")
+    _ffpa_git(_ref symbolic-ref -q HEAD)
+    if(NOT _ref STREQUAL "NOTFOUND" AND EXISTS "${_git_dir}/${_ref}")
+      list(APPEND _deps "${_git_dir}/${_ref}")
+    endif()
+    foreach(_d IN LISTS _deps)
+      if(EXISTS "${_d}")
+        set_property(DIRECTORY "${CMAKE_SOURCE_DIR}" APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${_d}")
+      endif()
+    endforeach()
+  endif()
+
+  if(DEFINED ENV{SOURCE_DATE_EPOCH} AND NOT "$ENV{SOURCE_DATE_EPOCH}" STREQUAL "")
+    set(_epoch "$ENV{SOURCE_DATE_EPOCH}")
+  elseif(_epoch STREQUAL "" OR _epoch STREQUAL "NOTFOUND")
+    set(_epoch 315532800)  # 1980-01-01, the earliest time a zip entry can carry
+  endif()
+
+  set(_requested "${FFPA_RELEASE_VERSION}")
+  if(_requested STREQUAL "" AND DEFINED ENV{FFPA_RELEASE_VERSION})
+    set(_requested "$ENV{FFPA_RELEASE_VERSION}")
+  endif()
+
+  if(NOT _requested STREQUAL "")
+    ffpa_pep440_check("${_requested}" _ok _why)
+    if(NOT _ok)
+      message(FATAL_ERROR "FFPA_RELEASE_VERSION='${_requested}' is invalid: ${_why}.")
+    endif()
+    set(_version "${_requested}")
+    set(_origin "FFPA_RELEASE_VERSION")
+  elseif(_commit STREQUAL "unknown")
+    set(_version "0.0.1.dev0+unknown")
+    set(_origin "no git checkout: placeholder version")
+  else()
+    _ffpa_git(_desc describe --tags --long --match "v[0-9]*" HEAD)
+    _ffpa_git(_short rev-parse --short=7 HEAD)
+    if(_desc MATCHES "^v([0-9]+)\\.([0-9]+)\\.([0-9]+)-([0-9]+)-g[0-9a-f]+$")
+      set(_maj "${CMAKE_MATCH_1}")
+      set(_min "${CMAKE_MATCH_2}")
+      set(_pat "${CMAKE_MATCH_3}")
+      set(_n "${CMAKE_MATCH_4}")
+      if(_n EQUAL 0 AND NOT _dirty)
+        set(_version "${_maj}.${_min}.${_pat}")
+        set(_origin "exact tag v${_version}")
+      else()
+        math(EXPR _next "${_pat} + 1")
+        set(_version "${_maj}.${_min}.${_next}.dev${_n}+g${_short}")
+        set(_origin "${_n} commit(s) after tag v${_maj}.${_min}.${_pat}")
+      endif()
+    else()
+      if(NOT _desc STREQUAL "NOTFOUND")
+        message(WARNING "ffpa: ignoring tag '${_desc}': release tags look like vX.Y.Z")
+      endif()
+      _ffpa_git(_n rev-list --count HEAD)
+      set(_version "0.0.1.dev${_n}+g${_short}")
+      set(_origin "no release tag; ${_n} commit(s) in history")
+    endif()
+    if(_dirty)
+      set(_version "${_version}.dirty")
+      string(APPEND _origin ", uncommitted changes")
+    endif()
+    ffpa_pep440_check("${_version}" _ok _why)
+    if(NOT _ok)
+      message(FATAL_ERROR "ffpa: derived version '${_version}' is invalid: ${_why}. Pass -DFFPA_RELEASE_VERSION=X.Y.Z.")
+    endif()
+  endif()
+
+  if(_version MATCHES "\\.dev[0-9]+" OR _version MATCHES "\\+")
+    set(_is_release FALSE)
+  else()
+    set(_is_release TRUE)
+  endif()
+
+  set(FFPA_VERSION "${_version}" PARENT_SCOPE)
+  set(FFPA_VERSION_IS_RELEASE ${_is_release} PARENT_SCOPE)
+  set(FFPA_SOURCE_COMMIT "${_commit}" PARENT_SCOPE)
+  set(FFPA_SOURCE_DIRTY ${_dirty} PARENT_SCOPE)
+  set(FFPA_SOURCE_DATE_EPOCH "${_epoch}" PARENT_SCOPE)
+  set(FFPA_VERSION_ORIGIN "${_origin}" PARENT_SCOPE)
+endfunction()
+
+# ffpa_channel_version(<version> <channel> <out-var>)
+#   The CUDA wheels' version: <version>+<channel>, or <version>.<channel> when
+#   <version> already has a local part (PEP 440 allows one '+' only).
+function(ffpa_channel_version version channel out_var)
+  if(version MATCHES "\\+")
+    set(${out_var} "${version}.${channel}" PARENT_SCOPE)
+  else()
+    set(${out_var} "${version}+${channel}" PARENT_SCOPE)
+  endif()
+endfunction()
