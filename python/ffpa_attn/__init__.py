@@ -28,7 +28,7 @@ from .interface import ffpa_attn_func
 try:
     # Written by CMake at build time (VERSION, SOURCE_COMMIT, SOURCE_DIRTY, CHANNEL,
     # TOOLCHAIN, PROFILE); absent when running straight from the source tree.
-    from . import _build_info  # type: ignore[attr-defined]
+    _build_info: Any = importlib.import_module(f"{__name__}._build_info")
 except ImportError:
     _build_info = None
 

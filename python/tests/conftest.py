@@ -1,0 +1,157 @@
+"""Shared fixtures for the ffpa_attn tests.
+
+The tests import ``ffpa_attn`` from PYTHONPATH (the staged build directory under
+CTest); when run by hand without it, the source tree is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SOURCE_ROOT = Path(__file__).resolve().parents[1]
+
+try:
+    import ffpa_attn  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(SOURCE_ROOT))
+    import ffpa_attn  # noqa: F401
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "gpu: needs the CUDA extension and an NVIDIA GPU")
+
+
+_OUTCOMES = {"passed": 0, "failed": 0, "skipped": 0}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" or report.outcome != "passed":
+        _OUTCOMES[report.outcome] = _OUTCOMES.get(report.outcome, 0) + 1
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # "No tests collected" (exit 5) must never read as success: a filter or an import
+    # error that empties the suite is a failure.
+    if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return
+    # CTest's SKIP_RETURN_CODE: a GPU suite on a machine without a GPU skipped
+    # everything, which CTest should show as "Not Run", not "Passed".
+    skip_rc = os.environ.get("FFPA_PYTEST_ALL_SKIPPED_RC")
+    if skip_rc and exitstatus == pytest.ExitCode.OK and _OUTCOMES["passed"] == 0 and _OUTCOMES["skipped"] > 0:
+        session.exitstatus = int(skip_rc)
+
+
+class FakeExtension(types.ModuleType):
+    """Stands in for ffpa_attn._C: reports a build and records forward() calls."""
+
+    def __init__(self, info: dict[str, Any], devices: int) -> None:
+        super().__init__("ffpa_attn._C")
+        self.info = info
+        self.devices = devices
+        self.calls: list[tuple[Any, ...]] = []
+        self.__file__ = "/fake/ffpa_attn/_C.so"
+
+    def build_info(self) -> dict[str, Any]:
+        return dict(self.info)
+
+    def device_count(self) -> int:
+        return self.devices
+
+    def forward(self, *args: Any) -> None:
+        self.calls.append(args)
+
+
+DEFAULT_INFO = {
+    "head_dims": [64, 128, 256, 320, 512],
+    "dtypes": ["fp16", "bf16"],
+    "archs": ["89", "120f"],
+    "fwd": True,
+    "tma": False,
+    "cute_tma": False,
+    "cuda_runtime": "13.0",
+    "impls": ["mma", "simt"],
+}
+
+
+def _reload_cuda() -> None:
+    importlib.reload(ffpa_attn.cuda)
+
+
+@pytest.fixture
+def install_extension() -> Iterator[Any]:
+    """Factory: install a fake ffpa_attn._C (or a broken one) and reload ffpa_attn.cuda.
+
+    Whatever was there before (nothing, or a real extension in a build tree) is put
+    back afterwards.
+    """
+    saved_module = sys.modules.get("ffpa_attn._C")
+    saved_attr = getattr(ffpa_attn, "_C", None)
+    finders: list[Any] = []
+
+    def install(info: dict[str, Any] | None = None, devices: int = 1, broken: str | None = None) -> Any:
+        sys.modules.pop("ffpa_attn._C", None)
+        if broken is not None:
+            finder = _BrokenFinder(broken)
+            sys.meta_path.insert(0, finder)
+            finders.append(finder)
+            _reload_cuda()
+            return None
+        fake = FakeExtension(dict(DEFAULT_INFO if info is None else info), devices)
+        sys.modules["ffpa_attn._C"] = fake
+        _reload_cuda()
+        return fake
+
+    def absent() -> None:
+        sys.modules.pop("ffpa_attn._C", None)
+        finder = _AbsentFinder()
+        sys.meta_path.insert(0, finder)
+        finders.append(finder)
+        _reload_cuda()
+
+    install.absent = absent  # type: ignore[attr-defined]
+    yield install
+    for finder in finders:
+        sys.meta_path.remove(finder)
+    sys.modules.pop("ffpa_attn._C", None)
+    if saved_module is not None:
+        sys.modules["ffpa_attn._C"] = saved_module
+    if saved_attr is not None:
+        ffpa_attn._C = saved_attr
+    elif hasattr(ffpa_attn, "_C"):
+        del ffpa_attn._C
+    _reload_cuda()
+
+
+class _BrokenFinder:
+    """Makes "import ffpa_attn._C" fail the way a bad shared object does."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name == "ffpa_attn._C":
+            raise ImportError(self.message, name=name)
+        return None
+
+
+class _AbsentFinder:
+    """Hides a real extension so the pure-wheel behaviour can be tested in a build tree."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name == "ffpa_attn._C":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+@pytest.fixture
+def no_extension(install_extension: Any) -> None:
+    install_extension.absent()

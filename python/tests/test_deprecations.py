@@ -1,0 +1,74 @@
+"""The deprecated-name registry and the source scanner the notebook smoke uses."""
+
+from __future__ import annotations
+
+import pytest
+
+from ffpa_attn.deprecations import DEPRECATED_NAMES, find_deprecated_uses
+
+
+def names(source, registry=None):
+    return [(name, line) for name, line, _ in find_deprecated_uses(source, registry)]
+
+
+def test_registry_shape():
+    assert DEPRECATED_NAMES
+    for old, replacement in DEPRECATED_NAMES.items():
+        assert old.split(".")[0] in ("ffpa_attn", "pyffpa")
+        assert isinstance(replacement, str) and replacement
+    # The current API must never be listed.
+    assert "ffpa_attn.ffpa_attn_func" not in DEPRECATED_NAMES
+
+
+def test_attribute_use_through_alias():
+    src = "import ffpa_attn as fa\nout = fa.ffpa(q, k, v, o)\n"
+    assert names(src) == [("ffpa_attn.ffpa", 2)]
+
+
+def test_from_import_and_old_package():
+    src = ("from ffpa_attn import ffpa_attn_func, faster_prefill_attn_func\n"
+           "import pyffpa\n"
+           "from pyffpa import L1\n")
+    assert names(src) == [("ffpa_attn.faster_prefill_attn_func", 1), ("pyffpa", 2), ("pyffpa", 3)]
+
+
+def test_dotted_module_use():
+    src = "import ffpa_attn\nffpa_attn.ffpa_mma_acc_f16_L1(q, k, v, o)\nffpa_attn.MMAAccType.FP32\n"
+    assert names(src) == [("ffpa_attn.ffpa_mma_acc_f16_L1", 2), ("ffpa_attn.MMAAccType", 3)]
+
+
+def test_current_api_and_unrelated_names_are_not_flagged():
+    src = ("import ffpa_attn\n"
+           "ffpa = 3\n"                       # a local variable, not the old function
+           "out = ffpa_attn.ffpa_attn_func(q, k, v)\n"
+           "text = 'ffpa_attn.ffpa(q)'\n"      # inside a string
+           "# ffpa_attn.ffpa(q, k, v)\n"       # inside a comment
+           "other.ffpa(1)\n")
+    assert names(src) == []
+
+
+def test_ipython_magics_do_not_break_parsing():
+    src = "!pip install ffpa-attn\n%time x = 1\nimport ffpa_attn\nffpa_attn.L2\n"
+    assert names(src) == [("ffpa_attn.L2", 4)]
+
+
+def test_unparsable_source_falls_back_to_tokens():
+    src = "x = (\nffpa_attn.ffpa(q)\n"
+    assert names(src) == [("ffpa_attn.ffpa", 2)]
+
+
+def test_replacement_text_is_returned():
+    [(name, line, replacement)] = find_deprecated_uses("import pyffpa\n")
+    assert (name, line) == ("pyffpa", 1) and "ffpa_attn" in replacement
+
+
+def test_custom_registry():
+    registry = {"ffpa_attn.old_name": "use ffpa_attn.new_name"}
+    assert names("from ffpa_attn import old_name as o\n", registry) == [("ffpa_attn.old_name", 1)]
+    assert names("import ffpa_attn\nffpa_attn.ffpa(q)\n", registry) == []
+    assert find_deprecated_uses("import ffpa_attn\n", {}) == []
+
+
+@pytest.mark.parametrize("source", ["", "\n\n", "pass\n"])
+def test_empty_and_trivial_sources(source):
+    assert find_deprecated_uses(source) == []

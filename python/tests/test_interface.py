@@ -1,0 +1,221 @@
+"""ffpa_attn_func: host paths, and validation of CUDA inputs before the extension runs.
+
+CUDA arrays are simulated by a small CuPy-like type exporting __cuda_array_interface__
+and __dlpack_device__; the extension by the conftest FakeExtension.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+import pytest
+from conftest import DEFAULT_INFO
+
+from ffpa_attn import (
+    DeviceError,
+    ExtensionNotAvailableError,
+    ShapeError,
+    UnsupportedArrayTypeError,
+    UnsupportedDTypeError,
+    UnsupportedHeadDimError,
+    UnsupportedImplError,
+    UnsupportedLayoutError,
+    ffpa_attn_func,
+    reference,
+)
+
+fakecu = types.ModuleType("fakecu")
+
+
+class FakeCudaArray:
+    """Just enough of a CuPy array: shape, dtype, CAI strides, a DLPack device."""
+
+    def __init__(self, shape, dtype="float16", device=0, strides=None):
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.device_id = device
+        self._strides = strides
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (0, False),
+                "strides": self._strides, "version": 3}
+
+    def __dlpack_device__(self):
+        return (2, self.device_id)
+
+
+FakeCudaArray.__module__ = "fakecu"
+
+
+def _empty_like(x):
+    return FakeCudaArray(x.shape, x.dtype, x.device_id)
+
+
+def _empty(shape, dtype):
+    return FakeCudaArray(shape, dtype)
+
+
+fakecu.FakeCudaArray = FakeCudaArray
+fakecu.empty_like = _empty_like
+fakecu.empty = _empty
+
+
+@pytest.fixture(autouse=True)
+def _fake_framework(monkeypatch):
+    monkeypatch.setitem(sys.modules, "fakecu", fakecu)
+
+
+def qkv(b=1, hq=4, hkv=4, nq=16, nkv=16, d=128, dtype="float16"):
+    return (FakeCudaArray((b, hq, nq, d), dtype), FakeCudaArray((b, hkv, nkv, d), dtype),
+            FakeCudaArray((b, hkv, nkv, d), dtype))
+
+
+# --- host paths -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_numpy_inputs_use_the_reference(dtype):
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((1, 4, 9, 40)).astype(dtype)
+    k = rng.standard_normal((1, 2, 11, 40)).astype(dtype)
+    v = rng.standard_normal((1, 2, 11, 40)).astype(dtype)
+    out, lse = ffpa_attn_func(q, k, v, causal=True, scale=0.2, return_lse=True)
+    compute = np.float64 if dtype == np.float64 else np.float32
+    want, want_lse = reference.attention(q, k, v, causal=True, scale=0.2, return_lse=True, dtype=compute)
+    assert out.dtype == dtype and lse.dtype == np.float32 and lse.shape == (1, 4, 9)
+    np.testing.assert_allclose(out.astype(np.float64), want, rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-6)
+
+
+def test_numpy_inputs_validate_shapes():
+    x = np.zeros((1, 3, 4, 8), np.float32)
+    y = np.zeros((1, 2, 4, 8), np.float32)
+    with pytest.raises(ShapeError, match="multiple of the number of kv heads"):
+        ffpa_attn_func(x, y, y)
+
+
+def test_numpy_integer_inputs_rejected():
+    x = np.zeros((1, 1, 4, 8), np.int64)
+    with pytest.raises(UnsupportedDTypeError):
+        ffpa_attn_func(x, x, x)
+
+
+def test_unknown_objects_rejected():
+    with pytest.raises(UnsupportedArrayTypeError, match="NumPy arrays"):
+        ffpa_attn_func(object(), object(), object())
+
+
+def test_bad_impl_rejected_before_anything():
+    x = np.zeros((1, 1, 4, 8), np.float32)
+    with pytest.raises(UnsupportedImplError, match="auto"):
+        ffpa_attn_func(x, x, x, impl="fast")
+
+
+def test_mixed_host_and_cuda_is_a_device_error():
+    q, k, v = qkv()
+    with pytest.raises(DeviceError, match="all be on the GPU or all on the host"):
+        ffpa_attn_func(q, np.zeros(k.shape, np.float16), v)
+
+
+# --- CUDA inputs without the extension (the pure wheel) ---------------------------------
+
+
+def test_cuda_inputs_without_extension_name_the_cuda_wheel(no_extension):
+    with pytest.raises(ExtensionNotAvailableError) as info:
+        ffpa_attn_func(*qkv())
+    message = str(info.value)
+    assert "whl/cu13/" in message and "pip install" in message
+
+
+def test_broken_extension_message_carries_the_loader_error(install_extension):
+    install_extension(broken="undefined symbol: cudaLaunchKernel")
+    with pytest.raises(ExtensionNotAvailableError, match="undefined symbol: cudaLaunchKernel"):
+        ffpa_attn_func(*qkv())
+
+
+def test_shape_errors_come_before_the_extension_check(no_extension):
+    q, k, v = qkv(hq=3, hkv=2)
+    with pytest.raises(ShapeError):
+        ffpa_attn_func(q, k, v)
+
+
+# --- CUDA inputs with a (fake) extension ------------------------------------------------
+
+
+def test_no_cuda_device(install_extension):
+    ext = install_extension(devices=0)
+    with pytest.raises(DeviceError, match="no CUDA device"):
+        ffpa_attn_func(*qkv())
+    assert ext.calls == []
+
+
+def test_head_dim_not_compiled_lists_the_compiled_set(install_extension):
+    ext = install_extension()
+    with pytest.raises(UnsupportedHeadDimError) as info:
+        ffpa_attn_func(*qkv(d=96))
+    assert "[64, 128, 256, 320, 512]" in str(info.value) and "FFPA_HEAD_DIMS" in str(info.value)
+    assert ext.calls == []
+
+
+@pytest.mark.parametrize(
+    "make,error,pattern",
+    [
+        (lambda: (FakeCudaArray((1, 4, 16)),) * 3, ShapeError, "4-D"),
+        (lambda: qkv(hq=6, hkv=4), ShapeError, "multiple"),
+        (lambda: (FakeCudaArray((1, 4, 16, 128)), FakeCudaArray((2, 4, 16, 128)), FakeCudaArray((2, 4, 16, 128))),
+         ShapeError, "batch"),
+        (lambda: (FakeCudaArray((1, 4, 16, 128)), FakeCudaArray((1, 4, 16, 64)), FakeCudaArray((1, 4, 16, 64))),
+         ShapeError, "head dim"),
+        (lambda: (FakeCudaArray((1, 4, 16, 128)), FakeCudaArray((1, 4, 16, 128)), FakeCudaArray((1, 4, 8, 128))),
+         ShapeError, "same shape"),
+        (lambda: qkv(dtype="float32"), UnsupportedDTypeError, "fp16/bf16"),
+        (lambda: (FakeCudaArray((1, 4, 16, 128)), FakeCudaArray((1, 4, 16, 128), "float32"),
+                  FakeCudaArray((1, 4, 16, 128))), UnsupportedDTypeError, "same dtype"),
+        (lambda: (FakeCudaArray((1, 4, 16, 128), strides=(16384, 256, 16 * 256 * 4, 2)),
+                  *qkv()[1:]), UnsupportedLayoutError, "contiguous"),
+        (lambda: (FakeCudaArray((1, 4, 16, 128), device=1), *qkv()[1:]), DeviceError, "same CUDA device"),
+    ],
+)
+def test_validation_before_launch(install_extension, make, error, pattern):
+    ext = install_extension()
+    with pytest.raises(error, match=pattern):
+        ffpa_attn_func(*make())
+    assert ext.calls == []
+
+
+def test_impl_not_in_build(install_extension):
+    install_extension({**DEFAULT_INFO, "impls": ["mma"]})
+    with pytest.raises(UnsupportedImplError, match="simt"):
+        ffpa_attn_func(*qkv(), impl="simt")
+
+
+def test_forward_call_contract(install_extension):
+    ext = install_extension()
+    q, k, v = qkv(b=2, hq=8, hkv=2, nq=33, nkv=70, d=128)
+    out, lse = ffpa_attn_func(q, k, v, causal=True, return_lse=True, impl="simt")
+    assert len(ext.calls) == 1
+    cq, ck, cv, cout, clse, causal, scale, impl = ext.calls[0]
+    assert (cq, ck, cv) == (q, k, v)
+    assert cout is out and clse is lse
+    assert isinstance(out, FakeCudaArray) and out.shape == q.shape and out.dtype == np.float16
+    assert lse.shape == (2, 8, 33) and lse.dtype == np.float32
+    assert causal is True and impl == "simt"
+    assert scale == pytest.approx(1 / np.sqrt(128))
+
+
+def test_forward_without_lse_passes_none_and_explicit_scale(install_extension):
+    ext = install_extension()
+    out = ffpa_attn_func(*qkv(), scale=0.5)
+    assert isinstance(out, FakeCudaArray)
+    assert ext.calls[0][4] is None and ext.calls[0][6] == 0.5 and ext.calls[0][7] == "auto"
+
+
+def test_framework_without_allocator(install_extension, monkeypatch):
+    install_extension()
+    bare = types.ModuleType("fakecu")
+    monkeypatch.setitem(sys.modules, "fakecu", bare)
+    with pytest.raises(UnsupportedArrayTypeError, match="from_dlpack"):
+        ffpa_attn_func(*qkv())

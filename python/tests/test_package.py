@@ -1,0 +1,125 @@
+"""Package surface: imports, version, build info, error hierarchy, CMake file list."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+import ffpa_attn
+from ffpa_attn import errors
+
+PACKAGE_DIR = Path(ffpa_attn.__file__).resolve().parent
+SOURCE_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    env_path = str(PACKAGE_DIR.parent)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
+                          env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"})
+
+
+def test_import_does_not_import_torch():
+    result = _python("import sys, ffpa_attn, ffpa_attn.cuda, ffpa_attn.reference, ffpa_attn.bench, "
+                     "ffpa_attn.deprecations; ffpa_attn.build_info(); print('torch' in sys.modules)")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
+def test_import_works_when_torch_is_unimportable():
+    # sys.modules[name] = None makes "import torch" raise ImportError, as without torch.
+    result = _python(
+        "import sys; sys.modules['torch'] = None\n"
+        "import numpy as np, ffpa_attn\n"
+        "x = np.ones((1, 1, 2, 8), np.float32)\n"
+        "print(ffpa_attn.ffpa_attn_func(x, x, x).shape)\n"
+        "try:\n    ffpa_attn.torch_ops\nexcept ImportError as e:\n    print('ImportError', e.name)\n"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == ["(1, 1, 2, 8)", "ImportError torch"]
+
+
+def test_public_api():
+    for name in ("ffpa_attn_func", "FFPAError", "ExtensionNotAvailableError", "UnsupportedHeadDimError",
+                 "UnsupportedDTypeError", "UnsupportedLayoutError", "ShapeError", "DeviceError",
+                 "reference", "cuda", "build_info", "__version__"):
+        assert name in ffpa_attn.__all__
+        assert hasattr(ffpa_attn, name)
+    with pytest.raises(AttributeError):
+        ffpa_attn.not_a_name  # noqa: B018
+
+
+def test_version_is_a_pep440_string():
+    assert re.fullmatch(r"\d+(\.\d+)*([a-z0-9.+-]*)", ffpa_attn.__version__)
+
+
+@pytest.mark.parametrize("cls", [errors.ExtensionNotAvailableError, errors.UnsupportedHeadDimError,
+                                 errors.UnsupportedDTypeError, errors.UnsupportedLayoutError,
+                                 errors.UnsupportedArrayTypeError, errors.UnsupportedImplError,
+                                 errors.ShapeError, errors.DeviceError])
+def test_error_hierarchy(cls):
+    assert issubclass(cls, ffpa_attn.FFPAError)
+    assert getattr(ffpa_attn, cls.__name__) is cls
+
+
+def test_errors_also_derive_from_builtins():
+    assert issubclass(errors.ShapeError, ValueError)
+    assert issubclass(errors.UnsupportedHeadDimError, ValueError)
+    assert issubclass(errors.UnsupportedDTypeError, TypeError)
+
+
+def _with_build_info(monkeypatch: pytest.MonkeyPatch, module: types.ModuleType | None) -> types.ModuleType:
+    monkeypatch.delitem(sys.modules, "ffpa_attn._build_info", raising=False)
+    if module is not None:
+        monkeypatch.setitem(sys.modules, "ffpa_attn._build_info", module)
+    else:
+        monkeypatch.setitem(sys.modules, "ffpa_attn._build_info", None)  # import fails
+    return importlib.reload(ffpa_attn)
+
+
+def test_build_info_without_generated_module(monkeypatch):
+    try:
+        pkg = _with_build_info(monkeypatch, None)
+        assert pkg.__version__ == "0+unknown"
+        info = pkg.build_info()
+        assert info["version"] == "0+unknown"
+        assert info["source_commit"] is None and info["profile"] is None
+    finally:
+        monkeypatch.undo()
+        importlib.reload(ffpa_attn)
+
+
+def test_build_info_from_generated_module(monkeypatch):
+    generated = types.ModuleType("ffpa_attn._build_info")
+    generated.VERSION = "0.3.0"
+    generated.SOURCE_COMMIT = "a" * 40
+    generated.SOURCE_DIRTY = False
+    generated.CHANNEL = None
+    generated.TOOLCHAIN = {"cmake": "3.31.6", "gcc": "14.2.0", "nvcc": None}
+    generated.PROFILE = "release-pure"
+    try:
+        pkg = _with_build_info(monkeypatch, generated)
+        assert pkg.__version__ == "0.3.0"
+        info = pkg.build_info()
+        assert info["source_commit"] == "a" * 40 and info["source_dirty"] is False
+        assert info["toolchain"] == {"cmake": "3.31.6", "gcc": "14.2.0", "nvcc": None}
+        assert info["channel"] is None and info["profile"] == "release-pure"
+        for key in ("head_dims", "dtypes", "archs", "fwd", "tma", "cute_tma", "cuda_runtime", "impls",
+                    "extension_available", "extension_path", "extension_import_error"):
+            assert key in info
+    finally:
+        monkeypatch.undo()
+        importlib.reload(ffpa_attn)
+
+
+def test_cmake_lists_every_package_file():
+    cmake = (SOURCE_ROOT / "CMakeLists.txt").read_text()
+    block = cmake.split("set(_ffpa_python_package_files", 1)[1].split(")", 1)[0]
+    listed = set(block.split())
+    on_disk = {p.name for p in (SOURCE_ROOT / "ffpa_attn").glob("*.py") if p.name != "_build_info.py"}
+    assert listed == on_disk, "python/CMakeLists.txt must list exactly the package's .py files"
