@@ -62,6 +62,10 @@ endif()
 set(FFPA_CUDA_ARCHS "${_ffpa_default_archs}" CACHE STRING "CUDA archs (e.g. 89;120f; a/f suffixes allowed)")
 set(FFPA_HEAD_DIMS "${_ffpa_default_dims}" CACHE STRING "Head dims to compile (multiples of 64 up to 1024)")
 set(FFPA_DTYPES "fp16;bf16" CACHE STRING "Input dtypes to compile (fp16, bf16)")
+# Commas are accepted as separators too: shells make ';' awkward on command lines.
+foreach(_ffpa_list_var FFPA_CUDA_ARCHS FFPA_HEAD_DIMS FFPA_DTYPES)
+  string(REPLACE "," ";" ${_ffpa_list_var} "${${_ffpa_list_var}}")
+endforeach()
 set(FFPA_PYTHON_INTERPRETERS "" CACHE STRING "Explicit interpreter paths (default: discover CPython 3.10-3.14)")
 
 set(FFPA_TOOLS_PYTHON "${CMAKE_SOURCE_DIR}/.venv/bin/python" CACHE FILEPATH

@@ -68,6 +68,13 @@ function(ffpa_add_wheels)
   list(APPEND _components wheel_pure)
   list(APPEND _specs "wheel_pure|${FFPA_VERSION}|py3-none-any|true")
 
+  # The staged package in the build tree (importable with PYTHONPATH=<build>/python)
+  # carries the build info of the wheel kind it mirrors.
+  if(FFPA_BUILD_KERNELS)
+    _ffpa_write_build_info(cuda "${FFPA_PYTHON_BUILD_DIR}/ffpa_attn/_build_info.py")
+  else()
+    _ffpa_write_build_info(pure "${FFPA_PYTHON_BUILD_DIR}/ffpa_attn/_build_info.py")
+  endif()
   if(FFPA_BUILD_KERNELS)
     _ffpa_write_build_info(cuda "${_pkgdir}/cuda/_build_info.py")
     foreach(_tag IN LISTS FFPA_PYTHON_TAGS)

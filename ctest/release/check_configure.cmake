@@ -1,0 +1,68 @@
+# check_configure.cmake: configure the project in a scratch snapshot and check
+# what a user would see. Run with cmake -P and:
+#   -DSOURCE=<repo> -DWORK=<scratch dir>
+#   -DARGS=<configure args, ;-list>         e.g. -DFFPA_PROFILE=full;-DFFPA_RELEASE_VERSION=1.2.3
+#   -DMUTATE=none|dirty|untracked|docs-cu14|fake-nvcc-12
+#   -DEXPECT=pass|fail
+#   -DREGEX=<;-list of regexes that must all appear in the configure output>
+#   -DBUILD=ON  also run `cmake --build` and require that nothing was produced
+cmake_minimum_required(VERSION 3.25)
+include("${CMAKE_CURRENT_LIST_DIR}/snapshot_repo.cmake")
+
+set(_src "${WORK}/src")
+set(_bld "${WORK}/build")
+ffpa_test_snapshot(SOURCE "${SOURCE}" DEST "${_src}")
+file(REMOVE_RECURSE "${_bld}")
+
+set(_extra "")
+if(MUTATE STREQUAL "dirty")
+  file(APPEND "${_src}/README.md" "\nan uncommitted edit\n")
+elseif(MUTATE STREQUAL "untracked")
+  file(WRITE "${_src}/csrc/untracked_kernel.cu" "// not committed\n")
+elseif(MUTATE STREQUAL "docs-cu14")
+  file(MAKE_DIRECTORY "${_src}/docs")
+  file(WRITE "${_src}/docs/channels.md" "Install from whl/cu14/ for CUDA 14.\n")
+  execute_process(COMMAND git add -A WORKING_DIRECTORY "${_src}")
+  execute_process(COMMAND git -c user.name=t -c user.email=t@l commit -qm docs WORKING_DIRECTORY "${_src}")
+elseif(MUTATE STREQUAL "fake-nvcc-12")
+  # Stands in for an old toolkit: only `nvcc --version` is asked before the guard.
+  file(WRITE "${WORK}/fake-nvcc/nvcc"
+    "#!/bin/sh\necho 'nvcc: NVIDIA (R) Cuda compiler driver'\necho 'Cuda compilation tools, release 12.4, V12.4.131'\n")
+  file(CHMOD "${WORK}/fake-nvcc/nvcc" PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE)
+  list(APPEND _extra "-DCMAKE_CUDA_COMPILER=${WORK}/fake-nvcc/nvcc")
+elseif(NOT MUTATE STREQUAL "none" AND DEFINED MUTATE)
+  message(FATAL_ERROR "check_configure: unknown MUTATE=${MUTATE}")
+endif()
+
+execute_process(
+  COMMAND "${CMAKE_COMMAND}" -S "${_src}" -B "${_bld}" -G Ninja ${ARGS} ${_extra}
+  OUTPUT_VARIABLE _out ERROR_VARIABLE _err RESULT_VARIABLE _rc)
+set(_all "${_out}${_err}")
+message("---- configure output ----\n${_all}\n--------------------------")
+
+if(EXPECT STREQUAL "fail" AND _rc EQUAL 0)
+  message(FATAL_ERROR "configure succeeded but was expected to fail")
+elseif(EXPECT STREQUAL "pass" AND NOT _rc EQUAL 0)
+  message(FATAL_ERROR "configure failed but was expected to succeed")
+endif()
+# CMake wraps long message lines; compare against a whitespace-normalised copy.
+string(REGEX REPLACE "[ \t\r\n]+" " " _flat "${_all}")
+foreach(_re IN LISTS REGEX)
+  if(NOT _flat MATCHES "${_re}")
+    message(FATAL_ERROR "configure output lacks /${_re}/")
+  endif()
+endforeach()
+
+if(BUILD)
+  execute_process(COMMAND "${CMAKE_COMMAND}" --build "${_bld}" RESULT_VARIABLE _rc OUTPUT_VARIABLE _bo ERROR_VARIABLE _be)
+  message("---- build output ----\n${_bo}${_be}")
+  if(NOT _rc EQUAL 0)
+    message(FATAL_ERROR "build of the dry-run tree failed")
+  endif()
+  file(GLOB_RECURSE _made "${_bld}/*.o" "${_bld}/*.so" "${_bld}/*.whl" "${_bld}/bin/*")
+  file(GLOB _dist "${WORK}/dist/*")
+  if(_made OR _dist)
+    message(FATAL_ERROR "the dry run built something: ${_made} ${_dist}")
+  endif()
+endif()
+message("check_configure: OK")

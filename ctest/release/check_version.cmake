@@ -1,0 +1,79 @@
+# check_version.cmake: FfpaVersion.cmake against setuptools-scm semantics, on a
+# scratch git repository. Run with cmake -P -DSOURCE=<repo> -DWORK=<dir>.
+cmake_minimum_required(VERSION 3.25)
+set(_repo "${WORK}/repo")
+file(REMOVE_RECURSE "${WORK}")
+file(MAKE_DIRECTORY "${_repo}")
+
+# The probe runs ffpa_compute_version with the scratch repo as the source dir.
+file(WRITE "${WORK}/probe.cmake" "
+include(\"${SOURCE}/cmake/FfpaVersion.cmake\")
+ffpa_compute_version()
+message(\"VERSION=\${FFPA_VERSION}|RELEASE=\${FFPA_VERSION_IS_RELEASE}|DIRTY=\${FFPA_SOURCE_DIRTY}|COMMIT=\${FFPA_SOURCE_COMMIT}|EPOCH=\${FFPA_SOURCE_DATE_EPOCH}\")
+")
+
+function(git)
+  execute_process(COMMAND git -c user.name=t -c user.email=t@localhost ${ARGN}
+    WORKING_DIRECTORY "${_repo}" RESULT_VARIABLE _rc OUTPUT_QUIET ERROR_QUIET)
+  if(NOT _rc EQUAL 0)
+    message(FATAL_ERROR "git ${ARGN} failed")
+  endif()
+endfunction()
+
+# expect(<regex> [<-D args>...])
+function(expect regex)
+  execute_process(COMMAND "${CMAKE_COMMAND}" ${ARGN} -P "${WORK}/probe.cmake"
+    WORKING_DIRECTORY "${_repo}" OUTPUT_VARIABLE _o ERROR_VARIABLE _e RESULT_VARIABLE _rc)
+  set(_all "${_o}${_e}")
+  string(REGEX REPLACE "[ \t\r\n]+" " " _all "${_all}")
+  if(NOT _all MATCHES "${regex}")
+    message(FATAL_ERROR "expected /${regex}/ with '${ARGN}', got:\n${_all}")
+  endif()
+  message(STATUS "ok: ${regex}")
+endfunction()
+
+set(ENV{SOURCE_DATE_EPOCH} "")
+git(init -q -b main)
+file(WRITE "${_repo}/a.txt" "1\n")
+git(add a.txt)
+git(commit -q -m one)
+git(commit -q --allow-empty -m two)
+execute_process(COMMAND git rev-parse --short=7 HEAD WORKING_DIRECTORY "${_repo}" OUTPUT_VARIABLE _sha OUTPUT_STRIP_TRAILING_WHITESPACE)
+execute_process(COMMAND git log -1 --format=%ct WORKING_DIRECTORY "${_repo}" OUTPUT_VARIABLE _ct OUTPUT_STRIP_TRAILING_WHITESPACE)
+
+# No tag: 0.0.1.devN+g<sha>, N = commits in history; epoch = commit time.
+expect("VERSION=0\\.0\\.1\\.dev2\\+g${_sha}\\|RELEASE=FALSE\\|DIRTY=FALSE\\|COMMIT=[0-9a-f]+\\|EPOCH=${_ct}")
+# Exact tag.
+git(tag v1.4.2)
+expect("VERSION=1\\.4\\.2\\|RELEASE=TRUE\\|DIRTY=FALSE")
+# Tracked change on the tag: a dirty tree is never a release.
+file(APPEND "${_repo}/a.txt" "2\n")
+expect("VERSION=1\\.4\\.3\\.dev0\\+g${_sha}\\.dirty\\|RELEASE=FALSE\\|DIRTY=TRUE")
+git(checkout -q -- a.txt)
+# An untracked file does not make the version dirty (setuptools-scm semantics).
+file(WRITE "${_repo}/untracked.txt" "x\n")
+expect("VERSION=1\\.4\\.2\\|RELEASE=TRUE\\|DIRTY=FALSE")
+file(REMOVE "${_repo}/untracked.txt")
+# Commits after the tag.
+git(commit -q --allow-empty -m three)
+git(commit -q --allow-empty -m four)
+execute_process(COMMAND git rev-parse --short=7 HEAD WORKING_DIRECTORY "${_repo}" OUTPUT_VARIABLE _sha2 OUTPUT_STRIP_TRAILING_WHITESPACE)
+expect("VERSION=1\\.4\\.3\\.dev2\\+g${_sha2}\\|RELEASE=FALSE")
+# FFPA_RELEASE_VERSION wins, from the cache variable or the environment.
+expect("VERSION=2\\.0\\.0\\|RELEASE=TRUE" -DFFPA_RELEASE_VERSION=2.0.0)
+set(ENV{FFPA_RELEASE_VERSION} "2.1.0rc1")
+expect("VERSION=2\\.1\\.0rc1\\|RELEASE=TRUE")
+set(ENV{FFPA_RELEASE_VERSION} "")
+# SOURCE_DATE_EPOCH wins over the commit time.
+set(ENV{SOURCE_DATE_EPOCH} "1700000000")
+expect("EPOCH=1700000000")
+set(ENV{SOURCE_DATE_EPOCH} "")
+# Invalid versions are refused with the reason.
+expect("FFPA_RELEASE_VERSION='v1\\.2\\.3' is invalid: drop the leading 'v'" -DFFPA_RELEASE_VERSION=v1.2.3)
+expect("FFPA_RELEASE_VERSION='1\\.02\\.3' is invalid: not a canonical PEP 440 version" -DFFPA_RELEASE_VERSION=1.02.3)
+expect("FFPA_RELEASE_VERSION='1\\.2-3' is invalid" -DFFPA_RELEASE_VERSION=1.2-3)
+# A non-release tag is ignored with a warning.
+git(tag not-a-version)
+git(tag vnext)
+expect("VERSION=1\\.4\\.3\\.dev2\\+g${_sha2}")
+message("check_version: OK")
