@@ -27,6 +27,8 @@ except ImportError:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs the CUDA extension and an NVIDIA GPU")
+    # matplotlib's own use of pyparsing deprecations is not ours to fix.
+    config.addinivalue_line("filterwarnings", r"ignore::DeprecationWarning:matplotlib(\..*)?")
 
 
 _OUTCOMES = {"passed": 0, "failed": 0, "skipped": 0}

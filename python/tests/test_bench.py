@@ -1,0 +1,148 @@
+"""python -m ffpa_attn.bench: flags, the no-GPU exit, the reference backend, saved files."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ffpa_attn
+from ffpa_attn import bench, cuda
+
+
+def parse(argv):
+    parser = bench.build_parser()
+    return bench._finish_args(parser, parser.parse_args(argv))
+
+
+def test_defaults_cuda():
+    args = parse([])
+    assert (args.backend, args.B, args.H, args.Hkv, args.N, args.Nkv, args.D) == ("cuda", 1, 32, 32, 8192, 8192, [512])
+    assert args.dtypes == ["fp16"] and args.impl == "auto" and not args.causal
+    assert args.warmup == 5 and args.iters == 20
+
+
+def test_defaults_reference_are_small():
+    args = parse(["--backend", "reference"])
+    assert args.N == 256 and args.H == 4 and args.iters == 3
+
+
+def test_flags():
+    args = parse(["--B", "2", "--H", "16", "--Hkv", "4", "--N", "1000", "--D", "64", "128", "320",
+                  "--causal", "--dtype", "both", "--warmup", "2", "--iters", "7", "--no-bwd",
+                  "--cuda-impl", "simt", "--verbose", "--save-path", "out"])
+    assert (args.B, args.H, args.Hkv, args.N, args.D) == (2, 16, 4, 1000, [64, 128, 320])
+    assert args.causal and args.dtypes == ["fp16", "bf16"] and args.impl == "simt"
+    assert (args.warmup, args.iters, args.no_bwd, args.no_fwd) == (2, 7, True, False)
+    assert args.verbose and args.save_path == "out"
+
+
+@pytest.mark.parametrize("impl", ["fp16", "bf16"])
+def test_cuda_impl_dtype_spelling_selects_the_dtype(impl):
+    args = parse(["--cuda-impl", impl, "--dtype", "both"])
+    assert args.dtypes == [impl] and args.impl == "auto"
+
+
+@pytest.mark.parametrize("argv", [["--no-fwd", "--no-bwd"], ["--H", "6", "--Hkv", "4"], ["--backend", "tpu"],
+                                  ["--N", "0"], ["--dtype", "fp8"]])
+def test_bad_flags_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        bench.main(argv)
+    assert info.value.code == 2
+    assert capsys.readouterr().err
+
+
+def test_cuda_backend_without_gpu_subprocess():
+    if cuda.CUDA_FWD_AVAILABLE and cuda.device_count() > 0:
+        pytest.skip("a GPU and the extension are present: the no-GPU path cannot be observed here")
+    result = subprocess.run([sys.executable, "-m", "ffpa_attn.bench", "--backend", "cuda", "--verbose"],
+                            capture_output=True, text=True, check=False,
+                            env={"PYTHONPATH": str(Path(ffpa_attn.__file__).parents[1]), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith(("extension not available: ", "no CUDA device: "))
+    assert "--backend reference" in result.stderr
+
+
+def test_cuda_backend_pure_wheel_message(no_extension, capsys):
+    assert bench.main(["--backend", "cuda"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("extension not available: ") and "whl/cu13/" in err
+
+
+def test_cuda_backend_no_device(install_extension, capsys):
+    install_extension(devices=0)
+    assert bench.main(["--backend", "cuda", "--D", "128"]) == 2
+    assert capsys.readouterr().err.startswith("no CUDA device: ")
+
+
+def test_cuda_backend_head_dim_must_be_compiled(install_extension, capsys):
+    install_extension()
+    assert bench.main(["--backend", "cuda", "--D", "128", "96"]) == 2
+    err = capsys.readouterr().err
+    assert "head dim [96] not compiled" in err and "[64, 128, 256, 320, 512]" in err
+
+
+def test_reference_backend_verbose_lines(capsys):
+    rc = bench.main(["--backend", "reference", "--verbose", "--N", "48", "--H", "2", "--D", "64", "96",
+                     "--dtype", "both", "--iters", "1", "--warmup", "0"])
+    assert rc == 0
+    lines = capsys.readouterr().out.strip().split("\n")
+    assert len(lines) == 4
+    for line in lines:
+        match = bench.LINE_RE.match(line)
+        assert match, line
+        assert match["tag"] == "self-attn" and match["allclose"] == "True"
+        assert match["sdpa_ms"] == "n/a" and match["sdpa_tflops"] == "n/a" and match["ratio"] == "n/a"
+        assert (match["B"], match["Hq"], match["Hkv"], match["Nq"], match["Nkv"]) == ("1", "2", "2", "48", "48")
+    assert [bench.LINE_RE.match(x)["atol"] for x in lines] == ["0.02", "0.02", "0.05", "0.05"]
+    assert lines[0].startswith("[self-attn fp16] B=1 Hq=2 Hkv=2 Nq=48 Nkv=48 D=64 O_err=")
+
+
+def test_reference_backend_gqa_causal_cross(capsys):
+    rc = bench.main(["--backend", "reference", "--verbose", "--N", "20", "--Nkv", "33", "--H", "4", "--Hkv", "2",
+                     "--D", "64", "--causal", "--iters", "1", "--warmup", "0", "--no-bwd"])
+    assert rc == 0
+    match = bench.LINE_RE.match(capsys.readouterr().out.strip())
+    assert match and match["tag"] == "cross-attn" and match["causal"] and match["Hkv"] == "2"
+
+
+def test_spec_example_line_parses():
+    line = ("[self-attn fp16] B=1 Hq=32 Hkv=32 Nq=8192 Nkv=8192 D=512 O_err=0.000977 allclose(atol=0.02)=True "
+            "FFPA=12.345ms SDPA=20.100ms TFLOPS=181.20/111.30 1.63x")
+    assert bench.LINE_RE.match(line)
+
+
+def test_flops_and_result_line():
+    assert bench.flops(1, 32, 8192, 8192, 512, False) == 4 * 32 * 8192 * 8192 * 512
+    assert bench.flops(1, 1, 4, 4, 8, True) == 4 * 4 * 4 * 8 / 2
+    result = bench.Result("cuda", "fwd", "bf16", "auto", 1, 32, 8, 8192, 8192, 512, False, 0.01, 0.05, True,
+                          10.0, 20.0, 200.0, 100.0)
+    line = result.line()
+    assert line.endswith("FFPA=10.000ms SDPA=20.000ms TFLOPS=200.00/100.00 2.00x")
+    assert bench.LINE_RE.match(line)["Hkv"] == "8"
+
+
+def test_save_path_writes_csv_json_png(tmp_path, capsys):
+    out_dir = tmp_path / "results"
+    rc = bench.main(["--backend", "reference", "--N", "32", "--H", "2", "--D", "64", "128", "--iters", "1",
+                     "--warmup", "0", "--save-path", str(out_dir)])
+    assert rc == 0
+    with open(out_dir / "bench.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [r["D"] for r in rows] == ["64", "128"]
+    assert {"dtype", "ffpa_ms", "ffpa_tflops", "sdpa_tflops", "allclose", "err", "speedup"} <= set(rows[0])
+    data = json.loads((out_dir / "bench.json").read_text())
+    assert data["config"]["backend"] == "reference" and len(data["results"]) == 2
+    assert "version" in data["build_info"]
+    png = out_dir / "bench_tflops.png"
+    if png.exists():
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    else:
+        pytest.importorskip("matplotlib")
+        pytest.fail("matplotlib is installed but no plot was written")
+    assert "wrote" in capsys.readouterr().err
