@@ -337,8 +337,6 @@ def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], N
                 results.append(Result(direction="bwd", err=err, allclose=err <= atol, ffpa_ms=ffpa_ms,
                                       sdpa_ms=sdpa_ms, ffpa_tflops=_tflops(3.5 * flop, ffpa_ms),
                                       sdpa_tflops=_tflops(3.5 * flop, sdpa_ms), **common))
-            del q, k, v
-            torch.cuda.empty_cache()
     return results
 
 

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 import ffpa_attn  # noqa: E402
 from ffpa_attn import ShapeError, reference  # noqa: E402
-from ffpa_attn.torch_ops import FFPAAttnFunction, attention_math, ffpa_attention  # noqa: E402
+from ffpa_attn.torch_ops import attention_math, ffpa_attention  # noqa: E402
 
 CASES = [
     # (B, Hq, Hkv, Nq, Nkv, D, causal)
