@@ -1,0 +1,36 @@
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Running the external tools the backends drive (git, gh, twine, curl): argv
+// vectors, never a shell, so file names with odd characters cannot inject anything.
+#pragma once
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ffpa::site {
+
+struct ProcResult {
+  int status = -1;       // exit status; 127 when the program could not be started
+  std::string out, err;  // captured stdout and stderr
+};
+
+struct ProcOptions {
+  std::optional<std::filesystem::path> cwd;
+  std::optional<std::string> stdin_data;
+};
+
+ProcResult run_process(const std::vector<std::string>& argv, const ProcOptions& opt = {});
+
+// POSIX shell quoting, so a printed command can be pasted as is.
+std::string shell_quote(const std::string& s);
+std::string format_command(const std::vector<std::string>& argv);
+
+// The program as it would be run: absolute/relative paths kept, bare names searched
+// in PATH. Empty when not found.
+std::string find_program(const std::string& name);
+
+// Program to use for `tool`: the environment override (e.g. FFPA_GH) if set, else
+// the bare name.
+std::string tool_program(const char* env_var, const char* default_name);
+
+}  // namespace ffpa::site

@@ -1,0 +1,93 @@
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Publishing (spec/release.md sections 3-5): pluggable asset stores and the site
+// repository, the CUDA-channel publish and the pure-wheel publish.
+//
+// Convergence after an interruption comes from making every step idempotent against
+// the end state, not from a journal: each step first looks at what already exists
+// (release present? asset present with these bytes? page lists this file with this
+// hash? tree committed? branch pushed?) and does only what is missing. Every write
+// is atomic (temp + rename, or a single git/gh operation), so a kill leaves each
+// piece either absent or whole, and a re-run of the same command finishes the job.
+#pragma once
+#include <filesystem>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ffpa::site {
+
+namespace fs = std::filesystem;
+
+struct ReleaseSpec {
+  std::string tag, target, notes;
+  bool latest = true;  // false for CUDA releases: the pure release vV stays "latest"
+};
+
+class AssetStore {
+ public:
+  virtual ~AssetStore() = default;
+  virtual std::string spec() const = 0;
+  // Missing tools or credentials, each with its fix. Read-only.
+  virtual std::vector<std::string> preflight() = 0;
+  // Asset names of the release, or nullopt when the release does not exist.
+  virtual std::optional<std::vector<std::string>> list_assets(const std::string& tag) = 0;
+  virtual std::string asset_sha256(const std::string& tag, const std::string& name) = 0;
+  virtual void create_release(const ReleaseSpec& r) = 0;
+  // Uploads one file under its own name; replaces an existing asset only if clobber.
+  virtual void upload(const std::string& tag, const fs::path& file, bool clobber) = 0;
+  // The exact commands create_release/upload run (printed by --dry-run); empty for
+  // stores that run none.
+  virtual std::vector<std::string> create_command(const ReleaseSpec& r) const = 0;
+  virtual std::vector<std::string> upload_command(const std::string& tag, const fs::path& file,
+                                                  bool clobber) const = 0;
+  virtual std::string default_release_url(const std::string& tag) const = 0;
+  virtual std::string default_site_url() const = 0;
+};
+
+// "dir:PATH" (releases are PATH/<tag>/ holding the assets and .release.json) or
+// "gh:OWNER/REPO" (the gh CLI; FFPA_GH overrides the program). Throws on others.
+std::unique_ptr<AssetStore> make_asset_store(const std::string& spec);
+
+struct PublishOptions {
+  std::string tag;                     // vV+CHANNEL
+  std::vector<fs::path> wheels;
+  fs::path site_repo;                  // git work tree of the site, on `branch`
+  std::string assets;                  // dir:PATH | gh:OWNER/REPO
+  std::string release_url;             // anchor base; "{tag}" expands; default from the store
+  std::string site_url;                // for the install notes; default from the store
+  std::string index_prefix = "whl";
+  std::string channel = "cu13";
+  std::string remote = "origin", branch = "gh-pages";
+  std::string target;                  // commit the release tag points at
+  fs::path source_dir = ".";           // where `target` defaults to HEAD
+  std::vector<fs::path> docs;          // scanned for a channel that does not exist
+  bool index_only = false, dry_run = false;
+  bool core_metadata_for_mirror = false;  // --index-only: the original assets serve .metadata
+};
+
+int publish(const PublishOptions& opt, std::ostream& out, std::ostream& err);
+
+struct PurePublishOptions {
+  std::string tag;  // vV
+  fs::path wheel;
+  std::string repository_url = "https://upload.pypi.org/legacy/";
+  std::string simple_url;  // where the version check looks; derived when empty
+  std::string assets;      // empty: no GitHub/dir release
+  std::string target;
+  fs::path source_dir = ".";
+  bool dry_run = false;
+};
+
+int publish_pure(const PurePublishOptions& opt, std::ostream& out, std::ostream& err);
+
+// Where "is V already there?" is answered for a twine repository URL.
+std::string simple_url_for(const std::string& repository_url);
+
+// FFPA_PUBLISH_KILL_AT=<step>: test-only fault injection, raise(SIGKILL) right after
+// that step boundary. Steps: release, upload-1 (after the first wheel), upload,
+// index, commit (publish); pypi, release (publish-pure).
+void kill_point(const char* step);
+
+}  // namespace ffpa::site

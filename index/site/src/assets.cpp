@@ -1,0 +1,185 @@
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Asset stores: a plain directory (tests, local mirrors) and GitHub releases via gh.
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "ffpa/core/atomic.h"
+#include "ffpa/core/error.h"
+#include "ffpa/site/index.h"
+#include "ffpa/site/model.h"
+#include "ffpa/site/process.h"
+#include "ffpa/site/publish.h"
+
+namespace ffpa::site {
+
+using ffpa::core::Error;
+
+namespace {
+
+class DirStore final : public AssetStore {
+ public:
+  explicit DirStore(fs::path root) : root_(fs::absolute(std::move(root)).lexically_normal()) {}
+  std::string spec() const override { return "dir:" + root_.string(); }
+
+  std::vector<std::string> preflight() override {
+    std::error_code ec;
+    if (fs::exists(root_, ec) && !fs::is_directory(root_, ec))
+      return {"asset store " + root_.string() + " exists and is not a directory; point dir: at a directory"};
+    return {};
+  }
+
+  std::optional<std::vector<std::string>> list_assets(const std::string& tag) override {
+    const fs::path dir = root_ / tag;
+    if (!fs::exists(dir / ".release.json")) return std::nullopt;
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir)) {
+      const std::string n = e.path().filename().string();
+      if (e.is_regular_file() && n[0] != '.') names.push_back(n);
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  std::string asset_sha256(const std::string& tag, const std::string& name) override {
+    return hash_file(root_ / tag / name);
+  }
+
+  void create_release(const ReleaseSpec& r) override {
+    // The release exists once .release.json does; it is written last and atomically.
+    fs::create_directories(root_ / r.tag);
+    const nlohmann::json j = {{"tag", r.tag}, {"target", r.target}, {"latest", r.latest}, {"notes", r.notes}};
+    ffpa::core::write_file_atomic(root_ / r.tag / ".release.json", j.dump(1) + "\n");
+  }
+
+  void upload(const std::string& tag, const fs::path& file, bool clobber) override {
+    const fs::path dst = root_ / tag / file.filename();
+    if (fs::exists(dst) && !clobber)
+      throw Error(dst.string() + " already exists; refusing to overwrite an asset");
+    const fs::path tmp = root_ / tag / ("." + file.filename().string() + ".part" + std::to_string(::getpid()));
+    fs::copy_file(file, tmp, fs::copy_options::overwrite_existing);
+    fs::rename(tmp, dst);
+  }
+
+  std::vector<std::string> create_command(const ReleaseSpec&) const override { return {}; }
+  std::vector<std::string> upload_command(const std::string&, const fs::path&, bool) const override {
+    return {};
+  }
+
+  std::string default_release_url(const std::string& tag) const override {
+    return "file://" + root_.string() + "/" + url_encode_segment(tag) + "/";
+  }
+  std::string default_site_url() const override { return ""; }
+
+ private:
+  fs::path root_;
+};
+
+class GhStore final : public AssetStore {
+ public:
+  explicit GhStore(std::string repo) : repo_(std::move(repo)), gh_(tool_program("FFPA_GH", "gh")) {
+    const auto slash = repo_.find('/');
+    if (slash == std::string::npos || slash == 0 || slash + 1 == repo_.size() ||
+        repo_.find('/', slash + 1) != std::string::npos)
+      throw Error("gh:" + repo_ + " is not gh:OWNER/REPO");
+    owner_ = repo_.substr(0, slash);
+    name_ = repo_.substr(slash + 1);
+  }
+  std::string spec() const override { return "gh:" + repo_; }
+
+  std::vector<std::string> preflight() override {
+    if (find_program(gh_).empty())
+      return {"gh (GitHub CLI) not found as '" + gh_ +
+              "'; install it (https://cli.github.com) or set FFPA_GH to its path"};
+    auto r = run_process({gh_, "auth", "status"});
+    if (r.status != 0)
+      return {"gh is not authenticated (gh auth status failed: " + first_line(r.err + r.out) +
+              "); run: gh auth login, or export GH_TOKEN with contents:write on " + repo_};
+    return {};
+  }
+
+  std::optional<std::vector<std::string>> list_assets(const std::string& tag) override {
+    auto r = run_process({gh_, "release", "view", tag, "--repo", repo_, "--json", "assets", "--jq",
+                          ".assets[].name"});
+    if (r.status != 0) {
+      if ((r.err + r.out).find("not found") != std::string::npos) return std::nullopt;
+      throw Error("gh release view " + tag + " failed: " + first_line(r.err + r.out) +
+                  "; check gh auth status and the repository name");
+    }
+    std::vector<std::string> names;
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) names.push_back(line);
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  std::string asset_sha256(const std::string& tag, const std::string& name) override {
+    const fs::path tmp = fs::temp_directory_path() / ("ffpa-gh-" + std::to_string(::getpid()));
+    fs::create_directories(tmp);
+    auto r = run_process({gh_, "release", "download", tag, "--repo", repo_, "--pattern", name, "--dir",
+                          tmp.string(), "--clobber"});
+    if (r.status != 0 || !fs::exists(tmp / name))
+      throw Error("could not download asset " + name + " of " + tag + " to compare it: " +
+                  first_line(r.err + r.out));
+    const std::string h = hash_file(tmp / name);
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    return h;
+  }
+
+  void create_release(const ReleaseSpec& r) override { run_or_throw(create_command(r)); }
+  void upload(const std::string& tag, const fs::path& file, bool clobber) override {
+    run_or_throw(upload_command(tag, file, clobber));
+  }
+
+  std::vector<std::string> create_command(const ReleaseSpec& r) const override {
+    // No --title: gh then titles the release with the tag, as earlier releases are.
+    std::vector<std::string> cmd = {gh_, "release", "create", r.tag, "--repo", repo_,
+                                    "--target", r.target, "--notes", r.notes};
+    if (!r.latest) cmd.push_back("--latest=false");
+    return cmd;
+  }
+  std::vector<std::string> upload_command(const std::string& tag, const fs::path& file,
+                                          bool clobber) const override {
+    std::vector<std::string> cmd = {gh_, "release", "upload", tag, file.string(), "--repo", repo_};
+    if (clobber) cmd.push_back("--clobber");
+    return cmd;
+  }
+
+  std::string default_release_url(const std::string& tag) const override {
+    return "https://github.com/" + repo_ + "/releases/download/" + url_encode_segment(tag) + "/";
+  }
+  std::string default_site_url() const override {
+    std::string owner = owner_;
+    std::transform(owner.begin(), owner.end(), owner.begin(), ::tolower);
+    return "https://" + owner + ".github.io/" + name_;
+  }
+
+ private:
+  static std::string first_line(const std::string& s) {
+    auto nl = s.find('\n');
+    return nl == std::string::npos ? s : s.substr(0, nl);
+  }
+  static void run_or_throw(const std::vector<std::string>& cmd) {
+    auto r = run_process(cmd);
+    if (r.status != 0)
+      throw Error(format_command(cmd) + " failed (exit " + std::to_string(r.status) + "): " + r.err + r.out +
+                  "re-run the same publish command once the cause is fixed; finished steps are skipped");
+  }
+  std::string repo_, owner_, name_, gh_;
+};
+
+}  // namespace
+
+std::unique_ptr<AssetStore> make_asset_store(const std::string& spec) {
+  if (spec.rfind("dir:", 0) == 0 && spec.size() > 4) return std::make_unique<DirStore>(spec.substr(4));
+  if (spec.rfind("gh:", 0) == 0) return std::make_unique<GhStore>(spec.substr(3));
+  throw Error("--assets '" + spec + "' is not dir:PATH or gh:OWNER/REPO");
+}
+
+}  // namespace ffpa::site

@@ -1,0 +1,328 @@
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Subcommand front end: flags of the old release scripts, --help on each.
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "ffpa/core/atomic.h"
+#include "ffpa/core/error.h"
+#include "ffpa/site/args.h"
+#include "ffpa/site/index.h"
+#include "ffpa/site/publish.h"
+#include "ffpa/site/site.h"
+
+namespace ffpa::site {
+
+namespace {
+
+using ffpa::core::Error;
+
+const std::map<std::string, std::string>& help_texts() {
+  static const std::map<std::string, std::string> h = {
+      {"add",
+       "usage: ffpa-index add --index-dir DIR [--channel cu13] [--index-prefix whl] --release-url URL\n"
+       "                      [--metadata-dir DIR] WHEEL...\n"
+       "Merge wheels into DIR/<prefix>/<channel>/<project>/index.{json,html} and the channel root page.\n"
+       "Earlier entries are kept; only the given wheels are hashed. Each wheel's name must parse as a\n"
+       "PEP 427 file name and its RECORD must verify, or nothing is written.\n"
+       "  --release-url URL   base URL the anchors point at (the asset URL is URL + file name);\n"
+       "                      \"{tag}\" is not expanded here: pass the release's own base URL\n"
+       "  --metadata-dir DIR  write <wheel>.metadata into DIR and advertise it (data-core-metadata):\n"
+       "                      DIR must be the directory served at --release-url, because pip fetches\n"
+       "                      exactly <asset url>.metadata (PEP 658); without it no metadata is advertised\n"
+       "  FFPA_FORCE_UPLOAD=1 replace an entry of the same name with other bytes (otherwise refused)\n"},
+      {"remove",
+       "usage: ffpa-index remove --index-dir DIR [--channel cu13] [--index-prefix whl] --version V\n"
+       "                         [--project NAME]\n"
+       "Drop every file of version V from the channel's pages (V with a +local part matches exactly;\n"
+       "without it, every local build of V). Also delete the release itself (gh release delete TAG\n"
+       "--cleanup-tag, or its directory): deleting only one of the two leaves dangling anchors or assets.\n"},
+      {"yank",
+       "usage: ffpa-index yank --index-dir DIR [--channel cu13] [--index-prefix whl] --version V\n"
+       "                       [--reason TEXT] [--project NAME]\n"
+       "Mark version V yanked (PEP 592): pip skips it unless pinned with ==. Assets stay.\n"},
+      {"unyank",
+       "usage: ffpa-index unyank --index-dir DIR [--channel cu13] [--index-prefix whl] --version V\n"
+       "Undo a yank.\n"},
+      {"verify",
+       "usage: ffpa-index verify --index-dir DIR [--channel cu13] [--index-prefix whl] --assets DIR|URL\n"
+       "Recompute the sha256 of every listed file (and of its .metadata when advertised) from a directory\n"
+       "(files directly in it, or in one subdirectory per tag as the dir: store keeps them) or from an\n"
+       "http(s) base URL (files whose recorded URL starts with it are fetched from that URL, others\n"
+       "from URL + file name). Prints OK/MISMATCH/MISSING per file; exit 1 on any problem.\n"},
+      {"render",
+       "usage: ffpa-index render --index-dir DIR [--channel cu13] [--index-prefix whl]\n"
+       "Re-render every HTML page of the channel from its index.json (after editing JSON by hand).\n"},
+      {"publish",
+       "usage: ffpa-index publish --tag vV+CHANNEL (--wheels WHEEL... | --wheels-dir DIR [--manifest FILE])\n"
+       "         --site-repo DIR --assets dir:PATH|gh:OWNER/REPO [--release-url URL] [--channel cu13]\n"
+       "         [--index-only [--core-metadata]] [--site-url URL] [--index-prefix whl] [--target SHA]\n"
+       "         [--source-dir DIR] [--remote origin] [--branch gh-pages] [--docs PATH...] [--dry-run]\n"
+       "The four steps of a CUDA release, in order: (1) create release vV+CHANNEL (not latest, no title,\n"
+       "notes = install commands, tag at --target, default HEAD of --source-dir); (2) upload every wheel\n"
+       "and its <wheel>.metadata (PEP 658) as assets; (3) merge them into the index in the site repo;\n"
+       "(4) commit and push its branch. Re-running after any interruption converges: each step skips\n"
+       "what is already done. Refused before anything is created: a pre-release/dev wheel, a tag for\n"
+       "another version, a name already published with other bytes (FFPA_FORCE_UPLOAD=1 overrides),\n"
+       "a wheel whose RECORD does not verify, docs (--docs) naming a channel that does not exist, and\n"
+       "any failed preflight check (tools, gh auth, release holding other files, site repo state).\n"
+       "  --release-url URL  anchor base; \"{tag}\" expands to the URL-encoded tag; default for gh: is\n"
+       "                     https://github.com/OWNER/REPO/releases/download/<tag>/\n"
+       "  --index-only       mirror: only steps 3-4, anchors at --release-url (required)\n"
+       "  --core-metadata    with --index-only: the original assets serve <wheel>.metadata\n"
+       "  --wheels-dir DIR   publish DIR's wheels of version V+CHANNEL (or those listed in --manifest,\n"
+       "                     one file name per line, relative to DIR)\n"
+       "  --dry-run          preflight, then print the plan and the exact commands; change nothing\n"
+       "  FFPA_GH, FFPA_GIT  programs to run instead of gh and git\n"
+       "  FFPA_PUBLISH_KILL_AT=release|upload-1|upload|index|commit  test hook: SIGKILL at that boundary\n"},
+      {"publish-pure",
+       "usage: ffpa-index publish-pure --tag vV --wheel ffpa_attn-V-py3-none-any.whl\n"
+       "         [--repository-url URL] [--simple-url URL] [--assets dir:PATH|gh:OWNER/REPO]\n"
+       "         [--target SHA] [--source-dir DIR] [--dry-run]\n"
+       "Upload the pure wheel with twine (default https://upload.pypi.org/legacy/), refusing a version\n"
+       "already on the index (--simple-url, derived from the repository URL: PyPI -> pypi.org/simple,\n"
+       "otherwise <repository-url>/simple/), then create the plain release vV at --target (explicitly:\n"
+       "the default branch is not always the release commit) and attach the wheel.\n"
+       "  FFPA_TWINE, FFPA_CURL  programs to run instead of twine and curl; twine reads TWINE_USERNAME /\n"
+       "                         TWINE_PASSWORD\n"
+       "  FFPA_PUBLISH_KILL_AT=pypi|release  test hook\n"},
+  };
+  return h;
+}
+
+int usage(const std::string& cmd, const std::string& msg) {
+  std::cerr << "ffpa-index " << cmd << ": " << msg << "\n" << help_texts().at(cmd);
+  return 2;
+}
+
+IndexLocation location(const Args& a, const std::string& cmd) {
+  auto dir = a.get("--index-dir");
+  if (!dir) throw UsageError("--index-dir DIR is required");
+  (void)cmd;
+  return IndexLocation{*dir, a.get_or("--index-prefix", "whl"), a.get_or("--channel", "cu13")};
+}
+
+const std::set<std::string> kLocFlags = {"--index-dir", "--channel", "--index-prefix"};
+
+std::set<std::string> with(std::set<std::string> s, std::initializer_list<std::string> more) {
+  s.insert(more);
+  return s;
+}
+
+std::optional<std::string> opt_flag(const Args& a, const std::string& f) { return a.get(f); }
+
+int cmd_add(int argc, char** argv) {
+  Args a(argc, argv, with(kLocFlags, {"--release-url", "--metadata-dir"}), {}, {});
+  auto loc = location(a, "add");
+  if (a.positional().empty()) throw UsageError("no wheels given");
+  auto url = a.get("--release-url");
+  if (!url) throw UsageError("--release-url URL is required: it is where the anchors point");
+  std::vector<PreparedWheel> wheels;
+  for (const auto& p : a.positional()) wheels.push_back(prepare_wheel(p));
+  AddOptions o;
+  o.release_url = expand_release_url(*url, "");
+  if (auto md = a.get("--metadata-dir")) {
+    o.metadata_dir = fs::path(*md);
+    o.core_metadata = true;
+  }
+  const char* f = std::getenv("FFPA_FORCE_UPLOAD");
+  o.force = f && std::string(f) == "1";
+  add_wheels(loc, wheels, o, std::cout);
+  std::cout << "hashed " << files_hashed() << " file(s)\n";
+  return 0;
+}
+
+int cmd_remove_yank(int argc, char** argv, const std::string& cmd) {
+  Args a(argc, argv, with(kLocFlags, {"--version", "--reason", "--project"}), {}, {});
+  auto loc = location(a, cmd);
+  auto v = a.get("--version");
+  if (!v) throw UsageError("--version V is required");
+  if (!a.positional().empty()) throw UsageError("unexpected argument '" + a.positional()[0] + "'");
+  if (cmd == "remove") {
+    auto r = remove_version(loc, *v, opt_flag(a, "--project"), std::cout);
+    std::cout << r.removed << " file(s) removed\n";
+  } else if (cmd == "yank") {
+    auto r = yank_version(loc, *v, opt_flag(a, "--project"), a.get("--reason"), std::cout);
+    std::cout << r.yanked << " file(s) yanked\n";
+  } else {
+    // Unyank: clear the mark on every matching file.
+    std::string why;
+    auto wanted = ffpa::core::parse_pep440(*v, &why);
+    if (!wanted) throw Error("--version '" + *v + "' is not a PEP 440 version (" + why + ")");
+    std::size_t n = 0;
+    {
+      ffpa::core::FileLock lock(lock_path_for(loc));
+      for (const auto& name : list_projects(loc)) {
+        ProjectPage page = load_project(loc, name);
+        bool changed = false;
+        for (auto& e : page.files)
+          if (e.yanked && version_matches(e.filename, *wanted)) {
+            e.yanked.reset();
+            changed = true;
+            ++n;
+          }
+        if (changed) {
+          const fs::path dir = loc.project_dir(page.name);
+          ffpa::core::write_file_atomic(dir / "index.json", to_json(page).dump(1) + "\n");
+          ffpa::core::write_file_atomic(dir / "index.html", render_project_html(page));
+        }
+      }
+    }
+    if (n == 0) throw Error("nothing to unyank: no yanked file of version " + wanted->canonical);
+    std::cout << n << " file(s) unyanked\n";
+  }
+  return 0;
+}
+
+int cmd_verify(int argc, char** argv) {
+  Args a(argc, argv, with(kLocFlags, {"--assets"}), {}, {});
+  auto loc = location(a, "verify");
+  auto assets = a.get("--assets");
+  if (!assets) throw UsageError("--assets DIR|URL is required");
+  return verify_index(loc, *assets, std::cout) == 0 ? 0 : 1;
+}
+
+int cmd_render(int argc, char** argv) {
+  Args a(argc, argv, kLocFlags, {}, {});
+  render_all(location(a, "render"), std::cout);
+  return 0;
+}
+
+std::vector<fs::path> wheels_from_dir(const fs::path& dir, const std::optional<std::string>& manifest,
+                                      const std::string& tag) {
+  std::vector<fs::path> out;
+  if (manifest) {
+    std::ifstream in(*manifest);
+    if (!in) throw Error("cannot read --manifest " + *manifest + "; build the release first");
+    for (std::string line; std::getline(in, line);) {
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+      if (line.empty() || line[0] == '#') continue;
+      fs::path p(line);
+      if (p.extension() != ".whl") continue;
+      out.push_back(p.is_absolute() ? p : dir / p);
+    }
+    return out;
+  }
+  // Select the wheels of the tag's version; other files in dist/ (the pure wheel,
+  // older builds) are left alone.
+  const std::string v = tag.size() > 1 ? tag.substr(1) : tag;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    auto wf = ffpa::core::parse_wheel_filename(n);
+    auto wv = wf ? ffpa::core::parse_pep440(wf->version) : std::nullopt;
+    auto tv = ffpa::core::parse_pep440(v);
+    if (wv && tv && wv->canonical == tv->canonical) out.push_back(e.path());
+  }
+  if (ec) throw Error("cannot list --wheels-dir " + dir.string() + ": " + ec.message());
+  std::sort(out.begin(), out.end());
+  if (out.empty()) throw Error("no wheel of version " + v + " in " + dir.string() + "; build the release first");
+  return out;
+}
+
+int cmd_publish(int argc, char** argv) {
+  Args a(argc, argv,
+         {"--tag", "--site-repo", "--assets", "--release-url", "--site-url", "--index-prefix", "--channel",
+          "--target", "--source-dir", "--remote", "--branch", "--wheels-dir", "--manifest"},
+         {"--wheels", "--docs"}, {"--index-only", "--dry-run", "--core-metadata"});
+  PublishOptions o;
+  auto need = [&](const char* f) {
+    auto v = a.get(f);
+    if (!v) throw UsageError(std::string(f) + " is required");
+    return *v;
+  };
+  o.tag = need("--tag");
+  o.site_repo = need("--site-repo");
+  o.index_only = a.has("--index-only");
+  if (!o.index_only) o.assets = need("--assets");
+  o.release_url = a.get_or("--release-url", "");
+  o.site_url = a.get_or("--site-url", "");
+  o.index_prefix = a.get_or("--index-prefix", "whl");
+  o.channel = a.get_or("--channel", "cu13");
+  o.target = a.get_or("--target", "");
+  o.source_dir = a.get_or("--source-dir", ".");
+  o.remote = a.get_or("--remote", "origin");
+  o.branch = a.get_or("--branch", "gh-pages");
+  o.dry_run = a.has("--dry-run");
+  o.core_metadata_for_mirror = a.has("--core-metadata");
+  for (const auto& d : a.all("--docs")) o.docs.emplace_back(d);
+  for (const auto& w : a.all("--wheels")) o.wheels.emplace_back(w);
+  for (const auto& w : a.positional()) o.wheels.emplace_back(w);
+  if (auto d = a.get("--wheels-dir")) {
+    auto more = wheels_from_dir(*d, a.get("--manifest"), o.tag);
+    o.wheels.insert(o.wheels.end(), more.begin(), more.end());
+  }
+  return publish(o, std::cout, std::cerr);
+}
+
+int cmd_publish_pure(int argc, char** argv) {
+  Args a(argc, argv,
+         {"--tag", "--wheel", "--repository-url", "--simple-url", "--assets", "--target", "--source-dir",
+          "--wheels-dir"},
+         {}, {"--dry-run"});
+  PurePublishOptions o;
+  auto tag = a.get("--tag");
+  if (!tag) throw UsageError("--tag vV is required");
+  o.tag = *tag;
+  if (auto w = a.get("--wheel")) {
+    o.wheel = *w;
+  } else if (auto d = a.get("--wheels-dir")) {
+    // The pure wheel of the tag's version in dist/.
+    for (const auto& e : fs::directory_iterator(*d)) {
+      auto wf = ffpa::core::parse_wheel_filename(e.path().filename().string());
+      if (wf && "v" + wf->version == o.tag && wf->python == "py3" && wf->abi == "none" && wf->platform == "any")
+        o.wheel = e.path();
+    }
+    if (o.wheel.empty()) throw Error("no py3-none-any wheel of " + o.tag + " in " + *d + "; build the pure profile");
+  } else {
+    throw UsageError("--wheel WHEEL (or --wheels-dir DIR) is required");
+  }
+  o.repository_url = a.get_or("--repository-url", o.repository_url);
+  o.simple_url = a.get_or("--simple-url", "");
+  o.assets = a.get_or("--assets", "");
+  o.target = a.get_or("--target", "");
+  o.source_dir = a.get_or("--source-dir", ".");
+  o.dry_run = a.has("--dry-run");
+  return publish_pure(o, std::cout, std::cerr);
+}
+
+}  // namespace
+
+bool handles(std::string_view sub) { return help_texts().count(std::string(sub)) > 0; }
+
+int main(int argc, char** argv) {
+  if (argc < 1 || !handles(argv[0])) {
+    std::cerr << "ffpa-index: unknown index command '" << (argc ? argv[0] : "") << "'; commands:";
+    for (const auto& [k, v] : help_texts()) std::cerr << " " << k;
+    std::cerr << "\n";
+    return 2;
+  }
+  const std::string cmd = argv[0];
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    if (s == "--help" || s == "-h") {
+      std::cout << help_texts().at(cmd);
+      return 0;
+    }
+  }
+  try {
+    if (cmd == "add") return cmd_add(argc, argv);
+    if (cmd == "remove" || cmd == "yank" || cmd == "unyank") return cmd_remove_yank(argc, argv, cmd);
+    if (cmd == "verify") return cmd_verify(argc, argv);
+    if (cmd == "render") return cmd_render(argc, argv);
+    if (cmd == "publish") return cmd_publish(argc, argv);
+    if (cmd == "publish-pure") return cmd_publish_pure(argc, argv);
+  } catch (const UsageError& e) {
+    return usage(cmd, e.what());
+  } catch (const Error& e) {
+    std::cerr << "ffpa-index " << cmd << ": " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "ffpa-index " << cmd << ": unexpected failure: " << e.what() << "\n";
+    return 1;
+  }
+  return 2;
+}
+
+}  // namespace ffpa::site

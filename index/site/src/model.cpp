@@ -1,0 +1,312 @@
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+#include "ffpa/site/model.h"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+#include "ffpa/core/error.h"
+#include "ffpa/core/pep.h"
+
+namespace ffpa::site {
+
+using nlohmann::json;
+using ffpa::core::Error;
+
+FileEntry* ProjectPage::find(std::string_view filename) {
+  auto it = std::lower_bound(files.begin(), files.end(), filename,
+                             [](const FileEntry& e, std::string_view f) { return e.filename < f; });
+  return (it != files.end() && it->filename == filename) ? &*it : nullptr;
+}
+
+void ProjectPage::insert(FileEntry e) {
+  auto it = std::lower_bound(files.begin(), files.end(), e.filename,
+                             [](const FileEntry& x, const std::string& f) { return x.filename < f; });
+  files.insert(it, std::move(e));
+}
+
+void ProjectPage::refresh_versions() {
+  std::set<std::string> present;
+  std::vector<std::string> fresh;
+  for (const auto& f : files) {
+    auto wf = ffpa::core::parse_wheel_filename(f.filename);
+    auto v = wf ? ffpa::core::parse_pep440(wf->version) : std::nullopt;
+    const std::string ver = v ? v->canonical : (wf ? wf->version : std::string());
+    if (present.insert(ver).second) fresh.push_back(ver);
+  }
+  std::vector<std::string> out;
+  std::set<std::string> kept;
+  for (const auto& v : versions)
+    if (present.count(v) && kept.insert(v).second) out.push_back(v);
+  for (const auto& v : fresh)
+    if (kept.insert(v).second) out.push_back(v);
+  versions = std::move(out);
+}
+
+json to_json(const ProjectPage& page) {
+  json files = json::array();
+  for (const auto& f : page.files) {
+    json e = {{"filename", f.filename}, {"url", f.url}, {"hashes", {{"sha256", f.sha256}}}};
+    if (!f.requires_python.empty()) e["requires-python"] = f.requires_python;
+    // PEP 714: "core-metadata" is the name; "dist-info-metadata" is kept for clients
+    // that predate it. Both say the same thing.
+    json md = f.core_metadata_sha256 ? json{{"sha256", *f.core_metadata_sha256}} : json(false);
+    e["core-metadata"] = md;
+    e["dist-info-metadata"] = md;
+    e["yanked"] = f.yanked ? (f.yanked->empty() ? json(true) : json(*f.yanked)) : json(false);
+    if (f.size) e["size"] = *f.size;
+    files.push_back(std::move(e));
+  }
+  return {{"meta", {{"api-version", kApiVersion}}},
+          {"name", page.name},
+          {"versions", page.versions},
+          {"files", std::move(files)}};
+}
+
+static const json& need(const json& j, const char* key, std::string_view origin) {
+  if (!j.is_object() || !j.contains(key))
+    throw Error(std::string(origin) + ": missing \"" + key +
+                "\"; the file is not a PEP 691 project page (restore it from git history)");
+  return j.at(key);
+}
+
+ProjectPage project_from_json(const json& j, std::string_view origin) {
+  ProjectPage p;
+  try {
+    p.name = need(j, "name", origin).get<std::string>();
+    const auto& meta = need(j, "meta", origin);
+    const std::string api = need(meta, "api-version", origin).get<std::string>();
+    if (api.rfind("1.", 0) != 0)
+      throw Error(std::string(origin) + ": api-version " + api +
+                  " is not 1.x; this ffpa-index only understands PEP 691 v1");
+    for (const auto& e : need(j, "files", origin)) {
+      FileEntry f;
+      f.filename = need(e, "filename", origin).get<std::string>();
+      f.url = need(e, "url", origin).get<std::string>();
+      f.sha256 = need(need(e, "hashes", origin), "sha256", origin).get<std::string>();
+      if (e.contains("requires-python") && e["requires-python"].is_string())
+        f.requires_python = e["requires-python"].get<std::string>();
+      const json* md = e.contains("core-metadata")        ? &e["core-metadata"]
+                       : e.contains("dist-info-metadata") ? &e["dist-info-metadata"]
+                                                          : nullptr;
+      if (md && md->is_object() && md->contains("sha256"))
+        f.core_metadata_sha256 = (*md)["sha256"].get<std::string>();
+      if (e.contains("yanked")) {
+        const auto& y = e["yanked"];
+        if (y.is_string()) f.yanked = y.get<std::string>();
+        else if (y.is_boolean() && y.get<bool>()) f.yanked = std::string();
+      }
+      if (e.contains("size") && e["size"].is_number_unsigned()) f.size = e["size"].get<std::uint64_t>();
+      if (!ffpa::core::parse_wheel_filename(f.filename))
+        throw Error(std::string(origin) + ": listed file '" + f.filename +
+                    "' is not a wheel file name; remove the entry or restore the file from git");
+      if (p.find(f.filename))
+        throw Error(std::string(origin) + ": '" + f.filename + "' is listed twice");
+      p.insert(std::move(f));
+    }
+    if (j.contains("versions") && j["versions"].is_array())
+      p.versions = j["versions"].get<std::vector<std::string>>();
+  } catch (const json::exception& e) {
+    throw Error(std::string(origin) + ": malformed project page: " + e.what() +
+                " (restore it from git history)");
+  }
+  p.refresh_versions();
+  return p;
+}
+
+std::string root_json(const std::vector<std::string>& projects) {
+  json list = json::array();
+  for (const auto& n : projects) list.push_back({{"name", n}});
+  return json{{"meta", {{"api-version", kApiVersion}}}, {"projects", list}}.dump(1) + "\n";
+}
+
+std::string html_escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 8);
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string url_encode_segment(std::string_view s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+std::string url_decode(std::string_view s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out += static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+std::string render_project_html(const ProjectPage& page) {
+  std::string out;
+  out.reserve(256 + page.files.size() * 400);
+  out += "<!DOCTYPE html>\n<!-- auto-generated by ffpa-index from index.json beside it, do not edit -->\n";
+  out += "<html>\n<head>\n<meta name=\"pypi:repository-version\" content=\"";
+  out += kApiVersion;
+  out += "\">\n<title>Links for " + html_escape(page.name) + "</title>\n</head>\n<body>\n";
+  out += "<h1>Links for " + html_escape(page.name) + "</h1>\n";
+  for (const auto& f : page.files) {
+    out += "<a href=\"";
+    out += html_escape(f.url + "#sha256=" + f.sha256);
+    out += '"';
+    if (!f.requires_python.empty()) out += " data-requires-python=\"" + html_escape(f.requires_python) + '"';
+    if (f.core_metadata_sha256) {
+      const std::string v = html_escape("sha256=" + *f.core_metadata_sha256);
+      out += " data-core-metadata=\"" + v + "\" data-dist-info-metadata=\"" + v + '"';
+    }
+    if (f.yanked) out += " data-yanked=\"" + html_escape(*f.yanked) + '"';
+    out += '>';
+    out += html_escape(f.filename);
+    out += "</a><br>\n";
+  }
+  out += "</body>\n</html>\n";
+  return out;
+}
+
+std::string render_root_html(const std::vector<std::string>& projects) {
+  std::string out =
+      "<!DOCTYPE html>\n<!-- auto-generated by ffpa-index, do not edit -->\n<html>\n<head>\n"
+      "<meta name=\"pypi:repository-version\" content=\"";
+  out += kApiVersion;
+  out += "\">\n<title>Simple index</title>\n</head>\n<body>\n";
+  for (const auto& n : projects)
+    out += "<a href=\"" + html_escape(url_encode_segment(n)) + "/\">" + html_escape(n) + "</a><br>\n";
+  out += "</body>\n</html>\n";
+  return out;
+}
+
+// --- legacy page import -------------------------------------------------------
+
+static std::string html_unescape(std::string_view s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '&') {
+      out += s[i];
+      continue;
+    }
+    const auto semi = s.find(';', i);
+    if (semi == std::string_view::npos || semi - i > 10) {
+      out += s[i];
+      continue;
+    }
+    const std::string_view ent = s.substr(i + 1, semi - i - 1);
+    std::string rep;
+    if (ent == "amp") rep = "&";
+    else if (ent == "lt") rep = "<";
+    else if (ent == "gt") rep = ">";
+    else if (ent == "quot") rep = "\"";
+    else if (ent == "apos") rep = "'";
+    else if (!ent.empty() && ent[0] == '#') {
+      const bool hexnum = ent.size() > 1 && (ent[1] == 'x' || ent[1] == 'X');
+      try {
+        const unsigned long cp = std::stoul(std::string(ent.substr(hexnum ? 2 : 1)), nullptr, hexnum ? 16 : 10);
+        if (cp < 0x80) rep = std::string(1, static_cast<char>(cp));
+      } catch (...) {
+      }
+    }
+    if (rep.empty()) {
+      out += s[i];
+      continue;
+    }
+    out += rep;
+    i = semi;
+  }
+  return out;
+}
+
+std::vector<LegacyAnchor> parse_anchors(std::string_view html) {
+  std::vector<LegacyAnchor> out;
+  std::size_t pos = 0;
+  auto lower_at = [&](std::size_t i, std::string_view w) {
+    if (i + w.size() > html.size()) return false;
+    for (std::size_t k = 0; k < w.size(); ++k)
+      if (std::tolower(static_cast<unsigned char>(html[i + k])) != w[k]) return false;
+    return true;
+  };
+  while ((pos = html.find('<', pos)) != std::string_view::npos) {
+    if (!(lower_at(pos, "<a") && pos + 2 < html.size() &&
+          std::isspace(static_cast<unsigned char>(html[pos + 2])))) {
+      ++pos;
+      continue;
+    }
+    std::size_t i = pos + 2;
+    LegacyAnchor a;
+    // Attributes up to the closing '>' of the start tag.
+    while (i < html.size() && html[i] != '>') {
+      while (i < html.size() && std::isspace(static_cast<unsigned char>(html[i]))) ++i;
+      std::size_t k = i;
+      while (k < html.size() && html[k] != '=' && html[k] != '>' &&
+             !std::isspace(static_cast<unsigned char>(html[k])))
+        ++k;
+      std::string key(html.substr(i, k - i));
+      for (auto& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      std::optional<std::string> value;
+      i = k;
+      if (i < html.size() && html[i] == '=') {
+        ++i;
+        if (i < html.size() && (html[i] == '"' || html[i] == '\'')) {
+          const char q = html[i];
+          const auto end = html.find(q, i + 1);
+          if (end == std::string_view::npos) return out;
+          value = html_unescape(html.substr(i + 1, end - i - 1));
+          i = end + 1;
+        } else {
+          std::size_t e = i;
+          while (e < html.size() && html[e] != '>' && !std::isspace(static_cast<unsigned char>(html[e]))) ++e;
+          value = html_unescape(html.substr(i, e - i));
+          i = e;
+        }
+      }
+      if (key == "href" && value) a.href = *value;
+      else if (key == "data-requires-python" && value) a.requires_python = *value;
+      else if (key == "data-yanked") a.yanked = value.value_or("");
+      else if ((key == "data-core-metadata" || key == "data-dist-info-metadata") && !a.core_metadata)
+        a.core_metadata = value.value_or("true");
+      if (key.empty() && i < html.size() && html[i] != '>') ++i;
+    }
+    const auto close = html.find("</a>", i);
+    const auto close_up = html.find("</A>", i);
+    const auto endtext = std::min(close, close_up);
+    if (i >= html.size() || endtext == std::string_view::npos) break;
+    a.text = html_unescape(html.substr(i + 1, endtext - i - 1));
+    const auto hash = a.href.find('#');
+    if (hash != std::string::npos) {
+      const std::string frag = a.href.substr(hash + 1);
+      if (frag.rfind("sha256=", 0) == 0) a.sha256 = frag.substr(7);
+      a.href.resize(hash);
+    }
+    out.push_back(std::move(a));
+    pos = endtext + 4;
+  }
+  return out;
+}
+
+}  // namespace ffpa::site

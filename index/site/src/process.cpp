@@ -1,0 +1,131 @@
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+#include "ffpa/site/process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+namespace ffpa::site {
+
+ProcResult run_process(const std::vector<std::string>& argv, const ProcOptions& opt) {
+  ProcResult r;
+  if (argv.empty()) return r;
+  int out_p[2], err_p[2], in_p[2];
+  if (pipe(out_p) != 0 || pipe(err_p) != 0 || pipe(in_p) != 0) {
+    r.status = 127;
+    r.err = std::string("pipe: ") + std::strerror(errno);
+    return r;
+  }
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(in_p[0], 0);
+    dup2(out_p[1], 1);
+    dup2(err_p[1], 2);
+    for (int fd : {in_p[0], in_p[1], out_p[0], out_p[1], err_p[0], err_p[1]}) close(fd);
+    if (opt.cwd && chdir(opt.cwd->c_str()) != 0) _exit(127);
+    execvp(cargv[0], cargv.data());
+    const std::string msg = std::string("cannot run ") + argv[0] + ": " + std::strerror(errno) + "\n";
+    (void)!write(2, msg.data(), msg.size());
+    _exit(127);
+  }
+  close(in_p[0]);
+  close(out_p[1]);
+  close(err_p[1]);
+  if (pid < 0) {
+    close(in_p[1]);
+    close(out_p[0]);
+    close(err_p[0]);
+    r.status = 127;
+    r.err = std::string("fork: ") + std::strerror(errno);
+    return r;
+  }
+  // Writing stdin up front is fine for the small inputs we send; SIGPIPE is ignored
+  // so a child that does not read it cannot kill us.
+  signal(SIGPIPE, SIG_IGN);
+  if (opt.stdin_data) {
+    std::size_t off = 0;
+    while (off < opt.stdin_data->size()) {
+      const ssize_t n = write(in_p[1], opt.stdin_data->data() + off, opt.stdin_data->size() - off);
+      if (n <= 0) break;
+      off += static_cast<std::size_t>(n);
+    }
+  }
+  close(in_p[1]);
+  pollfd fds[2] = {{out_p[0], POLLIN, 0}, {err_p[0], POLLIN, 0}};
+  std::string* sinks[2] = {&r.out, &r.err};
+  int open_fds = 2;
+  char buf[65536];
+  while (open_fds > 0) {
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    for (int k = 0; k < 2; ++k) {
+      if (fds[k].fd < 0 || !(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      const ssize_t n = read(fds[k].fd, buf, sizeof buf);
+      if (n > 0) {
+        sinks[k]->append(buf, static_cast<std::size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        close(fds[k].fd);
+        fds[k].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  return r;
+}
+
+std::string shell_quote(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                        "0123456789-_./:=@,+%") == std::string::npos)
+    return s;
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  return out + "'";
+}
+
+std::string format_command(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& a : argv) {
+    if (!out.empty()) out += ' ';
+    out += shell_quote(a);
+  }
+  return out;
+}
+
+std::string find_program(const std::string& name) {
+  if (name.empty()) return {};
+  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : std::string();
+  const char* path = std::getenv("PATH");
+  std::stringstream ss(path ? path : "/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(ss, dir, ':')) {
+    const std::string cand = (dir.empty() ? std::string(".") : dir) + "/" + name;
+    if (access(cand.c_str(), X_OK) == 0) return cand;
+  }
+  return {};
+}
+
+std::string tool_program(const char* env_var, const char* default_name) {
+  const char* v = std::getenv(env_var);
+  return (v && *v) ? std::string(v) : std::string(default_name);
+}
+
+}  // namespace ffpa::site

@@ -1,0 +1,630 @@
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// The four steps of spec/release.md section 4 and the pure upload of section 5.
+#include "ffpa/site/publish.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "ffpa/core/atomic.h"
+#include "ffpa/core/error.h"
+#include "ffpa/core/hash.h"
+#include "ffpa/core/pep.h"
+#include "ffpa/core/zipread.h"
+#include "ffpa/site/index.h"
+#include "ffpa/site/model.h"
+#include "ffpa/site/process.h"
+
+namespace ffpa::site {
+
+using ffpa::core::Error;
+
+void kill_point(const char* step) {
+  const char* at = std::getenv("FFPA_PUBLISH_KILL_AT");
+  if (at && std::string(at) == step) {
+    std::cout.flush();
+    std::cerr << "FFPA_PUBLISH_KILL_AT=" << step << ": killing myself (fault-injection test hook)\n";
+    std::cerr.flush();
+    raise(SIGKILL);
+  }
+}
+
+namespace {
+
+bool force_upload() {
+  const char* f = std::getenv("FFPA_FORCE_UPLOAD");
+  return f && std::string(f) == "1";
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// --- guards (spec section 3): pure checks, nothing touched -------------------
+
+ffpa::core::Version parse_tag(const std::string& tag, std::string_view shape) {
+  std::string why;
+  auto v = tag.size() > 1 && tag[0] == 'v' ? ffpa::core::parse_pep440(tag.substr(1), &why) : std::nullopt;
+  if (!v) throw Error("tag '" + tag + "' is not " + std::string(shape));
+  return *v;
+}
+
+void check_channel(const std::string& channel) {
+  bool ok = channel.size() > 2 && channel.rfind("cu", 0) == 0 &&
+            channel.find_first_not_of("0123456789", 2) == std::string::npos;
+  if (!ok) throw Error("channel '" + channel + "' is not cuNN (cu13 for CUDA 13.x)");
+  if (channel == "cu" "14")
+    throw Error("there is no " + channel + " channel: CUDA 13.x wheels are published to cu13");
+}
+
+// Docs that point users at a channel that does not exist are refused: spec section 3.
+std::vector<std::string> scan_docs(const std::vector<fs::path>& docs) {
+  static const std::string bad = std::string("cu") + "14";
+  std::vector<std::string> hits;
+  auto scan = [&](const fs::path& p) {
+    std::ifstream in(p);
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n)
+      if (line.find(bad) != std::string::npos) hits.push_back(p.string() + ":" + std::to_string(n) + ": " + line);
+  };
+  for (const auto& d : docs) {
+    std::error_code ec;
+    if (fs::is_directory(d, ec)) {
+      for (fs::recursive_directory_iterator it(d, ec), end; !ec && it != end; it.increment(ec)) {
+        const auto ext = it->path().extension().string();
+        if (it->is_regular_file() && (ext == ".md" || ext == ".rst" || ext == ".txt" || ext == ".html"))
+          scan(it->path());
+      }
+    } else if (fs::is_regular_file(d, ec)) {
+      scan(d);
+    }
+  }
+  return hits;
+}
+
+std::string notes_for(const std::string& project, const std::string& version, const std::string& channel,
+                      const std::string& site_url, const std::string& prefix) {
+  const std::string idx = (site_url.empty() ? std::string("<site-url>") : site_url) + "/" + prefix + "/" + channel + "/";
+  std::string public_v = version.substr(0, version.find('+'));
+  return "Install the CUDA " + channel.substr(2) + " build (Linux x86_64):\n\n"
+         "```\npip install " + project + "==" + version + " --index-url " + idx +
+         " --extra-index-url https://pypi.org/simple\n```\n\n"
+         "Without CUDA (pure Python, from PyPI):\n\n```\npip install -U " + project + "==" + public_v + "\n```\n";
+}
+
+// --- the site repository ------------------------------------------------------
+
+class SiteRepo {
+ public:
+  SiteRepo(fs::path dir, std::string remote, std::string branch)
+      : dir_(fs::absolute(std::move(dir)).lexically_normal()), remote_(std::move(remote)),
+        branch_(std::move(branch)), git_(tool_program("FFPA_GIT", "git")) {}
+
+  ProcResult git(std::vector<std::string> args) const {
+    args.insert(args.begin(), {git_, "-C", dir_.string()});
+    return run_process(args);
+  }
+  std::vector<std::string> cmd(std::vector<std::string> args) const {
+    args.insert(args.begin(), {"git", "-C", dir_.string()});
+    return args;
+  }
+  const fs::path& dir() const { return dir_; }
+
+  std::vector<std::string> preflight(const std::string& channel_rel) const {
+    if (find_program(git_).empty()) return {"git not found; install git (or set FFPA_GIT)"};
+    std::vector<std::string> p;
+    auto top = git({"rev-parse", "--show-toplevel"});
+    if (top.status != 0)
+      return {"--site-repo " + dir_.string() + " is not a git work tree; clone the site: git clone -b " +
+              branch_ + " <site remote> " + dir_.string()};
+    auto br = git({"symbolic-ref", "--short", "HEAD"});
+    if (trim(br.out) != branch_)
+      p.push_back("site repository is on '" + trim(br.out) + "', not " + branch_ + "; run: " +
+                  format_command(cmd({"checkout", branch_})));
+    if (git({"remote", "get-url", remote_}).status != 0)
+      p.push_back("site repository has no remote '" + remote_ + "'; run: " +
+                  format_command(cmd({"remote", "add", remote_, "<url>"})));
+    if (trim(git({"config", "user.email"}).out).empty())
+      p.push_back("no git identity in the site repository; run: " +
+                  format_command(cmd({"config", "user.email", "you@example.com"})) + " (and user.name)");
+    // Changes outside the channel would be swept into nothing (we add only the
+    // channel) but would make the next pull --rebase fail; ask for a clean tree.
+    auto st = git({"status", "--porcelain", "--untracked-files=all"});
+    std::istringstream in(st.out);
+    for (std::string line; std::getline(in, line);) {
+      if (line.size() < 4) continue;
+      std::string path = line.substr(3);
+      if (path.front() == '"') path = path.substr(1, path.size() - 2);
+      if (path.rfind(channel_rel + "/", 0) != 0)
+        p.push_back("site repository has uncommitted changes outside " + channel_rel + ": " + path +
+                    "; commit or remove them first");
+    }
+    return p;
+  }
+
+  void fetch(std::ostream& out) const {
+    auto r = git({"fetch", "--quiet", remote_, branch_});
+    if (r.status != 0)
+      out << "warning: " << format_command(cmd({"fetch", remote_, branch_})) << " failed: " << trim(r.err)
+          << "\n";
+  }
+
+  bool remote_branch_exists() const {
+    return git({"rev-parse", "--verify", "--quiet", "refs/remotes/" + remote_ + "/" + branch_}).status == 0;
+  }
+
+  int count(const std::string& range) const {
+    auto r = git({"rev-list", "--count", range});
+    return r.status == 0 ? std::atoi(r.out.c_str()) : -1;
+  }
+
+  // A checkout that is merely behind (no local commits) is moved up first, so the
+  // push that follows is a fast-forward.
+  void fast_forward_if_behind(std::ostream& out) const {
+    if (!remote_branch_exists()) return;
+    const std::string up = remote_ + "/" + branch_;
+    if (count("HEAD.." + up) > 0 && count(up + "..HEAD") == 0) {
+      auto r = git({"merge", "--ff-only", "--quiet", up});
+      if (r.status != 0)
+        throw Error("cannot fast-forward the site repository to " + up + ": " + trim(r.err) +
+                    "; run: " + format_command(cmd({"pull", "--ff-only", remote_, branch_})));
+      out << "site repository fast-forwarded to " << up << "\n";
+    }
+  }
+
+  std::string recovery() const {
+    return "  " + format_command(cmd({"pull", "--rebase", remote_, branch_})) + "\n  " +
+           format_command(cmd({"push", remote_, branch_})) + "\n";
+  }
+
+ private:
+  fs::path dir_;
+  std::string remote_, branch_, git_;
+};
+
+struct Problems {
+  std::vector<std::string> list;
+  void add(std::string s) { list.push_back(std::move(s)); }
+  void add(const std::vector<std::string>& v) { list.insert(list.end(), v.begin(), v.end()); }
+};
+
+std::string resolve_target(const std::string& given, const fs::path& source_dir, Problems& pb) {
+  if (!given.empty()) {
+    auto r = run_process({tool_program("FFPA_GIT", "git"), "-C", source_dir.string(), "rev-parse", "--verify",
+                          "--quiet", given + "^{commit}"});
+    if (r.status == 0) return trim(r.out);
+    // Not resolvable locally: accept a full sha as given (the store resolves it).
+    if (given.size() == 40 && given.find_first_not_of("0123456789abcdef") == std::string::npos) return given;
+    pb.add("--target '" + given + "' is not a commit of " + source_dir.string() + "; pass the release commit's sha");
+    return given;
+  }
+  auto r = run_process({tool_program("FFPA_GIT", "git"), "-C", source_dir.string(), "rev-parse", "HEAD"});
+  if (r.status != 0) {
+    pb.add("cannot find the release commit (git rev-parse HEAD in " + source_dir.string() +
+           " failed); pass --target <sha> or --source-dir <checkout>");
+    return {};
+  }
+  return trim(r.out);
+}
+
+void print_problems(const Problems& pb, std::ostream& err, const char* what) {
+  err << what << ": refused, nothing was created:\n";
+  for (const auto& p : pb.list) err << "  - " << p << "\n";
+}
+
+// Compares the release's present assets with what this run would upload. Fills
+// `identical` with names already there with the same bytes.
+void check_release(AssetStore& store, const std::string& tag, const std::map<std::string, std::string>& want,
+                   bool force, std::set<std::string>& identical, Problems& pb, bool& exists) {
+  auto assets = store.list_assets(tag);
+  exists = assets.has_value();
+  if (!assets) return;
+  for (const auto& name : *assets) {
+    auto it = want.find(name);
+    if (it == want.end()) {
+      pb.add("release " + tag + " already holds " + name +
+             ", which this publish does not have; the tag must hold exactly these files: delete that asset "
+             "or publish a new version");
+      continue;
+    }
+    const std::string have = store.asset_sha256(tag, name);
+    if (have == it->second) identical.insert(name);
+    else if (!force)
+      pb.add(name + " is already published with different contents in release " + tag + " (asset sha256 " +
+             have + ", this file " + it->second + "); publish a new version, or set FFPA_FORCE_UPLOAD=1");
+  }
+}
+
+}  // namespace
+
+// --- publish -------------------------------------------------------------------
+
+int publish(const PublishOptions& opt, std::ostream& out, std::ostream& err) {
+  const bool force = force_upload();
+  // Guards first: no tool is run and nothing is read from the network before the
+  // inputs are known to be publishable.
+  check_channel(opt.channel);
+  if (opt.index_only && opt.release_url.empty())
+    throw Error("--index-only needs --release-url: a mirror's anchors must point at the original "
+                "release assets; pass their base URL (\"{tag}\" expands to the tag)");
+  const auto tagv = parse_tag(opt.tag, "v<version>+<channel>, e.g. v0.2.5+cu13");
+  if (opt.wheels.empty()) throw Error("no wheels given; pass --wheels WHEEL... or --wheels-dir DIR");
+  if (auto hits = scan_docs(opt.docs); !hits.empty()) {
+    std::string m = "docs mention a " + std::string("cu") + "14 channel, which does not exist; fix them first:";
+    for (const auto& h : hits) m += "\n  " + h;
+    throw Error(m);
+  }
+  std::vector<PreparedWheel> wheels;
+  std::map<std::string, std::string> want;  // asset name -> sha256 (wheels and their .metadata)
+  for (const auto& p : opt.wheels) {
+    PreparedWheel w = prepare_wheel(p);
+    if (w.version.is_dev || w.version.is_pre)
+      throw Error("refusing to publish a pre-release wheel: " + w.name.filename() + " (version " +
+                  w.version.canonical + "); build the full profile with a release version");
+    if (w.version.canonical != tagv.canonical)
+      throw Error("tag '" + opt.tag + "' does not name version '" + w.version.canonical + "' of " +
+                  w.name.filename() + "; pass --tag v" + w.version.canonical + " or rebuild the wheels");
+    if (w.version.local != opt.channel)
+      throw Error(w.name.filename() + " is not a " + opt.channel + " wheel (local version '" + w.version.local +
+                  "'); the CUDA wheels carry +" + opt.channel + ", the pure wheel goes through publish-pure");
+    want[w.name.filename()] = w.sha256;
+    want[w.name.filename() + ".metadata"] = w.metadata_sha256;
+    wheels.push_back(std::move(w));
+  }
+
+  std::unique_ptr<AssetStore> store;
+  if (!opt.index_only) store = make_asset_store(opt.assets);
+  const std::string release_url =
+      expand_release_url(opt.release_url.empty() ? store->default_release_url(opt.tag) : opt.release_url, opt.tag);
+  const std::string site_url = !opt.site_url.empty() ? opt.site_url : store ? store->default_site_url() : "";
+  const std::string project = wheels.front().project;
+  const std::string notes = notes_for(project, tagv.canonical, opt.channel, site_url, opt.index_prefix);
+  IndexLocation loc{opt.site_repo, opt.index_prefix, opt.channel};
+  const std::string channel_rel = (fs::path(opt.index_prefix) / opt.channel).generic_string();
+  SiteRepo site(opt.site_repo, opt.remote, opt.branch);
+
+  // Preflight: read-only.
+  Problems pb;
+  pb.add(site.preflight(channel_rel));
+  std::string target;
+  std::set<std::string> identical;
+  bool release_exists = false;
+  if (store) {
+    pb.add(store->preflight());
+    target = resolve_target(opt.target, opt.source_dir, pb);
+    if (pb.list.empty()) check_release(*store, opt.tag, want, force, identical, pb, release_exists);
+  }
+  for (const auto& w : wheels) {
+    try {
+      ProjectPage page = load_project(loc, w.project);
+      if (const FileEntry* e = page.find(w.name.filename()); e && e->sha256 != w.sha256 && !force)
+        pb.add(w.name.filename() + " is already published with different contents in " + channel_rel +
+               " (index sha256 " + e->sha256 + ", this file " + w.sha256 +
+               "); publish a new version, or set FFPA_FORCE_UPLOAD=1");
+    } catch (const Error& e) {
+      pb.add(e.what());
+    }
+  }
+  if (!pb.list.empty()) {
+    print_problems(pb, err, "publish");
+    return 1;
+  }
+
+  const bool core_md = !opt.index_only || opt.core_metadata_for_mirror;
+  const fs::path md_dir = fs::temp_directory_path() / ("ffpa-publish-md-" + std::to_string(::getpid()));
+  auto md_path = [&](const PreparedWheel& w) { return md_dir / (w.name.filename() + ".metadata"); };
+
+  if (opt.dry_run) {
+    out << "publish plan (dry run; nothing is changed)\n"
+        << "  version  " << tagv.canonical << "\n  channel  " << opt.channel << "\n  tag      " << opt.tag
+        << (opt.index_only ? "  (index only: no release, no upload)" : "") << "\n"
+        << "  assets   " << (store ? store->spec() : std::string("(mirror)")) << "\n"
+        << "  anchors  " << release_url << "<file>#sha256=<hex>\n"
+        << "  site     " << site.dir().string() << " (" << opt.remote << "/" << opt.branch << "), "
+        << channel_rel << "\n";
+    for (const auto& w : wheels) out << "  wheel    " << w.name.filename() << "  sha256=" << w.sha256 << "\n";
+    out << "commands:\n";
+    if (store) {
+      ReleaseSpec rs{opt.tag, target, notes, false};
+      if (release_exists) out << "  # release " << opt.tag << " exists; not created again\n";
+      else if (auto c = store->create_command(rs); !c.empty()) out << "  " << format_command(c) << "\n";
+      else out << "  # create release " << opt.tag << " in " << store->spec() << " (target " << target << ")\n";
+      for (const auto& w : wheels) {
+        for (const fs::path& f : {w.path, md_path(w)}) {
+          if (identical.count(f.filename().string())) {
+            out << "  # " << f.filename().string() << " already published with these bytes; skipped\n";
+            continue;
+          }
+          if (auto c = store->upload_command(opt.tag, f, force); !c.empty()) out << "  " << format_command(c) << "\n";
+          else out << "  # copy " << f.filename().string() << " into " << store->spec() << "/" << opt.tag << "\n";
+        }
+      }
+    }
+    out << "  # merge " << wheels.size() << " file(s) into " << channel_rel << "/" << project << "/index.{json,html}\n"
+        << "  " << format_command(site.cmd({"add", "-A", "--", channel_rel})) << "\n"
+        << "  " << format_command(site.cmd({"commit", "-m", "index: " + project + " " + tagv.canonical})) << "\n"
+        << "  " << format_command(site.cmd({"push", opt.remote, opt.branch})) << "\n";
+    return 0;
+  }
+
+  // Two publishes of the same site must not interleave.
+  ffpa::core::FileLock lock(fs::temp_directory_path() /
+                            ("ffpa-publish-" + ffpa::core::sha256_hex(site.dir().string()).substr(0, 16) + ".lock"));
+
+  // Step 1: the release (not latest, no title, install notes).
+  if (store) {
+    if (release_exists || store->list_assets(opt.tag)) {
+      out << "[1/4] release " << opt.tag << " exists\n";
+    } else {
+      store->create_release({opt.tag, target, notes, false});
+      out << "[1/4] created release " << opt.tag << " at " << target << "\n";
+    }
+    kill_point("release");
+
+    // Step 2: assets, with the PEP 658 metadata file beside each wheel.
+    fs::create_directories(md_dir);
+    auto present = store->list_assets(opt.tag).value_or(std::vector<std::string>{});
+    const std::set<std::string> present_set(present.begin(), present.end());
+    bool first = true;
+    for (const auto& w : wheels) {
+      ffpa::core::write_file_atomic(md_path(w), w.metadata);
+      for (const fs::path& f : {w.path, md_path(w)}) {
+        const std::string name = f.filename().string();
+        const std::string sha = want.at(name);
+        if (present_set.count(name)) {
+          const std::string have = identical.count(name) ? sha : store->asset_sha256(opt.tag, name);
+          if (have == sha) {
+            out << "[2/4] " << name << " already uploaded, identical; skipped\n";
+            continue;
+          }
+          if (!force)
+            throw Error(name + " is already published with different contents; publish a new version, or set "
+                        "FFPA_FORCE_UPLOAD=1");
+        }
+        store->upload(opt.tag, f, present_set.count(name) > 0);
+        out << "[2/4] uploaded " << name << "\n";
+      }
+      if (first) kill_point("upload-1");
+      first = false;
+    }
+    std::error_code ec;
+    fs::remove_all(md_dir, ec);
+    kill_point("upload");
+  } else {
+    out << "[1/4] index only: no release\n[2/4] index only: no upload\n";
+  }
+
+  // Step 3: merge the index.
+  site.fetch(out);
+  site.fast_forward_if_behind(out);
+  AddOptions ao;
+  ao.release_url = release_url;
+  ao.core_metadata = core_md;
+  ao.force = force;
+  std::ostringstream log;
+  auto rep = add_wheels(loc, wheels, ao, log);
+  out << "[3/4] index " << channel_rel << ": " << rep.added << " added, " << rep.replaced << " updated, "
+      << rep.unchanged << " unchanged\n";
+  kill_point("index");
+
+  // Step 4: commit and push the site.
+  auto add = site.git({"add", "-A", "--", channel_rel});
+  if (add.status != 0) throw Error("git add failed in the site repository: " + add.err);
+  if (site.git({"diff", "--cached", "--quiet"}).status != 0) {
+    const std::string msg = "index: " + project + " " + tagv.canonical + " (" + std::to_string(wheels.size()) +
+                            " file(s)) in " + channel_rel;
+    auto c = site.git({"commit", "--quiet", "-m", msg});
+    if (c.status != 0) throw Error("git commit failed in the site repository: " + c.err + c.out);
+    out << "[4/4] committed: " << msg << "\n";
+  } else {
+    out << "[4/4] nothing new to commit\n";
+  }
+  kill_point("commit");
+  const std::string up = opt.remote + "/" + opt.branch;
+  if (!site.remote_branch_exists() || site.count(up + "..HEAD") > 0) {
+    auto p = site.git({"push", "--quiet", opt.remote, "HEAD:refs/heads/" + opt.branch});
+    if (p.status != 0) {
+      err << "publish: the push of " << opt.branch << " to " << opt.remote << " was rejected:\n"
+          << p.err << "The release and its assets are in place and the index is committed locally. Recover with:\n"
+          << site.recovery()
+          << "If the rebase stops on a conflict in " << channel_rel << ", run `git -C "
+          << shell_quote(site.dir().string()) << " rebase --abort`, reset the branch to " << up
+          << " and re-run this publish command: it re-merges the index from its JSON.\n";
+      return 1;
+    }
+    out << "[4/4] pushed " << opt.branch << " to " << opt.remote << "\n";
+  } else {
+    out << "[4/4] " << up << " already has the index\n";
+  }
+  out << "published " << tagv.canonical << ". Install with:\n" << notes;
+  return 0;
+}
+
+// --- publish-pure ---------------------------------------------------------------
+
+std::string simple_url_for(const std::string& repository_url) {
+  std::string u = repository_url;
+  if (u.find("://upload.pypi.org/") != std::string::npos) return "https://pypi.org/simple/";
+  if (u.find("://test.pypi.org/") != std::string::npos) return "https://test.pypi.org/simple/";
+  while (!u.empty() && u.back() == '/') u.pop_back();
+  const std::string legacy = "/legacy";
+  if (u.size() > legacy.size() && u.compare(u.size() - legacy.size(), legacy.size(), legacy) == 0)
+    u.resize(u.size() - legacy.size());
+  return u + "/simple/";
+}
+
+namespace {
+
+// Files of `project` at version `v` listed by a simple index (name -> sha256 or "").
+// nullopt when the index could not be asked; the reason goes to `why`.
+std::optional<std::map<std::string, std::string>> files_on_index(const std::string& simple, const std::string& project,
+                                                                 const ffpa::core::Version& v, std::string& why) {
+  std::string base = simple;
+  if (base.back() != '/') base += '/';
+  const fs::path tmp = fs::temp_directory_path() / ("ffpa-simple-" + std::to_string(::getpid()) + ".html");
+  auto r = run_process({tool_program("FFPA_CURL", "curl"), "-sSL", "-o", tmp.string(), "-w", "%{http_code}",
+                        "-H", "Accept: text/html", base + project + "/"});
+  std::map<std::string, std::string> out;
+  std::error_code ec;
+  if (r.status != 0) {
+    why = trim(r.err);
+    fs::remove(tmp, ec);
+    return std::nullopt;
+  }
+  const std::string code = trim(r.out);
+  if (code == "404") {
+    fs::remove(tmp, ec);
+    return out;
+  }
+  if (code != "200") {
+    why = "HTTP " + code + " from " + base + project + "/";
+    fs::remove(tmp, ec);
+    return std::nullopt;
+  }
+  std::ifstream in(tmp);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  fs::remove(tmp, ec);
+  for (const auto& a : parse_anchors(ss.str())) {
+    const auto slash = a.href.rfind('/');
+    std::string fn = url_decode(slash == std::string::npos ? a.href : a.href.substr(slash + 1));
+    std::string ver;
+    if (auto wf = ffpa::core::parse_wheel_filename(fn)) ver = wf->version;
+    else if (auto dash = fn.rfind('-'); dash != std::string::npos && fn.size() > 7 &&
+                                        fn.compare(fn.size() - 7, 7, ".tar.gz") == 0)
+      ver = fn.substr(dash + 1, fn.size() - 7 - dash - 1);
+    auto pv = ffpa::core::parse_pep440(ver);
+    if (pv && pv->canonical == v.canonical) out[fn] = a.sha256;
+  }
+  return out;
+}
+
+}  // namespace
+
+int publish_pure(const PurePublishOptions& opt, std::ostream& out, std::ostream& err) {
+  const auto tagv = parse_tag(opt.tag, "v<version>, e.g. v0.2.5 (the pure release has no local part)");
+  PreparedWheel w = prepare_wheel(opt.wheel);
+  const std::string fn = w.name.filename();
+  if (w.version.is_dev || w.version.is_pre)
+    throw Error("refusing to publish a pre-release wheel: " + fn + " (version " + w.version.canonical +
+                "); build the pure profile with a release version");
+  if (!w.version.local.empty())
+    throw Error(fn + " carries the local version '+" + w.version.local +
+                "'; PyPI rejects local versions: upload the pure wheel (built by the pure profile) instead");
+  if (w.name.python != "py3" || w.name.abi != "none" || w.name.platform != "any")
+    throw Error(fn + " is not a py3-none-any wheel; publish-pure uploads only the pure wheel");
+  if (w.version.canonical != tagv.canonical)
+    throw Error("tag '" + opt.tag + "' does not name version '" + w.version.canonical + "'; pass --tag v" +
+                w.version.canonical);
+  for (const auto& m : ffpa::core::ZipReader(opt.wheel).members()) {
+    const auto& n = m.name;
+    if ((n.size() > 3 && n.compare(n.size() - 3, 3, ".so") == 0) || n.find(".so.") != std::string::npos)
+      throw Error(fn + " contains a shared object (" + n + "); the pure wheel must have none: rebuild it with "
+                  "the pure profile");
+  }
+
+  Problems pb;
+  const std::string twine = tool_program("FFPA_TWINE", "twine");
+  if (find_program(twine).empty())
+    pb.add("twine not found as '" + twine + "'; run tools/bootstrap (it installs .venv) or set FFPA_TWINE");
+  if (find_program(tool_program("FFPA_CURL", "curl")).empty())
+    pb.add("curl not found; install curl (or set FFPA_CURL) to check the upload target");
+  const std::string simple = opt.simple_url.empty() ? simple_url_for(opt.repository_url) : opt.simple_url;
+  bool on_index = false;
+  if (pb.list.empty()) {
+    std::string why;
+    auto files = files_on_index(simple, w.project, w.version, why);
+    if (!files) {
+      pb.add("cannot ask " + simple + " whether " + w.version.canonical + " exists (" + why +
+             "); check the network or pass --simple-url");
+    } else if (!files->empty()) {
+      auto it = files->find(fn);
+      if (files->size() == 1 && it != files->end() && it->second == w.sha256) {
+        on_index = true;  // a re-run after the upload step: converge
+      } else {
+        std::string names;
+        for (const auto& [n, h] : *files) names += (names.empty() ? "" : ", ") + n;
+        pb.add("version " + w.version.canonical + " of " + w.project + " is already on " + simple + " (" + names +
+               "); versions there cannot be overwritten: publish a new version");
+      }
+    }
+  }
+  std::unique_ptr<AssetStore> store;
+  std::string target;
+  std::set<std::string> identical;
+  bool release_exists = false;
+  if (!opt.assets.empty()) {
+    store = make_asset_store(opt.assets);
+    pb.add(store->preflight());
+    target = resolve_target(opt.target, opt.source_dir, pb);
+    if (pb.list.empty())
+      check_release(*store, opt.tag, {{fn, w.sha256}}, force_upload(), identical, pb, release_exists);
+  }
+  if (!pb.list.empty()) {
+    print_problems(pb, err, "publish-pure");
+    return 1;
+  }
+  const std::vector<std::string> upload = {twine, "upload", "--non-interactive", "--disable-progress-bar",
+                                           "--repository-url", opt.repository_url, opt.wheel.string()};
+  const std::string notes = "```\npip install -U " + w.project + "==" + w.version.canonical + "\n```\n";
+  ReleaseSpec rs{opt.tag, target, notes, true};
+  if (opt.dry_run) {
+    out << "publish-pure plan (dry run; nothing is changed)\n  wheel " << fn << "  sha256=" << w.sha256
+        << "\ncommands:\n";
+    if (on_index) out << "  # " << fn << " is already on " << simple << " with these bytes; not uploaded again\n";
+    else out << "  " << format_command(upload) << "\n";
+    if (store) {
+      if (release_exists) out << "  # release " << opt.tag << " exists; not created again\n";
+      else if (auto c = store->create_command(rs); !c.empty()) out << "  " << format_command(c) << "\n";
+      else out << "  # create release " << opt.tag << " in " << store->spec() << " (target " << target << ")\n";
+      if (identical.count(fn)) out << "  # " << fn << " already a release asset; skipped\n";
+      else if (auto c = store->upload_command(opt.tag, opt.wheel, false); !c.empty())
+        out << "  " << format_command(c) << "\n";
+      else out << "  # copy " << fn << " into " << store->spec() << "/" << opt.tag << "\n";
+    }
+    return 0;
+  }
+  if (on_index) {
+    out << "[1/2] " << fn << " already on " << simple << "; skipped\n";
+  } else {
+    auto r = run_process(upload);
+    if (r.status != 0) {
+      const std::string all = r.out + r.err;
+      err << "publish-pure: twine upload failed:\n" << all;
+      if (all.find("403") != std::string::npos)
+        err << "HTTP 403: the token lacks upload rights on project " << w.project
+            << "; use a token scoped to it (TWINE_PASSWORD, user __token__)\n";
+      return 1;
+    }
+    out << "[1/2] uploaded " << fn << " to " << opt.repository_url << "\n";
+  }
+  kill_point("pypi");
+  if (store) {
+    if (!store->list_assets(opt.tag)) {
+      store->create_release(rs);
+      out << "[2/2] created release " << opt.tag << " at " << target << "\n";
+    }
+    kill_point("release");
+    auto present = store->list_assets(opt.tag).value_or(std::vector<std::string>{});
+    if (std::find(present.begin(), present.end(), fn) == present.end()) {
+      store->upload(opt.tag, opt.wheel, false);
+      out << "[2/2] uploaded " << fn << " to release " << opt.tag << "\n";
+    } else if (store->asset_sha256(opt.tag, fn) != w.sha256) {
+      if (!force_upload())
+        throw Error(fn + " is already published with different contents in release " + opt.tag +
+                    "; publish a new version, or set FFPA_FORCE_UPLOAD=1");
+      store->upload(opt.tag, opt.wheel, true);
+    }
+  }
+  out << "published " << w.project << " " << w.version.canonical << "\n";
+  return 0;
+}
+
+}  // namespace ffpa::site

@@ -1,0 +1,135 @@
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+#include <gtest/gtest.h>
+
+#include "ffpa/core/error.h"
+#include "ffpa/core/pep.h"
+#include "ffpa/site/args.h"
+#include "ffpa/site/index.h"
+#include "ffpa/site/model.h"
+#include "ffpa/site/process.h"
+#include "ffpa/site/publish.h"
+
+using namespace ffpa::site;
+
+namespace {
+
+FileEntry entry(const std::string& fn, const std::string& sha = std::string(64, 'a')) {
+  FileEntry e;
+  e.filename = fn;
+  e.url = "https://example.invalid/dl/" + url_encode_segment(fn);
+  e.sha256 = sha;
+  return e;
+}
+
+}  // namespace
+
+TEST(SiteModel, EscapesEveryAttributeAndText) {
+  EXPECT_EQ(html_escape("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
+  ProjectPage p;
+  p.name = "ffpa-attn";
+  auto e = entry("ffpa_attn-0.2.5+cu13-cp312-cp312-manylinux_2_28_x86_64.whl");
+  e.requires_python = ">=3.10";
+  e.yanked = "bad \"build\" <x>";
+  e.core_metadata_sha256 = std::string(64, 'b');
+  p.insert(e);
+  const auto html = render_project_html(p);
+  EXPECT_NE(html.find("data-requires-python=\"&gt;=3.10\""), std::string::npos);
+  EXPECT_NE(html.find("data-yanked=\"bad &quot;build&quot; &lt;x&gt;\""), std::string::npos);
+  EXPECT_NE(html.find("0.2.5%2Bcu13-cp312"), std::string::npos);
+  EXPECT_NE(html.find("#sha256=" + std::string(64, 'a') + "\""), std::string::npos);
+  EXPECT_NE(html.find("data-core-metadata=\"sha256=" + std::string(64, 'b') + "\""), std::string::npos);
+  EXPECT_EQ(html.find("<x>"), std::string::npos);
+}
+
+TEST(SiteModel, JsonRoundTripIsPep691) {
+  ProjectPage p;
+  p.name = "ffpa-attn";
+  auto a = entry("ffpa_attn-0.2.6+cu13-cp312-cp312-manylinux_2_28_x86_64.whl");
+  a.size = 1234;
+  a.yanked = "";
+  p.insert(a);
+  p.insert(entry("ffpa_attn-0.2.5+cu13-cp312-cp312-manylinux_2_28_x86_64.whl"));
+  p.refresh_versions();
+  const auto j = to_json(p);
+  EXPECT_EQ(j["meta"]["api-version"], "1.1");
+  EXPECT_EQ(j["files"][0]["filename"], "ffpa_attn-0.2.5+cu13-cp312-cp312-manylinux_2_28_x86_64.whl");
+  EXPECT_EQ(j["files"][1]["yanked"], true);
+  EXPECT_EQ(j["files"][0]["core-metadata"], false);
+  const auto back = project_from_json(j, "test");
+  EXPECT_EQ(to_json(back), j);
+}
+
+TEST(SiteModel, RefusesJsonListingANonWheel) {
+  ProjectPage p;
+  p.name = "ffpa-attn";
+  auto j = to_json(p);
+  j["files"].push_back({{"filename", "evil<script>.whl"}, {"url", "x"}, {"hashes", {{"sha256", "0"}}}});
+  EXPECT_THROW(project_from_json(j, "test"), ffpa::core::Error);
+}
+
+TEST(SiteModel, LegacyAnchorsParse) {
+  const std::string html =
+      "<html><body><h1>x</h1>\n<A HREF='https://h/d/ffpa_attn-0.2.3%2Bcu13-cp311-cp311-manylinux_2_38_x86_64.whl"
+      "#sha256=" + std::string(64, 'c') + "' data-requires-python=\"&gt;=3.10\">"
+      "ffpa_attn-0.2.3+cu13-cp311-cp311-manylinux_2_38_x86_64.whl</A><br/>\n"
+      "<a data-yanked href=\"y.whl\">y.whl</a></body></html>";
+  const auto a = parse_anchors(html);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].sha256, std::string(64, 'c'));
+  EXPECT_EQ(a[0].requires_python, ">=3.10");
+  EXPECT_EQ(a[0].href.find('#'), std::string::npos);
+  EXPECT_TRUE(a[1].yanked.has_value());
+  EXPECT_EQ(url_decode("a%2Bb"), "a+b");
+}
+
+TEST(SiteModel, VersionSelection) {
+  const std::string f = "ffpa_attn-0.2.5+cu13-cp312-cp312-manylinux_2_28_x86_64.whl";
+  EXPECT_TRUE(version_matches(f, *ffpa::core::parse_pep440("0.2.5")));
+  EXPECT_TRUE(version_matches(f, *ffpa::core::parse_pep440("0.2.5+cu13")));
+  EXPECT_FALSE(version_matches(f, *ffpa::core::parse_pep440("0.2.5+cu12")));
+  EXPECT_FALSE(version_matches(f, *ffpa::core::parse_pep440("0.2.50")));
+}
+
+TEST(SiteModel, VersionsKeepPublicationOrder) {
+  ProjectPage p;
+  p.name = "ffpa-attn";
+  p.insert(entry("ffpa_attn-0.10.0+cu13-cp312-cp312-manylinux_2_28_x86_64.whl"));
+  p.versions = {"0.10.0+cu13"};
+  p.insert(entry("ffpa_attn-0.9.0+cu13-cp312-cp312-manylinux_2_28_x86_64.whl"));
+  p.refresh_versions();
+  EXPECT_EQ(p.versions, (std::vector<std::string>{"0.10.0+cu13", "0.9.0+cu13"}));
+}
+
+TEST(SiteUrls, ReleaseAndSimpleUrls) {
+  EXPECT_EQ(expand_release_url("https://m/{tag}", "v0.2.5+cu13"), "https://m/v0.2.5%2Bcu13/");
+  EXPECT_EQ(simple_url_for("https://upload.pypi.org/legacy/"), "https://pypi.org/simple/");
+  EXPECT_EQ(simple_url_for("http://127.0.0.1:8080/"), "http://127.0.0.1:8080/simple/");
+  EXPECT_EQ(simple_url_for("https://test.pypi.org/legacy/"), "https://test.pypi.org/simple/");
+  auto gh = make_asset_store("gh:Org/ffpa-attn");
+  EXPECT_EQ(gh->default_release_url("v0.2.5+cu13"),
+            "https://github.com/Org/ffpa-attn/releases/download/v0.2.5%2Bcu13/");
+  EXPECT_EQ(gh->default_site_url(), "https://org.github.io/ffpa-attn");
+  EXPECT_THROW(make_asset_store("s3:bucket"), ffpa::core::Error);
+  EXPECT_THROW(make_asset_store("gh:noslash"), ffpa::core::Error);
+}
+
+TEST(SiteProcess, QuotingAndCapture) {
+  EXPECT_EQ(shell_quote("a b'c"), "'a b'\\''c'");
+  EXPECT_EQ(shell_quote("v0.2.5+cu13"), "v0.2.5+cu13");
+  auto r = run_process({"sh", "-c", "printf out; printf err >&2; exit 3"});
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.out, "out");
+  EXPECT_EQ(r.err, "err");
+  EXPECT_EQ(run_process({"/nonexistent/program"}).status, 127);
+}
+
+TEST(SiteArgs, FlagsAndMultiValues) {
+  const char* argv[] = {"publish", "--tag=v1+cu13", "--wheels", "a.whl", "b.whl", "--dry-run", "c.whl"};
+  Args a(7, const_cast<char**>(argv), {"--tag"}, {"--wheels"}, {"--dry-run"});
+  EXPECT_EQ(a.get("--tag"), "v1+cu13");
+  EXPECT_EQ(a.all("--wheels"), (std::vector<std::string>{"a.whl", "b.whl"}));
+  EXPECT_TRUE(a.has("--dry-run"));
+  EXPECT_EQ(a.positional(), (std::vector<std::string>{"c.whl"}));
+  const char* bad[] = {"add", "--bogus"};
+  EXPECT_THROW(Args(2, const_cast<char**>(bad), {}, {}, {}), UsageError);
+}
