@@ -2,7 +2,7 @@
 # CUDA compilers, with cache keys that do not depend on where the build tree lives, and
 # optionally a shared remote storage (Redis) so a team or a CI fleet shares objects.
 #
-# Include right after project(), before any target: CMAKE_<LANG>_COMPILER_LAUNCHER is
+# Applies to C, CXX and CUDA. Include right after project(), before any target: CMAKE_<LANG>_COMPILER_LAUNCHER is
 # read when a target is created, so setting the CUDA one here works even when the CUDA
 # language is enabled later (FFPA_BUILD_KERNELS).
 #
@@ -122,7 +122,15 @@ function(_ffpa_launcher_sccache exe out_var)
                           "redis:// URL is mapped (SCCACHE_REDIS); configure other sccache "
                           "backends through sccache's own environment.")
     endif()
-    list(APPEND env "SCCACHE_REDIS=${FFPA_CCACHE_REMOTE}")
+    # sccache 0.7 renamed SCCACHE_REDIS to SCCACHE_REDIS_ENDPOINT (the old name still
+    # works there, with a deprecation warning); give each version its own spelling.
+    execute_process(COMMAND "${exe}" --version OUTPUT_VARIABLE ver_out ERROR_QUIET)
+    string(REGEX MATCH "sccache ([0-9]+\\.[0-9]+)" _ "${ver_out}")
+    if(CMAKE_MATCH_1 AND CMAKE_MATCH_1 VERSION_GREATER_EQUAL 0.7)
+      list(APPEND env "SCCACHE_REDIS_ENDPOINT=${FFPA_CCACHE_REMOTE}")
+    else()
+      list(APPEND env "SCCACHE_REDIS=${FFPA_CCACHE_REMOTE}")
+    endif()
   endif()
   if(FFPA_CCACHE_REMOTE_ONLY)
     message(FATAL_ERROR "FFPA_CCACHE_REMOTE_ONLY is a ccache setting; unset it with sccache.")
@@ -180,8 +188,8 @@ function(_ffpa_compiler_launcher_setup)
   endif()
 
   # A launcher the user set on the command line wins: it is an explicit choice, ours a
-  # default. Only CXX and CUDA are ours; C is left alone (nothing here is C).
-  foreach(lang IN ITEMS CXX CUDA)
+  # default. C is included for the few C sources third-party code may bring.
+  foreach(lang IN ITEMS C CXX CUDA)
     if(DEFINED CACHE{CMAKE_${lang}_COMPILER_LAUNCHER} OR DEFINED ENV{CMAKE_${lang}_COMPILER_LAUNCHER})
       message(STATUS "ffpa: CMAKE_${lang}_COMPILER_LAUNCHER given by the user; "
                      "FFPA_COMPILER_LAUNCHER does not override it")
@@ -199,7 +207,7 @@ function(_ffpa_compiler_launcher_setup)
     message(STATUS "ffpa: compiler launcher: none (${how}FFPA_COMPILER_LAUNCHER=${choice}; "
                    "install ccache for cached rebuilds)")
   else()
-    message(STATUS "ffpa: compiler launcher: ${how}${kind} (${exe}${detail}) for CXX and CUDA")
+    message(STATUS "ffpa: compiler launcher: ${how}${kind} (${exe}${detail}) for C, CXX and CUDA")
   endif()
   set(FFPA_COMPILER_LAUNCHER_KIND "${kind}" PARENT_SCOPE)
   set(FFPA_COMPILER_LAUNCHER_EXECUTABLE "${exe}" PARENT_SCOPE)
