@@ -1,10 +1,11 @@
 # check_reproducible.cmake: two clean builds of the same commit must give
 # byte-identical wheels. Run with cmake -P and:
-#   -DSOURCE=<repo> -DWORK=<dir> -DARGS=<configure args, ;-list> -DNO_CCACHE=ON|OFF
+#   -DSOURCE=<repo> -DWORK=<dir> -DARGS=<configure args joined by @@> -DNO_CCACHE=ON|OFF
 # Both builds configure the same committed snapshot in two different build
 # directories (so a build path leaking into a binary shows up as a difference).
 cmake_minimum_required(VERSION 3.25)
 include("${CMAKE_CURRENT_LIST_DIR}/../release/snapshot_repo.cmake")
+string(REPLACE "@@" ";" ARGS "${ARGS}")
 
 ffpa_test_snapshot(SOURCE "${SOURCE}" DEST "${WORK}/src")
 if(NO_CCACHE)

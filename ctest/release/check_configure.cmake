@@ -1,13 +1,15 @@
 # check_configure.cmake: configure the project in a scratch snapshot and check
 # what a user would see. Run with cmake -P and:
 #   -DSOURCE=<repo> -DWORK=<scratch dir>
-#   -DARGS=<configure args, ;-list>         e.g. -DFFPA_PROFILE=full;-DFFPA_RELEASE_VERSION=1.2.3
+#   -DARGS=<configure args joined by @@>   e.g. -DFFPA_PROFILE=full@@-DFFPA_RELEASE_VERSION=1.2.3
 #   -DMUTATE=none|dirty|untracked|docs-cu14|fake-nvcc-12
 #   -DEXPECT=pass|fail
-#   -DREGEX=<;-list of regexes that must all appear in the configure output>
+#   -DREGEX=<regexes joined by @@ that must all appear in the configure output>
 #   -DBUILD=ON  also run `cmake --build` and require that nothing was produced
 cmake_minimum_required(VERSION 3.25)
 include("${CMAKE_CURRENT_LIST_DIR}/snapshot_repo.cmake")
+string(REPLACE "@@" ";" ARGS "${ARGS}")
+string(REPLACE "@@" ";" REGEX "${REGEX}")
 
 set(_src "${WORK}/src")
 set(_bld "${WORK}/build")

@@ -11,13 +11,14 @@ function(ffpa_test_snapshot)
   endif()
   file(REMOVE_RECURSE "${arg_DEST}")
   file(MAKE_DIRECTORY "${arg_DEST}")
-  execute_process(COMMAND git ls-files -z --cached --others --exclude-standard
+  execute_process(COMMAND git -c core.quotepath=off ls-files --cached --others --exclude-standard
     WORKING_DIRECTORY "${arg_SOURCE}" OUTPUT_VARIABLE _files RESULT_VARIABLE _rc)
   if(NOT _rc EQUAL 0)
     message(FATAL_ERROR "ffpa_test_snapshot: ${arg_SOURCE} is not a git checkout")
   endif()
-  string(REPLACE "\;" "\\;" _files "${_files}")
-  string(REPLACE "\0" ";" _files "${_files}")
+  # CMake strings cannot hold NUL, so names are newline-separated.
+  string(REPLACE ";" "\\;" _files "${_files}")
+  string(REPLACE "\n" ";" _files "${_files}")
   foreach(_f IN LISTS _files)
     if(_f STREQUAL "" OR NOT EXISTS "${arg_SOURCE}/${_f}" OR IS_DIRECTORY "${arg_SOURCE}/${_f}")
       continue()
