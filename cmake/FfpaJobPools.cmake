@@ -7,9 +7,12 @@
 # Cache options:
 #   FFPA_CUDA_COMPILE_JOBS   size of the pool; empty = computed (below). A number wins.
 #   FFPA_CUDA_JOB_MEMORY_MB  memory one heavy nvcc compile may take, for the computation.
-#                            Default 5120: flash-attention sizes its CUDA jobs at ~5 GB,
-#                            and our heaviest instances (head dim 512, two archs) are of
-#                            the same kind; docs/build-cache.md has the measured peaks.
+#                            Default 2048. Measured here (nvcc 13.0, one instance for
+#                            sm_89 + sm_120): peak RSS ~0.23 GB for head dim 128 and 512
+#                            alike; 2 GB leaves ~9x headroom for heavier tiles and for
+#                            nvcc --threads, without serialising a many-core CI runner the
+#                            way flash-attention's ~5 GB per job (CUTLASS-sized instances)
+#                            would. docs/build-cache.md says how to re-measure.
 #
 # Computed size: max(1, min(logical cores, floor(available memory / FFPA_CUDA_JOB_MEMORY_MB))),
 # available memory read at configure time (cmake_host_system_information).
@@ -27,7 +30,7 @@ include_guard(GLOBAL)
 
 set(FFPA_CUDA_COMPILE_JOBS "" CACHE STRING
     "Concurrent CUDA compiles in the kernel job pool (empty: from memory and cores)")
-set(FFPA_CUDA_JOB_MEMORY_MB "5120" CACHE STRING
+set(FFPA_CUDA_JOB_MEMORY_MB "2048" CACHE STRING
     "Memory (MiB) one heavy nvcc compile may take; sizes FFPA_CUDA_COMPILE_JOBS when empty")
 set(FFPA_CUDA_JOB_POOL "ffpa_cuda_compile")
 
@@ -40,7 +43,7 @@ function(_ffpa_job_pools_setup)
 
   if(NOT FFPA_CUDA_JOB_MEMORY_MB MATCHES "^[1-9][0-9]*$")
     message(FATAL_ERROR "FFPA_CUDA_JOB_MEMORY_MB='${FFPA_CUDA_JOB_MEMORY_MB}' is not a positive "
-                        "number of MiB; e.g. -DFFPA_CUDA_JOB_MEMORY_MB=5120.")
+                        "number of MiB; e.g. -DFFPA_CUDA_JOB_MEMORY_MB=2048.")
   endif()
 
   if(NOT FFPA_CUDA_COMPILE_JOBS STREQUAL "")
