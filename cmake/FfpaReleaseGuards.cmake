@@ -94,12 +94,14 @@ function(ffpa_guard_channel)
 endfunction()
 
 # ffpa_guard_docs_channels()
-#   Docs must not advertise a channel that does not exist (there is no cu14).
+#   Docs must not advertise a channel that does not exist (there is no cu14): an
+#   index path (whl/cu14/), a local version (+cu14) or an option value (=cu14,
+#   --channel cu14). Prose that says "there is no cu14" is fine.
 function(ffpa_guard_docs_channels)
   file(GLOB _docs "${CMAKE_SOURCE_DIR}/README.md" "${CMAKE_SOURCE_DIR}/docs/*.md")
   set(_hits "")
   foreach(_f IN LISTS _docs)
-    file(STRINGS "${_f}" _lines REGEX "cu14")
+    file(STRINGS "${_f}" _lines REGEX "([/+=]cu14|cu14/|channel cu14)")
     foreach(_l IN LISTS _lines)
       file(RELATIVE_PATH _rel "${CMAKE_SOURCE_DIR}" "${_f}")
       list(APPEND _hits "${_rel}: ${_l}")
