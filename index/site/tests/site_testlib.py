@@ -1,0 +1,143 @@
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+"""Shared helpers of the index/site script tests: small valid wheels, a site
+repository with a local bare remote, the CLI runner and a tree fingerprint."""
+import base64
+import hashlib
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import zipfile
+
+CLI = os.environ["FFPA_SITE_CLI"]
+PY = os.environ.get("FFPA_TOOLS_PYTHON", sys.executable)
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def sha256(path):
+    return hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
+
+
+def make_wheel(out_dir, version, tag="cp312-cp312-manylinux_2_28_x86_64", name="ffpa_attn",
+               payload="", requires_python=">=3.10", bad_record=False, extra=None):
+    """A minimal PEP 427 wheel with a correct RECORD (or a wrong one)."""
+    out_dir = pathlib.Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    dist = f"{name}-{version}"
+    files = {
+        f"{name}/__init__.py": f"__version__ = {version!r}\n{payload}\n".encode(),
+        f"{dist}.dist-info/METADATA": (
+            f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n"
+            + (f"Requires-Python: {requires_python}\n" if requires_python else "")
+            + "\n").encode(),
+        f"{dist}.dist-info/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: site_testlib\nRoot-Is-Purelib: false\n"
+            + "".join(f"Tag: {t}\n" for t in expand_tags(tag))).encode(),
+    }
+    if extra:
+        files.update(extra)
+    record = []
+    for n, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        if bad_record and n.endswith("__init__.py"):
+            digest = "A" * 43
+        record.append(f"{n},sha256={digest},{len(data)}")
+    record.append(f"{dist}.dist-info/RECORD,,")
+    files[f"{dist}.dist-info/RECORD"] = ("\n".join(record) + "\n").encode()
+    path = out_dir / f"{dist}-{tag}.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for n, data in files.items():
+            info = zipfile.ZipInfo(n, date_time=(2024, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, data)
+    return path
+
+
+def expand_tags(tag):
+    py, abi, plat = tag.split("-")
+    return [f"{a}-{b}-{c}" for a in py.split(".") for b in abi.split(".") for c in plat.split(".")]
+
+
+def run(args, env=None, cwd=None, check_rc=None):
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    p = subprocess.run([CLI] + [str(a) for a in args], capture_output=True, text=True, env=full_env, cwd=cwd)
+    if check_rc is not None and p.returncode != check_rc:
+        fail(f"{' '.join(map(str, args))}: exit {p.returncode}, expected {check_rc}\n"
+             f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}")
+    return p
+
+
+def git(*args, cwd=None):
+    return subprocess.run(["git"] + list(args), cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+def make_site(root):
+    """A bare remote with an initial gh-pages commit and a clone of it."""
+    root = pathlib.Path(root)
+    remote, clone = root / "site-remote.git", root / "site"
+    git("init", "--quiet", "--bare", "-b", "gh-pages", str(remote))
+    git("clone", "--quiet", str(remote), str(clone))
+    git("checkout", "--quiet", "-B", "gh-pages", cwd=clone)
+    for k, v in (("user.name", "ffpa test"), ("user.email", "test@example.invalid")):
+        git("config", k, v, cwd=clone)
+    (clone / ".nojekyll").write_text("")
+    git("add", ".nojekyll", cwd=clone)
+    git("commit", "--quiet", "-m", "site", cwd=clone)
+    git("push", "--quiet", "origin", "gh-pages", cwd=clone)
+    return remote, clone
+
+
+def fresh_dir(name):
+    d = pathlib.Path(os.environ.get("FFPA_TEST_WORK", ".")) / name
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    return d
+
+
+def tree_hash(*roots):
+    """Fingerprint of files (content and names) under roots, ignoring git's index stat cache."""
+    h = hashlib.sha256()
+    for root in roots:
+        root = pathlib.Path(root)
+        if not root.exists():
+            h.update(b"absent:" + str(root).encode())
+            continue
+        for p in sorted(root.rglob("*")):
+            if p.is_file() and p.name != "index" and "logs" not in p.parts and p.name != "FETCH_HEAD":
+                h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def load_page(site, project="ffpa-attn", channel="cu13", prefix="whl"):
+    import json
+    return json.loads((pathlib.Path(site) / prefix / channel / project / "index.json").read_text())
+
+
+def check_index_consistent(site, expected, channel="cu13"):
+    """Index parses, lists each expected file once with its hash, and nothing else;
+    the HTML carries the same anchors."""
+    import re
+    page = load_page(site, channel=channel)
+    names = [f["filename"] for f in page["files"]]
+    check(len(names) == len(set(names)), f"duplicate entries: {names}")
+    check(sorted(names) == sorted(expected), f"index lists {sorted(names)}, expected {sorted(expected)}")
+    for f in page["files"]:
+        check(f["hashes"]["sha256"] == expected[f["filename"]], f"wrong hash for {f['filename']}")
+    html = (pathlib.Path(site) / "whl" / channel / "ffpa-attn" / "index.html").read_text()
+    anchors = re.findall(r'<a href="[^"#]*#sha256=([0-9a-f]{64})"[^>]*>([^<]*)</a>', html)
+    check(sorted(a[1] for a in anchors) == sorted(expected), f"HTML anchors {anchors} disagree with JSON")
+    for h, fn in anchors:
+        check(expected[fn.replace("&#43;", "+")] == h, f"HTML hash wrong for {fn}")
