@@ -1,9 +1,16 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-// ffpa-index: command-line front end of the release engine.
+// ffpa-index: command-line front end of the release engine. Wheel commands are
+// handled here; index and publishing commands are forwarded to ffpa::site.
+#include <cstdlib>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "ffpa/core/error.h"
+#include "ffpa/core/manylinux.h"
+#include "ffpa/core/pack.h"
 #include "ffpa/core/wheel.h"
 
 #ifdef FFPA_HAVE_SITE
@@ -12,36 +19,242 @@
 
 namespace {
 
-int verify_wheel_cmd(int argc, char** argv) {
-  if (argc < 3) {
-    std::cerr << "usage: ffpa-index verify-wheel WHEEL...\n";
-    return 2;
+constexpr const char* kSiteCommands[] = {"add", "remove", "yank", "unyank", "verify", "render", "publish", "publish-pure"};
+
+const char* const kTopHelp =
+    "usage: ffpa-index <command> [options]\n"
+    "\n"
+    "Wheel engine:\n"
+    "  pack           staged tree + metadata -> PEP 427 wheel (deterministic)\n"
+    "  verify-wheel   recompute RECORD, check names, tags and layout of wheels\n"
+    "  platform-tag   print the manylinux tag the ELF files of a tree allow, and why\n"
+    "  metadata       print a wheel's METADATA file (what PEP 658 serves)\n"
+    "\n"
+    "Index and publishing (index/site):\n"
+    "  add, remove, yank, unyank, verify, render, publish, publish-pure\n"
+    "\n"
+    "ffpa-index <command> --help describes each command. ffpa-index --version prints the engine version.\n";
+
+const char* const kPackHelp =
+    "usage: ffpa-index pack --tree DIR --name NAME --version VER --tag PY-ABI-PLAT --metadata FILE\n"
+    "                       --out-dir DIR [--readme FILE [--readme-type TYPE]] [--root-is-purelib true|false]\n"
+    "                       [--source-date-epoch N] [--deflate-cache DIR] [--level N] [--jobs N]\n"
+    "                       [--forbid-path STR]...\n"
+    "\n"
+    "Writes {name}-{version}-{tag}.whl into --out-dir (temp file + rename: nothing partial is left).\n"
+    "  --tree DIR            staged install tree; becomes the wheel root (no .dist-info inside)\n"
+    "  --name NAME           project name (PEP 508); normalised in the file name (ffpa-attn -> ffpa_attn)\n"
+    "  --version VER         PEP 440 version, normalised (0.3.0+cu13)\n"
+    "  --tag T               PYTHON-ABI-PLATFORM; PLATFORM 'auto' reads the ELF files and picks the lowest\n"
+    "                        manylinux_2_Y_x86_64 their symbol versions and libraries allow\n"
+    "  --metadata FILE       'Key: value' core metadata lines (Summary and Requires-Python required;\n"
+    "                        Requires-Dist, License, Project-URL, Classifier, ... optional)\n"
+    "  --readme FILE         long description; its type from --readme-type or the extension (.md, .rst)\n"
+    "  --root-is-purelib B   default: true for *-none-any, false otherwise\n"
+    "  --source-date-epoch N entry timestamps (default: $SOURCE_DATE_EPOCH; refused if neither)\n"
+    "  --deflate-cache DIR   reuse compressed bytes of identical large members across wheels\n"
+    "  --level N             zlib level 0-9 (default 6)\n"
+    "  --jobs N              compression threads (default: all cores); the output does not depend on it\n"
+    "  --forbid-path STR     refuse binaries containing STR (e.g. the build directory); repeatable\n";
+
+const char* const kVerifyHelp =
+    "usage: ffpa-index verify-wheel WHEEL...\n"
+    "\n"
+    "Recomputes each RECORD hash and size, checks that every member is listed and every listed file\n"
+    "exists, that the file name agrees with the WHEEL Tag lines and the METADATA Name/Version, and the\n"
+    ".dist-info layout. Exit status 1 with the list of problems when any wheel fails.\n";
+
+const char* const kPlatformHelp =
+    "usage: ffpa-index platform-tag --tree DIR [--forbid-path STR]...\n"
+    "\n"
+    "Prints the lowest manylinux_2_Y_x86_64 tag the ELF files under DIR allow, then one line per\n"
+    "requirement that forced it. Exit status 1 with the problems when the tree cannot be shipped\n"
+    "(a NEEDED library outside the policy, a non-$ORIGIN RUNPATH, an embedded build path...).\n";
+
+const char* const kMetadataHelp = "usage: ffpa-index metadata WHEEL\n\nPrints the wheel's .dist-info/METADATA.\n";
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// --key value / --key=value options; repeated keys accumulate.
+struct Args {
+  std::map<std::string, std::vector<std::string>> opts;
+  std::vector<std::string> positional;
+  bool help = false;
+
+  std::optional<std::string> get(const std::string& k) const {
+    auto it = opts.find(k);
+    if (it == opts.end()) return std::nullopt;
+    if (it->second.size() > 1) throw UsageError("--" + k + " given more than once");
+    return it->second.front();
   }
-  int rc = 0;
+  std::string need(const std::string& k) const {
+    auto v = get(k);
+    if (!v) throw UsageError("--" + k + " is required");
+    return *v;
+  }
+};
+
+Args parse(int argc, char** argv, const std::vector<std::string>& known) {
+  Args a;
   for (int i = 2; i < argc; ++i) {
-    auto r = ffpa::core::verify_wheel(argv[i]);
-    if (r.ok) {
-      std::cout << argv[i] << ": OK\n";
-    } else {
-      rc = 1;
-      std::cout << argv[i] << ": " << r.problems.size() << " problem(s)\n";
-      for (const auto& p : r.problems) std::cout << "  - " << p << "\n";
+    std::string s = argv[i];
+    if (s == "--help" || s == "-h") {
+      a.help = true;
+      continue;
     }
+    if (s.rfind("--", 0) != 0) {
+      a.positional.push_back(s);
+      continue;
+    }
+    std::string key = s.substr(2), value;
+    const size_t eq = key.find('=');
+    if (eq != std::string::npos) {
+      value = key.substr(eq + 1);
+      key = key.substr(0, eq);
+    } else {
+      if (i + 1 >= argc) throw UsageError("--" + key + " needs a value");
+      value = argv[++i];
+    }
+    bool ok = false;
+    for (const auto& k : known) ok |= (k == key);
+    if (!ok) throw UsageError("unknown option --" + key);
+    a.opts[key].push_back(value);
+  }
+  return a;
+}
+
+long long to_int(const std::string& opt, const std::string& v) {
+  char* end = nullptr;
+  const long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0') throw UsageError("--" + opt + " expects an integer, got '" + v + "'");
+  return n;
+}
+
+int pack_cmd(int argc, char** argv) {
+  const Args a = parse(argc, argv,
+                       {"tree", "name", "version", "tag", "metadata", "readme", "readme-type", "out-dir", "root-is-purelib",
+                        "source-date-epoch", "deflate-cache", "level", "jobs", "forbid-path"});
+  if (a.help) {
+    std::cout << kPackHelp;
+    return 0;
+  }
+  if (!a.positional.empty()) throw UsageError("unexpected argument '" + a.positional.front() + "'");
+  ffpa::core::PackOptions o;
+  o.tree = a.need("tree");
+  o.name = a.need("name");
+  o.version = a.need("version");
+  o.tag = a.need("tag");
+  if (!a.get("metadata"))
+    throw UsageError("--metadata FILE is required: 'Key: value' lines with at least Summary and Requires-Python");
+  o.metadata = *a.get("metadata");
+  o.out_dir = a.need("out-dir");
+  if (auto v = a.get("readme")) o.readme = *v;
+  if (auto v = a.get("readme-type")) o.readme_type = *v;
+  if (auto v = a.get("root-is-purelib")) {
+    if (*v != "true" && *v != "false") throw UsageError("--root-is-purelib takes true or false");
+    o.root_is_purelib = *v == "true";
+  }
+  if (auto v = a.get("source-date-epoch")) o.source_date_epoch = to_int("source-date-epoch", *v);
+  if (auto v = a.get("deflate-cache")) o.deflate.cache_dir = *v;
+  if (auto v = a.get("level")) o.deflate.level = static_cast<int>(to_int("level", *v));
+  if (auto v = a.get("jobs")) {
+    const long long j = to_int("jobs", *v);
+    if (j < 1) throw UsageError("--jobs must be at least 1");
+    o.deflate.jobs = static_cast<unsigned>(j);
+  }
+  if (a.opts.count("forbid-path")) o.forbidden_strings = a.opts.at("forbid-path");
+  const auto r = ffpa::core::pack_wheel(o);
+  std::cout << r.wheel.string() << "\n";
+  return 0;
+}
+
+int verify_cmd(int argc, char** argv) {
+  const Args a = parse(argc, argv, {});
+  if (a.help) {
+    std::cout << kVerifyHelp;
+    return 0;
+  }
+  if (a.positional.empty()) throw UsageError("give at least one wheel");
+  int rc = 0;
+  for (const auto& w : a.positional) {
+    const auto r = ffpa::core::verify_wheel(w);
+    if (r.ok) {
+      std::cout << w << ": OK\n";
+      continue;
+    }
+    rc = 1;
+    std::cout << w << ": " << r.problems.size() << " problem(s)\n";
+    for (const auto& p : r.problems) std::cout << "  - " << p << "\n";
   }
   return rc;
+}
+
+int platform_cmd(int argc, char** argv) {
+  const Args a = parse(argc, argv, {"tree", "forbid-path"});
+  if (a.help) {
+    std::cout << kPlatformHelp;
+    return 0;
+  }
+  ffpa::core::PlatformOptions o;
+  if (a.opts.count("forbid-path")) o.forbidden_strings = a.opts.at("forbid-path");
+  const auto d = ffpa::core::decide_manylinux(a.need("tree"), o);
+  if (!d.problems.empty()) {
+    std::cerr << "ffpa-index platform-tag: the tree cannot be shipped as a manylinux wheel:\n";
+    for (const auto& p : d.problems) std::cerr << "  - " << p << "\n";
+    return 1;
+  }
+  std::cout << d.tag << "\n";
+  for (const auto& r : d.reasons) std::cout << "  " << r << "\n";
+  return 0;
+}
+
+int metadata_cmd(int argc, char** argv) {
+  const Args a = parse(argc, argv, {});
+  if (a.help) {
+    std::cout << kMetadataHelp;
+    return 0;
+  }
+  if (a.positional.size() != 1) throw UsageError("give exactly one wheel");
+  std::cout << ffpa::core::read_wheel_metadata(a.positional.front());
+  return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: ffpa-index <command> [args]; see ffpa-index --help\n";
+    std::cerr << kTopHelp;
     return 2;
   }
   const std::string cmd = argv[1];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    std::cout << kTopHelp;
+    return 0;
+  }
+  if (cmd == "--version") {
+    std::cout << "ffpa-index " FFPA_INDEX_VERSION "\n";
+    return 0;
+  }
+  for (const char* s : kSiteCommands) {
+    if (cmd != s) continue;
+#ifdef FFPA_HAVE_SITE
+    return ffpa::site::main(argc - 1, argv + 1);
+#else
+    std::cerr << "ffpa-index " << cmd << ": not built: this ffpa-index was configured without index/site\n";
+    return 2;
+#endif
+  }
   try {
-    if (cmd == "verify-wheel") return verify_wheel_cmd(argc, argv);
-  } catch (const ffpa::core::Error& e) {
+    if (cmd == "pack") return pack_cmd(argc, argv);
+    if (cmd == "verify-wheel") return verify_cmd(argc, argv);
+    if (cmd == "platform-tag") return platform_cmd(argc, argv);
+    if (cmd == "metadata") return metadata_cmd(argc, argv);
+  } catch (const UsageError& e) {
+    std::cerr << "ffpa-index " << cmd << ": " << e.what() << "; see ffpa-index " << cmd << " --help\n";
+    return 2;
+  } catch (const std::exception& e) {
     std::cerr << "ffpa-index " << cmd << ": error: " << e.what() << "\n";
     return 1;
   }

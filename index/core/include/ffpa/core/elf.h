@@ -1,0 +1,28 @@
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ffpa::core {
+
+// What the dynamic loader and the manylinux policy care about in one ELF file.
+struct ElfInfo {
+  std::uint16_t machine = 0;  // e_machine; 62 is x86-64
+  std::string soname;
+  std::vector<std::string> needed;   // DT_NEEDED, in file order
+  std::vector<std::string> rpath;    // DT_RPATH entries (split on ':')
+  std::vector<std::string> runpath;  // DT_RUNPATH entries (split on ':')
+  // .gnu.version_r: (library file, version name), e.g. ("libc.so.6", "GLIBC_2.17")
+  std::vector<std::pair<std::string, std::string>> version_needs;
+  std::vector<std::string> undefined_symbols;  // .dynsym entries with SHN_UNDEF
+};
+
+bool is_elf_file(const std::filesystem::path& p);  // regular file starting with \x7fELF
+// 64-bit little-endian ELF only (the one platform the release ships); throws
+// ffpa::core::Error on anything else or a malformed file.
+ElfInfo read_elf(const std::filesystem::path& p);
+
+}  // namespace ffpa::core

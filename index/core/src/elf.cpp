@@ -1,0 +1,151 @@
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+#include "ffpa/core/elf.h"
+
+#include <cstring>
+#include <fstream>
+
+#include "ffpa/core/error.h"
+
+namespace ffpa::core {
+namespace {
+
+constexpr std::uint32_t kShtDynamic = 6, kShtDynsym = 11, kShtGnuVerneed = 0x6ffffffe;
+constexpr std::int64_t kDtNeeded = 1, kDtSoname = 14, kDtRpath = 15, kDtRunpath = 29;
+
+template <typename T>
+T le(const std::string& buf, std::uint64_t off) {
+  T v{};
+  if (off + sizeof(T) > buf.size()) throw Error("truncated ELF structure");
+  std::memcpy(&v, buf.data() + off, sizeof(T));  // x86-64 hosts are little-endian like the files
+  return v;
+}
+
+struct Section {
+  std::uint32_t type, link, info;
+  std::uint64_t offset, size, entsize;
+};
+
+class File {
+ public:
+  explicit File(const std::filesystem::path& p) : path_(p), in_(p, std::ios::binary) {
+    if (!in_) throw Error("cannot open '" + p.string() + "'");
+    in_.seekg(0, std::ios::end);
+    size_ = static_cast<std::uint64_t>(in_.tellg());
+  }
+  std::string read(std::uint64_t off, std::uint64_t len) {
+    if (off > size_ || len > size_ - off)
+      throw Error("'" + path_.string() + "' is a malformed ELF file (range past the end)");
+    std::string buf(len, '\0');
+    in_.seekg(static_cast<std::streamoff>(off));
+    in_.read(buf.data(), static_cast<std::streamsize>(len));
+    return buf;
+  }
+
+ private:
+  std::filesystem::path path_;
+  std::ifstream in_;
+  std::uint64_t size_ = 0;
+};
+
+std::string cstr_at(const std::string& strtab, std::uint64_t off) {
+  if (off >= strtab.size()) throw Error("ELF string offset out of range");
+  return std::string(strtab.c_str() + off);
+}
+
+std::vector<std::string> split_path_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    size_t pos = s.find(':', start);
+    std::string part = s.substr(start, pos == std::string::npos ? std::string::npos : pos - start);
+    if (!part.empty()) out.push_back(part);
+    if (pos == std::string::npos) break;
+    start = pos + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+bool is_elf_file(const std::filesystem::path& p) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(p, ec)) return false;
+  std::ifstream in(p, std::ios::binary);
+  char magic[4] = {};
+  in.read(magic, 4);
+  return in.gcount() == 4 && std::memcmp(magic, "\x7f" "ELF", 4) == 0;
+}
+
+ElfInfo read_elf(const std::filesystem::path& p) {
+  File f(p);
+  const std::string hdr = f.read(0, 64);
+  const std::string where = "'" + p.string() + "'";
+  if (hdr.compare(0, 4, "\x7f" "ELF") != 0) throw Error(where + " is not an ELF file");
+  if (hdr[4] != 2 || hdr[5] != 1)
+    throw Error(where + " is not a 64-bit little-endian ELF file; only x86_64 binaries can be shipped");
+  ElfInfo info;
+  info.machine = le<std::uint16_t>(hdr, 18);
+  const auto shoff = le<std::uint64_t>(hdr, 40);
+  const auto shentsize = le<std::uint16_t>(hdr, 58);
+  const auto shnum = le<std::uint16_t>(hdr, 60);
+  if (shoff == 0 || shnum == 0)
+    throw Error(where + " has no section headers; keep them when stripping (strip --strip-unneeded keeps them)");
+  if (shentsize < 64) throw Error(where + " has an unexpected section header size");
+  const std::string shdrs = f.read(shoff, static_cast<std::uint64_t>(shentsize) * shnum);
+  std::vector<Section> secs(shnum);
+  for (std::uint16_t i = 0; i < shnum; ++i) {
+    const std::uint64_t b = static_cast<std::uint64_t>(i) * shentsize;
+    secs[i] = {le<std::uint32_t>(shdrs, b + 4),  le<std::uint32_t>(shdrs, b + 40), le<std::uint32_t>(shdrs, b + 44),
+               le<std::uint64_t>(shdrs, b + 24), le<std::uint64_t>(shdrs, b + 32), le<std::uint64_t>(shdrs, b + 56)};
+  }
+  auto strtab_of = [&](const Section& s) {
+    if (s.link >= shnum) throw Error(where + ": section links to a missing string table");
+    const Section& st = secs[s.link];
+    return f.read(st.offset, st.size);
+  };
+  for (const Section& s : secs) {
+    if (s.type == kShtDynamic) {
+      const std::string strtab = strtab_of(s);
+      const std::string dyn = f.read(s.offset, s.size);
+      for (std::uint64_t off = 0; off + 16 <= dyn.size(); off += 16) {
+        const auto tag = le<std::int64_t>(dyn, off);
+        const auto val = le<std::uint64_t>(dyn, off + 8);
+        if (tag == 0) break;
+        if (tag == kDtNeeded) info.needed.push_back(cstr_at(strtab, val));
+        else if (tag == kDtSoname) info.soname = cstr_at(strtab, val);
+        else if (tag == kDtRpath) info.rpath = split_path_list(cstr_at(strtab, val));
+        else if (tag == kDtRunpath) info.runpath = split_path_list(cstr_at(strtab, val));
+      }
+    } else if (s.type == kShtGnuVerneed) {
+      const std::string strtab = strtab_of(s);
+      const std::string vr = f.read(s.offset, s.size);
+      std::uint64_t off = 0;
+      for (std::uint32_t n = 0; n < s.info; ++n) {
+        const auto cnt = le<std::uint16_t>(vr, off + 2);
+        const std::string file = cstr_at(strtab, le<std::uint32_t>(vr, off + 4));
+        std::uint64_t aux = off + le<std::uint32_t>(vr, off + 8);
+        for (std::uint16_t k = 0; k < cnt; ++k) {
+          info.version_needs.emplace_back(file, cstr_at(strtab, le<std::uint32_t>(vr, aux + 8)));
+          const auto next = le<std::uint32_t>(vr, aux + 12);
+          if (next == 0) break;
+          aux += next;
+        }
+        const auto next = le<std::uint32_t>(vr, off + 12);
+        if (next == 0) break;
+        off += next;
+      }
+    } else if (s.type == kShtDynsym) {
+      const std::string strtab = strtab_of(s);
+      const std::string syms = f.read(s.offset, s.size);
+      const std::uint64_t ent = s.entsize ? s.entsize : 24;
+      for (std::uint64_t off = ent; off + 24 <= syms.size(); off += ent) {  // entry 0 is the null symbol
+        if (le<std::uint16_t>(syms, off + 6) != 0) continue;
+        std::string name = cstr_at(strtab, le<std::uint32_t>(syms, off));
+        if (!name.empty()) info.undefined_symbols.push_back(std::move(name));
+      }
+    }
+  }
+  return info;
+}
+
+}  // namespace ffpa::core

@@ -1,0 +1,222 @@
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+#include "ffpa/core/manylinux.h"
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string_view>
+
+#include "ffpa/core/elf.h"
+#include "ffpa/core/error.h"
+
+namespace ffpa::core {
+namespace {
+
+struct PolicyVersion {
+  const char* prefix;
+  const char* version;
+  int minor;  // first manylinux_2_Y that allows it
+};
+struct PolicyLib {
+  const char* soname;
+  int minor;
+};
+struct PolicyBlacklist {
+  const char* lib;
+  const char* symbol;
+  int refused_through;  // refused by manylinux_2_Y for every Y <= this
+};
+
+#include "manylinux_policy.inc"
+
+constexpr std::uint16_t kMachineX8664 = 62;
+
+bool is_loader(std::string_view lib) {
+  // auditwheel never counts the dynamic loader itself.
+  return lib.find("ld-linux") != std::string_view::npos || lib == "ld64.so.1" || lib == "ld64.so.2";
+}
+
+const PolicyLib* whitelisted(std::string_view lib) {
+  for (const auto& l : kPolicyLibs)
+    if (lib == l.soname) return &l;
+  return nullptr;
+}
+
+bool prefix_known(std::string_view prefix) {
+  for (const auto& v : kPolicyVersions)
+    if (prefix == v.prefix) return true;
+  return false;
+}
+
+const PolicyVersion* version_entry(std::string_view prefix, std::string_view version) {
+  for (const auto& v : kPolicyVersions)
+    if (prefix == v.prefix && version == v.version) return &v;
+  return nullptr;
+}
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+bool origin_relative(const std::string& entry) {
+  return entry.rfind("$ORIGIN", 0) == 0 || entry.rfind("${ORIGIN}", 0) == 0;
+}
+
+std::filesystem::path expand_origin(const std::string& entry, const std::filesystem::path& origin_dir) {
+  std::string rest = entry.rfind("${ORIGIN}", 0) == 0 ? entry.substr(9) : entry.substr(7);
+  while (!rest.empty() && rest.front() == '/') rest.erase(0, 1);
+  return (origin_dir / rest).lexically_normal();
+}
+
+}  // namespace
+
+std::vector<int> known_manylinux_minors() { return {std::begin(kPolicyGlibcMinors), std::end(kPolicyGlibcMinors)}; }
+
+PlatformDecision decide_manylinux(const std::filesystem::path& tree, const PlatformOptions& opts) {
+  namespace fs = std::filesystem;
+  PlatformDecision d;
+  const fs::path root = fs::absolute(tree).lexically_normal();
+  struct Loaded {
+    fs::path rel;
+    ElfInfo info;
+  };
+  std::vector<Loaded> elves;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_symlink() || !it->is_regular_file()) continue;
+    if (!is_elf_file(it->path())) continue;
+    try {
+      elves.push_back({it->path().lexically_relative(root), read_elf(it->path())});
+    } catch (const Error& e) {
+      d.problems.push_back(e.what());
+    }
+  }
+  if (ec) d.problems.push_back("cannot walk '" + root.string() + "': " + ec.message());
+  std::sort(elves.begin(), elves.end(), [](const Loaded& a, const Loaded& b) { return a.rel < b.rel; });
+  for (const auto& e : elves) d.elf_files.push_back(e.rel);
+  if (elves.empty() && d.problems.empty())
+    d.problems.push_back("no ELF file under '" + root.string() +
+                         "', so there is no platform to detect; a tree without binaries is a pure wheel: use py3-none-any");
+
+  // Which directory ships which library name (file name or SONAME).
+  std::map<std::string, std::set<fs::path>> shipped;
+  for (const auto& e : elves) {
+    shipped[e.rel.filename().string()].insert(e.rel.parent_path());
+    if (!e.info.soname.empty()) shipped[e.info.soname].insert(e.rel.parent_path());
+  }
+
+  // forced[Y] = reasons that need at least manylinux_2_Y.
+  std::map<int, std::vector<std::string>> forced;
+  const int newest = kPolicyGlibcMinors[std::size(kPolicyGlibcMinors) - 1];
+  for (const auto& e : elves) {
+    const std::string who = e.rel.string();
+    if (e.info.machine != kMachineX8664) {
+      d.problems.push_back(who + ": not an x86_64 binary (e_machine " + std::to_string(e.info.machine) +
+                           "); build it for x86_64");
+      continue;
+    }
+    for (const auto* list : {&e.info.rpath, &e.info.runpath}) {
+      for (const auto& entry : *list) {
+        if (!origin_relative(entry))
+          d.problems.push_back(who + ": RUNPATH/RPATH entry '" + entry +
+                               "' is not $ORIGIN-relative; set it with CMake INSTALL_RPATH \"$ORIGIN\" "
+                               "(or patchelf --set-rpath '$ORIGIN') so the wheel works wherever it is installed");
+      }
+    }
+    for (const auto& lib : e.info.needed) {
+      if (is_loader(lib)) continue;
+      auto s = shipped.find(lib);
+      if (s != shipped.end()) {
+        // Shipped: the loader must be able to find it through $ORIGIN.
+        bool reachable = false;
+        const fs::path origin = e.rel.parent_path();
+        for (const auto* list : {&e.info.runpath, &e.info.rpath})
+          for (const auto& entry : *list)
+            if (origin_relative(entry) && s->second.count(expand_origin(entry, origin))) reachable = true;
+        if (!reachable)
+          d.problems.push_back(who + " needs '" + lib + "', which is shipped in the wheel but not on its $ORIGIN RUNPATH; "
+                               "set RUNPATH to $ORIGIN/<relative dir of " + lib + ">");
+        continue;
+      }
+      if (const PolicyLib* w = whitelisted(lib)) {
+        if (w->minor > kPolicyGlibcMinors[0])
+          forced[w->minor].push_back(lib + " needed by " + who + " (whitelisted from manylinux_2_" + std::to_string(w->minor) + ")");
+        continue;
+      }
+      d.problems.push_back(who + " needs '" + lib +
+                           "', which is neither a manylinux system library nor shipped in the wheel; ship it in the "
+                           "tree next to its user with an $ORIGIN RUNPATH, or link it statically");
+    }
+    for (const auto& [file, ver] : e.info.version_needs) {
+      if (is_loader(file)) continue;
+      const size_t us = ver.find('_');
+      const std::string prefix = ver.substr(0, us);
+      if (!prefix_known(prefix)) continue;  // versions of our own libraries, as auditwheel ignores them
+      const std::string rest = us == std::string::npos ? std::string() : ver.substr(us + 1);
+      const PolicyVersion* pv = version_entry(prefix, rest);
+      if (!pv) {
+        d.problems.push_back(who + " requires " + ver + " (from " + file + "), which no manylinux policy up to 2_" +
+                             std::to_string(newest) + " allows; build on an older toolchain/glibc (e.g. a manylinux_2_28 image)");
+        continue;
+      }
+      forced[pv->minor].push_back(ver + " from " + file + " required by " + who);
+    }
+    std::set<std::string> undefined(e.info.undefined_symbols.begin(), e.info.undefined_symbols.end());
+    for (const auto& b : kPolicyBlacklist) {
+      if (std::find(e.info.needed.begin(), e.info.needed.end(), b.lib) == e.info.needed.end()) continue;
+      if (!undefined.count(b.symbol)) continue;
+      int next = 0;
+      for (int y : kPolicyGlibcMinors)
+        if (y > b.refused_through) {
+          next = y;
+          break;
+        }
+      if (next == 0)
+        d.problems.push_back(who + " uses " + b.symbol + " from " + b.lib + ", which every manylinux policy refuses; "
+                             "link zlib statically or ship it");
+      else
+        forced[next].push_back(std::string(b.symbol) + " from " + b.lib + " used by " + who + " (blacklisted through 2_" +
+                               std::to_string(b.refused_through) + ")");
+    }
+  }
+
+  if (!opts.forbidden_strings.empty()) {
+    for (const auto& e : elves) {
+      std::string owned;
+      std::string_view bytes;
+      if (opts.loaded && opts.loaded->count(e.rel)) {
+        bytes = opts.loaded->at(e.rel);
+      } else {
+        owned = slurp(root / e.rel);
+        bytes = owned;
+      }
+      for (const auto& s : opts.forbidden_strings) {
+        if (!s.empty() && bytes.find(s) != std::string_view::npos)
+          d.problems.push_back(e.rel.string() + " contains the build-tree path '" + s +
+                               "'; build with -ffile-prefix-map (or CMAKE_BUILD_RPATH_USE_ORIGIN / strip debug info) "
+                               "so no absolute build path is shipped");
+      }
+    }
+  }
+
+  if (!d.problems.empty()) return d;
+  int y = kPolicyGlibcMinors[0];
+  if (!forced.empty()) y = std::max(y, forced.rbegin()->first);
+  for (int known : kPolicyGlibcMinors)
+    if (known >= y) {
+      y = known;
+      break;
+    }
+  d.glibc_minor = y;
+  d.tag = "manylinux_2_" + std::to_string(y) + "_x86_64";
+  for (auto it = forced.rbegin(); it != forced.rend(); ++it)
+    for (const auto& r : it->second) d.reasons.push_back("2_" + std::to_string(it->first) + ": " + r);
+  if (d.reasons.empty()) d.reasons.push_back("2_" + std::to_string(y) + ": no versioned requirement beyond the oldest policy");
+  return d;
+}
+
+}  // namespace ffpa::core

@@ -1,0 +1,318 @@
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+#include "ffpa/core/pack.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "ffpa/core/error.h"
+#include "ffpa/core/hash.h"
+#include "ffpa/core/manylinux.h"
+#include "ffpa/core/pep.h"
+#include "ffpa/core/wheel.h"
+
+#ifndef FFPA_INDEX_VERSION
+#error "FFPA_INDEX_VERSION must be defined by the build"
+#endif
+
+namespace ffpa::core {
+namespace fs = std::filesystem;
+namespace {
+
+std::string read_all(const fs::path& p, const char* what) {
+  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(std::string("cannot read ") + what + " '" + p.string() + "': " + std::strerror(errno));
+  struct stat st {};
+  ::fstat(fd, &st);
+  std::string buf;
+  buf.resize(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  for (;;) {
+    if (done == buf.size()) buf.resize(buf.size() + (1 << 16));  // the file grew or st_size was 0 (procfs)
+    ssize_t n = ::read(fd, buf.data() + done, buf.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      ::close(fd);
+      throw Error(std::string("read error on ") + what + " '" + p.string() + "'");
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  buf.resize(done);
+  return buf;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    size_t pos = s.find(sep, start);
+    out.push_back(s.substr(start, pos == std::string::npos ? std::string::npos : pos - start));
+    if (pos == std::string::npos) break;
+    start = pos + 1;
+  }
+  return out;
+}
+
+// Core metadata fields (2.1 to 2.4) a metadata file may carry, with the metadata
+// version that introduced each. The engine writes Metadata-Version, Name, Version,
+// Description-Content-Type and the body itself.
+const std::map<std::string, std::string>& known_fields() {
+  static const std::map<std::string, std::string> f = {
+      {"Summary", "1.0"},        {"Keywords", "1.0"},         {"Home-page", "1.0"},
+      {"Download-URL", "1.1"},   {"Author", "1.0"},           {"Author-email", "1.0"},
+      {"Maintainer", "1.2"},     {"Maintainer-email", "1.2"}, {"License", "1.0"},
+      {"Classifier", "1.1"},     {"Requires-Dist", "1.2"},    {"Requires-Python", "1.2"},
+      {"Requires-External", "1.2"}, {"Project-URL", "1.2"},   {"Provides-Extra", "2.1"},
+      {"Provides-Dist", "1.2"},  {"Obsoletes-Dist", "1.2"},   {"Platform", "1.0"},
+      {"Supported-Platform", "1.1"}, {"Dynamic", "2.2"},      {"License-Expression", "2.4"},
+      {"License-File", "2.4"},
+  };
+  return f;
+}
+
+std::string readme_type_for(const fs::path& readme) {
+  const std::string ext = readme.extension().string();
+  if (ext == ".md" || ext == ".markdown") return "text/markdown";
+  if (ext == ".rst") return "text/x-rst";
+  return "text/plain";
+}
+
+bool is_executable_name(const std::string& rel) {
+  const std::string base = rel.substr(rel.rfind('/') + 1);
+  return (base.size() > 3 && base.compare(base.size() - 3, 3, ".so") == 0) || base.find(".so.") != std::string::npos;
+}
+
+struct TreeFile {
+  std::string rel;  // '/'-separated
+  fs::path source;  // the file to read (a symlink's in-tree target)
+  bool exec;
+};
+
+std::vector<TreeFile> walk_tree(const fs::path& tree) {
+  std::error_code ec;
+  if (!fs::is_directory(tree, ec))
+    throw Error("--tree '" + tree.string() + "' is not a directory; point it at the staged install tree (cmake --install --prefix DIR)");
+  const fs::path root = fs::canonical(tree);
+  std::vector<TreeFile> files;
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
+    const fs::path abs = it->path();
+    const std::string rel = abs.lexically_relative(root).generic_string();
+    if (rel.find('\\') != std::string::npos)
+      throw Error("'" + rel + "' contains a backslash, which wheels cannot carry portably; rename it");
+    if (it.depth() == 0 && it->is_directory() && !it->is_symlink()) {
+      const std::string top = abs.filename().string();
+      if (top.size() > 10 && top.compare(top.size() - 10, 10, ".dist-info") == 0)
+        throw Error("the tree already contains '" + top + "'; the engine writes the .dist-info directory itself, "
+                    "so remove it from the staged tree");
+    }
+    fs::path source = abs;
+    if (it->is_symlink()) {
+      const fs::path target = fs::weakly_canonical(abs, ec);
+      const std::string t = target.string(), r = root.string() + "/";
+      if (ec || t.compare(0, r.size(), r) != 0)
+        throw Error("'" + rel + "' is a symlink to '" + fs::read_symlink(abs).string() +
+                    "', outside the tree; copy the file into the tree (wheels cannot hold symlinks)");
+      if (fs::is_directory(target))
+        throw Error("'" + rel + "' is a symlink to a directory; wheels cannot hold symlinks, stage a real directory instead");
+      if (!fs::is_regular_file(target)) throw Error("'" + rel + "' is a dangling or special symlink; remove it from the tree");
+      source = target;
+    } else if (it->is_directory()) {
+      continue;
+    } else if (!it->is_regular_file()) {
+      throw Error("'" + rel + "' is not a regular file (fifo, socket or device); remove it from the tree");
+    }
+    const auto perms = fs::status(source).permissions();
+    const bool exec = (perms & (fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec)) != fs::perms::none ||
+                      is_executable_name(rel);
+    files.push_back({rel, source, exec});
+  }
+  if (files.empty())
+    throw Error("the tree '" + tree.string() + "' holds no files; stage the package first (cmake --install)");
+  std::sort(files.begin(), files.end(), [](const TreeFile& a, const TreeFile& b) { return a.rel < b.rel; });
+  return files;
+}
+
+std::int64_t resolve_epoch(const std::optional<std::int64_t>& given) {
+  if (given) return *given;
+  const char* env = std::getenv("SOURCE_DATE_EPOCH");
+  if (!env || !*env)
+    throw Error("no timestamp for the wheel entries: pass --source-date-epoch N or set SOURCE_DATE_EPOCH "
+                "(e.g. to the commit time: git log -1 --format=%ct), so the wheel is reproducible");
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(env, &end, 10);
+  if (errno != 0 || *end != '\0' || v < 0)
+    throw Error(std::string("SOURCE_DATE_EPOCH='") + env + "' is not a non-negative integer number of seconds");
+  return v;
+}
+
+}  // namespace
+
+std::string render_metadata(const std::string& name, const std::string& canonical_version,
+                            const std::string& metadata_file_text, const std::string& readme,
+                            const std::string& readme_type) {
+  std::string body;
+  auto headers = parse_header_lines(metadata_file_text, &body);
+  if (body.find_first_not_of(" \t\r\n") != std::string::npos)
+    throw Error("the metadata file has text after a blank line; pass the long description with --readme instead");
+  std::string mv = "2.1";
+  bool summary = false, requires_python = false;
+  for (const auto& [k, v] : headers) {
+    if (k == "Metadata-Version" || k == "Name" || k == "Version" || k == "Description" || k == "Description-Content-Type")
+      throw Error("the metadata file sets '" + k + "', which the engine writes itself; remove that line "
+                  "(name and version come from --name/--version, the description from --readme)");
+    auto it = known_fields().find(k);
+    if (it == known_fields().end())
+      throw Error("the metadata file has an unknown field '" + k + "'; use a core metadata field name "
+                  "(Summary, Requires-Python, Requires-Dist, License, Project-URL, Classifier, ...)");
+    if (it->second > mv) mv = it->second;
+    if (v.empty()) throw Error("the metadata field '" + k + "' is empty; give it a value or remove the line");
+    if (k == "Summary") {
+      if (summary) throw Error("the metadata file has more than one Summary line; keep one");
+      summary = true;
+    }
+    if (k == "Requires-Python") requires_python = true;
+  }
+  if (!summary) throw Error("the metadata file has no 'Summary:' line; add a one-line summary");
+  if (!requires_python) throw Error("the metadata file has no 'Requires-Python:' line; add one, e.g. 'Requires-Python: >=3.10'");
+  std::string out = "Metadata-Version: " + mv + "\nName: " + name + "\nVersion: " + canonical_version + "\n";
+  for (const auto& [k, v] : headers) {
+    // Continuation lines keep the 8-space indentation core metadata uses.
+    std::string value;
+    for (char c : v) {
+      value += c;
+      if (c == '\n') value += "        ";
+    }
+    out += k + ": " + value + "\n";
+  }
+  if (!readme.empty()) {
+    out += "Description-Content-Type: " + readme_type + "\n\n" + readme;
+    if (out.back() != '\n') out += '\n';
+  }
+  return out;
+}
+
+PackResult pack_wheel(const PackOptions& o) {
+  if (!is_valid_project_name(o.name))
+    throw Error("invalid project name '" + o.name + "'; a PEP 508 name uses letters, digits, '.', '_' and '-' "
+                "and starts and ends with a letter or digit (e.g. ffpa-attn)");
+  std::string why;
+  auto version = parse_pep440(o.version, &why);
+  if (!version) throw Error("--version: " + why);
+  const auto tag_parts = split(o.tag, '-');
+  if (tag_parts.size() != 3)
+    throw Error("--tag '" + o.tag + "' must be PYTHON-ABI-PLATFORM, e.g. py3-none-any or cp312-cp312-auto");
+  for (const auto& t : tag_parts)
+    if (t.empty() || t.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") != std::string::npos)
+      throw Error("--tag '" + o.tag + "': field '" + t + "' may only hold letters, digits, '_' and '.'");
+  if (o.metadata.empty()) throw Error("--metadata FILE is required (Summary, Requires-Python, Requires-Dist, ... lines)");
+  if (o.out_dir.empty()) throw Error("--out-dir DIR is required");
+  const std::int64_t epoch = resolve_epoch(o.source_date_epoch);
+
+  const std::string metadata_text = read_all(o.metadata, "metadata file");
+  std::string readme, readme_type = o.readme_type;
+  if (!o.readme.empty()) {
+    readme = read_all(o.readme, "README");
+    if (readme_type.empty()) readme_type = readme_type_for(o.readme);
+  }
+  const std::string metadata = render_metadata(o.name, version->canonical, metadata_text, readme, readme_type);
+
+  const std::vector<TreeFile> files = walk_tree(o.tree);
+  std::vector<std::string> contents(files.size());
+  parallel_for(files.size(), o.deflate.jobs, [&](std::size_t i) { contents[i] = read_all(files[i].source, "tree file"); });
+
+  // Platform: computed for "auto", checked for anything else.
+  std::string python = tag_parts[0], abi = tag_parts[1], platform = tag_parts[2];
+  PackResult result;
+  {
+    std::map<fs::path, std::string_view> loaded;
+    for (size_t i = 0; i < files.size(); ++i) loaded.emplace(fs::path(files[i].rel), contents[i]);
+    PlatformOptions popts;
+    popts.forbidden_strings = o.forbidden_strings;
+    popts.forbidden_strings.push_back(fs::canonical(o.tree).string());
+    popts.loaded = &loaded;
+    bool has_elf = false;
+    for (const auto& c : contents)
+      if (c.compare(0, 4, "\x7f" "ELF") == 0) has_elf = true;
+    if (platform == "any" && has_elf)
+      throw Error("the tree holds ELF binaries but the tag says platform 'any'; a pure wheel must not ship "
+                  "binaries: remove them or use a platform tag (e.g. cp312-cp312-auto)");
+    if (platform != "any") {
+      PlatformDecision d = decide_manylinux(o.tree, popts);
+      if (!d.problems.empty()) {
+        std::string msg = "the binaries in the tree cannot be shipped as a manylinux wheel:";
+        for (const auto& p : d.problems) msg += "\n  - " + p;
+        throw Error(msg);
+      }
+      result.platform_reasons = d.reasons;
+      if (platform == "auto") {
+        platform = d.tag;
+      } else if (platform.rfind("manylinux_2_", 0) == 0) {
+        const int claimed = std::atoi(platform.c_str() + 12);
+        if (claimed < d.glibc_minor)
+          throw Error("--tag claims " + platform + " but the binaries need " + d.tag + " (" + d.reasons.front() +
+                      "); use the platform 'auto'");
+      }
+    }
+  }
+  result.platform = platform;
+
+  WheelFilename wf{wheel_name_component(o.name), version->canonical, "", python, abi, platform};
+  const std::string filename = wf.filename();
+  std::string reparse_why;
+  if (!parse_wheel_filename(filename, &reparse_why)) throw Error("internal: produced an invalid wheel name: " + reparse_why);
+  const std::string dist_info = wf.name + "-" + wf.version + ".dist-info/";
+  const bool purelib = o.root_is_purelib.value_or(abi == "none" && platform == "any");
+
+  std::string wheel_file = "Wheel-Version: 1.0\nGenerator: ffpa-index " FFPA_INDEX_VERSION "\nRoot-Is-Purelib: ";
+  wheel_file += purelib ? "true\n" : "false\n";
+  for (const auto& t : wf.tags()) wheel_file += "Tag: " + t + "\n";
+
+  std::vector<std::string> sha(files.size() + 3);
+  parallel_for(files.size(), o.deflate.jobs, [&](std::size_t i) { sha[i] = sha256_raw(contents[i]); });
+  std::string record;
+  for (size_t i = 0; i < files.size(); ++i)
+    record += csv_line({files[i].rel, "sha256=" + base64_urlsafe_nopad(sha[i]), std::to_string(contents[i].size())});
+  record += csv_line({dist_info + "METADATA", sha256_record_digest(metadata), std::to_string(metadata.size())});
+  record += csv_line({dist_info + "WHEEL", sha256_record_digest(wheel_file), std::to_string(wheel_file.size())});
+  record += csv_line({dist_info + "RECORD", "", ""});
+  sha[files.size()] = sha256_raw(metadata);
+  sha[files.size() + 1] = sha256_raw(wheel_file);
+  sha[files.size() + 2] = sha256_raw(record);
+
+  std::vector<std::string_view> inputs;
+  for (const auto& c : contents) inputs.push_back(c);
+  inputs.push_back(metadata);
+  inputs.push_back(wheel_file);
+  inputs.push_back(record);
+  const auto compressed = compress_members(inputs, sha, o.deflate, &result.stats);
+  contents.clear();
+
+  std::vector<ZipEntry> entries;
+  for (size_t i = 0; i < files.size(); ++i) entries.push_back({files[i].rel, files[i].exec ? 0755u : 0644u, &compressed[i]});
+  entries.push_back({dist_info + "METADATA", 0644u, &compressed[files.size()]});
+  entries.push_back({dist_info + "WHEEL", 0644u, &compressed[files.size() + 1]});
+  entries.push_back({dist_info + "RECORD", 0644u, &compressed[files.size() + 2]});
+
+  std::error_code ec;
+  fs::create_directories(o.out_dir, ec);
+  if (ec) throw Error("cannot create --out-dir '" + o.out_dir.string() + "': " + ec.message());
+  ZipLayout layout = o.layout;
+  layout.epoch = epoch;
+  AtomicOutput out(o.out_dir / filename);
+  write_zip(out, entries, layout);
+  out.commit();
+  result.wheel = o.out_dir / filename;
+  return result;
+}
+
+}  // namespace ffpa::core
