@@ -1,0 +1,92 @@
+# The thin pybind11 module ffpa_attn._C, once per interpreter, linking the one kernel
+# library (DESIGN.md decision 1: five Pythons cost one kernel build plus five small
+# binding builds).
+#
+#   ffpa_add_python_binding(TARGET <name> PYTHON <interpreter> OUT_TAG <var>)
+#     TARGET   name of the MODULE library target to create (e.g. ffpa_python_cp312)
+#     PYTHON   path of the interpreter to build for; it is queried directly
+#              (include dir, EXT_SUFFIX, cpXY tag) instead of find_package(Python),
+#              which caches one interpreter per directory scope
+#     OUT_TAG  receives the interpreter tag, e.g. "cp312"
+#   The module is built from csrc/python/binding.cpp with pybind11's headers from the
+#   tools venv (`<source>/.venv/bin/python -m pybind11 --includes`) or the
+#   pybind11_INCLUDE_DIR cache variable. It is not linked to libpython (the
+#   interpreter provides the symbols), links ffpa_kernels, carries RUNPATH $ORIGIN
+#   only, and lands in ${FFPA_PYTHON_BUILD_DIR}/ffpa_attn/ next to libffpa_kernels.so,
+#   as <name>_C<EXT_SUFFIX> so several interpreters' modules coexist.
+
+get_filename_component(_FFPA_BINDING_SOURCE "${CMAKE_CURRENT_LIST_DIR}/../csrc/python/binding.cpp" ABSOLUTE)
+set(pybind11_INCLUDE_DIR "" CACHE PATH "pybind11 headers (default: asked from the tools venv, .venv)")
+
+function(_ffpa_pybind11_include out_var)
+  if(pybind11_INCLUDE_DIR)
+    set(${out_var} "${pybind11_INCLUDE_DIR}" PARENT_SCOPE)
+    return()
+  endif()
+  set(venv_python "${CMAKE_SOURCE_DIR}/.venv/bin/python")
+  if(NOT EXISTS "${venv_python}")
+    message(FATAL_ERROR "ffpa: pybind11 not found: ${venv_python} does not exist. "
+                        "Run tools/bootstrap (it installs the pinned pybind11 into .venv), "
+                        "or pass -Dpybind11_INCLUDE_DIR=<dir containing pybind11/pybind11.h>.")
+  endif()
+  execute_process(COMMAND "${venv_python}" -c "import pybind11; print(pybind11.get_include())"
+                  OUTPUT_VARIABLE inc RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT rc EQUAL 0 OR NOT EXISTS "${inc}/pybind11/pybind11.h")
+    message(FATAL_ERROR "ffpa: pybind11 is not installed in ${CMAKE_SOURCE_DIR}/.venv (${err}). "
+                        "Run tools/bootstrap, or pass -Dpybind11_INCLUDE_DIR=<dir>.")
+  endif()
+  set(pybind11_INCLUDE_DIR "${inc}" CACHE PATH "pybind11 headers (default: asked from the tools venv, .venv)" FORCE)
+  set(${out_var} "${inc}" PARENT_SCOPE)
+endfunction()
+
+function(ffpa_add_python_binding)
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "" "TARGET;PYTHON;OUT_TAG" "")
+  if(ARG_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "ffpa_add_python_binding: unknown arguments: ${ARG_UNPARSED_ARGUMENTS}")
+  endif()
+  foreach(required TARGET PYTHON OUT_TAG)
+    if(NOT ARG_${required})
+      message(FATAL_ERROR "ffpa_add_python_binding: ${required} is required")
+    endif()
+  endforeach()
+  if(NOT TARGET ffpa_kernels)
+    message(FATAL_ERROR "ffpa_add_python_binding: call it after add_subdirectory(csrc) (needs ffpa_kernels)")
+  endif()
+  if(NOT FFPA_PYTHON_BUILD_DIR)
+    message(FATAL_ERROR "ffpa_add_python_binding: FFPA_PYTHON_BUILD_DIR is not set")
+  endif()
+
+  execute_process(
+    COMMAND "${ARG_PYTHON}" -c
+      "import sys, sysconfig; print(sysconfig.get_paths()['include']); print(sysconfig.get_config_var('EXT_SUFFIX')); print('cp%d%d' % sys.version_info[:2])"
+    OUTPUT_VARIABLE out RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "ffpa: cannot query interpreter ${ARG_PYTHON} (${rc}): ${err}")
+  endif()
+  string(REPLACE "\n" ";" out "${out}")
+  list(GET out 0 py_include)
+  list(GET out 1 ext_suffix)
+  list(GET out 2 tag)
+  if(NOT EXISTS "${py_include}/Python.h")
+    message(FATAL_ERROR "ffpa: ${ARG_PYTHON} has no Python.h under ${py_include}; install its development "
+                        "headers (python3.X-dev) or build that interpreter from source")
+  endif()
+  _ffpa_pybind11_include(pybind11_inc)
+
+  add_library(${ARG_TARGET} MODULE "${_FFPA_BINDING_SOURCE}")
+  target_include_directories(${ARG_TARGET} SYSTEM PRIVATE "${py_include}" "${pybind11_inc}")
+  target_link_libraries(${ARG_TARGET} PRIVATE ffpa_kernels)
+  target_compile_features(${ARG_TARGET} PRIVATE cxx_std_17)
+  set_target_properties(${ARG_TARGET} PROPERTIES
+    PREFIX ""
+    OUTPUT_NAME "_C"
+    SUFFIX "${ext_suffix}"
+    CXX_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON
+    # $ORIGIN only: libffpa_kernels.so sits next to the module in the package; no
+    # build-tree path may end up in a wheel.
+    BUILD_WITH_INSTALL_RPATH ON
+    INSTALL_RPATH "$ORIGIN"
+    LIBRARY_OUTPUT_DIRECTORY "${FFPA_PYTHON_BUILD_DIR}/ffpa_attn")
+  set(${ARG_OUT_TAG} "${tag}" PARENT_SCOPE)
+endfunction()

@@ -1,0 +1,379 @@
+// FFPA split-D forward kernel (sm_80+): mma.sync m16n8k16 with fp32 accumulation,
+// ldmatrix (.trans for V), a kStages-deep cp.async pipeline and XOR-swizzled shared
+// memory, online softmax in fp32 (base-2 exponentials with log2(e) folded into the
+// scale).
+//
+// Per block: Br = kBlockM query rows of one (batch, head); per KV block of Bc = 64 keys
+//   S[Br, Bc]  = sum over D chunks c of Q[Br, c] . K[Bc, c]^T   (Q and K chunks streamed)
+//   online softmax on S (running row max m and sum l)
+//   O[Br, c]  += P[Br, Bc] . V[Bc, c] for every D chunk c       (V chunks streamed)
+// Q is re-streamed for every KV block rather than held on chip: that is what keeps
+// shared memory independent of D (the point of split-D); the re-reads hit L2.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "ffpa/kernel_traits.h"
+#include "ffpa/params.h"
+#include "ffpa/utils.cuh"
+
+namespace ffpa {
+
+// Element offset of (row, 16-byte vector vec) in a [rows][64] chunk tile. XOR with
+// (row % 8) puts the 8 rows an ldmatrix phase reads (same vec) in 8 different
+// 16-byte bank groups, so ldmatrix and the cp.async writes are conflict-free.
+__device__ __forceinline__ int swizzle(int row, int vec) { return row * 64 + ((vec ^ (row & 7)) << 3); }
+
+template <typename Traits>
+__global__ void __launch_bounds__(Traits::kNThreads) ffpa_fwd_mma_kernel(const FwdParams params) {
+  using T = typename Traits::Element;
+  using ET = ElemTraits<T>;
+  constexpr int kNThreads = Traits::kNThreads;
+  constexpr int kNWarpsM = Traits::kNWarpsM;
+  constexpr int kNWarpsD = Traits::kNWarpsD;
+  constexpr int kBlockM = Traits::kBlockM;
+  constexpr int kBlockN = Traits::kBlockN;
+  constexpr int kBlockD = Traits::kBlockD;
+  constexpr int kStages = Traits::kStages;
+  constexpr int kNChunks = Traits::kNChunks;
+  constexpr int kSteps = Traits::kStepsPerBlock;
+  constexpr int kWarpN = Traits::kWarpN;
+  constexpr int kWarpNTiles = Traits::kWarpNTiles;
+  constexpr int kWarpD = Traits::kWarpD;
+  constexpr int kWarpDTiles = Traits::kWarpDTiles;
+  constexpr int kVecsPerRow = Traits::kVecsPerRow;
+  constexpr int kHeadDim = Traits::kHeadDim;
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* const smem_stages = reinterpret_cast<T*>(smem_raw);
+  T* const smem_p = smem_stages + kStages * Traits::kStageElems;        // [Br][Bc], 4x2 / 2x4 only
+  float* const smem_red = reinterpret_cast<float*>(smem_p + Traits::kPElems);  // [kNWarpsD][Br]
+
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int warp_m = warp % kNWarpsM;
+  const int warp_d = warp / kNWarpsM;
+  const int g = lane >> 2;  // mma group: fragment rows g and g + 8
+  const int t = lane & 3;   // thread in group: fragment columns 2t, 2t + 1
+
+  // Causal blocks near the end of Q have the most keys: launch them first.
+  const int m_block = gridDim.x - 1 - blockIdx.x;
+  const int head = blockIdx.y;
+  const int batch = blockIdx.z;
+  const int kv_head = head / params.h_ratio;
+  const int nq = params.nq;
+  const int nkv = params.nkv;
+  const int m0 = m_block * kBlockM;
+
+  const T* const q_base = static_cast<const T*>(params.q) + batch * params.q_batch_stride +
+                          head * params.q_head_stride;
+  const T* const k_base = static_cast<const T*>(params.k) + batch * params.k_batch_stride +
+                          kv_head * params.k_head_stride;
+  const T* const v_base = static_cast<const T*>(params.v) + batch * params.v_batch_stride +
+                          kv_head * params.v_head_stride;
+
+  // Keys beyond the last row's causal limit are never needed. Bottom-right alignment:
+  // row i sees keys j <= i + (nkv - nq); rows past nq are padding and do not count.
+  const int causal_offset = nkv - nq;
+  int n_blocks = (nkv + kBlockN - 1) / kBlockN;
+  if (params.causal) {
+    const int last_row = min(m0 + kBlockM, nq) - 1;
+    const int last_key = last_row + causal_offset;
+    n_blocks = last_key < 0 ? 0 : min(n_blocks, last_key / kBlockN + 1);
+  }
+
+  // ---- pipeline step loads: step < kNChunks loads Q and K chunk `step`, otherwise
+  // the V chunk (step - kNChunks). Rows outside [0, nq) / [0, nkv) are zero-filled.
+  auto load_step = [&](int step, int n_block, int stage) {
+    T* const s_stage = smem_stages + stage * Traits::kStageElems;
+    if (step < kNChunks) {
+      const int d0 = step * kBlockD;
+      T* const s_q = s_stage;
+      T* const s_k = s_stage + Traits::kQTileElems;
+#pragma unroll
+      for (int i = 0; i < Traits::kQCopies; ++i) {
+        const int idx = tid + i * kNThreads;
+        const int r = idx / kVecsPerRow;
+        const int vec = idx % kVecsPerRow;
+        const int row = m0 + r;
+        const bool valid = row < nq;
+        const T* src = q_base + static_cast<int64_t>(valid ? row : 0) * params.q_row_stride + d0 + vec * 8;
+        cp_async_16(s_q + swizzle(r, vec), src, valid);
+      }
+#pragma unroll
+      for (int i = 0; i < Traits::kKVCopies; ++i) {
+        const int idx = tid + i * kNThreads;
+        const int r = idx / kVecsPerRow;
+        const int vec = idx % kVecsPerRow;
+        const int row = n_block * kBlockN + r;
+        const bool valid = row < nkv;
+        const T* src = k_base + static_cast<int64_t>(valid ? row : 0) * params.k_row_stride + d0 + vec * 8;
+        cp_async_16(s_k + swizzle(r, vec), src, valid);
+      }
+    } else {
+      // The 64 columns of a V stage hold kNWarpsD pieces of kWarpD columns, piece p
+      // from warp_d = p's slice [p * D / kNWarpsD, ...) of O, so every warp has work
+      // in every V step.
+      const int chunk = step - kNChunks;
+      T* const s_v = s_stage;
+#pragma unroll
+      for (int i = 0; i < Traits::kKVCopies; ++i) {
+        const int idx = tid + i * kNThreads;
+        const int r = idx / kVecsPerRow;
+        const int vec = idx % kVecsPerRow;
+        const int piece = vec / (kWarpD / 8);
+        const int col = piece * (kHeadDim / kNWarpsD) + chunk * kWarpD + (vec % (kWarpD / 8)) * 8;
+        const int row = n_block * kBlockN + r;
+        const bool valid = row < nkv;
+        const T* src = v_base + static_cast<int64_t>(valid ? row : 0) * params.v_row_stride + col;
+        cp_async_16(s_v + swizzle(r, vec), src, valid);
+      }
+    }
+  };
+
+  // O accumulators: chunk c, n-tile j covers columns
+  // warp_d * D / kNWarpsD + c * kWarpD + j * 8 + {2t, 2t + 1} of rows g and g + 8.
+  float acc_o[kNChunks][kWarpDTiles][4];
+#pragma unroll
+  for (int c = 0; c < kNChunks; ++c)
+#pragma unroll
+    for (int j = 0; j < kWarpDTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc_o[c][j][e] = 0.f;
+
+  // Row state for rows g (index 0) and g + 8 (index 1), base-2 scaled domain.
+  float row_max[2] = {-INFINITY, -INFINITY};
+  float row_sum[2] = {0.f, 0.f};  // partial: this thread's columns only, reduced at the end
+
+  // ---- prologue: the first kStages - 1 steps.
+  int write_stage = 0;
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    const int n_block = s / kSteps;
+    if (n_block < n_blocks) load_step(s % kSteps, n_block, write_stage);
+    cp_async_commit();
+    write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
+  }
+  int read_stage = 0;
+
+  for (int n_block = 0; n_block < n_blocks; ++n_block) {
+    const int n0 = n_block * kBlockN;
+    float acc_s[kWarpNTiles][4];
+#pragma unroll
+    for (int j = 0; j < kWarpNTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc_s[j][e] = 0.f;
+
+#pragma unroll
+    for (int step = 0; step < kSteps; ++step) {
+      // The group of this step has landed once at most kStages - 2 newer ones are
+      // pending; the barrier also guarantees every warp finished the step that last
+      // used the stage refilled next.
+      cp_async_wait<kStages - 2>();
+      __syncthreads();
+      {
+        const int ahead = step + kStages - 1;
+        const int ahead_block = n_block + ahead / kSteps;
+        if (ahead_block < n_blocks) load_step(ahead % kSteps, ahead_block, write_stage);
+        cp_async_commit();
+        write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
+      }
+      const T* const s_stage = smem_stages + read_stage * Traits::kStageElems;
+      read_stage = read_stage + 1 == kStages ? 0 : read_stage + 1;
+
+      if (step < kNChunks) {
+        // ---- S += Q[16 rows of warp_m, chunk] . K[kWarpN keys of warp_d, chunk]^T
+        const T* const s_q = s_stage;
+        const T* const s_k = s_stage + Traits::kQTileElems;
+#pragma unroll
+        for (int ks = 0; ks < Traits::kKSteps; ++ks) {
+          uint32_t a[4];
+          // A: lanes 0-15 address rows 0-15 at k 0, lanes 16-31 rows 0-15 at k 8.
+          ldmatrix_x4(a, s_q + swizzle(warp_m * 16 + (lane & 15), ks * 2 + (lane >> 4)));
+#pragma unroll
+          for (int jp = 0; jp < kWarpNTiles / 2; ++jp) {
+            uint32_t b[4];
+            // B from K[n][k]: matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7),
+            // (n 8-15, k 8-15) -> b[0], b[1] for n-tile 2jp and b[2], b[3] for 2jp + 1.
+            const int krow = warp_d * kWarpN + jp * 16 + (lane & 7) + ((lane >> 4) << 3);
+            ldmatrix_x4(b, s_k + swizzle(krow, ks * 2 + ((lane >> 3) & 1)));
+            Mma16816<T>::run(acc_s[2 * jp], a, b[0], b[1]);
+            Mma16816<T>::run(acc_s[2 * jp + 1], a, b[2], b[3]);
+          }
+        }
+
+        if (step == kNChunks - 1) {
+          // ---- online softmax on the finished S tile.
+          const int row_lo = m0 + warp_m * 16 + g;
+          const bool need_mask =
+              n0 + kBlockN > nkv || (params.causal && n0 + kBlockN - 1 > m0 + causal_offset);
+#pragma unroll
+          for (int j = 0; j < kWarpNTiles; ++j) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              float x = acc_s[j][e] * params.scale_log2;
+              if (need_mask) {
+                const int col = n0 + warp_d * kWarpN + j * 8 + 2 * t + (e & 1);
+                const int row = row_lo + (e >> 1) * 8;
+                if (col >= nkv || (params.causal && col > row + causal_offset)) x = -INFINITY;
+              }
+              acc_s[j][e] = x;
+            }
+          }
+          float blk_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+          for (int j = 0; j < kWarpNTiles; ++j) {
+            blk_max[0] = fmaxf(blk_max[0], fmaxf(acc_s[j][0], acc_s[j][1]));
+            blk_max[1] = fmaxf(blk_max[1], fmaxf(acc_s[j][2], acc_s[j][3]));
+          }
+          blk_max[0] = quad_max(blk_max[0]);
+          blk_max[1] = quad_max(blk_max[1]);
+          if constexpr (kNWarpsD > 1) {
+            // The warps of a row group hold different key columns: combine their maxima
+            // so that all of them scale P and O by the same row max.
+            if (t == 0) {
+              smem_red[warp_d * kBlockM + warp_m * 16 + g] = blk_max[0];
+              smem_red[warp_d * kBlockM + warp_m * 16 + g + 8] = blk_max[1];
+            }
+            __syncthreads();
+#pragma unroll
+            for (int w = 0; w < kNWarpsD; ++w) {
+              blk_max[0] = fmaxf(blk_max[0], smem_red[w * kBlockM + warp_m * 16 + g]);
+              blk_max[1] = fmaxf(blk_max[1], smem_red[w * kBlockM + warp_m * 16 + g + 8]);
+            }
+          }
+          float corr[2];
+          float base[2];
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const float new_max = fmaxf(row_max[r], blk_max[r]);
+            // A row with no visible key yet keeps max -inf; use 0 as the base there so
+            // exp2(-inf - base) = 0 instead of NaN.
+            base[r] = new_max == -INFINITY ? 0.f : new_max;
+            corr[r] = fast_exp2(row_max[r] - base[r]);
+            row_max[r] = new_max;
+          }
+          float blk_sum[2] = {0.f, 0.f};
+#pragma unroll
+          for (int j = 0; j < kWarpNTiles; ++j) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const float p = fast_exp2(acc_s[j][e] - base[e >> 1]);
+              acc_s[j][e] = p;
+              blk_sum[e >> 1] += p;
+            }
+          }
+#pragma unroll
+          for (int r = 0; r < 2; ++r) row_sum[r] = row_sum[r] * corr[r] + blk_sum[r];
+#pragma unroll
+          for (int c = 0; c < kNChunks; ++c)
+#pragma unroll
+            for (int j = 0; j < kWarpDTiles; ++j) {
+              acc_o[c][j][0] *= corr[0];
+              acc_o[c][j][1] *= corr[0];
+              acc_o[c][j][2] *= corr[1];
+              acc_o[c][j][3] *= corr[1];
+            }
+          if constexpr (kNWarpsD > 1) {
+            // Publish this warp's P columns; the barrier at the next pipeline step
+            // makes the whole [Br, Bc] P tile visible before any PV step reads it.
+#pragma unroll
+            for (int j = 0; j < kWarpNTiles; ++j) {
+              const int col = warp_d * kWarpN + j * 8 + 2 * t;
+              const int row = warp_m * 16 + g;
+              const int vec = col >> 3;
+              *reinterpret_cast<uint32_t*>(smem_p + swizzle(row, vec) + (col & 7)) =
+                  ET::pack(acc_s[j][0], acc_s[j][1]);
+              *reinterpret_cast<uint32_t*>(smem_p + swizzle(row + 8, vec) + (col & 7)) =
+                  ET::pack(acc_s[j][2], acc_s[j][3]);
+            }
+          }
+        }
+      } else {
+        // ---- O[16 rows, kWarpD columns of this chunk] += P[16, Bc] . V[Bc, chunk]
+        const int chunk = step - kNChunks;
+        const T* const s_v = s_stage;
+#pragma unroll
+        for (int ks = 0; ks < Traits::kPvKSteps; ++ks) {
+          uint32_t a[4];
+          if constexpr (kNWarpsD == 1) {
+            // The S accumulators of n-tiles 2ks and 2ks + 1 are exactly the A fragment
+            // of k-step ks once packed to 16 bits.
+            a[0] = ET::pack(acc_s[2 * ks][0], acc_s[2 * ks][1]);
+            a[1] = ET::pack(acc_s[2 * ks][2], acc_s[2 * ks][3]);
+            a[2] = ET::pack(acc_s[2 * ks + 1][0], acc_s[2 * ks + 1][1]);
+            a[3] = ET::pack(acc_s[2 * ks + 1][2], acc_s[2 * ks + 1][3]);
+          } else {
+            ldmatrix_x4(a, smem_p + swizzle(warp_m * 16 + (lane & 15), ks * 2 + (lane >> 4)));
+          }
+#pragma unroll
+          for (int jp = 0; jp < kWarpDTiles / 2; ++jp) {
+            uint32_t b[4];
+            // B from V[kv][d] transposed: matrices (kv 0-7, d 0-7), (kv 8-15, d 0-7),
+            // (kv 0-7, d 8-15), (kv 8-15, d 8-15) -> b[0], b[1] for d-tile 2jp, b[2], b[3]
+            // for 2jp + 1.
+            const int vrow = ks * 16 + (lane & 15);
+            const int vvec = warp_d * (kWarpD / 8) + jp * 2 + (lane >> 4);
+            ldmatrix_x4_trans(b, s_v + swizzle(vrow, vvec));
+            Mma16816<T>::run(acc_o[chunk][2 * jp], a, b[0], b[1]);
+            Mma16816<T>::run(acc_o[chunk][2 * jp + 1], a, b[2], b[3]);
+          }
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // ---- epilogue: full row sums, normalise, store O (and LSE).
+  float total[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) total[r] = quad_sum(row_sum[r]);
+  if constexpr (kNWarpsD > 1) {
+    // Every warp of a row group summed only its own key columns. smem_red was last
+    // read in the softmax of the final KV block; the pipeline barriers of its PV
+    // steps separate that read from these writes.
+    __syncthreads();
+    if (t == 0) {
+      smem_red[warp_d * kBlockM + warp_m * 16 + g] = total[0];
+      smem_red[warp_d * kBlockM + warp_m * 16 + g + 8] = total[1];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float s = 0.f;
+#pragma unroll
+      for (int w = 0; w < kNWarpsD; ++w) s += smem_red[w * kBlockM + warp_m * 16 + g + r * 8];
+      total[r] = s;
+    }
+  }
+
+  T* const o_base = static_cast<T*>(params.o) + batch * params.o_batch_stride + head * params.o_head_stride;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = m0 + warp_m * 16 + g + r * 8;
+    if (row >= nq) continue;
+    // A row that saw no key (causal with nq > nkv, or nkv == 0) is 0, like the NumPy
+    // reference; its LSE is -inf.
+    const float inv = total[r] > 0.f ? 1.f / total[r] : 0.f;
+    T* const o_row = o_base + static_cast<int64_t>(row) * params.o_row_stride;
+#pragma unroll
+    for (int c = 0; c < kNChunks; ++c)
+#pragma unroll
+      for (int j = 0; j < kWarpDTiles; ++j) {
+        const int col = warp_d * (kHeadDim / kNWarpsD) + c * kWarpD + j * 8 + 2 * t;
+        *reinterpret_cast<uint32_t*>(o_row + col) =
+            ET::pack(acc_o[c][j][2 * r] * inv, acc_o[c][j][2 * r + 1] * inv);
+      }
+    if (params.lse != nullptr && t == 0 && warp_d == 0) {
+      // row_max is max(s * scale * log2 e); back to natural log: * ln 2.
+      const float lse = total[r] > 0.f ? row_max[r] * 0.6931471805599453f + logf(total[r]) : -INFINITY;
+      params.lse[batch * params.lse_batch_stride + head * params.lse_head_stride +
+                 static_cast<int64_t>(row) * params.lse_row_stride] = lse;
+    }
+  }
+}
+
+}  // namespace ffpa

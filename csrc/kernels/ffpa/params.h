@@ -1,0 +1,54 @@
+// Kernel parameters of the forward pass (flash-attention's Flash_fwd_params split).
+// Host-compiler friendly (no CUDA types): the generated dispatch table, compiled by
+// the host compiler, refers to launchers taking this struct.
+#pragma once
+
+#include <cstdint>
+
+#include "ffpa/api.h"
+
+namespace ffpa {
+
+struct FwdParams {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;
+  float* lse = nullptr;  // nullptr: no LSE output
+
+  // Element strides of [B, H, N, D] (the D stride is 1 by contract).
+  int64_t q_batch_stride = 0, q_head_stride = 0, q_row_stride = 0;
+  int64_t k_batch_stride = 0, k_head_stride = 0, k_row_stride = 0;
+  int64_t v_batch_stride = 0, v_head_stride = 0, v_row_stride = 0;
+  int64_t o_batch_stride = 0, o_head_stride = 0, o_row_stride = 0;
+  int64_t lse_batch_stride = 0, lse_head_stride = 0, lse_row_stride = 0;
+
+  int b = 0, hq = 0, hkv = 0, nq = 0, nkv = 0;
+  int h_ratio = 1;  // hq / hkv: query heads per kv head (grouped-query attention)
+
+  float scale = 0.f;       // softmax scale (natural-exp domain)
+  float scale_log2 = 0.f;  // scale * log2(e): the mma kernel works with exp2
+  bool causal = false;     // bottom-right aligned (see api.h)
+
+  void* stream = nullptr;  // cudaStream_t
+};
+
+// One compiled (head dim, dtype) instance: the generated table lists these.
+using FwdLauncher = Status (*)(const FwdParams&, Impl);
+
+template <int kHeadDim, DType kDType>
+Status run_fwd(const FwdParams& params, Impl impl);
+
+struct KernelEntry {
+  int head_dim;
+  DType dtype;
+  FwdLauncher launch;
+};
+
+// Defined in the generated compiled-set source (cmake/FfpaKernelInstances.cmake).
+extern const KernelEntry kCompiledKernels[];
+extern const int kNumCompiledKernels;
+extern const char* const kCompiledArchs[];
+extern const int kNumCompiledArchs;
+
+}  // namespace ffpa

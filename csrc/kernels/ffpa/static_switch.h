@@ -1,0 +1,52 @@
+// Turn runtime values into compile-time constants (flash-attention's static_switch.h
+// idea). Every switch over an enumerated choice ends in an `else` that returns an
+// error Status naming the value, so an unhandled value can never fall through.
+// The lambda bodies must return ffpa::Status.
+#pragma once
+
+#include <string>
+
+#include "ffpa/api.h"
+
+#define FFPA_BOOL_SWITCH(COND, CONST_NAME, ...) \
+  [&]() -> ::ffpa::Status {                     \
+    if (COND) {                                 \
+      constexpr bool CONST_NAME = true;         \
+      return __VA_ARGS__();                     \
+    } else {                                    \
+      constexpr bool CONST_NAME = false;        \
+      return __VA_ARGS__();                     \
+    }                                           \
+  }()
+
+// IMPL must already be resolved (kAuto replaced by kMma or kSimt).
+#define FFPA_IMPL_SWITCH(IMPL, CONST_NAME, ...)                                         \
+  [&]() -> ::ffpa::Status {                                                             \
+    if ((IMPL) == ::ffpa::Impl::kMma) {                                                 \
+      constexpr ::ffpa::Impl CONST_NAME = ::ffpa::Impl::kMma;                           \
+      return __VA_ARGS__();                                                             \
+    } else if ((IMPL) == ::ffpa::Impl::kSimt) {                                         \
+      constexpr ::ffpa::Impl CONST_NAME = ::ffpa::Impl::kSimt;                          \
+      return __VA_ARGS__();                                                             \
+    } else {                                                                            \
+      return ::ffpa::Status{::ffpa::ErrorKind::kImpl,                                   \
+                            "internal: unresolved impl " + std::to_string(int(IMPL)) +  \
+                                " reached the kernel switch (expected mma or simt)"};   \
+    }                                                                                   \
+  }()
+
+// Element type for a DType: ELEM_T is __half or __nv_bfloat16 (CUDA sources only).
+#define FFPA_DTYPE_SWITCH(DTYPE, ELEM_T, ...)                                            \
+  [&]() -> ::ffpa::Status {                                                              \
+    if ((DTYPE) == ::ffpa::DType::kFp16) {                                               \
+      using ELEM_T = __half;                                                             \
+      return __VA_ARGS__();                                                              \
+    } else if ((DTYPE) == ::ffpa::DType::kBf16) {                                        \
+      using ELEM_T = __nv_bfloat16;                                                      \
+      return __VA_ARGS__();                                                              \
+    } else {                                                                             \
+      return ::ffpa::Status{::ffpa::ErrorKind::kDType,                                   \
+                            "unknown dtype code " + std::to_string(int(DTYPE)) +         \
+                                "; the kernels take fp16 or bf16 (FFPA_DTYPES)"};        \
+    }                                                                                    \
+  }()

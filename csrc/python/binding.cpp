@@ -1,0 +1,335 @@
+// ffpa_attn._C: the thin Python binding of libffpa_kernels.so. No CUDA headers, no
+// libtorch: arrays arrive through DLPack or __cuda_array_interface__, errors leave as
+// the package's own exception classes (ffpa_attn.errors, imported at first raise).
+//
+// forward(q, k, v, out, lse, causal, scale, impl, stream=None)
+//   Array protocol: objects with __dlpack__/__dlpack_device__ are read through DLPack
+//   (it carries bf16 and the device); others through __cuda_array_interface__ (v2/v3).
+//   Stream (the kernel runs there, asynchronously):
+//     1. the `stream` argument when given (an integer cudaStream_t; 1 = legacy
+//        default, 2 = per-thread default, as in the CUDA array interface);
+//     2. else the `stream` entry of q's __cuda_array_interface__ (v3, e.g. CuPy's
+//        current stream);
+//     3. else, for a torch tensor q, torch.cuda.current_stream(q.device) (torch is
+//        looked up in sys.modules, never imported or linked);
+//     4. else the legacy default stream.
+//   That stream is passed to __dlpack__(stream=...), so the producer orders its
+//   pending work before it (the DLPack stream-exchange protocol).
+//   Validation order: array protocol and dtypes, then shapes/strides/head dim (the
+//   library's validate_forward), then "no CUDA device", then pointers/devices.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ffpa/api.h"
+
+namespace py = pybind11;
+
+namespace {
+
+[[noreturn]] void raise(const char* cls_name, const std::string& msg) {
+  py::object cls;
+  try {
+    cls = py::module_::import("ffpa_attn.errors").attr(cls_name);
+  } catch (py::error_already_set&) {
+    // The module was loaded outside its package: keep the message, lose the class.
+    PyErr_Clear();
+    cls = py::reinterpret_borrow<py::object>(PyExc_RuntimeError);
+  }
+  PyErr_SetString(cls.ptr(), msg.c_str());
+  throw py::error_already_set();
+}
+
+[[noreturn]] void raise_status(const ffpa::Status& st) {
+  switch (st.kind) {
+    case ffpa::ErrorKind::kHeadDim:
+      raise("UnsupportedHeadDimError", st.message);
+    case ffpa::ErrorKind::kDType:
+      raise("UnsupportedDTypeError", st.message);
+    case ffpa::ErrorKind::kLayout:
+      raise("UnsupportedLayoutError", st.message);
+    case ffpa::ErrorKind::kShape:
+      raise("ShapeError", st.message);
+    case ffpa::ErrorKind::kImpl:
+      raise("UnsupportedImplError", st.message);
+    case ffpa::ErrorKind::kDevice:
+      raise("DeviceError", st.message);
+    case ffpa::ErrorKind::kOk:
+      break;
+  }
+  raise("FFPAError", "internal: unknown error kind " + std::to_string(int(st.kind)) + ": " + st.message);
+}
+
+// DLPack ABI (dlpack.h v0.x "dltensor" capsules), written from the specification.
+struct DLDevice {
+  int32_t device_type;
+  int32_t device_id;
+};
+struct DLDataType {
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+};
+struct DLTensor {
+  void* data;
+  DLDevice device;
+  int32_t ndim;
+  DLDataType dtype;
+  int64_t* shape;
+  int64_t* strides;
+  uint64_t byte_offset;
+};
+struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensor*);
+};
+constexpr int32_t kDLCUDA = 2;
+constexpr int32_t kDLCUDAManaged = 13;
+constexpr uint8_t kDLFloat = 2;
+constexpr uint8_t kDLBfloat = 4;
+
+enum class Elem { kFp16, kBf16, kFp32, kOther };
+
+const char* elem_name(Elem e) {
+  switch (e) {
+    case Elem::kFp16:
+      return "fp16";
+    case Elem::kBf16:
+      return "bf16";
+    case Elem::kFp32:
+      return "fp32";
+    case Elem::kOther:
+      break;
+  }
+  return "other";
+}
+
+// A parsed array; `keep` holds the DLPack capsule alive (its destructor calls the
+// producer's deleter: we never take ownership, so the capsule is not renamed).
+struct Array {
+  void* data = nullptr;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> stride;  // elements
+  Elem elem = Elem::kOther;
+  std::string dtype_text;
+  int device = -1;
+  bool readonly = false;
+  py::object keep;
+};
+
+bool has_attr(const py::handle& obj, const char* name) { return PyObject_HasAttrString(obj.ptr(), name) == 1; }
+
+py::object torch_tensor_type() {
+  py::dict modules = py::module_::import("sys").attr("modules");
+  if (!modules.contains("torch")) return py::none();
+  py::object torch = modules["torch"];
+  if (!has_attr(torch, "Tensor")) return py::none();
+  return torch.attr("Tensor");
+}
+
+bool is_torch_tensor(const py::handle& obj) {
+  py::object t = torch_tensor_type();
+  return !t.is_none() && py::isinstance(obj, t);
+}
+
+// Stream choice, rules 2-4 of the header comment.
+intptr_t default_stream(const py::handle& q) {
+  if (has_attr(q, "__cuda_array_interface__")) {
+    try {
+      py::dict cai = q.attr("__cuda_array_interface__");
+      if (cai.contains("stream") && !cai["stream"].is_none()) return cai["stream"].cast<intptr_t>();
+    } catch (py::error_already_set&) {
+      // torch raises here for bf16 or requires_grad tensors; DLPack is used then.
+    }
+  }
+  if (is_torch_tensor(q)) {
+    py::object torch = py::module_::import("sys").attr("modules")["torch"];
+    py::object s = torch.attr("cuda").attr("current_stream")(q.attr("device"));
+    return s.attr("cuda_stream").cast<intptr_t>();
+  }
+  return 0;
+}
+
+void* stream_handle(intptr_t s) {
+  // CAI: 1 is the legacy default stream (our nullptr), 2 the per-thread default
+  // (cudaStreamPerThread == (cudaStream_t)0x2), anything else a cudaStream_t.
+  if (s == 0 || s == 1) return nullptr;
+  return reinterpret_cast<void*>(s);
+}
+
+Array from_dlpack(const py::handle& obj, const char* name, intptr_t stream) {
+  Array a;
+  py::tuple dev = obj.attr("__dlpack_device__")();
+  const int dev_type = dev[0].cast<int>();
+  if (dev_type != kDLCUDA && dev_type != kDLCUDAManaged)
+    raise("DeviceError", std::string(name) + " is not in CUDA memory (DLPack device type " +
+                             std::to_string(dev_type) +
+                             "); move it to the GPU (torch: .cuda()), or pass NumPy arrays to ffpa_attn_func "
+                             "for the CPU reference path");
+  // DLPack forbids stream 0 for CUDA; 1 is the legacy default stream.
+  py::object capsule = obj.attr("__dlpack__")(py::arg("stream") = (stream == 0 ? 1 : stream));
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
+  if (managed == nullptr) {
+    PyErr_Clear();
+    raise("UnsupportedLayoutError", std::string(name) + ".__dlpack__() did not return a 'dltensor' capsule");
+  }
+  const DLTensor& t = managed->dl_tensor;
+  a.keep = capsule;
+  a.data = static_cast<char*>(t.data) + t.byte_offset;
+  a.device = t.device.device_id;
+  a.shape.assign(t.shape, t.shape + t.ndim);
+  if (t.strides != nullptr) {
+    a.stride.assign(t.strides, t.strides + t.ndim);
+  } else {
+    a.stride.assign(t.ndim, 1);
+    for (int i = t.ndim - 2; i >= 0; --i) a.stride[i] = a.stride[i + 1] * a.shape[i + 1];
+  }
+  const DLDataType dt = t.dtype;
+  if (dt.lanes == 1 && dt.code == kDLFloat && dt.bits == 16) a.elem = Elem::kFp16;
+  else if (dt.lanes == 1 && dt.code == kDLBfloat && dt.bits == 16) a.elem = Elem::kBf16;
+  else if (dt.lanes == 1 && dt.code == kDLFloat && dt.bits == 32) a.elem = Elem::kFp32;
+  a.dtype_text = "DLPack(code=" + std::to_string(dt.code) + ", bits=" + std::to_string(dt.bits) +
+                 ", lanes=" + std::to_string(dt.lanes) + ")";
+  return a;
+}
+
+Array from_cai(const py::handle& obj, const char* name) {
+  Array a;
+  py::dict cai = obj.attr("__cuda_array_interface__");
+  const std::string typestr = cai["typestr"].cast<std::string>();
+  a.dtype_text = typestr;
+  int itemsize = 0;
+  if (typestr == "<f2") a.elem = Elem::kFp16, itemsize = 2;
+  else if (typestr == "<f4") a.elem = Elem::kFp32, itemsize = 4;
+  py::tuple data = cai["data"];
+  a.data = reinterpret_cast<void*>(data[0].cast<uintptr_t>());
+  a.readonly = data[1].cast<bool>();
+  for (auto s : py::tuple(cai["shape"])) a.shape.push_back(s.cast<int64_t>());
+  if (cai.contains("mask") && !cai["mask"].is_none())
+    raise("UnsupportedLayoutError", std::string(name) + " is a masked array; masks are not supported");
+  if (a.elem == Elem::kOther) return a;  // dtype error is raised by the caller with context
+  if (cai.contains("strides") && !cai["strides"].is_none()) {
+    for (auto s : py::tuple(cai["strides"])) {
+      const int64_t bytes = s.cast<int64_t>();
+      if (bytes % itemsize != 0)
+        raise("UnsupportedLayoutError", std::string(name) + " has a byte stride of " + std::to_string(bytes) +
+                                            ", not a multiple of the element size; make it contiguous first");
+      a.stride.push_back(bytes / itemsize);
+    }
+  } else {
+    a.stride.assign(a.shape.size(), 1);
+    for (int i = static_cast<int>(a.shape.size()) - 2; i >= 0; --i) a.stride[i] = a.stride[i + 1] * a.shape[i + 1];
+  }
+  return a;
+}
+
+Array read_array(const py::handle& obj, const char* name, intptr_t stream) {
+  if (has_attr(obj, "__dlpack__") && has_attr(obj, "__dlpack_device__")) return from_dlpack(obj, name, stream);
+  if (has_attr(obj, "__cuda_array_interface__")) return from_cai(obj, name);
+  raise("UnsupportedArrayTypeError",
+        std::string(name) + " (" + std::string(py::str(py::type::of(obj).attr("__name__"))) +
+            ") exports neither DLPack nor __cuda_array_interface__; pass torch or CuPy CUDA arrays");
+}
+
+ffpa::TensorDesc to_desc(const Array& a, const char* name) {
+  if (a.elem != Elem::kFp16 && a.elem != Elem::kBf16)
+    raise("UnsupportedDTypeError", std::string(name) + " has dtype " +
+                                       (a.elem == Elem::kOther ? a.dtype_text : elem_name(a.elem)) +
+                                       "; the CUDA kernels take fp16 or bf16 (bf16 only through DLPack); "
+                                       "cast with .half() / .to(torch.bfloat16)");
+  if (a.shape.size() != 4)
+    raise("ShapeError", std::string(name) + " must be 4-D [B, H, N, D], got " + std::to_string(a.shape.size()) +
+                            " dims");
+  ffpa::TensorDesc d;
+  d.data = a.data;
+  for (int i = 0; i < 4; ++i) {
+    d.shape[i] = a.shape[i];
+    d.stride[i] = a.stride[i];
+  }
+  d.dtype = a.elem == Elem::kFp16 ? ffpa::DType::kFp16 : ffpa::DType::kBf16;
+  d.device = a.device;
+  return d;
+}
+
+ffpa::Impl parse_impl(const std::string& impl) {
+  if (impl == "auto") return ffpa::Impl::kAuto;
+  if (impl == "mma") return ffpa::Impl::kMma;
+  if (impl == "simt") return ffpa::Impl::kSimt;
+  raise("UnsupportedImplError", "impl='" + impl + "' is not one of 'auto', 'mma', 'simt'");
+}
+
+void forward(py::handle q, py::handle k, py::handle v, py::handle out, py::handle lse, bool causal, double scale,
+             const std::string& impl, py::object stream) {
+  const ffpa::Impl impl_code = parse_impl(impl);
+  const intptr_t s = stream.is_none() ? default_stream(q) : stream.cast<intptr_t>();
+  const Array aq = read_array(q, "q", s), ak = read_array(k, "k", s), av = read_array(v, "v", s);
+  const Array ao = read_array(out, "out", s);
+  ffpa::ForwardArgs args;
+  args.q = to_desc(aq, "q");
+  args.k = to_desc(ak, "k");
+  args.v = to_desc(av, "v");
+  args.out = to_desc(ao, "out");
+  if (ao.readonly) raise("UnsupportedLayoutError", "out is read-only; pass a writable array");
+  Array alse;
+  if (!lse.is_none()) {
+    alse = read_array(lse, "lse", s);
+    if (alse.elem != Elem::kFp32)
+      raise("UnsupportedDTypeError", "lse must be fp32, got " + (alse.elem == Elem::kOther ? alse.dtype_text
+                                                                                            : elem_name(alse.elem)));
+    if (alse.shape.size() != 3) raise("ShapeError", "lse must be 3-D [B, Hq, Nq]");
+    args.lse.data = static_cast<float*>(alse.data);
+    for (int i = 0; i < 3; ++i) {
+      args.lse.shape[i] = alse.shape[i];
+      args.lse.stride[i] = alse.stride[i];
+    }
+    args.lse.device = alse.device;
+    if (alse.readonly) raise("UnsupportedLayoutError", "lse is read-only; pass a writable array");
+  }
+  const Array* all[5] = {&aq, &ak, &av, &ao, lse.is_none() ? nullptr : &alse};
+  for (const Array* a : all)
+    if (a != nullptr && a->device >= 0 && aq.device >= 0 && a->device != aq.device)
+      raise("DeviceError", "q is on cuda:" + std::to_string(aq.device) + " but another array is on cuda:" +
+                               std::to_string(a->device) + "; move them to one device");
+  args.causal = causal;
+  args.scale = static_cast<float>(scale);
+  args.impl = impl_code;
+  args.stream = stream_handle(s);
+
+  ffpa::Status st = ffpa::validate_forward(args);
+  if (!st.ok()) raise_status(st);
+  {
+    // The launch is asynchronous and cheap; release the GIL for the driver calls.
+    py::gil_scoped_release release;
+    st = ffpa::forward(args);
+  }
+  if (!st.ok()) raise_status(st);
+}
+
+py::dict build_info() {
+  const ffpa::BuildInfo info = ffpa::build_info();
+  py::dict d;
+  d["head_dims"] = info.head_dims;
+  d["dtypes"] = info.dtypes;
+  d["archs"] = info.archs;
+  d["fwd"] = info.fwd;
+  d["tma"] = info.tma;
+  d["cute_tma"] = info.cute_tma;
+  d["cuda_runtime"] = info.cuda_runtime;
+  d["impls"] = info.impls;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "ffpa-attn CUDA kernels (FFPA split-D forward attention); see ffpa_attn for the public API";
+  m.def("build_info", &build_info, "What this extension was compiled with (head dims, dtypes, archs, paths).");
+  m.def("device_count", &ffpa::device_count, "Number of CUDA devices; 0 without a driver or GPU.");
+  m.def("forward", &forward, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"),
+        py::arg("causal"), py::arg("scale"), py::arg("impl") = "auto", py::arg("stream") = py::none(),
+        "out[...] = softmax(q k^T * scale [+ causal]) v on the caller's stream; see csrc/python/binding.cpp.");
+}

@@ -1,0 +1,280 @@
+// The exported C++ API: argument validation (no CUDA calls), device checks, dispatch
+// through the generated compiled-set table.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "ffpa/api.h"
+#include "ffpa/params.h"
+
+namespace ffpa {
+
+Status launch_status(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return {};
+  std::string msg = std::string(what) + " failed: " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
+  if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction) {
+    int dev = 0;
+    cudaDeviceProp prop{};
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess) {
+      msg += "; this library has no code for the device's sm_" + std::to_string(prop.major * 10 + prop.minor) +
+             " (compiled archs:";
+      for (int i = 0; i < kNumCompiledArchs; ++i) msg += std::string(" ") + kCompiledArchs[i];
+      msg += "): rebuild with -DFFPA_CUDA_ARCHS=" + std::to_string(prop.major * 10 + prop.minor);
+    }
+  }
+  return {ErrorKind::kDevice, msg};
+}
+
+const char* dtype_name(DType dtype) noexcept {
+  switch (dtype) {
+    case DType::kFp16:
+      return "fp16";
+    case DType::kBf16:
+      return "bf16";
+  }
+  return "unknown";
+}
+
+namespace {
+
+std::string shape_str(const int64_t* shape, int n) {
+  std::string s = "(";
+  for (int i = 0; i < n; ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + ")";
+}
+
+std::string compiled_head_dims_str() {
+  std::vector<int> dims;
+  for (int i = 0; i < kNumCompiledKernels; ++i) dims.push_back(kCompiledKernels[i].head_dim);
+  std::sort(dims.begin(), dims.end());
+  dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+const KernelEntry* find_kernel(int head_dim, DType dtype) {
+  for (int i = 0; i < kNumCompiledKernels; ++i)
+    if (kCompiledKernels[i].head_dim == head_dim && kCompiledKernels[i].dtype == dtype) return &kCompiledKernels[i];
+  return nullptr;
+}
+
+// cp.async copies 16-byte vectors of every row: base pointers and the batch, head
+// and row strides must keep 16-byte (8-element) alignment.
+bool mma_aligned(const TensorDesc& t) {
+  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) return false;
+  for (int i = 0; i < 3; ++i)
+    if (t.stride[i] % 8 != 0) return false;
+  return true;
+}
+
+constexpr int kMaxGridYZ = 65535;
+
+}  // namespace
+
+Status validate_forward(const ForwardArgs& a) {
+  const TensorDesc* ts[4] = {&a.q, &a.k, &a.v, &a.out};
+  const char* names[4] = {"q", "k", "v", "out"};
+  for (int i = 0; i < 4; ++i) {
+    for (int d = 0; d < 4; ++d)
+      if (ts[i]->shape[d] < 0)
+        return {ErrorKind::kShape, std::string(names[i]) + " has a negative extent " + shape_str(ts[i]->shape, 4)};
+  }
+  const int64_t b = a.q.shape[0], hq = a.q.shape[1], nq = a.q.shape[2], d = a.q.shape[3];
+  const int64_t hkv = a.k.shape[1], nkv = a.k.shape[2];
+  for (int i = 1; i < 3; ++i) {
+    if (ts[i]->shape[0] != b || ts[i]->shape[3] != d)
+      return {ErrorKind::kShape, std::string(names[i]) + " has shape " + shape_str(ts[i]->shape, 4) +
+                                     " but q has " + shape_str(a.q.shape, 4) +
+                                     ": batch and head dim must match ([B, H, N, D] layout)"};
+  }
+  if (!std::equal(a.k.shape, a.k.shape + 4, a.v.shape))
+    return {ErrorKind::kShape, "k " + shape_str(a.k.shape, 4) + " and v " + shape_str(a.v.shape, 4) +
+                                   " must have the same shape [B, Hkv, Nkv, D]"};
+  if (!std::equal(a.q.shape, a.q.shape + 4, a.out.shape))
+    return {ErrorKind::kShape, "out " + shape_str(a.out.shape, 4) + " must have the shape of q " + shape_str(a.q.shape, 4)};
+  if (hkv == 0 ? hq != 0 : hq % hkv != 0)
+    return {ErrorKind::kShape, "q has " + std::to_string(hq) + " heads and k/v have " + std::to_string(hkv) +
+                                   ": grouped-query attention needs Hq % Hkv == 0"};
+  if (b > kMaxGridYZ || hq > kMaxGridYZ)
+    return {ErrorKind::kShape, "B = " + std::to_string(b) + ", Hq = " + std::to_string(hq) +
+                                   ": each must be at most 65535 (CUDA grid limit); split the batch"};
+  if (nq > INT32_MAX || nkv > INT32_MAX)
+    return {ErrorKind::kShape, "sequence lengths must be below 2^31"};
+
+  for (int i = 1; i < 4; ++i)
+    if (ts[i]->dtype != a.q.dtype)
+      return {ErrorKind::kDType, std::string("q, k, v and out must share one dtype: q is ") + dtype_name(a.q.dtype) +
+                                     ", " + names[i] + " is " + dtype_name(ts[i]->dtype)};
+
+  for (int i = 0; i < 4; ++i)
+    if (ts[i]->shape[3] > 1 && ts[i]->stride[3] != 1)
+      return {ErrorKind::kLayout, std::string(names[i]) + " must have a unit-stride last dim (stride " +
+                                      std::to_string(ts[i]->stride[3]) + " elements); call .contiguous() first"};
+
+  if (!find_kernel(static_cast<int>(d), a.q.dtype)) {
+    bool dim_compiled = false;
+    for (int i = 0; i < kNumCompiledKernels; ++i) dim_compiled |= kCompiledKernels[i].head_dim == d;
+    if (!dim_compiled)
+      return {ErrorKind::kHeadDim, "head dim " + std::to_string(d) + " was not compiled; this build has " +
+                                       compiled_head_dims_str() +
+                                       ". Rebuild with -DFFPA_HEAD_DIMS=\"...;" + std::to_string(d) +
+                                       "\" (multiples of 64 up to 1024), or pad the head dim to a compiled one"};
+    return {ErrorKind::kDType, std::string("dtype ") + dtype_name(a.q.dtype) + " was not compiled for head dim " +
+                                   std::to_string(d) + "; rebuild with -DFFPA_DTYPES=\"fp16;bf16\""};
+  }
+
+  if (a.lse.data != nullptr) {
+    const int64_t want[3] = {b, hq, nq};
+    if (!std::equal(want, want + 3, a.lse.shape))
+      return {ErrorKind::kShape, "lse has shape " + shape_str(a.lse.shape, 3) + ", expected [B, Hq, Nq] = " +
+                                     shape_str(want, 3)};
+  }
+  if (a.impl == Impl::kMma) {
+    for (int i = 0; i < 4; ++i)
+      if (!mma_aligned(*ts[i]))
+        return {ErrorKind::kLayout, std::string(names[i]) +
+                                        " is not 16-byte aligned (data pointer, or batch/head/row strides not "
+                                        "multiples of 8 elements), which impl='mma' needs for cp.async; "
+                                        "call .contiguous() or use impl='auto'/'simt'"};
+  } else if (a.impl != Impl::kAuto && a.impl != Impl::kSimt) {
+    return {ErrorKind::kImpl, "unknown impl code " + std::to_string(int(a.impl)) + "; choose auto, mma or simt"};
+  }
+  return {};
+}
+
+int device_count() noexcept {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device / no driver" error
+    return 0;
+  }
+  return n;
+}
+
+namespace {
+
+Status pointer_device(const void* p, const char* name, int* device) {
+  cudaPointerAttributes attr{};
+  const cudaError_t err = cudaPointerGetAttributes(&attr, p);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return {ErrorKind::kDevice, std::string(name) + ": cannot query the pointer (" + cudaGetErrorString(err) +
+                                    "); pass arrays in CUDA device memory"};
+  }
+  if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)
+    return {ErrorKind::kDevice, std::string(name) + " is not in CUDA device memory (host or unregistered "
+                                                    "pointer); move it to the GPU first"};
+  *device = attr.device;
+  return {};
+}
+
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (cudaGetDevice(&prev_) == cudaSuccess && prev_ != device) {
+      if (cudaSetDevice(device) == cudaSuccess) restore_ = true;
+    }
+  }
+  ~DeviceGuard() {
+    if (restore_) cudaSetDevice(prev_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int prev_ = 0;
+  bool restore_ = false;
+};
+
+}  // namespace
+
+Status forward(const ForwardArgs& a) {
+  Status st = validate_forward(a);
+  if (!st.ok()) return st;
+  if (device_count() == 0)
+    return {ErrorKind::kDevice,
+            "no CUDA device: the CUDA runtime sees no GPU (check nvidia-smi, the driver and "
+            "CUDA_VISIBLE_DEVICES); the NumPy reference (ffpa_attn.reference) runs without one"};
+
+  const TensorDesc* ts[4] = {&a.q, &a.k, &a.v, &a.out};
+  const char* names[4] = {"q", "k", "v", "out"};
+  int device = -1;
+  for (int i = 0; i < 5; ++i) {
+    const void* p = i < 4 ? ts[i]->data : a.lse.data;
+    if (p == nullptr) {
+      if (i == 4) continue;
+      // Empty arrays may carry a null pointer; they are never dereferenced.
+      const int64_t* s = ts[i]->shape;
+      if (s[0] * s[1] * s[2] * s[3] == 0) continue;
+      return {ErrorKind::kDevice, std::string(names[i]) + " has a null data pointer"};
+    }
+    int dev = -1;
+    st = pointer_device(p, i < 4 ? names[i] : "lse", &dev);
+    if (!st.ok()) return st;
+    if (device >= 0 && dev != device)
+      return {ErrorKind::kDevice, std::string(i < 4 ? names[i] : "lse") + " is on cuda:" + std::to_string(dev) +
+                                      " but the other arrays on cuda:" + std::to_string(device) +
+                                      "; move them to one device"};
+    device = dev;
+  }
+
+  const int64_t b = a.q.shape[0], hq = a.q.shape[1], nq = a.q.shape[2];
+  if (b * hq * nq == 0) return {};
+
+  Impl impl = a.impl;
+  if (impl == Impl::kAuto) {
+    impl = Impl::kMma;
+    for (int i = 0; i < 4; ++i)
+      if (!mma_aligned(*ts[i])) impl = Impl::kSimt;
+  }
+
+  FwdParams p;
+  p.q = a.q.data;
+  p.k = a.k.data;
+  p.v = a.v.data;
+  p.o = a.out.data;
+  p.lse = a.lse.data;
+  p.q_batch_stride = a.q.stride[0], p.q_head_stride = a.q.stride[1], p.q_row_stride = a.q.stride[2];
+  p.k_batch_stride = a.k.stride[0], p.k_head_stride = a.k.stride[1], p.k_row_stride = a.k.stride[2];
+  p.v_batch_stride = a.v.stride[0], p.v_head_stride = a.v.stride[1], p.v_row_stride = a.v.stride[2];
+  p.o_batch_stride = a.out.stride[0], p.o_head_stride = a.out.stride[1], p.o_row_stride = a.out.stride[2];
+  p.lse_batch_stride = a.lse.stride[0], p.lse_head_stride = a.lse.stride[1], p.lse_row_stride = a.lse.stride[2];
+  p.b = static_cast<int>(b);
+  p.hq = static_cast<int>(hq);
+  p.hkv = static_cast<int>(a.k.shape[1]);
+  p.nq = static_cast<int>(nq);
+  p.nkv = static_cast<int>(a.k.shape[2]);
+  p.h_ratio = p.hq / p.hkv;
+  p.scale = a.scale;
+  p.scale_log2 = a.scale * 1.4426950408889634f;
+  p.causal = a.causal;
+  p.stream = a.stream;
+
+  DeviceGuard guard(device);
+  const KernelEntry* entry = find_kernel(static_cast<int>(a.q.shape[3]), a.q.dtype);
+  return entry->launch(p, impl);
+}
+
+BuildInfo build_info() {
+  BuildInfo info;
+  for (int i = 0; i < kNumCompiledKernels; ++i) {
+    const int d = kCompiledKernels[i].head_dim;
+    if (std::find(info.head_dims.begin(), info.head_dims.end(), d) == info.head_dims.end()) info.head_dims.push_back(d);
+    const std::string dt = dtype_name(kCompiledKernels[i].dtype);
+    if (std::find(info.dtypes.begin(), info.dtypes.end(), dt) == info.dtypes.end()) info.dtypes.push_back(dt);
+  }
+  std::sort(info.head_dims.begin(), info.head_dims.end());
+  for (int i = 0; i < kNumCompiledArchs; ++i) info.archs.emplace_back(kCompiledArchs[i]);
+  info.fwd = kNumCompiledKernels > 0;
+  if (info.fwd) info.impls = {"mma", "simt"};
+  // No TMA / CuTe-TMA path exists in this library yet (spec/kernels.md: later, flagged).
+  info.tma = false;
+  info.cute_tma = false;
+  info.cuda_runtime = std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10);
+  return info;
+}
+
+}  // namespace ffpa

@@ -1,0 +1,18 @@
+# cmake -DCUOBJDUMP=<path> -DLIBRARY=<libffpa_kernels.so> -DARCHS=<a|b> -P check_elf_archs.cmake
+# The library must hold SASS for exactly the requested archs (no more, no fewer).
+cmake_minimum_required(VERSION 3.25)
+execute_process(COMMAND "${CUOBJDUMP}" --list-elf "${LIBRARY}" OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "cuobjdump --list-elf failed (${rc}): ${err}")
+endif()
+string(REGEX MATCHALL "\\.sm_[0-9]+[af]?\\." found "${out}")
+string(REGEX REPLACE "\\.sm_([0-9]+[af]?)\\." "\\1" found "${found}")
+list(REMOVE_DUPLICATES found)
+list(SORT found)
+string(REPLACE "|" ";" want "${ARCHS}")
+list(SORT want)
+message("cuobjdump --list-elf:\n${out}")
+if(NOT found STREQUAL want)
+  message(FATAL_ERROR "library has ELF for archs '${found}', requested '${want}'")
+endif()
+message("archs OK: ${found}")

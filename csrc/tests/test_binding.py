@@ -1,0 +1,117 @@
+"""ffpa_attn._C on a machine without a GPU: build info, device count, validation
+order (argument errors first, then "no CUDA device"). Arrays are faked with objects
+exposing __cuda_array_interface__ and made-up pointers: nothing is dereferenced
+before a launch, and no launch happens here."""
+
+import numpy as np
+import pytest
+
+from ffpa_attn import _C, errors
+
+
+class FakeCuda:
+    def __init__(self, shape, typestr="<f2", ptr=0x7F0000000000, strides=None, readonly=False):
+        self.__cuda_array_interface__ = {
+            "version": 3,
+            "shape": tuple(shape),
+            "typestr": typestr,
+            "data": (ptr, readonly),
+            "strides": strides,
+            "stream": None,
+        }
+
+
+def qkvo(d=None, hq=4, hkv=2, nq=100, nkv=77, typestr="<f2"):
+    d = d or _C.build_info()["head_dims"][0]
+    return (
+        FakeCuda((2, hq, nq, d), typestr, 0x7F0000000000),
+        FakeCuda((2, hkv, nkv, d), typestr, 0x7F0010000000),
+        FakeCuda((2, hkv, nkv, d), typestr, 0x7F0020000000),
+        FakeCuda((2, hq, nq, d), typestr, 0x7F0030000000),
+    )
+
+
+def test_build_info():
+    info = _C.build_info()
+    assert set(info) == {"head_dims", "dtypes", "archs", "fwd", "tma", "cute_tma", "cuda_runtime", "impls"}
+    assert info["head_dims"] == sorted(info["head_dims"]) and info["head_dims"]
+    assert all(d % 64 == 0 for d in info["head_dims"])
+    assert set(info["dtypes"]) <= {"fp16", "bf16"} and info["dtypes"]
+    assert info["archs"] and all(a[:2].isdigit() for a in info["archs"])
+    assert info["fwd"] is True and info["tma"] is False and info["cute_tma"] is False
+    assert info["impls"] == ["mma", "simt"]
+    assert info["cuda_runtime"].startswith("13.")
+
+
+def test_device_count_is_zero_here():
+    assert _C.device_count() == 0
+
+
+def test_forward_without_gpu_raises_device_error():
+    q, k, v, o = qkvo()
+    with pytest.raises(errors.DeviceError, match="no CUDA device"):
+        _C.forward(q, k, v, o, None, False, 0.125, "auto")
+    assert issubclass(errors.DeviceError, errors.FFPAError)
+
+
+def test_unsupported_head_dim_names_compiled_set_and_option():
+    q, k, v, o = qkvo(d=96)
+    with pytest.raises(errors.UnsupportedHeadDimError, match="FFPA_HEAD_DIMS") as exc:
+        _C.forward(q, k, v, o, None, False, 0.1, "auto")
+    assert str(_C.build_info()["head_dims"][0]) in str(exc.value)
+
+
+def test_dtype_errors():
+    q, k, v, o = qkvo(typestr="<f4")
+    with pytest.raises(errors.UnsupportedDTypeError):
+        _C.forward(q, k, v, o, None, False, 0.1, "auto")
+    d = _C.build_info()["head_dims"][0]
+    q, k, v, o = qkvo()
+    with pytest.raises(errors.UnsupportedDTypeError, match="lse must be fp32"):
+        _C.forward(q, k, v, o, FakeCuda((2, 4, 100), "<f2"), False, 0.1, "auto")
+    del d
+
+
+def test_shape_errors():
+    d = _C.build_info()["head_dims"][0]
+    q, k, v, o = qkvo(hq=3, hkv=2)
+    with pytest.raises(errors.ShapeError, match="Hq % Hkv"):
+        _C.forward(q, k, v, o, None, False, 0.1, "auto")
+    q, k, v, o = qkvo()
+    with pytest.raises(errors.ShapeError):
+        _C.forward(q, k, FakeCuda((2, 2, 78, d)), o, None, False, 0.1, "auto")
+    with pytest.raises(errors.ShapeError, match="4-D"):
+        _C.forward(FakeCuda((4, 100, d)), k, v, o, None, False, 0.1, "auto")
+    with pytest.raises(errors.ShapeError, match="lse"):
+        _C.forward(q, k, v, o, FakeCuda((2, 4, 99), "<f4"), False, 0.1, "auto")
+
+
+def test_layout_errors():
+    d = _C.build_info()["head_dims"][0]
+    q, k, v, o = qkvo()
+    strided_last = FakeCuda((2, 4, 100, d), strides=(4 * 100 * d * 4, 100 * d * 4, d * 4, 4))
+    with pytest.raises(errors.UnsupportedLayoutError, match="unit-stride"):
+        _C.forward(strided_last, k, v, o, None, False, 0.1, "auto")
+    misaligned = FakeCuda((2, 4, 100, d), ptr=0x7F0000000002)
+    with pytest.raises(errors.UnsupportedLayoutError, match="16-byte"):
+        _C.forward(misaligned, k, v, o, None, False, 0.1, "mma")
+    # auto falls back to the SIMT kernel for such arrays: only the device is missing.
+    with pytest.raises(errors.DeviceError, match="no CUDA device"):
+        _C.forward(misaligned, k, v, o, None, False, 0.1, "auto")
+    with pytest.raises(errors.UnsupportedLayoutError, match="read-only"):
+        _C.forward(q, k, v, FakeCuda((2, 4, 100, d), readonly=True), None, False, 0.1, "auto")
+
+
+def test_impl_and_array_type_errors():
+    q, k, v, o = qkvo()
+    with pytest.raises(errors.UnsupportedImplError):
+        _C.forward(q, k, v, o, None, False, 0.1, "wgmma")
+    with pytest.raises(errors.UnsupportedArrayTypeError):
+        _C.forward(object(), k, v, o, None, False, 0.1, "auto")
+
+
+def test_host_arrays_are_a_device_error():
+    d = _C.build_info()["head_dims"][0]
+    host = np.zeros((1, 1, 8, d), np.float16)
+    with pytest.raises(errors.DeviceError, match="not in CUDA memory"):
+        _C.forward(host, host, host, host, None, False, 0.1, "auto")
