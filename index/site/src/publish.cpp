@@ -523,7 +523,8 @@ int publish_pure(const PurePublishOptions& opt, std::ostream& out, std::ostream&
   if (w.version.canonical != tagv.canonical)
     throw Error("tag '" + opt.tag + "' does not name version '" + w.version.canonical + "'; pass --tag v" +
                 w.version.canonical);
-  for (const auto& m : ffpa::core::ZipReader(opt.wheel).members()) {
+  const ffpa::core::ZipReader zip(opt.wheel);
+  for (const auto& m : zip.members()) {
     const auto& n = m.name;
     if ((n.size() > 3 && n.compare(n.size() - 3, 3, ".so") == 0) || n.find(".so.") != std::string::npos)
       throw Error(fn + " contains a shared object (" + n + "); the pure wheel must have none: rebuild it with "
