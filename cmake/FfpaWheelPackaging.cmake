@@ -92,6 +92,9 @@ function(ffpa_add_wheels)
   set(CPACK_PACKAGE_NAME ffpa_attn PARENT_SCOPE)
   set(CPACK_PACKAGE_VERSION "${FFPA_VERSION}" PARENT_SCOPE)
   set(CPACK_EXTERNAL_ENABLE_STAGING ON PARENT_SCOPE)
+  # Shipped binaries are stripped: smaller wheels, and no local symbols such as the
+  # tmpxft_<pid> names nvcc writes into every object (they break reproducibility).
+  set(CPACK_STRIP_FILES TRUE PARENT_SCOPE)
   set(CPACK_EXTERNAL_PACKAGE_SCRIPT "${CMAKE_SOURCE_DIR}/cmake/FfpaPackWheels.cmake" PARENT_SCOPE)
   set(CPACK_COMPONENTS_ALL ${_components} PARENT_SCOPE)
   set(CPACK_PACKAGING_INSTALL_PREFIX "/" PARENT_SCOPE)
