@@ -36,6 +36,7 @@ def make_wheel(out_dir, version, tag="cp312-cp312-manylinux_2_28_x86_64", name="
     dist = f"{name}-{version}"
     files = {
         f"{name}/__init__.py": f"__version__ = {version!r}\n{payload}\n".encode(),
+        **(extra or {}),
         f"{dist}.dist-info/METADATA": (
             f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n"
             + (f"Requires-Python: {requires_python}\n" if requires_python else "")
@@ -44,8 +45,6 @@ def make_wheel(out_dir, version, tag="cp312-cp312-manylinux_2_28_x86_64", name="
             "Wheel-Version: 1.0\nGenerator: site_testlib\nRoot-Is-Purelib: false\n"
             + "".join(f"Tag: {t}\n" for t in expand_tags(tag))).encode(),
     }
-    if extra:
-        files.update(extra)
     record = []
     for n, data in files.items():
         digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
