@@ -5,6 +5,8 @@
 #include <iostream>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "ffpa/core/atomic.h"
 #include "ffpa/core/error.h"
 #include "ffpa/site/args.h"
@@ -55,7 +57,7 @@ const std::map<std::string, std::string>& help_texts() {
        "usage: ffpa-index render --index-dir DIR [--channel cu13] [--index-prefix whl]\n"
        "Re-render every HTML page of the channel from its index.json (after editing JSON by hand).\n"},
       {"publish",
-       "usage: ffpa-index publish --tag vV+CHANNEL (--wheels WHEEL... | --wheels-dir DIR [--manifest FILE])\n"
+       "usage: ffpa-index publish --tag vV+CHANNEL (--wheels WHEEL... | --wheels-dir DIR | --manifest FILE)\n"
        "         --site-repo DIR --assets dir:PATH|gh:OWNER/REPO [--release-url URL] [--channel cu13]\n"
        "         [--index-only [--core-metadata]] [--site-url URL] [--index-prefix whl] [--target SHA]\n"
        "         [--source-dir DIR] [--remote origin] [--branch gh-pages] [--docs PATH...] [--dry-run]\n"
@@ -71,13 +73,15 @@ const std::map<std::string, std::string>& help_texts() {
        "                     https://github.com/OWNER/REPO/releases/download/<tag>/\n"
        "  --index-only       mirror: only steps 3-4, anchors at --release-url (required)\n"
        "  --core-metadata    with --index-only: the original assets serve <wheel>.metadata\n"
-       "  --wheels-dir DIR   publish DIR's wheels of version V+CHANNEL (or those listed in --manifest,\n"
-       "                     one file name per line, relative to DIR)\n"
+       "  --wheels-dir DIR   publish DIR's wheels of version V+CHANNEL\n"
+       "  --manifest FILE    publish the cuda wheels of ffpa-release-manifest.json (beside them, or in\n"
+       "                     --wheels-dir); their sha256 must still match; --target defaults to its\n"
+       "                     source_commit\n"
        "  --dry-run          preflight, then print the plan and the exact commands; change nothing\n"
        "  FFPA_GH, FFPA_GIT  programs to run instead of gh and git\n"
        "  FFPA_PUBLISH_KILL_AT=release|upload-1|upload|index|commit  test hook: SIGKILL at that boundary\n"},
       {"publish-pure",
-       "usage: ffpa-index publish-pure --tag vV --wheel ffpa_attn-V-py3-none-any.whl\n"
+       "usage: ffpa-index publish-pure --tag vV (--wheel ffpa_attn-V-py3-none-any.whl | --manifest FILE)\n"
        "         [--repository-url URL] [--simple-url URL] [--assets dir:PATH|gh:OWNER/REPO]\n"
        "         [--target SHA] [--source-dir DIR] [--dry-run]\n"
        "Upload the pure wheel with twine (default https://upload.pypi.org/legacy/), refusing a version\n"
@@ -189,30 +193,49 @@ int cmd_render(int argc, char** argv) {
   return 0;
 }
 
-std::vector<fs::path> wheels_from_dir(const fs::path& dir, const std::optional<std::string>& manifest,
-                                      const std::string& tag) {
-  std::vector<fs::path> out;
-  if (manifest) {
-    std::ifstream in(*manifest);
-    if (!in) throw Error("cannot read --manifest " + *manifest + "; build the release first");
-    for (std::string line; std::getline(in, line);) {
-      while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
-      if (line.empty() || line[0] == '#') continue;
-      fs::path p(line);
-      if (p.extension() != ".whl") continue;
-      out.push_back(p.is_absolute() ? p : dir / p);
-    }
-    return out;
+// The release manifest the packaging step writes (ffpa-release-manifest.json): the
+// wheels of this build, their kind (cuda|pure) and sha256, and the source commit.
+struct Manifest {
+  std::string commit;
+  std::vector<fs::path> cuda, pure;
+};
+
+Manifest read_manifest(const fs::path& file, const std::optional<std::string>& wheels_dir) {
+  std::ifstream in(file);
+  if (!in) throw Error("cannot read --manifest " + file.string() + "; build the release first");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(file.string() + " is not a release manifest (" + e.what() + "); rebuild the release");
   }
+  const fs::path dir = wheels_dir ? fs::path(*wheels_dir) : file.parent_path();
+  Manifest m;
+  if (j.contains("source_commit") && j["source_commit"].is_string()) m.commit = j["source_commit"];
+  if (j.value("source_dirty", false))
+    throw Error(file.string() + " records a build from uncommitted sources; such artefacts correspond to no "
+                "commit and are not published: commit, rebuild, publish");
+  for (const auto& w : j.value("wheels", nlohmann::json::array())) {
+    const fs::path p = dir / w.value("file", "");
+    // The bytes must still be the ones packaged: dist/ edited afterwards is refused.
+    if (w.contains("sha256") && fs::exists(p) && hash_file(p) != w["sha256"].get<std::string>())
+      throw Error(p.string() + " differs from the sha256 in " + file.string() +
+                  "; dist/ changed after packaging: rebuild the release");
+    (w.value("kind", "") == "pure" ? m.pure : m.cuda).push_back(p);
+  }
+  return m;
+}
+
+std::vector<fs::path> wheels_from_dir(const fs::path& dir, const std::string& tag) {
   // Select the wheels of the tag's version; other files in dist/ (the pure wheel,
   // older builds) are left alone.
+  std::vector<fs::path> out;
   const std::string v = tag.size() > 1 ? tag.substr(1) : tag;
+  auto tv = ffpa::core::parse_pep440(v);
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string n = e.path().filename().string();
-    auto wf = ffpa::core::parse_wheel_filename(n);
+    auto wf = ffpa::core::parse_wheel_filename(e.path().filename().string());
     auto wv = wf ? ffpa::core::parse_pep440(wf->version) : std::nullopt;
-    auto tv = ffpa::core::parse_pep440(v);
     if (wv && tv && wv->canonical == tv->canonical) out.push_back(e.path());
   }
   if (ec) throw Error("cannot list --wheels-dir " + dir.string() + ": " + ec.message());
@@ -249,8 +272,12 @@ int cmd_publish(int argc, char** argv) {
   for (const auto& d : a.all("--docs")) o.docs.emplace_back(d);
   for (const auto& w : a.all("--wheels")) o.wheels.emplace_back(w);
   for (const auto& w : a.positional()) o.wheels.emplace_back(w);
-  if (auto d = a.get("--wheels-dir")) {
-    auto more = wheels_from_dir(*d, a.get("--manifest"), o.tag);
+  if (auto m = a.get("--manifest")) {
+    auto man = read_manifest(*m, a.get("--wheels-dir"));
+    o.wheels.insert(o.wheels.end(), man.cuda.begin(), man.cuda.end());
+    if (o.target.empty()) o.target = man.commit;
+  } else if (auto d = a.get("--wheels-dir")) {
+    auto more = wheels_from_dir(*d, o.tag);
     o.wheels.insert(o.wheels.end(), more.begin(), more.end());
   }
   return publish(o, std::cout, std::cerr);
@@ -259,14 +286,21 @@ int cmd_publish(int argc, char** argv) {
 int cmd_publish_pure(int argc, char** argv) {
   Args a(argc, argv,
          {"--tag", "--wheel", "--repository-url", "--simple-url", "--assets", "--target", "--source-dir",
-          "--wheels-dir"},
+          "--wheels-dir", "--manifest"},
          {}, {"--dry-run"});
   PurePublishOptions o;
   auto tag = a.get("--tag");
   if (!tag) throw UsageError("--tag vV is required");
   o.tag = *tag;
+  o.target = a.get_or("--target", "");
   if (auto w = a.get("--wheel")) {
     o.wheel = *w;
+  } else if (auto m = a.get("--manifest")) {
+    auto man = read_manifest(*m, a.get("--wheels-dir"));
+    if (man.pure.size() != 1)
+      throw Error(*m + " lists " + std::to_string(man.pure.size()) + " pure wheels, expected exactly one");
+    o.wheel = man.pure.front();
+    if (o.target.empty()) o.target = man.commit;
   } else if (auto d = a.get("--wheels-dir")) {
     // The pure wheel of the tag's version in dist/.
     for (const auto& e : fs::directory_iterator(*d)) {
@@ -281,7 +315,6 @@ int cmd_publish_pure(int argc, char** argv) {
   o.repository_url = a.get_or("--repository-url", o.repository_url);
   o.simple_url = a.get_or("--simple-url", "");
   o.assets = a.get_or("--assets", "");
-  o.target = a.get_or("--target", "");
   o.source_dir = a.get_or("--source-dir", ".");
   o.dry_run = a.has("--dry-run");
   return publish_pure(o, std::cout, std::cerr);
