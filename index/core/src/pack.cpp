@@ -2,14 +2,19 @@
 #include "ffpa/core/pack.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <iostream>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "ffpa/core/error.h"
@@ -49,6 +54,41 @@ std::string read_all(const fs::path& p, const char* what) {
   buf.resize(done);
   return buf;
 }
+
+// A tree file's bytes: mapped when large (no copy, no zero-fill of a 160 MB
+// buffer), read when small.
+class FileBytes {
+ public:
+  explicit FileBytes(const fs::path& p) {
+    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Error("cannot read tree file '" + p.string() + "': " + std::strerror(errno));
+    struct stat st {};
+    ::fstat(fd, &st);
+    const size_t size = static_cast<size_t>(st.st_size);
+    if (size >= (1u << 20)) {
+      void* m = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+      ::close(fd);
+      if (m == MAP_FAILED) throw Error("cannot map tree file '" + p.string() + "': " + std::strerror(errno));
+      map_ = m;
+      view_ = std::string_view(static_cast<const char*>(m), size);
+    } else {
+      ::close(fd);
+      owned_ = read_all(p, "tree file");
+      view_ = owned_;
+    }
+  }
+  ~FileBytes() {
+    if (map_) ::munmap(map_, view_.size());
+  }
+  FileBytes(const FileBytes&) = delete;
+  FileBytes& operator=(const FileBytes&) = delete;
+  std::string_view view() const { return view_; }
+
+ private:
+  void* map_ = nullptr;
+  std::string owned_;
+  std::string_view view_;
+};
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -155,6 +195,24 @@ std::int64_t resolve_epoch(const std::optional<std::int64_t>& given) {
   return v;
 }
 
+// FFPA_INDEX_TIMING=1 prints how long each phase of pack took, to stderr; the
+// benchmark uses it to show where the time goes.
+class PhaseTimer {
+ public:
+  PhaseTimer() : on_(std::getenv("FFPA_INDEX_TIMING") != nullptr), last_(std::chrono::steady_clock::now()) {}
+  void mark(const char* phase) {
+    if (!on_) return;
+    const auto now = std::chrono::steady_clock::now();
+    std::cerr << "ffpa-index pack: " << phase << " "
+              << std::chrono::duration<double>(now - last_).count() << " s\n";
+    last_ = now;
+  }
+
+ private:
+  bool on_;
+  std::chrono::steady_clock::time_point last_;
+};
+
 }  // namespace
 
 std::string render_metadata(const std::string& name, const std::string& canonical_version,
@@ -226,9 +284,13 @@ PackResult pack_wheel(const PackOptions& o) {
   }
   const std::string metadata = render_metadata(o.name, version->canonical, metadata_text, readme, readme_type);
 
+  PhaseTimer timer;
   const std::vector<TreeFile> files = walk_tree(o.tree);
-  std::vector<std::string> contents(files.size());
-  parallel_for(files.size(), o.deflate.jobs, [&](std::size_t i) { contents[i] = read_all(files[i].source, "tree file"); });
+  std::vector<std::unique_ptr<FileBytes>> mapped(files.size());
+  parallel_for(files.size(), o.deflate.jobs, [&](std::size_t i) { mapped[i] = std::make_unique<FileBytes>(files[i].source); });
+  std::vector<std::string_view> contents;
+  for (const auto& m : mapped) contents.push_back(m->view());
+  timer.mark("read tree");
 
   // Platform: computed for "auto", checked for anything else.
   std::string python = tag_parts[0], abi = tag_parts[1], platform = tag_parts[2];
@@ -246,7 +308,7 @@ PackResult pack_wheel(const PackOptions& o) {
     if (platform == "any" && has_elf)
       throw Error("the tree holds ELF binaries but the tag says platform 'any'; a pure wheel must not ship "
                   "binaries: remove them or use a platform tag (e.g. cp312-cp312-auto)");
-    if (platform != "any") {
+    if (platform == "auto" || (platform != "any" && has_elf)) {
       PlatformDecision d = decide_manylinux(o.tree, popts);
       if (!d.problems.empty()) {
         std::string msg = "the binaries in the tree cannot be shipped as a manylinux wheel:";
@@ -265,6 +327,7 @@ PackResult pack_wheel(const PackOptions& o) {
     }
   }
   result.platform = platform;
+  timer.mark("platform");
 
   WheelFilename wf{wheel_name_component(o.name), version->canonical, "", python, abi, platform};
   const std::string filename = wf.filename();
@@ -277,31 +340,44 @@ PackResult pack_wheel(const PackOptions& o) {
   wheel_file += purelib ? "true\n" : "false\n";
   for (const auto& t : wf.tags()) wheel_file += "Tag: " + t + "\n";
 
-  std::vector<std::string> sha(files.size() + 3);
-  parallel_for(files.size(), o.deflate.jobs, [&](std::size_t i) { sha[i] = sha256_raw(contents[i]); });
-  std::string record;
+  // Large members are looked up in the --deflate-cache by a content key hashed on
+  // all threads; a hit brings the raw entry and the member's sha256 with it.
+  std::vector<CompressedEntry> compressed(files.size());
+  std::vector<std::string> keys(files.size());
+  std::vector<bool> hit(files.size(), false);
+  std::vector<std::string_view> todo;
+  std::vector<size_t> todo_index;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (!o.deflate.cache_dir.empty() && contents[i].size() >= kCacheThreshold) {
+      keys[i] = content_key(contents[i], o.deflate.jobs);
+      hit[i] = cache_lookup(o.deflate, keys[i], contents[i].size(), compressed[i]);
+      ++(hit[i] ? result.stats.cache_hits : result.stats.cache_misses);
+    }
+    if (!hit[i]) {
+      todo.push_back(contents[i]);
+      todo_index.push_back(i);
+    }
+  }
+  timer.mark("cache lookup");
+  // The RECORD hashes of the rest (one sequential sha256 per member) run beside
+  // compression and the copying of the tree entries; only RECORD waits for them.
+  std::vector<std::string> sha(files.size());
   for (size_t i = 0; i < files.size(); ++i)
-    record += csv_line({files[i].rel, "sha256=" + base64_urlsafe_nopad(sha[i]), std::to_string(contents[i].size())});
-  record += csv_line({dist_info + "METADATA", sha256_record_digest(metadata), std::to_string(metadata.size())});
-  record += csv_line({dist_info + "WHEEL", sha256_record_digest(wheel_file), std::to_string(wheel_file.size())});
-  record += csv_line({dist_info + "RECORD", "", ""});
-  sha[files.size()] = sha256_raw(metadata);
-  sha[files.size() + 1] = sha256_raw(wheel_file);
-  sha[files.size() + 2] = sha256_raw(record);
-
-  std::vector<std::string_view> inputs;
-  for (const auto& c : contents) inputs.push_back(c);
-  inputs.push_back(metadata);
-  inputs.push_back(wheel_file);
-  inputs.push_back(record);
-  const auto compressed = compress_members(inputs, sha, o.deflate, &result.stats);
-  contents.clear();
-
-  std::vector<ZipEntry> entries;
-  for (size_t i = 0; i < files.size(); ++i) entries.push_back({files[i].rel, files[i].exec ? 0755u : 0644u, &compressed[i]});
-  entries.push_back({dist_info + "METADATA", 0644u, &compressed[files.size()]});
-  entries.push_back({dist_info + "WHEEL", 0644u, &compressed[files.size() + 1]});
-  entries.push_back({dist_info + "RECORD", 0644u, &compressed[files.size() + 2]});
+    if (hit[i]) sha[i] = compressed[i].sha256_raw;
+  auto hashing = std::async(std::launch::async, [&]() {
+    parallel_for(todo_index.size(), o.deflate.jobs, [&](std::size_t k) { sha[todo_index[k]] = sha256_raw(contents[todo_index[k]]); });
+  });
+  struct WaitOnExit {
+    std::future<void>& f;
+    ~WaitOnExit() {
+      if (f.valid()) f.wait();
+    }
+  } wait_on_exit{hashing};
+  {
+    auto fresh = compress_members(todo, o.deflate, &result.stats);
+    for (size_t k = 0; k < todo_index.size(); ++k) compressed[todo_index[k]] = std::move(fresh[k]);
+  }
+  timer.mark("compress");
 
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
@@ -309,8 +385,32 @@ PackResult pack_wheel(const PackOptions& o) {
   ZipLayout layout = o.layout;
   layout.epoch = epoch;
   AtomicOutput out(o.out_dir / filename);
-  write_zip(out, entries, layout);
+  ZipWriter zip(out, layout);
+  for (size_t i = 0; i < files.size(); ++i) zip.add(files[i].rel, files[i].exec ? 0755u : 0644u, compressed[i]);
+  timer.mark("write tree entries");
+  hashing.get();
+  timer.mark("wait for sha256");
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (hit[i] || keys[i].empty()) continue;
+    compressed[i].sha256_raw = sha[i];
+    cache_store(o.deflate, keys[i], compressed[i]);
+  }
+  timer.mark("cache store");
+
+  std::string record;
+  for (size_t i = 0; i < files.size(); ++i)
+    record += csv_line({files[i].rel, "sha256=" + base64_urlsafe_nopad(sha[i]), std::to_string(contents[i].size())});
+  record += csv_line({dist_info + "METADATA", sha256_record_digest(metadata), std::to_string(metadata.size())});
+  record += csv_line({dist_info + "WHEEL", sha256_record_digest(wheel_file), std::to_string(wheel_file.size())});
+  record += csv_line({dist_info + "RECORD", "", ""});
+  const auto tail_compressed = compress_members({metadata, wheel_file, record}, o.deflate);
+  zip.add(dist_info + "METADATA", 0644u, tail_compressed[0]);
+  zip.add(dist_info + "WHEEL", 0644u, tail_compressed[1]);
+  zip.add(dist_info + "RECORD", 0644u, tail_compressed[2]);
+  zip.finish();
+  timer.mark("write");
   out.commit();
+  timer.mark("commit");
   result.wheel = o.out_dir / filename;
   return result;
 }

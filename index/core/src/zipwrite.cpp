@@ -2,6 +2,7 @@
 #include "ffpa/core/zipwrite.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -13,6 +14,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
@@ -78,47 +80,15 @@ std::string deflate_piece(std::string_view data, std::string_view dict, int leve
   return out;
 }
 
-std::filesystem::path cache_path(const std::filesystem::path& dir, const std::string& sha_raw, int level) {
-  const std::string hex = to_hex(sha_raw);
+std::filesystem::path cache_path(const std::filesystem::path& dir, const std::string& key, int level) {
+  const std::string hex = to_hex(key);
   return dir / hex.substr(0, 2) / (hex + "-L" + std::to_string(level) + "-" + kChunkScheme + ".zent");
 }
 
-// Cache file: "FFPAZE01", crc32, method, 2 reserved bytes, size, compressed size, data.
-constexpr std::size_t kCacheHeader = 32;
-
-bool cache_load(const std::filesystem::path& p, std::uint64_t expect_size, CompressedEntry& e) {
-  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  std::string buf;
-  char tmp[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, tmp, sizeof tmp);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    buf.append(tmp, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  if (buf.size() < kCacheHeader || buf.compare(0, 8, "FFPAZE01") != 0) return false;
-  const std::uint64_t size = get64(buf.data() + 16), csize = get64(buf.data() + 24);
-  if (size != expect_size || csize != buf.size() - kCacheHeader) return false;
-  e.crc32 = get32(buf.data() + 8);
-  e.method = static_cast<std::uint16_t>(static_cast<unsigned char>(buf[12]) | (static_cast<unsigned char>(buf[13]) << 8));
-  e.size = size;
-  e.data = buf.substr(kCacheHeader);
-  return true;
-}
-
-void cache_store(const std::filesystem::path& p, const CompressedEntry& e) {
-  std::string buf = "FFPAZE01";
-  put32(buf, e.crc32);
-  put16(buf, e.method);
-  put16(buf, 0);
-  put64(buf, e.size);
-  put64(buf, e.data.size());
-  buf += e.data;
-  std::filesystem::create_directories(p.parent_path());
-  write_file_atomic(p, buf);
-}
+// Cache file: "FFPAZE02", crc32, method, 2 reserved bytes, size, compressed
+// size, sha256 of the member (32 bytes), then the raw entry.
+constexpr std::size_t kCacheHeader = 64;
+constexpr const char kCacheMagic[] = "FFPAZE02";
 
 void run_pool(std::vector<std::function<void()>>& tasks, unsigned jobs) {
   std::atomic<size_t> next{0};
@@ -153,40 +123,85 @@ void parallel_for(std::size_t n, unsigned jobs, const std::function<void(std::si
   run_pool(tasks, jobs ? jobs : std::max(1u, std::thread::hardware_concurrency()));
 }
 
-std::vector<CompressedEntry> compress_members(const std::vector<std::string_view>& inputs,
-                                              const std::vector<std::string>& sha256_raw, const DeflateOptions& opts,
+std::string content_key(std::string_view data, unsigned jobs) {
+  const std::uint64_t n = data.size() > kChunkThreshold ? (data.size() + kChunkSize - 1) / kChunkSize : 1;
+  std::vector<std::string> digests(n);
+  parallel_for(n, jobs, [&](std::size_t c) {
+    digests[c] = sha256_raw(n == 1 ? data : data.substr(c * kChunkSize, kChunkSize));
+  });
+  Sha256 h;
+  std::string head = std::string(kChunkScheme) + '\0';
+  put64(head, data.size());
+  h.update(head);
+  for (const auto& d : digests) h.update(d);
+  return h.finish_raw();
+}
+
+bool cache_lookup(const DeflateOptions& opts, const std::string& key, std::uint64_t expect_size, CompressedEntry& e) {
+  if (opts.cache_dir.empty()) return false;
+  const std::filesystem::path p = cache_path(opts.cache_dir, key, opts.level);
+  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char h[kCacheHeader];
+  struct stat st {};
+  const bool ok = ::pread(fd, h, kCacheHeader, 0) == static_cast<ssize_t>(kCacheHeader) && ::fstat(fd, &st) == 0;
+  ::close(fd);
+  if (!ok || std::memcmp(h, kCacheMagic, 8) != 0) return false;
+  const std::uint64_t size = get64(h + 16), csize = get64(h + 24);
+  if (size != expect_size || csize + kCacheHeader != static_cast<std::uint64_t>(st.st_size)) return false;
+  e.crc32 = get32(h + 8);
+  e.method = static_cast<std::uint16_t>(static_cast<unsigned char>(h[12]) | (static_cast<unsigned char>(h[13]) << 8));
+  e.size = size;
+  e.data.clear();
+  e.raw_file = p;
+  e.raw_offset = kCacheHeader;
+  e.raw_size = csize;
+  e.sha256_raw.assign(h + 32, 32);
+  return true;
+}
+
+void cache_store(const DeflateOptions& opts, const std::string& key, const CompressedEntry& e) {
+  if (opts.cache_dir.empty()) return;
+  if (e.sha256_raw.size() != 32 || !e.raw_file.empty()) throw Error("cache_store: needs an in-memory entry and its sha256");
+  const std::filesystem::path p = cache_path(opts.cache_dir, key, opts.level);
+  std::string h = kCacheMagic;
+  put32(h, e.crc32);
+  put16(h, e.method);
+  put16(h, 0);
+  put64(h, e.size);
+  put64(h, e.data.size());
+  h += e.sha256_raw;
+  std::error_code ec;
+  std::filesystem::create_directories(p.parent_path(), ec);
+  if (ec) throw Error("cannot create the deflate cache '" + p.parent_path().string() + "': " + ec.message());
+  AtomicOutput out(p);
+  out.write(h);
+  out.write(e.data);
+  out.commit();
+}
+
+std::vector<CompressedEntry> compress_members(const std::vector<std::string_view>& inputs, const DeflateOptions& opts,
                                               DeflateStats* stats) {
   if (opts.level < 0 || opts.level > 9)
     throw Error("deflate level " + std::to_string(opts.level) + " is out of range; use 0 to 9");
-  if (sha256_raw.size() != inputs.size()) throw Error("compress_members: one sha256 per input is required");
   const unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
-  const bool use_cache = !opts.cache_dir.empty();
   std::vector<CompressedEntry> out(inputs.size());
-  DeflateStats local;
-
-  // Per member: either a cache hit, one whole-member task, or one task per chunk.
   std::vector<std::vector<std::string>> pieces(inputs.size());
   std::vector<std::vector<std::uint32_t>> piece_crcs(inputs.size());
-  std::vector<bool> pending(inputs.size(), false);
   std::vector<std::function<void()>> tasks;
+  std::uint64_t chunks = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const std::string_view in = inputs[i];
-    if (use_cache && in.size() >= kCacheThreshold &&
-        cache_load(cache_path(opts.cache_dir, sha256_raw[i], opts.level), in.size(), out[i])) {
-      ++local.cache_hits;
-      continue;
-    }
-    if (use_cache && in.size() >= kCacheThreshold) ++local.cache_misses;
-    pending[i] = true;
     const std::uint64_t n_chunks = in.size() > kChunkThreshold ? (in.size() + kChunkSize - 1) / kChunkSize : 1;
     pieces[i].resize(n_chunks);
     piece_crcs[i].resize(n_chunks);
-    local.chunks += n_chunks;
+    chunks += n_chunks;
     for (std::uint64_t c = 0; c < n_chunks; ++c) {
       tasks.emplace_back([&, i, c, n_chunks, in]() {
         const std::uint64_t begin = n_chunks == 1 ? 0 : c * kChunkSize;
         const std::string_view piece = n_chunks == 1 ? in : in.substr(begin, kChunkSize);
-        const std::string_view dict = begin == 0 ? std::string_view() : in.substr(begin - std::min(begin, kWindow), std::min(begin, kWindow));
+        const std::uint64_t dict_len = std::min(begin, kWindow);
+        const std::string_view dict = in.substr(begin - dict_len, dict_len);
         pieces[i][c] = deflate_piece(piece, dict, opts.level, c + 1 == n_chunks);
         piece_crcs[i][c] = crc_of(piece);
       });
@@ -195,7 +210,6 @@ std::vector<CompressedEntry> compress_members(const std::vector<std::string_view
   run_pool(tasks, jobs);
 
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!pending[i]) continue;
     CompressedEntry& e = out[i];
     e.size = inputs[i].size();
     uLong crc = piece_crcs[i][0];
@@ -218,9 +232,8 @@ std::vector<CompressedEntry> compress_members(const std::vector<std::string_view
         std::string().swap(p);
       }
     }
-    if (use_cache && e.size >= kCacheThreshold) cache_store(cache_path(opts.cache_dir, sha256_raw[i], opts.level), e);
   }
-  if (stats) *stats = local;
+  if (stats) stats->chunks += chunks;
   return out;
 }
 
@@ -236,80 +249,119 @@ std::pair<std::uint16_t, std::uint16_t> dos_time_date(std::int64_t epoch) {
   return {time, date};
 }
 
-void write_zip(AtomicOutput& out, const std::vector<ZipEntry>& entries, const ZipLayout& layout) {
-  const auto [dos_time, dos_date] = dos_time_date(layout.epoch);
-  const std::uint64_t lim = layout.zip64_size_threshold;
-  std::string central;
-  std::uint64_t offset = 0;
-  for (const ZipEntry& e : entries) {
-    const CompressedEntry& b = *e.body;
-    if (e.name.size() > 0xFFFF) throw Error("member name too long for zip: " + e.name.substr(0, 80) + "...");
-    const bool sizes64 = b.size >= lim || b.data.size() >= lim;
-    const bool offset64 = offset >= lim;
-    const std::uint16_t needed = (sizes64 || offset64) ? 45 : (b.method == 8 ? 20 : 10);
-    // Bit 11: the name is UTF-8. Set only when it matters, as other writers do.
-    const bool utf8 = std::any_of(e.name.begin(), e.name.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; });
-    const std::uint16_t flags = utf8 ? 0x0800 : 0;
+ZipWriter::ZipWriter(AtomicOutput& out, const ZipLayout& layout) : out_(out), layout_(layout) {
+  std::tie(dos_time_, dos_date_) = dos_time_date(layout.epoch);
+}
 
-    std::string local;
-    put32(local, 0x04034b50);
-    put16(local, needed);
-    put16(local, flags);
-    put16(local, b.method);
-    put16(local, dos_time);
-    put16(local, dos_date);
-    put32(local, b.crc32);
-    put32(local, sizes64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(b.data.size()));
-    put32(local, sizes64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(b.size));
-    put16(local, static_cast<std::uint16_t>(e.name.size()));
-    put16(local, sizes64 ? 20 : 0);
-    local += e.name;
-    if (sizes64) {
-      // The local ZIP64 field carries both sizes, always.
-      put16(local, 0x0001);
-      put16(local, 16);
-      put64(local, b.size);
-      put64(local, b.data.size());
-    }
-    out.write(local);
-    out.write(b.data);
+namespace {
 
-    std::string extra;
-    if (sizes64 || offset64) {
-      std::string f;
-      if (sizes64) {
-        put64(f, b.size);
-        put64(f, b.data.size());
-      }
-      if (offset64) put64(f, offset);
-      put16(extra, 0x0001);
-      put16(extra, static_cast<std::uint16_t>(f.size()));
-      extra += f;
-    }
-    put32(central, 0x02014b50);
-    put16(central, static_cast<std::uint16_t>((3 << 8) | needed));  // made by: Unix, so external_attr holds the mode
-    put16(central, needed);
-    put16(central, flags);
-    put16(central, b.method);
-    put16(central, dos_time);
-    put16(central, dos_date);
-    put32(central, b.crc32);
-    put32(central, sizes64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(b.data.size()));
-    put32(central, sizes64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(b.size));
-    put16(central, static_cast<std::uint16_t>(e.name.size()));
-    put16(central, static_cast<std::uint16_t>(extra.size()));
-    put16(central, 0);  // comment
-    put16(central, 0);  // disk
-    put16(central, 0);  // internal attributes
-    put32(central, (0100000u | (e.mode & 07777u)) << 16);  // S_IFREG | mode
-    put32(central, offset64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(offset));
-    central += e.name;
-    central += extra;
-    offset += local.size() + b.data.size();
+void copy_raw(AtomicOutput& out, const CompressedEntry& b) {
+  int in = ::open(b.raw_file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) throw Error("cannot reopen cache entry '" + b.raw_file.string() + "': " + std::strerror(errno));
+  struct Close {
+    int fd;
+    ~Close() { ::close(fd); }
+  } close_in{in};
+  off_t off = static_cast<off_t>(b.raw_offset);
+  std::uint64_t left = b.raw_size;
+  // copy_file_range keeps the bytes in the kernel; fall back to pread+write where
+  // the filesystems do not support it (EXDEV, ENOSYS, EINVAL...).
+  while (left > 0) {
+    ssize_t n = ::copy_file_range(in, &off, out.fd(), nullptr, left, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    left -= static_cast<std::uint64_t>(n);
   }
-  const std::uint64_t cd_offset = offset, cd_size = central.size(), count = entries.size();
-  out.write(central);
-  const bool zip64 = count >= layout.zip64_count_threshold || cd_offset >= lim || cd_size >= lim;
+  std::string buf;
+  while (left > 0) {
+    buf.resize(static_cast<size_t>(std::min<std::uint64_t>(left, 8u << 20)));
+    ssize_t n = ::pread(in, buf.data(), buf.size(), off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error("cache entry '" + b.raw_file.string() + "' is shorter than its header says; delete the cache directory");
+    out.write(std::string_view(buf.data(), static_cast<size_t>(n)));
+    off += n;
+    left -= static_cast<std::uint64_t>(n);
+  }
+}
+
+}  // namespace
+
+void ZipWriter::add(const std::string& e_name, std::uint32_t mode, const CompressedEntry& b) {
+  const std::uint64_t lim = layout_.zip64_size_threshold;
+  const std::uint64_t csize = b.compressed_size();
+  if (e_name.size() > 0xFFFF) throw Error("member name too long for zip: " + e_name.substr(0, 80) + "...");
+  const bool sizes64 = b.size >= lim || csize >= lim;
+  const bool offset64 = offset_ >= lim;
+  const std::uint16_t needed = (sizes64 || offset64) ? 45 : (b.method == 8 ? 20 : 10);
+  // Bit 11: the name is UTF-8. Set only when it matters, as other writers do.
+  const bool utf8 = std::any_of(e_name.begin(), e_name.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; });
+  const std::uint16_t flags = utf8 ? 0x0800 : 0;
+
+  std::string local;
+  put32(local, 0x04034b50);
+  put16(local, needed);
+  put16(local, flags);
+  put16(local, b.method);
+  put16(local, dos_time_);
+  put16(local, dos_date_);
+  put32(local, b.crc32);
+  put32(local, sizes64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(csize));
+  put32(local, sizes64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(b.size));
+  put16(local, static_cast<std::uint16_t>(e_name.size()));
+  put16(local, sizes64 ? 20 : 0);
+  local += e_name;
+  if (sizes64) {
+    // The local ZIP64 field carries both sizes, always.
+    put16(local, 0x0001);
+    put16(local, 16);
+    put64(local, b.size);
+    put64(local, csize);
+  }
+  out_.write(local);
+  if (b.raw_file.empty()) out_.write(b.data);
+  else copy_raw(out_, b);
+
+  std::string extra;
+  if (sizes64 || offset64) {
+    std::string f;
+    if (sizes64) {
+      put64(f, b.size);
+      put64(f, csize);
+    }
+    if (offset64) put64(f, offset_);
+    put16(extra, 0x0001);
+    put16(extra, static_cast<std::uint16_t>(f.size()));
+    extra += f;
+  }
+  std::string& c = central_;
+  put32(c, 0x02014b50);
+  put16(c, static_cast<std::uint16_t>((3 << 8) | needed));  // made by: Unix, so external_attr holds the mode
+  put16(c, needed);
+  put16(c, flags);
+  put16(c, b.method);
+  put16(c, dos_time_);
+  put16(c, dos_date_);
+  put32(c, b.crc32);
+  put32(c, sizes64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(csize));
+  put32(c, sizes64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(b.size));
+  put16(c, static_cast<std::uint16_t>(e_name.size()));
+  put16(c, static_cast<std::uint16_t>(extra.size()));
+  put16(c, 0);  // comment
+  put16(c, 0);  // disk
+  put16(c, 0);  // internal attributes
+  put32(c, (0100000u | (mode & 07777u)) << 16);  // S_IFREG | mode
+  put32(c, offset64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(offset_));
+  c += e_name;
+  c += extra;
+  offset_ += local.size() + csize;
+  ++count_;
+}
+
+void ZipWriter::finish() {
+  const std::uint64_t lim = layout_.zip64_size_threshold;
+  const std::uint64_t cd_offset = offset_, cd_size = central_.size(), count = count_;
+  out_.write(central_);
+  const bool zip64 = count >= layout_.zip64_count_threshold || cd_offset >= lim || cd_size >= lim;
   std::string tail;
   if (zip64) {
     const std::uint64_t z64_offset = cd_offset + cd_size;
@@ -337,7 +389,7 @@ void write_zip(AtomicOutput& out, const std::vector<ZipEntry>& entries, const Zi
   put32(tail, zip64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(cd_size));
   put32(tail, zip64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(cd_offset));
   put16(tail, 0);  // comment
-  out.write(tail);
+  out_.write(tail);
 }
 
 }  // namespace ffpa::core

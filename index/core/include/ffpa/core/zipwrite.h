@@ -22,6 +22,15 @@ struct CompressedEntry {
   std::uint64_t size = 0;   // uncompressed
   std::uint16_t method = 8; // 8 deflate, 0 stored
   std::string data;
+  // A cache hit leaves `data` empty and names the cache file holding the raw
+  // entry instead; the writer copies it in the kernel (copy_file_range), so a
+  // large cached member costs no user-space copy at all.
+  std::filesystem::path raw_file;
+  std::uint64_t raw_offset = 0;
+  std::uint64_t raw_size = 0;
+  // The member's sha256 (raw), known without rehashing when it came from the cache.
+  std::string sha256_raw;
+  std::uint64_t compressed_size() const { return raw_file.empty() ? data.size() : raw_size; }
 };
 
 // Level 6 (zlib's default) is the measured sweet spot for the kernel library:
@@ -55,21 +64,28 @@ struct DeflateStats {
   std::uint64_t cache_hits = 0, cache_misses = 0, chunks = 0;
 };
 
-// Compresses every input (the sha256_raw of each given alongside, used as the
-// cache key) on a pool of threads. Output order matches input order.
+// The cache key of a member's bytes: sha256 over (scheme tag, size, the sha256 of
+// each kChunkSize piece). It is as collision-resistant as sha256 itself, and unlike
+// a plain sha256 of a 160 MB library it is computed on all threads at once, so a
+// cache hit does not wait for one core to hash the whole file (the RECORD sha256
+// runs alongside the copy instead). Members below kChunkThreshold use one piece.
+std::string content_key(std::string_view data, unsigned jobs);
+
+// Compresses every input on a pool of threads (no cache). Output order matches
+// input order; the bytes do not depend on opts.jobs.
 std::vector<CompressedEntry> compress_members(const std::vector<std::string_view>& inputs,
-                                              const std::vector<std::string>& sha256_raw,
                                               const DeflateOptions& opts, DeflateStats* stats = nullptr);
+
+// The --deflate-cache: one file per (content key, level, chunk scheme) holding
+// the raw entry, its CRC, sizes and the member's sha256, so a hit costs neither
+// compression nor the sequential RECORD hash. Entries are written atomically and
+// never modified; a damaged entry reads as a miss.
+bool cache_lookup(const DeflateOptions& opts, const std::string& key, std::uint64_t size, CompressedEntry& out);
+void cache_store(const DeflateOptions& opts, const std::string& key, const CompressedEntry& e);  // needs e.sha256_raw
 
 // Runs fn(0..n-1) on up to `jobs` threads (0: hardware concurrency); the first
 // exception thrown by any call is rethrown after all threads have stopped.
 void parallel_for(std::size_t n, unsigned jobs, const std::function<void(std::size_t)>& fn);
-
-struct ZipEntry {
-  std::string name;
-  std::uint32_t mode;  // permission bits only (0644 / 0755)
-  const CompressedEntry* body;
-};
 
 struct ZipLayout {
   std::int64_t epoch = 315532800;  // seconds since 1970 UTC, clamped to the DOS range
@@ -81,7 +97,20 @@ struct ZipLayout {
   std::uint64_t zip64_count_threshold = 0xFFFFu;
 };
 
-void write_zip(AtomicOutput& out, const std::vector<ZipEntry>& entries, const ZipLayout& layout);
+// Lays out entries in the order they are added, then the central directory.
+class ZipWriter {
+ public:
+  ZipWriter(AtomicOutput& out, const ZipLayout& layout);
+  void add(const std::string& name, std::uint32_t mode /* 0644 or 0755 */, const CompressedEntry& body);
+  void finish();  // central directory and end records; the caller commits `out`
+
+ private:
+  AtomicOutput& out_;
+  ZipLayout layout_;
+  std::uint16_t dos_time_, dos_date_;
+  std::string central_;
+  std::uint64_t offset_ = 0, count_ = 0;
+};
 
 // DOS (time, date) for an epoch, UTC, clamped to 1980-01-01 .. 2107-12-31.
 std::pair<std::uint16_t, std::uint16_t> dos_time_date(std::int64_t epoch);

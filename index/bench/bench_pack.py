@@ -1,0 +1,147 @@
+"""Pack-time benchmark of ffpa-index (issue 4, item 6).
+
+Builds staged trees that each hold the same large shared object (a real CUDA
+library given with --so, or a synthetic ~160 MB blob mixing compressible
+"instruction" data and random bytes), then measures in one run:
+
+  * one wheel, cold --deflate-cache                     (T1)
+  * N wheels (one per tag, shared cache, cold at start)  (TN)   target TN/T1 <= 1.3
+  * python -m wheel pack of the same tree                (TW)   target T1/TW <= 0.5
+  * deflate levels 1, 6 and 9 for one wheel: time and size (the default-level choice)
+
+Prints the ratios; it asserts nothing about timing (machines differ), only that
+every wheel it produced verifies.
+
+    python index/bench/bench_pack.py --ffpa-index build/bin/ffpa-index [--so /path/lib.so] [--n 4]
+"""
+import argparse
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+EPOCH = "1700000000"
+
+
+def synthetic_blob(size: int) -> bytes:
+    # Alternating 256 KiB regions: SASS-like 16-byte instructions from a small
+    # opcode vocabulary with random register fields (compresses ~3x, like fatbin
+    # text), and random bytes (like already-compressed fatbin sections).
+    rng = random.Random(1234)
+    opcodes = [rng.randbytes(10) for _ in range(96)]
+    out = bytearray(b"\x7fELF")
+    region = 256 * 1024
+    while len(out) < size:
+        if (len(out) // region) % 3 == 2:
+            out += rng.randbytes(region)
+        else:
+            chunk = bytearray()
+            while len(chunk) < region:
+                chunk += opcodes[rng.randrange(len(opcodes))] + rng.randbytes(2) + b"\x00\x00\x80\x03"
+            out += chunk
+    return bytes(out[:size])
+
+
+def stage(root: Path, blob_src: Path, blob_name: str) -> Path:
+    tree = root
+    pkg = tree / "ffpa_attn"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text('__version__ = "0.3.0"\n')
+    for i in range(20):
+        (pkg / f"mod{i}.py").write_text(f"VALUE = {i}\n" * 50)
+    # The bytes keep their compressibility but lose the ELF magic: the benchmark
+    # measures packing, and a system CUDA library's NEEDED entries (libnvJitLink...)
+    # would rightly be refused by the manylinux check.
+    data = bytearray(blob_src.read_bytes())
+    data[:4] = b"BNCH"
+    (pkg / blob_name).write_bytes(bytes(data))
+    return tree
+
+
+def run(cmd, **kw):
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, **kw)
+    return time.perf_counter() - t0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ffpa-index", required=True, type=Path)
+    ap.add_argument("--so", type=Path, help="a real (CUDA) shared object to ship; default: synthetic blob")
+    ap.add_argument("--size-mb", type=int, default=160, help="size of the synthetic blob")
+    ap.add_argument("--n", type=int, default=4, help="number of wheels in the N-wheel run")
+    ap.add_argument("--jobs", type=int, default=0, help="--jobs for ffpa-index (0: its default)")
+    ap.add_argument("--skip-levels", action="store_true")
+    args = ap.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="ffpa_bench_"))
+    try:
+        if args.so:
+            blob = args.so
+            desc = f"{args.so} ({args.so.stat().st_size / 1e6:.1f} MB)"
+        else:
+            blob = work / "blob.bin"
+            blob.write_bytes(synthetic_blob(args.size_mb * 1000 * 1000))
+            desc = f"synthetic blob ({args.size_mb} MB)"
+        meta = work / "meta.txt"
+        meta.write_text("Summary: bench\nRequires-Python: >=3.10\nRequires-Dist: numpy\n")
+        tags = [f"cp3{10 + i}-cp3{10 + i}-manylinux_2_39_x86_64" for i in range(args.n)]
+        trees = [stage(work / f"tree{i}", blob, "libffpa_kernels.bin") for i in range(args.n)]
+        jobs = ["--jobs", str(args.jobs)] if args.jobs else []
+
+        def pack(tree, tag, out, cache=None, level=None):
+            cmd = [str(args.ffpa_index), "pack", "--tree", str(tree), "--name", "ffpa-attn", "--version", "0.3.0+cu13",
+                   "--tag", tag, "--metadata", str(meta), "--out-dir", str(out), "--source-date-epoch", EPOCH, *jobs]
+            if cache:
+                cmd += ["--deflate-cache", str(cache)]
+            if level is not None:
+                cmd += ["--level", str(level)]
+            return run(cmd)
+
+        # Warm the page cache so the first measurement is not a disk read.
+        for t in trees:
+            for f in t.rglob("*"):
+                if f.is_file():
+                    f.read_bytes()
+
+        t1 = pack(trees[0], tags[0], work / "out1", cache=work / "cache1")
+        tn = 0.0
+        for tree, tag in zip(trees, tags):
+            tn += pack(tree, tag, work / "outN", cache=work / "cacheN")
+
+        # python -m wheel pack wants the .dist-info inside the tree.
+        wtree = work / "wtree"
+        shutil.copytree(trees[0], wtree)
+        di = wtree / "ffpa_attn-0.3.0+cu13.dist-info"
+        di.mkdir()
+        (di / "METADATA").write_text("Metadata-Version: 2.1\nName: ffpa-attn\nVersion: 0.3.0+cu13\nSummary: bench\n")
+        (di / "WHEEL").write_text("Wheel-Version: 1.0\nGenerator: bench\nRoot-Is-Purelib: false\nTag: " + tags[0] + "\n")
+        (work / "outW").mkdir()
+        tw = run([sys.executable, "-m", "wheel", "pack", str(wtree), "-d", str(work / "outW")],
+                 env={**os.environ, "SOURCE_DATE_EPOCH": EPOCH})
+
+        wheels = sorted((work / "outN").glob("*.whl")) + sorted((work / "out1").glob("*.whl"))
+        subprocess.run([str(args.ffpa_index), "verify-wheel", *map(str, wheels)], check=True, stdout=subprocess.DEVNULL)
+
+        print(f"input: {desc}, jobs: {args.jobs or os.cpu_count()} (cpus {os.cpu_count()})")
+        print(f"1 wheel (cold cache):        {t1:7.2f} s   size {wheels[-1].stat().st_size / 1e6:.1f} MB")
+        print(f"{args.n} wheels (shared cache):   {tn:7.2f} s   ratio {tn / t1:.2f}x (target <= 1.3x)")
+        print(f"python -m wheel pack:        {tw:7.2f} s   ratio 1 wheel / wheel pack {t1 / tw:.2f}x (target <= 0.5x)")
+        print(f"                                       size {next((work / 'outW').glob('*.whl')).stat().st_size / 1e6:.1f} MB")
+        if not args.skip_levels:
+            for level in (1, 6, 9):
+                out = work / f"outL{level}"
+                t = pack(trees[0], tags[0], out, level=level)
+                size = next(out.glob("*.whl")).stat().st_size
+                print(f"level {level}: {t:7.2f} s  {size / 1e6:8.2f} MB")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
