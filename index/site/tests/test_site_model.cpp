@@ -1,5 +1,10 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "ffpa/core/error.h"
 #include "ffpa/core/pep.h"
@@ -132,4 +137,33 @@ TEST(SiteArgs, FlagsAndMultiValues) {
   EXPECT_EQ(a.positional(), (std::vector<std::string>{"c.whl"}));
   const char* bad[] = {"add", "--bogus"};
   EXPECT_THROW(Args(2, const_cast<char**>(bad), {}, {}, {}), UsageError);
+}
+
+TEST(SiteIndex, LegacyPageImportedOnceThenJsonRules) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("ffpa-site-legacy-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  IndexLocation loc{root, "whl", "cu13"};
+  fs::create_directories(loc.project_dir("ffpa-attn"));
+  const std::string fn = "ffpa_attn-0.2.3+cu13-cp311-cp311-manylinux_2_38_x86_64.whl";
+  {
+    std::ofstream(loc.project_dir("ffpa-attn") / "index.html")
+        << "<html><body><a href=\"https://h/dl/" << url_encode_segment(fn) << "#sha256=" << std::string(64, 'd')
+        << "\">" << fn << "</a><br></body></html>\n";
+  }
+  std::ostringstream log;
+  render_all(loc, log);  // imports the legacy page and writes its JSON
+  ASSERT_TRUE(fs::exists(loc.project_dir("ffpa-attn") / "index.json"));
+  auto page = load_project(loc, "ffpa-attn");
+  ASSERT_EQ(page.files.size(), 1u);
+  EXPECT_EQ(page.files[0].filename, fn);
+  EXPECT_EQ(page.files[0].sha256, std::string(64, 'd'));
+  // From now on the HTML is output only: editing it changes nothing.
+  { std::ofstream(loc.project_dir("ffpa-attn") / "index.html") << "<html></html>\n"; }
+  EXPECT_EQ(load_project(loc, "ffpa-attn").files.size(), 1u);
+  std::ostringstream log2;
+  EXPECT_THROW(remove_version(loc, "9.9.9", std::nullopt, log2), ffpa::core::Error);
+  remove_version(loc, "0.2.3", std::nullopt, log2);
+  EXPECT_TRUE(load_project(loc, "ffpa-attn").files.empty());
+  fs::remove_all(root);
 }
