@@ -69,7 +69,11 @@ bool origin_relative(const std::string& entry) {
 std::filesystem::path expand_origin(const std::string& entry, const std::filesystem::path& origin_dir) {
   std::string rest = entry.rfind("${ORIGIN}", 0) == 0 ? entry.substr(9) : entry.substr(7);
   while (!rest.empty() && rest.front() == '/') rest.erase(0, 1);
-  return (origin_dir / rest).lexically_normal();
+  // "$ORIGIN" alone is the directory itself; appending "" would leave a trailing
+  // separator ("pkg/") that never compares equal to the shipped directory ("pkg").
+  if (rest.empty()) return origin_dir.lexically_normal();
+  auto p = (origin_dir / rest).lexically_normal();
+  return p.has_filename() ? p : p.parent_path();
 }
 
 }  // namespace
