@@ -51,7 +51,7 @@ foreach(_spec IN LISTS CPACK_FFPA_SPECS)
   endif()
   execute_process(
     COMMAND "${CPACK_FFPA_INDEX_TOOL}" pack
-      --tree "${_tree}" --name ffpa_attn --version "${_version}" --tag "${_tag}"
+      --tree "${_tree}" --name ffpa-attn --version "${_version}" --tag "${_tag}"
       --metadata "${CPACK_FFPA_METADATA}"
       --readme "${CPACK_FFPA_README}" --readme-type text/markdown
       --root-is-purelib ${_purelib}
@@ -168,3 +168,45 @@ _ffpa_write_atomic("${CPACK_FFPA_DIST}/ffpa-release-manifest.json" "${_m}\n")
 _ffpa_write_atomic("${CPACK_FFPA_DIST}/SHA256SUMS" "${_sums}")
 list(LENGTH _built _nb)
 message(STATUS "ffpa: ${_nb} wheel(s), SHA256SUMS and ffpa-release-manifest.json in ${CPACK_FFPA_DIST}")
+
+# The local site: what this build would publish, servable as it is (relative anchors).
+#   site/whl/<channel>/ffpa-attn/   the CUDA wheels' index (--index-url)
+#   site/pypi/simple/ffpa-attn/     the pure wheel, as PyPI would serve it
+#   site/assets/                    the wheels and their .metadata files
+# Rendered from scratch into a temporary directory and swapped in, so it always
+# describes exactly this build's wheels and a failure leaves the previous site.
+if(CPACK_FFPA_LOCAL_SITE)
+  set(_site "${CPACK_FFPA_LOCAL_SITE}")
+  set(_tmp "${_site}.tmp")
+  file(REMOVE_RECURSE "${_tmp}")
+  file(MAKE_DIRECTORY "${_tmp}/assets")
+  set(_cuda_whls "")
+  set(_pure_whls "")
+  foreach(_name IN LISTS _built)
+    file(COPY "${CPACK_FFPA_DIST}/${_name}" DESTINATION "${_tmp}/assets")
+    if(_name MATCHES "-py3-none-any\\.whl$")
+      list(APPEND _pure_whls "${_tmp}/assets/${_name}")
+    else()
+      list(APPEND _cuda_whls "${_tmp}/assets/${_name}")
+    endif()
+  endforeach()
+  foreach(_set "whl;${CPACK_FFPA_CHANNEL};_cuda_whls" "pypi;simple;_pure_whls")
+    list(GET _set 0 _prefix)
+    list(GET _set 1 _channel)
+    list(GET _set 2 _var)
+    if(NOT ${_var})
+      continue()
+    endif()
+    execute_process(
+      COMMAND "${CPACK_FFPA_INDEX_TOOL}" add --index-dir "${_tmp}" --index-prefix ${_prefix}
+              --channel ${_channel} --release-url ../../../assets/ --metadata-dir "${_tmp}/assets"
+              ${${_var}}
+      OUTPUT_VARIABLE _out ERROR_VARIABLE _err RESULT_VARIABLE _rc)
+    if(NOT _rc EQUAL 0)
+      _ffpa_fail("ffpa-index add failed for the local site (${_prefix}/${_channel}):\n${_out}${_err}")
+    endif()
+  endforeach()
+  file(REMOVE_RECURSE "${_site}")
+  file(RENAME "${_tmp}" "${_site}")
+  message(STATUS "ffpa: local site in ${_site} (serve it, then: pip install ffpa-attn --index-url http://HOST/whl/${CPACK_FFPA_CHANNEL}/)")
+endif()

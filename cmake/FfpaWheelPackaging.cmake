@@ -7,7 +7,10 @@
 # CPack's External generator stages the components and runs FfpaPackWheels.cmake,
 # which calls the engine (`ffpa-index pack`) once per component and writes
 # SHA256SUMS and the release manifest into FFPA_RELEASE_DIST. The standard
-# `package` target therefore builds every wheel; build presets name it.
+# `package` target therefore builds every wheel; build presets name it. It also
+# renders the local site (<build>/site): the CUDA channel's PEP 503/691 index and a
+# PyPI-style simple index for the pure wheel, both pointing at copies of the wheels
+# in <build>/site/assets, so the site directory can be served as it is.
 
 # _ffpa_write_build_info(<kind> <out-file>)
 #   kind: pure | cuda. Generates ffpa_attn/_build_info.py for that kind of wheel.
@@ -109,6 +112,7 @@ function(ffpa_add_wheels)
   set(CPACK_FFPA_EPOCH "${FFPA_SOURCE_DATE_EPOCH}" PARENT_SCOPE)
   set(CPACK_FFPA_DEFLATE_CACHE "${CMAKE_BINARY_DIR}/packaging/deflate-cache" PARENT_SCOPE)
   set(CPACK_FFPA_PROFILE "${FFPA_PROFILE}" PARENT_SCOPE)
+  set(CPACK_FFPA_LOCAL_SITE "${CMAKE_BINARY_DIR}/site" PARENT_SCOPE)
   set(CPACK_FFPA_ALLOW_UNCOMMITTED "${FFPA_RELEASE_ALLOW_UNCOMMITTED}" PARENT_SCOPE)
   set(CPACK_FFPA_SOURCE_DIR "${CMAKE_SOURCE_DIR}" PARENT_SCOPE)
   set(CPACK_FFPA_SHIPPED_INPUTS "${FFPA_SHIPPED_INPUTS}" PARENT_SCOPE)
