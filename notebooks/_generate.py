@@ -210,14 +210,14 @@ QUICKSTART = [
     ("code", """
         info = ffpa_attn.build_info()
         for key in ("version", "source_commit", "channel", "profile"):
-            print(f"{key:22s} {info[key]}")
-        print(f"{'CUDA_FWD_AVAILABLE':22s} {cuda.CUDA_FWD_AVAILABLE}")
-        print(f"{'CUDA_TMA_AVAILABLE':22s} {cuda.CUDA_TMA_AVAILABLE}")
-        print(f"{'CUDA_CUTE_TMA_AVAILABLE':22s} {cuda.CUDA_CUTE_TMA_AVAILABLE}")
-        print(f"{'COMPILED_HEAD_DIMS':22s} {list(cuda.COMPILED_HEAD_DIMS)}")
-        print(f"{'COMPILED_DTYPES':22s} {list(cuda.COMPILED_DTYPES)}")
-        print(f"{'COMPILED_ARCHS':22s} {list(cuda.COMPILED_ARCHS)}")
-        print(f"{'CUDA devices seen':22s} {cuda.device_count()}")
+            print(f"{key:24s} {info[key]}")
+        print(f"{'CUDA_FWD_AVAILABLE':24s} {cuda.CUDA_FWD_AVAILABLE}")
+        print(f"{'CUDA_TMA_AVAILABLE':24s} {cuda.CUDA_TMA_AVAILABLE}")
+        print(f"{'CUDA_CUTE_TMA_AVAILABLE':24s} {cuda.CUDA_CUTE_TMA_AVAILABLE}")
+        print(f"{'COMPILED_HEAD_DIMS':24s} {list(cuda.COMPILED_HEAD_DIMS)}")
+        print(f"{'COMPILED_DTYPES':24s} {list(cuda.COMPILED_DTYPES)}")
+        print(f"{'COMPILED_ARCHS':24s} {list(cuda.COMPILED_ARCHS)}")
+        print(f"{'CUDA devices seen':24s} {cuda.device_count()}")
     """),
     ("md", """
         ## Attention on NumPy arrays
