@@ -55,7 +55,8 @@ const char* const kPackHelp =
     "  --deflate-cache DIR   reuse compressed bytes of identical large members across wheels\n"
     "  --level N             zlib level 0-9 (default 6)\n"
     "  --jobs N              compression threads (default: all cores); the output does not depend on it\n"
-    "  --forbid-path STR     refuse binaries containing STR (e.g. the build directory); repeatable\n";
+    "  --forbid-path STR     refuse binaries containing STR (e.g. the build directory); repeatable\n"
+    "  --test-zip64-threshold N  testing only: write ZIP64 records for sizes/offsets >= N bytes\n";
 
 const char* const kVerifyHelp =
     "usage: ffpa-index verify-wheel WHEEL...\n"
@@ -135,7 +136,7 @@ long long to_int(const std::string& opt, const std::string& v) {
 int pack_cmd(int argc, char** argv) {
   const Args a = parse(argc, argv,
                        {"tree", "name", "version", "tag", "metadata", "readme", "readme-type", "out-dir", "root-is-purelib",
-                        "source-date-epoch", "deflate-cache", "level", "jobs", "forbid-path"});
+                        "source-date-epoch", "deflate-cache", "level", "jobs", "forbid-path", "test-zip64-threshold"});
   if (a.help) {
     std::cout << kPackHelp;
     return 0;
@@ -165,6 +166,7 @@ int pack_cmd(int argc, char** argv) {
     o.deflate.jobs = static_cast<unsigned>(j);
   }
   if (a.opts.count("forbid-path")) o.forbidden_strings = a.opts.at("forbid-path");
+  if (auto v = a.get("test-zip64-threshold")) o.layout.zip64_size_threshold = static_cast<std::uint64_t>(to_int("test-zip64-threshold", *v));
   const auto r = ffpa::core::pack_wheel(o);
   std::cout << r.wheel.string() << "\n";
   return 0;
