@@ -243,14 +243,16 @@ def is_within(path: str | None, root: Path) -> bool:
 
 def run(cmd: list[str], env: dict[str, str] | None = None, input_text: str | None = None,
         log: Path | None = None) -> subprocess.CompletedProcess[str]:
-    print("+ " + " ".join(cmd), flush=True)
+    # Inline scripts would flood the log; their first line identifies them.
+    shown = " ".join(arg if "\n" not in arg else repr(arg.strip().splitlines()[0] + " ...") for arg in cmd)
+    print(f"+ {shown}", flush=True)
     result = subprocess.run(cmd, env=env, input=input_text, text=True, capture_output=True)
     if log is not None:
         with open(log, "a") as handle:
-            handle.write(f"+ {' '.join(cmd)}\n{result.stdout}{result.stderr}\n")
+            handle.write(f"+ {shown}\n{result.stdout}{result.stderr}\n")
     if result.returncode != 0:
         tail = (result.stdout + result.stderr)[-4000:]
-        raise SmokeError(f"command failed ({result.returncode}): {' '.join(cmd)}\n{tail}")
+        raise SmokeError(f"command failed ({result.returncode}): {shown}\n{tail}")
     return result
 
 
@@ -330,10 +332,26 @@ def prepare_results_dir(requested: Path | None) -> Path:
     return out
 
 
+def python312_candidates() -> list[str]:
+    """python3.12 executables: PATH (pyenv shims skipped), pyenv's versions, this one."""
+    found = []
+    for entry in os.environ.get("PATH", "").split(os.pathsep):
+        # A pyenv shim only runs when the pyenv version selection allows it, which a
+        # clean environment does not promise; the real binaries are looked up below.
+        if entry and "shims" not in Path(entry).parts and (Path(entry) / "python3.12").is_file():
+            found.append(str(Path(entry) / "python3.12"))
+    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    found += [str(p) for p in sorted(pyenv_root.glob("versions/3.12*/bin/python3.12"), reverse=True)]
+    if sys.version_info[:2] == (3, 12):
+        found.append(sys.executable)
+    return found
+
+
 def resolve_base_python(args: argparse.Namespace) -> str:
-    candidate = args.python or os.environ.get("PYTHON") or shutil.which("python3.12")
+    candidates = python312_candidates()
+    candidate = args.python or os.environ.get("PYTHON") or (candidates[0] if candidates else None)
     if not candidate:
-        raise SmokeError("no python3.12 on PATH; set PYTHON (or --python) to a Python 3.12 interpreter")
+        raise SmokeError("no python3.12 found (PATH, pyenv); set PYTHON (or --python) to a Python 3.12 interpreter")
     facts = interpreter_facts(candidate, clean_env())
     if facts["version"][:2] != [3, 12]:
         raise SmokeError(f"{candidate} is Python {'.'.join(map(str, facts['version']))}; the wheel profile "
@@ -692,6 +710,8 @@ def run_smoke(args: argparse.Namespace) -> int:
         else:
             setup = setup_module_dir(args)
         if args.build_log:
+            if not args.build_log.is_file():
+                raise SmokeError(f"build log {args.build_log} does not exist; pass the log the wheel was built with")
             shutil.copy2(args.build_log, out / "build.log")
         if notebooks:
             check_deprecations(setup, notebooks, report)
@@ -765,7 +785,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--kind", choices=("any", "pure", "cuda"), default="any",
                         help="which wheel of --dist to take when several fit the host")
     parser.add_argument("--source-commit", help="the SHA the wheel was built from (default: from the manifest)")
-    parser.add_argument("--build-log", type=Path, help="the wheel's build log, kept with the results")
+    parser.add_argument("--build-log", type=Path,
+                        help="the wheel's build log, kept with the results (default $FFPA_BUILD_LOG)")
     parser.add_argument("--python", help="wheel: the 3.12 interpreter for the venv (default $PYTHON, python3.12); "
                                          "module-dir: the kernel interpreter (default: this one)")
     parser.add_argument("--module-dir", help="module-dir: the package directory (default $FFPA_PYTHON_MODULE_DIR)")
@@ -781,7 +802,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.profile == "module-dir" and (args.wheel or args.kind != "any"):
         build_parser().error("--wheel/--kind belong to the wheel profile")
-    return run_smoke(args)
+    if args.build_log is None and os.environ.get("FFPA_BUILD_LOG"):
+        args.build_log = Path(os.environ["FFPA_BUILD_LOG"])
+    try:
+        return run_smoke(args)
+    except SmokeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        print("notebook-smoke: FAILED - 0/3 notebooks passed")
+        return 1
 
 
 if __name__ == "__main__":
