@@ -31,18 +31,22 @@ def synthetic_blob(size: int) -> bytes:
     # Alternating 256 KiB regions: SASS-like 16-byte instructions from a small
     # opcode vocabulary with random register fields (compresses ~3x, like fatbin
     # text), and random bytes (like already-compressed fatbin sections).
+    # Eight instruction regions are generated once and reused: they recur 256 KiB
+    # apart, far beyond deflate's 32 KiB window, so reuse does not help it.
     rng = random.Random(1234)
     opcodes = [rng.randbytes(10) for _ in range(96)]
-    out = bytearray(b"\x7fELF")
     region = 256 * 1024
+    code = []
+    for _ in range(8):
+        chunk = bytearray()
+        while len(chunk) < region:
+            chunk += opcodes[rng.randrange(len(opcodes))] + rng.randbytes(2) + b"\x00\x00\x80\x03"
+        code.append(bytes(chunk[:region]))
+    out = bytearray()
+    i = 0
     while len(out) < size:
-        if (len(out) // region) % 3 == 2:
-            out += rng.randbytes(region)
-        else:
-            chunk = bytearray()
-            while len(chunk) < region:
-                chunk += opcodes[rng.randrange(len(opcodes))] + rng.randbytes(2) + b"\x00\x00\x80\x03"
-            out += chunk
+        out += rng.randbytes(region) if i % 3 == 2 else code[i % 8]
+        i += 1
     return bytes(out[:size])
 
 

@@ -53,7 +53,7 @@ const char* const kPackHelp =
     "  --root-is-purelib B   default: true for *-none-any, false otherwise\n"
     "  --source-date-epoch N entry timestamps (default: $SOURCE_DATE_EPOCH; refused if neither)\n"
     "  --deflate-cache DIR   reuse compressed bytes of identical large members across wheels\n"
-    "  --level N             zlib level 0-9 (default 6)\n"
+    "  --level N             zlib level 0-9 (default 1: see index/bench/README.md)\n"
     "  --jobs N              compression threads (default: all cores); the output does not depend on it\n"
     "  --forbid-path STR     refuse binaries containing STR (e.g. the build directory); repeatable\n"
     "  --test-zip64-threshold N  testing only: write ZIP64 records for sizes/offsets >= N bytes\n";

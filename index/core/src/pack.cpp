@@ -384,12 +384,12 @@ PackResult pack_wheel(const PackOptions& o) {
   if (ec) throw Error("cannot create --out-dir '" + o.out_dir.string() + "': " + ec.message());
   ZipLayout layout = o.layout;
   layout.epoch = epoch;
+  hashing.get();
+  timer.mark("wait for sha256");
   AtomicOutput out(o.out_dir / filename);
   ZipWriter zip(out, layout);
   for (size_t i = 0; i < files.size(); ++i) zip.add(files[i].rel, files[i].exec ? 0755u : 0644u, compressed[i]);
   timer.mark("write tree entries");
-  hashing.get();
-  timer.mark("wait for sha256");
   for (size_t i = 0; i < files.size(); ++i) {
     if (hit[i] || keys[i].empty()) continue;
     compressed[i].sha256_raw = sha[i];

@@ -33,12 +33,18 @@ struct CompressedEntry {
   std::uint64_t compressed_size() const { return raw_file.empty() ? data.size() : raw_size; }
 };
 
-// Level 6 (zlib's default) is the measured sweet spot for the kernel library:
-// on a CUDA fatbin-like blob, level 1 leaves the wheel ~10% larger for about
-// 1.6x less CPU, level 9 costs ~2x the CPU of 6 for well under 1% smaller output,
-// and parallel chunks already bring 6 under the pack-time target. See
-// index/bench/README.md for the numbers measured here.
-inline constexpr int kDefaultDeflateLevel = 6;
+// Level 1, measured (index/bench/README.md) on a real CUDA 13 library
+// (libcusparse, 162.6 MB; its fatbins are already compressed by nvcc) and on a
+// synthetic SASS-like blob (160 MB, a third random):
+//   level   CUDA lib: CPU s / wheel MB     synthetic: CPU s / wheel MB
+//     1          2.86 / 146.72                  1.74 / 87.71
+//     6          3.22 / 145.90                  4.80 / 83.10
+//     9          ~3.9 / 145.89                 ~24.7 / 80.64
+// On the real library every level above 1 buys under 0.6% of size; on
+// uncompressed SASS level 6 costs 2.8x the CPU for 5%, level 9 14x for 8%.
+// Pack time is what the release waits for on every re-release, so the default is
+// the fast end; --level 6 remains available for a size-first build.
+inline constexpr int kDefaultDeflateLevel = 1;
 
 // Members above kChunkThreshold are deflated in kChunkSize pieces, each primed
 // with the previous 32 KiB as a preset dictionary (so the ratio barely moves),
