@@ -316,6 +316,7 @@ class Setup:
     notebook_env: dict[str, dict[str, str]]
     wheel: dict[str, Any] | None = None
     source_commit: str | None = None
+    prefix: str | None = None         # sys.prefix of the kernels' interpreter
 
 
 def prepare_results_dir(requested: Path | None) -> Path:
@@ -444,7 +445,7 @@ def setup_wheel(args: argparse.Namespace, work: Path, out: Path, log: Path) -> S
         "head_dim_sweep.ipynb": {"FFPA_NOTEBOOK_PACKAGE": "installed"},
     }
     return Setup("wheel-without-torch" if args.without_torch else "wheel", python, unpacked, site_dirs,
-                 kind == "cuda", env, notebook_env, wheel, source_commit)
+                 kind == "cuda", env, notebook_env, wheel, source_commit, facts["prefix"])
 
 
 def setup_module_dir(args: argparse.Namespace) -> Setup:
@@ -476,7 +477,7 @@ def setup_module_dir(args: argparse.Namespace) -> Setup:
         notebook_env[ACCEPTANCE_NOTEBOOK]["FFPA_SOURCE_COMMIT"] = args.source_commit
     profile = "module-dir-without-torch" if args.without_torch else "module-dir"
     return Setup(profile, python, module_dir_path, [module_dir_path], bool(loadable), env, notebook_env,
-                 None, args.source_commit)
+                 None, args.source_commit, facts["prefix"])
 
 
 def check_deprecations(setup: Setup, notebooks: dict[str, Any], report: Report) -> None:
@@ -591,9 +592,9 @@ def execute_notebook(name: str, nb: Any, setup: Setup, kernel: str, out: Path, t
         report.check(f"{name}: imports ffpa_attn", False, "the notebook never imported ffpa_attn")
         return result
     report.check(f"{name}: kernel ran the chosen interpreter",
-                 os.path.realpath(probe_data["executable"]) == os.path.realpath(setup.python)
-                 or os.path.realpath(probe_data["prefix"]) == os.path.realpath(Path(setup.python).parent.parent),
-                 f"kernel ran {probe_data['executable']}, expected {setup.python}")
+                 os.path.realpath(probe_data["prefix"]) == os.path.realpath(setup.prefix or ""),
+                 f"kernel ran {probe_data['executable']} (prefix {probe_data['prefix']}), "
+                 f"expected {setup.python} (prefix {setup.prefix})")
     roots = " or ".join(map(str, setup.expected_roots))
     report.check(f"{name}: ffpa_attn imported from the expected location",
                  any(is_within(probe_data["package_file"], r) for r in setup.expected_roots),
