@@ -23,7 +23,7 @@ function(_ffpa_pybind11_include out_var)
     set(${out_var} "${pybind11_INCLUDE_DIR}" PARENT_SCOPE)
     return()
   endif()
-  set(venv_python "${CMAKE_SOURCE_DIR}/.venv/bin/python")
+  set(venv_python "${FFPA_TOOLS_PYTHON}")
   if(NOT EXISTS "${venv_python}")
     message(FATAL_ERROR "ffpa: pybind11 not found: ${venv_python} does not exist. "
                         "Run tools/bootstrap (it installs the pinned pybind11 into .venv), "
@@ -32,7 +32,7 @@ function(_ffpa_pybind11_include out_var)
   execute_process(COMMAND "${venv_python}" -c "import pybind11; print(pybind11.get_include())"
                   OUTPUT_VARIABLE inc RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
   if(NOT rc EQUAL 0 OR NOT EXISTS "${inc}/pybind11/pybind11.h")
-    message(FATAL_ERROR "ffpa: pybind11 is not installed in ${CMAKE_SOURCE_DIR}/.venv (${err}). "
+    message(FATAL_ERROR "ffpa: pybind11 is not installed in the tools venv of ${FFPA_TOOLS_PYTHON} (${err}). "
                         "Run tools/bootstrap, or pass -Dpybind11_INCLUDE_DIR=<dir>.")
   endif()
   set(pybind11_INCLUDE_DIR "${inc}" CACHE PATH "pybind11 headers (default: asked from the tools venv, .venv)" FORCE)

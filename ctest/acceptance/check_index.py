@@ -63,7 +63,11 @@ def record(results: Path, check: str, ok: bool, details: dict) -> int:
 def pip_env() -> dict:
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
-    env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1", PIP_CONFIG_FILE=os.devnull)
+    # Only the indexes a check names may answer: no find-links or index from the
+    # environment (certificate and timeout settings stay, PyPI may need them).
+    for k in ("PIP_FIND_LINKS", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_NO_INDEX"):
+        env.pop(k, None)
+    env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
     return env
 
 
@@ -135,8 +139,12 @@ def cmd_resolve(a) -> int:
         else:
             raise SystemExit("pypiserver did not come up on 127.0.0.1")
         index = f"http://127.0.0.1:{a.port_file.read_text().strip()}/whl/{m['channel']}/"
+        # A public pin (no local part) matches both builds and pip ranks the local
+        # +CHANNEL one higher. For dev builds V itself has a local part, so the public
+        # part of V is what a user would pin.
+        public = m["version"].split("+")[0]
         cases = [
-            ("public pin ==V picks the CUDA build", f"ffpa-attn=={m['version']}", cuda[0]),
+            ("public pin ==V picks the CUDA build", f"ffpa-attn=={public}", cuda[0]),
             ("no pin picks the CUDA build", "ffpa-attn", cuda[0]),
             ("explicit ===V gets the pure wheel", f"ffpa-attn==={m['version']}", pure[0]),
         ]
