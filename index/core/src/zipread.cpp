@@ -109,15 +109,15 @@ ZipReader::ZipReader(const std::filesystem::path& p) : path_(p) {
       }
       x += 4 + len;
     }
+    by_name_.emplace(m.name, members_.size());
     members_.push_back(std::move(m));
     pos += 46 + name_len + extra_len + comment_len;
   }
 }
 
 const ZipMember* ZipReader::find(std::string_view name) const {
-  for (const auto& m : members_)
-    if (m.name == name) return &m;
-  return nullptr;
+  auto it = by_name_.find(std::string(name));
+  return it == by_name_.end() ? nullptr : &members_[it->second];
 }
 
 std::string ZipReader::read(std::string_view name) const {

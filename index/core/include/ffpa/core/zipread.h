@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace ffpa::core {
@@ -34,6 +35,7 @@ class ZipReader {
  private:
   std::filesystem::path path_;
   std::vector<ZipMember> members_;
+  std::unordered_map<std::string, std::size_t> by_name_;  // first occurrence of each name
   bool zip64_ = false;
 };
 
