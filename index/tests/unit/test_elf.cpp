@@ -116,6 +116,15 @@ TEST(Manylinux, ShippedLibraryMustBeOnOriginRunpath) {
   dec = decide_manylinux(d.path());
   EXPECT_TRUE(dec.problems.empty()) << joined(dec.problems);
   EXPECT_EQ(dec.elf_files.size(), 2u);
+
+  // The layout the release uses: the kernel library beside the module, RUNPATH
+  // "$ORIGIN" alone.
+  fs::rename(d / "pkg/lib/libffpa_kernels.so", d / "pkg/libffpa_kernels.so");
+  dec = decide_manylinux(d.path());
+  EXPECT_TRUE(any_contains(dec.problems, "not on its $ORIGIN RUNPATH")) << "lib/ no longer holds it";
+  patchelf("--set-rpath '$ORIGIN'", d / "pkg/_C.so");
+  dec = decide_manylinux(d.path());
+  EXPECT_TRUE(dec.problems.empty()) << joined(dec.problems);
 }
 
 TEST(Manylinux, RefusesEmbeddedBuildPath) {
