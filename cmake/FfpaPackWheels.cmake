@@ -58,6 +58,8 @@ foreach(_spec IN LISTS CPACK_FFPA_SPECS)
       --source-date-epoch "${CPACK_FFPA_EPOCH}"
       --deflate-cache "${CPACK_FFPA_DEFLATE_CACHE}"
       --out-dir "${CPACK_FFPA_DIST}"
+      # No path of the build machine may leak into a shipped binary.
+      --forbid-path "${CPACK_FFPA_BUILD_DIR}"
     OUTPUT_VARIABLE _out ERROR_VARIABLE _err RESULT_VARIABLE _rc)
   if(NOT _rc EQUAL 0)
     _ffpa_fail("ffpa-index pack failed for ${_comp}:\n${_out}${_err}")

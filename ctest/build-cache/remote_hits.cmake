@@ -1,7 +1,7 @@
 # The build-cache test: two build trees, one shared Redis, no shared local cache.
 #
 #   cmake -DSOURCE_DIR=<project> -DWORK_DIR=<dir> -DTARGET=<target> -DPORT_FILE=<file>
-#         -DCCACHE=<exe> [-DCONFIGURE_ARGS=<;-list>] [-DJOBS=2] -P remote_hits.cmake
+#         -DCCACHE=<exe> [-DCONFIGURE_ARGS=<args joined by @@>] [-DJOBS=2] -P remote_hits.cmake
 #
 # 1. Configure <project> in WORK_DIR/A with FFPA_COMPILER_LAUNCHER=ccache and
 #    FFPA_CCACHE_REMOTE=redis://127.0.0.1:<port>, local cache WORK_DIR/ccache-A; build
@@ -18,6 +18,7 @@
 # A private, empty ccache config (CCACHE_CONFIGPATH) keeps the user's ccache.conf
 # (a remote_only, a disable, a different base_dir) out of the result.
 cmake_minimum_required(VERSION 3.25)
+string(REPLACE "@@" ";" CONFIGURE_ARGS "${CONFIGURE_ARGS}")
 
 foreach(var IN ITEMS SOURCE_DIR WORK_DIR TARGET PORT_FILE CCACHE)
   if(NOT DEFINED ${var})
