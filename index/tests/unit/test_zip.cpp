@@ -1,6 +1,8 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
 #include "ffpa/core/zipread.h"
@@ -73,12 +75,47 @@ TEST(Zip, ChunkedBytesDoNotDependOnJobs) {
   const auto a = compress_members({big}, one, &stats);
   const auto b = compress_members({big}, many);
   EXPECT_EQ(stats.chunks, 11u);
-  EXPECT_EQ(a[0].data, b[0].data);
+  EXPECT_EQ(a[0].bytes(), b[0].bytes());
   EXPECT_EQ(a[0].crc32, b[0].crc32);
   // The joined CRC equals the CRC of the whole input.
   TempDir d("zip_jobs");
   auto p = write_archive(d / "j.zip", {{"big", 0644, big}}, ZipLayout{}, many);
   EXPECT_EQ(ZipReader(p).read("big"), big);
+}
+
+// Incompressible segments are written as stored blocks inside the deflate stream:
+// at the end of a member (the final block is then a stored one), in a small
+// single-chunk member and in a chunked one; a high-entropy block that repeats is
+// still deflated (the probe sees the match), so it keeps its LZ77 gain.
+TEST(Zip, StoredSegmentsRoundTrip) {
+  std::mt19937 rng(77);
+  auto random_bytes = [&](size_t n) {
+    std::string s(n, '\0');
+    for (auto& c : s) c = static_cast<char>(rng() & 0xFF);
+    return s;
+  };
+  const std::string text = ffpa::test::mixed_bytes(3u << 20, 3);
+  const std::string tail_random = text + random_bytes(200000);            // ends in stored blocks
+  const std::string chunked = ffpa::test::mixed_bytes(9u << 20, 4) + random_bytes(70000);
+  const std::string block = random_bytes(16384);
+  std::string repeated;
+  for (int i = 0; i < 40; ++i) repeated += block;                         // 640 KiB, period 16 KiB
+  const std::string all_random = random_bytes(300000);
+  std::vector<Member> members = {{"tail", 0644, tail_random}, {"chunked", 0644, chunked},
+                                 {"repeated", 0644, repeated}, {"random", 0644, all_random}, {"empty", 0644, ""}};
+  TempDir d("zip_stored");
+  DeflateOptions one, many;
+  one.jobs = 1;
+  many.jobs = 3;
+  auto p1 = write_archive(d / "a.zip", members, ZipLayout{}, one);
+  auto p2 = write_archive(d / "b.zip", members, ZipLayout{}, many);
+  EXPECT_EQ(ffpa::test::slurp(p1), ffpa::test::slurp(p2));
+  ZipReader r(p1);
+  for (const auto& m : members) EXPECT_EQ(r.read(m.name), m.data) << m.name;
+  // The first segment has no earlier bytes for the probe to match, so it is stored.
+  EXPECT_LT(r.members()[2].compressed_size, repeated.size() / 5) << "repeats of random bytes still compress";
+  EXPECT_EQ(r.members()[3].method, 0) << "wholly random: stored member";
+  EXPECT_LT(r.members()[0].compressed_size, tail_random.size());
 }
 
 TEST(Zip, LevelChangesBytesAndIsValidated) {
@@ -87,7 +124,7 @@ TEST(Zip, LevelChangesBytesAndIsValidated) {
   l1.level = 1;
   l9.level = 9;
   bad.level = 10;
-  EXPECT_NE(compress_members({data}, l1)[0].data, compress_members({data}, l9)[0].data);
+  EXPECT_NE(compress_members({data}, l1)[0].bytes(), compress_members({data}, l9)[0].bytes());
   EXPECT_THROW(compress_members({data}, bad), Error);
 }
 
@@ -166,7 +203,7 @@ TEST(DeflateCache, HitReproducesTheSameArchive) {
   EXPECT_FALSE(hit.raw_file.empty());
   EXPECT_EQ(hit.sha256_raw, sha256_raw(big));
   EXPECT_EQ(hit.crc32, fresh[0].crc32);
-  EXPECT_EQ(hit.compressed_size(), fresh[0].data.size());
+  EXPECT_EQ(hit.compressed_size(), fresh[0].compressed_size());
   // Same key, different level: a different cache entry.
   DeflateOptions other = opts;
   other.level = opts.level == 9 ? 1 : 9;
