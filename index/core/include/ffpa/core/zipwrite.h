@@ -59,7 +59,9 @@ struct CompressedEntry {
 // On the real library every level above 1 buys under 0.6% of size; on
 // uncompressed SASS level 6 costs 2.8x the CPU for 5%, level 9 14x for 8%.
 // Pack time is what the release waits for on every re-release, so the default is
-// the fast end; --level 6 remains available for a size-first build.
+// the fast end; --level 6 remains available for a size-first build. With the
+// stored segments below (wall s / wheel MB, --jobs 2): CUDA lib 0.82 / 146.82 at
+// level 1, 1.21 / 146.03 at 6; synthetic 1.07 / 87.55 and 4.03 / 83.02: same choice.
 inline constexpr int kDefaultDeflateLevel = 1;
 
 // Members above kChunkThreshold are deflated in kChunkSize pieces, each primed
