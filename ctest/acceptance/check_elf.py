@@ -57,6 +57,11 @@ def main() -> int:
         out = args.work / w["file"]
         with zipfile.ZipFile(whl) as z:
             z.extractall(out)
+            k = z.getinfo("ffpa_attn/libffpa_kernels.so")
+            if (w.get("kernel_library_size"), w.get("kernel_library_compressed_size")) != (k.file_size, k.compress_size):
+                failures.append(f"{w['file']}: manifest kernel library sizes "
+                                f"{w.get('kernel_library_size')}/{w.get('kernel_library_compressed_size')} != "
+                                f"zip {k.file_size}/{k.compress_size}")
         sos = sorted(p for p in out.rglob("*.so*") if p.is_file())
         shipped = {p.name for p in sos}
         print(f"{w['file']}: {', '.join(str(p.relative_to(out)) for p in sos)}")

@@ -12,6 +12,7 @@
 #include "ffpa/core/manylinux.h"
 #include "ffpa/core/pack.h"
 #include "ffpa/core/wheel.h"
+#include "ffpa/core/zipread.h"
 
 #ifdef FFPA_HAVE_SITE
 #include "ffpa/site/site.h"
@@ -29,6 +30,7 @@ const char* const kTopHelp =
     "  verify-wheel   recompute RECORD, check names, tags and layout of wheels\n"
     "  platform-tag   print the manylinux tag the ELF files of a tree allow, and why\n"
     "  metadata       print a wheel's METADATA file (what PEP 658 serves)\n"
+    "  list           print a wheel's members: size, compressed size, method, name\n"
     "\n"
     "Index and publishing (index/site):\n"
     "  add, remove, yank, unyank, verify, render, publish, publish-pure\n"
@@ -73,6 +75,10 @@ const char* const kPlatformHelp =
     "(a NEEDED library outside the policy, a non-$ORIGIN RUNPATH, an embedded build path...).\n";
 
 const char* const kMetadataHelp = "usage: ffpa-index metadata WHEEL\n\nPrints the wheel's .dist-info/METADATA.\n";
+const char* const kListHelp =
+    "usage: ffpa-index list WHEEL\n\n"
+    "Prints one line per member, in archive order: <size> <compressed size> <stored|deflated> <name>\n"
+    "(sizes in bytes; the release manifest records the kernel library's two sizes from it).\n";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -223,6 +229,20 @@ int metadata_cmd(int argc, char** argv) {
   return 0;
 }
 
+int list_cmd(int argc, char** argv) {
+  const Args a = parse(argc, argv, {});
+  if (a.help) {
+    std::cout << kListHelp;
+    return 0;
+  }
+  if (a.positional.size() != 1) throw UsageError("give exactly one wheel");
+  const ffpa::core::ZipReader zip(a.positional.front());
+  for (const auto& m : zip.members())
+    std::cout << m.size << ' ' << m.compressed_size << ' ' << (m.method == 0 ? "stored" : "deflated") << ' '
+              << m.name << '\n';
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -253,6 +273,7 @@ int main(int argc, char** argv) {
     if (cmd == "verify-wheel") return verify_cmd(argc, argv);
     if (cmd == "platform-tag") return platform_cmd(argc, argv);
     if (cmd == "metadata") return metadata_cmd(argc, argv);
+    if (cmd == "list") return list_cmd(argc, argv);
   } catch (const UsageError& e) {
     std::cerr << "ffpa-index " << cmd << ": " << e.what() << "; see ffpa-index " << cmd << " --help\n";
     return 2;
