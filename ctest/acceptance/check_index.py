@@ -272,6 +272,24 @@ def cmd_summary(a) -> int:
         state = "SKIPPED (" + r["skipped"] + ")" if r.get("skipped") else ("OK" if r["ok"] else "FAILED")
         failed |= not r["ok"]
         print(f"  {check:<12} {state}")
+    if a.notebook_results and a.notebook_results.is_dir():
+        hashes = {w["sha256"] for w in m["wheels"]}
+        for d in sorted(p for p in a.notebook_results.iterdir() if p.is_dir()):
+            f = d / "acceptance.json"
+            if not f.exists():
+                print(f"  notebooks/{d.name:<24} NO RESULT")
+                failed = True
+                continue
+            r = json.loads(f.read_text())
+            wheel = r.get("wheel") or {}
+            if wheel.get("sha256") and wheel["sha256"] not in hashes:
+                # Results dirs outlive runs by design; one from another build says nothing here.
+                print(f"  notebooks/{d.name:<24} not run against this build ({wheel.get('file')})")
+                continue
+            training = (r.get("training") or {}).get("status")
+            print(f"  notebooks/{d.name:<24} {'OK' if r.get('passed') else 'FAILED'}"
+                  f"  training={training}  {d / 'acceptance.json'}")
+            failed |= not r.get("passed")
     print("  wheels:")
     for w in m["wheels"]:
         print(f"    {w['sha256']}  {w['file']}")
@@ -289,6 +307,7 @@ def main() -> int:
     ap.add_argument("--results", type=Path, required=True)
     ap.add_argument("--pypi-server", default=str(Path(sys.executable).parent / "pypi-server"))
     ap.add_argument("--checks", nargs="*", default=[])
+    ap.add_argument("--notebook-results", type=Path, help="results dirs of the notebook smoke, one per profile")
     a = ap.parse_args()
     if a.work:
         a.work.mkdir(parents=True, exist_ok=True)
