@@ -1,0 +1,213 @@
+// CPU emulation of csrc/kernels/ffpa/utils.cuh for emulate_kernels.cpp: the same
+// interface, with every PTX instruction replaced by a model of its documented
+// semantics, run by one fiber per CUDA thread (warp-collective instructions meet at
+// a per-warp barrier). Found before the real header through the include order.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <algorithm>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __shared__
+#define __align__(n)
+#define __launch_bounds__(...)
+
+namespace emu {
+struct Dim3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+extern Dim3 g_block_idx, g_grid_dim;
+const Dim3& thread_idx();
+void syncthreads();
+void warp_sync();
+int lane();
+// Per-warp exchange slots for the collective instructions.
+struct WarpSlots {
+  uintptr_t addr[32];
+  uint32_t a[32][4];
+  uint32_t b[32][2];
+  float f[32];
+};
+WarpSlots& warp_slots();
+// Shared memory of the running block and its size; global ranges cp.async may read.
+extern unsigned char* g_smem;
+extern size_t g_smem_bytes;
+bool global_readable(const void* p, size_t n);
+// cp.async model, per thread.
+void cp_async(void* dst, const void* src, int src_size);
+void cp_commit();
+void cp_wait(int pending);
+[[noreturn]] void fail(const char* what);
+}  // namespace emu
+
+#define threadIdx (::emu::thread_idx())
+#define blockIdx (::emu::g_block_idx)
+#define gridDim (::emu::g_grid_dim)
+#define __syncthreads() ::emu::syncthreads()
+
+struct __half {
+  uint16_t x;
+};
+struct __nv_bfloat16 {
+  uint16_t x;
+};
+
+namespace ffpa {
+
+using std::min;
+using std::max;
+
+// The kernel's dynamic shared memory: `extern __shared__ ... smem_raw[]` inside the
+// kernel declares this namespace-scope array.
+alignas(128) extern unsigned char smem_raw[];
+
+inline float half_to_float(uint16_t b) {
+  _Float16 h;
+  std::memcpy(&h, &b, 2);
+  return static_cast<float>(h);
+}
+inline uint16_t float_to_half(float x) {
+  _Float16 h = static_cast<_Float16>(x);  // round to nearest even
+  uint16_t b;
+  std::memcpy(&b, &h, 2);
+  return b;
+}
+inline float bf16_to_float(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint16_t float_to_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if (std::isnan(x)) return 0x7fc0;
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+template <typename T>
+struct ElemTraits;
+
+template <>
+struct ElemTraits<__half> {
+  static float to_float(__half x) { return half_to_float(x.x); }
+  static uint32_t pack(float lo, float hi) { return float_to_half(lo) | (uint32_t(float_to_half(hi)) << 16); }
+  static __half from_float(float x) { return __half{float_to_half(x)}; }
+};
+
+template <>
+struct ElemTraits<__nv_bfloat16> {
+  static float to_float(__nv_bfloat16 x) { return bf16_to_float(x.x); }
+  static uint32_t pack(float lo, float hi) { return float_to_bf16(lo) | (uint32_t(float_to_bf16(hi)) << 16); }
+  static __nv_bfloat16 from_float(float x) { return __nv_bfloat16{float_to_bf16(x)}; }
+};
+
+inline void cp_async_16(void* smem_dst, const void* gmem_src, bool valid) {
+  emu::cp_async(smem_dst, gmem_src, valid ? 16 : 0);
+}
+inline void cp_async_commit() { emu::cp_commit(); }
+template <int kPending>
+inline void cp_async_wait() {
+  emu::cp_wait(kPending);
+}
+
+inline const uint16_t* smem_b16(uintptr_t a) {
+  const auto* p = reinterpret_cast<const unsigned char*>(a);
+  if (p < emu::g_smem || p + 16 > emu::g_smem + emu::g_smem_bytes) emu::fail("ldmatrix address outside shared memory");
+  if (a % 16 != 0) emu::fail("ldmatrix row address not 16-byte aligned");
+  return reinterpret_cast<const uint16_t*>(p);
+}
+
+// ldmatrix.m8n8.x4[.trans].b16: lanes 8i..8i+7 give the 8 row addresses of matrix i;
+// without .trans lane l receives row l/4, columns 2(l%4), 2(l%4)+1 of each matrix;
+// with .trans it receives rows 2(l%4), 2(l%4)+1 of column l/4.
+inline void ldmatrix_impl(uint32_t (&r)[4], const void* smem_row, bool trans) {
+  emu::WarpSlots& w = emu::warp_slots();
+  const int l = emu::lane();
+  w.addr[l] = reinterpret_cast<uintptr_t>(smem_row);
+  emu::warp_sync();
+  for (int i = 0; i < 4; ++i) {
+    uint16_t lo, hi;
+    if (!trans) {
+      const uint16_t* row = smem_b16(w.addr[8 * i + l / 4]);
+      lo = row[2 * (l % 4)];
+      hi = row[2 * (l % 4) + 1];
+    } else {
+      lo = smem_b16(w.addr[8 * i + 2 * (l % 4)])[l / 4];
+      hi = smem_b16(w.addr[8 * i + 2 * (l % 4) + 1])[l / 4];
+    }
+    r[i] = lo | (uint32_t(hi) << 16);
+  }
+  emu::warp_sync();
+}
+inline void ldmatrix_x4(uint32_t (&r)[4], const void* smem_row) { ldmatrix_impl(r, smem_row, false); }
+inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem_row) { ldmatrix_impl(r, smem_row, true); }
+
+// mma.m16n8k16.row.col f32 += T x T, from the PTX fragment layouts (g = l/4, t = l%4):
+// A a0 (g, 2t..) a1 (g+8, 2t..) a2 (g, 2t+8..) a3 (g+8, 2t+8..); B b0 (k 2t.., n g)
+// b1 (k 2t+8.., n g); C c0,c1 (g, 2t..) c2,c3 (g+8, 2t..).
+template <typename T>
+struct Mma16816 {
+  static void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    emu::WarpSlots& w = emu::warp_slots();
+    const int l = emu::lane();
+    for (int i = 0; i < 4; ++i) w.a[l][i] = a[i];
+    w.b[l][0] = b0;
+    w.b[l][1] = b1;
+    emu::warp_sync();
+    float A[16][16], B[16][8];
+    auto el = [](uint32_t reg, int h) { return ElemTraits<T>::to_float(T{uint16_t(h ? reg >> 16 : reg & 0xffff)}); };
+    for (int ln = 0; ln < 32; ++ln) {
+      const int g = ln / 4, t = ln % 4;
+      for (int h = 0; h < 2; ++h) {
+        A[g][2 * t + h] = el(w.a[ln][0], h);
+        A[g + 8][2 * t + h] = el(w.a[ln][1], h);
+        A[g][2 * t + 8 + h] = el(w.a[ln][2], h);
+        A[g + 8][2 * t + 8 + h] = el(w.a[ln][3], h);
+        B[2 * t + h][g] = el(w.b[ln][0], h);
+        B[2 * t + 8 + h][g] = el(w.b[ln][1], h);
+      }
+    }
+    emu::warp_sync();
+    const int g = l / 4, t = l % 4;
+    for (int e = 0; e < 4; ++e) {
+      const int row = g + (e >> 1) * 8, col = 2 * t + (e & 1);
+      float s = d[e];
+      for (int k = 0; k < 16; ++k) s += A[row][k] * B[k][col];
+      d[e] = s;
+    }
+  }
+};
+
+inline float fast_exp2(float x) { return std::exp2(x); }
+
+inline float shfl_xor(float x, int m) {
+  emu::WarpSlots& w = emu::warp_slots();
+  const int l = emu::lane();
+  w.f[l] = x;
+  emu::warp_sync();
+  const float y = w.f[l ^ m];
+  emu::warp_sync();
+  return y;
+}
+
+inline float quad_max(float x) {
+  x = fmaxf(x, shfl_xor(x, 1));
+  return fmaxf(x, shfl_xor(x, 2));
+}
+inline float quad_sum(float x) {
+  x += shfl_xor(x, 1);
+  return x + shfl_xor(x, 2);
+}
+
+}  // namespace ffpa
+
+inline float __shfl_xor_sync(unsigned, float x, int m) { return ffpa::shfl_xor(x, m); }
