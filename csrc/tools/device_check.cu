@@ -2,7 +2,8 @@
 //   ffpa_device_check [--json <file>] [--quick]
 // Cases: every compiled head dim x dtype x causal x {aligned N = 256, non-aligned
 // Nq = 200 / Nkv = 317} x {MHA Hq = Hkv = 4, GQA Hq = 4 / Hkv = 2} x impl {mma, simt},
-// plus a strided [B, N, H, D]-in-memory layout for the non-aligned causal cases.
+// plus a strided [B, N, H, D]-in-memory layout for the non-aligned causal cases,
+// Nq = 317 > Nkv = 200 (causal rows with no key) and Nq = 37 / Nkv = 23 with Hkv = 1.
 // Tolerance on max |out - ref| and max |lse - ref|: 2e-2 fp16, 5e-2 bf16
 // (spec/kernels.md). Prints one line per case, names the failing ones, exits 1 on
 // any failure, 77 ("SKIPPED: no CUDA device") without a GPU.
@@ -220,6 +221,9 @@ int main(int argc, char** argv) {
               if (!aligned && causal && !quick) cases.push_back({d, dt, causal, nq, nkv, 4, hkv, true, impl});
               // Nq > Nkv: bottom-right causal leaves the first rows with no key.
               if (!aligned && causal && hkv == 4 && !quick) cases.push_back({d, dt, causal, 317, 200, 4, hkv, false, impl});
+              // Nkv shorter than one 64-key tile (the pipeline prologue runs past the
+              // only KV block) with one KV head for four query heads (h_ratio 4).
+              if (!aligned && hkv == 2 && !quick) cases.push_back({d, dt, causal, 37, 23, 4, 1, false, impl});
             }
     }
 
