@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from . import cuda, reference
+from . import cuda, errors, reference
 from .errors import (
     DeviceError,
     ExtensionNotAvailableError,
@@ -40,15 +40,7 @@ __all__ = [
     "cuda",
     "reference",
     "ffpa_attn_func",
-    "FFPAError",
-    "ExtensionNotAvailableError",
-    "UnsupportedHeadDimError",
-    "UnsupportedDTypeError",
-    "UnsupportedLayoutError",
-    "UnsupportedArrayTypeError",
-    "UnsupportedImplError",
-    "ShapeError",
-    "DeviceError",
+    *errors.__all__,
 ]
 
 _BUILD_FIELDS = ("VERSION", "SOURCE_COMMIT", "SOURCE_DIRTY", "CHANNEL", "TOOLCHAIN", "PROFILE")
