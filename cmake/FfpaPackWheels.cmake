@@ -3,7 +3,7 @@
 # variables that FfpaWheelPackaging.cmake stored in CPackConfig.cmake.
 #
 # For every staged component it calls `ffpa-index pack`, then writes SHA256SUMS and
-# ffpa-release-manifest.json atomically into CPACK_FFPA_DIST.
+# ffpa-release-manifest.json (and ffpa-build.log) atomically into CPACK_FFPA_DIST.
 
 cmake_minimum_required(VERSION 3.25)
 
@@ -54,6 +54,12 @@ file(MAKE_DIRECTORY "${CPACK_FFPA_DIST}")
 
 set(_built "")
 set(_manifest_wheels "[]")
+# The build log kept with acceptance reports (spec/notebooks.md section 3): which
+# commit, toolchain and engine calls produced these wheels.
+set(_log "ffpa-attn ${CPACK_FFPA_VERSION} (${CPACK_FFPA_PROFILE} profile)\n")
+string(APPEND _log "source commit ${CPACK_FFPA_COMMIT} dirty=${CPACK_FFPA_DIRTY}\n")
+string(APPEND _log "cmake ${CPACK_FFPA_CMAKE_VERSION}, gcc ${CPACK_FFPA_GCC_VERSION}, nvcc ${CPACK_FFPA_NVCC_VERSION}\n")
+string(APPEND _log "archs ${CPACK_FFPA_ARCHS}; head dims ${CPACK_FFPA_HEAD_DIMS}; dtypes ${CPACK_FFPA_DTYPES}\n")
 set(_i 0)
 foreach(_spec IN LISTS CPACK_FFPA_SPECS)
   string(REPLACE "|" ";" _f "${_spec}")
@@ -80,6 +86,7 @@ foreach(_spec IN LISTS CPACK_FFPA_SPECS)
   if(NOT _rc EQUAL 0)
     _ffpa_fail("ffpa-index pack failed for ${_comp}:\n${_out}${_err}")
   endif()
+  string(APPEND _log "\n[${_comp}] ffpa-index pack --tag ${_tag} --version ${_version}\n${_out}${_err}")
   # The engine prints the path of the wheel it wrote.
   string(REGEX MATCHALL "[^ \t\r\n]+\\.whl" _paths "${_out}")
   list(LENGTH _paths _n)
@@ -178,6 +185,8 @@ string(JSON _m SET "${_m}" wheels "${_manifest_wheels}")
 
 _ffpa_write_atomic("${CPACK_FFPA_DIST}/ffpa-release-manifest.json" "${_m}\n")
 _ffpa_write_atomic("${CPACK_FFPA_DIST}/SHA256SUMS" "${_sums}")
+string(APPEND _log "\nSHA256SUMS\n${_sums}")
+_ffpa_write_atomic("${CPACK_FFPA_DIST}/ffpa-build.log" "${_log}")
 list(LENGTH _built _nb)
 message(STATUS "ffpa: ${_nb} wheel(s), SHA256SUMS and ffpa-release-manifest.json in ${CPACK_FFPA_DIST}")
 

@@ -198,10 +198,16 @@ def wheel_tags(file_name: str) -> set[str]:
 
 
 def select_wheel(dist: Path, host_tags: list[str], kind: str, manifest: dict[str, Any] | None) -> Path:
-    """The one wheel in dist that installs on the host (of the requested kind)."""
+    """The one wheel in dist that installs on the host (of the requested kind).
+
+    With a release manifest in dist, only the wheels it lists are candidates: a build
+    directory keeps wheels of earlier versions, and the manifest names this build's.
+    """
     kinds = {w["file"]: w.get("kind") for w in (manifest or {}).get("wheels", [])}
     candidates = []
     for path in sorted(dist.glob("*.whl")):
+        if kinds and path.name not in kinds:
+            continue
         wheel_kind = kinds.get(path.name) or ("pure" if path.name.endswith("-none-any.whl") else "cuda")
         if kind != "any" and wheel_kind != kind:
             continue
