@@ -1,6 +1,7 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
 // ffpa-index: command-line front end of the release engine. Wheel commands are
 // handled here; index and publishing commands are forwarded to ffpa::site.
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -27,6 +28,7 @@ const char* const kTopHelp =
     "\n"
     "Wheel engine:\n"
     "  pack           staged tree + metadata -> PEP 427 wheel (deterministic)\n"
+    "  pack-many      several staged trees -> their wheels in one pass (shared files compressed once)\n"
     "  verify-wheel   recompute RECORD, check names, tags and layout of wheels\n"
     "  platform-tag   print the manylinux tag the ELF files of a tree allow, and why\n"
     "  metadata       print a wheel's METADATA file (what PEP 658 serves)\n"
@@ -59,6 +61,28 @@ const char* const kPackHelp =
     "  --jobs N              compression threads (default: all cores); the output does not depend on it\n"
     "  --forbid-path STR     refuse binaries containing STR (e.g. the build directory); repeatable\n"
     "  --test-zip64-threshold N  testing only: write ZIP64 records for sizes/offsets >= N bytes\n";
+
+const char* const kPackManyHelp =
+    "usage: ffpa-index pack-many --name NAME --metadata FILE --out-dir DIR [shared options]\n"
+    "                            --tree DIR --tag T [--version VER] [--root-is-purelib B]\n"
+    "                            [--tree DIR --tag T [--version VER] [--root-is-purelib B]]...\n"
+    "\n"
+    "Writes one wheel per --tree, each byte for byte the wheel `ffpa-index pack` writes for the same\n"
+    "options, and prints their paths one per line in the order of the --tree options. Faster than one\n"
+    "pack per wheel: files whose bytes are equal across the trees (the kernel library of every CUDA\n"
+    "wheel) are compared instead of re-hashed and compressed once, every wheel is streamed to disk\n"
+    "while that compression runs, and all wheels are fsynced before the first is renamed into place:\n"
+    "if any wheel fails, none is written and no temp file is left.\n"
+    "\n"
+    "Per wheel (a --tree starts a wheel; the options after it, up to the next --tree, belong to it):\n"
+    "  --tree DIR            staged install tree of this wheel\n"
+    "  --tag T               PYTHON-ABI-PLATFORM (PLATFORM 'auto' as for pack)\n"
+    "  --version VER         this wheel's version; given before the first --tree: the default of all\n"
+    "  --root-is-purelib B   true|false; default as for pack (true exactly for *-none-any); given\n"
+    "                        before the first --tree: the default of all\n"
+    "Shared by all wheels (anywhere on the line), as for pack:\n"
+    "  --name --metadata --readme --readme-type --out-dir --source-date-epoch --deflate-cache\n"
+    "  --level --jobs --forbid-path (repeatable)\n";
 
 const char* const kVerifyHelp =
     "usage: ffpa-index verify-wheel WHEEL...\n"
@@ -178,6 +202,87 @@ int pack_cmd(int argc, char** argv) {
   return 0;
 }
 
+// pack-many: options are read in order, since a --tree opens a wheel group.
+int pack_many_cmd(int argc, char** argv) {
+  const std::vector<std::string> shared_keys = {"name", "metadata", "readme", "readme-type", "out-dir",
+                                                "source-date-epoch", "deflate-cache", "level", "jobs", "forbid-path"};
+  const std::vector<std::string> wheel_keys = {"tree", "tag", "version", "root-is-purelib"};
+  Args shared;                         // shared options, plus the defaults given before the first --tree
+  std::vector<std::map<std::string, std::string>> groups;
+  for (int i = 2; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s == "--help" || s == "-h") {
+      std::cout << kPackManyHelp;
+      return 0;
+    }
+    if (s.rfind("--", 0) != 0) throw UsageError("unexpected argument '" + s + "'");
+    std::string key = s.substr(2), value;
+    const size_t eq = key.find('=');
+    if (eq != std::string::npos) {
+      value = key.substr(eq + 1);
+      key = key.substr(0, eq);
+    } else {
+      if (i + 1 >= argc) throw UsageError("--" + key + " needs a value");
+      value = argv[++i];
+    }
+    const bool is_shared = std::find(shared_keys.begin(), shared_keys.end(), key) != shared_keys.end();
+    const bool is_wheel = std::find(wheel_keys.begin(), wheel_keys.end(), key) != wheel_keys.end();
+    if (!is_shared && !is_wheel) throw UsageError("unknown option --" + key);
+    if (key == "tree") {
+      groups.push_back({{"tree", value}});
+    } else if (is_wheel && !groups.empty()) {
+      if (!groups.back().emplace(key, value).second)
+        throw UsageError("--" + key + " given twice for the wheel of --tree " + groups.back().at("tree"));
+    } else if (is_wheel && key == "tag") {
+      throw UsageError("--tag before the first --tree; each wheel's --tag follows its --tree");
+    } else {
+      shared.opts[key].push_back(value);
+    }
+  }
+  if (groups.empty()) throw UsageError("give at least one --tree DIR --tag T group");
+  if (!shared.get("metadata"))
+    throw UsageError("--metadata FILE is required: 'Key: value' lines with at least Summary and Requires-Python");
+  ffpa::core::PackOptions base;
+  base.name = shared.need("name");
+  base.metadata = *shared.get("metadata");
+  base.out_dir = shared.need("out-dir");
+  if (auto v = shared.get("readme")) base.readme = *v;
+  if (auto v = shared.get("readme-type")) base.readme_type = *v;
+  if (auto v = shared.get("source-date-epoch")) base.source_date_epoch = to_int("source-date-epoch", *v);
+  if (auto v = shared.get("deflate-cache")) base.deflate.cache_dir = *v;
+  if (auto v = shared.get("level")) base.deflate.level = static_cast<int>(to_int("level", *v));
+  if (auto v = shared.get("jobs")) {
+    const long long j = to_int("jobs", *v);
+    if (j < 1) throw UsageError("--jobs must be at least 1");
+    base.deflate.jobs = static_cast<unsigned>(j);
+  }
+  if (shared.opts.count("forbid-path")) base.forbidden_strings = shared.opts.at("forbid-path");
+  const auto purelib = [](const std::string& v) {
+    if (v != "true" && v != "false") throw UsageError("--root-is-purelib takes true or false");
+    return v == "true";
+  };
+  const std::optional<std::string> default_version = shared.get("version");
+  const std::optional<std::string> default_purelib = shared.get("root-is-purelib");
+  std::vector<ffpa::core::PackOptions> wheels;
+  for (const auto& g : groups) {
+    ffpa::core::PackOptions o = base;
+    o.tree = g.at("tree");
+    auto tag = g.find("tag");
+    if (tag == g.end()) throw UsageError("the wheel of --tree " + g.at("tree") + " has no --tag");
+    o.tag = tag->second;
+    auto version = g.find("version");
+    if (version != g.end()) o.version = version->second;
+    else if (default_version) o.version = *default_version;
+    else throw UsageError("the wheel of --tree " + g.at("tree") + " has no --version (and no default before the first --tree)");
+    auto pl = g.find("root-is-purelib");
+    if (pl != g.end()) o.root_is_purelib = purelib(pl->second);
+    else if (default_purelib) o.root_is_purelib = purelib(*default_purelib);
+    wheels.push_back(std::move(o));
+  }
+  for (const auto& r : ffpa::core::pack_wheels(wheels)) std::cout << r.wheel.string() << "\n";
+  return 0;
+}
+
 int verify_cmd(int argc, char** argv) {
   const Args a = parse(argc, argv, {});
   if (a.help) {
@@ -270,6 +375,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (cmd == "pack") return pack_cmd(argc, argv);
+    if (cmd == "pack-many") return pack_many_cmd(argc, argv);
     if (cmd == "verify-wheel") return verify_cmd(argc, argv);
     if (cmd == "platform-tag") return platform_cmd(argc, argv);
     if (cmd == "metadata") return metadata_cmd(argc, argv);

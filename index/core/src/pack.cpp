@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <thread>
 
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
@@ -203,7 +204,7 @@ class PhaseTimer {
   void mark(const char* phase) {
     if (!on_) return;
     const auto now = std::chrono::steady_clock::now();
-    std::cerr << "ffpa-index pack: " << phase << " "
+    std::cerr << "ffpa-index: " << phase << " "
               << std::chrono::duration<double>(now - last_).count() << " s\n";
     last_ = now;
   }
@@ -259,22 +260,41 @@ std::string render_metadata(const std::string& name, const std::string& canonica
   return out;
 }
 
-PackResult pack_wheel(const PackOptions& o) {
+namespace {
+
+// One wheel of a pack_wheels() call: its validated inputs and derived names.
+struct Prepared {
+  const PackOptions* o = nullptr;
+  std::int64_t epoch = 0;
+  std::string canonical_version, metadata, python, abi, platform;
+  std::vector<TreeFile> files;
+  std::size_t first_flat = 0;  // index of files[0] in the call's flat file list
+  std::string filename, dist_info, wheel_file;
+  PackResult result;
+};
+
+Prepared prepare(const PackOptions& o) {
+  Prepared w;
+  w.o = &o;
   if (!is_valid_project_name(o.name))
     throw Error("invalid project name '" + o.name + "'; a PEP 508 name uses letters, digits, '.', '_' and '-' "
                 "and starts and ends with a letter or digit (e.g. ffpa-attn)");
   std::string why;
   auto version = parse_pep440(o.version, &why);
   if (!version) throw Error("--version: " + why);
+  w.canonical_version = version->canonical;
   const auto tag_parts = split(o.tag, '-');
   if (tag_parts.size() != 3)
     throw Error("--tag '" + o.tag + "' must be PYTHON-ABI-PLATFORM, e.g. py3-none-any or cp312-cp312-auto");
   for (const auto& t : tag_parts)
     if (t.empty() || t.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") != std::string::npos)
       throw Error("--tag '" + o.tag + "': field '" + t + "' may only hold letters, digits, '_' and '.'");
+  w.python = tag_parts[0];
+  w.abi = tag_parts[1];
+  w.platform = tag_parts[2];
   if (o.metadata.empty()) throw Error("--metadata FILE is required (Summary, Requires-Python, Requires-Dist, ... lines)");
   if (o.out_dir.empty()) throw Error("--out-dir DIR is required");
-  const std::int64_t epoch = resolve_epoch(o.source_date_epoch);
+  w.epoch = resolve_epoch(o.source_date_epoch);
 
   const std::string metadata_text = read_all(o.metadata, "metadata file");
   std::string readme, readme_type = o.readme_type;
@@ -282,137 +302,265 @@ PackResult pack_wheel(const PackOptions& o) {
     readme = read_all(o.readme, "README");
     if (readme_type.empty()) readme_type = readme_type_for(o.readme);
   }
-  const std::string metadata = render_metadata(o.name, version->canonical, metadata_text, readme, readme_type);
+  w.metadata = render_metadata(o.name, w.canonical_version, metadata_text, readme, readme_type);
+  w.files = walk_tree(o.tree);
+  return w;
+}
 
-  PhaseTimer timer;
-  const std::vector<TreeFile> files = walk_tree(o.tree);
-  std::vector<std::unique_ptr<FileBytes>> mapped(files.size());
-  parallel_for(files.size(), o.deflate.jobs, [&](std::size_t i) { mapped[i] = std::make_unique<FileBytes>(files[i].source); });
-  std::vector<std::string_view> contents;
-  for (const auto& m : mapped) contents.push_back(m->view());
-  timer.mark("read tree");
-
-  // Platform: computed for "auto", checked for anything else.
-  std::string python = tag_parts[0], abi = tag_parts[1], platform = tag_parts[2];
-  PackResult result;
-  {
-    std::map<fs::path, std::string_view> loaded;
-    for (size_t i = 0; i < files.size(); ++i) loaded.emplace(fs::path(files[i].rel), contents[i]);
-    PlatformOptions popts;
-    popts.forbidden_strings = o.forbidden_strings;
-    popts.forbidden_strings.push_back(fs::canonical(o.tree).string());
-    popts.loaded = &loaded;
-    bool has_elf = false;
-    for (const auto& c : contents)
-      if (c.compare(0, 4, "\x7f" "ELF") == 0) has_elf = true;
-    if (platform == "any" && has_elf)
-      throw Error("the tree holds ELF binaries but the tag says platform 'any'; a pure wheel must not ship "
-                  "binaries: remove them or use a platform tag (e.g. cp312-cp312-auto)");
-    if (platform == "auto" || (platform != "any" && has_elf)) {
-      PlatformDecision d = decide_manylinux(o.tree, popts);
-      if (!d.problems.empty()) {
-        std::string msg = "the binaries in the tree cannot be shipped as a manylinux wheel:";
-        for (const auto& p : d.problems) msg += "\n  - " + p;
-        throw Error(msg);
-      }
-      result.platform_reasons = d.reasons;
-      if (platform == "auto") {
-        platform = d.tag;
-      } else if (platform.rfind("manylinux_2_", 0) == 0) {
-        const int claimed = std::atoi(platform.c_str() + 12);
-        if (claimed < d.glibc_minor)
-          throw Error("--tag claims " + platform + " but the binaries need " + d.tag + " (" + d.reasons.front() +
-                      "); use the platform 'auto'");
-      }
+// Platform: computed for "auto", checked for anything else.
+void decide_platform(Prepared& w, const std::vector<std::string_view>& contents) {
+  const PackOptions& o = *w.o;
+  std::map<fs::path, std::string_view> loaded;
+  for (size_t i = 0; i < w.files.size(); ++i) loaded.emplace(fs::path(w.files[i].rel), contents[i]);
+  PlatformOptions popts;
+  popts.forbidden_strings = o.forbidden_strings;
+  popts.forbidden_strings.push_back(fs::canonical(o.tree).string());
+  popts.loaded = &loaded;
+  bool has_elf = false;
+  for (const auto& c : contents)
+    if (c.compare(0, 4, "\x7f" "ELF") == 0) has_elf = true;
+  if (w.platform == "any" && has_elf)
+    throw Error("the tree holds ELF binaries but the tag says platform 'any'; a pure wheel must not ship "
+                "binaries: remove them or use a platform tag (e.g. cp312-cp312-auto)");
+  if (w.platform == "auto" || (w.platform != "any" && has_elf)) {
+    PlatformDecision d = decide_manylinux(o.tree, popts);
+    if (!d.problems.empty()) {
+      std::string msg = "the binaries in the tree cannot be shipped as a manylinux wheel:";
+      for (const auto& p : d.problems) msg += "\n  - " + p;
+      throw Error(msg);
+    }
+    w.result.platform_reasons = d.reasons;
+    if (w.platform == "auto") {
+      w.platform = d.tag;
+    } else if (w.platform.rfind("manylinux_2_", 0) == 0) {
+      const int claimed = std::atoi(w.platform.c_str() + 12);
+      if (claimed < d.glibc_minor)
+        throw Error("--tag claims " + w.platform + " but the binaries need " + d.tag + " (" + d.reasons.front() +
+                    "); use the platform 'auto'");
     }
   }
-  result.platform = platform;
+  w.result.platform = w.platform;
+}
+
+void name_wheel(Prepared& w) {
+  const PackOptions& o = *w.o;
+  WheelFilename wf{wheel_name_component(o.name), w.canonical_version, "", w.python, w.abi, w.platform};
+  w.filename = wf.filename();
+  std::string reparse_why;
+  if (!parse_wheel_filename(w.filename, &reparse_why)) throw Error("internal: produced an invalid wheel name: " + reparse_why);
+  w.dist_info = wf.name + "-" + wf.version + ".dist-info/";
+  const bool purelib = o.root_is_purelib.value_or(w.abi == "none" && w.platform == "any");
+  w.wheel_file = "Wheel-Version: 1.0\nGenerator: ffpa-index " FFPA_INDEX_VERSION "\nRoot-Is-Purelib: ";
+  w.wheel_file += purelib ? "true\n" : "false\n";
+  for (const auto& t : wf.tags()) w.wheel_file += "Tag: " + t + "\n";
+  w.result.wheel = o.out_dir / w.filename;
+}
+
+}  // namespace
+
+PackResult pack_wheel(const PackOptions& o) { return pack_wheels({o}).front(); }
+
+std::vector<PackResult> pack_wheels(const std::vector<PackOptions>& wheels) {
+  if (wheels.empty()) throw Error("no wheel to pack");
+  const DeflateOptions dopt = wheels.front().deflate;
+  for (const auto& o : wheels)
+    if (o.deflate.level != dopt.level || o.deflate.jobs != dopt.jobs || o.deflate.cache_dir != dopt.cache_dir)
+      throw Error("the wheels of one pack-many call share --level, --jobs and --deflate-cache");
+  if (dopt.level < 0 || dopt.level > 9)
+    throw Error("deflate level " + std::to_string(dopt.level) + " is out of range; use 0 to 9");
+  const unsigned jobs = dopt.jobs ? dopt.jobs : std::max(1u, std::thread::hardware_concurrency());
+
+  PhaseTimer timer;
+  std::vector<Prepared> ws;
+  ws.reserve(wheels.size());
+  for (const auto& o : wheels) ws.push_back(prepare(o));
+
+  // Every tree file of every wheel, mapped on all threads.
+  std::vector<const TreeFile*> flat;
+  for (auto& w : ws) {
+    w.first_flat = flat.size();
+    for (const auto& f : w.files) flat.push_back(&f);
+  }
+  std::vector<std::unique_ptr<FileBytes>> mapped(flat.size());
+  parallel_for(flat.size(), jobs, [&](std::size_t i) { mapped[i] = std::make_unique<FileBytes>(flat[i]->source); });
+  std::vector<std::string_view> contents;
+  for (const auto& m : mapped) contents.push_back(m->view());
+  timer.mark("read trees");
+
+  std::set<fs::path> finals;
+  for (auto& w : ws) {
+    decide_platform(w, std::vector<std::string_view>(contents.begin() + static_cast<std::ptrdiff_t>(w.first_flat),
+                                                     contents.begin() + static_cast<std::ptrdiff_t>(w.first_flat + w.files.size())));
+    name_wheel(w);
+    if (!finals.insert(fs::absolute(w.result.wheel).lexically_normal()).second)
+      throw Error("two wheels of this call would both be written to '" + w.result.wheel.string() +
+                  "'; give each a different tag or version (or --out-dir)");
+  }
   timer.mark("platform");
 
-  WheelFilename wf{wheel_name_component(o.name), version->canonical, "", python, abi, platform};
-  const std::string filename = wf.filename();
-  std::string reparse_why;
-  if (!parse_wheel_filename(filename, &reparse_why)) throw Error("internal: produced an invalid wheel name: " + reparse_why);
-  const std::string dist_info = wf.name + "-" + wf.version + ".dist-info/";
-  const bool purelib = o.root_is_purelib.value_or(abi == "none" && platform == "any");
-
-  std::string wheel_file = "Wheel-Version: 1.0\nGenerator: ffpa-index " FFPA_INDEX_VERSION "\nRoot-Is-Purelib: ";
-  wheel_file += purelib ? "true\n" : "false\n";
-  for (const auto& t : wf.tags()) wheel_file += "Tag: " + t + "\n";
-
-  // Large members are looked up in the --deflate-cache by a content key hashed on
-  // all threads; a hit brings the raw entry and the member's sha256 with it.
-  std::vector<CompressedEntry> compressed(files.size());
-  std::vector<std::string> keys(files.size());
-  std::vector<bool> hit(files.size(), false);
-  std::vector<std::string_view> todo;
-  std::vector<size_t> todo_index;
-  for (size_t i = 0; i < files.size(); ++i) {
-    if (!o.deflate.cache_dir.empty() && contents[i].size() >= kCacheThreshold) {
-      keys[i] = content_key(contents[i], o.deflate.jobs);
-      hit[i] = cache_lookup(o.deflate, keys[i], contents[i].size(), compressed[i]);
-      ++(hit[i] ? result.stats.cache_hits : result.stats.cache_misses);
+  // Distinct contents. A file is the same content as an earlier one only if its
+  // bytes compare equal (memcmp: cheaper than hashing the copy, and a proof rather
+  // than a fingerprint); its sha256, CRC, size and compressed entry are then those
+  // of the first. The comparisons with the first file of each size run in parallel.
+  constexpr std::size_t npos = static_cast<std::size_t>(-1);
+  std::vector<std::size_t> first_of_size(flat.size());
+  {
+    std::map<std::size_t, std::size_t> first;
+    for (std::size_t f = 0; f < flat.size(); ++f) first_of_size[f] = first.emplace(contents[f].size(), f).first->second;
+  }
+  std::vector<char> same(flat.size(), 0);
+  parallel_for(flat.size(), jobs, [&](std::size_t f) {
+    same[f] = first_of_size[f] != f && contents[f] == contents[first_of_size[f]];
+  });
+  std::vector<std::size_t> content_of(flat.size());
+  std::vector<std::string_view> distinct;
+  {
+    std::map<std::size_t, std::vector<std::size_t>> by_size;  // size -> distinct ids
+    for (std::size_t f = 0; f < flat.size(); ++f) {
+      std::size_t d = npos;
+      if (same[f]) d = content_of[first_of_size[f]];
+      else if (first_of_size[f] != f)
+        for (std::size_t cand : by_size[contents[f].size()])
+          if (distinct[cand] == contents[f]) {
+            d = cand;
+            break;
+          }
+      if (d == npos) {
+        d = distinct.size();
+        distinct.push_back(contents[f]);
+        by_size[contents[f].size()].push_back(d);
+      }
+      content_of[f] = d;
     }
-    if (!hit[i]) {
-      todo.push_back(contents[i]);
-      todo_index.push_back(i);
+  }
+  timer.mark("compare copies");
+
+  // Large distinct contents are looked up in the --deflate-cache by a content key
+  // hashed on all threads; a hit brings the raw entry and the member's sha256.
+  DeflateStats stats;
+  const std::size_t nd = distinct.size();
+  std::vector<CompressedEntry> cached(nd);
+  std::vector<std::string> keys(nd);
+  std::vector<std::size_t> pending_index(nd, npos);
+  std::vector<std::string_view> todo;
+  std::vector<std::size_t> todo_index;
+  for (std::size_t d = 0; d < nd; ++d) {
+    bool hit = false;
+    if (!dopt.cache_dir.empty() && distinct[d].size() >= kCacheThreshold) {
+      keys[d] = content_key(distinct[d], jobs);
+      hit = cache_lookup(dopt, keys[d], distinct[d].size(), cached[d]);
+      ++(hit ? stats.cache_hits : stats.cache_misses);
+    }
+    if (!hit) {
+      pending_index[d] = todo.size();
+      todo.push_back(distinct[d]);
+      todo_index.push_back(d);
     }
   }
   timer.mark("cache lookup");
-  // The RECORD hashes of the rest (one sequential sha256 per member) run beside
-  // compression and the copying of the tree entries; only RECORD waits for them.
-  std::vector<std::string> sha(files.size());
-  for (size_t i = 0; i < files.size(); ++i)
-    if (hit[i]) sha[i] = compressed[i].sha256_raw;
-  auto hashing = std::async(std::launch::async, [&]() {
-    parallel_for(todo_index.size(), o.deflate.jobs, [&](std::size_t k) { sha[todo_index[k]] = sha256_raw(contents[todo_index[k]]); });
-  });
+
+  // The RECORD hashes of the rest (one sequential sha256 per distinct member) run
+  // beside compression and the writing of the wheels; only RECORD waits for them.
+  std::vector<std::string> sha(nd);
+  for (std::size_t d = 0; d < nd; ++d)
+    if (pending_index[d] == npos) sha[d] = cached[d].sha256_raw;
+  std::shared_future<void> hashed = std::async(std::launch::async, [&]() {
+    parallel_for(todo_index.size(), jobs, [&](std::size_t k) { sha[todo_index[k]] = sha256_raw(distinct[todo_index[k]]); });
+  }).share();
   struct WaitOnExit {
-    std::future<void>& f;
+    std::shared_future<void>& f;
     ~WaitOnExit() {
       if (f.valid()) f.wait();
     }
-  } wait_on_exit{hashing};
+  } wait_hashed{hashed};
+
+  std::vector<std::unique_ptr<AtomicOutput>> outs;
+  for (auto& w : ws) {
+    std::error_code ec;
+    fs::create_directories(w.o->out_dir, ec);
+    if (ec) throw Error("cannot create --out-dir '" + w.o->out_dir.string() + "': " + ec.message());
+    outs.push_back(std::make_unique<AtomicOutput>(w.result.wheel));
+  }
+
   {
-    auto fresh = compress_members(todo, o.deflate, &result.stats);
-    for (size_t k = 0; k < todo_index.size(); ++k) compressed[todo_index[k]] = std::move(fresh[k]);
+    // Compression runs on its pool; one writer per wheel streams the wheel's
+    // entries in order as their pieces become ready; this thread streams the new
+    // cache entries. Pieces stay in memory until everyone is done with them.
+    PendingEntries pending(todo, dopt, &stats);
+    std::vector<std::exception_ptr> failed(ws.size());
+    std::vector<std::thread> writers;
+    for (std::size_t k = 0; k < ws.size(); ++k) {
+      writers.emplace_back([&, k]() {
+        try {
+          Prepared& w = ws[k];
+          ZipLayout layout = w.o->layout;
+          layout.epoch = w.epoch;
+          ZipWriter zip(*outs[k], layout);
+          for (std::size_t i = 0; i < w.files.size(); ++i) {
+            const std::size_t d = content_of[w.first_flat + i];
+            const std::uint32_t mode = w.files[i].exec ? 0755u : 0644u;
+            if (pending_index[d] == npos) zip.add(w.files[i].rel, mode, cached[d]);
+            else zip.add_pending(w.files[i].rel, mode, pending, pending_index[d]);
+          }
+          hashed.get();
+          std::string record;
+          for (std::size_t i = 0; i < w.files.size(); ++i) {
+            const std::size_t d = content_of[w.first_flat + i];
+            record += csv_line({w.files[i].rel, "sha256=" + base64_urlsafe_nopad(sha[d]), std::to_string(distinct[d].size())});
+          }
+          record += csv_line({w.dist_info + "METADATA", sha256_record_digest(w.metadata), std::to_string(w.metadata.size())});
+          record += csv_line({w.dist_info + "WHEEL", sha256_record_digest(w.wheel_file), std::to_string(w.wheel_file.size())});
+          record += csv_line({w.dist_info + "RECORD", "", ""});
+          DeflateOptions tail_opts = dopt;
+          tail_opts.jobs = 1;
+          const auto tail = compress_members({w.metadata, w.wheel_file, record}, tail_opts);
+          zip.add(w.dist_info + "METADATA", 0644u, tail[0]);
+          zip.add(w.dist_info + "WHEEL", 0644u, tail[1]);
+          zip.add(w.dist_info + "RECORD", 0644u, tail[2]);
+          zip.finish();
+        } catch (...) {
+          failed[k] = std::current_exception();
+        }
+      });
+    }
+    std::exception_ptr cache_failed;
+    try {
+      for (std::size_t k = 0; k < todo_index.size(); ++k) {
+        const std::size_t d = todo_index[k];
+        if (keys[d].empty()) continue;
+        cache_store_pending(dopt, keys[d], pending, k, [&, d]() {
+          hashed.get();  // rethrows a hashing failure
+          return sha[d];
+        });
+      }
+    } catch (...) {
+      cache_failed = std::current_exception();
+    }
+    for (auto& t : writers) t.join();
+    timer.mark("compress + write wheels and cache");
+    for (const auto& e : failed)
+      if (e) std::rethrow_exception(e);
+    if (cache_failed) std::rethrow_exception(cache_failed);
   }
-  timer.mark("compress");
 
-  std::error_code ec;
-  fs::create_directories(o.out_dir, ec);
-  if (ec) throw Error("cannot create --out-dir '" + o.out_dir.string() + "': " + ec.message());
-  ZipLayout layout = o.layout;
-  layout.epoch = epoch;
-  hashing.get();
-  timer.mark("wait for sha256");
-  AtomicOutput out(o.out_dir / filename);
-  ZipWriter zip(out, layout);
-  for (size_t i = 0; i < files.size(); ++i) zip.add(files[i].rel, files[i].exec ? 0755u : 0644u, compressed[i]);
-  timer.mark("write tree entries");
-  for (size_t i = 0; i < files.size(); ++i) {
-    if (hit[i] || keys[i].empty()) continue;
-    compressed[i].sha256_raw = sha[i];
-    cache_store(o.deflate, keys[i], compressed[i]);
+  // Durable before visible: every wheel is fsynced (their writeback started while
+  // they were written) before the first rename; a failure here removes them all.
+  for (auto& out : outs) out->sync();
+  timer.mark("sync");
+  std::set<fs::path> dirs;
+  for (auto& out : outs) {
+    out->publish(false);
+    dirs.insert(out->final_path().parent_path());
   }
-  timer.mark("cache store");
+  for (const auto& dir : dirs) fsync_directory(dir);
+  timer.mark("publish");
 
-  std::string record;
-  for (size_t i = 0; i < files.size(); ++i)
-    record += csv_line({files[i].rel, "sha256=" + base64_urlsafe_nopad(sha[i]), std::to_string(contents[i].size())});
-  record += csv_line({dist_info + "METADATA", sha256_record_digest(metadata), std::to_string(metadata.size())});
-  record += csv_line({dist_info + "WHEEL", sha256_record_digest(wheel_file), std::to_string(wheel_file.size())});
-  record += csv_line({dist_info + "RECORD", "", ""});
-  const auto tail_compressed = compress_members({metadata, wheel_file, record}, o.deflate);
-  zip.add(dist_info + "METADATA", 0644u, tail_compressed[0]);
-  zip.add(dist_info + "WHEEL", 0644u, tail_compressed[1]);
-  zip.add(dist_info + "RECORD", 0644u, tail_compressed[2]);
-  zip.finish();
-  timer.mark("write");
-  out.commit();
-  timer.mark("commit");
-  result.wheel = o.out_dir / filename;
-  return result;
+  std::vector<PackResult> results;
+  for (auto& w : ws) {
+    w.result.stats = stats;
+    results.push_back(std::move(w.result));
+  }
+  return results;
 }
 
 }  // namespace ffpa::core

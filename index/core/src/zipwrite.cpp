@@ -299,61 +299,150 @@ void cache_store(const DeflateOptions& opts, const std::string& key, const Compr
   out.commit();
 }
 
-std::vector<CompressedEntry> compress_members(const std::vector<std::string_view>& inputs, const DeflateOptions& opts,
-                                              DeflateStats* stats) {
+PendingEntries::PendingEntries(std::vector<std::string_view> inputs, const DeflateOptions& opts, DeflateStats* stats)
+    : inputs_(std::move(inputs)), opts_(opts), members_(inputs_.size()) {
   if (opts.level < 0 || opts.level > 9)
     throw Error("deflate level " + std::to_string(opts.level) + " is out of range; use 0 to 9");
   const unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
-  std::vector<CompressedEntry> out(inputs.size());
-  std::vector<std::vector<std::string>> pieces(inputs.size());
-  std::vector<std::vector<std::uint32_t>> piece_crcs(inputs.size());
-  std::vector<std::function<void()>> tasks;
   std::uint64_t chunks = 0;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const std::string_view in = inputs[i];
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    const std::string_view in = inputs_[i];
     const std::uint64_t n_chunks = in.size() > kChunkThreshold ? (in.size() + kChunkSize - 1) / kChunkSize : 1;
-    pieces[i].resize(n_chunks);
-    piece_crcs[i].resize(n_chunks);
+    Member& m = members_[i];
+    m.pieces.resize(n_chunks);
+    m.crcs.resize(n_chunks);
+    m.ready.assign(n_chunks, 0);
+    m.left = n_chunks;
     chunks += n_chunks;
     for (std::uint64_t c = 0; c < n_chunks; ++c) {
-      tasks.emplace_back([&, i, c, n_chunks, in]() {
+      tasks_.emplace_back([this, i, c, n_chunks, in]() {
+        const int level = opts_.level;
         const std::uint64_t begin = n_chunks == 1 ? 0 : c * kChunkSize;
         const std::string_view piece = n_chunks == 1 ? in : in.substr(begin, kChunkSize);
-        if (opts.level == 0) {
-          const std::uint64_t dict_len = std::min(begin, kWindow);
-          pieces[i][c] = deflate_piece(piece, in.substr(begin - dict_len, dict_len), 0, c + 1 == n_chunks);
-        } else {
-          pieces[i][c] = deflate_chunk(in, begin, begin + piece.size(), opts.level, c + 1 == n_chunks);
+        std::string out;
+        try {
+          if (level == 0) {
+            const std::uint64_t dict_len = std::min(begin, kWindow);
+            out = deflate_piece(piece, in.substr(begin - dict_len, dict_len), 0, c + 1 == n_chunks);
+          } else {
+            out = deflate_chunk(in, begin, begin + piece.size(), level, c + 1 == n_chunks);
+          }
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (!failure_) failure_ = std::current_exception();
+          cv_.notify_all();
+          throw;
         }
-        piece_crcs[i][c] = crc_of(piece);
+        const std::uint32_t crc = crc_of(piece);
+        std::lock_guard<std::mutex> lock(mu_);
+        Member& m = members_[i];
+        m.pieces[c] = std::move(out);
+        m.crcs[c] = crc;
+        m.ready[c] = 1;
+        if (--m.left == 0) {
+          // The member is complete: join the CRCs, choose deflated or stored.
+          uLong joined = m.crcs[0];
+          std::uint64_t total = m.pieces[0].size();
+          for (size_t k = 1; k < m.pieces.size(); ++k) {
+            const std::uint64_t len = std::min<std::uint64_t>(kChunkSize, in.size() - k * kChunkSize);
+            joined = crc32_combine(joined, m.crcs[k], static_cast<z_off_t>(len));
+            total += m.pieces[k].size();
+          }
+          m.meta.crc32 = static_cast<std::uint32_t>(joined);
+          m.meta.size = in.size();
+          // Incompressible: stored costs no inflate time and is never larger.
+          m.meta.method = total >= in.size() ? 0 : 8;
+          m.meta.compressed_size = m.meta.method == 0 ? in.size() : total;
+          m.done = true;
+        }
+        cv_.notify_all();
       });
     }
   }
-  run_pool(tasks, jobs);
-
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    CompressedEntry& e = out[i];
-    e.size = inputs[i].size();
-    uLong crc = piece_crcs[i][0];
-    std::uint64_t total = pieces[i][0].size();
-    for (size_t c = 1; c < pieces[i].size(); ++c) {
-      const std::uint64_t len = std::min<std::uint64_t>(kChunkSize, inputs[i].size() - c * kChunkSize);
-      crc = crc32_combine(crc, piece_crcs[i][c], static_cast<z_off_t>(len));
-      total += pieces[i][c].size();
-    }
-    e.crc32 = static_cast<std::uint32_t>(crc);
-    if (total >= e.size) {
-      // Incompressible: stored costs no inflate time and is never larger.
-      e.method = 0;
-      e.data.assign(inputs[i].data(), inputs[i].size());
-    } else {
-      e.method = 8;
-      if (pieces[i].size() == 1) e.data = std::move(pieces[i][0]);
-      else e.parts = std::move(pieces[i]);
-    }
-  }
   if (stats) stats->chunks += chunks;
+  pool_ = std::thread([this, jobs]() {
+    try {
+      run_pool(tasks_, jobs);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!failure_) failure_ = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    finished_ = true;
+    cv_.notify_all();
+  });
+}
+
+PendingEntries::~PendingEntries() {
+  if (pool_.joinable()) pool_.join();
+}
+
+void PendingEntries::wait_until(const std::function<bool()>& ok) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&]() { return failure_ || ok() || finished_; });
+  if (failure_) std::rethrow_exception(failure_);
+  if (!ok()) throw Error("internal: compression ended without producing a piece");
+}
+
+std::string_view PendingEntries::wait_piece(std::size_t i, std::size_t c) {
+  wait_until([&]() { return members_[i].ready[c] != 0; });
+  return members_[i].pieces[c];  // never modified again before finish()
+}
+
+PendingEntries::Meta PendingEntries::wait_meta(std::size_t i) {
+  wait_until([&]() { return members_[i].done; });
+  return members_[i].meta;
+}
+
+std::vector<CompressedEntry> PendingEntries::finish() {
+  if (pool_.joinable()) pool_.join();
+  if (failure_) std::rethrow_exception(failure_);
+  std::vector<CompressedEntry> out(members_.size());
+  for (size_t i = 0; i < members_.size(); ++i) {
+    Member& m = members_[i];
+    CompressedEntry& e = out[i];
+    e.size = m.meta.size;
+    e.crc32 = m.meta.crc32;
+    e.method = m.meta.method;
+    if (e.method == 0) e.data.assign(inputs_[i].data(), inputs_[i].size());
+    else if (m.pieces.size() == 1) e.data = std::move(m.pieces[0]);
+    else e.parts = std::move(m.pieces);
+  }
   return out;
+}
+
+void cache_store_pending(const DeflateOptions& opts, const std::string& key, PendingEntries& pending, std::size_t i,
+                         const std::function<std::string()>& sha256_raw) {
+  if (opts.cache_dir.empty()) return;
+  const std::filesystem::path p = cache_path(opts.cache_dir, key, opts.level);
+  std::error_code ec;
+  std::filesystem::create_directories(p.parent_path(), ec);
+  if (ec) throw Error("cannot create the deflate cache '" + p.parent_path().string() + "': " + ec.message());
+  AtomicOutput out(p);
+  out.write(std::string(kCacheHeader, '\0'));
+  for (std::size_t c = 0; c < pending.piece_count(i); ++c) out.write(pending.wait_piece(i, c));
+  const PendingEntries::Meta m = pending.wait_meta(i);
+  if (m.method == 0) {
+    out.truncate_to(kCacheHeader);
+    out.write(pending.input(i));
+  }
+  const std::string sha = sha256_raw();
+  if (sha.size() != 32) throw Error("cache_store_pending: needs the member's sha256");
+  std::string h = kCacheMagic;
+  put32(h, m.crc32);
+  put16(h, m.method);
+  put16(h, 0);
+  put64(h, m.size);
+  put64(h, m.compressed_size);
+  h += sha;
+  out.pwrite(0, h);
+  out.commit();
+}
+
+std::vector<CompressedEntry> compress_members(const std::vector<std::string_view>& inputs, const DeflateOptions& opts,
+                                              DeflateStats* stats) {
+  PendingEntries pending(inputs, opts, stats);
+  return pending.finish();
 }
 
 std::pair<std::uint16_t, std::uint16_t> dos_time_date(std::int64_t epoch) {
@@ -405,13 +494,13 @@ void copy_raw(AtomicOutput& out, const CompressedEntry& b) {
 
 }  // namespace
 
-void ZipWriter::add(const std::string& e_name, std::uint32_t mode, const CompressedEntry& b) {
+std::string ZipWriter::records(const std::string& e_name, std::uint32_t mode, std::uint16_t method, std::uint32_t crc,
+                               std::uint64_t size, std::uint64_t csize) {
   const std::uint64_t lim = layout_.zip64_size_threshold;
-  const std::uint64_t csize = b.compressed_size();
   if (e_name.size() > 0xFFFF) throw Error("member name too long for zip: " + e_name.substr(0, 80) + "...");
-  const bool sizes64 = b.size >= lim || csize >= lim;
+  const bool sizes64 = size >= lim || csize >= lim;
   const bool offset64 = offset_ >= lim;
-  const std::uint16_t needed = (sizes64 || offset64) ? 45 : (b.method == 8 ? 20 : 10);
+  const std::uint16_t needed = (sizes64 || offset64) ? 45 : (method == 8 ? 20 : 10);
   // Bit 11: the name is UTF-8. Set only when it matters, as other writers do.
   const bool utf8 = std::any_of(e_name.begin(), e_name.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; });
   const std::uint16_t flags = utf8 ? 0x0800 : 0;
@@ -420,12 +509,12 @@ void ZipWriter::add(const std::string& e_name, std::uint32_t mode, const Compres
   put32(local, 0x04034b50);
   put16(local, needed);
   put16(local, flags);
-  put16(local, b.method);
+  put16(local, method);
   put16(local, dos_time_);
   put16(local, dos_date_);
-  put32(local, b.crc32);
+  put32(local, crc);
   put32(local, sizes64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(csize));
-  put32(local, sizes64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(b.size));
+  put32(local, sizes64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(size));
   put16(local, static_cast<std::uint16_t>(e_name.size()));
   put16(local, sizes64 ? 20 : 0);
   local += e_name;
@@ -433,22 +522,15 @@ void ZipWriter::add(const std::string& e_name, std::uint32_t mode, const Compres
     // The local ZIP64 field carries both sizes, always.
     put16(local, 0x0001);
     put16(local, 16);
-    put64(local, b.size);
+    put64(local, size);
     put64(local, csize);
-  }
-  out_.write(local);
-  if (b.raw_file.empty()) {
-    out_.write(b.data);
-    for (const auto& part : b.parts) out_.write(part);
-  } else {
-    copy_raw(out_, b);
   }
 
   std::string extra;
   if (sizes64 || offset64) {
     std::string f;
     if (sizes64) {
-      put64(f, b.size);
+      put64(f, size);
       put64(f, csize);
     }
     if (offset64) put64(f, offset_);
@@ -461,12 +543,12 @@ void ZipWriter::add(const std::string& e_name, std::uint32_t mode, const Compres
   put16(c, static_cast<std::uint16_t>((3 << 8) | needed));  // made by: Unix, so external_attr holds the mode
   put16(c, needed);
   put16(c, flags);
-  put16(c, b.method);
+  put16(c, method);
   put16(c, dos_time_);
   put16(c, dos_date_);
-  put32(c, b.crc32);
+  put32(c, crc);
   put32(c, sizes64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(csize));
-  put32(c, sizes64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(b.size));
+  put32(c, sizes64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(size));
   put16(c, static_cast<std::uint16_t>(e_name.size()));
   put16(c, static_cast<std::uint16_t>(extra.size()));
   put16(c, 0);  // comment
@@ -476,7 +558,42 @@ void ZipWriter::add(const std::string& e_name, std::uint32_t mode, const Compres
   put32(c, offset64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(offset_));
   c += e_name;
   c += extra;
+  return local;
+}
+
+void ZipWriter::add(const std::string& e_name, std::uint32_t mode, const CompressedEntry& b) {
+  const std::uint64_t csize = b.compressed_size();
+  const std::string local = records(e_name, mode, b.method, b.crc32, b.size, csize);
+  out_.write(local);
+  if (b.raw_file.empty()) {
+    out_.write(b.data);
+    for (const auto& part : b.parts) out_.write(part);
+  } else {
+    copy_raw(out_, b);
+  }
   offset_ += local.size() + csize;
+  ++count_;
+}
+
+void ZipWriter::add_pending(const std::string& e_name, std::uint32_t mode, PendingEntries& pending, std::size_t i) {
+  // The local header's length is known before the sizes: its ZIP64 field depends
+  // on the uncompressed size only, since an entry is never larger than that (a
+  // member that does not shrink is stored).
+  const std::string_view in = pending.input(i);
+  const bool sizes64 = in.size() >= layout_.zip64_size_threshold;
+  const std::uint64_t header_len = 30 + e_name.size() + (sizes64 ? 20 : 0);
+  const std::uint64_t header_at = offset_;
+  out_.write(std::string(header_len, '\0'));
+  for (std::size_t c = 0; c < pending.piece_count(i); ++c) out_.write(pending.wait_piece(i, c));
+  const PendingEntries::Meta m = pending.wait_meta(i);
+  if (m.method == 0) {
+    out_.truncate_to(header_at + header_len);
+    out_.write(in);
+  }
+  const std::string local = records(e_name, mode, m.method, m.crc32, m.size, m.compressed_size);
+  if (local.size() != header_len) throw Error("internal: streamed local header length changed for " + e_name);
+  out_.pwrite(header_at, local);
+  offset_ += local.size() + m.compressed_size;
   ++count_;
 }
 

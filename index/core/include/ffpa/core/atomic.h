@@ -1,5 +1,6 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
 #pragma once
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -21,14 +22,26 @@ class AtomicOutput {
   AtomicOutput& operator=(const AtomicOutput&) = delete;
   int fd() const { return fd_; }
   const std::filesystem::path& temp_path() const { return temp_; }
-  void write(std::string_view data);  // all bytes or throws
-  void commit();                      // fsync, rename, fsync dir
+  void write(std::string_view data);  // all bytes or throws; starts writeback every few MiB
+  void pwrite(std::uint64_t offset, std::string_view data);  // at offset; the file position stays
+  void truncate_to(std::uint64_t size);                       // and moves the file position there
+  void commit();                      // sync() then publish()
+  // The two halves of commit(), for callers that make several outputs durable at
+  // once (pack-many): sync() fsyncs and closes the temp file, publish() renames it
+  // and fsyncs the directory unless told not to (the caller then does it once).
+  void sync();
+  void publish(bool fsync_directory = true);
+  const std::filesystem::path& final_path() const { return final_; }
 
  private:
   std::filesystem::path final_, temp_;
   int fd_ = -1;
   bool committed_ = false;
+  std::uint64_t unkicked_ = 0;  // bytes written since writeback was last started
 };
+
+// fsync of a directory (makes renames in it durable); errors are ignored.
+void fsync_directory(const std::filesystem::path& dir);
 
 // Exclusive advisory lock (flock LOCK_EX) on `lockfile`, created if missing;
 // blocks until granted, released by the destructor.

@@ -37,6 +37,16 @@ struct PackResult {
 // nothing is left in out_dir unless the whole wheel was written.
 PackResult pack_wheel(const PackOptions& opts);
 
+// Builds several wheels in one pass (ffpa-index pack-many): each wheel's bytes are
+// exactly those pack_wheel() writes for its options. Files with identical bytes
+// (proven by comparing them, within and across trees) are read, hashed for RECORD
+// and compressed once; every wheel is streamed into its temp file while the shared
+// members are still being compressed, and all temp files are fsynced before any is
+// renamed. On any failure no temp file is left and no wheel of this call is
+// published (a failing rename, after all fsyncs, can leave earlier wheels renamed).
+// All wheels must share the deflate options (level, jobs, cache).
+std::vector<PackResult> pack_wheels(const std::vector<PackOptions>& wheels);
+
 // The METADATA text the engine writes for these inputs (exposed for tests).
 std::string render_metadata(const std::string& name, const std::string& canonical_version,
                             const std::string& metadata_file_text, const std::string& readme,

@@ -4,9 +4,14 @@
 // entries are laid out with fixed timestamps, normalised modes, no extra fields
 // beyond ZIP64 where it is required.
 #pragma once
+#include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -112,12 +117,66 @@ std::string content_key(std::string_view data, unsigned jobs);
 std::vector<CompressedEntry> compress_members(const std::vector<std::string_view>& inputs,
                                               const DeflateOptions& opts, DeflateStats* stats = nullptr);
 
+// compress_members() observed while it runs: pieces (chunks) become readable one
+// by one, so writers can stream a 150 MB member into several wheels (and the disk
+// can start writing them) while later chunks are still being compressed. The
+// bytes are exactly those of compress_members(), which is built on this.
+class PendingEntries {
+ public:
+  // Starts compressing on a background pool; `inputs` must outlive this object.
+  PendingEntries(std::vector<std::string_view> inputs, const DeflateOptions& opts, DeflateStats* stats = nullptr);
+  ~PendingEntries();  // waits for the pool
+  PendingEntries(const PendingEntries&) = delete;
+  PendingEntries& operator=(const PendingEntries&) = delete;
+
+  struct Meta {
+    std::uint32_t crc32 = 0;
+    std::uint16_t method = 8;
+    std::uint64_t size = 0, compressed_size = 0;
+  };
+  std::size_t size() const { return inputs_.size(); }
+  std::string_view input(std::size_t i) const { return inputs_[i]; }
+  std::size_t piece_count(std::size_t i) const { return members_[i].pieces.size(); }
+  // Blocks until piece c of member i is compressed; rethrows a compression failure.
+  // The view stays valid until finish().
+  std::string_view wait_piece(std::size_t i, std::size_t c);
+  // Blocks until member i is complete. method 0 (stored) means the pieces are not
+  // the entry: the member did not shrink, and its raw bytes are the entry.
+  Meta wait_meta(std::size_t i);
+  // Waits for everything and hands the entries over (pieces moved, not copied).
+  std::vector<CompressedEntry> finish();
+
+ private:
+  struct Member {
+    std::vector<std::string> pieces;
+    std::vector<std::uint32_t> crcs;
+    std::vector<char> ready;
+    std::size_t left = 0;
+    bool done = false;
+    Meta meta;
+  };
+  void wait_until(const std::function<bool()>& ok);
+  std::vector<std::string_view> inputs_;
+  DeflateOptions opts_;
+  std::vector<Member> members_;
+  std::vector<std::function<void()>> tasks_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::exception_ptr failure_;
+  bool finished_ = false;
+  std::thread pool_;
+};
+
 // The --deflate-cache: one file per (content key, level, chunk scheme) holding
 // the raw entry, its CRC, sizes and the member's sha256, so a hit costs neither
 // compression nor the sequential RECORD hash. Entries are written atomically and
 // never modified; a damaged entry reads as a miss.
 bool cache_lookup(const DeflateOptions& opts, const std::string& key, std::uint64_t size, CompressedEntry& out);
 void cache_store(const DeflateOptions& opts, const std::string& key, const CompressedEntry& e);  // needs e.sha256_raw
+// The same cache file for member i of `pending`, streamed as it is compressed;
+// sha256_raw() is called once the entry is complete (its header is written last).
+void cache_store_pending(const DeflateOptions& opts, const std::string& key, PendingEntries& pending, std::size_t i,
+                         const std::function<std::string()>& sha256_raw);
 
 // Runs fn(0..n-1) on up to `jobs` threads (0: hardware concurrency); the first
 // exception thrown by any call is rethrown after all threads have stopped.
@@ -138,9 +197,15 @@ class ZipWriter {
  public:
   ZipWriter(AtomicOutput& out, const ZipLayout& layout);
   void add(const std::string& name, std::uint32_t mode /* 0644 or 0755 */, const CompressedEntry& body);
+  // The same entry as add() would write for member i of `pending`, streamed piece
+  // by piece as it is compressed (its local header is written last, in place).
+  void add_pending(const std::string& name, std::uint32_t mode, PendingEntries& pending, std::size_t i);
   void finish();  // central directory and end records; the caller commits `out`
 
  private:
+  // Local header and central record of one entry at offset_; appends the latter.
+  std::string records(const std::string& name, std::uint32_t mode, std::uint16_t method, std::uint32_t crc,
+                      std::uint64_t size, std::uint64_t csize);
   AtomicOutput& out_;
   ZipLayout layout_;
   std::uint16_t dos_time_, dos_date_;
