@@ -2,7 +2,9 @@
 # `package` target). Do not include() this from a project: it reads the CPACK_FFPA_*
 # variables that FfpaWheelPackaging.cmake stored in CPackConfig.cmake.
 #
-# For every staged component it calls `ffpa-index pack`, then writes SHA256SUMS and
+# It packs every staged component with one `ffpa-index pack-many` call (the kernel
+# library shared by the CUDA wheels is compressed once, all wheels are written in
+# one pass and become visible together), then writes SHA256SUMS and
 # ffpa-release-manifest.json (and ffpa-build.log) atomically into CPACK_FFPA_DIST.
 
 cmake_minimum_required(VERSION 3.25)
@@ -60,7 +62,9 @@ set(_log "ffpa-attn ${CPACK_FFPA_VERSION} (${CPACK_FFPA_PROFILE} profile)\n")
 string(APPEND _log "source commit ${CPACK_FFPA_COMMIT} dirty=${CPACK_FFPA_DIRTY}\n")
 string(APPEND _log "cmake ${CPACK_FFPA_CMAKE_VERSION}, gcc ${CPACK_FFPA_GCC_VERSION}, nvcc ${CPACK_FFPA_NVCC_VERSION}\n")
 string(APPEND _log "archs ${CPACK_FFPA_ARCHS}; head dims ${CPACK_FFPA_HEAD_DIMS}; dtypes ${CPACK_FFPA_DTYPES}\n")
-set(_i 0)
+# One engine call for all components: a --tree group per wheel, shared options once.
+set(_groups "")
+set(_comps "")
 foreach(_spec IN LISTS CPACK_FFPA_SPECS)
   string(REPLACE "|" ";" _f "${_spec}")
   list(GET _f 0 _comp)
@@ -71,31 +75,60 @@ foreach(_spec IN LISTS CPACK_FFPA_SPECS)
   if(NOT IS_DIRECTORY "${_tree}")
     _ffpa_fail("component ${_comp} was not staged (${_tree} missing)")
   endif()
-  execute_process(
-    COMMAND "${CPACK_FFPA_INDEX_TOOL}" pack
-      --tree "${_tree}" --name ffpa-attn --version "${_version}" --tag "${_tag}"
-      --metadata "${CPACK_FFPA_METADATA}"
-      --readme "${CPACK_FFPA_README}" --readme-type text/markdown
-      --root-is-purelib ${_purelib}
-      --source-date-epoch "${CPACK_FFPA_EPOCH}"
-      --deflate-cache "${CPACK_FFPA_DEFLATE_CACHE}"
-      --out-dir "${CPACK_FFPA_DIST}"
-      # No path of the build machine may leak into a shipped binary.
-      --forbid-path "${CPACK_FFPA_BUILD_DIR}"
-    OUTPUT_VARIABLE _out ERROR_VARIABLE _err RESULT_VARIABLE _rc)
-  if(NOT _rc EQUAL 0)
-    _ffpa_fail("ffpa-index pack failed for ${_comp}:\n${_out}${_err}")
-  endif()
-  string(APPEND _log "\n[${_comp}] ffpa-index pack --tag ${_tag} --version ${_version}\n${_out}${_err}")
-  # The engine prints the path of the wheel it wrote.
-  string(REGEX MATCHALL "[^ \t\r\n]+\\.whl" _paths "${_out}")
-  list(LENGTH _paths _n)
-  if(_n EQUAL 0)
-    _ffpa_fail("ffpa-index pack did not report a wheel for ${_comp}:\n${_out}")
-  endif()
-  list(GET _paths -1 _whl)
+  list(APPEND _groups --tree "${_tree}" --tag "${_tag}" --version "${_version}" --root-is-purelib ${_purelib})
+  list(APPEND _comps "${_comp}")
+endforeach()
+execute_process(
+  COMMAND "${CPACK_FFPA_INDEX_TOOL}" pack-many
+    --name ffpa-attn
+    --metadata "${CPACK_FFPA_METADATA}"
+    --readme "${CPACK_FFPA_README}" --readme-type text/markdown
+    --source-date-epoch "${CPACK_FFPA_EPOCH}"
+    --deflate-cache "${CPACK_FFPA_DEFLATE_CACHE}"
+    --out-dir "${CPACK_FFPA_DIST}"
+    # No path of the build machine may leak into a shipped binary.
+    --forbid-path "${CPACK_FFPA_BUILD_DIR}"
+    ${_groups}
+  OUTPUT_VARIABLE _out ERROR_VARIABLE _err RESULT_VARIABLE _rc)
+if(NOT _rc EQUAL 0)
+  _ffpa_fail("ffpa-index pack-many failed for ${_comps} (no wheel of this build was written):\n${_out}${_err}")
+endif()
+string(APPEND _log "\nffpa-index pack-many (${_comps})\n")
+foreach(_spec IN LISTS CPACK_FFPA_SPECS)
+  string(REPLACE "|" ";" _f "${_spec}")
+  list(GET _f 0 _comp)
+  list(GET _f 1 _version)
+  list(GET _f 2 _tag)
+  string(APPEND _log "  [${_comp}] --tag ${_tag} --version ${_version}\n")
+endforeach()
+string(APPEND _log "${_out}${_err}")
+# The engine prints the path of each wheel it wrote, one per line, in the order of
+# the --tree groups; each is checked against its component's tag.
+string(REGEX MATCHALL "[^ \t\r\n]+\\.whl" _paths "${_out}")
+list(LENGTH _paths _n)
+list(LENGTH _comps _nc)
+if(NOT _n EQUAL _nc)
+  _ffpa_fail("ffpa-index pack-many reported ${_n} wheel(s) for ${_nc} component(s) (${_comps}):\n${_out}")
+endif()
+
+set(_i 0)
+foreach(_spec IN LISTS CPACK_FFPA_SPECS)
+  string(REPLACE "|" ";" _f "${_spec}")
+  list(GET _f 0 _comp)
+  list(GET _f 1 _version)
+  list(GET _f 2 _tag)
+  list(GET _f 3 _purelib)
+  list(GET _paths ${_i} _whl)
   if(NOT IS_ABSOLUTE "${_whl}")
     set(_whl "${CPACK_FFPA_DIST}/${_whl}")
+  endif()
+  # The python and abi fields of the tag are kept verbatim in the file name (the
+  # platform may have been 'auto').
+  string(REGEX MATCH "^[^-]+-[^-]+-" _pyabi "${_tag}")
+  get_filename_component(_wname "${_whl}" NAME)
+  string(FIND "${_wname}" "-${_pyabi}" _at)
+  if(_at EQUAL -1)
+    _ffpa_fail("ffpa-index pack-many reported ${_wname} where the wheel of ${_comp} (tag ${_tag}) was expected")
   endif()
   get_filename_component(_name "${_whl}" NAME)
   message(STATUS "ffpa: wrote ${_whl}")

@@ -224,3 +224,70 @@ TEST_F(Pack, RefusesBadLevel) {
   opts.deflate.level = 11;
   expect_refused("out of range");
 }
+
+TEST_F(Pack, PackManyEqualsSeparatePacks) {
+  // Four trees holding separate copies of the same large library (and one odd
+  // tree whose library differs in its last byte), plus a pure wheel.
+  const std::string big = ffpa::test::mixed_bytes(6u << 20, 33);
+  std::vector<PackOptions> many;
+  for (int i = 0; i < 5; ++i) {
+    const fs::path tree = dir / ("ctree" + std::to_string(i));
+    write_file(tree / "ffpa_attn/__init__.py", "__version__ = '0.3.0'\n");
+    std::string lib = big;
+    if (i == 4) lib.back() ^= 1;
+    write_file(tree / "ffpa_attn/libffpa_kernels.so.data", lib);
+    PackOptions o = opts;
+    o.tree = tree;
+    o.version = "0.3.0+cu13";
+    o.tag = "cp31" + std::to_string(i) + "-cp31" + std::to_string(i) + "-manylinux_2_39_x86_64";
+    o.root_is_purelib = false;
+    many.push_back(o);
+  }
+  many.push_back(opts);  // the pure wheel
+  std::vector<std::string> separate;
+  for (auto o : many) {
+    o.out_dir = dir / "sep";
+    separate.push_back(ffpa::test::slurp(pack_wheel(o).wheel));
+  }
+  for (const bool cache : {false, true}) {
+    for (auto& o : many) {
+      o.out_dir = dir / (cache ? "many_cache" : "many");
+      if (cache) o.deflate.cache_dir = dir / "cache";
+    }
+    for (int round = 0; round < (cache ? 2 : 1); ++round) {  // cold, then warm cache
+      const auto results = pack_wheels(many);
+      ASSERT_EQ(results.size(), many.size());
+      if (cache) EXPECT_EQ(round == 0 ? results[0].stats.cache_misses : results[0].stats.cache_hits, 2u);
+      for (size_t k = 0; k < many.size(); ++k) {
+        EXPECT_EQ(results[k].wheel, many[k].out_dir / fs::path(results[k].wheel).filename());
+        EXPECT_EQ(ffpa::test::slurp(results[k].wheel), separate[k]) << "pack-many must write pack's bytes: " << results[k].wheel;
+        EXPECT_TRUE(verify_wheel(results[k].wheel).ok);
+      }
+      EXPECT_EQ(ffpa::test::count_entries(many[0].out_dir), many.size()) << "no temp file left";
+    }
+  }
+}
+
+TEST_F(Pack, PackManyLeavesNothingWhenOneWheelFails) {
+  std::vector<PackOptions> many;
+  for (int i = 0; i < 3; ++i) {
+    PackOptions o = opts;
+    o.tag = "py3" + std::to_string(i) + "-none-any";
+    many.push_back(o);
+  }
+  many[2].tree = dir / "absent";
+  EXPECT_THROW(pack_wheels(many), Error);
+  EXPECT_EQ(ffpa::test::count_entries(opts.out_dir), 0u);
+  many[2] = many[1];  // the same file twice
+  try {
+    pack_wheels(many);
+    ADD_FAILURE() << "two wheels with one file name were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("both be written"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(ffpa::test::count_entries(opts.out_dir), 0u);
+  many.pop_back();
+  many[1].deflate.level = 6;
+  EXPECT_THROW(pack_wheels(many), Error);
+  EXPECT_EQ(ffpa::test::count_entries(opts.out_dir), 0u);
+}
