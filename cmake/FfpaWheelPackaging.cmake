@@ -5,7 +5,8 @@
 #   wheel_cp3XY   the package + _C for that interpreter  -> ffpa_attn-V+cu13-cp3XY-cp3XY-manylinux_2_Y_x86_64.whl
 #                 + libffpa_kernels.so (the same bytes in every CUDA wheel)
 # CPack's External generator stages the components and runs FfpaPackWheels.cmake,
-# which calls the engine (`ffpa-index pack`) once per component and writes
+# which calls the engine once for all components (`ffpa-index pack-many`: the
+# kernel library, identical in every CUDA wheel, is hashed and deflated once) and writes
 # SHA256SUMS and the release manifest into FFPA_RELEASE_DIST. The standard
 # `package` target therefore builds every wheel; build presets name it. It also
 # renders the local site (<build>/site): the CUDA channel's PEP 503/691 index and a
