@@ -80,7 +80,15 @@ function(ffpa_add_publish_targets)
   if(arg_WHEELS_DIR)
     list(APPEND where --wheels-dir "${arg_WHEELS_DIR}")
   endif()
-  set(cuda ${cli} publish --tag "v${arg_VERSION}+${arg_CHANNEL}" --channel ${arg_CHANNEL} ${where}
+  # The CUDA wheels' version is V+CHANNEL; a dev version already has a local part, so
+  # the channel joins it with '.' (as the wheels are named). Publish then refuses such
+  # a version with its own message (pre-release), not a malformed tag.
+  if(arg_VERSION MATCHES "\\+")
+    set(cuda_version "${arg_VERSION}.${arg_CHANNEL}")
+  else()
+    set(cuda_version "${arg_VERSION}+${arg_CHANNEL}")
+  endif()
+  set(cuda ${cli} publish --tag "v${cuda_version}" --channel ${arg_CHANNEL} ${where}
       --site-repo "${FFPA_SITE_REPO}" --assets "${FFPA_ASSETS}" --index-prefix "${FFPA_INDEX_PREFIX}"
       --source-dir "${arg_SOURCE_DIR}" --docs ${arg_DOCS})
   foreach(opt IN ITEMS SITE_URL RELEASE_URL)
@@ -102,7 +110,7 @@ function(ffpa_add_publish_targets)
   endif()
 
   add_custom_target(publish COMMAND ${cuda} DEPENDS ${arg_DEPENDS} USES_TERMINAL VERBATIM
-    COMMENT "Publishing ffpa-attn ${arg_VERSION}+${arg_CHANNEL} (${FFPA_ASSETS}, ${FFPA_SITE_REPO})")
+    COMMENT "Publishing ffpa-attn ${cuda_version} (${FFPA_ASSETS}, ${FFPA_SITE_REPO})")
   add_custom_target(publish-pure COMMAND ${pure} DEPENDS ${arg_DEPENDS} USES_TERMINAL VERBATIM
     COMMENT "Publishing the pure wheel ffpa-attn ${arg_VERSION} to ${FFPA_PYPI_REPOSITORY_URL}")
   if(FFPA_SITE_REPO)
