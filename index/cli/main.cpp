@@ -323,25 +323,26 @@ int platform_cmd(int argc, char** argv) {
   return 0;
 }
 
-int metadata_cmd(int argc, char** argv) {
+// Commands that take exactly one wheel: prints `help` for --help, else returns the path.
+std::optional<std::string> one_wheel(int argc, char** argv, const char* help) {
   const Args a = parse(argc, argv, {});
   if (a.help) {
-    std::cout << kMetadataHelp;
-    return 0;
+    std::cout << help;
+    return std::nullopt;
   }
   if (a.positional.size() != 1) throw UsageError("give exactly one wheel");
-  std::cout << ffpa::core::read_wheel_metadata(a.positional.front());
+  return a.positional.front();
+}
+
+int metadata_cmd(int argc, char** argv) {
+  if (const auto whl = one_wheel(argc, argv, kMetadataHelp)) std::cout << ffpa::core::read_wheel_metadata(*whl);
   return 0;
 }
 
 int list_cmd(int argc, char** argv) {
-  const Args a = parse(argc, argv, {});
-  if (a.help) {
-    std::cout << kListHelp;
-    return 0;
-  }
-  if (a.positional.size() != 1) throw UsageError("give exactly one wheel");
-  const ffpa::core::ZipReader zip(a.positional.front());
+  const auto whl = one_wheel(argc, argv, kListHelp);
+  if (!whl) return 0;
+  const ffpa::core::ZipReader zip(*whl);
   for (const auto& m : zip.members())
     std::cout << m.size << ' ' << m.compressed_size << ' ' << (m.method == 0 ? "stored" : "deflated") << ' '
               << m.name << '\n';
