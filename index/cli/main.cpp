@@ -163,6 +163,27 @@ long long to_int(const std::string& opt, const std::string& v) {
   return n;
 }
 
+// Options every wheel of a pack or pack-many call shares (name, metadata, output,
+// reproducibility and deflate settings), read from `a` into `o`.
+void read_shared_pack_options(const Args& a, ffpa::core::PackOptions& o) {
+  o.name = a.need("name");
+  if (!a.get("metadata"))
+    throw UsageError("--metadata FILE is required: 'Key: value' lines with at least Summary and Requires-Python");
+  o.metadata = *a.get("metadata");
+  o.out_dir = a.need("out-dir");
+  if (auto v = a.get("readme")) o.readme = *v;
+  if (auto v = a.get("readme-type")) o.readme_type = *v;
+  if (auto v = a.get("source-date-epoch")) o.source_date_epoch = to_int("source-date-epoch", *v);
+  if (auto v = a.get("deflate-cache")) o.deflate.cache_dir = *v;
+  if (auto v = a.get("level")) o.deflate.level = static_cast<int>(to_int("level", *v));
+  if (auto v = a.get("jobs")) {
+    const long long j = to_int("jobs", *v);
+    if (j < 1) throw UsageError("--jobs must be at least 1");
+    o.deflate.jobs = static_cast<unsigned>(j);
+  }
+  if (a.opts.count("forbid-path")) o.forbidden_strings = a.opts.at("forbid-path");
+}
+
 int pack_cmd(int argc, char** argv) {
   const Args a = parse(argc, argv,
                        {"tree", "name", "version", "tag", "metadata", "readme", "readme-type", "out-dir", "root-is-purelib",
@@ -174,28 +195,13 @@ int pack_cmd(int argc, char** argv) {
   if (!a.positional.empty()) throw UsageError("unexpected argument '" + a.positional.front() + "'");
   ffpa::core::PackOptions o;
   o.tree = a.need("tree");
-  o.name = a.need("name");
   o.version = a.need("version");
   o.tag = a.need("tag");
-  if (!a.get("metadata"))
-    throw UsageError("--metadata FILE is required: 'Key: value' lines with at least Summary and Requires-Python");
-  o.metadata = *a.get("metadata");
-  o.out_dir = a.need("out-dir");
-  if (auto v = a.get("readme")) o.readme = *v;
-  if (auto v = a.get("readme-type")) o.readme_type = *v;
+  read_shared_pack_options(a, o);
   if (auto v = a.get("root-is-purelib")) {
     if (*v != "true" && *v != "false") throw UsageError("--root-is-purelib takes true or false");
     o.root_is_purelib = *v == "true";
   }
-  if (auto v = a.get("source-date-epoch")) o.source_date_epoch = to_int("source-date-epoch", *v);
-  if (auto v = a.get("deflate-cache")) o.deflate.cache_dir = *v;
-  if (auto v = a.get("level")) o.deflate.level = static_cast<int>(to_int("level", *v));
-  if (auto v = a.get("jobs")) {
-    const long long j = to_int("jobs", *v);
-    if (j < 1) throw UsageError("--jobs must be at least 1");
-    o.deflate.jobs = static_cast<unsigned>(j);
-  }
-  if (a.opts.count("forbid-path")) o.forbidden_strings = a.opts.at("forbid-path");
   if (auto v = a.get("test-zip64-threshold")) o.layout.zip64_size_threshold = static_cast<std::uint64_t>(to_int("test-zip64-threshold", *v));
   const auto r = ffpa::core::pack_wheel(o);
   std::cout << r.wheel.string() << "\n";
@@ -240,23 +246,8 @@ int pack_many_cmd(int argc, char** argv) {
     }
   }
   if (groups.empty()) throw UsageError("give at least one --tree DIR --tag T group");
-  if (!shared.get("metadata"))
-    throw UsageError("--metadata FILE is required: 'Key: value' lines with at least Summary and Requires-Python");
   ffpa::core::PackOptions base;
-  base.name = shared.need("name");
-  base.metadata = *shared.get("metadata");
-  base.out_dir = shared.need("out-dir");
-  if (auto v = shared.get("readme")) base.readme = *v;
-  if (auto v = shared.get("readme-type")) base.readme_type = *v;
-  if (auto v = shared.get("source-date-epoch")) base.source_date_epoch = to_int("source-date-epoch", *v);
-  if (auto v = shared.get("deflate-cache")) base.deflate.cache_dir = *v;
-  if (auto v = shared.get("level")) base.deflate.level = static_cast<int>(to_int("level", *v));
-  if (auto v = shared.get("jobs")) {
-    const long long j = to_int("jobs", *v);
-    if (j < 1) throw UsageError("--jobs must be at least 1");
-    base.deflate.jobs = static_cast<unsigned>(j);
-  }
-  if (shared.opts.count("forbid-path")) base.forbidden_strings = shared.opts.at("forbid-path");
+  read_shared_pack_options(shared, base);
   const auto purelib = [](const std::string& v) {
     if (v != "true" && v != "false") throw UsageError("--root-is-purelib takes true or false");
     return v == "true";
