@@ -14,6 +14,21 @@ if(NOT FFPA_PROFILE MATCHES "^(full|pure|mini|dev)$")
   message(FATAL_ERROR "FFPA_PROFILE='${FFPA_PROFILE}' is not a profile; use full, pure, mini or dev (or a preset: cmake --list-presets).")
 endif()
 
+# What this tree builds. "kernels" is the GPU-check configuration for a bare GPU
+# image (nvcc, CMake, Ninja and a Python 3; no OpenSSL, zlib, nlohmann_json, GTest or
+# tools venv): csrc/ (kernel library, device-check runner, resource report), the
+# staged Python package, and its binding when the interpreter has Python.h and
+# pybind11. No release engine, wheels, site or release tests (ctest/gpu/device_check.sh).
+set(FFPA_COMPONENTS "all" CACHE STRING "all: the release system; kernels: only the kernels, package and device check")
+set_property(CACHE FFPA_COMPONENTS PROPERTY STRINGS all kernels)
+if(NOT FFPA_COMPONENTS MATCHES "^(all|kernels)$")
+  message(FATAL_ERROR "FFPA_COMPONENTS='${FFPA_COMPONENTS}' is not a component set; use all or kernels.")
+endif()
+if(FFPA_COMPONENTS STREQUAL "kernels" AND NOT FFPA_PROFILE STREQUAL "dev")
+  message(FATAL_ERROR "FFPA_COMPONENTS=kernels builds no wheels, so it needs FFPA_PROFILE=dev (it is '${FFPA_PROFILE}'); "
+                      "use the gpu-check preset, or FFPA_COMPONENTS=all for a release profile.")
+endif()
+
 set(FFPA_CHANNEL "cu13" CACHE STRING "CUDA wheel channel, cu<CUDA major> of the nvcc in use")
 set(FFPA_RELEASE_VERSION "" CACHE STRING "Release version X.Y.Z (wins over git; env FFPA_RELEASE_VERSION too)")
 option(FFPA_RELEASE_DRY_RUN "Print the release plan and build nothing" OFF)
@@ -28,7 +43,9 @@ endif()
 set(FFPA_RELEASE_DIST "${_ffpa_default_dist}" CACHE PATH
   "Where wheels, SHA256SUMS and the manifest go (release profiles: <source>/dist)")
 
-if(FFPA_PROFILE STREQUAL "pure")
+if(FFPA_COMPONENTS STREQUAL "kernels")
+  set(FFPA_BUILD_KERNELS ON CACHE BOOL "Build the CUDA kernel library and the _C modules" FORCE)
+elseif(FFPA_PROFILE STREQUAL "pure")
   # The pure profile has no extension at all: no nvcc, no compiler cache needed.
   set(FFPA_BUILD_KERNELS OFF CACHE BOOL "Build the CUDA kernel library and the _C modules" FORCE)
 else()

@@ -94,3 +94,61 @@ function(ffpa_find_python_interpreters)
   set(${arg_OUT_TAGS} "${_tags}" PARENT_SCOPE)
   set(${arg_OUT_PATHS} "${_paths}" PARENT_SCOPE)
 endfunction()
+
+# ffpa_find_check_python(OUT_PATH <var> OUT_TAG <var> OUT_WHY <var>)
+#   The one interpreter of the kernels-only configuration (FFPA_COMPONENTS=kernels):
+#   the first of FFPA_PYTHON_INTERPRETERS, else python3 on PATH (the GPU image's).
+#   OUT_PATH  the interpreter (a configure error when there is none: the package
+#             tests and the bench need it)
+#   OUT_TAG   cp3XY when the binding can be built for it: Python.h (under
+#             FFPA_PYTHON_INCLUDE_DIR when set, else the interpreter's include dir)
+#             and pybind11 (pybind11_INCLUDE_DIR, else importable by it); else empty
+#   OUT_WHY   what is missing when OUT_TAG is empty
+#   Without the binding the device check still builds and runs the C++ runner, which
+#   times the kernels itself; SDPA is timed by a separate Python process.
+set(FFPA_PYTHON_INCLUDE_DIR "" CACHE PATH
+  "Python.h directory for the binding (default: asked from the interpreter; one interpreter only)")
+function(ffpa_find_check_python)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "OUT_PATH;OUT_TAG;OUT_WHY" "")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "ffpa_find_check_python: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  if(FFPA_PYTHON_INTERPRETERS)
+    list(GET FFPA_PYTHON_INTERPRETERS 0 _py)
+  else()
+    find_program(_py NAMES python3 NO_CACHE)
+  endif()
+  if(NOT _py OR NOT EXISTS "${_py}")
+    message(FATAL_ERROR "ffpa (FFPA_COMPONENTS=kernels): no Python 3 interpreter ('${_py}'); put python3 on PATH "
+                        "or pass -DFFPA_PYTHON_INTERPRETERS=/path/to/python3.")
+  endif()
+  execute_process(
+    COMMAND "${_py}" -c "import sys, sysconfig; print(sys.implementation.name, sys.version_info[0], sys.version_info[1]); print(sysconfig.get_paths()['include'])"
+    OUTPUT_VARIABLE _out RESULT_VARIABLE _rc ERROR_VARIABLE _err OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT _rc EQUAL 0 OR NOT _out MATCHES "^cpython 3 ([0-9]+)\n(.*)$")
+    message(FATAL_ERROR "ffpa (FFPA_COMPONENTS=kernels): ${_py} is not a working CPython 3 (${_err}${_out}).")
+  endif()
+  set(_tag "cp3${CMAKE_MATCH_1}")
+  set(_inc "${CMAKE_MATCH_2}")
+  if(FFPA_PYTHON_INCLUDE_DIR)
+    set(_inc "${FFPA_PYTHON_INCLUDE_DIR}")
+  endif()
+  set(_why "")
+  if(NOT EXISTS "${_inc}/Python.h")
+    set(_why "no Python.h under ${_inc}")
+  elseif(NOT pybind11_INCLUDE_DIR)
+    execute_process(COMMAND "${_py}" -c "import pybind11; print(pybind11.get_include())"
+                    OUTPUT_VARIABLE _pb RESULT_VARIABLE _rc ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(NOT _rc EQUAL 0 OR NOT EXISTS "${_pb}/pybind11/pybind11.h")
+      set(_why "pybind11 is not importable by ${_py}")
+    else()
+      set(pybind11_INCLUDE_DIR "${_pb}" CACHE PATH "pybind11 headers (default: asked from the tools venv, .venv)" FORCE)
+    endif()
+  endif()
+  if(_why)
+    set(_tag "")
+  endif()
+  set(${arg_OUT_PATH} "${_py}" PARENT_SCOPE)
+  set(${arg_OUT_TAG} "${_tag}" PARENT_SCOPE)
+  set(${arg_OUT_WHY} "${_why}" PARENT_SCOPE)
+endfunction()

@@ -50,6 +50,21 @@ function(_ffpa_install_package)
   install(FILES "${arg_BUILD_INFO}" DESTINATION ffpa_attn COMPONENT ${arg_COMPONENT})
 endfunction()
 
+# ffpa_stage_build_info()
+#   The staged package in the build tree (importable with PYTHONPATH=<build>/python)
+#   carries the build info of the wheel kind it mirrors.
+function(ffpa_stage_build_info)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "" "")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "ffpa_stage_build_info: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  if(FFPA_BUILD_KERNELS)
+    _ffpa_write_build_info(cuda "${FFPA_PYTHON_BUILD_DIR}/ffpa_attn/_build_info.py")
+  else()
+    _ffpa_write_build_info(pure "${FFPA_PYTHON_BUILD_DIR}/ffpa_attn/_build_info.py")
+  endif()
+endfunction()
+
 # ffpa_add_wheels()
 #   Declares the pure wheel and one CUDA wheel per interpreter tag in
 #   FFPA_PYTHON_TAGS (binding targets ffpa_C_<tag>), then configures CPack.
@@ -72,13 +87,7 @@ function(ffpa_add_wheels)
   list(APPEND _components wheel_pure)
   list(APPEND _specs "wheel_pure|${FFPA_VERSION}|py3-none-any|true")
 
-  # The staged package in the build tree (importable with PYTHONPATH=<build>/python)
-  # carries the build info of the wheel kind it mirrors.
-  if(FFPA_BUILD_KERNELS)
-    _ffpa_write_build_info(cuda "${FFPA_PYTHON_BUILD_DIR}/ffpa_attn/_build_info.py")
-  else()
-    _ffpa_write_build_info(pure "${FFPA_PYTHON_BUILD_DIR}/ffpa_attn/_build_info.py")
-  endif()
+  ffpa_stage_build_info()
   if(FFPA_BUILD_KERNELS)
     _ffpa_write_build_info(cuda "${_pkgdir}/cuda/_build_info.py")
     foreach(_tag IN LISTS FFPA_PYTHON_TAGS)

@@ -262,8 +262,9 @@ ffpa::Impl parse_impl(const std::string& impl) {
   raise("UnsupportedImplError", "impl='" + impl + "' is not one of 'auto', 'mma', 'simt'");
 }
 
-void forward(py::handle q, py::handle k, py::handle v, py::handle out, py::handle lse, bool causal, double scale,
-             const std::string& impl, py::object stream) {
+// Returns the kernel that ran ("mma" or "simt"; "auto" when nothing was launched).
+std::string forward(py::handle q, py::handle k, py::handle v, py::handle out, py::handle lse, bool causal,
+                    double scale, const std::string& impl, py::object stream) {
   const ffpa::Impl impl_code = parse_impl(impl);
   const intptr_t s = stream.is_none() ? default_stream(q) : stream.cast<intptr_t>();
   const Array aq = read_array(q, "q", s), ak = read_array(k, "k", s), av = read_array(v, "v", s);
@@ -299,6 +300,9 @@ void forward(py::handle q, py::handle k, py::handle v, py::handle out, py::handl
   args.impl = impl_code;
   args.stream = stream_handle(s);
 
+  ffpa::Impl used = ffpa::Impl::kAuto;
+  args.impl_used = &used;
+
   ffpa::Status st = ffpa::validate_forward(args);
   if (!st.ok()) raise_status(st);
   {
@@ -307,6 +311,7 @@ void forward(py::handle q, py::handle k, py::handle v, py::handle out, py::handl
     st = ffpa::forward(args);
   }
   if (!st.ok()) raise_status(st);
+  return ffpa::impl_name(used);
 }
 
 py::dict build_info() {
@@ -320,6 +325,8 @@ py::dict build_info() {
   d["cute_tma"] = info.cute_tma;
   d["cuda_runtime"] = info.cuda_runtime;
   d["impls"] = info.impls;
+  // What impl='auto' picks: mma for 16-byte aligned arrays, else simt (with a warning).
+  d["auto_impl"] = "mma";
   return d;
 }
 
@@ -331,5 +338,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("device_count", &ffpa::device_count, "Number of CUDA devices; 0 without a driver or GPU.");
   m.def("forward", &forward, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"),
         py::arg("causal"), py::arg("scale"), py::arg("impl") = "auto", py::arg("stream") = py::none(),
-        "out[...] = softmax(q k^T * scale [+ causal]) v on the caller's stream; see csrc/python/binding.cpp.");
+        "out[...] = softmax(q k^T * scale [+ causal]) v on the caller's stream; returns the kernel that ran "
+        "('mma' or 'simt'); see csrc/python/binding.cpp.");
 }

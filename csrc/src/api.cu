@@ -27,6 +27,18 @@ Status launch_status(cudaError_t err, const char* what) {
   return {ErrorKind::kDevice, msg};
 }
 
+const char* impl_name(Impl impl) noexcept {
+  switch (impl) {
+    case Impl::kAuto:
+      return "auto";
+    case Impl::kMma:
+      return "mma";
+    case Impl::kSimt:
+      return "simt";
+  }
+  return "unknown";
+}
+
 const char* dtype_name(DType dtype) noexcept {
   switch (dtype) {
     case DType::kFp16:
@@ -191,7 +203,16 @@ class DeviceGuard {
 
 }  // namespace
 
+Impl resolve_impl(const ForwardArgs& a) {
+  if (a.impl != Impl::kAuto) return a.impl;
+  const TensorDesc* ts[4] = {&a.q, &a.k, &a.v, &a.out};
+  for (const TensorDesc* t : ts)
+    if (!mma_aligned(*t)) return Impl::kSimt;
+  return Impl::kMma;
+}
+
 Status forward(const ForwardArgs& a) {
+  if (a.impl_used != nullptr) *a.impl_used = Impl::kAuto;
   Status st = validate_forward(a);
   if (!st.ok()) return st;
   if (device_count() == 0)
@@ -224,12 +245,7 @@ Status forward(const ForwardArgs& a) {
   const int64_t b = a.q.shape[0], hq = a.q.shape[1], nq = a.q.shape[2];
   if (b * hq * nq == 0) return {};
 
-  Impl impl = a.impl;
-  if (impl == Impl::kAuto) {
-    impl = Impl::kMma;
-    for (int i = 0; i < 4; ++i)
-      if (!mma_aligned(*ts[i])) impl = Impl::kSimt;
-  }
+  const Impl impl = resolve_impl(a);
 
   FwdParams p;
   p.q = a.q.data;
@@ -255,7 +271,9 @@ Status forward(const ForwardArgs& a) {
 
   DeviceGuard guard(device);
   const KernelEntry* entry = find_kernel(static_cast<int>(a.q.shape[3]), a.q.dtype);
-  return entry->launch(p, impl);
+  st = entry->launch(p, impl);
+  if (st.ok() && a.impl_used != nullptr) *a.impl_used = impl;
+  return st;
 }
 
 BuildInfo build_info() {

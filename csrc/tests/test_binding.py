@@ -33,7 +33,8 @@ def qkvo(d=None, hq=4, hkv=2, nq=100, nkv=77, typestr="<f2"):
 
 def test_build_info():
     info = _C.build_info()
-    assert set(info) == {"head_dims", "dtypes", "archs", "fwd", "tma", "cute_tma", "cuda_runtime", "impls"}
+    assert set(info) == {"head_dims", "dtypes", "archs", "fwd", "tma", "cute_tma", "cuda_runtime", "impls", "auto_impl"}
+    assert info["auto_impl"] == "mma"
     assert info["head_dims"] == sorted(info["head_dims"]) and info["head_dims"]
     assert all(d % 64 == 0 for d in info["head_dims"])
     assert set(info["dtypes"]) <= {"fp16", "bf16"} and info["dtypes"]

@@ -1,12 +1,25 @@
-// ffpa_device_check: the GPU correctness matrix against the fp32 host reference.
-//   ffpa_device_check [--json <file>] [--quick]
-// Cases: every compiled head dim x dtype x causal x {aligned N = 256, non-aligned
-// Nq = 200 / Nkv = 317} x {MHA Hq = Hkv = 4, GQA Hq = 4 / Hkv = 2} x impl {mma, simt},
-// plus a strided [B, N, H, D]-in-memory layout for the non-aligned causal cases,
-// Nq = 317 > Nkv = 200 (causal rows with no key) and Nq = 37 / Nkv = 23 with Hkv = 1.
-// Tolerance on max |out - ref| and max |lse - ref|: 2e-2 fp16, 5e-2 bf16
-// (spec/kernels.md). Prints one line per case, names the failing ones, exits 1 on
-// any failure, 77 ("SKIPPED: no CUDA device") without a GPU.
+// ffpa_device_check: the GPU correctness matrix against the fp64-accumulated host
+// reference, and the kernels' own timings (for images without Python headers).
+//
+//   ffpa_device_check [--json FILE] [--quick] [--dry-run]
+//   ffpa_device_check --bench-csv FILE [--bench-dims 64,128,...] [--bench-n 8192]
+//                     [--bench-h 32] [--bench-warmup 3] [--bench-iters 10] [--dry-run]
+//
+// Correctness groups, one per compiled (head dim, dtype), each with B = 2, Hq = 4:
+// causal x {aligned 256/256, Nq < Nkv 200/317, Nq > Nkv 317/200} x {MHA, GQA Hkv = 2}
+// x impl {mma, simt}; [B, N, H, D]-in-memory views (non-contiguous [B, H, N, D]
+// strides); Nkv shorter than one tile with Hkv = 1 (h_ratio 4). Then the group
+// "long": N = 4096 and 8192 at D = 128 and 512 (those compiled), both dtypes, causal
+// and not, GQA, checked on a sample of rows; and the group "api": impl="auto" picks
+// mma for aligned arrays and simt (reported through impl_used) for misaligned ones,
+// and a stale error left by an unrelated CUDA call does not fail a launch.
+//
+// Errors: abs = max |out - ref|, rel = abs / max |ref| (per case), lse = max
+// |lse - ref|. A case passes when rel, abs and lse are within the tolerances of its
+// dtype (kTolerances, also written into the JSON). --json FILE is rewritten atomically
+// after every group, so a run cut short says how far it got. --dry-run makes no CUDA
+// call: it prints and writes the plan (the rehearsal on machines without a GPU).
+// Exit: 0 all passed (or dry run), 1 a case failed, 2 usage or CUDA errors, 77 no GPU.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -14,9 +27,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <random>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attention_ref.h"
@@ -24,21 +39,35 @@
 
 namespace {
 
+struct Tolerance {
+  float rel, abs, lse;
+};
+// fp16: 11-bit mantissa inputs/outputs, P rounded to fp16 before the PV mma; bf16:
+// 8-bit mantissa, so about 8x the rounding of fp16. abs is the spec's allclose atol.
+constexpr Tolerance kTolFp16{1e-2f, 2e-2f, 2e-2f};
+constexpr Tolerance kTolBf16{3e-2f, 5e-2f, 5e-2f};
+
+const Tolerance& tolerance(ffpa::DType t) { return t == ffpa::DType::kFp16 ? kTolFp16 : kTolBf16; }
+
 struct Case {
+  std::string group;
   int d;
   ffpa::DType dtype;
   bool causal;
-  int nq, nkv;
-  int hq, hkv;
-  bool bnhd;  // memory order [B, N, H, D]: exercises head/row strides
-  ffpa::Impl impl;
+  int b, nq, nkv, hq, hkv;
+  bool bnhd;          // memory order [B, N, H, D]: exercises head/row strides
+  ffpa::Impl impl;    // requested
+  ffpa::Impl expect;  // kernel that must run (kAuto: whatever was requested)
+  int sample_rows;    // 0: check every row; else this many rows (first, last, spread)
+  bool misalign;      // data pointers offset by one element (not 16-byte aligned)
+  bool stale_error;   // leave an unrelated CUDA error pending before the launch
 };
 
 std::string case_name(const Case& c) {
-  char buf[256];
-  std::snprintf(buf, sizeof(buf), "D=%d %s causal=%d Nq=%d Nkv=%d Hq=%d Hkv=%d layout=%s impl=%s", c.d,
-                ffpa::dtype_name(c.dtype), c.causal ? 1 : 0, c.nq, c.nkv, c.hq, c.hkv, c.bnhd ? "bnhd" : "bhnd",
-                c.impl == ffpa::Impl::kMma ? "mma" : "simt");
+  char buf[320];
+  std::snprintf(buf, sizeof(buf), "D=%d %s causal=%d B=%d Nq=%d Nkv=%d Hq=%d Hkv=%d layout=%s impl=%s%s%s", c.d,
+                ffpa::dtype_name(c.dtype), c.causal ? 1 : 0, c.b, c.nq, c.nkv, c.hq, c.hkv, c.bnhd ? "bnhd" : "bhnd",
+                ffpa::impl_name(c.impl), c.misalign ? " misaligned" : "", c.stale_error ? " stale-error" : "");
   return buf;
 }
 
@@ -65,24 +94,24 @@ float from_bits(uint16_t bits, ffpa::DType t) {
   return __bfloat162float(h);
 }
 
-#define CHECK_CUDA(expr)                                                                   \
-  do {                                                                                     \
-    cudaError_t e_ = (expr);                                                               \
-    if (e_ != cudaSuccess) {                                                               \
+#define CHECK_CUDA(expr)                                                                            \
+  do {                                                                                              \
+    cudaError_t e_ = (expr);                                                                        \
+    if (e_ != cudaSuccess) {                                                                        \
       std::fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(2);                                                                        \
-    }                                                                                      \
+      std::exit(2);                                                                                 \
+    }                                                                                               \
   } while (0)
 
 struct Result {
-  bool ok;
-  float out_err, lse_err;
+  bool ok = true;
+  float abs_err = 0.f, rel_err = 0.f, lse_err = 0.f, max_ref = 0.f;
+  std::string impl_used = "-";
   std::string error;
 };
 
-// Logical [B, H, N, D] index -> element offset in either memory order.
-int64_t offset(bool bnhd, int b, int h, int n, int d, int H, int N, int D, int bi, int hi, int ni) {
-  (void)b;
+// Logical [B, H, N, D] row (b, h, n) -> element offset in either memory order.
+int64_t row_offset(bool bnhd, int H, int N, int D, int bi, int hi, int ni) {
   if (bnhd) return ((static_cast<int64_t>(bi) * N + ni) * H + hi) * D;
   return ((static_cast<int64_t>(bi) * H + hi) * N + ni) * D;
 }
@@ -99,160 +128,512 @@ void set_desc(ffpa::TensorDesc& t, void* data, bool bnhd, int B, int H, int N, i
   t.dtype = dt;
 }
 
-Result run_case(const Case& c, std::mt19937& rng) {
-  const int B = 2, D = c.d;
-  std::normal_distribution<float> dist(0.f, 1.f);
-  auto make = [&](int H, int N, std::vector<float>& logical, std::vector<uint16_t>& mem) {
-    logical.assign(static_cast<size_t>(B) * H * N * D, 0.f);
-    mem.assign(logical.size(), 0);
-    for (int bi = 0; bi < B; ++bi)
-      for (int hi = 0; hi < H; ++hi)
-        for (int ni = 0; ni < N; ++ni)
-          for (int di = 0; di < D; ++di) {
-            const uint16_t bits = to_bits(dist(rng), c.dtype);
-            logical[(((static_cast<size_t>(bi) * H + hi) * N + ni) * D) + di] = from_bits(bits, c.dtype);
-            mem[offset(c.bnhd, B, H, N, D, H, N, D, bi, hi, ni) + di] = bits;
-          }
-  };
-  std::vector<float> q, k, v;
-  std::vector<uint16_t> qm, km, vm;
-  make(c.hq, c.nq, q, qm);
-  make(c.hkv, c.nkv, k, km);
-  make(c.hkv, c.nkv, v, vm);
+std::vector<int> rows_to_check(const Case& c) {
+  std::vector<int> rows;
+  if (c.sample_rows <= 0 || c.sample_rows >= c.nq) {
+    for (int i = 0; i < c.nq; ++i) rows.push_back(i);
+    return rows;
+  }
+  // The first and last rows (causal edges, the last partial tile) and an even spread.
+  const int edge = c.sample_rows / 4;
+  for (int i = 0; i < edge; ++i) rows.push_back(i);
+  for (int i = c.nq - edge; i < c.nq; ++i) rows.push_back(i);
+  const int spread = c.sample_rows - 2 * edge;
+  for (int i = 0; i < spread; ++i) rows.push_back(edge + static_cast<int>((int64_t(i) * (c.nq - 2 * edge)) / spread));
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  return rows;
+}
+
+// A fast normal generator (splitmix64 + Box-Muller): inputs of the long cases have
+// tens of millions of elements, and std::normal_distribution dominated the run time.
+class Normal {
+ public:
+  explicit Normal(uint64_t seed) : state_(seed) {}
+  float operator()() {
+    if (have_spare_) {
+      have_spare_ = false;
+      return spare_;
+    }
+    const double u1 = (next() >> 11) * 0x1.0p-53 + 0x1.0p-54, u2 = (next() >> 11) * 0x1.0p-53;
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    spare_ = static_cast<float>(r * std::sin(6.283185307179586 * u2));
+    have_spare_ = true;
+    return static_cast<float>(r * std::cos(6.283185307179586 * u2));
+  }
+
+ private:
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  uint64_t state_;
+  float spare_ = 0.f;
+  bool have_spare_ = false;
+};
+
+// Inputs and references are shared by the cases of a group that differ only in the
+// impl (and, for inputs, in causal): the host side, not the GPU, is the slow part.
+struct Inputs {
+  std::vector<float> q, k, v;         // logical [B, H, N, D], rounded to the dtype
+  std::vector<uint16_t> qm, km, vm;   // device memory images (layout, padding)
+};
+struct Reference {
+  std::vector<int> rows;
+  std::vector<float> out, lse;
+};
+struct GroupCache {
+  std::string group;
+  std::vector<std::pair<std::string, std::shared_ptr<Inputs>>> inputs;
+  std::vector<std::pair<std::string, std::shared_ptr<Reference>>> refs;
+};
+
+std::string input_key(const Case& c) {
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "%d %d %d %d %d %d %d %d %d", c.d, int(c.dtype), c.b, c.nq, c.nkv, c.hq, c.hkv,
+                int(c.bnhd), int(c.misalign));
+  return buf;
+}
+
+template <typename T>
+std::shared_ptr<T> find_cached(std::vector<std::pair<std::string, std::shared_ptr<T>>>& v, const std::string& key) {
+  for (auto& kv : v)
+    if (kv.first == key) return kv.second;
+  return nullptr;
+}
+
+Result run_case(const Case& c, GroupCache& cache, uint64_t seed) {
+  const int B = c.b, D = c.d;
+  if (cache.group != c.group) cache = GroupCache{c.group, {}, {}};
+  const int64_t pad = c.misalign ? 1 : 0;  // elements before the array in its allocation
+  const std::string ikey = input_key(c);
+  std::shared_ptr<Inputs> in = find_cached(cache.inputs, ikey);
+  if (!in) {
+    in = std::make_shared<Inputs>();
+    Normal dist(seed);
+    auto make = [&](int H, int N, std::vector<float>& logical, std::vector<uint16_t>& mem) {
+      logical.assign(static_cast<size_t>(B) * H * N * D, 0.f);
+      mem.assign(logical.size() + pad, 0);
+      for (int bi = 0; bi < B; ++bi)
+        for (int hi = 0; hi < H; ++hi)
+          for (int ni = 0; ni < N; ++ni)
+            for (int di = 0; di < D; ++di) {
+              const uint16_t bits = to_bits(dist(), c.dtype);
+              logical[(((static_cast<size_t>(bi) * H + hi) * N + ni) * D) + di] = from_bits(bits, c.dtype);
+              mem[pad + row_offset(c.bnhd, H, N, D, bi, hi, ni) + di] = bits;
+            }
+    };
+    make(c.hq, c.nq, in->q, in->qm);
+    make(c.hkv, c.nkv, in->k, in->km);
+    make(c.hkv, c.nkv, in->v, in->vm);
+    cache.inputs.emplace_back(ikey, in);
+  }
+  const std::vector<uint16_t>&qm = in->qm, &km = in->km, &vm = in->vm;
 
   ffpa::ref::Problem p;
   p.b = B, p.hq = c.hq, p.hkv = c.hkv, p.nq = c.nq, p.nkv = c.nkv, p.d = D, p.causal = c.causal;
   p.scale = 1.f / std::sqrt(static_cast<float>(D));
-  std::vector<float> ref_out(q.size()), ref_lse(static_cast<size_t>(B) * c.hq * c.nq);
-  ffpa::ref::attention(p, q.data(), k.data(), v.data(), ref_out.data(), ref_lse.data());
+  const std::string rkey = ikey + (c.causal ? " causal " : " full ") + std::to_string(c.sample_rows);
+  std::shared_ptr<Reference> ref = find_cached(cache.refs, rkey);
+  if (!ref) {
+    ref = std::make_shared<Reference>();
+    ref->rows = rows_to_check(c);
+    const int n = static_cast<int>(ref->rows.size());
+    ref->out.resize(static_cast<size_t>(B) * c.hq * n * D);
+    ref->lse.resize(static_cast<size_t>(B) * c.hq * n);
+    ffpa::ref::attention_rows(p, in->q.data(), in->k.data(), in->v.data(), ref->rows.data(), n, ref->out.data(),
+                              ref->lse.data());
+    cache.refs.emplace_back(rkey, ref);
+  }
+  const std::vector<int>& rows = ref->rows;
+  const std::vector<float>&ref_out = ref->out, &ref_lse = ref->lse;
+  const int nr = static_cast<int>(rows.size());
 
   void *dq, *dk, *dv, *dout;
   float* dlse;
+  const size_t lse_elems = static_cast<size_t>(B) * c.hq * c.nq;
   CHECK_CUDA(cudaMalloc(&dq, qm.size() * 2));
   CHECK_CUDA(cudaMalloc(&dk, km.size() * 2));
   CHECK_CUDA(cudaMalloc(&dv, vm.size() * 2));
   CHECK_CUDA(cudaMalloc(&dout, qm.size() * 2));
-  CHECK_CUDA(cudaMalloc(&dlse, ref_lse.size() * 4));
+  CHECK_CUDA(cudaMalloc(&dlse, lse_elems * 4));
   CHECK_CUDA(cudaMemcpy(dq, qm.data(), qm.size() * 2, cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMemcpy(dk, km.data(), km.size() * 2, cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMemcpy(dv, vm.data(), vm.size() * 2, cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMemset(dout, 0xff, qm.size() * 2));  // NaN pattern: unwritten output fails
-  CHECK_CUDA(cudaMemset(dlse, 0xff, ref_lse.size() * 4));
+  CHECK_CUDA(cudaMemset(dlse, 0xff, lse_elems * 4));
 
+  auto at = [&](void* base) { return static_cast<void*>(static_cast<uint16_t*>(base) + pad); };
   ffpa::ForwardArgs a;
-  set_desc(a.q, dq, c.bnhd, B, c.hq, c.nq, D, c.dtype);
-  set_desc(a.k, dk, c.bnhd, B, c.hkv, c.nkv, D, c.dtype);
-  set_desc(a.v, dv, c.bnhd, B, c.hkv, c.nkv, D, c.dtype);
-  set_desc(a.out, dout, c.bnhd, B, c.hq, c.nq, D, c.dtype);
+  set_desc(a.q, at(dq), c.bnhd, B, c.hq, c.nq, D, c.dtype);
+  set_desc(a.k, at(dk), c.bnhd, B, c.hkv, c.nkv, D, c.dtype);
+  set_desc(a.v, at(dv), c.bnhd, B, c.hkv, c.nkv, D, c.dtype);
+  set_desc(a.out, at(dout), c.bnhd, B, c.hq, c.nq, D, c.dtype);
   a.lse.data = dlse;
   a.lse.shape[0] = B, a.lse.shape[1] = c.hq, a.lse.shape[2] = c.nq;
   a.lse.stride[0] = static_cast<int64_t>(c.hq) * c.nq, a.lse.stride[1] = c.nq, a.lse.stride[2] = 1;
   a.causal = c.causal;
   a.scale = p.scale;
   a.impl = c.impl;
-  Result r{true, 0.f, 0.f, ""};
+  ffpa::Impl used = ffpa::Impl::kAuto;
+  a.impl_used = &used;
+  Result r;
+  if (c.stale_error) {
+    // An invalid ordinal sets the runtime's last-error state without touching the
+    // context; a launch that reads cudaGetLastError() would report it as its own.
+    (void)cudaSetDevice(-1);
+  }
   const ffpa::Status st = ffpa::forward(a);
+  if (c.stale_error) (void)cudaGetLastError();
+  r.impl_used = ffpa::impl_name(used);
   if (!st.ok()) {
-    r = {false, NAN, NAN, st.message};
+    r.ok = false;
+    r.abs_err = r.rel_err = r.lse_err = NAN;
+    r.error = st.message;
   } else {
     const cudaError_t e = cudaDeviceSynchronize();
     if (e != cudaSuccess) {
-      std::fprintf(stderr, "kernel failed: %s\n", cudaGetErrorString(e));
+      std::fprintf(stderr, "kernel failed in case %s: %s\n", case_name(c).c_str(), cudaGetErrorString(e));
       std::exit(2);  // the context is unusable after a device fault
     }
     std::vector<uint16_t> om(qm.size());
-    std::vector<float> lse(ref_lse.size());
+    std::vector<float> lse(lse_elems);
     CHECK_CUDA(cudaMemcpy(om.data(), dout, om.size() * 2, cudaMemcpyDeviceToHost));
     CHECK_CUDA(cudaMemcpy(lse.data(), dlse, lse.size() * 4, cudaMemcpyDeviceToHost));
     for (int bi = 0; bi < B; ++bi)
       for (int hi = 0; hi < c.hq; ++hi)
-        for (int ni = 0; ni < c.nq; ++ni) {
-          const size_t li = (static_cast<size_t>(bi) * c.hq + hi) * c.nq + ni;
+        for (int ri = 0; ri < nr; ++ri) {
+          const int ni = rows[ri];
+          const size_t li = (static_cast<size_t>(bi) * c.hq + hi) * nr + ri;
           for (int di = 0; di < D; ++di) {
-            const float got = from_bits(om[offset(c.bnhd, B, c.hq, c.nq, D, c.hq, c.nq, D, bi, hi, ni) + di], c.dtype);
-            const float err = std::fabs(got - ref_out[li * D + di]);
-            r.out_err = std::isnan(err) ? INFINITY : std::max(r.out_err, err);
+            const float want = ref_out[li * D + di];
+            const float got = from_bits(om[pad + row_offset(c.bnhd, c.hq, c.nq, D, bi, hi, ni) + di], c.dtype);
+            const float err = std::fabs(got - want);
+            r.abs_err = std::isnan(err) ? INFINITY : std::max(r.abs_err, err);
+            r.max_ref = std::max(r.max_ref, std::fabs(want));
           }
           const float want = ref_lse[li];
-          const float err = (std::isinf(want) && lse[li] == want) ? 0.f : std::fabs(lse[li] - want);
+          const float got = lse[(static_cast<size_t>(bi) * c.hq + hi) * c.nq + ni];
+          const float err = (std::isinf(want) && got == want) ? 0.f : std::fabs(got - want);
           r.lse_err = std::isnan(err) ? INFINITY : std::max(r.lse_err, err);
         }
-    const float tol = c.dtype == ffpa::DType::kFp16 ? 2e-2f : 5e-2f;
-    r.ok = r.out_err <= tol && r.lse_err <= tol;
+    // A case whose reference is all zeros (every row fully masked) has no scale:
+    // relative error is then the absolute one.
+    r.rel_err = r.max_ref > 0.f ? r.abs_err / r.max_ref : r.abs_err;
+    const Tolerance& tol = tolerance(c.dtype);
+    r.ok = r.rel_err <= tol.rel && r.abs_err <= tol.abs && r.lse_err <= tol.lse;
+    if (c.expect != ffpa::Impl::kAuto && used != c.expect) {
+      r.ok = false;
+      r.error = std::string("expected the ") + ffpa::impl_name(c.expect) + " kernel, ran " + r.impl_used;
+    }
   }
   cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(dout), cudaFree(dlse);
   return r;
+}
+
+std::vector<Case> plan_cases(const ffpa::BuildInfo& info, bool quick) {
+  using ffpa::Impl;
+  std::vector<Case> cases;
+  std::vector<ffpa::DType> dtypes;
+  for (const std::string& s : info.dtypes) dtypes.push_back(s == "fp16" ? ffpa::DType::kFp16 : ffpa::DType::kBf16);
+  const Impl impls[2] = {Impl::kMma, Impl::kSimt};
+  for (int d : info.head_dims)
+    for (ffpa::DType dt : dtypes) {
+      char group[64];
+      std::snprintf(group, sizeof(group), "D%d-%s", d, ffpa::dtype_name(dt));
+      auto add = [&](bool causal, int nq, int nkv, int hkv, bool bnhd, Impl impl, int hq = 4) {
+        cases.push_back({group, d, dt, causal, 2, nq, nkv, hq, hkv, bnhd, impl, Impl::kAuto, 0, false, false});
+      };
+      for (bool causal : {false, true})
+        for (Impl impl : impls) {
+          for (int hkv : {4, 2}) {
+            add(causal, 256, 256, hkv, false, impl);
+            add(causal, 200, 317, hkv, false, impl);
+            if (!quick) add(causal, 317, 200, hkv, false, impl);  // bottom-right: first rows see no key
+          }
+          if (quick) continue;
+          add(causal, 200, 317, 2, true, impl);  // [B, N, H, D] memory: strided views
+          add(causal, 37, 23, 1, false, impl);   // Nkv < one 64-key tile, h_ratio 4
+        }
+    }
+  if (!quick && !info.head_dims.empty() && !dtypes.empty()) {
+    std::vector<int> long_dims;
+    for (int d : {128, 512})
+      if (std::find(info.head_dims.begin(), info.head_dims.end(), d) != info.head_dims.end()) long_dims.push_back(d);
+    if (long_dims.empty()) long_dims.push_back(info.head_dims.back());
+    for (int d : long_dims)
+      for (int n : {4096, 8192})
+        for (ffpa::DType dt : dtypes)
+          for (bool causal : {false, true})
+            cases.push_back({"long", d, dt, causal, 1, n, n, 2, 1, false, Impl::kMma, Impl::kAuto, 128, false, false});
+    // Nq != Nkv at length: a short query block against a long KV (decode-like prefill).
+    cases.push_back({"long", long_dims.back(), dtypes[0], true, 1, 1000, 8192, 2, 1, false, Impl::kMma, Impl::kAuto,
+                     128, false, false});
+  }
+  if (!info.head_dims.empty() && !dtypes.empty()) {
+    const int d = info.head_dims.front();
+    const ffpa::DType dt = dtypes.front();
+    cases.push_back({"api", d, dt, false, 2, 200, 317, 4, 2, false, Impl::kAuto, Impl::kMma, 0, false, false});
+    cases.push_back({"api", d, dt, false, 2, 200, 317, 4, 2, false, Impl::kAuto, Impl::kSimt, 0, true, false});
+    cases.push_back({"api", d, dt, true, 2, 200, 317, 4, 2, false, Impl::kMma, Impl::kMma, 0, false, true});
+  }
+  return cases;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') o += '\\', o += ch;
+    else if (static_cast<unsigned char>(ch) < 0x20) o += ' ';
+    else o += ch;
+  }
+  return o;
+}
+
+std::string num(float x) {
+  if (!std::isfinite(x)) return "null";  // JSON has no inf/nan; null reads as "not measured"
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.6g", x);
+  return buf;
+}
+
+// The whole report, rewritten atomically (temp file + rename) after every group.
+void write_json(const char* path, const std::string& device, const std::vector<Case>& cases,
+                const std::vector<Result>& results, size_t groups_done, size_t groups_total, const char* status) {
+  if (path == nullptr) return;
+  std::string j = "{\n  \"device\": \"" + json_escape(device) + "\",\n  \"status\": \"" + status + "\",\n";
+  j += "  \"tolerances\": {\"fp16\": {\"rel\": " + num(kTolFp16.rel) + ", \"abs\": " + num(kTolFp16.abs) +
+       ", \"lse\": " + num(kTolFp16.lse) + "}, \"bf16\": {\"rel\": " + num(kTolBf16.rel) +
+       ", \"abs\": " + num(kTolBf16.abs) + ", \"lse\": " + num(kTolBf16.lse) + "}},\n";
+  j += "  \"groups_done\": " + std::to_string(groups_done) + ",\n  \"groups_total\": " + std::to_string(groups_total) +
+       ",\n  \"cases\": [\n";
+  size_t failed = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    j += "    {\"case\": \"" + json_escape(case_name(c)) + "\", \"group\": \"" + c.group + "\", \"d\": " +
+         std::to_string(c.d) + ", \"dtype\": \"" + ffpa::dtype_name(c.dtype) + "\", \"causal\": " +
+         (c.causal ? "true" : "false") + ", \"b\": " + std::to_string(c.b) + ", \"nq\": " + std::to_string(c.nq) +
+         ", \"nkv\": " + std::to_string(c.nkv) + ", \"hq\": " + std::to_string(c.hq) +
+         ", \"hkv\": " + std::to_string(c.hkv) + ", \"layout\": \"" + (c.bnhd ? "bnhd" : "bhnd") +
+         "\", \"impl\": \"" + ffpa::impl_name(c.impl) + "\", \"rows_checked\": " +
+         (c.sample_rows > 0 ? std::to_string(rows_to_check(c).size()) : std::to_string(c.nq));
+    if (i < results.size()) {
+      const Result& r = results[i];
+      failed += r.ok ? 0 : 1;
+      j += ", \"ran\": true, \"pass\": " + std::string(r.ok ? "true" : "false") + ", \"impl_used\": \"" +
+           r.impl_used + "\", \"abs_err\": " + num(r.abs_err) + ", \"rel_err\": " + num(r.rel_err) +
+           ", \"lse_err\": " + num(r.lse_err) + ", \"max_ref\": " + num(r.max_ref) + ", \"error\": \"" +
+           json_escape(r.error) + "\"";
+    } else {
+      j += ", \"ran\": false";
+    }
+    j += std::string("}") + (i + 1 < cases.size() ? "," : "") + "\n";
+  }
+  j += "  ],\n  \"total\": " + std::to_string(cases.size()) + ",\n  \"ran\": " + std::to_string(results.size()) +
+       ",\n  \"failed\": " + std::to_string(failed) + "\n}\n";
+  const std::string tmp = std::string(path) + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr || std::fputs(j.c_str(), f) < 0 || std::fclose(f) != 0 || std::rename(tmp.c_str(), path) != 0) {
+    std::fprintf(stderr, "cannot write %s\n", path);
+    std::exit(2);
+  }
+}
+
+// ---- bench: the kernels' own timings (CUDA events), for the SDPA comparison made by
+// a separate Python process on the same shapes (ctest/gpu/sdpa_bench.py) ----------------
+
+__global__ void fill_random(uint16_t* p, int64_t n, uint32_t seed, bool bf16) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    uint32_t x = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    x ^= x >> 15, x *= 2246822519u, x ^= x >> 13;
+    const float u = (x & 0xffffff) / float(0x1000000) * 2.f - 1.f;  // uniform [-1, 1)
+    if (bf16) {
+      __nv_bfloat16 h = __float2bfloat16_rn(u);
+      p[i] = *reinterpret_cast<uint16_t*>(&h);
+    } else {
+      __half h = __float2half_rn(u);
+      p[i] = *reinterpret_cast<uint16_t*>(&h);
+    }
+  }
+}
+
+struct BenchOpts {
+  const char* csv = nullptr;
+  std::vector<int> dims = {64, 128, 256, 320, 512};
+  int n = 8192, h = 32, warmup = 3, iters = 10;
+};
+
+int run_bench(const BenchOpts& o, const ffpa::BuildInfo& info, bool dry_run) {
+  std::vector<int> dims;
+  for (int d : o.dims)
+    if (std::find(info.head_dims.begin(), info.head_dims.end(), d) != info.head_dims.end()) dims.push_back(d);
+  std::string csv = "source,D,dtype,causal,B,H,N,kernel,ms,tflops\n";
+  for (int d : dims)
+    for (bool causal : {false, true}) {
+      const double flop = 4.0 * o.h * double(o.n) * o.n * d / (causal ? 2 : 1);
+      if (dry_run) {
+        std::printf("bench plan: D=%d fp16 causal=%d B=1 H=%d N=%d warmup=%d iters=%d\n", d, causal, o.h, o.n,
+                    o.warmup, o.iters);
+        continue;
+      }
+      const int64_t elems = int64_t(o.h) * o.n * d;
+      uint16_t *q, *k, *v, *out;
+      CHECK_CUDA(cudaMalloc(&q, elems * 2));
+      CHECK_CUDA(cudaMalloc(&k, elems * 2));
+      CHECK_CUDA(cudaMalloc(&v, elems * 2));
+      CHECK_CUDA(cudaMalloc(&out, elems * 2));
+      fill_random<<<1024, 256>>>(q, elems, 1u, false);
+      fill_random<<<1024, 256>>>(k, elems, 2u, false);
+      fill_random<<<1024, 256>>>(v, elems, 3u, false);
+      CHECK_CUDA(cudaGetLastError());
+      ffpa::ForwardArgs a;
+      set_desc(a.q, q, false, 1, o.h, o.n, d, ffpa::DType::kFp16);
+      set_desc(a.k, k, false, 1, o.h, o.n, d, ffpa::DType::kFp16);
+      set_desc(a.v, v, false, 1, o.h, o.n, d, ffpa::DType::kFp16);
+      set_desc(a.out, out, false, 1, o.h, o.n, d, ffpa::DType::kFp16);
+      a.causal = causal;
+      a.scale = 1.f / std::sqrt(float(d));
+      ffpa::Impl used = ffpa::Impl::kAuto;
+      a.impl_used = &used;
+      cudaEvent_t e0, e1;
+      CHECK_CUDA(cudaEventCreate(&e0));
+      CHECK_CUDA(cudaEventCreate(&e1));
+      for (int i = 0; i < o.warmup + o.iters; ++i) {
+        if (i == o.warmup) CHECK_CUDA(cudaEventRecord(e0));
+        const ffpa::Status st = ffpa::forward(a);
+        if (!st.ok()) {
+          std::fprintf(stderr, "bench D=%d: %s\n", d, st.message.c_str());
+          return 2;
+        }
+      }
+      CHECK_CUDA(cudaEventRecord(e1));
+      CHECK_CUDA(cudaEventSynchronize(e1));
+      float ms = 0.f;
+      CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+      ms /= o.iters;
+      const double tflops = flop / (ms * 1e-3) / 1e12;
+      char line[256];
+      std::snprintf(line, sizeof(line), "ffpa-cpp,%d,fp16,%d,1,%d,%d,%s,%.4f,%.2f\n", d, causal ? 1 : 0, o.h, o.n,
+                    ffpa::impl_name(used), ms, tflops);
+      std::printf("bench: %s", line);
+      std::fflush(stdout);
+      csv += line;
+      cudaEventDestroy(e0), cudaEventDestroy(e1);
+      cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(out);
+    }
+  // A dry run writes the header alone: the rehearsal checks the file's shape.
+  if (o.csv != nullptr) {
+    FILE* f = std::fopen(o.csv, "w");
+    if (f == nullptr || std::fputs(csv.c_str(), f) < 0 || std::fclose(f) != 0) {
+      std::fprintf(stderr, "cannot write %s\n", o.csv);
+      return 2;
+    }
+  }
+  return 0;
+}
+
+std::vector<int> parse_ints(const char* s) {
+  std::vector<int> v;
+  for (const char* p = s; *p;) {
+    char* end = nullptr;
+    const long x = std::strtol(p, &end, 10);
+    if (end == p || x <= 0) return {};
+    v.push_back(static_cast<int>(x));
+    p = (*end == ',' || *end == ';') ? end + 1 : end;
+    if (*end != 0 && *end != ',' && *end != ';') return {};
+  }
+  return v;
+}
+
+int usage(const char* argv0) {
+  std::fprintf(stderr,
+               "usage: %s [--json FILE] [--quick] [--dry-run]\n"
+               "       %s --bench-csv FILE [--bench-dims 64,128,...] [--bench-n N] [--bench-h H]\n"
+               "          [--bench-warmup W] [--bench-iters I] [--dry-run]\n",
+               argv0, argv0);
+  return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const char* json_path = nullptr;
-  bool quick = false;
+  bool quick = false, dry_run = false, bench = false;
+  BenchOpts bo;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
-    else if (!std::strcmp(argv[i], "--quick")) quick = true;
-    else {
-      std::fprintf(stderr, "usage: %s [--json <file>] [--quick]\n", argv[0]);
-      return 2;
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--json" && has_value) json_path = argv[++i];
+    else if (a == "--quick") quick = true;
+    else if (a == "--dry-run") dry_run = true;
+    else if (a == "--bench-csv" && has_value) bo.csv = argv[++i], bench = true;
+    else if (a == "--bench-dims" && has_value) {
+      bo.dims = parse_ints(argv[++i]);
+      if (bo.dims.empty()) return usage(argv[0]);
+    } else if ((a == "--bench-n" || a == "--bench-h" || a == "--bench-warmup" || a == "--bench-iters") && has_value) {
+      const int x = std::atoi(argv[++i]);
+      if (x <= 0 && a != "--bench-warmup") return usage(argv[0]);
+      (a == "--bench-n" ? bo.n : a == "--bench-h" ? bo.h : a == "--bench-warmup" ? bo.warmup : bo.iters) = x;
+    } else {
+      return usage(argv[0]);
     }
   }
-  if (ffpa::device_count() == 0) {
-    std::printf("SKIPPED: no CUDA device\n");
-    return 77;
-  }
-  cudaDeviceProp prop{};
-  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   const ffpa::BuildInfo info = ffpa::build_info();
-  std::printf("device: %s (sm_%d%d); compiled head dims:", prop.name, prop.major, prop.minor);
-  for (int d : info.head_dims) std::printf(" %d", d);
-  std::printf("\n");
-
-  std::vector<Case> cases;
-  for (int d : info.head_dims)
-    for (const std::string& dts : info.dtypes) {
-      const ffpa::DType dt = dts == "fp16" ? ffpa::DType::kFp16 : ffpa::DType::kBf16;
-      for (bool causal : {false, true})
-        for (bool aligned : {true, false})
-          for (int hkv : {4, 2})
-            for (ffpa::Impl impl : {ffpa::Impl::kMma, ffpa::Impl::kSimt}) {
-              const int nq = aligned ? 256 : 200, nkv = aligned ? 256 : 317;
-              cases.push_back({d, dt, causal, nq, nkv, 4, hkv, false, impl});
-              if (!aligned && causal && !quick) cases.push_back({d, dt, causal, nq, nkv, 4, hkv, true, impl});
-              // Nq > Nkv: bottom-right causal leaves the first rows with no key.
-              if (!aligned && causal && hkv == 4 && !quick) cases.push_back({d, dt, causal, 317, 200, 4, hkv, false, impl});
-              // Nkv shorter than one 64-key tile (the pipeline prologue runs past the
-              // only KV block) with one KV head for four query heads (h_ratio 4).
-              if (!aligned && hkv == 2 && !quick) cases.push_back({d, dt, causal, 37, 23, 4, 1, false, impl});
-            }
+  std::string device = "none (dry run)";
+  if (!dry_run) {
+    if (ffpa::device_count() == 0) {
+      std::printf("SKIPPED: no CUDA device\n");
+      return 77;
     }
+    cudaDeviceProp prop{};
+    CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+    device = std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ")";
+  }
+  std::printf("device: %s; compiled head dims:", device.c_str());
+  for (int d : info.head_dims) std::printf(" %d", d);
+  std::printf("; dtypes:");
+  for (const std::string& t : info.dtypes) std::printf(" %s", t.c_str());
+  std::printf("\n");
+  if (bench) return run_bench(bo, info, dry_run);
 
-  std::mt19937 rng(1234);
+  const std::vector<Case> cases = plan_cases(info, quick);
+  std::vector<std::string> groups;
+  for (const Case& c : cases)
+    if (groups.empty() || groups.back() != c.group) groups.push_back(c.group);
+  std::printf("plan: %zu cases in %zu groups; tolerances fp16 rel %.0e abs %.0e lse %.0e, bf16 rel %.0e abs %.0e "
+              "lse %.0e\n",
+              cases.size(), groups.size(), kTolFp16.rel, kTolFp16.abs, kTolFp16.lse, kTolBf16.rel, kTolBf16.abs,
+              kTolBf16.lse);
+  std::vector<Result> results;
+  write_json(json_path, device, cases, results, 0, groups.size(), dry_run ? "planned" : "running");
+  if (dry_run) {
+    for (const Case& c : cases) std::printf("[PLAN] %s: %s\n", c.group.c_str(), case_name(c).c_str());
+    return 0;
+  }
+
+  GroupCache cache;
   int failed = 0;
-  std::string json = "{\n  \"device\": \"" + std::string(prop.name) + "\",\n  \"cases\": [\n";
   std::vector<std::string> failures;
+  size_t groups_done = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
-    const Result r = run_case(c, rng);
+    const Result r = run_case(c, cache, 1234 + i);
+    results.push_back(r);
     const std::string name = case_name(c);
-    std::printf("[%s] %s out_err=%.3e lse_err=%.3e%s%s\n", r.ok ? "PASS" : "FAIL", name.c_str(), r.out_err, r.lse_err,
-                r.error.empty() ? "" : " error=", r.error.c_str());
+    std::printf("[%s] %s ran=%s abs=%.3e rel=%.3e lse=%.3e%s%s\n", r.ok ? "PASS" : "FAIL", name.c_str(),
+                r.impl_used.c_str(), r.abs_err, r.rel_err, r.lse_err, r.error.empty() ? "" : " error=",
+                r.error.c_str());
     std::fflush(stdout);
     if (!r.ok) {
       ++failed;
       failures.push_back(name);
     }
-    char buf[512];
-    std::snprintf(buf, sizeof(buf), "    {\"case\": \"%s\", \"pass\": %s, \"out_err\": %.6g, \"lse_err\": %.6g}%s\n",
-                  name.c_str(), r.ok ? "true" : "false", std::isfinite(r.out_err) ? r.out_err : 1e30,
-                  std::isfinite(r.lse_err) ? r.lse_err : 1e30, i + 1 < cases.size() ? "," : "");
-    json += buf;
-  }
-  json += "  ],\n  \"total\": " + std::to_string(cases.size()) + ",\n  \"failed\": " + std::to_string(failed) + "\n}\n";
-  if (json_path) {
-    if (FILE* f = std::fopen(json_path, "w")) {
-      std::fputs(json.c_str(), f);
-      std::fclose(f);
+    if (i + 1 == cases.size() || cases[i + 1].group != c.group) {
+      ++groups_done;
+      write_json(json_path, device, cases, results, groups_done, groups.size(),
+                 i + 1 == cases.size() ? "done" : "running");
     }
   }
   std::printf("%zu cases, %d failed\n", cases.size(), failed);

@@ -1,147 +1,255 @@
 #!/usr/bin/env bash
-# GPU truth in one command (spec/kernels.md "Correctness on a GPU"):
-#   ctest/gpu/device_check.sh OUTDIR
-# On a machine with an NVIDIA GPU: configure a dedicated build tree for that GPU's
-# arch (Hopper 90 is the reference machine), build the kernels, the runner and the
-# binding, run the full correctness matrix (every compiled head dim x dtype x causal
-# x {aligned, non-aligned N} x {MHA, GQA}, impls mma and simt) against the fp32 host
-# reference, then `python -m ffpa_attn.bench` for D in {64,128,256,320,512} at
-# N = 8192 against torch SDPA. Writes into OUTDIR: build.log, build_rest.log,
-# correctness.log, correctness.json, bench_D<d>.log, bench/ (CSV, JSON, PNG from --save-path),
-# summary.json. Exits 0 when every case passes, 1 when any fails (named in
-# correctness.log and summary.json), 77 without a GPU.
+# GPU truth in one command (spec/kernels.md "Correctness on a GPU"; docs/perf.md):
 #
-# The device machine has no network. Python for the bench, first that exists:
-#   $FFPA_DEVICE_PYTHON            an interpreter that already has numpy and torch
-#   $FFPA_WHEELHOUSE               a directory of wheels (torch, numpy, matplotlib and
-#                                  their dependencies): a venv is made from it offline
-#   <repo>/.venv/bin/python        the tools venv (numpy, no torch: SDPA is skipped)
-# Without torch the bench is skipped and summary.json says so.
-# Environment: FFPA_DEVICE_CHECK_DIMS (default "64;128;192;256;320;512"),
-# FFPA_DEVICE_CHECK_JOBS (default: nproc), CMAKE_CUDA_COMPILER (default nvcc on PATH
-# or /usr/local/cuda/bin/nvcc).
+#   ctest/gpu/device_check.sh [--no-gpu] [--arch A] OUT
+#
+# Needs only what a bare GPU image holds: nvcc, CMake, Ninja and a python3 (torch,
+# numpy, pybind11 and pytest when present; Python.h optional). It configures the
+# kernels-only tree (preset gpu-check: no release engine, so no OpenSSL, zlib,
+# nlohmann_json or GTest) for the present GPU's arch in a scratch directory, builds the
+# kernels and the runner, then the package and its binding (when the interpreter has
+# Python.h and pybind11), and runs, each phase under `timeout` within one time budget:
+#   correctness   the C++ runner: every compiled head dim x dtype x causal x GQA x
+#                 {Nq = Nkv, Nq < Nkv, Nq > Nkv} x {mma, simt}, strided views, long
+#                 sequences (N = 4096/8192 at D = 128/512), impl=auto and stale-error
+#                 checks, against the fp64-accumulated host reference
+#   python-gpu    pytest -m gpu on the package (binding only)
+#   bench-cpp     the kernels timed by the runner with CUDA events (fp16, B=1, H=32,
+#                 N=8192, D in 64/128/256/320/512 as compiled, causal and not)
+#   bench         python -m ffpa_attn.bench against SDPA in the same process (binding),
+#                 else torch SDPA timed by sdpa_bench.py in a separate process
+# OUT receives at most five files, all rewritten as the run goes (a run cut short still
+# says how far it got): summary.json, summary.md, bench.csv, bench.png, logs.tar.gz
+# (every log and raw result). The build never goes into OUT. Exit 0 only when every
+# case passed (GPU mode) or every phase ran (--no-gpu); 1 otherwise; 2 usage; 77 no
+# GPU without --no-gpu.
+#
+# --no-gpu   the rehearsal on machines without a GPU: everything but the kernel
+#            launches (configure, build, the runner's plan, the binding import, the
+#            bench plans, the output layout, the time limits, the tarball).
+# --arch A   the arch to build (default: nvidia-smi's compute capability; 90 with --no-gpu)
+# Environment:
+#   FFPA_DEVICE_PYTHON           interpreter (default python3 on PATH)
+#   FFPA_DEVICE_CHECK_DIMS       head dims (default: the release head dims of the preset)
+#   FFPA_DEVICE_CHECK_JOBS       build jobs (default nproc)
+#   FFPA_DEVICE_CHECK_BUDGET     seconds for the whole run (default 345: under 6 minutes)
+#   FFPA_DEVICE_CHECK_TIMEOUTS   per-phase limits, e.g. "build=1,correctness=60"
+#   FFPA_DEVICE_CHECK_CMAKE_ARGS extra configure arguments (word-split)
+#   FFPA_DEVICE_CHECK_WORK       scratch directory (default: a new one under $TMPDIR)
+#   FFPA_DEVICE_CHECK_COMMIT     commit to report when the tree has no .git
+#   CMAKE_CUDA_COMPILER          nvcc (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc)
 set -uo pipefail
 
-if [ $# -ne 1 ]; then
-  echo "usage: $0 OUTDIR" >&2
+usage() { echo "usage: $0 [--no-gpu] [--arch A] OUT" >&2; exit 2; }
+no_gpu=0
+arch=""
+out_arg=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-gpu) no_gpu=1 ;;
+    --arch) [ $# -ge 2 ] || usage; arch=$2; shift ;;
+    -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
+    -*) echo "unknown option $1" >&2; usage ;;
+    *) [ -z "$out_arg" ] || usage; out_arg=$1 ;;
+  esac
+  shift
+done
+[ -n "$out_arg" ] || usage
+
+start=$(date +%s)
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+out=$(mkdir -p "$out_arg" && cd "$out_arg" && pwd) || { echo "cannot create $out_arg" >&2; exit 2; }
+work=${FFPA_DEVICE_CHECK_WORK:-$(mktemp -d "${TMPDIR:-/tmp}/ffpa-device-check.XXXXXX")}
+mkdir -p "$work/state/logs"
+state="$work/state"
+logs="$state/logs"
+build="$work/build"
+budget=${FFPA_DEVICE_CHECK_BUDGET:-345}
+jobs=${FFPA_DEVICE_CHECK_JOBS:-$(nproc)}
+python=${FFPA_DEVICE_PYTHON:-$(command -v python3 || true)}
+nvcc=${CMAKE_CUDA_COMPILER:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+summarize="$repo/ctest/gpu/summarize.py"
+: > "$state/phases.tsv"
+
+if [ -z "$python" ] || ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 8))' 2>/dev/null; then
+  echo "FAILED: no Python 3 interpreter (put python3 on PATH or set FFPA_DEVICE_PYTHON)" >&2
   exit 2
 fi
-out=$(mkdir -p "$1" && cd "$1" && pwd)
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-start=$(date +%s)
 
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "SKIPPED: no CUDA device (nvidia-smi finds no GPU)"
-  printf '{"status": "skipped", "reason": "no CUDA device"}\n' > "$out/summary.json"
-  exit 77
+# ---- what this machine is: the first lines of every run ---------------------------------
+mode=gpu
+[ "$no_gpu" = 1 ] && mode=no-gpu
+gpu="none"; driver="none"; cap=""
+if [ "$mode" = gpu ]; then
+  if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "SKIPPED: no CUDA device (nvidia-smi finds no GPU); use --no-gpu for the rehearsal"
+    exit 77
+  fi
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
+  cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1)
 fi
-
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1)
-arch=${cap/./}
-dims=${FFPA_DEVICE_CHECK_DIMS:-"64;128;192;256;320;512"}
-jobs=${FFPA_DEVICE_CHECK_JOBS:-$(nproc)}
-nvcc=${CMAKE_CUDA_COMPILER:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-build="$out/build"
-echo "device check: $gpu (compute capability $cap -> arch $arch), head dims $dims, output $out"
-
-python=""
-if [ -n "${FFPA_DEVICE_PYTHON:-}" ]; then
-  python=$FFPA_DEVICE_PYTHON
-elif [ -n "${FFPA_WHEELHOUSE:-}" ]; then
-  python_base=$(command -v python3.12 || command -v python3)
-  "$python_base" -m venv "$out/venv" &&
-    "$out/venv/bin/python" -m pip install -q --no-index --find-links "$FFPA_WHEELHOUSE" torch numpy matplotlib pytest \
-      > "$out/venv.log" 2>&1 && python="$out/venv/bin/python"
-  [ -z "$python" ] && echo "warning: offline venv from $FFPA_WHEELHOUSE failed (see venv.log)"
+if [ -z "$arch" ]; then
+  if [ -n "$cap" ]; then arch=${cap/./}; else arch=90; fi
 fi
-[ -z "$python" ] && [ -x "$repo/.venv/bin/python" ] && python="$repo/.venv/bin/python"
-[ -z "$python" ] && python=$(command -v python3)
-
-# ---- configure and build (the binding for the bench's interpreter) ------------------
-# Configure asks the tools venv (.venv) for pybind11; a device machine may only have a
-# checkout without it. Then take pybind11 from the bench's interpreter, else name a
-# missing directory: configure still succeeds, only the binding (the bench) fails to
-# build, and the correctness matrix, which needs neither, still runs.
-pybind_arg=()
-if [ ! -x "$repo/.venv/bin/python" ] || ! "$repo/.venv/bin/python" -c "import pybind11" >/dev/null 2>&1; then
-  inc=$("$python" -c "import pybind11; print(pybind11.get_include())" 2>/dev/null || true)
-  pybind_arg=("-Dpybind11_INCLUDE_DIR=${inc:-$out/no-pybind11}")
-fi
-gen=()
-command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
+nvcc_version=$("$nvcc" --version 2>/dev/null | grep -o 'release [0-9.]*' | head -1 | cut -d' ' -f2)
+torch_version=$("$python" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)' 2>/dev/null || echo "not importable")
+commit=${FFPA_DEVICE_CHECK_COMMIT:-$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)}
 {
-  cmake -S "$repo" -B "$build" ${gen[@]+"${gen[@]}"} -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_CUDA_COMPILER="$nvcc" -DFFPA_BUILD_KERNELS=ON -DFFPA_BUILD_TESTING=ON \
-    "-DFFPA_CUDA_ARCHS=$arch" "-DFFPA_HEAD_DIMS=$dims" "-DFFPA_DTYPES=fp16;bf16" \
-    -DFFPA_PROFILE=dev "-DFFPA_PYTHON_INTERPRETERS=$python" ${pybind_arg[@]+"${pybind_arg[@]}"} &&
-  cmake --build "$build" -j "$jobs" --target ffpa_kernels ffpa_device_check
-} > "$out/build.log" 2>&1
-build_rc=$?
-if [ $build_rc -ne 0 ]; then
-  echo "FAILED: build (see $out/build.log)"; tail -20 "$out/build.log"
-  printf '{"status": "failed", "stage": "build", "gpu": "%s", "arch": "%s"}\n' "$gpu" "$arch" > "$out/summary.json"
-  exit 1
-fi
-# The rest (the Python binding for the bench) must not keep the correctness matrix
-# from running: a failure here only skips the bench.
-cmake --build "$build" -j "$jobs" > "$out/build_rest.log" 2>&1
-rest_rc=$?
-[ $rest_rc -ne 0 ] && echo "warning: full build failed (see build_rest.log); the bench may not run"
+  echo "gpu=$gpu"
+  echo "driver=$driver"
+  echo "arch=$arch"
+  echo "nvcc=${nvcc_version:-not found}"
+  echo "torch=$torch_version"
+  echo "python=$("$python" -c 'import sys; print(sys.version.split()[0])') ($python)"
+  echo "cmake=$(cmake --version | head -1 | awk '{print $3}')"
+  echo "ninja=$(ninja --version 2>/dev/null || echo 'not found')"
+  echo "commit=$commit"
+  echo "mode=$mode"
+  echo "cores=$(nproc)"
+  echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+} > "$state/env.txt"
+echo "device check ($mode): GPU $gpu, driver $driver, arch $arch"
+echo "  nvcc ${nvcc_version:-not found}, torch $torch_version, python $python, commit $commit"
+echo "  scratch $work, output $out, budget ${budget}s"
 
-# ---- correctness matrix ---------------------------------------------------------------
-runner=$(find "$build" -name ffpa_device_check -type f -perm -u+x | head -1)
-"$runner" --json "$out/correctness.json" 2>&1 | tee "$out/correctness.log"
-check_rc=${PIPESTATUS[0]}
-failed_cases=$(grep '^FAILED: ' "$out/correctness.log" | sed 's/^FAILED: //')
-
-# ---- bench against SDPA ------------------------------------------------------------------
-bench_status="ran"
-pyroot="$build/python"
-if [ $rest_rc -ne 0 ]; then
-  bench_status="skipped: the full build failed (see build_rest.log)"
-  echo "bench $bench_status"
-elif ! "$python" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" >/dev/null 2>&1; then
-  bench_status="skipped: no torch with CUDA for $python (set FFPA_DEVICE_PYTHON or FFPA_WHEELHOUSE)"
-  echo "bench $bench_status"
-else
-  mkdir -p "$out/bench"
-  for d in 64 128 256 320 512; do
-    case ";$dims;" in *";$d;"*) ;; *) continue ;; esac
-    # One bench process per head dim: a crash names its D and the others still run.
-    PYTHONPATH="$pyroot" timeout 120 "$python" -m ffpa_attn.bench --backend cuda --no-bwd \
-      --B 1 --H 32 --N 8192 --D "$d" --dtype fp16 --warmup 3 --iters 10 --verbose \
-      --save-path "$out/bench/D$d" > "$out/bench_D$d.log" 2>&1 ||
-      bench_status="failed (see bench_D$d.log)"
-    cat "$out/bench_D$d.log"
-  done
-fi
-
-elapsed=$(( $(date +%s) - start ))
-"${python}" - "$out" "$gpu" "$arch" "$check_rc" "$bench_status" "$elapsed" <<'PY' || true
-import json, sys, pathlib
-out, gpu, arch, rc, bench, elapsed = sys.argv[1:]
-corr = {}
-p = pathlib.Path(out, "correctness.json")
-if p.exists():
-    corr = json.loads(p.read_text())
-failed = [c["case"] for c in corr.get("cases", []) if not c["pass"]]
-summary = {
-    "status": {"0": "passed", "77": "skipped"}.get(rc, "failed"),
-    "gpu": gpu, "arch": arch, "elapsed_s": int(elapsed),
-    "correctness": {"total": corr.get("total"), "failed": len(failed), "failed_cases": failed,
-                    "runner_exit_code": int(rc)},
-    "bench": bench,
+# ---- phases ----------------------------------------------------------------------------
+limit_of() {  # name default -> the limit from FFPA_DEVICE_CHECK_TIMEOUTS, else default
+  local v
+  v=$(tr ',' '\n' <<<"${FFPA_DEVICE_CHECK_TIMEOUTS:-}" | sed -n "s/^$1=\([0-9]*\)$/\1/p" | tail -1)
+  echo "${v:-$2}"
 }
-pathlib.Path(out, "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-print(json.dumps(summary, indent=2))
+elapsed() { echo $(( $(date +%s) - start )); }
+refresh() {  # status [exit-code]: summary files and the log tarball, atomically
+  "$python" "$summarize" "$state" "$out" --status "$1" --elapsed "$(elapsed)" ${2:+--exit-code "$2"} ${3:+--plot} \
+    2>>"$logs/summarize.log" || echo "warning: summarize failed (see logs/summarize.log)"
+  tar -czf "$out/logs.tar.gz.tmp" -C "$state" . 2>/dev/null && mv -f "$out/logs.tar.gz.tmp" "$out/logs.tar.gz"
+}
+record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$state/phases.tsv"; }
+
+# phase NAME DEFAULT_LIMIT [ok-codes] -- CMD...: runs CMD under timeout, its output in
+# logs/NAME.log; the summary is refreshed every few seconds while it runs. Returns CMD's
+# exit code (124 on timeout, 125 when the budget was spent before it could start).
+phase() {
+  local name=$1 limit; limit=$(limit_of "$1" "$2"); shift 2
+  local ok_codes="0"
+  if [ "$1" != "--" ]; then ok_codes=$1; shift; fi
+  shift  # --
+  local left=$(( budget - $(elapsed) ))
+  if [ "$left" -le 5 ]; then
+    record "$name" "not run: time budget spent" 0 ""
+    echo "phase $name: not run (time budget of ${budget}s spent)"
+    return 125
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  local t0; t0=$(date +%s)
+  timeout -k 5 "$limit" "$@" > "$logs/$name.log" 2>&1 &
+  local pid=$! ticks=0
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    ticks=$((ticks + 1))
+    if [ $((ticks % 5)) -eq 0 ] && kill -0 "$pid" 2>/dev/null; then refresh running; fi
+  done
+  wait "$pid"
+  local rc=$?
+  local dt=$(( $(date +%s) - t0 )) status
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then status="timed out after ${limit}s"
+  elif [[ " $ok_codes " == *" $rc "* ]]; then status=$([ "$rc" -eq 0 ] && echo ok || echo "ok (exit $rc)")
+  else status="failed (exit $rc)"
+  fi
+  record "$name" "$status" "$dt" "logs/$name.log"
+  printf 'phase %-14s %-22s %4ss\n' "$name" "$status" "$dt"
+  if [[ "$status" == failed* || "$status" == timed* ]]; then tail -15 "$logs/$name.log" | sed 's/^/    | /'; fi
+  refresh running
+  return "$rc"
+}
+
+failed=0
+cd "$repo" || exit 2
+configure_args=(--preset gpu-check -S "$repo" -B "$build" "-DFFPA_CUDA_ARCHS=$arch"
+                "-DFFPA_PYTHON_INTERPRETERS=$python" "-DCMAKE_CUDA_COMPILER=$nvcc")
+[ -n "${FFPA_DEVICE_CHECK_DIMS:-}" ] && configure_args+=("-DFFPA_HEAD_DIMS=$FFPA_DEVICE_CHECK_DIMS")
+# shellcheck disable=SC2206  # word splitting is the documented interface
+[ -n "${FFPA_DEVICE_CHECK_CMAKE_ARGS:-}" ] && configure_args+=($FFPA_DEVICE_CHECK_CMAKE_ARGS)
+
+phase configure 90 -- cmake "${configure_args[@]}" || failed=1
+[ "$failed" = 0 ] && { phase build 200 -- cmake --build "$build" -j "$jobs" --target ffpa_kernels ffpa_device_check || failed=1; }
+runner="$build/bin/ffpa_device_check"
+
+binding=no
+if [ "$failed" = 0 ]; then
+  # The package and its binding; a failure here leaves the correctness matrix running.
+  # configure wrote what it decided (gpu-check.txt: binding=cp3XY, or why there is none).
+  cp "$build/gpu-check.txt" "$state/gpu-check.txt" 2>/dev/null
+  if phase build-binding 90 -- cmake --build "$build" -j "$jobs" --target ffpa_gpu_check &&
+     grep -q '^binding=cp' "$state/gpu-check.txt" 2>/dev/null &&
+     PYTHONPATH="$build/python" "$python" -c 'import ffpa_attn._C' >/dev/null 2>&1; then
+    binding=yes
+  fi
+  why=$(sed -n 's/^binding=//p' "$state/gpu-check.txt" 2>/dev/null)
+  echo "binding=$binding (${why:-unknown})" >> "$state/env.txt"
+fi
+
+if [ "$failed" = 0 ]; then
+  if [ "$mode" = gpu ]; then
+    phase correctness 150 -- "$runner" --json "$state/correctness.json" || failed=1
+  else
+    phase correctness 60 -- "$runner" --dry-run --json "$state/correctness.json" || failed=1
+  fi
+fi
+
+if [ "$failed" = 0 ] || [ -x "$runner" ]; then
+  if [ "$binding" = yes ]; then
+    # python-gpu: pytest -m gpu; exit 77 (all skipped, conftest) is expected without a GPU.
+    ok="0"; [ "$mode" = no-gpu ] && ok="0 77"
+    PYTHONPATH="$build/python" FFPA_PYTEST_ALL_SKIPPED_RC=77 \
+      phase python-gpu 90 "$ok" -- "$python" -m pytest -q -p no:cacheprovider -m gpu "$repo/python/tests"
+    rc=$?
+    [[ " $ok " == *" $rc "* ]] || failed=1
+    "$python" - "$state/pytest-gpu.json" "$rc" <<'PY'
+import json, sys
+rc = int(sys.argv[2])
+status = {0: "passed", 77: "skipped (no GPU)", 124: "timed out", 125: "not run"}.get(rc, f"failed (exit {rc})")
+json.dump({"status": status, "detail": "pytest -m gpu python/tests (logs/python-gpu.log)"}, open(sys.argv[1], "w"))
 PY
-if [ "$check_rc" -eq 77 ]; then
-  echo "SKIPPED: the CUDA runtime sees no device although nvidia-smi does (driver, CUDA_VISIBLE_DEVICES)"
-  exit 77
+  fi
+  dry=(); [ "$mode" = no-gpu ] && dry=(--dry-run)
+  phase bench-cpp 60 -- "$runner" --bench-csv "$state/bench_cpp.csv" --bench-dims 64,128,256,320,512 \
+    --bench-n 8192 --bench-h 32 --bench-warmup 3 --bench-iters 10 ${dry[@]+"${dry[@]}"} || failed=1
+  if [ "$binding" = yes ]; then
+    dims=$(PYTHONPATH="$build/python" "$python" -c \
+      'from ffpa_attn import cuda; print(" ".join(str(d) for d in cuda.COMPILED_HEAD_DIMS if d in (64, 128, 256, 320, 512)))')
+    if [ "$mode" = gpu ]; then
+      for causal in "" "--causal"; do
+        dest="$state/bench_py${causal:+_causal}"
+        # shellcheck disable=SC2086  # $dims is a list of numbers
+        PYTHONPATH="$build/python" phase "bench${causal:+-causal}" 90 -- "$python" -m ffpa_attn.bench --backend cuda \
+          --no-bwd --B 1 --H 32 --N 8192 --D $dims --dtype fp16 --warmup 3 --iters 10 $causal --verbose \
+          --save-path "$dest" || failed=1
+      done
+    else
+      PYTHONPATH="$build/python" phase binding-import 30 -- "$python" -c \
+        'import json, ffpa_attn; i = ffpa_attn.build_info(); assert i["extension_available"], i; print(json.dumps(i, indent=1, default=str))' ||
+        failed=1
+      PYTHONPATH="$build/python" phase bench-help 30 -- "$python" -m ffpa_attn.bench --help || failed=1
+    fi
+  else
+    ok="0"; [ "$mode" = no-gpu ] && ok="0 77"
+    phase bench-sdpa 90 "$ok" -- "$python" "$repo/ctest/gpu/sdpa_bench.py" --csv "$state/sdpa.csv" \
+      --dims 64,128,256,320,512 --n 8192 --h 32 --warmup 3 --iters 10 ${dry[@]+"${dry[@]}"} || true
+  fi
 fi
-if [ "$check_rc" -ne 0 ]; then
-  echo "FAILED cases:"; echo "$failed_cases"
-  exit 1
+
+total=$(elapsed)
+if [ "$mode" = gpu ]; then
+  status=$([ "$failed" = 0 ] && echo passed || echo failed)
+else
+  status=$([ "$failed" = 0 ] && echo rehearsed || echo "rehearsal failed")
 fi
-echo "device check passed in ${elapsed}s; results in $out"
+rc=$([ "$failed" = 0 ] && echo 0 || echo 1)
+echo "$status" > "$state/status"
+refresh "$status" "$rc" plot
+grep -h '^\[FAIL\]\|^FAILED: ' "$logs/correctness.log" 2>/dev/null | head -40
+echo "device check $status in ${total}s (budget ${budget}s); results in $out:"
+ls "$out"
+exit "$rc"

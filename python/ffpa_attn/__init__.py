@@ -17,13 +17,14 @@ from .errors import (
     ExtensionNotAvailableError,
     FFPAError,
     ShapeError,
+    SlowPathWarning,
     UnsupportedArrayTypeError,
     UnsupportedDTypeError,
     UnsupportedHeadDimError,
     UnsupportedImplError,
     UnsupportedLayoutError,
 )
-from .interface import ffpa_attn_func
+from .interface import ffpa_attn_func, last_kernel
 
 try:
     # Written by CMake at build time (VERSION, SOURCE_COMMIT, SOURCE_DIRTY, CHANNEL,
@@ -40,6 +41,7 @@ __all__ = [
     "cuda",
     "reference",
     "ffpa_attn_func",
+    "last_kernel",
     *errors.__all__,
 ]
 
@@ -53,7 +55,9 @@ def build_info() -> dict[str, Any]:
     pure wheel), ``toolchain`` (cmake/gcc/nvcc versions), ``profile`` (None when the
     package runs from a source tree), then the extension's own ``build_info()`` keys
     (``head_dims``, ``dtypes``, ``archs``, ``fwd``, ``tma``, ``cute_tma``,
-    ``cuda_runtime``, ``impls``; empty/False without it) and ``extension_available``,
+    ``cuda_runtime``, ``impls``; empty/False without it; ``auto_impl``, the kernel
+    ``impl="auto"`` runs on 16-byte aligned inputs, when the extension reports it) and
+    ``extension_available``,
     ``extension_path``, ``extension_import_error``.
     """
     info: dict[str, Any] = {field.lower(): getattr(_build_info, field, None) for field in _BUILD_FIELDS}

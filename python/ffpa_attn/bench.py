@@ -71,7 +71,7 @@ class Result:
     backend: str
     direction: str  # "fwd" or "bwd"
     dtype: str
-    impl: str
+    impl: str  # the kernel that ran: "mma"/"simt" (cuda), "numpy" (reference)
     B: int
     Hq: int
     Hkv: int
@@ -269,7 +269,7 @@ def _time_cuda(fn: Callable[[], Any], warmup: int, iters: int, event: Any, synch
 
 
 def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], None]) -> list[Result]:
-    from .interface import ffpa_attn_func
+    from .interface import ffpa_attn_func, last_kernel
     from .torch_ops import ffpa_attention
 
     functional = torch.nn.functional
@@ -302,11 +302,14 @@ def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], N
             v = torch.randn(shape_kv, generator=gen, device="cuda", dtype=tdt)
             flop = flops(args.B, args.H, args.N, args.Nkv, d, args.causal)
             atol = ATOL[dtype]
+            # The kernel that really ran (impl="auto" may fall back to simt) goes into
+            # the CSV/JSON "impl" column; it is known after the first call.
             common = dict(backend="cuda", dtype=dtype, impl=args.impl, B=args.B, Hq=args.H, Hkv=args.Hkv,
                           Nq=args.N, Nkv=args.Nkv, D=d, causal=args.causal, atol=atol)
             if not args.no_fwd:
                 with torch.no_grad():
                     out = ffpa_attn_func(q, k, v, causal=args.causal, impl=args.impl)
+                    common["impl"] = last_kernel() or args.impl
                     ref = sdpa(q, k, v)
                     err = float((out.float() - ref.float()).abs().max().item())
                     ffpa_ms = _time_cuda(lambda: ffpa_attn_func(q, k, v, causal=args.causal, impl=args.impl),
@@ -327,6 +330,7 @@ def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], N
                     sdpa(qg, kg, vg).backward(dout)
 
                 ffpa_step()
+                common["impl"] = last_kernel() or args.impl
                 dq = qg.grad.detach().clone()
                 qg.grad = None
                 sdpa_step()
@@ -341,7 +345,7 @@ def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], N
 
 
 def _run_cuda_cupy(args: argparse.Namespace, cupy: Any, log: Callable[[str], None]) -> list[Result]:
-    from .interface import ffpa_attn_func
+    from .interface import ffpa_attn_func, last_kernel
 
     results: list[Result] = []
     if not args.no_bwd and args.verbose:
@@ -366,7 +370,7 @@ def _run_cuda_cupy(args: argparse.Namespace, cupy: Any, log: Callable[[str], Non
                              args.warmup, args.iters, cupy.cuda.Event, cupy.cuda.Device().synchronize)
         flop = flops(args.B, args.H, args.N, args.Nkv, d, args.causal)
         atol = ATOL["fp16"]
-        results.append(Result("cuda", "fwd", "fp16", args.impl, args.B, args.H, args.Hkv, args.N, args.Nkv, d,
+        results.append(Result("cuda", "fwd", "fp16", last_kernel() or args.impl, args.B, args.H, args.Hkv, args.N, args.Nkv, d,
                               args.causal, err, atol, err <= atol, ffpa_ms, None, _tflops(flop, ffpa_ms), None))
     return results
 

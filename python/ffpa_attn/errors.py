@@ -22,6 +22,7 @@ __all__ = [
     "UnsupportedImplError",
     "ShapeError",
     "DeviceError",
+    "SlowPathWarning",
 ]
 
 
@@ -42,7 +43,7 @@ class UnsupportedDTypeError(FFPAError, TypeError):
 
 
 class UnsupportedLayoutError(FFPAError, ValueError):
-    """The tensor is not laid out as the kernels need (contiguous [B, H, N, D])."""
+    """The tensor is not laid out as the kernels need ([B, H, N, D] with a unit-stride head dim)."""
 
 
 class UnsupportedArrayTypeError(FFPAError, TypeError):
@@ -59,3 +60,13 @@ class ShapeError(FFPAError, ValueError):
 
 class DeviceError(FFPAError, RuntimeError):
     """No CUDA device, or inputs on different devices / on the host where CUDA is needed."""
+
+
+class SlowPathWarning(UserWarning):
+    """``impl="auto"`` ran the SIMT kernel (several times slower than the MMA one).
+
+    It happens when an array is not 16-byte aligned (its data pointer, or a batch, head
+    or row stride that is not a multiple of 8 elements), which ``cp.async`` needs.
+    Make the inputs contiguous (or pad the strides) to get the fast kernel, or pass
+    ``impl="simt"`` to say the slow kernel is intended.
+    """

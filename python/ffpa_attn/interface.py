@@ -4,8 +4,12 @@ Where the inputs live decides the path:
 
 * CUDA arrays of any framework that exports ``__cuda_array_interface__`` or DLPack
   (torch, CuPy): validated here, then the compiled kernels (``ffpa_attn._C``) run on
-  the caller's current stream. The output (and LSE) are allocated with the inputs'
-  own framework.
+  the caller's current stream. Strided views are passed as they are (the kernels
+  take any batch/head/row strides; only the head dim must have unit stride), so a
+  ``[B, N, H, D]`` tensor's ``.transpose(1, 2)`` needs no copy. The output (and LSE)
+  are allocated with the inputs' own framework. ``impl="auto"`` takes the MMA kernel
+  and falls back to the SIMT one, with a :class:`~ffpa_attn.errors.SlowPathWarning`,
+  for arrays that are not 16-byte aligned; :func:`last_kernel` says which ran.
 * NumPy arrays: **the CPU path is the NumPy reference** (``reference.attention``),
   fp32 compute (fp64 for fp64 inputs), output cast back to the input dtype. This is
   what the pure wheel and the notebooks' NumPy checks run.
@@ -19,6 +23,8 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +35,7 @@ from .errors import (
     DeviceError,
     ExtensionNotAvailableError,
     ShapeError,
+    SlowPathWarning,
     UnsupportedArrayTypeError,
     UnsupportedDTypeError,
     UnsupportedHeadDimError,
@@ -36,7 +43,7 @@ from .errors import (
     UnsupportedLayoutError,
 )
 
-__all__ = ["ffpa_attn_func", "IMPLS", "CUDA_WHEEL_HINT"]
+__all__ = ["ffpa_attn_func", "last_kernel", "IMPLS", "CUDA_WHEEL_HINT"]
 
 IMPLS = ("auto", "mma", "simt")
 
@@ -68,7 +75,7 @@ class _Desc:
     framework: str  # "torch" or the top-level module name of the array type (e.g. "cupy")
     shape: tuple[int, ...]
     dtype: str  # fp16 / bf16 / fp32 / fp64 / the framework's own spelling
-    contiguous: bool
+    unit_last_stride: bool  # the head dim is packed; other strides may be anything
     device: int
 
 
@@ -109,7 +116,7 @@ def _describe_cuda(x: Any, name: str) -> _Desc:
             framework="torch",
             shape=tuple(int(s) for s in x.shape),
             dtype=_TORCH_DTYPE_NAMES.get(str(x.dtype), str(x.dtype)),
-            contiguous=bool(x.is_contiguous()),
+            unit_last_stride=x.dim() == 0 or int(x.shape[-1]) <= 1 or int(x.stride(-1)) == 1,
             device=device,
         )
     framework = type(x).__module__.split(".")[0]
@@ -120,22 +127,14 @@ def _describe_cuda(x: Any, name: str) -> _Desc:
         # CAI strides are None for C-contiguous arrays (v2+), else bytes per step.
         strides = cai.get("strides")
         itemsize = np.dtype(cai["typestr"]).itemsize
-        contiguous = strides is None or tuple(strides) == _c_strides(shape, itemsize)
+        unit_last = strides is None or not shape or shape[-1] <= 1 or int(strides[-1]) == itemsize
         if dtype == "unknown":
             dtype = str(np.dtype(cai["typestr"]))
     else:
-        flags = getattr(x, "flags", None)
-        contiguous = bool(getattr(flags, "c_contiguous", True))
-    return _Desc(framework, shape, _NUMPY_LIKE_DTYPE_NAMES.get(dtype, dtype), contiguous, device)
-
-
-def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    strides: list[int] = []
-    step = itemsize
-    for extent in reversed(shape):
-        strides.append(step)
-        step *= max(extent, 1)
-    return tuple(reversed(strides))
+        # DLPack-only arrays: their strides are read by the extension, which refuses
+        # a non-unit head-dim stride with the same UnsupportedLayoutError.
+        unit_last = True
+    return _Desc(framework, shape, _NUMPY_LIKE_DTYPE_NAMES.get(dtype, dtype), unit_last, device)
 
 
 def _check_4d_shapes(shapes: dict[str, tuple[int, ...]]) -> tuple[int, int, int, int, int, int]:
@@ -245,10 +244,11 @@ def _cuda_forward(q: Any, k: Any, v: Any, causal: bool, scale: float | None, ret
             "torch.autocast; rebuild with FFPA_DTYPES to compile other dtypes"
         )
     for name, s in descs.items():
-        if not s.contiguous:
+        if not s.unit_last_stride:
             raise UnsupportedLayoutError(
-                f"{name} must be contiguous [B, H, N, D] (last dim unit stride, rows packed); "
-                "call .contiguous() (torch) or cupy.ascontiguousarray() first"
+                f"{name} must have a unit-stride last dim (the head dim D of [B, H, N, D]); other "
+                "strides may be anything (a [B, N, H, D] tensor's .transpose(1, 2) is fine). "
+                "Call .contiguous() (torch) or cupy.ascontiguousarray() first"
             )
     devices = {n: s.device for n, s in descs.items()}
     if len(set(devices.values())) != 1:
@@ -271,8 +271,38 @@ def _cuda_forward(q: Any, k: Any, v: Any, causal: bool, scale: float | None, ret
 
     sm_scale = _resolve_scale(scale, d)
     out, lse = _allocate(q, descs["q"], (b, hq, nq), return_lse)
-    ext.forward(q, k, v, out, lse, bool(causal), sm_scale, impl)
+    # torch refuses to export a tensor that requires grad through DLPack; the kernel
+    # only reads it, and the autograd wrapper (torch_ops) owns the gradient.
+    qx, kx, vx = (_exportable(t) for t in (q, k, v))
+    used = ext.forward(qx, kx, vx, out, lse, bool(causal), sm_scale, impl)
+    _LAST.kernel = str(used) if used is not None else impl
+    if impl == "auto" and _LAST.kernel == "simt":
+        warnings.warn(
+            "impl='auto' ran the SIMT kernel, several times slower than the MMA kernel, because an "
+            "input is not 16-byte aligned (data pointer, or a batch/head/row stride that is not a "
+            "multiple of 8 elements); make the inputs contiguous to get the MMA kernel, or pass "
+            "impl='simt' to choose it explicitly",
+            SlowPathWarning,
+            stacklevel=3,
+        )
     return (out, lse) if return_lse else out
+
+
+_LAST = threading.local()
+
+
+def last_kernel() -> str | None:
+    """The CUDA kernel ("mma" or "simt") of this thread's last CUDA ``ffpa_attn_func`` call.
+
+    None before the first CUDA call. ``python -m ffpa_attn.bench`` reports it per row.
+    """
+    return getattr(_LAST, "kernel", None)
+
+
+def _exportable(x: Any) -> Any:
+    if _is_torch_tensor(x) and getattr(x, "requires_grad", False):
+        return x.detach()
+    return x
 
 
 def _numpy_forward(q: np.ndarray, k: Any, v: Any, causal: bool, scale: float | None, return_lse: bool) -> Any:

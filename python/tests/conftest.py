@@ -60,6 +60,7 @@ class FakeExtension(types.ModuleType):
         self.info = info
         self.devices = devices
         self.calls: list[tuple[Any, ...]] = []
+        self.kernel = "mma"  # what forward() reports as the kernel that ran
         self.__file__ = "/fake/ffpa_attn/_C.so"
 
     def build_info(self) -> dict[str, Any]:
@@ -68,8 +69,15 @@ class FakeExtension(types.ModuleType):
     def device_count(self) -> int:
         return self.devices
 
-    def forward(self, *args: Any) -> None:
+    def forward(self, *args: Any) -> str:
+        # Like the real binding, export q, k and v through DLPack when they offer it
+        # (torch raises here for a tensor that requires grad).
+        for array in args[:3]:
+            export = getattr(array, "__dlpack__", None)
+            if export is not None:
+                export(stream=1)
         self.calls.append(args)
+        return self.kernel
 
 
 DEFAULT_INFO = {

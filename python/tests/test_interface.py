@@ -17,6 +17,7 @@ from ffpa_attn import (
     DeviceError,
     ExtensionNotAvailableError,
     ShapeError,
+    SlowPathWarning,
     UnsupportedArrayTypeError,
     UnsupportedDTypeError,
     UnsupportedHeadDimError,
@@ -174,8 +175,8 @@ def test_head_dim_not_compiled_lists_the_compiled_set(install_extension):
         (lambda: qkv(dtype="float32"), UnsupportedDTypeError, "fp16/bf16"),
         (lambda: (FakeCudaArray((1, 4, 16, 128)), FakeCudaArray((1, 4, 16, 128), "float32"),
                   FakeCudaArray((1, 4, 16, 128))), UnsupportedDTypeError, "same dtype"),
-        (lambda: (FakeCudaArray((1, 4, 16, 128), strides=(16384, 256, 16 * 256 * 4, 2)),
-                  *qkv()[1:]), UnsupportedLayoutError, "contiguous"),
+        (lambda: (FakeCudaArray((1, 4, 16, 128), strides=(32768, 512, 16 * 512 * 4, 4)),
+                  *qkv()[1:]), UnsupportedLayoutError, "unit-stride last dim"),
         (lambda: (FakeCudaArray((1, 4, 16, 128), device=1), *qkv()[1:]), DeviceError, "same CUDA device"),
     ],
 )
@@ -219,3 +220,78 @@ def test_framework_without_allocator(install_extension, monkeypatch):
     monkeypatch.setitem(sys.modules, "fakecu", bare)
     with pytest.raises(UnsupportedArrayTypeError, match="from_dlpack"):
         ffpa_attn_func(*qkv())
+
+
+def test_strided_views_are_passed_through(install_extension):
+    """A [B, N, H, D] buffer viewed as [B, H, N, D] (transpose(1, 2)) needs no copy."""
+    ext = install_extension()
+    b, n, h, d = 2, 16, 4, 128
+    # Byte strides of the transposed view of a contiguous fp16 [B, N, H, D] array.
+    strides = (n * h * d * 2, d * 2, h * d * 2, 2)
+    q, k, v = (FakeCudaArray((b, h, n, d), strides=strides) for _ in range(3))
+    out = ffpa_attn_func(q, k, v)
+    assert ext.calls and ext.calls[0][:3] == (q, k, v)
+    assert out.shape == (b, h, n, d)
+
+
+def test_auto_fallback_to_simt_warns_and_is_reported(install_extension):
+    from ffpa_attn.interface import last_kernel
+
+    ext = install_extension()
+    ffpa_attn_func(*qkv())
+    assert last_kernel() == "mma"
+    ext.kernel = "simt"
+    with pytest.warns(SlowPathWarning, match="SIMT kernel"):
+        ffpa_attn_func(*qkv())
+    assert last_kernel() == "simt"
+    # Asking for simt explicitly is not a surprise: no warning.
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ffpa_attn_func(*qkv(), impl="simt")
+
+
+class _FakeTorchTensor:
+    """Enough of a CUDA torch.Tensor for the Python layer: DLPack export refuses grad."""
+
+    def __init__(self, shape, requires_grad=False):
+        self.shape = tuple(shape)
+        self.dtype = "torch.float16"
+        self.is_cuda = True
+        self.device = types.SimpleNamespace(index=0, type="cuda")
+        self.requires_grad = requires_grad
+
+    def dim(self):
+        return len(self.shape)
+
+    def stride(self, i):
+        strides = [1] * len(self.shape)
+        for j in range(len(self.shape) - 2, -1, -1):
+            strides[j] = strides[j + 1] * self.shape[j + 1]
+        return strides[i]
+
+    def detach(self):
+        return _FakeTorchTensor(self.shape)
+
+    def __dlpack__(self, stream=None):
+        if self.requires_grad:  # torch's own message
+            raise RuntimeError("Can't export tensors that require gradient, use tensor.detach()")
+        return object()
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+
+def test_tensors_that_require_grad_are_detached_for_export(install_extension, monkeypatch):
+    fake_torch = types.ModuleType("torch")
+    fake_torch.Tensor = _FakeTorchTensor
+    fake_torch.float32 = "torch.float32"
+    fake_torch.empty_like = lambda x: _FakeTorchTensor(x.shape)
+    fake_torch.empty = lambda shape, dtype=None, device=None: _FakeTorchTensor(shape)
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    ext = install_extension()
+    q, k, v = (_FakeTorchTensor((1, 4, 16, 128), requires_grad=True) for _ in range(3))
+    out = ffpa_attn_func(q, k, v)
+    assert len(ext.calls) == 1 and isinstance(out, _FakeTorchTensor)
+    assert all(not t.requires_grad for t in ext.calls[0][:3])

@@ -18,7 +18,9 @@ namespace ffpa {
 
 enum class DType : int { kFp16 = 0, kBf16 = 1 };
 // kAuto picks kMma, and falls back to kSimt when the arrays are not 16-byte aligned
-// (cp.async needs 16-byte aligned rows); kMma on such arrays is a layout error.
+// (cp.async needs 16-byte aligned rows); kMma on such arrays is a layout error. The
+// SIMT kernel is several times slower, so the choice is reported (ForwardArgs::
+// impl_used) and the Python layer warns when auto fell back.
 enum class Impl : int { kAuto = 0, kMma = 1, kSimt = 2 };
 
 // One category per exception class of ffpa_attn.errors; the binding maps them 1:1.
@@ -62,7 +64,16 @@ struct ForwardArgs {
   float scale = 0.f;    // softmax scale, already resolved by the caller (1/sqrt(D) default)
   Impl impl = Impl::kAuto;
   void* stream = nullptr;  // cudaStream_t; nullptr is the legacy default stream
+  // When non-null, forward() stores the kernel it launched (kMma or kSimt; kAuto when
+  // nothing was launched, e.g. an empty problem).
+  Impl* impl_used = nullptr;
 };
+
+// The kernel forward() would launch for these arguments: args.impl unless kAuto,
+// then kMma when every array keeps the 16-byte alignment cp.async needs, else kSimt.
+FFPA_API Impl resolve_impl(const ForwardArgs& args);
+
+FFPA_API const char* impl_name(Impl impl) noexcept;
 
 // Argument checks that touch no CUDA API (shapes, dtypes, strides, head dim): callers
 // can rely on these errors on machines without a GPU.

@@ -38,17 +38,23 @@ Status run_fwd_mma(const FwdParams& params) {
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
     if (err != cudaSuccess) return launch_status(err, "cudaFuncSetAttribute (shared memory opt-in)");
   }
-  kernel<<<grid, Traits::kNThreads, Traits::kSmemBytes, static_cast<cudaStream_t>(params.stream)>>>(params);
-  return launch_status(cudaGetLastError(), "mma forward kernel launch");
+  // cudaLaunchKernel returns this launch's own status; `<<<>>>` followed by
+  // cudaGetLastError() would also report (and clear) an earlier, unrelated error.
+  void* args[] = {const_cast<FwdParams*>(&params)};
+  return launch_status(cudaLaunchKernel(kernel, grid, dim3(Traits::kNThreads), args, Traits::kSmemBytes,
+                                        static_cast<cudaStream_t>(params.stream)),
+                       "mma forward kernel launch");
 }
 
 template <int kHeadDim, typename T>
 Status run_fwd_simt(const FwdParams& params) {
   const dim3 grid((params.nq + FwdSimtTraits::kRowsPerBlock - 1) / FwdSimtTraits::kRowsPerBlock, params.hq,
                   params.b);
-  ffpa_fwd_simt_kernel<kHeadDim, T>
-      <<<grid, FwdSimtTraits::kNThreads, 0, static_cast<cudaStream_t>(params.stream)>>>(params);
-  return launch_status(cudaGetLastError(), "simt forward kernel launch");
+  const auto kernel = &ffpa_fwd_simt_kernel<kHeadDim, T>;
+  void* args[] = {const_cast<FwdParams*>(&params)};
+  return launch_status(cudaLaunchKernel(kernel, grid, dim3(FwdSimtTraits::kNThreads), args, 0,
+                                        static_cast<cudaStream_t>(params.stream)),
+                       "simt forward kernel launch");
 }
 
 template <int kHeadDim, DType kDType>

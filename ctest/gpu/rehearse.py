@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""The GPU device check rehearsed on a machine without a GPU (CTest label gpu-rehearsal).
+
+    rehearse.py venv   --work DIR                 make the stand-in for the GPU image's python3
+    rehearse.py run    --work DIR --case CASE     run ctest/gpu/device_check.sh --no-gpu and check OUT
+
+The GPU image has nvcc, CMake, Ninja and a python3 with numpy, pybind11 and pytest (and
+torch); it has no OpenSSL, zlib, nlohmann_json or GTest development packages and no
+tools venv, and maybe no Python.h. The stand-in is a fresh venv of a plain CPython with
+numpy, pybind11 and pytest at the versions of tools/requirements.txt (no torch: the
+bench's SDPA timing reports that it cannot run). Every case configures with
+CMAKE_DISABLE_FIND_PACKAGE_{OpenSSL,ZLIB,nlohmann_json,GTest} and a missing tools venv,
+so a kernels-only tree that reached for any of them fails here first.
+
+Cases:
+  with-headers  the binding is built; the runner's plan, the binding import, pytest -m gpu
+                (all skipped: exit 77), the bench plans
+  no-headers    Python.h hidden (FFPA_PYTHON_INCLUDE_DIR at an empty directory): no
+                binding; the C++ runner's plan and bench plan and the SDPA script's plan
+  time-limits   the build phase limited to 1 s: it times out, later phases do not run,
+                the run fails, and OUT still holds a summary that says so and the logs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "ctest" / "gpu" / "device_check.sh"
+ALLOWED_OUT = {"summary.json", "summary.md", "bench.csv", "bench.png", "logs.tar.gz"}
+HIDDEN_PACKAGES = ("OpenSSL", "ZLIB", "nlohmann_json", "GTest")
+IMAGE_PACKAGES = ("numpy", "pybind11", "pytest")
+
+
+def fail(message: str) -> None:
+    print(f"FAIL: {message}")
+    sys.exit(1)
+
+
+def check(condition: bool, message: str) -> None:
+    if not condition:
+        fail(message)
+    print(f"ok: {message}")
+
+
+def plain_python() -> str:
+    """A CPython 3.12 that is not the tools venv (pyenv's binary, else python3.12)."""
+    root = subprocess.run(["pyenv", "root"], capture_output=True, text=True).stdout.strip() or os.path.expanduser(
+        "~/.pyenv")
+    for cand in sorted(Path(root, "versions").glob("3.12*/bin/python3.12"), reverse=True):
+        return str(cand)
+    found = shutil.which("python3.12") or shutil.which("python3")
+    if not found:
+        fail("no python3.12 to stand in for the GPU image's python3")
+    return found
+
+
+def pinned(names: tuple[str, ...]) -> list[str]:
+    pins = {}
+    for line in (REPO / "tools" / "requirements.txt").read_text().splitlines():
+        m = re.match(r"^([A-Za-z0-9_.-]+)==(\S+)", line.strip())
+        if m:
+            pins[m.group(1).lower()] = m.group(0)
+    return [pins.get(n, n) for n in names]
+
+
+def make_venv(work: Path) -> int:
+    venv = work / "image-python"
+    if venv.exists():
+        shutil.rmtree(venv)
+    subprocess.run([plain_python(), "-m", "venv", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *pinned(IMAGE_PACKAGES)],
+                   check=True)
+    print(f"image stand-in: {py} with {' '.join(pinned(IMAGE_PACKAGES))}")
+    return 0
+
+
+def run_case(work: Path, case: str) -> int:
+    py = work / "image-python" / "bin" / "python"
+    if not py.exists():
+        fail(f"{py} is missing: the fixture gpu.rehearsal.venv did not run")
+    out = work / case / "out"
+    scratch = work / case / "scratch"
+    for d in (out, scratch):
+        if d.exists():
+            shutil.rmtree(d)
+    cmake_args = [f"-DCMAKE_DISABLE_FIND_PACKAGE_{p}=ON" for p in HIDDEN_PACKAGES]
+    cmake_args.append(f"-DFFPA_TOOLS_PYTHON={work / 'no-tools-venv' / 'bin' / 'python'}")
+    if case == "no-headers":
+        empty = work / case / "no-python-headers"
+        empty.mkdir(parents=True, exist_ok=True)
+        cmake_args.append(f"-DFFPA_PYTHON_INCLUDE_DIR={empty}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FFPA_", "VIRTUAL_ENV", "PYTHON"))}
+    env.update({
+        "FFPA_DEVICE_PYTHON": str(py),
+        "FFPA_DEVICE_CHECK_WORK": str(scratch),
+        "FFPA_DEVICE_CHECK_CMAKE_ARGS": " ".join(cmake_args),
+        "FFPA_DEVICE_CHECK_JOBS": os.environ.get("FFPA_DEVICE_CHECK_JOBS", str(os.cpu_count() or 2)),
+        # The tools venv must not be reachable through PATH either.
+        "PATH": os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if ".venv" not in p),
+    })
+    if case == "time-limits":
+        env["FFPA_DEVICE_CHECK_TIMEOUTS"] = "build=1"
+    t0 = time.monotonic()
+    proc = subprocess.run(["bash", str(SCRIPT), "--no-gpu", "--arch", "90", str(out)], env=env,
+                          capture_output=True, text=True)
+    took = time.monotonic() - t0
+    print(proc.stdout[-6000:])
+    print(proc.stderr[-3000:], file=sys.stderr)
+
+    lines = proc.stdout.splitlines()
+    check(bool(lines) and lines[0].startswith("device check (no-gpu): GPU none, driver none, arch 90"),
+          "the first line names the GPU, driver and arch")
+    check(len(lines) > 1 and re.search(r"nvcc [0-9.]+, torch .*, python .*, commit", lines[1]) is not None,
+          "the second line names nvcc, torch, python and the commit")
+
+    files = sorted(p.name for p in out.iterdir())
+    check(len(files) <= 8, f"OUT holds at most 8 files: {files}")
+    check(all(p.is_file() for p in out.iterdir()), "OUT holds plain files only (no build tree, no venv)")
+    check(set(files) <= ALLOWED_OUT, f"OUT holds only the documented files: {files}")
+    check({"summary.json", "summary.md", "logs.tar.gz"} <= set(files), "summary.json, summary.md, logs.tar.gz exist")
+    check((scratch / "build" / "CMakeCache.txt").exists(), "the build went into the scratch directory")
+
+    summary = json.loads((out / "summary.json").read_text())
+    phases = {p["phase"]: p for p in summary["phases"]}
+    for p in summary["phases"]:
+        check(isinstance(p["seconds"], int), f"phase {p['phase']} has its time ({p['seconds']} s)")
+    with tarfile.open(out / "logs.tar.gz") as tar:
+        members = set(tar.getnames())
+    check("./logs/configure.log" in members and "./env.txt" in members, "the tarball holds the logs and env")
+
+    configure_log = (scratch / "state" / "logs" / "configure.log").read_text()
+    check("FFPA_COMPONENTS" not in configure_log or "kernels only" in configure_log,
+          "configure ran the kernels-only tree")
+    for pkg in HIDDEN_PACKAGES:
+        check(f"CMAKE_DISABLE_FIND_PACKAGE_{pkg}" in configure_log,
+              f"configure never asked for {pkg} (CMake lists the unused CMAKE_DISABLE_FIND_PACKAGE_{pkg})")
+
+    if case == "time-limits":
+        check(proc.returncode == 1, f"a timed-out build fails the run (exit {proc.returncode})")
+        check(phases["build"]["status"].startswith("timed out"), f"build: {phases['build']['status']}")
+        check("correctness" not in phases, "no correctness phase after a failed build")
+        check(summary["status"] == "rehearsal failed" and summary["exit_code"] == 1,
+              f"summary says the run failed: {summary['status']}")
+        return 0
+
+    check(proc.returncode == 0, f"the rehearsal passes (exit {proc.returncode})")
+    check(summary["status"] == "rehearsed" and summary["exit_code"] == 0, "summary status rehearsed, exit code 0")
+    check(took < 345 + 30, f"the run kept its time budget ({took:.0f} s)")
+    for name in ("configure", "build", "build-binding", "correctness", "bench-cpp"):
+        check(phases.get(name, {}).get("status", "").startswith("ok"), f"phase {name}: {phases.get(name)}")
+    corr = summary["correctness"]
+    check(corr["status"] == "planned" and corr["ran"] == 0 and corr["total"] > 0,
+          f"the runner planned {corr['total']} cases and launched none")
+    groups = corr["by_group"]
+    release_dims = json.loads((REPO / "CMakePresets.json").read_text())
+    dims = next(p["cacheVariables"]["FFPA_HEAD_DIMS"] for p in release_dims["configurePresets"]
+                if p["name"] == "release-head-dims").split(";")
+    for d in dims:
+        for dt in ("fp16", "bf16"):
+            check(f"D{d}-{dt}" in groups, f"group D{d}-{dt} is planned")
+    check("long" in groups and "api" in groups, "the long-sequence and api groups are planned")
+    check(set(corr["tolerances"]) == {"fp16", "bf16"}, "tolerances are stated per dtype")
+    state = scratch / "state"
+    header = (state / "bench_cpp.csv").read_text().splitlines()[0]
+    check(header == "source,D,dtype,causal,B,H,N,kernel,ms,tflops", "the runner's bench CSV has its header")
+    bench_log = (state / "logs" / "bench-cpp.log").read_text()
+    check(bench_log.count("bench plan: ") == 2 * len([d for d in dims if d in ("64", "128", "256", "320", "512")]),
+          "the runner plans every bench head dim, causal and not")
+    env_txt = (state / "env.txt").read_text()
+    if case == "with-headers":
+        check("binding=yes" in env_txt, "the binding was built and imports")
+        check(phases["binding-import"]["status"] == "ok", "the staged package loads its binding")
+        check(phases["python-gpu"]["status"] == "ok (exit 77)", "pytest -m gpu ran and skipped everything")
+        check(summary["pytest_gpu"]["status"] == "skipped (no GPU)", "summary reports the GPU tests as skipped")
+        check(phases["bench-help"]["status"] == "ok", "python -m ffpa_attn.bench runs")
+    else:
+        check("binding=no (none: no Python.h under" in env_txt, "no binding without Python.h, and it says why")
+        check(phases["bench-sdpa"]["status"] in ("ok", "ok (exit 77)"), "the SDPA script ran its plan")
+        check("sdpa plan: D=512 fp16 causal=1" in (state / "logs" / "bench-sdpa.log").read_text(),
+              "the SDPA script plans the same shapes")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="rehearse the GPU device check without a GPU")
+    parser.add_argument("action", choices=("venv", "run"))
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--case", choices=("with-headers", "no-headers", "time-limits"))
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    if args.action == "venv":
+        return make_venv(args.work)
+    if not args.case:
+        parser.error("run needs --case")
+    return run_case(args.work, args.case)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
