@@ -67,6 +67,38 @@ std::vector<std::string> split_path_list(const std::string& s) {
 
 }  // namespace
 
+std::optional<ElfIdent> parse_elf_ident(std::string_view head) {
+  if (head.size() < 20 || head.substr(0, 4) != std::string_view("\x7f" "ELF", 4)) return std::nullopt;
+  ElfIdent id;
+  id.elf_class = static_cast<unsigned char>(head[4]);
+  id.data = static_cast<unsigned char>(head[5]);
+  if ((id.elf_class != 1 && id.elf_class != 2) || (id.data != 1 && id.data != 2)) return std::nullopt;
+  const auto b0 = static_cast<unsigned char>(head[18]), b1 = static_cast<unsigned char>(head[19]);
+  id.machine = static_cast<std::uint16_t>(id.data == 1 ? (b0 | (b1 << 8)) : ((b0 << 8) | b1));
+  return id;
+}
+
+std::string elf_machine_name(std::uint16_t machine) {
+  switch (machine) {
+    case 3: return "i386";
+    case 8: return "MIPS";
+    case 20: return "PowerPC";
+    case 21: return "PowerPC64";
+    case 22: return "S/390";
+    case 40: return "ARM";
+    case 62: return "x86-64";
+    case 183: return "AArch64";
+    case 243: return "RISC-V";
+    case 258: return "LoongArch";
+    default: return "e_machine " + std::to_string(machine);
+  }
+}
+
+std::string describe(const ElfIdent& id) {
+  return std::string(id.elf_class == 2 ? "ELF64" : "ELF32") + (id.data == 1 ? " little-endian " : " big-endian ") +
+         elf_machine_name(id.machine);
+}
+
 bool is_elf_file(const std::filesystem::path& p) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(p, ec)) return false;

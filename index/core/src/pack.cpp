@@ -22,6 +22,7 @@
 #include "ffpa/core/hash.h"
 #include "ffpa/core/manylinux.h"
 #include "ffpa/core/pep.h"
+#include "ffpa/core/utf8.h"
 #include "ffpa/core/wheel.h"
 
 #ifndef FFPA_INDEX_VERSION
@@ -144,9 +145,28 @@ std::vector<TreeFile> walk_tree(const fs::path& tree) {
     throw Error("--tree '" + tree.string() + "' is not a directory; point it at the staged install tree (cmake --install --prefix DIR)");
   const fs::path root = fs::canonical(tree);
   std::vector<TreeFile> files;
-  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
+  // Iterated with error codes: a directory the walk cannot open is named, with
+  // the fix, instead of surfacing as a raw filesystem_error.
+  auto unreadable = [](const fs::path& dir, const std::error_code& e) {
+    return Error("cannot read the directory '" + dir.string() + "' of the staged tree: " + e.message() +
+                 "; make it readable (chmod u+rx) or remove it from the tree");
+  };
+  // A failing increment() is almost always the descent into the entry just
+  // visited, so the error names that entry.
+  fs::path last = root;
+  for (fs::recursive_directory_iterator it(root, ec);; it.increment(ec)) {
+    if (ec) throw unreadable(last, ec);
+    if (it == fs::recursive_directory_iterator()) break;
     const fs::path abs = it->path();
+    last = abs;
     const std::string rel = abs.lexically_relative(root).generic_string();
+    // pip, twine and check-wheel-contents decode member names as UTF-8 and fail
+    // on anything else, so such a name never reaches a wheel.
+    if (!is_valid_utf8(rel) || std::any_of(rel.begin(), rel.end(), [](char c) {
+          return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+        }))
+      throw Error("'" + printable(rel) + "' in the staged tree is not a valid UTF-8 name (or holds a control "
+                  "character); installers cannot read it from a wheel: rename the file");
     if (rel.find('\\') != std::string::npos)
       throw Error("'" + rel + "' contains a backslash, which wheels cannot carry portably; rename it");
     if (it.depth() == 0 && it->is_directory() && !it->is_symlink()) {

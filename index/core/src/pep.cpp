@@ -155,6 +155,292 @@ std::optional<Version> parse_pep440(std::string_view input, std::string* why) {
   return v;
 }
 
+std::optional<std::string> canonical_version(std::string_view v, std::string* why) {
+  auto parsed = parse_pep440(v, why);
+  if (!parsed) return std::nullopt;
+  return parsed->canonical;
+}
+
+bool same_version(std::string_view a, std::string_view b) {
+  auto ca = canonical_version(a), cb = canonical_version(b);
+  return ca && cb && *ca == *cb;
+}
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// Numbers in the release segment of a valid version ("v1!2.3.4rc1" -> 3).
+size_t release_length(std::string_view v) {
+  if (!v.empty() && (v.front() == 'v' || v.front() == 'V')) v.remove_prefix(1);
+  const size_t bang = v.find('!');
+  if (bang != std::string_view::npos) v.remove_prefix(bang + 1);
+  size_t n = 1, i = 0;
+  while (i < v.size() && (std::isdigit(static_cast<unsigned char>(v[i])) || v[i] == '.')) {
+    if (v[i] == '.' && i + 1 < v.size() && std::isdigit(static_cast<unsigned char>(v[i + 1]))) ++n;
+    ++i;
+  }
+  return n;
+}
+
+bool one_specifier_ok(std::string_view spec, std::string* why) {
+  auto fail = [&](const std::string& msg) {
+    if (why) *why = "'" + std::string(spec) + "': " + msg;
+    return false;
+  };
+  static const char* const ops[] = {"===", "~=", "==", "!=", "<=", ">=", "<", ">"};
+  std::string_view op;
+  for (const char* o : ops)
+    if (spec.substr(0, std::char_traits<char>::length(o)) == o) {
+      op = o;
+      break;
+    }
+  if (op.empty()) return fail("a specifier starts with one of ~= == != <= >= < > ===, e.g. '>=3.10'");
+  const std::string_view ver = trim(spec.substr(op.size()));
+  if (ver.empty()) return fail("the operator '" + std::string(op) + "' has no version");
+  if (op == "===") {
+    for (char c : ver)
+      if (c == ' ' || c == '\t' || c == ';' || c == ')') return fail("an arbitrary-equality version has no spaces, ';' or ')'");
+    return true;
+  }
+  if ((op == "==" || op == "!=") && ver.size() > 2 && ver.substr(ver.size() - 2) == ".*") {
+    static const std::regex prefix(R"(^v?([0-9]+!)?[0-9]+(\.[0-9]+)*$)", std::regex::icase);
+    if (!std::regex_match(std::string(ver.substr(0, ver.size() - 2)), prefix))
+      return fail("a '.*' prefix match takes only release numbers, e.g. '==3.10.*'");
+    return true;
+  }
+  std::string vwhy;
+  auto v = parse_pep440(ver, &vwhy);
+  if (!v || ver.find_first_of(" \t") != std::string_view::npos) return fail(v ? "whitespace inside the version" : vwhy);
+  if (!v->local.empty() && op != "==" && op != "!=")
+    return fail("a local version (+" + v->local + ") is only allowed with == and !=");
+  if (op == "~=" && release_length(ver) < 2) return fail("'~=' needs at least two release numbers, e.g. '~=3.10'");
+  if (ver.find('*') != std::string_view::npos) return fail("'.*' is only allowed with == and !=");
+  return true;
+}
+
+}  // namespace
+
+bool is_valid_specifier_set(std::string_view s, std::string* why) {
+  if (trim(s).empty()) {
+    if (why) *why = "empty specifier set; give one, e.g. '>=3.10'";
+    return false;
+  }
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = s.find(',', start);
+    const std::string_view clause = trim(s.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
+    if (clause.empty()) {
+      if (why) *why = "'" + std::string(s) + "': empty clause between commas";
+      return false;
+    }
+    if (!one_specifier_ok(clause, why)) return false;
+    if (comma == std::string_view::npos) return true;
+    start = comma + 1;
+  }
+}
+
+namespace {
+
+// PEP 508 by recursive descent over the whole string.
+class RequirementParser {
+ public:
+  explicit RequirementParser(std::string_view s) : s_(s) {}
+
+  bool parse(std::string* why) {
+    ws();
+    if (!name()) return fail("a requirement starts with a project name (letters, digits, '.', '_', '-')", why);
+    ws();
+    if (peek('[')) {
+      ++i_;
+      ws();
+      if (!peek(']')) {
+        for (;;) {
+          ws();
+          if (!name()) return fail("bad extra name inside [...]", why);
+          ws();
+          if (peek(',')) {
+            ++i_;
+            continue;
+          }
+          break;
+        }
+      }
+      if (!peek(']')) return fail("unclosed '[' of the extras", why);
+      ++i_;
+      ws();
+    }
+    if (peek('@')) {
+      ++i_;
+      ws();
+      const size_t start = i_;
+      while (i_ < s_.size() && s_[i_] != ' ' && s_[i_] != '\t') ++i_;
+      const std::string_view url = s_.substr(start, i_ - start);
+      if (url.empty() || url.find(':') == std::string_view::npos) return fail("'@' must be followed by a URL", why);
+      const bool spaced = ws();
+      if (i_ < s_.size() && !spaced) return fail("put a space between the URL and ';'", why);
+    } else if (peek('(')) {
+      const size_t close = s_.find(')', i_);
+      if (close == std::string_view::npos) return fail("unclosed '(' of the version specifiers", why);
+      std::string swhy;
+      if (!is_valid_specifier_set(s_.substr(i_ + 1, close - i_ - 1), &swhy)) return fail(swhy, why);
+      i_ = close + 1;
+      ws();
+    } else if (i_ < s_.size() && s_[i_] != ';') {
+      const size_t semi = s_.find(';', i_);
+      const std::string_view spec = s_.substr(i_, semi == std::string_view::npos ? std::string_view::npos : semi - i_);
+      std::string swhy;
+      if (!is_valid_specifier_set(spec, &swhy)) return fail(swhy, why);
+      i_ = semi == std::string_view::npos ? s_.size() : semi;
+    }
+    if (peek(';')) {
+      ++i_;
+      if (!marker_or()) return fail(marker_why_.empty() ? "bad environment marker after ';'" : marker_why_, why);
+      ws();
+    }
+    if (i_ != s_.size()) return fail("unexpected text at '" + std::string(s_.substr(i_)) + "'", why);
+    return true;
+  }
+
+ private:
+  bool fail(const std::string& msg, std::string* why) {
+    if (why) *why = "'" + std::string(s_) + "' is not a PEP 508 requirement: " + msg;
+    return false;
+  }
+  bool peek(char c) const { return i_ < s_.size() && s_[i_] == c; }
+  bool ws() {
+    const size_t start = i_;
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t')) ++i_;
+    return i_ > start;
+  }
+  bool name() {
+    const size_t start = i_;
+    while (i_ < s_.size() && (is_alnum(s_[i_]) || s_[i_] == '.' || s_[i_] == '_' || s_[i_] == '-')) ++i_;
+    return is_valid_project_name(s_.substr(start, i_ - start));
+  }
+  bool word(std::string_view w) {
+    if (s_.substr(i_, w.size()) != w) return false;
+    const size_t end = i_ + w.size();
+    if (end < s_.size() && (is_alnum(s_[end]) || s_[end] == '_')) return false;
+    i_ = end;
+    return true;
+  }
+  bool marker_or() {
+    if (!marker_and()) return false;
+    for (;;) {
+      ws();
+      if (!word("or")) return true;
+      if (!marker_and()) return false;
+    }
+  }
+  bool marker_and() {
+    if (!marker_expr()) return false;
+    for (;;) {
+      ws();
+      const size_t save = i_;
+      if (!word("and")) {
+        i_ = save;
+        return true;
+      }
+      if (!marker_expr()) return false;
+    }
+  }
+  bool marker_expr() {
+    ws();
+    if (peek('(')) {
+      ++i_;
+      if (!marker_or()) return false;
+      ws();
+      if (!peek(')')) {
+        marker_why_ = "unclosed '(' in the marker";
+        return false;
+      }
+      ++i_;
+      return true;
+    }
+    if (!marker_value()) return false;
+    ws();
+    static const char* const ops[] = {"===", "<=", ">=", "==", "!=", "~=", "<", ">"};
+    bool op = false;
+    for (const char* o : ops)
+      if (s_.substr(i_, std::char_traits<char>::length(o)) == o) {
+        i_ += std::char_traits<char>::length(o);
+        op = true;
+        break;
+      }
+    if (!op) {
+      if (word("in")) op = true;
+      else if (word("not")) {
+        ws();
+        op = word("in");
+      }
+    }
+    if (!op) {
+      marker_why_ = "a marker compares with one of < <= == != >= > ~= === in 'not in'";
+      return false;
+    }
+    ws();
+    return marker_value();
+  }
+  bool marker_value() {
+    if (peek('\'') || peek('"')) {
+      const char q = s_[i_];
+      const size_t close = s_.find(q, i_ + 1);
+      if (close == std::string_view::npos) {
+        marker_why_ = "unterminated string in the marker";
+        return false;
+      }
+      i_ = close + 1;
+      return true;
+    }
+    static const std::regex var(
+        R"(^(python_version|python_full_version|os[._]name|sys[._]platform|platform_(release|system)|)"
+        R"(platform[._](version|machine|python_implementation)|python_implementation|implementation_(name|version)|)"
+        R"(extras?|dependency_groups)\b)");
+    std::smatch m;
+    const std::string rest(s_.substr(i_));
+    if (!std::regex_search(rest, m, var)) {
+      marker_why_ = "unknown marker variable at '" + rest + "' (python_version, sys_platform, extra, ...)";
+      return false;
+    }
+    i_ += static_cast<size_t>(m.length(0));
+    return true;
+  }
+
+  std::string_view s_;
+  size_t i_ = 0;
+  std::string marker_why_;
+};
+
+}  // namespace
+
+bool is_valid_requirement(std::string_view s, std::string* why) { return RequirementParser(s).parse(why); }
+
+std::string canonical_wheel_filename(const WheelFilename& w) {
+  WheelFilename c = w;
+  c.name = wheel_name_component(w.name);
+  if (auto v = canonical_version(w.version)) c.version = *v;
+  return c.filename();
+}
+
+std::string wheel_filename_spelling_problem(const WheelFilename& w) {
+  const std::string canonical = canonical_wheel_filename(w);
+  if (canonical == w.filename()) return {};
+  std::string what;
+  if (wheel_name_component(w.name) != w.name)
+    what = "the project name '" + w.name + "' is not normalized (PEP 427/625: lowercase, '_' for runs of '-_.', here '" +
+           wheel_name_component(w.name) + "')";
+  const auto cv = canonical_version(w.version);
+  if (cv && *cv != w.version)
+    what += (what.empty() ? "" : " and ") + std::string("the version '") + w.version +
+            "' is not canonical PEP 440 (here '" + *cv + "')";
+  return w.filename() + ": " + what + "; one version has one spelling, so rename or rebuild the wheel as " + canonical;
+}
+
 std::string WheelFilename::filename() const {
   std::string out = name + "-" + version;
   if (!build.empty()) out += "-" + build;

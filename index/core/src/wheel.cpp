@@ -5,9 +5,12 @@
 #include <memory>
 #include <set>
 
+#include "ffpa/core/elf.h"
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
+#include "ffpa/core/manylinux.h"
 #include "ffpa/core/pep.h"
+#include "ffpa/core/utf8.h"
 #include "ffpa/core/zipread.h"
 
 namespace ffpa::core {
@@ -113,6 +116,152 @@ std::string csv_line(const std::vector<std::string>& fields) {
 
 namespace {
 
+std::string lower_ascii(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
+// Header section of an RFC 822 style file, strictly: every line up to the first
+// empty one is "Key: value" (Key of letters, digits and '-') or a continuation
+// starting with a space or tab. `what` names the file in problems.
+std::vector<std::pair<std::string, std::string>> parse_headers_strict(std::string_view text, const std::string& what,
+                                                                      std::vector<std::string>& problems) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const std::size_t bad = first_invalid_utf8(text);
+  if (bad != std::string_view::npos) {
+    problems.push_back(what + " is not valid UTF-8 (byte " + printable(text.substr(bad, 1)) + " at offset " +
+                       std::to_string(bad) + "); pip, twine and PyPI read it as UTF-8: write it as UTF-8 and rebuild");
+    return out;
+  }
+  if (text.find('\0') != std::string_view::npos) {
+    problems.push_back(what + " contains a NUL byte; rebuild the wheel");
+    return out;
+  }
+  std::size_t pos = 0, line_no = 0;
+  while (pos < text.size()) {
+    ++line_no;
+    const std::size_t eol = text.find('\n', pos);
+    const std::size_t next = eol == std::string_view::npos ? text.size() : eol + 1;
+    std::string_view line = text.substr(pos, (eol == std::string_view::npos ? text.size() : eol) - pos);
+    pos = next;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) break;  // the body follows
+    const std::string at = what + " line " + std::to_string(line_no);
+    bool control = false;
+    for (char ch : line) {
+      const auto c = static_cast<unsigned char>(ch);
+      if ((c < 0x20 && c != '\t') || c == 0x7f) control = true;
+    }
+    if (control) {
+      // A lone CR or other control byte makes Python's email parser split the
+      // line where we do not: refuse rather than guess.
+      problems.push_back(at + " contains a control character (e.g. a lone carriage return); keep header values on "
+                         "one line of printable text");
+      continue;
+    }
+    if (line.front() == ' ' || line.front() == '\t') {
+      if (out.empty()) problems.push_back(at + " is a continuation line with no field before it");
+      else out.back().second += "\n" + std::string(line);
+      continue;
+    }
+    const std::size_t colon = line.find(':');
+    const std::string_view key = line.substr(0, colon == std::string_view::npos ? 0 : colon);
+    const bool key_ok = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+      return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+    });
+    if (colon == std::string_view::npos || !key_ok) {
+      problems.push_back(at + " ('" + std::string(line.substr(0, 60)) +
+                         "') is not 'Key: value'; continuation lines start with a space, and an empty line ends the "
+                         "headers");
+      continue;
+    }
+    std::string_view value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+    out.emplace_back(std::string(key), std::string(value));
+  }
+  return out;
+}
+
+// Core metadata fields (1.0 to 2.5, as packaging knows them), lowercase.
+// `multi`: may appear more than once.
+struct FieldRule {
+  const char* name;
+  bool multi;
+};
+constexpr FieldRule kCoreFields[] = {
+    {"metadata-version", false}, {"name", false},           {"version", false},
+    {"summary", false},          {"description", false},    {"description-content-type", false},
+    {"keywords", false},         {"home-page", false},      {"download-url", false},
+    {"author", false},           {"author-email", false},   {"maintainer", false},
+    {"maintainer-email", false}, {"license", false},        {"license-expression", false},
+    {"requires-python", false},  {"license-file", true},    {"classifier", true},
+    {"requires-dist", true},     {"requires-external", true}, {"project-url", true},
+    {"provides-extra", true},    {"provides-dist", true},   {"obsoletes-dist", true},
+    {"platform", true},          {"supported-platform", true}, {"dynamic", true},
+    {"requires", true},          {"provides", true},        {"obsoletes", true},
+    {"import-name", true},       {"import-namespace", true},
+};
+constexpr const char* kMetadataVersions[] = {"1.0", "1.1", "1.2", "2.1", "2.2", "2.3", "2.4", "2.5"};
+
+}  // namespace
+
+std::vector<std::string> check_core_metadata(std::string_view text, std::vector<std::pair<std::string, std::string>>* fields) {
+  std::vector<std::string> problems;
+  auto h = parse_headers_strict(text, "METADATA", problems);
+  std::map<std::string, int> seen;
+  for (const auto& [k, v] : h) {
+    const std::string key = lower_ascii(k);
+    const FieldRule* rule = nullptr;
+    for (const auto& r : kCoreFields)
+      if (key == r.name) rule = &r;
+    if (!rule) {
+      problems.push_back("METADATA: unknown field '" + k + "'; core metadata (up to 2.5) has no such field: remove it");
+      continue;
+    }
+    if (++seen[key] == 2 && !rule->multi)
+      problems.push_back("METADATA: '" + k + "' appears more than once; it is a single-use field, keep one");
+  }
+  auto get = [&](const char* key) -> const std::string* {
+    for (const auto& [k, v] : h)
+      if (lower_ascii(k) == key) return &v;
+    return nullptr;
+  };
+  std::string why;
+  const std::string* mv = get("metadata-version");
+  if (!mv) problems.push_back("METADATA: no Metadata-Version; add 'Metadata-Version: 2.1' (or later)");
+  else if (std::find_if(std::begin(kMetadataVersions), std::end(kMetadataVersions),
+                        [&](const char* x) { return *mv == x; }) == std::end(kMetadataVersions))
+    problems.push_back("METADATA: Metadata-Version '" + *mv + "' is not one of 1.0, 1.1, 1.2, 2.1 ... 2.5");
+  const std::string* name = get("name");
+  if (!name) problems.push_back("METADATA: no Name field");
+  else if (!is_valid_project_name(*name)) problems.push_back("METADATA: Name '" + *name + "' is not a valid project name (PEP 508)");
+  const std::string* version = get("version");
+  if (!version) problems.push_back("METADATA: no Version field");
+  else if (!parse_pep440(*version, &why)) problems.push_back("METADATA: Version: " + why);
+  if (const std::string* summary = get("summary"); summary && summary->find('\n') != std::string::npos)
+    problems.push_back("METADATA: Summary spans several lines; a summary is one line");
+  if (const std::string* rp = get("requires-python"); rp && !is_valid_specifier_set(*rp, &why))
+    problems.push_back("METADATA: Requires-Python is not a PEP 440 specifier set: " + why);
+  for (const auto& [k, v] : h) {
+    const std::string key = lower_ascii(k);
+    if (key == "requires-dist" && !is_valid_requirement(v, &why)) problems.push_back("METADATA: Requires-Dist: " + why);
+    if (key == "provides-extra" && !is_valid_project_name(v))
+      problems.push_back("METADATA: Provides-Extra '" + v + "' is not a valid extra name (letters, digits, '.', '_', '-')");
+    if (key == "dynamic") {
+      const std::string d = lower_ascii(v);
+      if (d == "name" || d == "version" || d == "metadata-version")
+        problems.push_back("METADATA: Dynamic: '" + v + "' can never be dynamic in a built wheel");
+    }
+  }
+  if (fields) *fields = std::move(h);
+  return problems;
+}
+
+namespace {
+
 // The single top-level directory ending in `suffix`, or "" (problems noted).
 std::set<std::string> top_dirs_with_suffix(const std::vector<ZipMember>& members, std::string_view suffix) {
   std::set<std::string> out;
@@ -126,15 +275,22 @@ std::set<std::string> top_dirs_with_suffix(const std::vector<ZipMember>& members
   return out;
 }
 
-bool unsafe_member_name(const std::string& n) {
-  if (n.empty() || n.front() == '/' || n.find('\\') != std::string::npos) return true;
-  size_t start = 0;
-  for (;;) {
-    size_t slash = n.find('/', start);
-    std::string_view part = std::string_view(n).substr(start, slash == std::string::npos ? std::string::npos : slash - start);
-    if (part == ".." || part == ".") return true;
-    if (slash == std::string::npos) break;
-    start = slash + 1;
+// "x.so", "libx.so.12", "libx.so.1.2.3": what the loader would open as a shared
+// object. ("libbig.so.data" is not one.)
+bool shared_object_name(const std::string& member) {
+  const std::string base = member.substr(member.rfind('/') + 1);
+  for (std::size_t at = base.find(".so"); at != std::string::npos; at = base.find(".so", at + 1)) {
+    if (at == 0) continue;
+    std::string_view rest = std::string_view(base).substr(at + 3);
+    bool versions = true;
+    while (versions && !rest.empty()) {
+      std::size_t digits = 0;
+      if (rest.front() == '.')
+        while (digits + 1 < rest.size() && rest[digits + 1] >= '0' && rest[digits + 1] <= '9') ++digits;
+      if (digits == 0) versions = false;
+      else rest.remove_prefix(digits + 1);
+    }
+    if (versions) return true;
   }
   return false;
 }
@@ -153,6 +309,8 @@ WheelCheck verify_wheel(const std::filesystem::path& whl) {
   std::string why;
   auto fn = parse_wheel_filename(whl.filename().string(), &why);
   if (!fn) problem("file name: " + why);
+  else if (std::string spelling = wheel_filename_spelling_problem(*fn); !spelling.empty())
+    problem("file name: " + spelling);
 
   std::unique_ptr<ZipReader> zip;
   try {
@@ -164,12 +322,7 @@ WheelCheck verify_wheel(const std::filesystem::path& whl) {
   }
   const auto& members = zip->members();
 
-  std::set<std::string> seen;
-  for (const auto& m : members) {
-    if (!seen.insert(m.name).second) problem("member '" + m.name + "' appears more than once");
-    if (unsafe_member_name(m.name)) problem("member name '" + m.name + "' is absolute or escapes the archive");
-  }
-
+  // Member names are already proven safe and unique by ZipReader.
   const auto dist_infos = top_dirs_with_suffix(members, ".dist-info");
   if (dist_infos.size() != 1) {
     problem("expected exactly one top-level .dist-info directory, found " + std::to_string(dist_infos.size()));
@@ -179,11 +332,11 @@ WheelCheck verify_wheel(const std::filesystem::path& whl) {
   const std::string di = *dist_infos.begin();
   const std::string di_prefix = di + "/";
   if (fn) {
-    const std::string expected = fn->name + "-" + fn->version + ".dist-info";
+    const std::string expected = wheel_name_component(fn->name) + "-" + canonical_version(fn->version).value_or(fn->version) + ".dist-info";
     if (di != expected) problem("dist-info directory '" + di + "' does not match the file name (expected '" + expected + "')");
   }
   for (const auto& d : top_dirs_with_suffix(members, ".data"))
-    if (fn && d != fn->name + "-" + fn->version + ".data") problem("unexpected .data directory '" + d + "'");
+    if (fn && d != di.substr(0, di.size() - 10) + ".data") problem("unexpected .data directory '" + d + "'");
 
   // PEP 427 recommends the .dist-info files last so that a streaming installer has
   // everything before it reads RECORD; our engine promises it.
@@ -203,7 +356,7 @@ WheelCheck verify_wheel(const std::filesystem::path& whl) {
       return false;
     }
     try {
-      out = zip->read(name);
+      out = zip->read(name, kMaxDistInfoFile);
       return true;
     } catch (const std::exception& e) {
       problem(e.what());
@@ -213,7 +366,9 @@ WheelCheck verify_wheel(const std::filesystem::path& whl) {
 
   std::string wheel_txt, metadata_txt, record_txt;
   if (read_member(di_prefix + "WHEEL", wheel_txt)) {
-    auto h = parse_header_lines(wheel_txt);
+    std::vector<std::string> wp;
+    auto h = parse_headers_strict(wheel_txt, "WHEEL", wp);
+    for (auto& p : wp) problem(std::move(p));
     const std::string wv = first_header(h, "Wheel-Version");
     if (wv.rfind("1.", 0) != 0) problem("WHEEL: Wheel-Version is '" + wv + "', expected 1.x");
     const std::string purelib = first_header(h, "Root-Is-Purelib");
@@ -233,29 +388,69 @@ WheelCheck verify_wheel(const std::filesystem::path& whl) {
     }
   }
   if (read_member(di_prefix + "METADATA", metadata_txt)) {
-    auto h = parse_header_lines(metadata_txt);
+    std::vector<std::pair<std::string, std::string>> h;
+    for (auto& p : check_core_metadata(metadata_txt, &h)) problem(std::move(p));
     const std::string name = first_header(h, "Name"), version = first_header(h, "Version");
-    if (first_header(h, "Metadata-Version").empty()) problem("METADATA: no Metadata-Version");
-    if (!is_valid_project_name(name)) problem("METADATA: Name '" + name + "' is not a valid project name");
-    auto v = parse_pep440(version, &why);
-    if (!v) problem("METADATA: " + why);
     if (fn) {
-      if (normalize_project_name(name) != normalize_project_name(fn->name))
+      if (!name.empty() && normalize_project_name(name) != normalize_project_name(fn->name))
         problem("METADATA Name '" + name + "' does not match the file name's '" + fn->name + "'");
-      auto fv = parse_pep440(fn->version);
-      if (v && fv && v->canonical != fv->canonical)
+      if (!version.empty() && parse_pep440(version) && !same_version(version, fn->version))
         problem("METADATA Version '" + version + "' does not match the file name's '" + fn->version + "'");
     }
   }
+
+  // Which ELF machine the platform tags allow; problems with the tags themselves
+  // are reported once the members are known to hold binaries.
+  std::vector<std::string> platforms;
+  if (fn) {
+    std::string p = fn->platform;
+    for (std::size_t start = 0;;) {
+      const std::size_t dot = p.find('.', start);
+      platforms.push_back(p.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+  }
+  auto check_binary = [&](const ZipMember& m, std::string_view head) {
+    const bool so_name = shared_object_name(m.name);
+    const bool elf_magic = head.substr(0, 4) == std::string_view("\x7f" "ELF", 4);
+    if (!so_name && !elf_magic) return;
+    if (!fn) return;
+    for (const auto& plat : platforms) {
+      if (plat == "any") {
+        problem("'" + m.name + "' is " + (elf_magic ? "an ELF binary" : "a shared object") + " but the wheel's platform is 'any'; "
+                "a pure wheel ships no binaries: remove it, or build a platform wheel (ffpa-index pack --tag ...-auto)");
+        continue;
+      }
+      std::string pwhy;
+      const auto want = elf_of_platform(plat, &pwhy);
+      if (!want) {
+        // macOS extension modules are .so files too; an ELF file never belongs there.
+        if (elf_magic) problem("'" + m.name + "' is an ELF binary in a wheel for platform '" + plat + "' (" + pwhy + ")");
+        continue;
+      }
+      const auto id = parse_elf_ident(head);
+      if (!id) {
+        problem("'" + m.name + "' is named like a shared object but is not an ELF file; a " + plat +
+                " wheel can only load ELF shared objects: check what the build installed there");
+        continue;
+      }
+      if (id->elf_class != want->ident.elf_class || id->data != want->ident.data || id->machine != want->ident.machine)
+        problem("'" + m.name + "' is " + describe(*id) + " but the platform tag " + plat + " needs " + describe(want->ident) +
+                "; build it for " + want->arch + " or tag the wheel for its real architecture");
+    }
+  };
+
   const std::string record_name = di_prefix + "RECORD";
   if (read_member(record_name, record_txt)) {
+    if (!is_valid_utf8(record_txt)) problem("RECORD is not valid UTF-8; pip reads it as UTF-8: rebuild the wheel");
     std::map<std::string, std::vector<std::string>> listed;
     for (auto& row : parse_csv(record_txt)) {
       if (row.size() != 3) {
         problem("RECORD: line with " + std::to_string(row.size()) + " fields, expected 3");
         continue;
       }
-      if (!listed.emplace(row[0], row).second) problem("RECORD lists '" + row[0] + "' twice");
+      if (!listed.emplace(row[0], row).second) problem("RECORD lists '" + printable(row[0]) + "' twice");
     }
     for (const auto& m : members) {
       if (!m.name.empty() && m.name.back() == '/') continue;  // directory entries carry no RECORD line
@@ -273,19 +468,27 @@ WheelCheck verify_wheel(const std::filesystem::path& whl) {
         problem("RECORD: '" + m.name + "' has hash '" + row[1] + "', expected sha256=...");
         continue;
       }
-      std::string data;
+      // Streamed: hashed and sized in chunks, its first bytes kept for the ELF check.
+      Sha256 sha;
+      std::uint64_t size = 0;
+      std::string head;
       try {
-        data = zip->read(m.name);
+        zip->read_chunks(m.name, [&](std::string_view piece) {
+          sha.update(piece);
+          size += piece.size();
+          if (head.size() < 64) head.append(piece.substr(0, 64 - head.size()));
+        });
       } catch (const std::exception& e) {
         problem(e.what());
         continue;
       }
-      if (sha256_record_digest(data) != row[1]) problem("RECORD: hash mismatch for '" + m.name + "'");
-      if (row[2] != std::to_string(data.size()))
-        problem("RECORD: size of '" + m.name + "' is " + std::to_string(data.size()) + ", RECORD says '" + row[2] + "'");
+      check_binary(m, head);
+      if ("sha256=" + base64_urlsafe_nopad(sha.finish_raw()) != row[1]) problem("RECORD: hash mismatch for '" + m.name + "'");
+      if (row[2] != std::to_string(size))
+        problem("RECORD: size of '" + m.name + "' is " + std::to_string(size) + ", RECORD says '" + row[2] + "'");
     }
     for (const auto& [name, row] : listed)
-      if (!zip->find(name)) problem("RECORD lists '" + name + "' which is not in the archive");
+      if (!zip->find(name)) problem("RECORD lists '" + printable(name) + "' which is not in the archive");
   }
   r.ok = r.problems.empty();
   return r;
@@ -297,7 +500,7 @@ std::string read_wheel_metadata(const std::filesystem::path& whl) {
   if (dis.size() != 1)
     throw Error("'" + whl.string() + "' has " + std::to_string(dis.size()) +
                 " .dist-info directories; a wheel has exactly one");
-  return zip.read(*dis.begin() + "/METADATA");
+  return zip.read(*dis.begin() + "/METADATA", kMaxDistInfoFile);
 }
 
 }  // namespace ffpa::core

@@ -2,7 +2,9 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -19,6 +21,22 @@ struct ElfInfo {
   std::vector<std::pair<std::string, std::string>> version_needs;
   std::vector<std::string> undefined_symbols;  // .dynsym entries with SHN_UNDEF
 };
+
+// The identification bytes every ELF file starts with: enough to tell which
+// machine it runs on, without reading the rest (wheel members are checked from
+// their first bytes while they are streamed).
+struct ElfIdent {
+  int elf_class = 0;  // 1: ELF32, 2: ELF64
+  int data = 0;       // 1: little-endian, 2: big-endian
+  std::uint16_t machine = 0;
+};
+// From at least the first 20 bytes of a file; nullopt when they are not an ELF
+// header with a known class and byte order.
+std::optional<ElfIdent> parse_elf_ident(std::string_view head);
+// "x86-64", "AArch64", ... or "e_machine N" for machines the table lacks.
+std::string elf_machine_name(std::uint16_t machine);
+// "ELF64 little-endian x86-64"
+std::string describe(const ElfIdent& id);
 
 bool is_elf_file(const std::filesystem::path& p);  // regular file starting with \x7fELF
 // 64-bit little-endian ELF only (the one platform the release ships); throws

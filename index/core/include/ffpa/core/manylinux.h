@@ -2,9 +2,12 @@
 #pragma once
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string_view>
 #include <string>
 #include <vector>
+
+#include "ffpa/core/elf.h"
 
 namespace ffpa::core {
 
@@ -32,6 +35,17 @@ struct PlatformOptions {
 // in the tree, and the blacklisted symbols. Also enforces $ORIGIN-relative
 // RUNPATH/RPATH. Never throws for policy problems; they are listed.
 PlatformDecision decide_manylinux(const std::filesystem::path& tree, const PlatformOptions& opts = {});
+
+// What the ELF files of a wheel with a Linux platform tag must be, as auditwheel
+// reads the tag: "manylinux_2_28_x86_64", "manylinux2014_aarch64",
+// "musllinux_1_2_x86_64" and "linux_x86_64" name their architecture last.
+struct PlatformElf {
+  std::string arch;  // "x86_64"
+  ElfIdent ident;    // class, byte order and machine it implies
+};
+// nullopt when the tag is not a Linux platform (then `why` says so, or names the
+// unknown architecture); "any" is not a Linux platform.
+std::optional<PlatformElf> elf_of_platform(std::string_view platform, std::string* why = nullptr);
 
 // The policies known to the table, oldest first (their Y values).
 std::vector<int> known_manylinux_minors();

@@ -1,6 +1,6 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-// Python packaging grammars: PEP 508 names, PEP 503 normalisation, PEP 440
-// versions, PEP 427 wheel file names.
+// Python packaging grammars: PEP 508 names and requirements, PEP 503
+// normalisation, PEP 440 versions and specifiers, PEP 427/625 wheel file names.
 #pragma once
 #include <optional>
 #include <string>
@@ -24,6 +24,24 @@ struct Version {
 // separators -> '.', leading zeros stripped). On failure `why` says what is wrong.
 std::optional<Version> parse_pep440(std::string_view v, std::string* why = nullptr);
 
+// One version, one spelling. canonical_version("01.0.0+CU13") == "1.0.0+cu13"
+// (str(packaging.version.Version(v))); nullopt (and `why`) when v is not PEP 440.
+std::optional<std::string> canonical_version(std::string_view v, std::string* why = nullptr);
+// True when both are valid PEP 440 versions that name the same release:
+// same_version("v1.0.0", "1.0.0") and same_version("01.0.0+cu13", "1.0.0+CU13").
+// Compare versions with this (or canonical_version), never as strings.
+bool same_version(std::string_view a, std::string_view b);
+
+// A PEP 440 specifier set as packaging.specifiers.SpecifierSet accepts it
+// (">=3.10", ">=1.0,!=1.3.*,<2"): each clause an operator and a version the
+// operator allows ('.*' only after == and !=, a local part only with == and !=,
+// ~= with at least two release numbers). An empty set is refused.
+bool is_valid_specifier_set(std::string_view s, std::string* why = nullptr);
+// A PEP 508 dependency specification (Requires-Dist): name, [extras], then
+// specifiers or "@ url", then "; marker" with the marker grammar and variables
+// packaging knows.
+bool is_valid_requirement(std::string_view s, std::string* why = nullptr);
+
 struct WheelFilename {
   std::string name, version, build, python, abi, platform;
   std::string filename() const;
@@ -35,5 +53,12 @@ struct WheelFilename {
 // made of [A-Za-z0-9_.], a PEP 440 version, a build tag starting with a digit,
 // non-empty tag fields of [A-Za-z0-9_.].
 std::optional<WheelFilename> parse_wheel_filename(std::string_view fn, std::string* why = nullptr);
+
+// The file name as PEP 427/625 spell it: the normalized name ("FFPA-Attn" ->
+// "ffpa_attn") and the canonical version ("v01.0.0" -> "1.0.0"); tags unchanged.
+std::string canonical_wheel_filename(const WheelFilename& w);
+// Empty when w is spelled canonically; otherwise a message naming what is off and
+// the canonical file name, e.g. "the version '01.0.0' is not canonical ...".
+std::string wheel_filename_spelling_problem(const WheelFilename& w);
 
 }  // namespace ffpa::core

@@ -1,5 +1,6 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
 #pragma once
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -14,10 +15,29 @@ struct WheelCheck {
 };
 
 // Recomputes every RECORD hash and size, checks that members and RECORD list the
-// same files, that the file name agrees with the WHEEL Tag lines and METADATA
-// Name/Version, and that the .dist-info layout is PEP 427's. Never throws: an
-// unreadable archive is one more problem.
+// same files, that the file name is spelled canonically (PEP 427/625) and agrees
+// with the WHEEL Tag lines and METADATA Name/Version, that METADATA parses
+// (check_core_metadata), that every ELF member (and every .so) matches the
+// platform tag, and that the .dist-info layout is PEP 427's. The archive itself is
+// read by ZipReader, which refuses any zip structure another reader could see
+// differently. Memory stays flat: members are streamed, the .dist-info text files
+// are capped at kMaxDistInfoFile bytes. Never throws: an unreadable archive is one
+// more problem.
 WheelCheck verify_wheel(const std::filesystem::path& whl);
+
+// The largest METADATA, WHEEL or RECORD file a wheel may carry.
+inline constexpr std::uint64_t kMaxDistInfoFile = std::uint64_t{64} << 20;
+
+// METADATA as pip, twine and PyPI read it, checked strictly so that nothing later
+// (add, publish, the JSON index) meets a file it cannot parse: valid UTF-8, no
+// NUL; RFC 822 header form ("Key: value" lines, continuation lines starting with
+// a space or tab, then an empty line and the body); known core metadata fields
+// (up to 2.5) with single-use fields once; Metadata-Version, Name (PEP 508) and
+// Version (PEP 440) present; Requires-Python a PEP 440 specifier set; each
+// Requires-Dist a PEP 508 requirement; Provides-Extra names valid. Returns the
+// problems, empty when there are none; `fields` receives the headers.
+std::vector<std::string> check_core_metadata(std::string_view text,
+                                             std::vector<std::pair<std::string, std::string>>* fields = nullptr);
 
 // The METADATA file's bytes (served beside the wheel for PEP 658). Throws
 // ffpa::core::Error when the wheel has no single {name}-{version}.dist-info/METADATA.
