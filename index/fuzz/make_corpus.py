@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Regenerates the fuzz seed corpus under index/fuzz/corpus/ (committed).
+
+    python3 index/fuzz/make_corpus.py --ffpa-index build/<tree>/bin/ffpa-index
+
+Seeds are real files, so the fuzzers start from inputs that pass every check and
+mutate from there:
+  corpus/wheel/  wheels written by our own `ffpa-index pack` from a tiny tree: pure
+                 (deflated, stored, ZIP64 records) and one manylinux wheel holding a
+                 tiny .so. The names match what fuzz_wheel.cpp calls its input, so
+                 each seed verifies clean. Used by the zip and the wheel target.
+  corpus/zip/    zip features our writer never produces but other writers do (Python's
+                 zipfile, as pip's own tooling would write them): directory entries,
+                 a data descriptor, an archive comment, ZIP64 extra fields, an
+                 unsupported method. Used by the zip target.
+  corpus/elf/    tiny shared objects and an executable from the system C compiler,
+                 with SONAME, DT_NEEDED, RUNPATH or RPATH and GLIBC version needs.
+Needs: cc (gcc or clang) and Python 3.8+ (standard library only).
+"""
+import argparse
+import io
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+EPOCH = "1700000000"
+NAME, VERSION = "ffpa-fuzz", "1.0"
+
+C_SOURCE = r"""
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+double ffpa_fuzz_cbrt(double x) { return cbrt(x); }
+size_t ffpa_fuzz_len(const char* s) { return strlen(s); }
+int ffpa_fuzz_print(const char* s) { return printf("%s\n", s); }
+"""
+MAIN_SOURCE = r"""
+#include <stdio.h>
+int main(int argc, char** argv) { return printf("%d %s\n", argc, argv[0]) < 0; }
+"""
+# Small outputs: no separate code segment, 4 KiB pages, symbols stripped (section
+# headers stay, which read_elf needs), no build id (it would change every seed).
+SMALL = ["-O2", "-s", "-Wl,-z,max-page-size=4096", "-Wl,-z,noseparate-code", "-Wl,--build-id=none"]
+
+
+def run(cmd, **kw):
+    res = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
+    if res.returncode != 0:
+        sys.exit(f"make_corpus: {' '.join(map(str, cmd))} failed:\n{res.stdout}{res.stderr}")
+    return res.stdout.strip()
+
+
+def build_elves(cc, work, out):
+    src = work / "seed.c"
+    src.write_text(C_SOURCE)
+    main = work / "main.c"
+    main.write_text(MAIN_SOURCE)
+    so = out / "libffpa_fuzz_runpath.so"
+    run([cc, "-shared", "-fPIC", *SMALL, "-Wl,-soname,libffpa_fuzz.so.1", "-Wl,-rpath,$ORIGIN/lib:$ORIGIN/../ffpa_fuzz.libs",
+         "-Wl,--enable-new-dtags", "-o", so, src, "-lm"])
+    run([cc, "-shared", "-fPIC", *SMALL, "-Wl,-rpath,$ORIGIN", "-Wl,--disable-new-dtags",
+         "-o", out / "libffpa_fuzz_rpath.so", src, "-lm"])
+    run([cc, *SMALL, "-o", out / "ffpa_fuzz_exe", main])
+    return so
+
+
+def pack(ffpa_index, tree, meta, readme, out, tag, *extra):
+    with tempfile.TemporaryDirectory() as d:
+        whl = Path(run([ffpa_index, "pack", "--tree", tree, "--name", NAME, "--version", VERSION, "--tag", tag,
+                        "--metadata", meta, "--readme", readme, "--out-dir", d, "--source-date-epoch", EPOCH,
+                        *extra]))
+        run([ffpa_index, "verify-wheel", whl])
+        shutil.copyfile(whl, out)
+
+
+def build_wheels(ffpa_index, so, work, out):
+    tree = work / "tree"
+    pkg = tree / "ffpa_fuzz"
+    (pkg / "data").mkdir(parents=True)
+    (pkg / "__init__.py").write_text('"""Fuzz seed package."""\nfrom .core import answer\n__all__ = ["answer"]\n')
+    (pkg / "core.py").write_text("def answer() -> int:\n    return 42\n" * 4)
+    (pkg / "data" / "notes.txt").write_text("head dims 64 128 256 512, fp16 and bf16\n" * 8)
+    (pkg / "py.typed").write_text("")
+    meta = work / "meta.txt"
+    meta.write_text("Summary: fuzz seed\nRequires-Python: >=3.10\nRequires-Dist: numpy>=1.24\n"
+                    "License: BSD-3-Clause\nClassifier: Programming Language :: Python :: 3\n")
+    readme = work / "README.md"
+    readme.write_text("# ffpa-fuzz\n\nA seed wheel for the fuzzers.\n")
+    pack(ffpa_index, tree, meta, readme, out / "pure.whl", "py3-none-any")
+    pack(ffpa_index, tree, meta, readme, out / "pure-stored.whl", "py3-none-any", "--level", "0")
+    pack(ffpa_index, tree, meta, readme, out / "pure-zip64.whl", "py3-none-any", "--test-zip64-threshold", "0")
+    shutil.copyfile(so, pkg / "_ext.so")
+    pack(ffpa_index, tree, meta, readme, out / "manylinux.whl", "py3-none-manylinux_2_17_x86_64")
+
+
+class Unseekable(io.RawIOBase):
+    """A write-only stream: zipfile then writes data descriptors (flag bit 3)."""
+
+    def __init__(self):
+        self.buf = bytearray()
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        self.buf += b
+        return len(b)
+
+
+def build_zips(out):
+    when = (2023, 11, 14, 22, 13, 20)
+
+    def info(name, method=zipfile.ZIP_DEFLATED):
+        zi = zipfile.ZipInfo(name, when)
+        zi.compress_type = method
+        zi.external_attr = 0o644 << 16
+        return zi
+
+    with zipfile.ZipFile(out / "features.zip", "w") as z:
+        z.comment = b"archive comment"
+        z.writestr(info("pkg/", zipfile.ZIP_STORED), b"")
+        z.writestr(info("pkg/a.txt"), b"alpha " * 40)
+        z.writestr(info("pkg/b.bin", zipfile.ZIP_STORED), bytes(range(256)))
+        z.writestr(info("pkg/caf\u00e9.txt"), "utf-8 name\n")
+    with zipfile.ZipFile(out / "zip64.zip", "w") as z:
+        with z.open(info("big.txt"), "w", force_zip64=True) as f:
+            f.write(b"zip64 extra fields in both headers\n" * 8)
+    with zipfile.ZipFile(out / "bzip2.zip", "w") as z:
+        z.writestr(info("x.txt", zipfile.ZIP_BZIP2), b"a method the reader refuses\n" * 4)
+    stream = Unseekable()
+    with zipfile.ZipFile(stream, "w") as z:
+        z.writestr(info("streamed.txt"), b"written with a data descriptor\n" * 4)
+    (out / "data-descriptor.zip").write_bytes(bytes(stream.buf))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ffpa-index", required=True, type=Path, help="the ffpa-index binary")
+    ap.add_argument("--cc", default="cc", help="C compiler for the ELF seeds (default: cc)")
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "corpus")
+    args = ap.parse_args()
+    dirs = {k: args.out / k for k in ("wheel", "zip", "elf")}
+    for d in dirs.values():
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        so = build_elves(args.cc, work, dirs["elf"])
+        build_wheels(args.ffpa_index.resolve(), so, work, dirs["wheel"])
+    build_zips(dirs["zip"])
+    total = sum(f.stat().st_size for d in dirs.values() for f in d.iterdir())
+    print(f"make_corpus: {sum(1 for d in dirs.values() for _ in d.iterdir())} seeds, {total} bytes in {args.out}")
+
+
+if __name__ == "__main__":
+    main()
