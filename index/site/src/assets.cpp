@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -30,6 +32,12 @@ class DirStore final : public AssetStore {
     std::error_code ec;
     if (fs::exists(root_, ec) && !fs::is_directory(root_, ec))
       return {"asset store " + root_.string() + " exists and is not a directory; point dir: at a directory"};
+    if (std::string why = unwritable_dir_problem(root_); !why.empty()) return {"asset store: " + why};
+    return {};
+  }
+
+  std::vector<std::string> preflight_release(const std::string& tag) override {
+    if (std::string why = unwritable_dir_problem(root_ / tag); !why.empty()) return {"asset store: " + why};
     return {};
   }
 
@@ -60,9 +68,25 @@ class DirStore final : public AssetStore {
     const fs::path dst = root_ / tag / file.filename();
     if (fs::exists(dst) && !clobber)
       throw Error(dst.string() + " already exists; refusing to overwrite an asset");
-    const fs::path tmp = root_ / tag / ("." + file.filename().string() + ".part" + std::to_string(::getpid()));
-    fs::copy_file(file, tmp, fs::copy_options::overwrite_existing);
-    fs::rename(tmp, dst);
+    // A short temp name: the asset's own name may already be near the 255-byte limit.
+    std::string tmpl = (root_ / tag / ".ffpa-upload.XXXXXX").string();
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    const int fd = ::mkstemp(buf.data());
+    if (fd < 0)
+      throw Error("cannot create a file in " + (root_ / tag).string() + ": " + std::strerror(errno) +
+                  "; check that the asset store is writable, then re-run");
+    ::close(fd);
+    const fs::path tmp = buf.data();
+    std::error_code ec;
+    fs::copy_file(file, tmp, fs::copy_options::overwrite_existing, ec);
+    if (!ec) fs::permissions(tmp, fs::perms(0644), ec);
+    if (!ec) fs::rename(tmp, dst, ec);
+    if (ec) {
+      std::error_code ignore;
+      fs::remove(tmp, ignore);
+      throw Error("cannot store " + dst.string() + ": " + ec.message() + "; fix the asset store, then re-run");
+    }
   }
 
   std::vector<std::string> create_command(const ReleaseSpec&) const override { return {}; }
@@ -119,17 +143,13 @@ class GhStore final : public AssetStore {
   }
 
   std::string asset_sha256(const std::string& tag, const std::string& name) override {
-    const fs::path tmp = fs::temp_directory_path() / ("ffpa-gh-" + std::to_string(::getpid()));
-    fs::create_directories(tmp);
+    const TempDir tmp("ffpa-gh-");
     auto r = run_process({gh_, "release", "download", tag, "--repo", repo_, "--pattern", name, "--dir",
-                          tmp.string(), "--clobber"});
-    if (r.status != 0 || !fs::exists(tmp / name))
+                          tmp.path().string(), "--clobber"});
+    if (r.status != 0 || !fs::exists(tmp.path() / name))
       throw Error("could not download asset " + name + " of " + tag + " to compare it: " +
                   first_line(r.err + r.out));
-    const std::string h = hash_file(tmp / name);
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
-    return h;
+    return hash_file(tmp.path() / name);
   }
 
   void create_release(const ReleaseSpec& r) override { run_or_throw(create_command(r)); }

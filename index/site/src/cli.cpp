@@ -48,11 +48,15 @@ const std::map<std::string, std::string>& help_texts() {
        "usage: ffpa-index unyank --index-dir DIR [--channel cu13] [--index-prefix whl] --version V\n"
        "Undo a yank.\n"},
       {"verify",
-       "usage: ffpa-index verify --index-dir DIR [--channel cu13] [--index-prefix whl] --assets DIR|URL\n"
-       "Recompute the sha256 of every listed file (and of its .metadata when advertised) from a directory\n"
-       "(files directly in it, or in one subdirectory per tag as the dir: store keeps them) or from an\n"
-       "http(s) base URL (files whose recorded URL starts with it are fetched from that URL, others\n"
-       "from URL + file name). Prints OK/MISMATCH/MISSING per file; exit 1 on any problem.\n"},
+       "usage: ffpa-index verify (--index-dir DIR | --index-url URL) [--channel cu13] [--index-prefix whl]\n"
+       "                         --assets DIR|URL\n"
+       "Check what pip reads. The pages: every project's index.html (and the channel's root page) must be\n"
+       "exactly what its index.json renders to, and the channel must hold nothing else; with --index-url\n"
+       "(the served site root) both index.json and index.html are fetched over HTTP. The files: recompute\n"
+       "the sha256 of every listed file (and of its .metadata when advertised) from a directory (files\n"
+       "directly in it, or in one subdirectory per tag as the dir: store keeps them) or from an http(s)\n"
+       "base URL (files whose recorded URL starts with it are fetched from that URL, others from URL +\n"
+       "file name). Prints PAGE/FOREIGN/OK/MISMATCH/MISSING lines; exit 1 on any problem.\n"},
       {"render",
        "usage: ffpa-index render --index-dir DIR [--channel cu13] [--index-prefix whl]\n"
        "Re-render every HTML page of the channel from its index.json (after editing JSON by hand).\n"},
@@ -132,7 +136,9 @@ int cmd_add(int argc, char** argv) {
   }
   const char* f = std::getenv("FFPA_FORCE_UPLOAD");
   o.force = f && std::string(f) == "1";
-  add_wheels(loc, wheels, o, std::cout);
+  // Taken once the wheels are known good: a refused input leaves the site alone.
+  const SiteLock lock(loc.root);
+  add_wheels(loc, wheels, o, std::cout, lock);
   std::cout << "hashed " << files_hashed() << " file(s)\n";
   return 0;
 }
@@ -143,53 +149,40 @@ int cmd_remove_yank(int argc, char** argv, const std::string& cmd) {
   auto v = a.get("--version");
   if (!v) throw UsageError("--version V is required");
   if (!a.positional().empty()) throw UsageError("unexpected argument '" + a.positional()[0] + "'");
+  if (cmd != "yank" && a.has("--reason")) throw UsageError("--reason belongs to yank");
+  const SiteLock lock(loc.root);
   if (cmd == "remove") {
-    auto r = remove_version(loc, *v, opt_flag(a, "--project"), std::cout);
+    auto r = remove_version(loc, *v, opt_flag(a, "--project"), std::cout, lock);
     std::cout << r.removed << " file(s) removed\n";
   } else if (cmd == "yank") {
-    auto r = yank_version(loc, *v, opt_flag(a, "--project"), a.get("--reason"), std::cout);
+    auto r = yank_version(loc, *v, opt_flag(a, "--project"), a.get("--reason"), std::cout, lock);
     std::cout << r.yanked << " file(s) yanked\n";
   } else {
-    // Unyank: clear the mark on every matching file.
-    std::string why;
-    auto wanted = ffpa::core::parse_pep440(*v, &why);
-    if (!wanted) throw Error("--version '" + *v + "' is not a PEP 440 version (" + why + ")");
-    std::size_t n = 0;
-    {
-      ffpa::core::FileLock lock(lock_path_for(loc));
-      for (const auto& name : list_projects(loc)) {
-        ProjectPage page = load_project(loc, name);
-        bool changed = false;
-        for (auto& e : page.files)
-          if (e.yanked && version_matches(e.filename, *wanted)) {
-            e.yanked.reset();
-            changed = true;
-            ++n;
-          }
-        if (changed) {
-          const fs::path dir = loc.project_dir(page.name);
-          ffpa::core::write_file_atomic(dir / "index.json", to_json(page).dump(1) + "\n");
-          ffpa::core::write_file_atomic(dir / "index.html", render_project_html(page));
-        }
-      }
-    }
-    if (n == 0) throw Error("nothing to unyank: no yanked file of version " + wanted->canonical);
-    std::cout << n << " file(s) unyanked\n";
+    auto r = unyank_version(loc, *v, opt_flag(a, "--project"), std::cout, lock);
+    std::cout << r.unyanked << " file(s) unyanked\n";
   }
   return 0;
 }
 
 int cmd_verify(int argc, char** argv) {
-  Args a(argc, argv, with(kLocFlags, {"--assets"}), {}, {});
-  auto loc = location(a, "verify");
+  Args a(argc, argv, with(kLocFlags, {"--assets", "--index-url"}), {}, {});
   auto assets = a.get("--assets");
   if (!assets) throw UsageError("--assets DIR|URL is required");
-  return verify_index(loc, *assets, std::cout) == 0 ? 0 : 1;
+  PageSource src;
+  if (a.has("--index-dir") == a.has("--index-url"))
+    throw UsageError("give exactly one of --index-dir DIR (the site checkout) and --index-url URL (the served site)");
+  if (a.has("--index-dir")) src.dir = location(a, "verify");
+  src.url = a.get_or("--index-url", "");
+  src.prefix = a.get_or("--index-prefix", "whl");
+  src.channel = a.get_or("--channel", "cu13");
+  return verify_index(src, *assets, std::cout) == 0 ? 0 : 1;
 }
 
 int cmd_render(int argc, char** argv) {
   Args a(argc, argv, kLocFlags, {}, {});
-  render_all(location(a, "render"), std::cout);
+  const auto loc = location(a, "render");
+  const SiteLock lock(loc.root);
+  render_all(loc, std::cout, lock);
   return 0;
 }
 

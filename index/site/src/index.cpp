@@ -9,11 +9,9 @@
 #include <set>
 #include <sstream>
 
-#include <unistd.h>
-
-#include "ffpa/core/atomic.h"
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
+#include "ffpa/core/utf8.h"
 #include "ffpa/core/wheel.h"
 #include "ffpa/site/process.h"
 
@@ -42,10 +40,56 @@ bool write_if_changed(const fs::path& p, const std::string& data) {
   return true;
 }
 
-std::string channel_label(const IndexLocation& loc) {
-  return (fs::path(loc.prefix) / loc.channel).generic_string();
+// A file of the channel the engine did not write, or a page it cannot read, named
+// as git would show it (relative to the site root).
+std::string foreign(const IndexLocation& loc, const std::string& rel) {
+  return loc.channel_label() + "/" + rel + " is not a page ffpa-index writes; " + loc.channel_label() +
+         " holds only its index pages: move it out of the channel (or delete it), then re-run";
 }
+
+Error channel_error(const IndexLocation& loc, const std::vector<std::string>& problems, const char* verb) {
+  std::string m = "refusing to " + std::string(verb) + " in " + loc.channel_label() + ", nothing was written:";
+  for (const auto& p : problems) m += "\n  - " + p;
+  return Error(m);
+}
+
 }  // namespace
+
+std::string IndexLocation::channel_label() const { return (fs::path(prefix) / channel).generic_string(); }
+
+// --- the site lock -------------------------------------------------------------------
+
+fs::path engine_dir(const fs::path& root) {
+  const fs::path dotgit = root / ".git";
+  std::error_code ec;
+  if (fs::is_directory(dotgit, ec)) return dotgit;
+  if (fs::is_regular_file(dotgit, ec)) {
+    // A linked worktree or a submodule: ".git" is a file saying "gitdir: <path>".
+    if (auto text = read_text(dotgit); text && text->rfind("gitdir: ", 0) == 0) {
+      std::string p = text->substr(8);
+      while (!p.empty() && (p.back() == '\n' || p.back() == '\r')) p.pop_back();
+      const fs::path gd(p);
+      return gd.is_absolute() ? gd : root / gd;
+    }
+  }
+  return root;
+}
+
+fs::path site_lock_path(const fs::path& root) {
+  const fs::path dir = engine_dir(root);
+  return dir == root ? root / ".ffpa-index.lock" : dir / "ffpa-index.lock";
+}
+
+SiteLock::SiteLock(const fs::path& root) {
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  if (!fs::is_directory(root, ec))
+    throw Error("the site root " + root.string() + " is not a directory and cannot be created" +
+                (ec ? " (" + ec.message() + ")" : std::string()) + "; pass an existing directory");
+  lock_.emplace(site_lock_path(root));
+}
+
+// --- inputs ------------------------------------------------------------------------
 
 std::uint64_t files_hashed() { return g_hashed.load(); }
 
@@ -61,7 +105,7 @@ PreparedWheel prepare_wheel(const fs::path& p) {
   std::string why;
   auto wf = ffpa::core::parse_wheel_filename(fn, &why);
   if (!wf)
-    throw Error("'" + fn + "' is not a valid wheel file name (" + why +
+    throw Error("'" + ffpa::core::printable(fn) + "' is not a valid wheel file name (" + why +
                 "); only files named {name}-{version}(-{build})?-{python}-{abi}-{platform}.whl "
                 "as PEP 427 defines are published; rename or rebuild it");
   w.name = *wf;
@@ -69,14 +113,25 @@ PreparedWheel prepare_wheel(const fs::path& p) {
   if (!v) throw Error("'" + fn + "': version '" + wf->version + "' is not PEP 440 (" + why + ")");
   w.version = *v;
   w.project = ffpa::core::normalize_project_name(wf->name);
+  // One version, one spelling (PEP 427/625): were 01.0.0, v1.0.0 or FFPA_Attn accepted
+  // beside 1.0.0, the index would list several files for one version and pip would
+  // pick whichever it ranks first. Checked before anything else is read.
+  if (const std::string spelling = ffpa::core::wheel_filename_spelling_problem(*wf); !spelling.empty())
+    throw Error("refusing " + spelling);
+  if (fn.size() > kMaxWheelFilename)
+    throw Error("'" + fn + "' is " + std::to_string(fn.size()) + " characters long; publishing writes '" +
+                "<wheel>.metadata' beside it through a temp file 21 characters longer than the wheel's name, "
+                "and file names stop at 255 bytes: shorten the name to at most " +
+                std::to_string(kMaxWheelFilename) + " characters (build tag, platform tags)");
   std::error_code ec;
   if (!fs::is_regular_file(p, ec))
     throw Error("'" + p.string() + "' does not exist or is not a file; build the wheels first");
   const auto check = ffpa::core::verify_wheel(p);
   if (!check.ok) {
-    std::string msg = "'" + fn + "' does not verify against its RECORD:";
+    std::string msg = "'" + fn + "' does not verify:";
     for (const auto& pr : check.problems) msg += "\n  - " + pr;
-    msg += "\nrebuild the wheel (its bytes changed after packaging); it is never published as is";
+    msg += "\nrebuild the wheel (a wheel that does not verify against its RECORD and metadata is never "
+           "published as is)";
     throw Error(msg);
   }
   w.size = fs::file_size(p);
@@ -99,33 +154,37 @@ std::string expand_release_url(const std::string& url, const std::string& tag) {
   return out;
 }
 
-fs::path lock_path_for(const IndexLocation& loc) {
-  std::error_code ec;
-  auto abs = fs::weakly_canonical(fs::absolute(loc.channel_dir()), ec);
-  const std::string key = ffpa::core::sha256_hex(abs.string()).substr(0, 16);
-  return fs::temp_directory_path() / ("ffpa-index-" + key + ".lock");
-}
+// --- reading the channel -----------------------------------------------------------
 
 ProjectPage load_project(const IndexLocation& loc, const std::string& normalized) {
   const fs::path dir = loc.project_dir(normalized);
+  const std::string json_rel = loc.channel_label() + "/" + normalized + "/index.json";
+  const std::string html_rel = loc.channel_label() + "/" + normalized + "/index.html";
+  auto of_project = [&](const std::string& fn) {
+    auto wf = ffpa::core::parse_wheel_filename(fn);
+    return wf && ffpa::core::normalize_project_name(wf->name) == normalized;
+  };
   if (auto j = read_text(dir / "index.json")) {
     nlohmann::json parsed;
     try {
       parsed = nlohmann::json::parse(*j);
     } catch (const nlohmann::json::exception& e) {
-      throw Error((dir / "index.json").string() + " does not parse (" + e.what() +
-                  "); restore it from the site repository's history");
+      throw Error(json_rel + " does not parse (" + e.what() + "); restore it from the site repository's history");
     }
-    auto page = project_from_json(parsed, (dir / "index.json").string());
+    auto page = project_from_json(parsed, json_rel);
     if (page.name != normalized)
-      throw Error((dir / "index.json").string() + " names project '" + page.name + "', expected '" +
-                  normalized + "'");
+      throw Error(json_rel + " names project '" + page.name + "', expected '" + normalized +
+                  "'; it is not this directory's page: move it out of the channel");
+    for (const auto& f : page.files)
+      if (f.project != normalized)
+        throw Error(json_rel + " lists '" + f.filename + "', a file of another project; remove that entry");
     return page;
   }
   ProjectPage page;
   page.name = normalized;
   if (auto html = read_text(dir / "index.html")) {
     // One-time import of a page written by the old scripts: the only time HTML is read.
+    // What pip would follow is checked here, because the page becomes the JSON truth.
     for (const auto& a : parse_anchors(*html)) {
       std::string fn = a.text;
       if (!ffpa::core::parse_wheel_filename(fn)) {
@@ -133,70 +192,179 @@ ProjectPage load_project(const IndexLocation& loc, const std::string& normalized
         fn = url_decode(slash == std::string::npos ? a.href : a.href.substr(slash + 1));
       }
       if (!ffpa::core::parse_wheel_filename(fn))
-        throw Error((dir / "index.html").string() + ": legacy anchor '" + a.text +
+        throw Error(html_rel + ": legacy anchor '" + ffpa::core::printable(a.text) +
                     "' is not a wheel file name; fix or delete that line, then re-run");
-      if (a.sha256.size() != 64)
-        throw Error((dir / "index.html").string() + ": legacy anchor for '" + fn +
+      if (!of_project(fn))
+        throw Error(html_rel + ": legacy anchor '" + fn + "' is a file of another project; delete that line");
+      if (const std::string why = url_problem(a.href, false); !why.empty())
+        throw Error(html_rel + ": legacy anchor for '" + fn + "' has href '" + ffpa::core::printable(a.href) +
+                    "', refused: " + why + "; fix or delete that line, then re-run");
+      if (a.sha256.empty())
+        throw Error(html_rel + ": legacy anchor for '" + fn +
                     "' has no #sha256= fragment; add it (sha256sum the asset) and re-run");
+      std::string sha = a.sha256;
+      std::transform(sha.begin(), sha.end(), sha.begin(), ::tolower);
+      if (!is_sha256_hex(sha))
+        throw Error(html_rel + ": legacy anchor for '" + fn + "' has #sha256=" + ffpa::core::printable(a.sha256) +
+                    ", which is not 64 hex digits, refused; put the asset's sha256sum there and re-run");
+      if (!ffpa::core::is_valid_utf8(a.requires_python) || (a.yanked && !ffpa::core::is_valid_utf8(*a.yanked)))
+        throw Error(html_rel + ": legacy anchor for '" + fn +
+                    "' has an attribute that is not valid UTF-8; fix that line and re-run");
       if (page.find(fn)) continue;
       FileEntry e;
       e.filename = fn;
       e.url = a.href;
-      e.sha256 = a.sha256;
+      e.sha256 = sha;
       e.requires_python = a.requires_python;
       e.yanked = a.yanked;
       // The legacy page's metadata claims cannot be checked here; pip would fail on a
       // wrong one, so they are dropped rather than carried over.
       page.insert(std::move(e));
     }
+    if (page.files.empty())
+      throw Error(html_rel + " has no index.json beside it and lists no wheel of " + normalized +
+                  ": it is not a project page ffpa-index can import; move it out of the channel");
     page.refresh_versions();
   }
   return page;
 }
 
+bool is_engine_temp(const std::string& name) {
+  // write_file_atomic's temp names: "." + final name + ".tmp." + 6 mkstemp characters.
+  for (const char* final_name : {"index.json", "index.html"}) {
+    const std::string head = "." + std::string(final_name) + ".tmp.";
+    if (name.size() == head.size() + 6 && name.compare(0, head.size(), head) == 0 &&
+        std::all_of(name.begin() + static_cast<std::ptrdiff_t>(head.size()), name.end(),
+                    [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }))
+      return true;
+  }
+  return false;
+}
+
+ChannelState read_channel(const IndexLocation& loc) {
+  ChannelState st;
+  const fs::path cdir = loc.channel_dir();
+  std::error_code ec;
+  if (!fs::exists(cdir, ec)) return st;
+  if (!fs::is_directory(cdir, ec)) {
+    st.problems.push_back(loc.channel_label() + " is not a directory; move that file away");
+    return st;
+  }
+  std::vector<fs::directory_entry> entries;
+  for (fs::directory_iterator it(cdir, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(*it);
+  if (ec) {
+    st.problems.push_back("cannot list " + loc.channel_label() + ": " + ec.message() + "; fix its permissions");
+    return st;
+  }
+  std::sort(entries.begin(), entries.end());
+  for (const auto& e : entries) {
+    const std::string name = e.path().filename().string();
+    const std::string shown = ffpa::core::printable(name);
+    if (e.is_symlink(ec)) {
+      st.problems.push_back(foreign(loc, shown) + " (a symbolic link)");
+    } else if (e.is_regular_file(ec)) {
+      if (name == "index.html" || name == "index.json") continue;
+      if (is_engine_temp(name)) st.stale_temps.push_back(e.path());
+      else st.problems.push_back(foreign(loc, shown));
+    } else if (e.is_directory(ec)) {
+      if (!ffpa::core::is_valid_project_name(name) || ffpa::core::normalize_project_name(name) != name) {
+        st.problems.push_back(foreign(loc, shown + "/") + " (not a normalized project name)");
+        continue;
+      }
+      bool has_page = false, clean = true;
+      std::vector<fs::directory_entry> sub;
+      for (fs::directory_iterator it(e.path(), ec), end; !ec && it != end; it.increment(ec)) sub.push_back(*it);
+      std::sort(sub.begin(), sub.end());
+      for (const auto& s : sub) {
+        const std::string sname = s.path().filename().string();
+        if (!s.is_symlink(ec) && s.is_regular_file(ec) && (sname == "index.json" || sname == "index.html")) {
+          has_page = true;
+        } else if (!s.is_symlink(ec) && s.is_regular_file(ec) && is_engine_temp(sname)) {
+          st.stale_temps.push_back(s.path());
+        } else {
+          st.problems.push_back(foreign(loc, shown + "/" + ffpa::core::printable(sname)));
+          clean = false;
+        }
+      }
+      if (!has_page || !clean) continue;
+      try {
+        st.pages.emplace(name, load_project(loc, name));
+      } catch (const Error& err) {
+        st.problems.push_back(err.what());
+      }
+    } else {
+      st.problems.push_back(foreign(loc, shown));
+    }
+  }
+  return st;
+}
+
 std::vector<std::string> list_projects(const IndexLocation& loc) {
   std::vector<std::string> out;
-  std::error_code ec;
-  for (fs::directory_iterator it(loc.channel_dir(), ec), end; !ec && it != end; it.increment(ec)) {
-    if (!it->is_directory()) continue;
-    if (fs::exists(it->path() / "index.json") || fs::exists(it->path() / "index.html"))
-      out.push_back(it->path().filename().string());
-  }
-  std::sort(out.begin(), out.end());
+  for (const auto& [name, page] : read_channel(loc).pages) out.push_back(name);
   return out;
 }
 
+std::vector<fs::path> remove_stale_temps(const IndexLocation& loc, const SiteLock&) {
+  // Under the lock no writer is running, so every temp file is a dead writer's.
+  auto stale = read_channel(loc).stale_temps;
+  for (const auto& p : stale) {
+    std::error_code ec;
+    fs::remove(p, ec);
+  }
+  return stale;
+}
+
+// --- planning and writing ------------------------------------------------------------
+
 namespace {
 
-void save_pages(const IndexLocation& loc, const std::vector<ProjectPage>& pages) {
-  // JSON first: it is the truth. A kill between the two leaves a stale HTML page that
-  // the next run re-renders because its content differs.
-  for (const auto& p : pages) {
-    const fs::path dir = loc.project_dir(p.name);
-    write_if_changed(dir / "index.json", to_json(p).dump(1) + "\n");
-    write_if_changed(dir / "index.html", render_project_html(p));
+// Serialises the pages and the root into `plan`; a value the JSON cannot hold
+// surfaces here, before anything is written.
+void plan_pages(const IndexLocation& loc, const std::map<std::string, ProjectPage>& all,
+                const std::set<std::string>& changed, IndexPlan& plan) {
+  try {
+    for (const auto& name : changed) {
+      const ProjectPage& p = all.at(name);
+      const fs::path dir = loc.project_dir(p.name);
+      plan.writes.emplace_back(dir / "index.json", to_json(p).dump(1) + "\n");
+      plan.writes.emplace_back(dir / "index.html", render_project_html(p));
+    }
+    std::vector<std::string> projects;
+    for (const auto& [name, page] : all) projects.push_back(name);
+    plan.writes.emplace_back(loc.channel_dir() / "index.html", render_root_html(projects));
+    plan.writes.emplace_back(loc.channel_dir() / "index.json", root_json(projects));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("cannot write the index of " + loc.channel_label() + " (" + e.what() +
+                "); nothing was written: a value is not valid UTF-8, fix the input that carries it");
   }
-  auto projects = list_projects(loc);
-  write_if_changed(loc.channel_dir() / "index.html", render_root_html(projects));
-  write_if_changed(loc.channel_dir() / "index.json", root_json(projects));
 }
 
 }  // namespace
 
-ChangeReport add_wheels(const IndexLocation& loc, const std::vector<PreparedWheel>& wheels,
-                        const AddOptions& opt, std::ostream& log) {
+IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& wheels, const AddOptions& opt) {
   if (opt.release_url.empty())
     throw Error("no release URL: anchors must point at the release assets; pass --release-url URL");
-  ffpa::core::FileLock lock(lock_path_for(loc));
-  std::map<std::string, ProjectPage> pages;
-  ChangeReport rep;
-  std::set<std::string> seen;
+  if (const std::string why = url_problem(opt.release_url, true); !why.empty())
+    throw Error("release URL '" + ffpa::core::printable(opt.release_url) + "' is refused: " + why);
+  ChannelState st = read_channel(loc);
+  if (!st.problems.empty()) throw channel_error(loc, st.problems, "add");
+  IndexPlan plan;
+  ChangeReport& rep = plan.report;
+  std::ostringstream log;
+  std::set<std::string> seen, touched;
+  std::map<std::string, std::map<std::string, std::string>> identities;  // project -> identity -> file name
   for (const auto& w : wheels) {
     const std::string fn = w.name.filename();
     if (!seen.insert(fn).second) continue;
-    auto it = pages.find(w.project);
-    if (it == pages.end()) it = pages.emplace(w.project, load_project(loc, w.project)).first;
+    auto it = st.pages.find(w.project);
+    if (it == st.pages.end()) {
+      ProjectPage fresh;
+      fresh.name = w.project;
+      it = st.pages.emplace(w.project, std::move(fresh)).first;
+    }
     ProjectPage& page = it->second;
+    touched.insert(w.project);
     FileEntry e;
     e.filename = fn;
     e.url = opt.release_url + url_encode_segment(fn);
@@ -204,50 +372,90 @@ ChangeReport add_wheels(const IndexLocation& loc, const std::vector<PreparedWhee
     e.requires_python = w.requires_python;
     e.size = w.size;
     if (opt.core_metadata) e.core_metadata_sha256 = w.metadata_sha256;
-    if (FileEntry* cur = page.find(fn)) {
-      if (cur->sha256 != w.sha256) {
-        if (!opt.force)
-          throw Error("'" + fn + "' is already published with different contents (index sha256 " +
-                      cur->sha256 + ", this file " + w.sha256 +
-                      "); publish a new version, or set FFPA_FORCE_UPLOAD=1 to replace it");
-        e.yanked = cur->yanked;
-        *cur = std::move(e);
-        ++rep.replaced;
-        log << "replaced " << fn << " (FFPA_FORCE_UPLOAD=1)\n";
-      } else {
-        // Same bytes: keep the entry (and its yank state); a new URL or newly served
-        // metadata is taken over so a re-run with other options converges to them.
-        const bool differs = cur->url != e.url || cur->core_metadata_sha256 != e.core_metadata_sha256 ||
-                             cur->requires_python != e.requires_python || cur->size != e.size;
-        if (differs) {
-          e.yanked = cur->yanked;
-          *cur = std::move(e);
-          ++rep.replaced;
-          log << "updated " << fn << "\n";
-        } else {
-          ++rep.unchanged;
-          log << "unchanged " << fn << "\n";
-        }
+    derive_file_fields(e);
+    FileEntry* cur = page.find(fn);
+    if (!cur) {
+      // Another spelling of this very file (a legacy or older entry): the version
+      // is compared canonically, not as text.
+      auto idit = identities.find(w.project);
+      if (idit == identities.end()) {
+        idit = identities.emplace(w.project, std::map<std::string, std::string>{}).first;
+        for (const auto& f : page.files) idit->second.emplace(f.identity, f.filename);
       }
-    } else {
+      auto other = idit->second.find(e.identity);
+      if (other != idit->second.end()) {
+        FileEntry* o = page.find(other->second);
+        if (!opt.force) {
+          const std::string how = o->sha256 != w.sha256
+                                      ? "already published with different contents as '" + o->filename +
+                                            "' (index sha256 " + o->sha256 + ", this file " + w.sha256 + ")"
+                                      : "already published as '" + o->filename + "' (same bytes, another spelling)";
+          throw Error("'" + fn + "' is version " + w.version.canonical + " of " + w.project + ", " + how +
+                      "; one version has one file per tag: publish a new version, or set FFPA_FORCE_UPLOAD=1 "
+                      "to replace the listed file");
+        }
+        e.yanked = o->yanked;
+        log << "replaced " << o->filename << " by " << fn << " (FFPA_FORCE_UPLOAD=1)\n";
+        page.files.erase(page.files.begin() + (o - page.files.data()));
+        idit->second.erase(other);
+        page.insert(std::move(e));
+        ++rep.replaced;
+        continue;
+      }
+      idit->second.emplace(e.identity, fn);
       page.insert(std::move(e));
       ++rep.added;
       log << "added " << fn << "\n";
+      continue;
+    }
+    if (cur->sha256 != w.sha256) {
+      if (!opt.force)
+        throw Error("'" + fn + "' is already published with different contents (index sha256 " + cur->sha256 +
+                    ", this file " + w.sha256 + "); publish a new version, or set FFPA_FORCE_UPLOAD=1 to replace it");
+      e.yanked = cur->yanked;
+      *cur = std::move(e);
+      ++rep.replaced;
+      log << "replaced " << fn << " (FFPA_FORCE_UPLOAD=1)\n";
+    } else {
+      // Same bytes: keep the entry (and its yank state); a new URL or newly served
+      // metadata is taken over so a re-run with other options converges to them.
+      const bool differs = cur->url != e.url || cur->core_metadata_sha256 != e.core_metadata_sha256 ||
+                           cur->requires_python != e.requires_python || cur->size != e.size;
+      if (differs) {
+        e.yanked = cur->yanked;
+        *cur = std::move(e);
+        ++rep.replaced;
+        log << "updated " << fn << "\n";
+      } else {
+        ++rep.unchanged;
+        log << "unchanged " << fn << "\n";
+      }
     }
   }
-  std::vector<ProjectPage> out;
-  for (auto& [name, page] : pages) {
-    page.refresh_versions();
-    out.push_back(std::move(page));
-  }
+  for (const auto& name : touched) st.pages.at(name).refresh_versions();
   if (opt.metadata_dir) {
-    for (const auto& w : wheels)
-      write_if_changed(*opt.metadata_dir / (w.name.filename() + ".metadata"), w.metadata);
+    for (const auto& w : wheels) plan.writes.emplace_back(*opt.metadata_dir / (w.name.filename() + ".metadata"), w.metadata);
   }
-  save_pages(loc, out);
-  log << channel_label(loc) << ": " << rep.added << " added, " << rep.replaced << " replaced, "
-      << rep.unchanged << " unchanged\n";
-  return rep;
+  plan_pages(loc, st.pages, touched, plan);
+  log << loc.channel_label() << ": " << rep.added << " added, " << rep.replaced << " replaced, " << rep.unchanged
+      << " unchanged\n";
+  plan.log = log.str();
+  return plan;
+}
+
+std::size_t apply_plan(const IndexPlan& plan) {
+  std::size_t n = 0;
+  for (const auto& [path, data] : plan.writes) n += write_if_changed(path, data) ? 1 : 0;
+  return n;
+}
+
+ChangeReport add_wheels(const IndexLocation& loc, const std::vector<PreparedWheel>& wheels, const AddOptions& opt,
+                        std::ostream& log, const SiteLock& lock) {
+  const IndexPlan plan = plan_add(loc, wheels, opt);
+  remove_stale_temps(loc, lock);
+  apply_plan(plan);
+  log << plan.log;
+  return plan.report;
 }
 
 bool version_matches(const std::string& filename, const ffpa::core::Version& wanted) {
@@ -260,88 +468,138 @@ bool version_matches(const std::string& filename, const ffpa::core::Version& wan
 
 namespace {
 
+// Loads the whole channel, applies `fn` to the selected pages in memory (it logs to
+// a buffer), and writes only when everything was read and something changed: a
+// refusal prints nothing but the refusal.
 template <class Fn>
 ChangeReport mutate_version(const IndexLocation& loc, const std::string& version,
-                            const std::optional<std::string>& project, const char* verb, Fn fn,
-                            std::ostream& log) {
+                            const std::optional<std::string>& project, const char* verb, Fn fn, std::ostream& log,
+                            const SiteLock& lock) {
   std::string why;
-  log.flush();
   auto wanted = ffpa::core::parse_pep440(version, &why);
-  if (!wanted) throw Error("--version '" + version + "' is not a PEP 440 version (" + why + ")");
-  ffpa::core::FileLock lock(lock_path_for(loc));
+  if (!wanted) throw Error("--version '" + ffpa::core::printable(version) + "' is not a PEP 440 version (" + why + ")");
+  ChannelState st = read_channel(loc);
+  if (!st.problems.empty()) throw channel_error(loc, st.problems, verb);
   std::vector<std::string> names;
   if (project) names.push_back(ffpa::core::normalize_project_name(*project));
-  else names = list_projects(loc);
-  ChangeReport rep;
-  std::vector<ProjectPage> changed;
-  std::set<std::string> listed;
+  else
+    for (const auto& [n, p] : st.pages) names.push_back(n);
+  IndexPlan plan;
+  ChangeReport& rep = plan.report;
+  std::ostringstream buf;
+  std::set<std::string> changed, listed;
   for (const auto& n : names) {
-    ProjectPage page = load_project(loc, n);
+    auto it = st.pages.find(n);
+    if (it == st.pages.end()) continue;
+    ProjectPage& page = it->second;
     for (const auto& v : page.versions) listed.insert(v);
-    const ChangeReport before = rep;
-    fn(page, *wanted, rep);
-    if (rep.removed != before.removed || rep.yanked != before.yanked) {
+    const std::size_t before = rep.removed + rep.yanked + rep.unyanked;
+    fn(page, *wanted, rep, buf);
+    if (rep.removed + rep.yanked + rep.unyanked != before) {
       page.refresh_versions();
-      changed.push_back(std::move(page));
+      changed.insert(n);
     }
   }
   if (changed.empty()) {
     std::string have;
     for (const auto& v : listed) have += (have.empty() ? "" : ", ") + v;
     throw Error(std::string("nothing to ") + verb + ": no file of version " + wanted->canonical + " in " +
-                channel_label(loc) + " (listed: " + (have.empty() ? "none" : have) +
-                "); check --version and --channel");
+                loc.channel_label() + (std::string(verb) == "unyank" ? " is yanked" : "") +
+                " (listed: " + (have.empty() ? "none" : have) + "); check --version and --channel");
   }
-  save_pages(loc, changed);
+  plan_pages(loc, st.pages, changed, plan);
+  remove_stale_temps(loc, lock);
+  apply_plan(plan);
+  log << buf.str();
   return rep;
 }
 
 }  // namespace
 
 ChangeReport remove_version(const IndexLocation& loc, const std::string& version,
-                            const std::optional<std::string>& project, std::ostream& log) {
+                            const std::optional<std::string>& project, std::ostream& log, const SiteLock& lock) {
   return mutate_version(
       loc, version, project, "remove",
-      [&](ProjectPage& page, const ffpa::core::Version& v, ChangeReport& rep) {
+      [&](ProjectPage& page, const ffpa::core::Version& v, ChangeReport& rep, std::ostream& out) {
         auto& f = page.files;
         auto keep = std::stable_partition(f.begin(), f.end(), [&](const FileEntry& e) {
           if (!version_matches(e.filename, v)) return true;
-          log << "removed " << e.filename << "\n";
+          out << "removed " << e.filename << "\n";
           return false;
         });
         rep.removed += static_cast<std::size_t>(f.end() - keep);
         f.erase(keep, f.end());
       },
-      log);
+      log, lock);
 }
 
 ChangeReport yank_version(const IndexLocation& loc, const std::string& version,
-                          const std::optional<std::string>& project,
-                          const std::optional<std::string>& reason, std::ostream& log) {
+                          const std::optional<std::string>& project, const std::optional<std::string>& reason,
+                          std::ostream& log, const SiteLock& lock) {
+  if (reason && !ffpa::core::is_valid_utf8(*reason))
+    throw Error("--reason '" + ffpa::core::printable(*reason) +
+                "' is not valid UTF-8; the reason is shown to pip users as text: pass it in UTF-8");
   return mutate_version(
       loc, version, project, "yank",
-      [&](ProjectPage& page, const ffpa::core::Version& v, ChangeReport& rep) {
+      [&](ProjectPage& page, const ffpa::core::Version& v, ChangeReport& rep, std::ostream& out) {
         for (auto& e : page.files) {
           if (!version_matches(e.filename, v)) continue;
           const std::string r = reason.value_or("");
           if (e.yanked && *e.yanked == r) continue;
           e.yanked = r;
           ++rep.yanked;
-          log << "yanked " << e.filename << (r.empty() ? "" : " (" + r + ")") << "\n";
+          out << "yanked " << e.filename << (r.empty() ? "" : " (" + r + ")") << "\n";
         }
       },
-      log);
+      log, lock);
 }
 
-void render_all(const IndexLocation& loc, std::ostream& log) {
-  ffpa::core::FileLock lock(lock_path_for(loc));
-  std::vector<ProjectPage> pages;
-  for (const auto& n : list_projects(loc)) pages.push_back(load_project(loc, n));
-  save_pages(loc, pages);
-  log << channel_label(loc) << ": rendered " << pages.size() << " project page(s)\n";
+ChangeReport unyank_version(const IndexLocation& loc, const std::string& version,
+                            const std::optional<std::string>& project, std::ostream& log, const SiteLock& lock) {
+  return mutate_version(
+      loc, version, project, "unyank",
+      [&](ProjectPage& page, const ffpa::core::Version& v, ChangeReport& rep, std::ostream& out) {
+        for (auto& e : page.files) {
+          if (!e.yanked || !version_matches(e.filename, v)) continue;
+          e.yanked.reset();
+          ++rep.unyanked;
+          out << "unyanked " << e.filename << "\n";
+        }
+      },
+      log, lock);
 }
 
-std::size_t verify_index(const IndexLocation& loc, const std::string& assets, std::ostream& log) {
+void render_all(const IndexLocation& loc, std::ostream& log, const SiteLock& lock) {
+  ChannelState st = read_channel(loc);
+  if (!st.problems.empty()) throw channel_error(loc, st.problems, "render");
+  IndexPlan plan;
+  std::set<std::string> all;
+  for (const auto& [n, p] : st.pages) all.insert(n);
+  plan_pages(loc, st.pages, all, plan);
+  remove_stale_temps(loc, lock);
+  apply_plan(plan);
+  log << loc.channel_label() << ": rendered " << st.pages.size() << " project page(s)\n";
+}
+
+// --- verify ------------------------------------------------------------------------
+
+namespace {
+
+// Fetches one URL into `dir`; nullopt (and the reason in `why`) when it fails.
+std::optional<fs::path> fetch_url(const std::string& url, const fs::path& dir, const std::string& name,
+                                  std::string* why = nullptr) {
+  const fs::path dst = dir / name;
+  auto r = run_process({tool_program("FFPA_CURL", "curl"), "-fsSL", "-o", dst.string(), url});
+  if (r.status != 0) {
+    if (why) *why = r.err.empty() ? "curl exit " + std::to_string(r.status) : r.err.substr(0, r.err.find('\n'));
+    return std::nullopt;
+  }
+  return dst;
+}
+
+}  // namespace
+
+std::size_t verify_index(const PageSource& src, const std::string& assets, std::ostream& log) {
   const bool is_url = assets.rfind("http://", 0) == 0 || assets.rfind("https://", 0) == 0;
   std::map<std::string, fs::path> local;  // file name -> path, for a directory store
   if (!is_url) {
@@ -353,16 +611,97 @@ std::size_t verify_index(const IndexLocation& loc, const std::string& assets, st
       if (it->is_regular_file()) local.emplace(it->path().filename().string(), it->path());
     }
   }
-  const fs::path tmp = fs::temp_directory_path() / ("ffpa-verify-" + std::to_string(::getpid()));
-  std::size_t problems = 0, checked = 0;
-  // Fetches one URL to a temp file; returns the path or nullopt (and logs) on failure.
-  auto fetch = [&](const std::string& url, const std::string& name) -> std::optional<fs::path> {
-    fs::create_directories(tmp);
-    const fs::path dst = tmp / name;
-    auto r = run_process({tool_program("FFPA_CURL", "curl"), "-fsSL", "-o", dst.string(), url});
-    if (r.status != 0) return std::nullopt;
-    return dst;
+  std::optional<TempDir> tmp;
+  auto scratch = [&]() -> const fs::path& {
+    if (!tmp) tmp.emplace("ffpa-verify-");
+    return tmp->path();
   };
+  std::size_t problems = 0, checked = 0, fetched = 0;
+  const std::string label = (fs::path(src.dir ? src.dir->prefix : src.prefix) /
+                             (src.dir ? src.dir->channel : src.channel)).generic_string();
+
+  // 1. The pages, as pip reads them: each HTML page must be what its JSON renders to.
+  std::map<std::string, ProjectPage> pages;
+  auto page_mismatch = [&](const std::string& rel, const std::string& how) {
+    ++problems;
+    log << "PAGE     " << rel << " " << how << "; pip reads this page: restore it with ffpa-index render"
+        << (src.dir ? " --index-dir " + shell_quote(src.dir->root.string()) : std::string()) << " --channel "
+        << (src.dir ? src.dir->channel : src.channel) << " (and commit/deploy it)\n";
+  };
+  if (src.dir) {
+    const IndexLocation& loc = *src.dir;
+    ChannelState st = read_channel(loc);
+    for (const auto& p : st.problems) {
+      ++problems;
+      log << "FOREIGN  " << p << "\n";
+    }
+    for (const auto& t : st.stale_temps) log << "note     " << t.string() << " is a temp file of a killed run; the next add/render removes it\n";
+    pages = std::move(st.pages);
+    std::vector<std::string> names;
+    for (const auto& [n, page] : pages) {
+      names.push_back(n);
+      const std::string rel = label + "/" + n + "/index.html";
+      if (!fs::exists(loc.project_dir(n) / "index.json"))
+        page_mismatch(rel, "has no index.json beside it (a legacy page, not yet imported)");
+      else if (read_text(loc.project_dir(n) / "index.html") != render_project_html(page))
+        page_mismatch(rel, "is not what its index.json renders to (edited by hand, or a write was interrupted)");
+    }
+    if (!names.empty() || fs::exists(loc.channel_dir() / "index.html")) {
+      if (read_text(loc.channel_dir() / "index.html") != render_root_html(names))
+        page_mismatch(label + "/index.html", "does not list exactly the channel's projects");
+      if (read_text(loc.channel_dir() / "index.json") != root_json(names))
+        page_mismatch(label + "/index.json", "does not list exactly the channel's projects");
+    }
+  } else {
+    std::string base = src.url;
+    if (base.empty() || base.back() != '/') base += '/';
+    base += label + "/";
+    // Pages are fetched into numbered files: names come from the (untrusted) site.
+    auto get = [&](const std::string& url) -> std::optional<std::string> {
+      std::string why;
+      auto p = fetch_url(url, scratch(), "page" + std::to_string(fetched++), &why);
+      if (!p) {
+        ++problems;
+        log << "MISSING  " << url << " (" << why << ")\n";
+        return std::nullopt;
+      }
+      return read_text(*p);
+    };
+    std::vector<std::string> names;
+    if (auto root = get(base + "index.json")) {
+      try {
+        for (const auto& p : nlohmann::json::parse(*root).at("projects")) {
+          const std::string n = p.at("name").get<std::string>();
+          if (!ffpa::core::is_valid_project_name(n) || ffpa::core::normalize_project_name(n) != n)
+            throw Error("project name '" + ffpa::core::printable(n) + "' is not normalized");
+          names.push_back(n);
+        }
+      } catch (const std::exception& e) {
+        ++problems;
+        log << "PAGE     " << base << "index.json is not a PEP 691 project list (" << e.what() << ")\n";
+      }
+    }
+    if (auto html = get(base + "index.html"); html && *html != render_root_html(names))
+      page_mismatch(base + "index.html", "does not list exactly the projects of index.json");
+    for (const auto& n : names) {
+      const std::string purl = base + url_encode_segment(n) + "/";
+      auto j = get(purl + "index.json");
+      auto h = get(purl + "index.html");
+      if (!j || !h) continue;
+      try {
+        ProjectPage page = project_from_json(nlohmann::json::parse(*j), purl + "index.json");
+        if (page.name != n) throw Error("it names project '" + page.name + "'");
+        if (*h != render_project_html(page))
+          page_mismatch(purl + "index.html", "is not what " + purl + "index.json renders to");
+        pages.emplace(n, std::move(page));
+      } catch (const std::exception& e) {
+        ++problems;
+        log << "PAGE     " << purl << "index.json does not load: " << e.what() << "\n";
+      }
+    }
+  }
+
+  // 2. The files the pages point at.
   auto locate = [&](const FileEntry& f, const std::string& name, const std::string& rel_url)
       -> std::optional<fs::path> {
     if (!is_url) {
@@ -372,10 +711,9 @@ std::size_t verify_index(const IndexLocation& loc, const std::string& assets, st
     std::string base = assets;
     if (base.back() != '/') base += '/';
     const std::string url = f.url.rfind(base, 0) == 0 ? rel_url : base + url_encode_segment(name);
-    return fetch(url, name);
+    return fetch_url(url, scratch(), "asset" + std::to_string(fetched++));
   };
-  for (const auto& n : list_projects(loc)) {
-    const ProjectPage page = load_project(loc, n);
+  for (const auto& [n, page] : pages) {
     for (const auto& f : page.files) {
       ++checked;
       auto p = locate(f, f.filename, f.url);
@@ -405,12 +743,14 @@ std::size_t verify_index(const IndexLocation& loc, const std::string& assets, st
           continue;
         }
       }
+      if (is_url) {  // a fetched copy: scratch space stays one wheel large
+        std::error_code ec;
+        fs::remove(*p, ec);
+      }
       log << "OK       " << f.filename << "\n";
     }
   }
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  log << channel_label(loc) << ": " << checked << " file(s) checked, " << problems << " problem(s)\n";
+  log << label << ": " << checked << " file(s) checked, " << problems << " problem(s)\n";
   return problems;
 }
 

@@ -19,7 +19,18 @@ FileEntry* ProjectPage::find(std::string_view filename) {
   return (it != files.end() && it->filename == filename) ? &*it : nullptr;
 }
 
+bool derive_file_fields(FileEntry& e) {
+  auto wf = ffpa::core::parse_wheel_filename(e.filename);
+  auto v = wf ? ffpa::core::parse_pep440(wf->version) : std::nullopt;
+  if (!v) return false;
+  e.project = ffpa::core::normalize_project_name(wf->name);
+  e.canonical_version = v->canonical;
+  e.identity = e.project + '\0' + v->canonical + '\0' + wf->python + '-' + wf->abi + '-' + wf->platform;
+  return true;
+}
+
 void ProjectPage::insert(FileEntry e) {
+  if (e.identity.empty()) derive_file_fields(e);
   auto it = std::lower_bound(files.begin(), files.end(), e.filename,
                              [](const FileEntry& x, const std::string& f) { return x.filename < f; });
   files.insert(it, std::move(e));
@@ -29,10 +40,8 @@ void ProjectPage::refresh_versions() {
   std::set<std::string> present;
   std::vector<std::string> fresh;
   for (const auto& f : files) {
-    auto wf = ffpa::core::parse_wheel_filename(f.filename);
-    auto v = wf ? ffpa::core::parse_pep440(wf->version) : std::nullopt;
-    const std::string ver = v ? v->canonical : (wf ? wf->version : std::string());
-    if (present.insert(ver).second) fresh.push_back(ver);
+    const std::string& ver = f.canonical_version;
+    if (!ver.empty() && present.insert(ver).second) fresh.push_back(ver);
   }
   std::vector<std::string> out;
   std::set<std::string> kept;
@@ -97,9 +106,15 @@ ProjectPage project_from_json(const json& j, std::string_view origin) {
         else if (y.is_boolean() && y.get<bool>()) f.yanked = std::string();
       }
       if (e.contains("size") && e["size"].is_number_unsigned()) f.size = e["size"].get<std::uint64_t>();
-      if (!ffpa::core::parse_wheel_filename(f.filename))
+      if (!derive_file_fields(f))
         throw Error(std::string(origin) + ": listed file '" + f.filename +
                     "' is not a wheel file name; remove the entry or restore the file from git");
+      if (const std::string why = url_problem(f.url, false); !why.empty())
+        throw Error(std::string(origin) + ": url of '" + f.filename + "' is refused (" + why +
+                    "); restore the entry from git history");
+      if (!is_sha256_hex(f.sha256) || (f.core_metadata_sha256 && !is_sha256_hex(*f.core_metadata_sha256)))
+        throw Error(std::string(origin) + ": a sha256 of '" + f.filename +
+                    "' is not 64 lower-case hex digits; restore the entry from git history");
       if (p.find(f.filename))
         throw Error(std::string(origin) + ": '" + f.filename + "' is listed twice");
       p.insert(std::move(f));
@@ -118,6 +133,29 @@ std::string root_json(const std::vector<std::string>& projects) {
   json list = json::array();
   for (const auto& n : projects) list.push_back({{"name", n}});
   return json{{"meta", {{"api-version", kApiVersion}}}, {"projects", list}}.dump(1) + "\n";
+}
+
+std::string url_problem(std::string_view url, bool absolute) {
+  if (url.empty()) return "empty URL";
+  for (unsigned char c : url)
+    if (c <= 0x20 || c == 0x7f)
+      return "it contains whitespace or a control character, which browsers and pip strip or cut at";
+  // RFC 3986 scheme: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) ":".
+  std::size_t i = 0;
+  while (i < url.size() && (std::isalnum(static_cast<unsigned char>(url[i])) || url[i] == '+' || url[i] == '-' ||
+                            url[i] == '.'))
+    ++i;
+  const bool has_scheme = i > 0 && i < url.size() && url[i] == ':' && std::isalpha(static_cast<unsigned char>(url[0]));
+  if (!has_scheme) return absolute ? "not an absolute URL; give http(s)://... or file://..." : "";
+  std::string scheme(url.substr(0, i));
+  for (auto& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (scheme != "http" && scheme != "https" && scheme != "file")
+    return "a " + scheme + ": URL; anchors may only be http, https or file URLs";
+  return "";
+}
+
+bool is_sha256_hex(std::string_view s) {
+  return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
 }
 
 std::string html_escape(std::string_view s) {

@@ -11,6 +11,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <vector>
+
+#include "ffpa/core/error.h"
 
 namespace ffpa::site {
 
@@ -120,6 +123,35 @@ std::string find_program(const std::string& name) {
     const std::string cand = (dir.empty() ? std::string(".") : dir) + "/" + name;
     if (access(cand.c_str(), X_OK) == 0) return cand;
   }
+  return {};
+}
+
+TempDir::TempDir(const std::string& prefix) {
+  std::string tmpl = (std::filesystem::temp_directory_path() / (prefix + "XXXXXX")).string();
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data()))
+    throw ffpa::core::Error("cannot create a scratch directory " + tmpl + ": " + std::strerror(errno) +
+                            "; point TMPDIR at a writable directory");
+  path_ = buf.data();
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::string unwritable_dir_problem(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::absolute(dir, ec).lexically_normal();
+  while (!p.empty() && !fs::exists(fs::symlink_status(p, ec)) && p != p.root_path()) p = p.parent_path();
+  if (!fs::is_directory(p, ec))
+    return dir.string() + " cannot be created: " + p.string() + " is not a directory; move that file away";
+  if (access(p.c_str(), W_OK | X_OK) != 0)
+    return (p == fs::absolute(dir, ec).lexically_normal() ? dir.string() : p.string() + " (the nearest existing "
+            "parent of " + dir.string() + ")") + " is not writable (" + std::strerror(errno) +
+           "); fix its permissions or choose another place";
   return {};
 }
 

@@ -16,6 +16,7 @@
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
 #include "ffpa/core/pep.h"
+#include "ffpa/core/utf8.h"
 #include "ffpa/core/zipread.h"
 #include "ffpa/site/index.h"
 #include "ffpa/site/model.h"
@@ -53,6 +54,10 @@ ffpa::core::Version parse_tag(const std::string& tag, std::string_view shape) {
   std::string why;
   auto v = tag.size() > 1 && tag[0] == 'v' ? ffpa::core::parse_pep440(tag.substr(1), &why) : std::nullopt;
   if (!v) throw Error("tag '" + tag + "' is not " + std::string(shape));
+  // One version, one tag: v01.0.0+cu13 or vv1.0.0+cu13 would be a second release of 1.0.0+cu13.
+  if (tag != "v" + v->canonical)
+    throw Error("tag '" + tag + "' is not the canonical spelling of version " + v->canonical + "; pass --tag v" +
+                v->canonical);
   return *v;
 }
 
@@ -124,6 +129,10 @@ class SiteRepo {
     if (top.status != 0)
       return {"--site-repo " + dir_.string() + " is not a git work tree; clone the site: git clone -b " +
               branch_ + " <site remote> " + dir_.string()};
+    std::error_code ec;
+    if (fs::canonical(trim(top.out), ec) != fs::canonical(dir_, ec))
+      return {"--site-repo " + dir_.string() + " is inside the work tree " + trim(top.out) +
+              ", not its top level; pass the top level of the site checkout"};
     auto br = git({"symbolic-ref", "--short", "HEAD"});
     if (trim(br.out) != branch_)
       p.push_back("site repository is on '" + trim(br.out) + "', not " + branch_ + "; run: " +
@@ -131,22 +140,63 @@ class SiteRepo {
     if (git({"remote", "get-url", remote_}).status != 0)
       p.push_back("site repository has no remote '" + remote_ + "'; run: " +
                   format_command(cmd({"remote", "add", remote_, "<url>"})));
+    if (std::string why = unwritable_dir_problem(engine_dir(dir_)); !why.empty())
+      p.push_back("site repository: " + why + " (the commit and the site lock are written there)");
+    if (std::string why = unwritable_dir_problem(dir_ / channel_rel); !why.empty())
+      p.push_back("site repository: " + why);
     if (trim(git({"config", "user.email"}).out).empty())
       p.push_back("no git identity in the site repository; run: " +
                   format_command(cmd({"config", "user.email", "you@example.com"})) + " (and user.name)");
     // Changes outside the channel would be swept into nothing (we add only the
     // channel) but would make the next pull --rebase fail; ask for a clean tree.
-    auto st = git({"status", "--porcelain", "--untracked-files=all"});
-    std::istringstream in(st.out);
-    for (std::string line; std::getline(in, line);) {
-      if (line.size() < 4) continue;
-      std::string path = line.substr(3);
-      if (path.front() == '"') path = path.substr(1, path.size() - 2);
+    for (const auto& path : changed_paths())
       if (path.rfind(channel_rel + "/", 0) != 0)
         p.push_back("site repository has uncommitted changes outside " + channel_rel + ": " + path +
                     "; commit or remove them first");
+    return p;
+  }
+
+  // Paths with uncommitted changes (staged, unstaged, untracked), relative to the
+  // work tree, exactly as git spells them (-z: no quoting to undo).
+  std::vector<std::string> changed_paths() const {
+    auto st = git({"status", "--porcelain", "-z", "--untracked-files=all", "--no-renames"});
+    std::vector<std::string> out;
+    std::size_t pos = 0;
+    while (pos < st.out.size()) {
+      const auto end = st.out.find('\0', pos);
+      const std::string rec = st.out.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+      pos = end == std::string::npos ? st.out.size() : end + 1;
+      if (rec.size() > 3) out.push_back(rec.substr(3));
+    }
+    return out;
+  }
+
+  // Changes in the channel that this publish will not write: a foreign file
+  // (an untracked whl/cu13/.env) or another project's page edited by hand would
+  // otherwise be committed and pushed with the index.
+  std::vector<std::string> foreign_changes(const std::string& channel_rel, const std::set<std::string>& ours) const {
+    std::vector<std::string> p;
+    for (const auto& path : changed_paths()) {
+      if (path.rfind(channel_rel + "/", 0) != 0 || ours.count(path)) continue;
+      if (is_engine_temp(fs::path(path).filename().string())) continue;  // removed before step 1
+      p.push_back("site repository has an uncommitted change in " + channel_rel + " that this publish does not "
+                  "write: " + ffpa::core::printable(path) + "; commit it, restore it (git -C " +
+                  shell_quote(dir_.string()) + " checkout -- <path>) or move it away, then re-run");
     }
     return p;
+  }
+
+  // The subset of `paths` git tracks (for staging removals of tracked files).
+  std::vector<std::string> tracked(const std::vector<std::string>& paths) const {
+    if (paths.empty()) return {};
+    std::vector<std::string> args = {"ls-files", "-z", "--"};
+    args.insert(args.end(), paths.begin(), paths.end());
+    auto r = git(args);
+    std::vector<std::string> out;
+    std::istringstream in(r.out);
+    for (std::string s; std::getline(in, s, '\0');)
+      if (!s.empty()) out.push_back(s);
+    return out;
   }
 
   void fetch(std::ostream& out) const {
@@ -197,12 +247,14 @@ struct Problems {
 
 std::string resolve_target(const std::string& given, const fs::path& source_dir, Problems& pb) {
   if (!given.empty()) {
+    // The tag must point at the commit the wheels were built from, and that commit
+    // must exist: an unknown sha (all zeros) would make a tag of nothing.
     auto r = run_process({tool_program("FFPA_GIT", "git"), "-C", source_dir.string(), "rev-parse", "--verify",
-                          "--quiet", given + "^{commit}"});
+                          "--quiet", "--end-of-options", given + "^{commit}"});
     if (r.status == 0) return trim(r.out);
-    // Not resolvable locally: accept a full sha as given (the store resolves it).
-    if (given.size() == 40 && given.find_first_not_of("0123456789abcdef") == std::string::npos) return given;
-    pb.add("--target '" + given + "' is not a commit of " + source_dir.string() + "; pass the release commit's sha");
+    pb.add("--target '" + ffpa::core::printable(given) + "' is not a commit of " + source_dir.string() +
+           "; pass the release commit (git -C " + shell_quote(source_dir.string()) +
+           " rev-parse HEAD), or --source-dir the checkout that holds it");
     return given;
   }
   auto r = run_process({tool_program("FFPA_GIT", "git"), "-C", source_dir.string(), "rev-parse", "HEAD"});
@@ -286,40 +338,57 @@ int publish(const PublishOptions& opt, std::ostream& out, std::ostream& err) {
   const std::string site_url = !opt.site_url.empty() ? opt.site_url : store ? store->default_site_url() : "";
   const std::string project = wheels.front().project;
   const std::string notes = notes_for(project, tagv.canonical, opt.channel, site_url, opt.index_prefix);
-  IndexLocation loc{opt.site_repo, opt.index_prefix, opt.channel};
-  const std::string channel_rel = (fs::path(opt.index_prefix) / opt.channel).generic_string();
   SiteRepo site(opt.site_repo, opt.remote, opt.branch);
+  const IndexLocation loc{site.dir(), opt.index_prefix, opt.channel};
+  const std::string channel_rel = loc.channel_label();
+  const bool core_md = !opt.index_only || opt.core_metadata_for_mirror;
+  AddOptions ao;
+  ao.release_url = release_url;
+  ao.core_metadata = core_md;
+  ao.force = force;
 
-  // Preflight: read-only.
+  // Two publishes (or a publish and an add) of one site must not interleave; the lock
+  // lives in the site's git directory, so it is taken only once that exists. Preflight
+  // runs under it, so what it checked still holds when the steps run.
+  std::optional<SiteLock> lock;
+  std::error_code ec;
+  if (!opt.dry_run && engine_dir(site.dir()) != site.dir()) lock.emplace(site.dir());
+
+  // Preflight: read-only, and covering every later step, so that a publish either
+  // does nothing or runs through (or converges on a re-run after an interruption).
   Problems pb;
   pb.add(site.preflight(channel_rel));
+  std::set<std::string> ours;  // site paths step 3 writes, as git spells them
+  if (pb.list.empty()) {
+    try {
+      for (const auto& [path, data] : plan_add(loc, wheels, ao).writes)
+        ours.insert(path.lexically_relative(site.dir()).generic_string());
+    } catch (const Error& e) {
+      pb.add(e.what());
+    }
+    pb.add(site.foreign_changes(channel_rel, ours));
+  }
   std::string target;
   std::set<std::string> identical;
   bool release_exists = false;
   if (store) {
     pb.add(store->preflight());
+    pb.add(store->preflight_release(opt.tag));
     target = resolve_target(opt.target, opt.source_dir, pb);
     if (pb.list.empty()) check_release(*store, opt.tag, want, force, identical, pb, release_exists);
-  }
-  for (const auto& w : wheels) {
-    try {
-      ProjectPage page = load_project(loc, w.project);
-      if (const FileEntry* e = page.find(w.name.filename()); e && e->sha256 != w.sha256 && !force)
-        pb.add(w.name.filename() + " is already published with different contents in " + channel_rel +
-               " (index sha256 " + e->sha256 + ", this file " + w.sha256 +
-               "); publish a new version, or set FFPA_FORCE_UPLOAD=1");
-    } catch (const Error& e) {
-      pb.add(e.what());
-    }
   }
   if (!pb.list.empty()) {
     print_problems(pb, err, "publish");
     return 1;
   }
+  if (!opt.dry_run && !lock) lock.emplace(site.dir());
 
-  const bool core_md = !opt.index_only || opt.core_metadata_for_mirror;
-  const fs::path md_dir = fs::temp_directory_path() / ("ffpa-publish-md-" + std::to_string(::getpid()));
+  // The metadata files uploaded beside the wheels are staged in the site's git
+  // directory, not under $TMPDIR: a killed run leaves nothing behind there, and the
+  // next run starts this directory afresh.
+  const fs::path md_dir = engine_dir(site.dir()) / "ffpa-index-publish";
   auto md_path = [&](const PreparedWheel& w) { return md_dir / (w.name.filename() + ".metadata"); };
+  std::vector<std::string> stage(ours.begin(), ours.end());
 
   if (opt.dry_run) {
     out << "publish plan (dry run; nothing is changed)\n"
@@ -347,16 +416,22 @@ int publish(const PublishOptions& opt, std::ostream& out, std::ostream& err) {
         }
       }
     }
+    std::vector<std::string> add_cmd = {"add", "-A", "--"};
+    add_cmd.insert(add_cmd.end(), stage.begin(), stage.end());
     out << "  # merge " << wheels.size() << " file(s) into " << channel_rel << "/" << project << "/index.{json,html}\n"
-        << "  " << format_command(site.cmd({"add", "-A", "--", channel_rel})) << "\n"
+        << "  " << format_command(site.cmd(add_cmd)) << "\n"
         << "  " << format_command(site.cmd({"commit", "-m", "index: " + project + " " + tagv.canonical})) << "\n"
         << "  " << format_command(site.cmd({"push", opt.remote, opt.branch})) << "\n";
     return 0;
   }
 
-  // Two publishes of the same site must not interleave.
-  ffpa::core::FileLock lock(fs::temp_directory_path() /
-                            ("ffpa-publish-" + ffpa::core::sha256_hex(site.dir().string()).substr(0, 16) + ".lock"));
+  // Temp files of a killed add or publish are the engine's own: removed, and staged
+  // as removals where an older run committed them.
+  for (const auto& t : remove_stale_temps(loc, *lock)) {
+    const std::string rel = t.lexically_relative(site.dir()).generic_string();
+    out << "removed " << rel << " (left by an interrupted run)\n";
+    stage.push_back(rel);
+  }
 
   // Step 1: the release (not latest, no title, install notes).
   if (store) {
@@ -369,6 +444,7 @@ int publish(const PublishOptions& opt, std::ostream& out, std::ostream& err) {
     kill_point("release");
 
     // Step 2: assets, with the PEP 658 metadata file beside each wheel.
+    fs::remove_all(md_dir, ec);
     fs::create_directories(md_dir);
     auto present = store->list_assets(opt.tag).value_or(std::vector<std::string>{});
     const std::set<std::string> present_set(present.begin(), present.end());
@@ -394,7 +470,6 @@ int publish(const PublishOptions& opt, std::ostream& out, std::ostream& err) {
       if (first) kill_point("upload-1");
       first = false;
     }
-    std::error_code ec;
     fs::remove_all(md_dir, ec);
     kill_point("upload");
   } else {
@@ -404,23 +479,31 @@ int publish(const PublishOptions& opt, std::ostream& out, std::ostream& err) {
   // Step 3: merge the index.
   site.fetch(out);
   site.fast_forward_if_behind(out);
-  AddOptions ao;
-  ao.release_url = release_url;
-  ao.core_metadata = core_md;
-  ao.force = force;
   std::ostringstream log;
-  auto rep = add_wheels(loc, wheels, ao, log);
+  auto rep = add_wheels(loc, wheels, ao, log, *lock);
   out << "[3/4] index " << channel_rel << ": " << rep.added << " added, " << rep.replaced << " updated, "
       << rep.unchanged << " unchanged\n";
   kill_point("index");
 
-  // Step 4: commit and push the site.
-  auto add = site.git({"add", "-A", "--", channel_rel});
+  // Step 4: commit exactly what step 3 wrote (and the removals above), then push.
+  const std::vector<std::string> paths = [&] {
+    std::vector<std::string> keep;
+    const auto known = site.tracked(stage);
+    const std::set<std::string> known_set(known.begin(), known.end());
+    for (const auto& pth : stage)
+      if (fs::exists(site.dir() / pth, ec) || known_set.count(pth)) keep.push_back(pth);
+    return keep;
+  }();
+  std::vector<std::string> add_args = {"add", "-A", "--"};
+  add_args.insert(add_args.end(), paths.begin(), paths.end());
+  auto add = site.git(add_args);
   if (add.status != 0) throw Error("git add failed in the site repository: " + add.err);
   if (site.git({"diff", "--cached", "--quiet"}).status != 0) {
     const std::string msg = "index: " + project + " " + tagv.canonical + " (" + std::to_string(wheels.size()) +
                             " file(s)) in " + channel_rel;
-    auto c = site.git({"commit", "--quiet", "-m", msg});
+    std::vector<std::string> commit_args = {"commit", "--quiet", "-m", msg, "--"};
+    commit_args.insert(commit_args.end(), paths.begin(), paths.end());
+    auto c = site.git(commit_args);
     if (c.status != 0) throw Error("git commit failed in the site repository: " + c.err + c.out);
     out << "[4/4] committed: " << msg << "\n";
   } else {
@@ -468,30 +551,24 @@ std::optional<std::map<std::string, std::string>> files_on_index(const std::stri
                                                                  const ffpa::core::Version& v, std::string& why) {
   std::string base = simple;
   if (base.back() != '/') base += '/';
-  const fs::path tmp = fs::temp_directory_path() / ("ffpa-simple-" + std::to_string(::getpid()) + ".html");
+  const TempDir scratch("ffpa-simple-");
+  const fs::path tmp = scratch.path() / "page.html";
   auto r = run_process({tool_program("FFPA_CURL", "curl"), "-sSL", "-o", tmp.string(), "-w", "%{http_code}",
                         "-H", "Accept: text/html", base + project + "/"});
   std::map<std::string, std::string> out;
-  std::error_code ec;
   if (r.status != 0) {
     why = trim(r.err);
-    fs::remove(tmp, ec);
     return std::nullopt;
   }
   const std::string code = trim(r.out);
-  if (code == "404") {
-    fs::remove(tmp, ec);
-    return out;
-  }
+  if (code == "404") return out;
   if (code != "200") {
     why = "HTTP " + code + " from " + base + project + "/";
-    fs::remove(tmp, ec);
     return std::nullopt;
   }
   std::ifstream in(tmp);
   std::stringstream ss;
   ss << in.rdbuf();
-  fs::remove(tmp, ec);
   for (const auto& a : parse_anchors(ss.str())) {
     const auto slash = a.href.rfind('/');
     std::string fn = url_decode(slash == std::string::npos ? a.href : a.href.substr(slash + 1));
@@ -564,6 +641,7 @@ int publish_pure(const PurePublishOptions& opt, std::ostream& out, std::ostream&
   if (!opt.assets.empty()) {
     store = make_asset_store(opt.assets);
     pb.add(store->preflight());
+    pb.add(store->preflight_release(opt.tag));
     target = resolve_target(opt.target, opt.source_dir, pb);
     if (pb.list.empty())
       check_release(*store, opt.tag, {{fn, w.sha256}}, force_upload(), identical, pb, release_exists);

@@ -2,15 +2,16 @@
 """Bad inputs are refused with the spec's message and change nothing on disk."""
 import shutil
 
-from site_testlib import check, fresh_dir, make_site, make_wheel, run, tree_hash
+from site_testlib import check, fresh_dir, make_site, make_source, make_wheel, run, tree_hash
 
 work = fresh_dir("bad")
 remote, site = make_site(work)
+src, head = make_source(work)
 assets = work / "assets"
 dist = work / "dist"
 good = make_wheel(dist, "0.2.5+cu13")
 common = ["--site-repo", site, "--assets", f"dir:{assets}", "--release-url", "https://example.invalid/{tag}/",
-          "--target", "0" * 40]
+          "--target", head, "--source-dir", src]
 run(["publish", "--tag", "v0.2.5+cu13", "--wheels", good, *common], check_rc=0)
 
 odd = work / "odd"

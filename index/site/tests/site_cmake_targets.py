@@ -7,14 +7,15 @@ import json
 import os
 import subprocess
 
-from site_testlib import check, check_index_consistent, fresh_dir, git, make_site, make_wheel, sha256
+from site_testlib import check, check_index_consistent, fresh_dir, git, make_site, make_source, make_wheel, sha256
 
 work = fresh_dir("cmake")
 remote, site = make_site(work)
+src, head = make_source(work)
 dist = work / "dist"
 wheels = [make_wheel(dist, "0.2.5+cu13", tag=f"{t}-{t}-manylinux_2_28_x86_64") for t in ("cp311", "cp312")]
 pure = make_wheel(dist, "0.2.5", tag="py3-none-any")
-manifest = {"name": "ffpa-attn", "version": "0.2.5", "source_commit": "2" * 40, "source_dirty": False,
+manifest = {"name": "ffpa-attn", "version": "0.2.5", "source_commit": head, "source_dirty": False,
             "wheels": [{"file": w.name, "kind": "cuda", "sha256": sha256(w)} for w in wheels]
             + [{"file": pure.name, "kind": "pure", "sha256": sha256(pure)}]}
 (dist / "ffpa-release-manifest.json").write_text(json.dumps(manifest))
@@ -28,7 +29,7 @@ project(publish_probe NONE)
 list(APPEND CMAKE_MODULE_PATH "{os.environ['FFPA_CMAKE_MODULES']}")
 include(FfpaPublish)
 ffpa_add_publish_targets(VERSION 0.2.5 CHANNEL cu13 WHEELS_DIR "{dist}" CLI "{os.environ['FFPA_SITE_CLI']}"
-                         DOCS "{docs}" SOURCE_DIR "{work}")
+                         DOCS "{docs}" SOURCE_DIR "{src}")
 """)
 build = work / "build"
 subprocess.run(["cmake", "-S", str(proj), "-B", str(build), f"-DFFPA_SITE_REPO={site}",
@@ -40,7 +41,7 @@ p = subprocess.run(["cmake", "--build", str(build), "--target", "publish"], capt
 check(p.returncode == 0, p.stdout + p.stderr)
 check_index_consistent(site, {w.name: sha256(w) for w in wheels})
 rel = json.loads((work / "assets" / "v0.2.5+cu13" / ".release.json").read_text())
-check(rel["target"] == "2" * 40, f"release not at the manifest's commit: {rel}")
+check(rel["target"] == head, f"release not at the manifest's commit: {rel}")
 check(git("--git-dir", str(remote), "rev-parse", "gh-pages") == git("rev-parse", "HEAD", cwd=site), "not pushed")
 targets = subprocess.run(["cmake", "--build", str(build), "--target", "help"], capture_output=True, text=True).stdout
 check(all(t in targets for t in ("publish-pure", "preflight")), targets)

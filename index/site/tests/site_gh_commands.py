@@ -6,7 +6,7 @@ import json
 import os
 import shlex
 
-from site_testlib import check, fresh_dir, make_site, make_wheel, run, tree_hash
+from site_testlib import check, fresh_dir, make_site, make_source, make_wheel, run, tree_hash
 
 work = fresh_dir("gh")
 remote, site = make_site(work)
@@ -19,9 +19,9 @@ stub.write_text(
 stub.chmod(0o755)
 env = {"FFPA_GH": str(stub)}
 wheels = [make_wheel(work / "dist", "0.2.5+cu13", tag=f"{t}-{t}-manylinux_2_28_x86_64") for t in ("cp311", "cp312")]
-sha = "1" * 40
+src, sha = make_source(work)
 args = ["publish", "--tag", "v0.2.5+cu13", "--wheels", *wheels, "--site-repo", site,
-        "--assets", "gh:xlite-dev/ffpa-attn", "--target", sha]
+        "--assets", "gh:xlite-dev/ffpa-attn", "--target", sha, "--source-dir", src]
 notes = ("Install the CUDA 13 build (Linux x86_64):\n\n```\npip install ffpa-attn==0.2.5+cu13 --index-url "
          "https://xlite-dev.github.io/ffpa-attn/whl/cu13/ --extra-index-url https://pypi.org/simple\n```\n\n"
          "Without CUDA (pure Python, from PyPI):\n\n```\npip install -U ffpa-attn==0.2.5\n```\n")
@@ -54,7 +54,7 @@ check(all(f["url"].startswith("https://github.com/xlite-dev/ffpa-attn/releases/d
 log.unlink()
 pure = make_wheel(work / "dist", "0.2.5", tag="py3-none-any")
 p = run(["publish-pure", "--tag", "v0.2.5", "--wheel", pure, "--assets", "gh:xlite-dev/ffpa-attn", "--target", sha,
-         "--repository-url", "http://127.0.0.1:9/", "--simple-url", "file:///nonexistent/", "--dry-run"],
+         "--source-dir", src, "--repository-url", "http://127.0.0.1:9/", "--simple-url", "file:///nonexistent/", "--dry-run"],
         env={**env, "FFPA_TWINE": "/bin/true"})
 check(p.returncode == 1 and "cannot ask" in p.stderr, f"unreachable upload target not refused:\n{p.stderr}")
 print("gh commands: OK")

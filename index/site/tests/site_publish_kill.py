@@ -5,10 +5,12 @@ release holds exactly the wheels and their .metadata, and the remote has the com
 import json
 import signal
 
-from site_testlib import check, check_index_consistent, fresh_dir, git, make_site, make_wheel, run, sha256
+from site_testlib import (check, check_index_consistent, fresh_dir, git, make_site, make_source, make_wheel, run,
+                          sha256)
 
 BOUNDARIES = ["release", "upload-1", "upload", "index", "commit"]
 work = fresh_dir("kill")
+src, head = make_source(work)
 dist = work / "dist"
 old = [make_wheel(dist, "0.2.4+cu13", tag=f"{t}-{t}-manylinux_2_28_x86_64") for t in ("cp311", "cp312")]
 new = [make_wheel(dist, "0.2.5+cu13", tag=f"{t}-{t}-manylinux_2_28_x86_64") for t in ("cp311", "cp312", "cp313")]
@@ -20,7 +22,7 @@ for step in BOUNDARIES:
 
     def publish(tag, wheels, env=None):
         return run(["publish", "--tag", tag, "--wheels", *wheels, "--site-repo", site, "--assets", f"dir:{assets}",
-                    "--release-url", "https://example.invalid/dl/{tag}/", "--target", "0" * 40], env=env)
+                    "--release-url", "https://example.invalid/dl/{tag}/", "--target", head, "--source-dir", src], env=env)
 
     # An earlier release is in place, so the merge must keep it.
     check(publish("v0.2.4+cu13", old).returncode == 0, "first publish failed")

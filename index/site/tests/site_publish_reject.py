@@ -3,13 +3,15 @@
 them as printed finishes the publish."""
 import subprocess
 
-from site_testlib import check, check_index_consistent, fresh_dir, git, make_site, make_wheel, run, sha256
+from site_testlib import (check, check_index_consistent, fresh_dir, git, make_site, make_source, make_wheel, run,
+                          sha256)
 
 work = fresh_dir("reject")
 remote, site = make_site(work)
+src, head = make_source(work)
 wheels = [make_wheel(work / "dist", "0.2.5+cu13")]
 args = ["publish", "--tag", "v0.2.5+cu13", "--wheels", *wheels, "--site-repo", site, "--assets",
-        f"dir:{work / 'assets'}", "--release-url", "https://example.invalid/{tag}/", "--target", "0" * 40]
+        f"dir:{work / 'assets'}", "--release-url", "https://example.invalid/{tag}/", "--target", head, "--source-dir", src]
 # Committed locally, not pushed; meanwhile someone else pushes to the site.
 check(run(args, env={"FFPA_PUBLISH_KILL_AT": "commit"}).returncode != 0, "kill hook did not fire")
 other = work / "other"

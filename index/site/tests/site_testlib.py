@@ -99,6 +99,16 @@ def make_site(root):
     return remote, clone
 
 
+def make_source(root):
+    """A git checkout with one commit, the release commit a publish tags; returns
+    (checkout, sha). publish refuses a --target that is not a commit of --source-dir."""
+    src = pathlib.Path(root) / "src"
+    src.mkdir(parents=True, exist_ok=True)
+    git("init", "--quiet", str(src))
+    git("-c", "user.name=t", "-c", "user.email=t@x", "commit", "--quiet", "--allow-empty", "-m", "release", cwd=src)
+    return src, git("rev-parse", "HEAD", cwd=src).strip()
+
+
 def fresh_dir(name):
     d = pathlib.Path(os.environ.get("FFPA_TEST_WORK", ".")) / name
     shutil.rmtree(d, ignore_errors=True)
@@ -115,7 +125,9 @@ def tree_hash(*roots):
             h.update(b"absent:" + str(root).encode())
             continue
         for p in sorted(root.rglob("*")):
-            if p.is_file() and p.name != "index" and "logs" not in p.parts and p.name != "FETCH_HEAD":
+            # The site lock lives in the site (its .git/) and is no content of it.
+            if (p.is_file() and p.name not in ("index", "FETCH_HEAD", "ffpa-index.lock", ".ffpa-index.lock")
+                    and "logs" not in p.parts):
                 h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
     return h.hexdigest()
 

@@ -151,8 +151,9 @@ TEST(SiteIndex, LegacyPageImportedOnceThenJsonRules) {
         << "<html><body><a href=\"https://h/dl/" << url_encode_segment(fn) << "#sha256=" << std::string(64, 'd')
         << "\">" << fn << "</a><br></body></html>\n";
   }
+  const SiteLock lock(root);
   std::ostringstream log;
-  render_all(loc, log);  // imports the legacy page and writes its JSON
+  render_all(loc, log, lock);  // imports the legacy page and writes its JSON
   ASSERT_TRUE(fs::exists(loc.project_dir("ffpa-attn") / "index.json"));
   auto page = load_project(loc, "ffpa-attn");
   ASSERT_EQ(page.files.size(), 1u);
@@ -162,8 +163,125 @@ TEST(SiteIndex, LegacyPageImportedOnceThenJsonRules) {
   { std::ofstream(loc.project_dir("ffpa-attn") / "index.html") << "<html></html>\n"; }
   EXPECT_EQ(load_project(loc, "ffpa-attn").files.size(), 1u);
   std::ostringstream log2;
-  EXPECT_THROW(remove_version(loc, "9.9.9", std::nullopt, log2), ffpa::core::Error);
-  remove_version(loc, "0.2.3", std::nullopt, log2);
+  EXPECT_THROW(remove_version(loc, "9.9.9", std::nullopt, log2, lock), ffpa::core::Error);
+  remove_version(loc, "0.2.3", std::nullopt, log2, lock);
   EXPECT_TRUE(load_project(loc, "ffpa-attn").files.empty());
   fs::remove_all(root);
+}
+
+// Issue 10 item 12: what pip would follow out of an imported page is checked.
+TEST(SiteModel, AnchorUrlsAndHashes) {
+  EXPECT_EQ(url_problem("https://h/x.whl", true), "");
+  EXPECT_EQ(url_problem("file:///srv/x.whl", true), "");
+  EXPECT_EQ(url_problem("../x.whl", false), "");
+  EXPECT_NE(url_problem("../x.whl", true), "");
+  EXPECT_NE(url_problem("javascript:alert(1)", false), "");
+  EXPECT_NE(url_problem("JavaScript:alert(1)", false), "");
+  EXPECT_NE(url_problem("data:text/html,x", false), "");
+  EXPECT_NE(url_problem("java\tscript:alert(1)", false), "");
+  EXPECT_NE(url_problem("", false), "");
+  EXPECT_TRUE(is_sha256_hex(std::string(64, 'a')));
+  EXPECT_FALSE(is_sha256_hex(std::string(64, 'A')));
+  EXPECT_FALSE(is_sha256_hex(std::string(63, 'a') + "g"));
+  EXPECT_FALSE(is_sha256_hex(std::string(65, 'a')));
+  ProjectPage p;
+  p.name = "ffpa-attn";
+  auto j = to_json(p);
+  j["files"].push_back({{"filename", "ffpa_attn-1.0.0+cu13-cp312-cp312-manylinux_2_28_x86_64.whl"},
+                        {"url", "javascript:alert(1)"},
+                        {"hashes", {{"sha256", std::string(64, 'a')}}}});
+  EXPECT_THROW(project_from_json(j, "test"), ffpa::core::Error);
+  j["files"][0]["url"] = "https://h/x.whl";
+  j["files"][0]["hashes"]["sha256"] = std::string(64, 'z');
+  EXPECT_THROW(project_from_json(j, "test"), ffpa::core::Error);
+}
+
+namespace {
+
+struct TempSite {
+  std::filesystem::path root;
+  explicit TempSite(const std::string& tag)
+      : root(std::filesystem::temp_directory_path() / ("ffpa-site-" + tag + "-" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(root);
+    std::filesystem::create_directories(root);
+  }
+  ~TempSite() { std::filesystem::remove_all(root); }
+};
+
+std::string import_error(const std::string& anchor) {
+  TempSite t("import");
+  IndexLocation loc{t.root, "whl", "cu13"};
+  std::filesystem::create_directories(loc.project_dir("ffpa-attn"));
+  std::ofstream(loc.project_dir("ffpa-attn") / "index.html") << "<html><body>" << anchor << "</body></html>\n";
+  try {
+    load_project(loc, "ffpa-attn");
+  } catch (const ffpa::core::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(SiteIndex, LegacyImportRefusesScriptHrefsAndNonHexHashes) {
+  const std::string fn = "ffpa_attn-0.2.3+cu13-cp311-cp311-manylinux_2_38_x86_64.whl";
+  const std::string hex(64, 'd');
+  EXPECT_EQ(import_error("<a href=\"https://h/" + fn + "#sha256=" + hex + "\">" + fn + "</a>"), "");
+  // Upper-case hex is hex: imported, lower-cased (pip compares lower-case digests).
+  EXPECT_EQ(import_error("<a href=\"https://h/" + fn + "#sha256=" + std::string(64, 'D') + "\">" + fn + "</a>"), "");
+  const std::string js = import_error("<a href=\"javascript:fetch('//evil')#sha256=" + hex + "\">" + fn + "</a>");
+  EXPECT_NE(js.find("refused: a javascript: URL"), std::string::npos) << js;
+  const std::string nonhex =
+      import_error("<a href=\"https://h/" + fn + "#sha256=" + std::string(64, 'x') + "\">" + fn + "</a>");
+  EXPECT_NE(nonhex.find("not 64 hex digits"), std::string::npos) << nonhex;
+  const std::string notes = import_error("<p>release notes</p>");
+  EXPECT_NE(notes.find("not a project page"), std::string::npos) << notes;
+}
+
+// Issue 10 item 3: the same version and tags under another spelling is the same file.
+TEST(SiteIndex, AnotherSpellingOfAListedVersionIsRefused) {
+  TempSite t("spelling");
+  IndexLocation loc{t.root, "whl", "cu13"};
+  const std::string legacy = "ffpa_attn-01.0.0+cu13-cp312-cp312-manylinux_2_28_x86_64.whl";
+  ProjectPage page;
+  page.name = "ffpa-attn";
+  page.insert(entry(legacy, std::string(64, 'a')));
+  page.refresh_versions();
+  std::filesystem::create_directories(loc.project_dir("ffpa-attn"));
+  std::ofstream(loc.project_dir("ffpa-attn") / "index.json") << to_json(page).dump(1);
+  PreparedWheel w;
+  w.name = *ffpa::core::parse_wheel_filename("ffpa_attn-1.0.0+cu13-cp312-cp312-manylinux_2_28_x86_64.whl");
+  w.version = *ffpa::core::parse_pep440("1.0.0+cu13");
+  w.project = "ffpa-attn";
+  w.sha256 = std::string(64, 'b');
+  AddOptions opt;
+  opt.release_url = "https://h/";
+  try {
+    plan_add(loc, {w}, opt);
+    FAIL() << "another spelling of a listed file was accepted";
+  } catch (const ffpa::core::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("already published with different contents as '" + legacy + "'"),
+              std::string::npos)
+        << e.what();
+  }
+  // Another platform of the same version is another file, and a forced replacement
+  // drops the old spelling instead of listing both.
+  opt.force = true;
+  const IndexPlan plan = plan_add(loc, {w}, opt);
+  EXPECT_EQ(plan.report.replaced, 1u);
+  const auto written = nlohmann::json::parse(plan.writes.at(0).second);
+  ASSERT_EQ(written["files"].size(), 1u);
+  EXPECT_EQ(written["files"][0]["filename"], w.name.filename());
+}
+
+// Issue 10 item 8: one lock file per site, inside it, whatever the spelling.
+TEST(SiteIndex, LockLivesInTheSite) {
+  TempSite t("lock");
+  EXPECT_EQ(site_lock_path(t.root), t.root / ".ffpa-index.lock");
+  std::filesystem::create_directories(t.root / ".git");
+  EXPECT_EQ(site_lock_path(t.root), t.root / ".git" / "ffpa-index.lock");
+  EXPECT_TRUE(is_engine_temp(".index.json.tmp.Ab12Cd"));
+  EXPECT_TRUE(is_engine_temp(".index.html.tmp.000000"));
+  EXPECT_FALSE(is_engine_temp(".index.json.tmp.Ab12C"));
+  EXPECT_FALSE(is_engine_temp(".env"));
 }

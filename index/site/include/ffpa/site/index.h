@@ -1,16 +1,18 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
 // A channel of the self-hosted index: <root>/<prefix>/<channel>/index.html (projects)
 // and <root>/<prefix>/<channel>/<project>/index.{json,html}. Every mutation loads the
-// JSON, computes the whole new state in memory, refuses before touching disk, then
-// writes with temp+rename under a lock.
+// whole channel, computes the new state and every byte it will write in memory,
+// refuses before touching disk, then writes with temp+rename under the site lock.
 #pragma once
 #include <cstdint>
 #include <filesystem>
 #include <iosfwd>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "ffpa/core/atomic.h"
 #include "ffpa/core/pep.h"
 #include "ffpa/site/model.h"
 
@@ -24,12 +26,42 @@ struct IndexLocation {
   std::string channel = "cu13";
   fs::path channel_dir() const { return root / prefix / channel; }
   fs::path project_dir(const std::string& normalized) const { return channel_dir() / normalized; }
+  std::string channel_label() const;  // "<prefix>/<channel>", as messages and git paths name it
 };
+
+// --- the site lock ----------------------------------------------------------------
+
+// Where the engine keeps its own state for a site: the git directory of a checkout
+// (<root>/.git, or where a "gitdir:" file points), else the root itself.
+fs::path engine_dir(const fs::path& root);
+// <engine_dir>/ffpa-index.lock in a git checkout, <root>/.ffpa-index.lock otherwise.
+// flock locks the file itself, so every spelling of the root path (site, site/,
+// ./site, a symlink) and every $TMPDIR meet the same lock.
+fs::path site_lock_path(const fs::path& root);
+
+// Held by add, remove, yank, unyank, render and publish for their whole run. The
+// functions below that write take it as an argument: proof that the caller holds it.
+class SiteLock {
+ public:
+  explicit SiteLock(const fs::path& root);  // creates the root if missing; blocks until granted
+  SiteLock(const SiteLock&) = delete;
+  SiteLock& operator=(const SiteLock&) = delete;
+
+ private:
+  std::optional<ffpa::core::FileLock> lock_;
+};
+
+// --- inputs ---------------------------------------------------------------------
 
 // Number of files whose bytes this process has hashed (wheels, and assets in verify).
 // The scale benchmark reads it to prove that a merge hashes only the new files.
 std::uint64_t files_hashed();
 std::string hash_file(const fs::path& p);
+
+// The longest wheel file name publishing can store: the engine writes
+// "<wheel>.metadata" beside each wheel through a temp file
+// ".<wheel>.metadata.tmp.XXXXXX", and that name must fit NAME_MAX (255 bytes).
+inline constexpr std::size_t kMaxWheelFilename = 255 - 21;
 
 // A wheel checked and measured once, before any step of add or publish runs.
 struct PreparedWheel {
@@ -42,13 +74,17 @@ struct PreparedWheel {
   std::string metadata, metadata_sha256, requires_python;
 };
 
-// Parses the file name against the wheel grammar, verifies RECORD, hashes the file
-// and reads METADATA. Throws ffpa::core::Error with a message that names the fix.
+// Parses the file name against the wheel grammar and requires its canonical
+// spelling (one version, one file name), verifies the wheel (RECORD, METADATA),
+// bounds the name's length, hashes the file and reads METADATA. Throws
+// ffpa::core::Error with a message that names the fix.
 PreparedWheel prepare_wheel(const fs::path& p);
 
 // "{tag}" in a release URL is replaced by the URL-encoded tag, so one setting serves
 // every release; the result always ends with '/'.
 std::string expand_release_url(const std::string& url, const std::string& tag);
+
+// --- mutations ------------------------------------------------------------------
 
 struct AddOptions {
   std::string release_url;  // anchors are release_url + url-encoded file name
@@ -57,45 +93,86 @@ struct AddOptions {
   // it is missing. publish uploads the file beside each asset, so it sets this.
   bool core_metadata = false;
   std::optional<fs::path> metadata_dir;  // write <wheel>.metadata here (the dir serving release_url)
-  bool force = false;                    // FFPA_FORCE_UPLOAD=1: same name, other bytes, replaced
+  bool force = false;                    // FFPA_FORCE_UPLOAD=1: same version, other bytes, replaced
 };
 
 struct ChangeReport {
-  std::size_t added = 0, replaced = 0, unchanged = 0, removed = 0, yanked = 0;
-  bool changed() const { return added + replaced + removed + yanked > 0; }
+  std::size_t added = 0, replaced = 0, unchanged = 0, removed = 0, yanked = 0, unyanked = 0;
+  bool changed() const { return added + replaced + removed + yanked + unyanked > 0; }
+};
+
+// Everything a mutation will write, computed (and serialised) before the first byte
+// goes to disk. `writes` holds every page the mutation owns, changed or not, so
+// publish can stage exactly these paths.
+struct IndexPlan {
+  std::vector<std::pair<fs::path, std::string>> writes;  // absolute path, content; JSON before HTML
+  ChangeReport report;
+  std::string log;  // printed only once the writes are done
 };
 
 // Loads a project page: its JSON, else a legacy HTML page imported once, else empty.
+// Throws for a page that does not parse, names another project, lists a file of
+// another project, or (legacy) carries a non-hex hash or an href that is not a URL
+// pip may follow.
 ProjectPage load_project(const IndexLocation& loc, const std::string& normalized);
 std::vector<std::string> list_projects(const IndexLocation& loc);
 
-// Throws (nothing written) when a wheel names a file already listed with other bytes,
-// unless opt.force.
+// The whole channel, read and checked: every project page, and the problems that
+// make a writer refuse (anything in the channel the engine did not write, a page
+// that does not load). Stale engine temp files are listed apart: they are removed,
+// not refused.
+struct ChannelState {
+  std::map<std::string, ProjectPage> pages;
+  std::vector<std::string> problems;
+  std::vector<fs::path> stale_temps;
+};
+ChannelState read_channel(const IndexLocation& loc);
+// Whether a file name is one of the engine's own temp files (".index.json.tmp.XXXXXX").
+bool is_engine_temp(const std::string& filename);
+// Removes the stale temp files a killed writer left in the channel; returns them.
+std::vector<fs::path> remove_stale_temps(const IndexLocation& loc, const SiteLock&);
+
+// Throws (nothing planned) when a wheel names a file already listed with other bytes,
+// or the same version and tags under another spelling, unless opt.force.
+IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& wheels, const AddOptions& opt);
+// Writes only the files whose content differs; returns how many it wrote.
+std::size_t apply_plan(const IndexPlan& plan);
 ChangeReport add_wheels(const IndexLocation& loc, const std::vector<PreparedWheel>& wheels,
-                        const AddOptions& opt, std::ostream& log);
+                        const AddOptions& opt, std::ostream& log, const SiteLock&);
 
 // Refuses, nothing written, when no file matches. A version with a local segment
 // matches exactly; without one it matches every local build of that public version.
 ChangeReport remove_version(const IndexLocation& loc, const std::string& version,
-                            const std::optional<std::string>& project, std::ostream& log);
+                            const std::optional<std::string>& project, std::ostream& log, const SiteLock&);
+// `reason` must be valid UTF-8 (it is written into the JSON and the HTML).
 ChangeReport yank_version(const IndexLocation& loc, const std::string& version,
                           const std::optional<std::string>& project,
-                          const std::optional<std::string>& reason, std::ostream& log);
+                          const std::optional<std::string>& reason, std::ostream& log, const SiteLock&);
+ChangeReport unyank_version(const IndexLocation& loc, const std::string& version,
+                            const std::optional<std::string>& project, std::ostream& log, const SiteLock&);
 
 // Re-renders every HTML page (and the root) from the JSON.
-void render_all(const IndexLocation& loc, std::ostream& log);
+void render_all(const IndexLocation& loc, std::ostream& log, const SiteLock&);
 
-// Recomputes every listed file's sha256 (and the .metadata beside it when the page
-// advertises one) from a directory (files directly in it or one level down, as the
-// dir: asset store keeps them per tag) or an http(s) base URL. Returns the number of
-// problems; each is printed.
-std::size_t verify_index(const IndexLocation& loc, const std::string& assets, std::ostream& log);
+// --- verify ---------------------------------------------------------------------
+
+// Where verify reads the pages: the site directory, or (http sites) its served URL,
+// from which both index.json and index.html of every page are fetched.
+struct PageSource {
+  std::optional<IndexLocation> dir;
+  std::string url;  // site root URL; the channel is <url>/<prefix>/<channel>/
+  std::string prefix = "whl", channel = "cu13";
+};
+
+// Checks what pip reads: every served HTML page must be exactly what its JSON renders
+// to (the root page too), and nothing foreign may sit in the channel. Then recomputes
+// every listed file's sha256 (and the .metadata beside it when the page advertises
+// one) from a directory (files directly in it or one level down, as the dir: asset
+// store keeps them per tag) or an http(s) base URL. Returns the number of problems;
+// each is printed.
+std::size_t verify_index(const PageSource& pages, const std::string& assets, std::ostream& log);
 
 // Whether `version` (as given to remove/yank) selects the file `filename`.
 bool version_matches(const std::string& filename, const ffpa::core::Version& wanted);
-
-// The lock that serialises writers of one channel; kept outside the site tree so the
-// tree holds only what is published.
-fs::path lock_path_for(const IndexLocation& loc);
 
 }  // namespace ffpa::site

@@ -23,7 +23,15 @@ struct FileEntry {
   std::optional<std::string> core_metadata_sha256;  // set only when url+".metadata" is served
   std::optional<std::string> yanked;                // nullopt: not yanked; "" : yanked, no reason
   std::optional<std::uint64_t> size;                // PEP 700; absent for imported legacy anchors
+  // Derived from `filename` by derive_file_fields (never serialised), once per entry:
+  // parsing names is the dominant cost of a merge into a large page.
+  std::string project;            // PEP 503 normalised
+  std::string canonical_version;  // PEP 440 canonical
+  std::string identity;           // project, canonical version, tags: equal for two spellings of one file
 };
+
+// Fills the derived fields; false when `filename` is not a wheel file name.
+bool derive_file_fields(FileEntry& e);
 
 struct ProjectPage {
   std::string name;  // PEP 503 normalised
@@ -31,7 +39,8 @@ struct ProjectPage {
   std::vector<std::string> versions;  // PEP 700, in order of first publication
 
   FileEntry* find(std::string_view filename);
-  // Inserts keeping files sorted; the caller has checked the name is absent.
+  // Inserts keeping files sorted (deriving the entry's fields when not yet done);
+  // the caller has checked the name is absent.
   void insert(FileEntry e);
   // Recomputes `versions` from the files, keeping the existing order for the
   // versions that remain and appending new ones in file-name order.
@@ -39,7 +48,8 @@ struct ProjectPage {
 };
 
 nlohmann::json to_json(const ProjectPage& page);
-// Throws ffpa::core::Error naming the file and the bad field.
+// Throws ffpa::core::Error naming the file and the bad field (including a URL that
+// url_problem refuses and a hash that is not hex).
 ProjectPage project_from_json(const nlohmann::json& j, std::string_view origin);
 std::string root_json(const std::vector<std::string>& projects);
 
@@ -48,6 +58,13 @@ std::string html_escape(std::string_view s);
 // local version becomes %2B (some asset stores read a literal '+' as a space).
 std::string url_encode_segment(std::string_view s);
 std::string url_decode(std::string_view s);
+
+// Why `url` may not be an anchor's href (empty when it may): whitespace or control
+// characters, or a scheme other than http, https or file (javascript:, data: ...).
+// `absolute` also refuses relative URLs. One rule for the JSON, a legacy page's
+// import and --release-url.
+std::string url_problem(std::string_view url, bool absolute);
+bool is_sha256_hex(std::string_view s);  // 64 lower-case hex digits, as pip compares them
 
 std::string render_project_html(const ProjectPage& page);
 std::string render_root_html(const std::vector<std::string>& projects);

@@ -29,6 +29,25 @@ std::string format_command(const std::vector<std::string>& argv);
 // in PATH. Empty when not found.
 std::string find_program(const std::string& name);
 
+// A fresh private directory under $TMPDIR (mkdtemp), removed with its contents by
+// the destructor, so scratch files of a run never pile up across runs.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Why files cannot be created in directory `dir` (empty when they can): the nearest
+// existing ancestor is not a directory, or is not writable. Read-only: nothing is
+// created, so preflight can ask it of every place a later step writes to.
+std::string unwritable_dir_problem(const std::filesystem::path& dir);
+
 // Program to use for `tool`: the environment override (e.g. FFPA_GH) if set, else
 // the bare name.
 std::string tool_program(const char* env_var, const char* default_name);
