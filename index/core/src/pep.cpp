@@ -213,13 +213,13 @@ bool one_specifier_ok(std::string_view spec, std::string* why) {
       return fail("a '.*' prefix match takes only release numbers, e.g. '==3.10.*'");
     return true;
   }
+  if (ver.find('*') != std::string_view::npos) return fail("'.*' is only allowed at the end, after == and !=");
   std::string vwhy;
   auto v = parse_pep440(ver, &vwhy);
   if (!v || ver.find_first_of(" \t") != std::string_view::npos) return fail(v ? "whitespace inside the version" : vwhy);
   if (!v->local.empty() && op != "==" && op != "!=")
     return fail("a local version (+" + v->local + ") is only allowed with == and !=");
   if (op == "~=" && release_length(ver) < 2) return fail("'~=' needs at least two release numbers, e.g. '~=3.10'");
-  if (ver.find('*') != std::string_view::npos) return fail("'.*' is only allowed with == and !=");
   return true;
 }
 

@@ -483,7 +483,8 @@ std::string ZipReader::read(std::string_view name, std::uint64_t max_size) const
   if (!m) throw Error("'" + path_.string() + "' has no member '" + printable(name) + "'");
   if (m->size > max_size)
     throw Error("'" + path_.string() + "': member '" + printable(m->name) + "' is " + std::to_string(m->size) +
-                " bytes, more than the " + std::to_string(max_size) + " such a file may hold");
+                " bytes, over the limit of " + std::to_string(max_size) + " bytes for this file; no honest wheel "
+                "carries one that large: the wheel is forged or broken");
   // Grown by what actually inflates (never reserved by the claim); read_chunks
   // stops as soon as the output passes the claimed size.
   std::string out;
