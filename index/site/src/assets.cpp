@@ -37,6 +37,8 @@ class DirStore final : public AssetStore {
   }
 
   std::vector<std::string> preflight_release(const std::string& tag) override {
+    // A store root that cannot be written is preflight()'s to report, once.
+    if (!unwritable_dir_problem(root_).empty()) return {};
     if (std::string why = unwritable_dir_problem(root_ / tag); !why.empty()) return {"asset store: " + why};
     return {};
   }

@@ -670,7 +670,8 @@ std::size_t verify_index(const PageSource& src, const std::string& assets, std::
     std::vector<std::string> names;
     if (auto root = get(base + "index.json")) {
       try {
-        for (const auto& p : nlohmann::json::parse(*root).at("projects")) {
+        const nlohmann::json list = nlohmann::json::parse(*root);
+        for (const auto& p : list.at("projects")) {
           const std::string n = p.at("name").get<std::string>();
           if (!ffpa::core::is_valid_project_name(n) || ffpa::core::normalize_project_name(n) != n)
             throw Error("project name '" + ffpa::core::printable(n) + "' is not normalized");

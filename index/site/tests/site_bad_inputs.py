@@ -49,6 +49,14 @@ cases = [
      "--index-only needs --release-url", {}),
     (["publish", "--tag", "v0.2.7+cu13", "--wheels", other, *common], "gh (GitHub CLI) not found",
      {"FFPA_GH": "/nonexistent/gh"}),
+    # Issue 10 item 12: a --target that is not a commit of --source-dir.
+    (["publish", "--tag", "v0.2.7+cu13", "--wheels", other, *common, "--target", "0" * 40],
+     f"--target '{'0' * 40}' is not a commit of {src}", {}),
+    (["publish", "--tag", "v0.2.7+cu13", "--wheels", other, *common, "--target", "no-such-ref"],
+     "--target 'no-such-ref' is not a commit of", {}),
+    (["publish-pure", "--tag", "v0.2.7", "--wheel", make_wheel(work / "pure", "0.2.7", tag="py3-none-any"),
+      "--assets", f"dir:{assets}", "--target", "0" * 40, "--source-dir", src, "--repository-url",
+      "http://127.0.0.1:9/"], "is not a commit of", {"FFPA_TWINE": "/bin/true", "FFPA_CURL": "/bin/false"}),
 ]
 for args, message, env in cases:
     if env.get("FFPA_GH"):
@@ -59,6 +67,21 @@ for args, message, env in cases:
     check(message in p.stderr, f"expected {message!r} in:\n{p.stderr}")
     check(tree_hash(site, remote, assets) == before, f"{message!r}: something changed on disk")
     print(f"refused as expected: {message}")
+
+# Issue 10 item 12: importing a hand-written page refuses what pip must not follow,
+# naming the anchor and the reason; nothing is imported or written.
+for bad, message in ((f'href="javascript:alert(1)//{{fn}}#sha256={"a" * 64}"', "refused: a javascript: URL"),
+                     (f'href="https://h/{{fn}}#sha256={"g" * 64}"', "not 64 hex digits")):
+    lsite = work / ("legacy-" + message.split()[-1])
+    page = lsite / "whl" / "cu13" / "ffpa-attn"
+    page.mkdir(parents=True)
+    fn = "ffpa_attn-0.1.0+cu13-cp312-cp312-manylinux_2_28_x86_64.whl"
+    (page / "index.html").write_text(f"<html><body><a {bad.format(fn=fn)}>{fn}</a></body></html>\n")
+    before = tree_hash(lsite)
+    p = run(["add", "--index-dir", lsite, "--release-url", "https://x/", other])
+    check(p.returncode == 1 and message in p.stderr and fn in p.stderr, f"legacy import: {p.stderr}")
+    check(tree_hash(lsite) == before, "legacy import: something was written")
+    print(f"refused as expected: legacy {message}")
 
 # The override replaces the asset and the entry.
 p = run(["publish", "--tag", "v0.2.5+cu13", "--wheels", changed, *common], env={"FFPA_FORCE_UPLOAD": "1"}, check_rc=0)

@@ -30,17 +30,20 @@ def sha256(path):
 
 def make_wheel(out_dir, version, tag="cp312-cp312-manylinux_2_28_x86_64", name="ffpa_attn",
                payload="", requires_python=">=3.10", bad_record=False, extra=None):
-    """A minimal PEP 427 wheel with a correct RECORD (or a wrong one)."""
+    """A minimal PEP 427 wheel with a correct RECORD (or a wrong one). requires_python
+    may be bytes, to craft METADATA that is not UTF-8."""
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     dist = f"{name}-{version}"
+    if isinstance(requires_python, str):
+        requires_python = requires_python.encode()
     files = {
         f"{name}/__init__.py": f"__version__ = {version!r}\n{payload}\n".encode(),
         **(extra or {}),
         f"{dist}.dist-info/METADATA": (
-            f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n"
-            + (f"Requires-Python: {requires_python}\n" if requires_python else "")
-            + "\n").encode(),
+            f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n".encode()
+            + (b"Requires-Python: " + requires_python + b"\n" if requires_python else b"")
+            + b"\n"),
         f"{dist}.dist-info/WHEEL": (
             "Wheel-Version: 1.0\nGenerator: site_testlib\nRoot-Is-Purelib: false\n"
             + "".join(f"Tag: {t}\n" for t in expand_tags(tag))).encode(),
@@ -72,7 +75,8 @@ def run(args, env=None, cwd=None, check_rc=None):
     full_env = dict(os.environ)
     if env:
         full_env.update(env)
-    p = subprocess.run([CLI] + [str(a) for a in args], capture_output=True, text=True, env=full_env, cwd=cwd)
+    argv = [CLI] + [a if isinstance(a, bytes) else str(a) for a in args]  # bytes: arguments that are not UTF-8
+    p = subprocess.run(argv, capture_output=True, text=True, errors="replace", env=full_env, cwd=cwd)
     if check_rc is not None and p.returncode != check_rc:
         fail(f"{' '.join(map(str, args))}: exit {p.returncode}, expected {check_rc}\n"
              f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}")
@@ -152,3 +156,21 @@ def check_index_consistent(site, expected, channel="cu13"):
     check(sorted(a[1] for a in anchors) == sorted(expected), f"HTML anchors {anchors} disagree with JSON")
     for h, fn in anchors:
         check(expected[fn.replace("&#43;", "+")] == h, f"HTML hash wrong for {fn}")
+
+
+def expect_refusal(args, message, roots, env=None, cwd=None):
+    """Runs a command that must be refused: exit 1, `message` in stderr, no internal
+    error, nothing under `roots` changed. Returns the process."""
+    before = tree_hash(*roots)
+    p = run(args, env=env, cwd=cwd)
+    check(p.returncode == 1, f"{args[0]} {message!r}: exit {p.returncode}\n{p.stdout}\n{p.stderr}")
+    check(message in p.stderr, f"expected {message!r} in:\n{p.stderr}")
+    check("unexpected failure" not in p.stderr, f"internal error instead of a refusal:\n{p.stderr}")
+    check(tree_hash(*roots) == before, f"{message!r}: something changed on disk\n{p.stdout}")
+    return p
+
+
+def verify_pages(site, assets, channel="cu13"):
+    """ffpa-index verify: every HTML page equals what its JSON renders to, every file hashes."""
+    p = run(["verify", "--index-dir", site, "--channel", channel, "--assets", assets])
+    check(p.returncode == 0, f"verify failed:\n{p.stdout}\n{p.stderr}")
