@@ -87,9 +87,16 @@ const char* const kPackManyHelp =
 const char* const kVerifyHelp =
     "usage: ffpa-index verify-wheel WHEEL...\n"
     "\n"
-    "Recomputes each RECORD hash and size, checks that every member is listed and every listed file\n"
-    "exists, that the file name agrees with the WHEEL Tag lines and the METADATA Name/Version, and the\n"
-    ".dist-info layout. Exit status 1 with the list of problems when any wheel fails.\n";
+    "Checks each wheel as an attacker's would be checked, so that what pip installs is exactly RECORD:\n"
+    "  - the zip structure: no byte another reader (pip's zipfile, uv) could read differently: the whole\n"
+    "    central directory, local headers equal to it, no prepended/appended/hidden bytes, safe UTF-8\n"
+    "    member names, sizes proven against the archive and the limits (index/README.md);\n"
+    "  - every RECORD hash and size (members streamed: memory stays flat), every member listed;\n"
+    "  - the file name spelled canonically (ffpa_attn-1.0.0-..., PEP 427/625) and equal to the WHEEL Tag\n"
+    "    lines and the METADATA Name/Version; the .dist-info layout;\n"
+    "  - METADATA parses (UTF-8, 'Key: value' headers, Requires-Python, Requires-Dist, ...);\n"
+    "  - every ELF file and .so matches the platform tag's machine and class (none in a pure wheel).\n"
+    "Exit status 1 with the list of problems when any wheel fails.\n";
 
 const char* const kPlatformHelp =
     "usage: ffpa-index platform-tag --tree DIR [--forbid-path STR]...\n"

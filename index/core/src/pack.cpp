@@ -323,6 +323,16 @@ Prepared prepare(const PackOptions& o) {
     if (readme_type.empty()) readme_type = readme_type_for(o.readme);
   }
   w.metadata = render_metadata(o.name, w.canonical_version, metadata_text, readme, readme_type);
+  // The same parse verify-wheel applies, so pack never writes a METADATA that
+  // add or publish would refuse later (a Requires-Python that is not a specifier
+  // set, a README that is not UTF-8, ...).
+  if (const auto problems = check_core_metadata(w.metadata); !problems.empty()) {
+    std::string msg = "the METADATA built from --metadata '" + o.metadata.string() + "'" +
+                      (o.readme.empty() ? std::string() : " and --readme '" + o.readme.string() + "'") +
+                      " would not parse for pip and twine; fix those files:";
+    for (const auto& p : problems) msg += "\n  - " + p;
+    throw Error(msg);
+  }
   w.files = walk_tree(o.tree);
   return w;
 }

@@ -452,3 +452,14 @@ TEST_F(PackHostile, NamesAnUnreadableDirectory) {
   EXPECT_NE(msg.find("ffpa_attn/locked'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("make it readable (chmod u+rx)"), std::string::npos) << msg;
 }
+
+TEST_F(PackHostile, RefusesMetadataThatWouldNotParse) {
+  write_file(dir / "meta.txt", "Summary: s\nRequires-Python: >=3.10\xff\n");
+  std::string msg = refusal();
+  EXPECT_NE(msg.find("would not parse for pip and twine"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("METADATA is not valid UTF-8"), std::string::npos) << msg;
+  write_file(dir / "meta.txt", "Summary: s\nRequires-Python: >=3.10\nRequires-Dist: numpy>=\n");
+  msg = refusal();
+  EXPECT_NE(msg.find("Requires-Dist: 'numpy>=' is not a PEP 508 requirement"), std::string::npos) << msg;
+  EXPECT_EQ(ffpa::test::count_entries(opts.out_dir), 0u);
+}
