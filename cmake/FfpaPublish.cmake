@@ -30,8 +30,9 @@
 #     [CLI <target|path>]    the ffpa-index executable (default: target ffpa-index)
 #     [DOCS <path>...]       scanned for a channel that does not exist (default
 #                            README.md and docs/ of the source tree)
-#     [SOURCE_DIR <dir>]     checkout whose HEAD is the release commit when the
-#                            manifest has none (default CMAKE_SOURCE_DIR))
+#     [SOURCE_DIR <dir>]     checkout holding the release commit: its HEAD when the
+#                            manifest names none; publish refuses a commit it does
+#                            not hold (default CMAKE_SOURCE_DIR)
 include_guard(GLOBAL)
 
 set(FFPA_SITE_REPO "" CACHE PATH "Git checkout of the site repository's gh-pages branch (publish)")

@@ -26,8 +26,12 @@ const std::map<std::string, std::string>& help_texts() {
        "usage: ffpa-index add --index-dir DIR [--channel cu13] [--index-prefix whl] --release-url URL\n"
        "                      [--metadata-dir DIR] WHEEL...\n"
        "Merge wheels into DIR/<prefix>/<channel>/<project>/index.{json,html} and the channel root page.\n"
-       "Earlier entries are kept; only the given wheels are hashed. Each wheel's name must parse as a\n"
-       "PEP 427 file name and its RECORD must verify, or nothing is written.\n"
+       "Earlier entries are kept; only the given wheels are hashed. Each wheel must verify (RECORD,\n"
+       "METADATA, ELF vs tag) under its canonical PEP 427/625 file name (normalized project, canonical\n"
+       "version), the same version and tags may not be listed under another spelling, and the channel\n"
+       "may hold only the pages ffpa-index writes; otherwise nothing is written. Add, remove, yank,\n"
+       "unyank, render and publish of one site take one lock, kept inside the site (.git/ffpa-index.lock,\n"
+       "or .ffpa-index.lock in a plain directory), and remove temp files a killed run left.\n"
        "  --release-url URL   base URL the anchors point at (the asset URL is URL + file name);\n"
        "                      \"{tag}\" is not expanded here: pass the release's own base URL\n"
        "  --metadata-dir DIR  write <wheel>.metadata into DIR and advertise it (data-core-metadata):\n"
@@ -43,9 +47,11 @@ const std::map<std::string, std::string>& help_texts() {
       {"yank",
        "usage: ffpa-index yank --index-dir DIR [--channel cu13] [--index-prefix whl] --version V\n"
        "                       [--reason TEXT] [--project NAME]\n"
-       "Mark version V yanked (PEP 592): pip skips it unless pinned with ==. Assets stay.\n"},
+       "Mark version V yanked (PEP 592): pip skips it unless pinned with ==. Assets stay. TEXT must be\n"
+       "UTF-8.\n"},
       {"unyank",
        "usage: ffpa-index unyank --index-dir DIR [--channel cu13] [--index-prefix whl] --version V\n"
+       "       [--project NAME]\n"
        "Undo a yank.\n"},
       {"verify",
        "usage: ffpa-index verify (--index-dir DIR | --index-url URL) [--channel cu13] [--index-prefix whl]\n"
@@ -71,8 +77,12 @@ const std::map<std::string, std::string>& help_texts() {
        "(4) commit and push its branch. Re-running after any interruption converges: each step skips\n"
        "what is already done. Refused before anything is created: a pre-release/dev wheel, a tag for\n"
        "another version, a name already published with other bytes (FFPA_FORCE_UPLOAD=1 overrides),\n"
-       "a wheel whose RECORD does not verify, docs (--docs) naming a channel that does not exist, and\n"
-       "any failed preflight check (tools, gh auth, release holding other files, site repo state).\n"
+       "a wheel that does not verify or is not named canonically, a tag not spelled v<canonical version>,\n"
+       "a --target that is not a commit of --source-dir, docs (--docs) naming a channel that does not\n"
+       "exist, and any failed preflight check (tools, gh auth, release holding other files, a store or\n"
+       "site that cannot be written, a wheel name too long to store, site repo state, foreign files or\n"
+       "uncommitted changes in the channel that this publish would not write). Step 4 commits exactly\n"
+       "the pages step 3 wrote.\n"
        "  --release-url URL  anchor base; \"{tag}\" expands to the URL-encoded tag; default for gh: is\n"
        "                     https://github.com/OWNER/REPO/releases/download/<tag>/\n"
        "  --index-only       mirror: only steps 3-4, anchors at --release-url (required)\n"
@@ -137,7 +147,7 @@ int cmd_add(int argc, char** argv) {
   const char* f = std::getenv("FFPA_FORCE_UPLOAD");
   o.force = f && std::string(f) == "1";
   // Taken once the wheels are known good: a refused input leaves the site alone.
-  const SiteLock lock(loc.root);
+  const SiteLock lock(loc.root, /*create_root=*/true);
   add_wheels(loc, wheels, o, std::cout, lock);
   std::cout << "hashed " << files_hashed() << " file(s)\n";
   return 0;

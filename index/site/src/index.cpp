@@ -80,12 +80,12 @@ fs::path site_lock_path(const fs::path& root) {
   return dir == root ? root / ".ffpa-index.lock" : dir / "ffpa-index.lock";
 }
 
-SiteLock::SiteLock(const fs::path& root) {
+SiteLock::SiteLock(const fs::path& root, bool create_root) {
   std::error_code ec;
-  fs::create_directories(root, ec);
+  if (create_root) fs::create_directories(root, ec);
   if (!fs::is_directory(root, ec))
-    throw Error("the site root " + root.string() + " is not a directory and cannot be created" +
-                (ec ? " (" + ec.message() + ")" : std::string()) + "; pass an existing directory");
+    throw Error("the site root " + root.string() + (create_root ? " cannot be created" : " does not exist") +
+                (ec ? " (" + ec.message() + ")" : std::string()) + "; pass the site's directory");
   lock_.emplace(site_lock_path(root));
 }
 

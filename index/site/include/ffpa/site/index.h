@@ -43,7 +43,9 @@ fs::path site_lock_path(const fs::path& root);
 // functions below that write take it as an argument: proof that the caller holds it.
 class SiteLock {
  public:
-  explicit SiteLock(const fs::path& root);  // creates the root if missing; blocks until granted
+  // Blocks until granted. A missing root is created only when `create_root` (add
+  // starts a site; the other writers refuse one that does not exist).
+  explicit SiteLock(const fs::path& root, bool create_root = false);
   SiteLock(const SiteLock&) = delete;
   SiteLock& operator=(const SiteLock&) = delete;
 
