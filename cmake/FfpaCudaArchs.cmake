@@ -16,7 +16,8 @@
 #
 #   ffpa_detect_cuda_arch(<var>)
 #     The compute capability of the first GPU nvidia-smi reports ("90" for 9.0),
-#     else 89: the dev preset builds for the machine it runs on.
+#     else the release matrix's dev fallback arch (89): the dev preset builds for the
+#     machine it runs on.
 
 set(_FFPA_MIN_CUDA_ARCH 80)
 
@@ -99,7 +100,10 @@ function(ffpa_detect_cuda_arch out_var)
   if(ARGC GREATER 1)
     message(FATAL_ERROR "ffpa_detect_cuda_arch: unexpected arguments: ${ARGN}")
   endif()
-  set(arch 89)
+  set(arch "${FFPA_DEV_FALLBACK_ARCH}")   # cmake/release-matrix.json "dev"
+  if(NOT arch)
+    message(FATAL_ERROR "ffpa_detect_cuda_arch: include(FfpaReleaseMatrix) first (FFPA_DEV_FALLBACK_ARCH)")
+  endif()
   find_program(FFPA_NVIDIA_SMI nvidia-smi)
   mark_as_advanced(FFPA_NVIDIA_SMI)
   if(FFPA_NVIDIA_SMI)

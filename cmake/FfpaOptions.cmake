@@ -1,7 +1,8 @@
 # FfpaOptions.cmake: every cache option of the build, with per-profile defaults.
 #
 # Profiles (spec/release.md section 2):
-#   full  kernels for the fixed release arch set 89;120f, release head dims, every
+#   full  kernels for the fixed release arch set and head dims of
+#         cmake/release-matrix.json, every
 #         interpreter found, plus the pure wheel; release version, committed sources
 #   pure  no extension at all; one py3-none-any wheel; release version
 #   mini  development: head dim 128, one arch; never publishable
@@ -29,7 +30,9 @@ if(FFPA_COMPONENTS STREQUAL "kernels" AND NOT FFPA_PROFILE STREQUAL "dev")
                       "use the gpu-check preset, or FFPA_COMPONENTS=all for a release profile.")
 endif()
 
-set(FFPA_CHANNEL "cu13" CACHE STRING "CUDA wheel channel, cu<CUDA major> of the nvcc in use")
+include(FfpaReleaseMatrix)
+list(GET FFPA_RELEASE_CHANNELS -1 _ffpa_newest_channel)
+set(FFPA_CHANNEL "${_ffpa_newest_channel}" CACHE STRING "CUDA wheel channel, cu<CUDA major> of the nvcc in use")
 set(FFPA_RELEASE_VERSION "" CACHE STRING "Release version X.Y.Z (wins over git; env FFPA_RELEASE_VERSION too)")
 option(FFPA_RELEASE_DRY_RUN "Print the release plan and build nothing" OFF)
 option(FFPA_RELEASE_ALLOW_UNCOMMITTED "Allow profile full from uncommitted sources (loud warning)" OFF)
@@ -52,21 +55,40 @@ else()
   set(FFPA_BUILD_KERNELS ON CACHE BOOL "Build the CUDA kernel library and the _C modules")
 endif()
 
-set(FFPA_RELEASE_CUDA_ARCHS "89;120f")
-set(FFPA_RELEASE_HEAD_DIMS "64;128;192;256;320;512")
-
-# Dev and mini build the arch of the GPU that is present, else 89.
+# The release matrix (cmake/release-matrix.json) gives every default below.
+# FFPA_MATRIX picks which part: "release" (its archs, head dims and dtypes: the ci
+# preset; profile full always), "release-dims" (its head dims and dtypes for the
+# present GPU's arch: the gpu-check preset) or "dev" (one head dim, the present GPU).
 include(FfpaCudaArchs)
-if(FFPA_PROFILE STREQUAL "full")
+set(FFPA_MATRIX "" CACHE STRING "Kernel matrix defaults: release, release-dims or dev (empty: release for profile full, else dev)")
+set_property(CACHE FFPA_MATRIX PROPERTY STRINGS "" release release-dims dev)
+set(_ffpa_matrix "${FFPA_MATRIX}")
+if(NOT _ffpa_matrix)
+  if(FFPA_PROFILE STREQUAL "full")
+    set(_ffpa_matrix release)
+  else()
+    set(_ffpa_matrix dev)
+  endif()
+endif()
+if(NOT _ffpa_matrix MATCHES "^(release|release-dims|dev)$")
+  message(FATAL_ERROR "FFPA_MATRIX='${FFPA_MATRIX}' is not a matrix; use release, release-dims or dev.")
+endif()
+if(FFPA_PROFILE STREQUAL "full" AND NOT _ffpa_matrix STREQUAL "release")
+  message(FATAL_ERROR "profile full builds the release matrix; drop -DFFPA_MATRIX=${FFPA_MATRIX}.")
+endif()
+if(_ffpa_matrix STREQUAL "release")
   set(_ffpa_default_archs "${FFPA_RELEASE_CUDA_ARCHS}")
-  set(_ffpa_default_dims "${FFPA_RELEASE_HEAD_DIMS}")
 else()
   ffpa_detect_cuda_arch(_ffpa_default_archs)
-  set(_ffpa_default_dims "128")
+endif()
+if(_ffpa_matrix STREQUAL "dev")
+  set(_ffpa_default_dims "${FFPA_DEV_HEAD_DIMS}")
+else()
+  set(_ffpa_default_dims "${FFPA_RELEASE_HEAD_DIMS}")
 endif()
 set(FFPA_CUDA_ARCHS "${_ffpa_default_archs}" CACHE STRING "CUDA archs (e.g. 89;120f; a/f suffixes allowed)")
 set(FFPA_HEAD_DIMS "${_ffpa_default_dims}" CACHE STRING "Head dims to compile (multiples of 64 up to 1024)")
-set(FFPA_DTYPES "fp16;bf16" CACHE STRING "Input dtypes to compile (fp16, bf16)")
+set(FFPA_DTYPES "${FFPA_RELEASE_DTYPES}" CACHE STRING "Input dtypes to compile (fp16, bf16)")
 # Commas are accepted as separators too: shells make ';' awkward on command lines.
 foreach(_ffpa_list_var FFPA_CUDA_ARCHS FFPA_HEAD_DIMS FFPA_DTYPES)
   string(REPLACE "," ";" ${_ffpa_list_var} "${${_ffpa_list_var}}")

@@ -74,42 +74,68 @@ function(ffpa_guard_committed_sources)
 endfunction()
 
 # ffpa_guard_channel(CHANNEL <channel> [NVCC_MAJOR <n>])
-#   cu<major> must name the CUDA major of the nvcc in use; there is no cu14.
+#   A channel is cu<CUDA major>, one of the channels of cmake/release-matrix.json
+#   (FFPA_RELEASE_CHANNELS), and names the CUDA major of the nvcc in use.
 function(ffpa_guard_channel)
   cmake_parse_arguments(PARSE_ARGV 0 arg "" "CHANNEL;NVCC_MAJOR" "")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "ffpa_guard_channel: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
   endif()
+  list(JOIN FFPA_RELEASE_CHANNELS ", " _known)
+  list(GET FFPA_RELEASE_CHANNELS -1 _newest)
   if(NOT arg_CHANNEL MATCHES "^cu([0-9]+)$")
-    message(FATAL_ERROR "FFPA_CHANNEL='${arg_CHANNEL}' is not a channel: channels are cu<CUDA major>, e.g. -DFFPA_CHANNEL=cu13.")
+    message(FATAL_ERROR "FFPA_CHANNEL='${arg_CHANNEL}' is not a channel: channels are cu<CUDA major>, e.g. -DFFPA_CHANNEL=${_newest}.")
   endif()
-  if(arg_CHANNEL STREQUAL "cu14")
-    message(FATAL_ERROR "FFPA_CHANNEL=cu14: there is no cu14 channel; use -DFFPA_CHANNEL=cu13.")
+  set(_major "${CMAKE_MATCH_1}")
+  if(NOT arg_CHANNEL IN_LIST FFPA_RELEASE_CHANNELS)
+    message(FATAL_ERROR "FFPA_CHANNEL=${arg_CHANNEL}: there is no ${arg_CHANNEL} channel; use -DFFPA_CHANNEL=${_newest} "
+                        "(channels: ${_known}; a new CUDA major gets its channel in cmake/release-matrix.json, "
+                        "see docs/release.md).")
   endif()
-  if(arg_NVCC_MAJOR AND NOT CMAKE_MATCH_1 STREQUAL arg_NVCC_MAJOR)
+  if(arg_NVCC_MAJOR AND NOT _major STREQUAL arg_NVCC_MAJOR)
     message(FATAL_ERROR
       "FFPA_CHANNEL=${arg_CHANNEL} does not match the nvcc in use (CUDA ${arg_NVCC_MAJOR}.x): "
-      "use -DFFPA_CHANNEL=cu${arg_NVCC_MAJOR}, or point CMAKE_CUDA_COMPILER at a CUDA ${CMAKE_MATCH_1}.x nvcc.")
+      "use -DFFPA_CHANNEL=cu${arg_NVCC_MAJOR}, or point CMAKE_CUDA_COMPILER at a CUDA ${_major}.x nvcc.")
   endif()
 endfunction()
 
-# ffpa_guard_docs_channels()
-#   Docs must not advertise a channel that does not exist (there is no cu14): an
-#   index path (whl/cu14/), a local version (+cu14) or an option value (=cu14,
-#   --channel cu14). Prose that says "there is no cu14" is fine.
-function(ffpa_guard_docs_channels)
-  file(GLOB _docs "${CMAKE_SOURCE_DIR}/README.md" "${CMAKE_SOURCE_DIR}/docs/*.md")
+# ffpa_docs_channel_mentions(<out-var> FILES <file>...)
+#   Every advertised channel that does not exist (not in FFPA_RELEASE_CHANNELS), as
+#   "<file>: <line>" entries. Advertised means an index path (whl/cu14/, cu14/), a local
+#   version (+cu14) or an option value (=cu14, channel cu14); prose that says "there is
+#   no cu14" is fine. The configure guard and the publish targets both call this.
+function(ffpa_docs_channel_mentions out_var)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "FILES")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "ffpa_docs_channel_mentions: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
+  endif()
   set(_hits "")
-  foreach(_f IN LISTS _docs)
-    file(STRINGS "${_f}" _lines REGEX "([/+=]cu14|cu14/|channel cu14)")
+  foreach(_f IN LISTS arg_FILES)
+    file(STRINGS "${_f}" _lines REGEX "([/+=]cu[0-9]+|cu[0-9]+/|channel cu[0-9]+)")
     foreach(_l IN LISTS _lines)
-      file(RELATIVE_PATH _rel "${CMAKE_SOURCE_DIR}" "${_f}")
-      list(APPEND _hits "${_rel}: ${_l}")
+      string(REGEX MATCHALL "([/+=]cu[0-9]+|cu[0-9]+/|channel cu[0-9]+)" _tokens "${_l}")
+      foreach(_t IN LISTS _tokens)
+        string(REGEX MATCH "cu[0-9]+" _ch "${_t}")
+        if(NOT _ch IN_LIST FFPA_RELEASE_CHANNELS)
+          file(RELATIVE_PATH _rel "${CMAKE_SOURCE_DIR}" "${_f}")
+          list(APPEND _hits "${_rel}: ${_l}")
+          break()
+        endif()
+      endforeach()
     endforeach()
   endforeach()
+  set(${out_var} "${_hits}" PARENT_SCOPE)
+endfunction()
+
+# ffpa_guard_docs_channels()
+#   README.md and docs/*.md advertise no channel that does not exist.
+function(ffpa_guard_docs_channels)
+  file(GLOB _docs "${CMAKE_SOURCE_DIR}/README.md" "${CMAKE_SOURCE_DIR}/docs/*.md")
+  ffpa_docs_channel_mentions(_hits FILES ${_docs})
   if(_hits)
     list(JOIN _hits "\n  " _list)
-    message(FATAL_ERROR "docs mention a cu14 channel, which does not exist; fix these lines:\n  ${_list}")
+    list(JOIN FFPA_RELEASE_CHANNELS ", " _known)
+    message(FATAL_ERROR "docs mention a channel that does not exist (channels: ${_known}); fix these lines:\n  ${_list}")
   endif()
 endfunction()
 
@@ -165,7 +191,7 @@ function(ffpa_guard_cuda_toolkit)
 endfunction()
 
 # ffpa_guard_release_archs(PROFILE <profile> ARCHS <list>)
-#   The full profile builds the fixed release arch set 89;120f.
+#   The full profile builds the fixed release arch set of cmake/release-matrix.json.
 function(ffpa_guard_release_archs)
   cmake_parse_arguments(PARSE_ARGV 0 arg "" "PROFILE" "ARCHS")
   if(arg_UNPARSED_ARGUMENTS)
@@ -174,10 +200,10 @@ function(ffpa_guard_release_archs)
   if(NOT arg_PROFILE STREQUAL "full")
     return()
   endif()
-  if("120" IN_LIST arg_ARCHS)
-    message(FATAL_ERROR "FFPA_CUDA_ARCHS contains '120': profile full needs the family target '120f' (the fp8/fp4 paths need it); the release arch set is 89;120f.")
+  if("120" IN_LIST arg_ARCHS AND "120f" IN_LIST FFPA_RELEASE_CUDA_ARCHS)
+    message(FATAL_ERROR "FFPA_CUDA_ARCHS contains '120': profile full needs the family target '120f' (the fp8/fp4 paths need it); the release arch set is ${FFPA_RELEASE_CUDA_ARCHS}.")
   endif()
-  if(NOT "${arg_ARCHS}" STREQUAL "89;120f")
-    message(FATAL_ERROR "profile full builds the fixed release arch set '89;120f', got '${arg_ARCHS}'. Drop -DFFPA_CUDA_ARCHS for a release, or use the dev/mini profile for other archs.")
+  if(NOT "${arg_ARCHS}" STREQUAL "${FFPA_RELEASE_CUDA_ARCHS}")
+    message(FATAL_ERROR "profile full builds the fixed release arch set '${FFPA_RELEASE_CUDA_ARCHS}' (cmake/release-matrix.json), got '${arg_ARCHS}'. Drop -DFFPA_CUDA_ARCHS for a release, or use the dev/mini profile for other archs.")
   endif()
 endfunction()

@@ -2,7 +2,7 @@
 // reference, and the kernels' own timings (for images without Python headers).
 //
 //   ffpa_device_check [--json FILE] [--quick] [--dry-run]
-//   ffpa_device_check --bench-csv FILE [--bench-dims 64,128,...] [--bench-n 8192]
+//   ffpa_device_check --bench-csv FILE [--bench-dims 64,128,... (default: all compiled)] [--bench-n 8192]
 //                     [--bench-h 32] [--bench-warmup 3] [--bench-iters 10] [--dry-run]
 //
 // Correctness groups, one per compiled (head dim, dtype), each with B = 2, Hq = 4:
@@ -461,13 +461,13 @@ __global__ void fill_random(uint16_t* p, int64_t n, uint32_t seed, bool bf16) {
 
 struct BenchOpts {
   const char* csv = nullptr;
-  std::vector<int> dims = {64, 128, 256, 320, 512};
+  std::vector<int> dims;  // empty: every compiled head dim
   int n = 8192, h = 32, warmup = 3, iters = 10;
 };
 
 int run_bench(const BenchOpts& o, const ffpa::BuildInfo& info, bool dry_run) {
   std::vector<int> dims;
-  for (int d : o.dims)
+  for (int d : o.dims.empty() ? info.head_dims : o.dims)
     if (std::find(info.head_dims.begin(), info.head_dims.end(), d) != info.head_dims.end()) dims.push_back(d);
   std::string csv = "source,D,dtype,causal,B,H,N,kernel,ms,tflops\n";
   for (int d : dims)

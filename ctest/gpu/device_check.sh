@@ -15,7 +15,7 @@
 #                 checks, against the fp64-accumulated host reference
 #   python-gpu    pytest -m gpu on the package (binding only)
 #   bench-cpp     the kernels timed by the runner with CUDA events (fp16, B=1, H=32,
-#                 N=8192, D in 64/128/256/320/512 as compiled, causal and not)
+#                 N=8192, every compiled head dim, causal and not)
 #   bench         python -m ffpa_attn.bench against SDPA in the same process (binding),
 #                 else torch SDPA timed by sdpa_bench.py in a separate process
 # OUT receives at most five files, all rewritten as the run goes (a run cut short still
@@ -214,11 +214,11 @@ json.dump({"status": status, "detail": "pytest -m gpu python/tests (logs/python-
 PY
   fi
   dry=(); [ "$mode" = no-gpu ] && dry=(--dry-run)
-  phase bench-cpp 60 -- "$runner" --bench-csv "$state/bench_cpp.csv" --bench-dims 64,128,256,320,512 \
+  phase bench-cpp 60 -- "$runner" --bench-csv "$state/bench_cpp.csv" \
     --bench-n 8192 --bench-h 32 --bench-warmup 3 --bench-iters 10 ${dry[@]+"${dry[@]}"} || failed=1
   if [ "$binding" = yes ]; then
     dims=$(PYTHONPATH="$build/python" "$python" -c \
-      'from ffpa_attn import cuda; print(" ".join(str(d) for d in cuda.COMPILED_HEAD_DIMS if d in (64, 128, 256, 320, 512)))')
+      'from ffpa_attn import cuda; print(" ".join(str(d) for d in cuda.COMPILED_HEAD_DIMS))')
     if [ "$mode" = gpu ]; then
       for causal in "" "--causal"; do
         dest="$state/bench_py${causal:+_causal}"
@@ -235,8 +235,9 @@ PY
     fi
   else
     ok="0"; [ "$mode" = no-gpu ] && ok="0 77"
+    sdpa_dims=$(sed -n 's/^head_dims=//p' "$build/gpu-check.txt" 2>/dev/null)
     phase bench-sdpa 90 "$ok" -- "$python" "$repo/ctest/gpu/sdpa_bench.py" --csv "$state/sdpa.csv" \
-      --dims 64,128,256,320,512 --n 8192 --h 32 --warmup 3 --iters 10 ${dry[@]+"${dry[@]}"} || true
+      --dims "${sdpa_dims:-64,128,256,320,512}" --n 8192 --h 32 --warmup 3 --iters 10 ${dry[@]+"${dry[@]}"} || true
   fi
 fi
 

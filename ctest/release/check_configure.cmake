@@ -2,7 +2,7 @@
 # what a user would see. Run with cmake -P and:
 #   -DSOURCE=<repo> -DWORK=<scratch dir>
 #   -DARGS=<configure args joined by @@>   e.g. -DFFPA_PROFILE=full@@-DFFPA_RELEASE_VERSION=1.2.3
-#   -DMUTATE=none|dirty|untracked|docs-cu14|fake-nvcc-12
+#   -DMUTATE=none|dirty|untracked|docs-cu14|fake-nvcc-12|matrix-one-line
 #   -DEXPECT=pass|fail
 #   -DREGEX=<regexes joined by @@ that must all appear in the configure output>
 #   -DBUILD=ON  also run `cmake --build` and require that nothing was produced
@@ -26,6 +26,19 @@ elseif(MUTATE STREQUAL "docs-cu14")
   file(WRITE "${_src}/docs/channels.md" "Install from whl/cu14/ for CUDA 14.\n")
   execute_process(COMMAND git add -A WORKING_DIRECTORY "${_src}")
   execute_process(COMMAND git -c user.name=t -c user.email=t@l commit -qm docs WORKING_DIRECTORY "${_src}")
+elseif(MUTATE STREQUAL "matrix-one-line")
+  # docs/release.md "How to change the release matrix": head dim 384 and a cu14
+  # channel are one edited line each in cmake/release-matrix.json, plus a docs line.
+  file(READ "${_src}/cmake/release-matrix.json" _m)
+  string(REPLACE "320, 512]" "320, 384, 512]" _m2 "${_m}")
+  string(REPLACE "[\"cu13\"]" "[\"cu13\", \"cu14\"]" _m2 "${_m2}")
+  if(_m2 STREQUAL _m)
+    message(FATAL_ERROR "check_configure: cmake/release-matrix.json no longer has the lines this test edits")
+  endif()
+  file(WRITE "${_src}/cmake/release-matrix.json" "${_m2}")
+  file(WRITE "${_src}/docs/channels.md" "CUDA 14 users install from whl/cu14/.\n")
+  execute_process(COMMAND git add -A WORKING_DIRECTORY "${_src}")
+  execute_process(COMMAND git -c user.name=t -c user.email=t@l commit -qm matrix WORKING_DIRECTORY "${_src}")
 elseif(MUTATE STREQUAL "fake-nvcc-12")
   # Stands in for an old toolkit: only `nvcc --version` is asked before the guard.
   file(WRITE "${WORK}/fake-nvcc/nvcc"

@@ -86,7 +86,7 @@ def build_info() -> dict[str, Any]:
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy submodules: torch_ops imports torch, bench/deprecations are only for tools.
-    if name in ("torch_ops", "bench", "deprecations"):
+    # Lazy submodules: torch_ops/torch_math import torch, bench/deprecations are for tools.
+    if name in ("torch_ops", "torch_math", "bench", "deprecations"):
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,7 +13,10 @@ Where the inputs live decides the path:
 * NumPy arrays: **the CPU path is the NumPy reference** (``reference.attention``),
   fp32 compute (fp64 for fp64 inputs), output cast back to the input dtype. This is
   what the pure wheel and the notebooks' NumPy checks run.
-* torch CPU tensors: plain torch math (``torch_ops.attention_math``).
+* torch CPU tensors: plain torch math (``torch_math.attention_math``).
+
+Imports go one way: ``validation`` <- ``torch_math`` <- ``interface`` <- ``torch_ops``
+(the autograd wrapper); nothing here imports ``torch_ops``.
 
 torch is never imported by this module: a torch tensor can only exist if the caller
 already imported torch, so it is looked up in ``sys.modules``.
@@ -31,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from . import cuda, reference
+from .validation import check_4d_shapes, resolve_scale
 from .errors import (
     DeviceError,
     ExtensionNotAvailableError,
@@ -137,40 +141,6 @@ def _describe_cuda(x: Any, name: str) -> _Desc:
     return _Desc(framework, shape, _NUMPY_LIKE_DTYPE_NAMES.get(dtype, dtype), unit_last, device)
 
 
-def _check_4d_shapes(shapes: dict[str, tuple[int, ...]]) -> tuple[int, int, int, int, int, int]:
-    for name, shape in shapes.items():
-        if len(shape) != 4:
-            raise ShapeError(
-                f"{name} must be 4-D [B, H, N, D], got shape {shape}; "
-                "transpose [B, N, H, D] inputs with .transpose(1, 2) (torch) / .transpose(0, 2, 1, 3)"
-            )
-    b, hq, nq, d = shapes["q"]
-    bk, hkv, nkv, dk = shapes["k"]
-    if shapes["k"] != shapes["v"]:
-        raise ShapeError(f"k and v must have the same shape, got {shapes['k']} and {shapes['v']}")
-    if bk != b:
-        raise ShapeError(f"q and k/v must have the same batch size, got {b} and {bk}")
-    if dk != d:
-        raise ShapeError(f"q and k/v must have the same head dim, got {d} and {dk}")
-    if hkv <= 0 or hq % hkv != 0:
-        raise ShapeError(
-            f"the number of query heads ({hq}) must be a multiple of the number of kv heads "
-            f"({hkv}) for grouped-query attention"
-        )
-    if min(b, hq, nq, nkv, d) <= 0:
-        raise ShapeError(f"every dimension must be positive, got q {shapes['q']} and k/v {shapes['k']}")
-    return b, hq, hkv, nq, nkv, d
-
-
-def _resolve_scale(scale: float | None, d: int) -> float:
-    if scale is None:
-        return 1.0 / math.sqrt(d)
-    value = float(scale)
-    if not math.isfinite(value):
-        raise ValueError(f"scale must be a finite number, got {scale!r}")
-    return value
-
-
 def _extension_or_raise() -> Any:
     ext = cuda.extension()
     if ext is not None and cuda.CUDA_FWD_AVAILABLE:
@@ -222,7 +192,7 @@ def _allocate(q: Any, desc: _Desc, lse_shape: tuple[int, int, int], want_lse: bo
 
 def _cuda_forward(q: Any, k: Any, v: Any, causal: bool, scale: float | None, return_lse: bool, impl: str) -> Any:
     descs = {name: _describe_cuda(t, name) for name, t in (("q", q), ("k", k), ("v", v))}
-    b, hq, _hkv, nq, _nkv, d = _check_4d_shapes({n: s.shape for n, s in descs.items()})
+    b, hq, _hkv, nq, _nkv, d = check_4d_shapes({n: s.shape for n, s in descs.items()})
 
     frameworks = {s.framework for s in descs.values()}
     if len(frameworks) != 1:
@@ -269,7 +239,7 @@ def _cuda_forward(q: Any, k: Any, v: Any, causal: bool, scale: float | None, ret
     if impl != "auto" and impl not in impls:
         raise UnsupportedImplError(f"impl={impl!r} is not in this build; choose one of {['auto', *impls]}")
 
-    sm_scale = _resolve_scale(scale, d)
+    sm_scale = resolve_scale(scale, d)
     out, lse = _allocate(q, descs["q"], (b, hq, nq), return_lse)
     # torch refuses to export a tensor that requires grad through DLPack; the kernel
     # only reads it, and the autograd wrapper (torch_ops) owns the gradient.
@@ -307,7 +277,7 @@ def _exportable(x: Any) -> Any:
 
 def _numpy_forward(q: np.ndarray, k: Any, v: Any, causal: bool, scale: float | None, return_lse: bool) -> Any:
     arrays = {n: np.asarray(t) for n, t in (("q", q), ("k", k), ("v", v))}
-    _, _, _, _, _, d = _check_4d_shapes({n: tuple(a.shape) for n, a in arrays.items()})
+    _, _, _, _, _, d = check_4d_shapes({n: tuple(a.shape) for n, a in arrays.items()})
     for name, a in arrays.items():
         if not np.issubdtype(a.dtype, np.floating):
             raise UnsupportedDTypeError(
@@ -315,7 +285,7 @@ def _numpy_forward(q: np.ndarray, k: Any, v: Any, causal: bool, scale: float | N
             )
     compute = np.float64 if any(a.dtype == np.float64 for a in arrays.values()) else np.float32
     result = reference.attention(
-        arrays["q"], arrays["k"], arrays["v"], causal=causal, scale=_resolve_scale(scale, d),
+        arrays["q"], arrays["k"], arrays["v"], causal=causal, scale=resolve_scale(scale, d),
         return_lse=True, dtype=compute,
     )
     out, lse = result
@@ -356,9 +326,9 @@ def ffpa_attn_func(
             raise DeviceError(f"q, k, v must all be on the GPU or all on the host, got {where}; move them first")
         return _cuda_forward(q, k, v, causal, scale, return_lse, impl)
     if all(_is_torch_tensor(t) for t in (q, k, v)):
-        from . import torch_ops
+        from . import torch_math
 
-        return torch_ops.attention_math(q, k, v, causal=causal, scale=scale, return_lse=return_lse)
+        return torch_math.attention_math(q, k, v, causal=causal, scale=scale, return_lse=return_lse)
     if any(_is_torch_tensor(t) for t in (q, k, v)):
         raise UnsupportedArrayTypeError(
             "mixing torch CPU tensors with other arrays is not supported; convert all three "

@@ -123,3 +123,45 @@ def test_cmake_lists_every_package_file():
     listed = set(block.split())
     on_disk = {p.name for p in (SOURCE_ROOT / "ffpa_attn").glob("*.py") if p.name != "_build_info.py"}
     assert listed == on_disk, "python/CMakeLists.txt must list exactly the package's .py files"
+
+
+def _package_imports() -> dict[str, set[str]]:
+    """Module -> package modules it imports (at any level, lazily or not), from the AST."""
+    import ast
+
+    pkg = Path(ffpa_attn.__file__).parent
+    graph: dict[str, set[str]] = {}
+    for path in pkg.glob("*.py"):
+        name = path.stem
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                if node.module:
+                    deps.add(node.module.split(".")[0])
+                else:
+                    deps.update(alias.name for alias in node.names)
+        graph[name] = deps - {name}
+    return graph
+
+
+def test_modules_import_in_one_direction():
+    """No import cycle inside the package, lazy imports included (interface <-> torch_ops was one)."""
+    graph = _package_imports()
+    assert "torch_ops" not in graph["interface"] and "interface" not in graph["torch_math"]
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        if state.get(node) == 1:
+            raise AssertionError("import cycle: " + " -> ".join(path + [node]))
+        if state.get(node) == 2 or node not in graph:
+            return
+        state[node] = 1
+        for dep in sorted(graph[node]):
+            # __init__ re-exports the public surface; submodules never import it back.
+            if dep != "__init__":
+                visit(dep, path + [node])
+        state[node] = 2
+
+    for module in sorted(graph):
+        if module != "__init__":
+            visit(module, [])
