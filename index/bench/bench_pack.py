@@ -19,6 +19,7 @@ verifies. The exit status is 0 whether the targets are met or not.
     python index/bench/bench_pack.py --ffpa-index build/bin/ffpa-index [--so /path/lib.so] [--n 4] [--repeat 3]
 """
 import argparse
+import math
 import os
 import random
 import shutil
@@ -167,6 +168,9 @@ def main() -> int:
         tw = statistics.median(r[3] for r in runs)
         # Ratios of the medians (and, for a single run, of that run).
         rn, rw = tn / t1, t1 / tw
+        # The test asserts that it measured: every time and ratio finite and positive.
+        if not all(math.isfinite(x) and x > 0 for x in (t1, tn, tns, tw, rn, rw)):
+            raise SystemExit(f"bench produced no usable ratios: T1={t1} TN={tn} TS={tns} TW={tw}")
         verdict = lambda ok: "PASS" if ok else "MISS"
         what = "median of %d runs" % len(runs) if len(runs) > 1 else "1 run"
         print(f"input: {desc}, jobs: {args.jobs or os.cpu_count()} (cpus {os.cpu_count()}), {what}")
