@@ -9,6 +9,14 @@
 #include <set>
 #include <sstream>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "ffpa/core/atomic.h"
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
 #include "ffpa/core/utf8.h"
@@ -75,18 +83,24 @@ fs::path engine_dir(const fs::path& root) {
   return root;
 }
 
-fs::path site_lock_path(const fs::path& root) {
-  const fs::path dir = engine_dir(root);
-  return dir == root ? root / ".ffpa-index.lock" : dir / "ffpa-index.lock";
-}
-
 SiteLock::SiteLock(const fs::path& root, bool create_root) {
   std::error_code ec;
   if (create_root) fs::create_directories(root, ec);
-  if (!fs::is_directory(root, ec))
-    throw Error("the site root " + root.string() + (create_root ? " cannot be created" : " does not exist") +
-                (ec ? " (" + ec.message() + ")" : std::string()) + "; pass the site's directory");
-  lock_.emplace(site_lock_path(root));
+  fd_ = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd_ < 0)
+    throw Error("the site root " + root.string() + (create_root ? " cannot be created" : " does not exist") + " (" +
+                std::strerror(errno) + "); pass the site's directory");
+  while (::flock(fd_, LOCK_EX) != 0) {
+    if (errno == EINTR) continue;
+    const std::string why = std::strerror(errno);
+    ::close(fd_);
+    throw Error("cannot lock the site " + root.string() + " (" + why +
+                "); ffpa-index needs a local file system that supports flock");
+  }
+}
+
+SiteLock::~SiteLock() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 // --- inputs ------------------------------------------------------------------------

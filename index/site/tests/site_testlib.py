@@ -129,9 +129,7 @@ def tree_hash(*roots):
             h.update(b"absent:" + str(root).encode())
             continue
         for p in sorted(root.rglob("*")):
-            # The site lock lives in the site (its .git/) and is no content of it.
-            if (p.is_file() and p.name not in ("index", "FETCH_HEAD", "ffpa-index.lock", ".ffpa-index.lock")
-                    and "logs" not in p.parts):
+            if p.is_file() and p.name != "index" and "logs" not in p.parts and p.name != "FETCH_HEAD":
                 h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
     return h.hexdigest()
 

@@ -1,5 +1,7 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -274,12 +276,28 @@ TEST(SiteIndex, AnotherSpellingOfAListedVersionIsRefused) {
   EXPECT_EQ(written["files"][0]["filename"], w.name.filename());
 }
 
-// Issue 10 item 8: one lock file per site, inside it, whatever the spelling.
-TEST(SiteIndex, LockLivesInTheSite) {
+// Issue 10 item 8: one lock per site, whatever the spelling; it writes nothing.
+TEST(SiteIndex, OneLockPerSiteWhateverTheSpelling) {
+  namespace fs = std::filesystem;
   TempSite t("lock");
-  EXPECT_EQ(site_lock_path(t.root), t.root / ".ffpa-index.lock");
-  std::filesystem::create_directories(t.root / ".git");
-  EXPECT_EQ(site_lock_path(t.root), t.root / ".git" / "ffpa-index.lock");
+  const fs::path link = t.root.string() + "-link";
+  fs::remove(link);
+  fs::create_directory_symlink(t.root, link);
+  const std::vector<fs::path> spellings = {t.root, t.root / "", t.root / "." / "", link};
+  for (const auto& other : spellings) {
+    const SiteLock held(t.root);
+    // Another open file description of the same directory cannot take the lock.
+    const int fd = ::open(other.c_str(), O_RDONLY | O_DIRECTORY);
+    ASSERT_GE(fd, 0);
+    EXPECT_NE(::flock(fd, LOCK_EX | LOCK_NB), 0) << other;
+    ::close(fd);
+  }
+  fs::remove(link);
+  EXPECT_TRUE(fs::is_empty(t.root)) << "the lock left a file in the site";
+  EXPECT_THROW(SiteLock(t.root / "missing"), ffpa::core::Error);
+  EXPECT_FALSE(fs::exists(t.root / "missing"));
+  { const SiteLock created(t.root / "new", true); }
+  EXPECT_TRUE(fs::is_directory(t.root / "new"));
   EXPECT_TRUE(is_engine_temp(".index.json.tmp.Ab12Cd"));
   EXPECT_TRUE(is_engine_temp(".index.html.tmp.000000"));
   EXPECT_FALSE(is_engine_temp(".index.json.tmp.Ab12C"));

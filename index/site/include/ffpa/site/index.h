@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "ffpa/core/atomic.h"
 #include "ffpa/core/pep.h"
 #include "ffpa/site/model.h"
 
@@ -34,23 +33,24 @@ struct IndexLocation {
 // Where the engine keeps its own state for a site: the git directory of a checkout
 // (<root>/.git, or where a "gitdir:" file points), else the root itself.
 fs::path engine_dir(const fs::path& root);
-// <engine_dir>/ffpa-index.lock in a git checkout, <root>/.ffpa-index.lock otherwise.
-// flock locks the file itself, so every spelling of the root path (site, site/,
-// ./site, a symlink) and every $TMPDIR meet the same lock.
-fs::path site_lock_path(const fs::path& root);
 
-// Held by add, remove, yank, unyank, render and publish for their whole run. The
-// functions below that write take it as an argument: proof that the caller holds it.
+// The lock that add, remove, yank, unyank, render and publish of one site hold for
+// their whole run: an exclusive flock on the site's root directory itself. It is the
+// directory (its inode) that is locked, so every spelling of the path (site, site/,
+// ./site, a symlink) and every $TMPDIR meet the same lock, and no lock file is ever
+// written into the site or left anywhere. The functions below that write take it as
+// an argument: proof that the caller holds it.
 class SiteLock {
  public:
   // Blocks until granted. A missing root is created only when `create_root` (add
   // starts a site; the other writers refuse one that does not exist).
   explicit SiteLock(const fs::path& root, bool create_root = false);
+  ~SiteLock();
   SiteLock(const SiteLock&) = delete;
   SiteLock& operator=(const SiteLock&) = delete;
 
  private:
-  std::optional<ffpa::core::FileLock> lock_;
+  int fd_ = -1;
 };
 
 // --- inputs ---------------------------------------------------------------------
