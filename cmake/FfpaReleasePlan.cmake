@@ -1,8 +1,7 @@
 # FfpaReleasePlan.cmake: what this configuration will build and where it goes.
 #
 # Printed at every configure; with FFPA_RELEASE_DRY_RUN=ON it is all that happens
-# (the top level returns before defining any target), and it is also written to
-# <build>/release-plan.json for tools.
+# (the top level returns before defining any target).
 
 # ffpa_print_release_plan()
 #   Reads FFPA_PROFILE, FFPA_VERSION, FFPA_CUDA_VERSION, FFPA_CHANNEL,
@@ -14,18 +13,6 @@ function(ffpa_print_release_plan)
     message(FATAL_ERROR "ffpa_print_release_plan: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
   endif()
   set(_lines "")
-  set(_json "{}")
-  string(JSON _json SET "${_json}" profile "\"${FFPA_PROFILE}\"")
-  string(JSON _json SET "${_json}" version "\"${FFPA_VERSION}\"")
-  if(FFPA_RELEASE_DRY_RUN)
-    string(JSON _json SET "${_json}" dry_run true)
-  else()
-    string(JSON _json SET "${_json}" dry_run false)
-  endif()
-  string(JSON _json SET "${_json}" source_commit "\"${FFPA_SOURCE_COMMIT}\"")
-  string(JSON _json SET "${_json}" dist "\"${FFPA_RELEASE_DIST}\"")
-  string(JSON _json SET "${_json}" wheels "[]")
-
   list(APPEND _lines
     "profile       ${FFPA_PROFILE}"
     "version       ${FFPA_VERSION}  (${FFPA_VERSION_ORIGIN})"
@@ -33,10 +20,8 @@ function(ffpa_print_release_plan)
   if(FFPA_SOURCE_DIRTY)
     list(APPEND _lines "              (working tree has uncommitted changes)")
   endif()
-  set(_i 0)
   if(FFPA_BUILD_KERNELS)
-    string(JSON _json SET "${_json}" channel "\"${FFPA_CHANNEL}\"")
-    list(JOIN FFPA_CUDA_ARCHS ", " _archs)
+      list(JOIN FFPA_CUDA_ARCHS ", " _archs)
     list(JOIN FFPA_HEAD_DIMS ", " _dims)
     list(JOIN FFPA_DTYPES ", " _dtypes)
     list(JOIN FFPA_PYTHON_TAGS ", " _tags)
@@ -53,26 +38,19 @@ function(ffpa_print_release_plan)
     foreach(_tag IN LISTS FFPA_PYTHON_TAGS)
       set(_name "ffpa_attn-${FFPA_CUDA_VERSION}-${_tag}-${_tag}-manylinux_2_<Y>_x86_64.whl")
       list(APPEND _lines "  ${FFPA_RELEASE_DIST}/${_name}")
-      string(JSON _json SET "${_json}" wheels ${_i}
-        "{\"kind\":\"cuda\",\"file\":\"${_name}\",\"python\":\"${_tag}\"}")
-      math(EXPR _i "${_i} + 1")
-    endforeach()
+        endforeach()
     list(APPEND _lines
       "  -> release assets of tag v${FFPA_CUDA_VERSION}, index whl/${FFPA_CHANNEL}/ffpa-attn/ (publish target)")
-    string(JSON _json SET "${_json}" archs "\"${FFPA_CUDA_ARCHS}\"")
-    string(JSON _json SET "${_json}" head_dims "\"${FFPA_HEAD_DIMS}\"")
-  else()
+      else()
     list(APPEND _lines "kernels       none (pure profile or FFPA_BUILD_KERNELS=OFF)")
   endif()
   set(_pure "ffpa_attn-${FFPA_VERSION}-py3-none-any.whl")
   list(APPEND _lines "pure wheel" "  ${FFPA_RELEASE_DIST}/${_pure}"
     "  -> PyPI and release assets of tag v${FFPA_VERSION} (publish-pure target)")
-  string(JSON _json SET "${_json}" wheels ${_i} "{\"kind\":\"pure\",\"file\":\"${_pure}\"}")
   list(APPEND _lines "also          ${FFPA_RELEASE_DIST}/SHA256SUMS, ${FFPA_RELEASE_DIST}/ffpa-release-manifest.json")
   if(FFPA_RELEASE_DRY_RUN)
     list(APPEND _lines "DRY RUN: nothing will be built (FFPA_RELEASE_DRY_RUN=ON)")
   endif()
   list(JOIN _lines "\n  " _text)
   message(STATUS "ffpa release plan:\n  ${_text}")
-  file(CONFIGURE OUTPUT "${CMAKE_BINARY_DIR}/release-plan.json" CONTENT "${_json}\n" @ONLY)
 endfunction()

@@ -8,17 +8,6 @@
 
 #include "ffpa/api.h"
 
-#define FFPA_BOOL_SWITCH(COND, CONST_NAME, ...) \
-  [&]() -> ::ffpa::Status {                     \
-    if (COND) {                                 \
-      constexpr bool CONST_NAME = true;         \
-      return __VA_ARGS__();                     \
-    } else {                                    \
-      constexpr bool CONST_NAME = false;        \
-      return __VA_ARGS__();                     \
-    }                                           \
-  }()
-
 // IMPL must already be resolved (kAuto replaced by kMma or kSimt).
 #define FFPA_IMPL_SWITCH(IMPL, CONST_NAME, ...)                                         \
   [&]() -> ::ffpa::Status {                                                             \
@@ -33,20 +22,4 @@
                             "internal: unresolved impl " + std::to_string(int(IMPL)) +  \
                                 " reached the kernel switch (expected mma or simt)"};   \
     }                                                                                   \
-  }()
-
-// Element type for a DType: ELEM_T is __half or __nv_bfloat16 (CUDA sources only).
-#define FFPA_DTYPE_SWITCH(DTYPE, ELEM_T, ...)                                            \
-  [&]() -> ::ffpa::Status {                                                              \
-    if ((DTYPE) == ::ffpa::DType::kFp16) {                                               \
-      using ELEM_T = __half;                                                             \
-      return __VA_ARGS__();                                                              \
-    } else if ((DTYPE) == ::ffpa::DType::kBf16) {                                        \
-      using ELEM_T = __nv_bfloat16;                                                      \
-      return __VA_ARGS__();                                                              \
-    } else {                                                                             \
-      return ::ffpa::Status{::ffpa::ErrorKind::kDType,                                   \
-                            "unknown dtype code " + std::to_string(int(DTYPE)) +         \
-                                "; the kernels take fp16 or bf16 (FFPA_DTYPES)"};        \
-    }                                                                                    \
   }()
