@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -70,6 +71,13 @@ class DirStore final : public AssetStore {
     const fs::path dst = root_ / tag / file.filename();
     if (fs::exists(dst) && !clobber)
       throw Error(dst.string() + " already exists; refusing to overwrite an asset");
+    // Temp files of an upload that was killed are this store's own: removed once
+    // per release by the next upload into it (publishes of one site never overlap).
+    if (swept_.insert(tag).second) {
+      std::error_code ec;
+      for (fs::directory_iterator it(root_ / tag, ec), end; !ec && it != end; it.increment(ec))
+        if (it->path().filename().string().rfind(".ffpa-upload.", 0) == 0) fs::remove(it->path(), ec);
+    }
     // A short temp name: the asset's own name may already be near the 255-byte limit.
     std::string tmpl = (root_ / tag / ".ffpa-upload.XXXXXX").string();
     std::vector<char> buf(tmpl.begin(), tmpl.end());
@@ -103,6 +111,7 @@ class DirStore final : public AssetStore {
 
  private:
   fs::path root_;
+  std::set<std::string> swept_;  // releases whose stale upload temp files are gone
 };
 
 class GhStore final : public AssetStore {

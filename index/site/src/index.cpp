@@ -43,7 +43,11 @@ std::optional<std::string> read_text(const fs::path& p) {
 bool write_if_changed(const fs::path& p, const std::string& data) {
   auto cur = read_text(p);
   if (cur && *cur == data) return false;
-  fs::create_directories(p.parent_path());
+  std::error_code ec;
+  fs::create_directories(p.parent_path(), ec);
+  if (ec)
+    throw Error("cannot create " + p.parent_path().string() + ": " + ec.message() +
+                "; fix its permissions, then re-run (finished pages are kept, the rest is rewritten)");
   ffpa::core::write_file_atomic(p, data);
   return true;
 }
@@ -288,6 +292,12 @@ ChannelState read_channel(const IndexLocation& loc) {
       bool has_page = false, clean = true;
       std::vector<fs::directory_entry> sub;
       for (fs::directory_iterator it(e.path(), ec), end; !ec && it != end; it.increment(ec)) sub.push_back(*it);
+      if (ec) {
+        st.problems.push_back("cannot list " + loc.channel_label() + "/" + shown + ": " + ec.message() +
+                              "; fix its permissions");
+        ec.clear();
+        continue;
+      }
       std::sort(sub.begin(), sub.end());
       for (const auto& s : sub) {
         const std::string sname = s.path().filename().string();
@@ -451,10 +461,24 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
     for (const auto& w : wheels) plan.writes.emplace_back(*opt.metadata_dir / (w.name.filename() + ".metadata"), w.metadata);
   }
   plan_pages(loc, st.pages, touched, plan);
+  check_writable(plan);
   log << loc.channel_label() << ": " << rep.added << " added, " << rep.replaced << " replaced, " << rep.unchanged
       << " unchanged\n";
   plan.log = log.str();
   return plan;
+}
+
+void check_writable(const IndexPlan& plan) {
+  std::set<fs::path> dirs;
+  for (const auto& [path, data] : plan.writes) dirs.insert(path.parent_path());
+  std::vector<std::string> problems;
+  for (const auto& d : dirs)
+    if (std::string why = unwritable_dir_problem(d); !why.empty()) problems.push_back(why);
+  if (!problems.empty()) {
+    std::string m = "cannot write the index, nothing was written:";
+    for (const auto& p : problems) m += "\n  - " + p;
+    throw Error(m);
+  }
 }
 
 std::size_t apply_plan(const IndexPlan& plan) {
@@ -522,6 +546,7 @@ ChangeReport mutate_version(const IndexLocation& loc, const std::string& version
                 " (listed: " + (have.empty() ? "none" : have) + "); check --version and --channel");
   }
   plan_pages(loc, st.pages, changed, plan);
+  check_writable(plan);
   remove_stale_temps(loc, lock);
   apply_plan(plan);
   log << buf.str();
@@ -590,6 +615,7 @@ void render_all(const IndexLocation& loc, std::ostream& log, const SiteLock& loc
   std::set<std::string> all;
   for (const auto& [n, p] : st.pages) all.insert(n);
   plan_pages(loc, st.pages, all, plan);
+  check_writable(plan);
   remove_stale_temps(loc, lock);
   apply_plan(plan);
   log << loc.channel_label() << ": rendered " << st.pages.size() << " project page(s)\n";

@@ -137,9 +137,11 @@ std::string root_json(const std::vector<std::string>& projects) {
 
 std::string url_problem(std::string_view url, bool absolute) {
   if (url.empty()) return "empty URL";
-  for (unsigned char c : url)
+  for (unsigned char c : url) {
     if (c <= 0x20 || c == 0x7f)
       return "it contains whitespace or a control character, which browsers and pip strip or cut at";
+    if (c >= 0x80) return "it contains a byte outside ASCII; percent-encode it";
+  }
   // RFC 3986 scheme: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) ":".
   std::size_t i = 0;
   while (i < url.size() && (std::isalnum(static_cast<unsigned char>(url[i])) || url[i] == '+' || url[i] == '-' ||

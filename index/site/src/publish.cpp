@@ -141,7 +141,14 @@ class SiteRepo {
       p.push_back("site repository has no remote '" + remote_ + "'; run: " +
                   format_command(cmd({"remote", "add", remote_, "<url>"})));
     if (std::string why = unwritable_dir_problem(engine_dir(dir_)); !why.empty())
-      p.push_back("site repository: " + why + " (the commit and the site lock are written there)");
+      p.push_back("site repository: " + why + " (the commit and the staged .metadata files are written there)");
+    for (const char* op : {"rebase-merge", "rebase-apply", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD"}) {
+      std::error_code ec;
+      if (fs::exists(engine_dir(dir_) / op, ec))
+        p.push_back("the site repository is in the middle of a " +
+                    std::string(op[0] == 'r' ? "rebase" : op[0] == 'M' ? "merge" : op[0] == 'C' ? "cherry-pick" : "revert") +
+                    "; finish or abort it (git -C " + shell_quote(dir_.string()) + " status says how), then re-run");
+    }
     if (std::string why = unwritable_dir_problem(dir_ / channel_rel); !why.empty())
       p.push_back("site repository: " + why);
     if (trim(git({"config", "user.email"}).out).empty())

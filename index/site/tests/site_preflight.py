@@ -2,8 +2,9 @@
 """Issue 10 item 5: preflight covers every later step. What steps 1-4 need is checked
 before step 1, so each of these is refused with nothing created: a 240-character
 wheel name (its <wheel>.metadata temp file would not fit a file name), an asset store
-that cannot be written, a site whose channel directory cannot be created. The
-longest name that fits (234 characters) publishes end to end."""
+that cannot be written, a site whose channel directory cannot be created, a site
+repository in the middle of a merge; add checks the places it writes the same way.
+The longest name that fits (234 characters) publishes end to end."""
 import os
 import subprocess
 
@@ -60,6 +61,16 @@ bargs = ["publish", "--tag", "v1.0.0+cu13", "--wheels", ok, "--site-repo", bsite
          "--release-url", "https://example.invalid/{tag}/", "--target", head, "--source-dir", src]
 expect_refusal(bargs, "cannot be created", (bsite, bremote, work / "bassets"))
 check(not (work / "bassets").exists(), "a release was created for a site that cannot take the index")
+
+# add checks every place it writes before the first write, too.
+expect_refusal(["add", "--index-dir", site, "--release-url", "https://x/", "--metadata-dir", blocker / "md", ok],
+               "is not a directory", roots + (blocker,))
+
+# A site repository in the middle of a merge (or rebase) is not published into.
+(site / ".git" / "MERGE_HEAD").write_text(head + "\n")
+expect_refusal(["publish", "--tag", "v1.0.0+cu13", "--wheels", ok, *common(assets)], "in the middle of a merge",
+               roots)
+(site / ".git" / "MERGE_HEAD").unlink()
 
 fits = long_wheel(234, 0)
 run(["publish", "--tag", "v1.0.0+cu13", "--wheels", fits, *common(assets)], check_rc=0)

@@ -137,6 +137,9 @@ std::vector<fs::path> remove_stale_temps(const IndexLocation& loc, const SiteLoc
 // Throws (nothing planned) when a wheel names a file already listed with other bytes,
 // or the same version and tags under another spelling, unless opt.force.
 IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& wheels, const AddOptions& opt);
+// Throws, naming each place and its fix, when a directory the plan writes to cannot
+// be written (plan_add runs it; so do remove, yank, unyank and render).
+void check_writable(const IndexPlan& plan);
 // Writes only the files whose content differs; returns how many it wrote.
 std::size_t apply_plan(const IndexPlan& plan);
 ChangeReport add_wheels(const IndexLocation& loc, const std::vector<PreparedWheel>& wheels,
