@@ -77,7 +77,9 @@ function(ffpa_add_wheels)
     message(FATAL_ERROR "ffpa_add_wheels: FFPA_PYTHON_SOURCES is empty; python/CMakeLists.txt must list the package files.")
   endif()
   set(_pkgdir "${CMAKE_BINARY_DIR}/packaging")
-  configure_file("${CMAKE_SOURCE_DIR}/cmake/templates/wheel-metadata.txt.in" "${_pkgdir}/METADATA.in" COPYONLY)
+  # The classifier's CUDA major is the channel's (cu13 -> 13): one rule, FfpaReleaseMatrix.
+  string(REGEX REPLACE "^cu" "" FFPA_CUDA_MAJOR "${FFPA_CHANNEL}")
+  configure_file("${CMAKE_SOURCE_DIR}/cmake/templates/wheel-metadata.txt.in" "${_pkgdir}/METADATA.in" @ONLY)
 
   set(_components "")
   set(_specs "")   # component|version|tag|purelib

@@ -224,14 +224,14 @@ def _run_reference(args: argparse.Namespace, log: Callable[[str], None]) -> list
 
 def _check_cuda_available(args: argparse.Namespace) -> None:
     if cuda.extension() is None or not cuda.CUDA_FWD_AVAILABLE:
-        from .interface import CUDA_WHEEL_HINT
+        from .interface import cuda_wheel_hint
 
         if cuda.EXTENSION_IMPORT_ERROR is not None:
-            reason = f"ffpa_attn._C failed to load ({cuda.EXTENSION_IMPORT_ERROR}); reinstall the +cu13 wheel"
+            reason = f"ffpa_attn._C failed to load ({cuda.EXTENSION_IMPORT_ERROR}); reinstall the CUDA wheel"
         elif cuda.extension() is not None:
             reason = "ffpa_attn._C has no forward kernels compiled in; rebuild with FFPA_HEAD_DIMS set"
         else:
-            reason = f"this installation has no ffpa_attn._C (pure wheel); {CUDA_WHEEL_HINT}"
+            reason = f"this installation has no ffpa_attn._C (pure wheel); {cuda_wheel_hint()}"
         raise BenchUnavailable(f"extension not available: {reason}; or run --backend reference")
     if cuda.device_count() == 0:
         raise BenchUnavailable(

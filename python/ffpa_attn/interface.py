@@ -47,15 +47,32 @@ from .errors import (
     UnsupportedLayoutError,
 )
 
-__all__ = ["ffpa_attn_func", "last_kernel", "IMPLS", "CUDA_WHEEL_HINT"]
+__all__ = ["ffpa_attn_func", "last_kernel", "IMPLS", "cuda_wheel_hint", "release_channel"]
 
 IMPLS = ("auto", "mma", "simt")
 
-CUDA_WHEEL_HINT = (
-    "install the CUDA wheel from the project index: "
-    "pip install ffpa-attn --index-url <site>/whl/cu13/ --extra-index-url https://pypi.org/simple "
-    "(see docs/install.md)"
-)
+def release_channel() -> str | None:
+    """The CUDA channel of this release (``cu13``): where its CUDA wheels are published.
+
+    Both wheel kinds carry it in ``_build_info.CUDA_CHANNEL`` (the pure wheel too, so
+    that its hints name the right index); None when running from a source tree.
+    """
+    try:
+        from . import _build_info  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return getattr(_build_info, "CUDA_CHANNEL", None)
+
+
+def cuda_wheel_hint() -> str:
+    """How to install the CUDA wheel, for error messages (docs/install.md has the rest)."""
+    channel = release_channel() or "cu<CUDA major>"
+    return (
+        "install the CUDA wheel from the project index: "
+        f"pip install ffpa-attn --index-url <site>/whl/{channel}/ --extra-index-url https://pypi.org/simple "
+        "(see docs/install.md)"
+    )
+
 
 # DLPack device types (dlpack.h DLDeviceType).
 _DL_CPU = 1
@@ -148,18 +165,19 @@ def _extension_or_raise() -> Any:
     if cuda.EXTENSION_IMPORT_ERROR is not None:
         raise ExtensionNotAvailableError(
             "the CUDA extension ffpa_attn._C is installed but failed to load "
-            f"({cuda.EXTENSION_IMPORT_ERROR}); reinstall the +cu13 wheel that matches this "
-            "Python (pip install --force-reinstall --no-deps ffpa-attn --index-url <site>/whl/cu13/) "
+            f"({cuda.EXTENSION_IMPORT_ERROR}); reinstall the CUDA wheel that matches this "
+            "Python (pip install --force-reinstall --no-deps ffpa-attn --index-url "
+            f"<site>/whl/{release_channel() or 'cu<CUDA major>'}/) "
             "and check that an NVIDIA driver for CUDA 13 is installed"
         )
     if ext is not None:
         raise ExtensionNotAvailableError(
             "this build of ffpa_attn._C has no forward kernels compiled in; "
-            "rebuild with FFPA_HEAD_DIMS / FFPA_DTYPES set, or " + CUDA_WHEEL_HINT
+            "rebuild with FFPA_HEAD_DIMS / FFPA_DTYPES set, or " + cuda_wheel_hint()
         )
     raise ExtensionNotAvailableError(
         "CUDA inputs need the compiled extension ffpa_attn._C, which this installation "
-        "(the pure NumPy wheel) does not have; " + CUDA_WHEEL_HINT
+        "(the pure NumPy wheel) does not have; " + cuda_wheel_hint()
         + ", or pass NumPy arrays to use the CPU reference"
     )
 

@@ -71,7 +71,7 @@ def test_cuda_backend_without_gpu_subprocess():
 def test_cuda_backend_pure_wheel_message(no_extension, capsys):
     assert bench.main(["--backend", "cuda"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("extension not available: ") and "whl/cu13/" in err
+    assert err.startswith("extension not available: ") and "/whl/cu" in err
 
 
 def test_cuda_backend_no_device(install_extension, capsys):

@@ -128,7 +128,7 @@ def test_cuda_inputs_without_extension_name_the_cuda_wheel(no_extension):
     with pytest.raises(ExtensionNotAvailableError) as info:
         ffpa_attn_func(*qkv())
     message = str(info.value)
-    assert "whl/cu13/" in message and "pip install" in message
+    assert "/whl/cu" in message and "pip install" in message
 
 
 def test_broken_extension_message_carries_the_loader_error(install_extension):
@@ -295,3 +295,17 @@ def test_tensors_that_require_grad_are_detached_for_export(install_extension, mo
     out = ffpa_attn_func(q, k, v)
     assert len(ext.calls) == 1 and isinstance(out, _FakeTorchTensor)
     assert all(not t.requires_grad for t in ext.calls[0][:3])
+
+
+def test_install_hints_name_the_release_channel(monkeypatch):
+    """The channel comes from the build info (both wheel kinds carry it), never a literal."""
+    from ffpa_attn import interface
+
+    fake = types.ModuleType("ffpa_attn._build_info")
+    fake.CUDA_CHANNEL = "cu99"
+    monkeypatch.setitem(sys.modules, "ffpa_attn._build_info", fake)
+    import ffpa_attn
+
+    monkeypatch.setattr(ffpa_attn, "_build_info", fake, raising=False)
+    assert interface.release_channel() == "cu99"
+    assert "/whl/cu99/" in interface.cuda_wheel_hint()
