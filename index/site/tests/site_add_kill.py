@@ -1,0 +1,61 @@
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+"""Issue 10 items 8-9 with real kills: `add` into a large page is SIGKILLed at random
+points (temp file half written, JSON renamed but HTML not, ...); the next run removes
+the dead run's temp files, converges (both wheels listed, every page exactly what its
+JSON renders to), and nothing is left under $TMPDIR."""
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+
+from site_testlib import CLI, check, fresh_dir, load_page, make_wheel, run, sha256
+
+work = fresh_dir("add-kill")
+site = work / "site"
+page_dir = site / "whl" / "cu13" / "ffpa-attn"
+page_dir.mkdir(parents=True)
+URL = "https://example.invalid/dl/"
+files = []
+for i in range(3000):  # large enough that a write takes a few milliseconds
+    fn = f"ffpa_attn-0.{i // 100}.{i % 100}+cu13-cp312-cp312-manylinux_2_28_x86_64.whl"
+    files.append({"filename": fn, "url": URL + fn.replace("+", "%2B"),
+                  "hashes": {"sha256": hashlib.sha256(fn.encode()).hexdigest()}, "core-metadata": False,
+                  "dist-info-metadata": False, "yanked": False})
+files.sort(key=lambda f: f["filename"])
+(page_dir / "index.json").write_text(json.dumps({"meta": {"api-version": "1.1"}, "name": "ffpa-attn", "versions": [],
+                                                 "files": files}))
+tmp = work / "tmp"
+tmp.mkdir()
+env = {"TMPDIR": str(tmp)}
+run(["render", "--index-dir", site], env=env, check_rc=0)
+
+
+def pages():
+    return {p.relative_to(site): p.read_bytes() for p in site.rglob("*") if p.is_file()}
+
+
+rng = random.Random(10)
+killed = torn = 0
+for i in range(12):
+    wheels = [make_wheel(work / "dist", f"9.{i}.0+cu13", tag=f"{t}-{t}-manylinux_2_28_x86_64")
+              for t in ("cp311", "cp312")]
+    proc = subprocess.Popen([CLI, "add", "--index-dir", str(site), "--release-url", URL, *map(str, wheels)],
+                            env=dict(os.environ, **env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(rng.uniform(0.0, 0.25))
+    proc.send_signal(signal.SIGKILL)
+    killed += proc.wait() == -signal.SIGKILL
+    torn += any(".tmp." in p.name for p in site.rglob("*"))
+    run(["add", "--index-dir", site, "--release-url", URL, *wheels], env=env, check_rc=0)
+    listed = {f["filename"]: f["hashes"]["sha256"] for f in load_page(site)["files"]}
+    check(all(listed.get(w.name) == sha256(w) for w in wheels), f"round {i}: wheels missing after the re-run")
+    leftovers = [p for p in site.rglob("*") if ".tmp." in p.name]
+    check(leftovers == [], f"round {i}: temp files left: {leftovers}")
+    before = pages()
+    run(["render", "--index-dir", site], env=env, check_rc=0)
+    check(pages() == before, f"round {i}: the HTML was not what the JSON renders to")
+check(killed > 0, "no run was killed: the delays are too long for this machine")
+check(list(tmp.iterdir()) == [], f"left under TMPDIR: {list(tmp.iterdir())}")
+print(f"add kill: {killed} of 12 runs killed ({torn} left a temp file), every re-run converged: OK")
