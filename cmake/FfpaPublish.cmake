@@ -33,6 +33,11 @@
 #     [SOURCE_DIR <dir>]     checkout holding the release commit: its HEAD when the
 #                            manifest names none; publish refuses a commit it does
 #                            not hold (default CMAKE_SOURCE_DIR)
+#     [NOTES <file>]         release notes written by the release-notes target
+#                            (FfpaReleaseNotes.cmake) and reviewed: for a release version,
+#                            publish-pure makes them the notes of vV and publish appends
+#                            them under vV+CHANNEL's install commands; both refuse to start
+#                            when the file is missing or was written for another version
 include_guard(GLOBAL)
 
 set(FFPA_SITE_REPO "" CACHE PATH "Git checkout of the site repository's gh-pages branch (publish)")
@@ -45,7 +50,7 @@ set(FFPA_PYPI_REPOSITORY_URL "https://upload.pypi.org/legacy/" CACHE STRING
     "twine repository URL the pure wheel is uploaded to")
 
 function(ffpa_add_publish_targets)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "" "VERSION;CHANNEL;WHEELS_DIR;MANIFEST;CLI;SOURCE_DIR"
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "VERSION;CHANNEL;WHEELS_DIR;MANIFEST;CLI;SOURCE_DIR;NOTES"
                         "DEPENDS;DOCS")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "ffpa_add_publish_targets: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
@@ -110,15 +115,39 @@ function(ffpa_add_publish_targets)
         COMMAND ${CMAKE_COMMAND} -E false)
   endif()
 
-  add_custom_target(publish COMMAND ${cuda} DEPENDS ${arg_DEPENDS} USES_TERMINAL VERBATIM
+  # Release notes (issue 13): checked before anything is published, attached once the
+  # engine has created the release. Only a release version has them: the engine refuses a
+  # dev/pre-release version with its own message, which a missing-notes error would hide.
+  set(notes_check "")
+  set(cuda_notes "")
+  set(pure_notes "")
+  set(cuda_notes_dry "")
+  set(pure_notes_dry "")
+  if(arg_NOTES AND arg_VERSION MATCHES "^[0-9]+(\\.[0-9]+)*$")
+    include(FfpaReleaseNotes)
+    ffpa_release_notes_commands(NOTES "${arg_NOTES}" VERSION "${arg_VERSION}" TAG "v${cuda_version}"
+      ASSETS "${FFPA_ASSETS}" APPEND OUT_CHECK check OUT_ATTACH attach OUT_SHOW show)
+    set(notes_check COMMAND ${check})
+    set(cuda_notes COMMAND ${attach})
+    set(cuda_notes_dry COMMAND ${show})
+    ffpa_release_notes_commands(NOTES "${arg_NOTES}" VERSION "${arg_VERSION}" TAG "v${arg_VERSION}"
+      ASSETS "${FFPA_ASSETS}" OUT_CHECK check OUT_ATTACH attach OUT_SHOW show)
+    set(pure_notes COMMAND ${attach})
+    set(pure_notes_dry COMMAND ${show})
+  endif()
+
+  add_custom_target(publish ${notes_check} COMMAND ${cuda} ${cuda_notes} DEPENDS ${arg_DEPENDS}
+    USES_TERMINAL VERBATIM
     COMMENT "Publishing ffpa-attn ${cuda_version} (${FFPA_ASSETS}, ${FFPA_SITE_REPO})")
-  add_custom_target(publish-pure COMMAND ${pure} DEPENDS ${arg_DEPENDS} USES_TERMINAL VERBATIM
+  add_custom_target(publish-pure ${notes_check} COMMAND ${pure} ${pure_notes} DEPENDS ${arg_DEPENDS}
+    USES_TERMINAL VERBATIM
     COMMENT "Publishing the pure wheel ffpa-attn ${arg_VERSION} to ${FFPA_PYPI_REPOSITORY_URL}")
   if(FFPA_SITE_REPO)
     set(cuda_dry ${cuda} --dry-run)
   else()
     set(cuda_dry ${cuda})
   endif()
-  add_custom_target(preflight COMMAND ${cuda_dry} COMMAND ${pure} --dry-run DEPENDS ${arg_DEPENDS}
+  add_custom_target(preflight ${notes_check} COMMAND ${cuda_dry} ${cuda_notes_dry}
+    COMMAND ${pure} --dry-run ${pure_notes_dry} DEPENDS ${arg_DEPENDS}
     USES_TERMINAL VERBATIM COMMENT "Publishing preflight (dry run of publish and publish-pure)")
 endfunction()
