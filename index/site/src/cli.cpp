@@ -185,6 +185,9 @@ int cmd_verify(int argc, char** argv) {
   src.url = a.get_or("--index-url", "");
   src.prefix = a.get_or("--index-prefix", "whl");
   src.channel = a.get_or("--channel", "cu13");
+  // Read under the site lock, so a writer's JSON and HTML are never seen half way.
+  std::optional<SiteLock> lock;
+  if (src.dir) lock.emplace(src.dir->root);
   return verify_index(src, *assets, std::cout) == 0 ? 0 : 1;
 }
 

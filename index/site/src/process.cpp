@@ -127,7 +127,12 @@ std::string find_program(const std::string& name) {
 }
 
 TempDir::TempDir(const std::string& prefix) {
-  std::string tmpl = (std::filesystem::temp_directory_path() / (prefix + "XXXXXX")).string();
+  std::error_code ec;
+  const auto base = std::filesystem::temp_directory_path(ec);
+  if (ec)
+    throw ffpa::core::Error("no directory for scratch files (" + ec.message() +
+                            "); point TMPDIR at an existing, writable directory");
+  std::string tmpl = (base / (prefix + "XXXXXX")).string();
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
   if (!mkdtemp(buf.data()))
