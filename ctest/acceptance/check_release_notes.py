@@ -5,23 +5,32 @@ must not split the range (a CUDA tag vV+cu13 and a pre-release tag).
 
   check_release_notes.py --cmake CMAKE --module cmake/FfpaReleaseNotes.cmake
                          --config tools/cliff.toml --git-cliff GIT_CLIFF --work DIR
+                         --ffpa-index BIN [--tools-bin DIR]
 
 Proves: `write` covers exactly <previous release tag>..<release commit>, grouped, with
 the install lines of the version; the manifest's commit ends the range; a tag already on
 the release commit changes nothing; `check` refuses a missing file and notes written for
 another version, naming the fix; `attach` sets a dir: store's release notes (replace for
 the pure release, append under the engine's install commands for the CUDA one, and a
-re-run does not double them) and issues the exact gh command lines (through FFPA_GH).
+re-run does not double them) and issues the exact gh command lines (through FFPA_GH);
+and FfpaPublish's targets with NOTES end to end (dir: store, local site, pypiserver):
+publish and publish-pure refuse missing or stale notes before changing anything,
+preflight shows the notes step, and the releases end with the notes attached.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shlex
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 failures: list[str] = []
@@ -42,6 +51,110 @@ def git(repo: Path, *args: str, date: int = 1700000000) -> str:
                           env=env).stdout.strip()
 
 
+def publish_targets(a, repo: Path, commit: str) -> None:
+    """FfpaPublish's targets with NOTES, end to end: a dir: store, a local site remote and
+    a real pypiserver with twine, as the site tests run the engine."""
+    work = a.work / "targets"
+    dist = work / "dist"
+    tree = work / "tree" / "ffpa_attn"
+    tree.mkdir(parents=True)
+    (tree / "__init__.py").write_text("")
+    (work / "METADATA").write_text("Summary: probe\nRequires-Python: >=3.10\n")
+    wheels = []
+    for version, tag, kind in (("0.3.0+cu13", "cp312-cp312-manylinux_2_28_x86_64", "cuda"),
+                               ("0.3.0", "py3-none-any", "pure")):
+        subprocess.run([a.ffpa_index, "pack", "--tree", tree.parent, "--name", "ffpa-attn", "--version", version,
+                        "--tag", tag, "--metadata", work / "METADATA", "--out-dir", dist,
+                        "--source-date-epoch", "1700000000"], check=True, capture_output=True)
+        f = dist / f"ffpa_attn-{version}-{tag}.whl"
+        wheels.append({"file": f.name, "kind": kind, "sha256": hashlib.sha256(f.read_bytes()).hexdigest()})
+    (dist / "ffpa-release-manifest.json").write_text(json.dumps(
+        {"name": "ffpa-attn", "version": "0.3.0", "channel": "cu13", "source_commit": commit,
+         "source_dirty": False, "wheels": wheels}))
+    remote, site = work / "site-remote.git", work / "site"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "gh-pages", str(remote)], check=True)
+    subprocess.run(["git", "clone", "-q", str(remote), str(site)], check=True, capture_output=True)
+    for args in (["checkout", "-q", "-B", "gh-pages"], ["config", "user.name", "t"],
+                 ["config", "user.email", "t@example.invalid"], ["commit", "-q", "--allow-empty", "-m", "site"],
+                 ["push", "-q", "origin", "gh-pages"]):
+        subprocess.run(["git", "-C", str(site), *args], check=True, capture_output=True)
+    docs = work / "docs"
+    docs.mkdir()
+    (docs / "install.md").write_text("pip install ffpa-attn --index-url https://x/whl/cu13/\n")
+    notes = dist / "RELEASE_NOTES.md"
+    pkgs = work / "pypi"
+    pkgs.mkdir()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen(["timeout", "300", a.tools_bin / "pypi-server", "run", "-i", "127.0.0.1", "-p",
+                               str(port), "-a", ".", "-P", ".", "--disable-fallback", str(pkgs)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        for _ in range(150):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/simple/", timeout=1).read()
+                break
+            except OSError:
+                time.sleep(0.1)
+        proj = work / "proj"
+        proj.mkdir()
+        (proj / "CMakeLists.txt").write_text(f"""cmake_minimum_required(VERSION 3.25)
+project(notes_probe NONE)
+list(APPEND CMAKE_MODULE_PATH "{a.module.resolve().parent}")
+include(FfpaPublish)
+ffpa_add_publish_targets(VERSION 0.3.0 CHANNEL cu13 WHEELS_DIR "{dist}" CLI "{a.ffpa_index}" DOCS "{docs}"
+                         SOURCE_DIR "{repo}" NOTES "{notes}")
+""")
+        build = work / "build"
+        r = subprocess.run([a.cmake, "-S", proj, "-B", build, f"-DFFPA_SITE_REPO={site}",
+                            f"-DFFPA_ASSETS=dir:{work / 'assets'}", "-DFFPA_RELEASE_URL=https://example.invalid/{tag}/",
+                            f"-DFFPA_PYPI_REPOSITORY_URL=http://127.0.0.1:{port}/"], capture_output=True, text=True)
+        check(r.returncode == 0, f"probe project configures\n{r.stdout}{r.stderr}")
+        env = {**os.environ, "FFPA_TWINE": str(a.tools_bin / "twine"), "TWINE_USERNAME": "ffpa",
+               "TWINE_PASSWORD": "test"}
+
+        def target(name: str) -> subprocess.CompletedProcess:
+            p = subprocess.run([a.cmake, "--build", build, "--target", name], capture_output=True, text=True, env=env)
+            p.stdout = " ".join((p.stdout + p.stderr).split())
+            return p
+
+        record = work / "assets" / "v0.3.0+cu13" / ".release.json"
+        p = target("publish")
+        check(p.returncode != 0 and "--target release-notes" in p.stdout and not (work / "assets").exists(),
+              f"publish without notes: refused before anything is created\n{p.stdout[-800:]}")
+        r = subprocess.run([a.cmake, "-DFFPA_NOTES_ACTION=write", "-DVERSION=0.3.1", "-DCHANNEL=cu13",
+                            f"-DOUTPUT={notes}", f"-DSOURCE_DIR={repo}", f"-DCONFIG={a.config}",
+                            f"-DGIT_CLIFF={a.git_cliff}", "-DGIT=git", "-P", a.module], capture_output=True, text=True)
+        p = target("publish-pure")
+        check(p.returncode != 0 and "written for version '0.3.1'" in p.stdout and not any(pkgs.iterdir()),
+              f"publish-pure with notes of another version: refused before the upload\n{p.stdout[-800:]}")
+        r = subprocess.run([a.cmake, "-DFFPA_NOTES_ACTION=write", "-DVERSION=0.3.0", "-DCHANNEL=cu13",
+                            f"-DOUTPUT={notes}", f"-DMANIFEST={dist / 'ffpa-release-manifest.json'}",
+                            f"-DSOURCE_DIR={repo}", f"-DCONFIG={a.config}", f"-DGIT_CLIFF={a.git_cliff}", "-DGIT=git",
+                            "-P", a.module], capture_output=True, text=True)
+        check(r.returncode == 0, f"notes of 0.3.0 written\n{r.stderr}")
+        text = notes.read_text()
+        p = target("preflight")
+        check(p.returncode == 0 and "set the notes of v0.3.0+cu13" in p.stdout and "set the notes of v0.3.0 " in p.stdout
+              and not (work / "assets").exists(), f"preflight shows the notes step, changes nothing\n{p.stdout[-1500:]}")
+        for attempt in (1, 2):   # the re-run converges: the notes are not doubled
+            p = target("publish")
+            rec = json.loads(record.read_text()) if record.exists() else {}
+            body = rec.get("notes", "")
+            check(p.returncode == 0 and body.startswith("Install the CUDA 13 build") and body.endswith(text)
+                  and body.count("<!-- release notes of") == 1,
+                  f"publish run {attempt}: the engine's install commands, then the notes\n{p.stdout[-800:]}\n{body[:600]}")
+        p = target("publish-pure")
+        rec = json.loads((work / "assets" / "v0.3.0" / ".release.json").read_text()) \
+            if (work / "assets" / "v0.3.0" / ".release.json").exists() else {}
+        check(p.returncode == 0 and rec.get("notes") == text and (pkgs / wheels[1]["file"]).exists(),
+              f"publish-pure: uploaded, and vV's notes are the file\n{p.stdout[-800:]}")
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=10)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cmake", required=True)
@@ -49,6 +162,9 @@ def main() -> int:
     ap.add_argument("--config", type=Path, required=True)
     ap.add_argument("--git-cliff", required=True)
     ap.add_argument("--work", type=Path, required=True)
+    ap.add_argument("--ffpa-index", required=True, help="the engine, for the publish targets' end-to-end part")
+    ap.add_argument("--tools-bin", type=Path, default=Path(sys.executable).parent,
+                    help="where pypi-server and twine are (default: beside this Python)")
     a = ap.parse_args()
     if not Path(a.git_cliff).exists():
         raise SystemExit(f"{a.git_cliff} is missing: run tools/bootstrap (tools/requirements.txt pins git-cliff)")
@@ -203,6 +319,8 @@ def main() -> int:
     r = script("attach", *gh, "TAG=v0.3.0", "MODE=replace", "DRY_RUN=ON", env={"FFPA_GH": str(stub)})
     check(r.returncode == 0 and not log.exists() and "release edit v0.3.0" in r.stderr,
           f"dry run prints the command and runs nothing:\n{r.stderr}")
+
+    publish_targets(a, repo, c_last_in_manifest)
 
     print(f"\n{'release notes: OK' if not failures else 'release notes: FAILED'}")
     for f in failures:
