@@ -354,12 +354,12 @@ int publish(const PublishOptions& opt, std::ostream& out, std::ostream& err) {
   ao.core_metadata = core_md;
   ao.force = force;
 
-  // Two publishes (or a publish and an add) of one site must not interleave; the lock
-  // lives in the site's git directory, so it is taken only once that exists. Preflight
-  // runs under it, so what it checked still holds when the steps run.
+  // A publish and any other writer of the site (add, yank, another publish) must not
+  // interleave. Preflight runs under the lock, so what it checked still holds when the
+  // steps run. A site directory that does not exist is preflight's to report.
   std::optional<SiteLock> lock;
   std::error_code ec;
-  if (!opt.dry_run && engine_dir(site.dir()) != site.dir()) lock.emplace(site.dir());
+  if (fs::is_directory(site.dir(), ec)) lock.emplace(site.dir());
 
   // Preflight: read-only, and covering every later step, so that a publish either
   // does nothing or runs through (or converges on a re-run after an interruption).
@@ -388,7 +388,7 @@ int publish(const PublishOptions& opt, std::ostream& out, std::ostream& err) {
     print_problems(pb, err, "publish");
     return 1;
   }
-  if (!opt.dry_run && !lock) lock.emplace(site.dir());
+  if (!lock) throw Error("--site-repo " + site.dir().string() + " does not exist; clone the site there first");
 
   // The metadata files uploaded beside the wheels are staged in the site's git
   // directory, not under $TMPDIR: a killed run leaves nothing behind there, and the
