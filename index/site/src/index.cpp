@@ -228,6 +228,11 @@ ProjectPage load_project(const IndexLocation& loc, const std::string& normalized
       if (!ffpa::core::is_valid_utf8(a.requires_python) || (a.yanked && !ffpa::core::is_valid_utf8(*a.yanked)))
         throw Error(html_rel + ": legacy anchor for '" + fn +
                     "' has an attribute that is not valid UTF-8; fix that line and re-run");
+      if (std::string spec_why; !a.requires_python.empty() &&
+                                !ffpa::core::is_valid_specifier_set(a.requires_python, &spec_why))
+        throw Error(html_rel + ": legacy anchor for '" + fn + "' has data-requires-python '" +
+                    ffpa::core::printable(a.requires_python) + "', refused: " + spec_why +
+                    "; fix or delete that attribute, then re-run");
       if (page.find(fn)) continue;
       FileEntry e;
       e.filename = fn;

@@ -236,6 +236,9 @@ TEST(SiteIndex, LegacyImportRefusesScriptHrefsAndNonHexHashes) {
   const std::string nonhex =
       import_error("<a href=\"https://h/" + fn + "#sha256=" + std::string(64, 'x') + "\">" + fn + "</a>");
   EXPECT_NE(nonhex.find("not 64 hex digits"), std::string::npos) << nonhex;
+  const std::string spec = import_error("<a href=\"https://h/" + fn + "#sha256=" + hex +
+                                        "\" data-requires-python=\"&gt;=3.10&quot;&gt;&lt;x\">" + fn + "</a>");
+  EXPECT_NE(spec.find("data-requires-python"), std::string::npos) << spec;
   const std::string notes = import_error("<p>release notes</p>");
   EXPECT_NE(notes.find("not a project page"), std::string::npos) << notes;
 }
