@@ -15,7 +15,10 @@ Every install goes into a clean venv. The pinned pip of the tools venv runs as
 CUDA wheel are checked for: __version__ == V+CHANNEL, the installed WHEEL tag, and
 `ffpa_attn._C` imported from the venv with the very bytes of the wheel's member. The
 documented hazards (uv with pip's flags; an unpinned dev install) are asserted too, so
-a change of installer behaviour fails here before the docs go stale.
+a change of installer behaviour fails here before the docs go stale; so is what each
+installer resolves for a machine the CUDA wheel cannot serve (glibc 2.28; a CPython
+without a CUDA wheel): pip and uv's unsafe-best-match the pure V, uv with our index
+first an error that names the wheels it found.
 
   check_installers.py --dist DIST --port-file PORT --results DIR --work DIR
                       --ffpa-index BIN [--python PY ...] [--uv UV] [--pypi-server PS]
@@ -307,6 +310,48 @@ def main() -> int:
                                   "problems": bad}
                 print(f"[{'OK' if not bad else 'FAIL'}] {key}: {got.get('version')}")
                 problems += [f"{key}: {b}" for b in bad]
+
+            # A machine the CUDA wheel cannot serve (older glibc, a CPython without a CUDA
+            # wheel), as docs/install.md states it: each installer asked to resolve for
+            # that target. Resolution only (--dry-run), ffpa-attn alone (--no-deps).
+            pyver = f"{tag[2]}.{tag[3:]}"
+            targets = [("glibc 2.28", "manylinux_2_28", pyver)]
+            have = {w["tags"].split("-")[0] for w in m["wheels"] if w["kind"] == "cuda"}
+            lacking = [v for v in ("3.14", "3.13", "3.12", "3.11", "3.10") if "cp" + v.replace(".", "") not in have]
+            if lacking:   # a release machine with all five CPythons leaves none to try
+                targets.append((f"CPython {lacking[0]}", "manylinux_2_34", lacking[0]))
+            for target, plat, pv in targets:
+                cases_x = [
+                    ("pip", "pure"), ("uv --index ours", "error"), ("uv --index-strategy unsafe-best-match", "pure")]
+                for who, expect in cases_x:
+                    key = f"{tag}: {target}: {who}"
+                    if who == "pip":
+                        report = a.work / "pip-report.json"
+                        report.unlink(missing_ok=True)
+                        r = run([*pip, "install", "--dry-run", "--no-deps", "--ignore-installed", "--only-binary=:all:",
+                                 "--platform", f"{plat}_x86_64", "--python-version", pv, "--target", a.work / "t",
+                                 "--report", report, f"ffpa-attn=={public}", *pip_idx], env=env, cwd=str(a.work))
+                        files = [i["download_info"]["url"].rsplit("/", 1)[1].replace("%2B", "+")
+                                 for i in json.loads(report.read_text())["install"]] if report.exists() else []
+                        got = files[0] if len(files) == 1 else None
+                        ok = r.returncode == 0 and got == pure_file
+                    else:
+                        extra = uv_ours_first if who == "uv --index ours" else uv_best
+                        r = run([*uv, "--python", py, "--dry-run", "--no-deps", "--python-platform", f"x86_64-{plat}",
+                                 "--python-version", pv, f"ffpa-attn=={public}", *extra], env=env, cwd=str(a.work))
+                        mm = re.search(r"^ \+ ffpa-attn==(\S+)$", r.stdout + r.stderr, re.M)
+                        got = mm.group(1) if mm else None
+                        if expect == "error":
+                            # uv names why: the platform tags, or the Python ABI tags, it found.
+                            ok = (r.returncode != 0 and got is None and "for `ffpa-attn`" in r.stderr
+                                  and ("on the following platform" in r.stderr or "Python ABI tag" in r.stderr))
+                        else:
+                            ok = r.returncode == 0 and got == version
+                    bad = [] if ok else [f"documented as '{expect}' (pure = {pure_file}), got {got!r} (exit "
+                                         f"{r.returncode}): update docs/install.md (a machine the CUDA wheel cannot serve)"]
+                    cases_out[key] = {"ok": ok, "expect": expect, "got": got, "problems": bad}
+                    print(f"[{'OK' if ok else 'FAIL'}] {key}: {got or 'no install'}")
+                    problems += [f"{key}: {b}" for b in bad]
 
             # docs/install.md's pyproject.toml: uv project mode with our index explicit.
             key = f"{tag}: uv sync (pyproject.toml, explicit index)"
