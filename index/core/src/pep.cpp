@@ -492,4 +492,20 @@ std::optional<WheelFilename> parse_wheel_filename(std::string_view fn, std::stri
   return w;
 }
 
+// --- version equality as pip sees it (added for index/site, issue 10 item 3) ------
+
+std::string version_identity(const Version& v) {
+  // canonical is "[E!]N(.N)*[rest]"; trailing ".0" release numbers do not count.
+  const std::string& c = v.canonical;
+  const size_t bang = c.find('!');
+  const size_t start = bang == std::string::npos ? 0 : bang + 1;
+  size_t end = start;  // the release: digits, and dots followed by a digit (".dev0" is not release)
+  while (end < c.size() && (std::isdigit(static_cast<unsigned char>(c[end])) ||
+                            (c[end] == '.' && end + 1 < c.size() && std::isdigit(static_cast<unsigned char>(c[end + 1])))))
+    ++end;
+  std::string release = c.substr(start, end - start);
+  while (release.size() > 2 && release.compare(release.size() - 2, 2, ".0") == 0) release.resize(release.size() - 2);
+  return c.substr(0, start) + release + c.substr(end);
+}
+
 }  // namespace ffpa::core

@@ -382,7 +382,12 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
   ChangeReport& rep = plan.report;
   std::ostringstream log;
   std::set<std::string> seen, touched;
-  std::map<std::string, std::map<std::string, std::string>> identities;  // project -> identity -> file name
+  // Per project, built on first need: identity -> listed file, and version key ->
+  // the canonical spelling the page lists that version under.
+  struct Known {
+    std::map<std::string, std::string> file_of, spelling_of;
+  };
+  std::map<std::string, Known> known;
   for (const auto& w : wheels) {
     const std::string fn = w.name.filename();
     if (!seen.insert(fn).second) continue;
@@ -404,15 +409,26 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
     derive_file_fields(e);
     FileEntry* cur = page.find(fn);
     if (!cur) {
-      // Another spelling of this very file (a legacy or older entry): the version
-      // is compared canonically, not as text.
-      auto idit = identities.find(w.project);
-      if (idit == identities.end()) {
-        idit = identities.emplace(w.project, std::map<std::string, std::string>{}).first;
-        for (const auto& f : page.files) idit->second.emplace(f.identity, f.filename);
+      // Another spelling of this very file (a legacy or older entry), or of its
+      // version: versions are compared as PEP 440 does, not as text.
+      auto kit = known.find(w.project);
+      if (kit == known.end()) {
+        kit = known.emplace(w.project, Known{}).first;
+        for (const auto& f : page.files) {
+          kit->second.file_of.emplace(f.identity, f.filename);
+          kit->second.spelling_of.emplace(f.version_key, f.canonical_version);
+        }
       }
-      auto other = idit->second.find(e.identity);
-      if (other != idit->second.end()) {
+      auto& file_of = kit->second.file_of;
+      auto other = file_of.find(e.identity);
+      auto spelled = kit->second.spelling_of.find(e.version_key);
+      if (other == file_of.end() && spelled != kit->second.spelling_of.end() &&
+          spelled->second != e.canonical_version)
+        throw Error("'" + fn + "' is version " + e.canonical_version + " of " + w.project +
+                    ", which is already published as " + spelled->second +
+                    " (PEP 440 calls them equal, and pip would take either); one version has one spelling: "
+                    "rebuild the wheels as " + spelled->second + ", or remove " + spelled->second + " first");
+      if (other != file_of.end()) {
         FileEntry* o = page.find(other->second);
         if (!opt.force) {
           const std::string how = o->sha256 != w.sha256
@@ -426,12 +442,13 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
         e.yanked = o->yanked;
         log << "replaced " << o->filename << " by " << fn << " (FFPA_FORCE_UPLOAD=1)\n";
         page.files.erase(page.files.begin() + (o - page.files.data()));
-        idit->second.erase(other);
+        file_of.erase(other);
         page.insert(std::move(e));
         ++rep.replaced;
         continue;
       }
-      idit->second.emplace(e.identity, fn);
+      file_of.emplace(e.identity, fn);
+      kit->second.spelling_of.emplace(e.version_key, e.canonical_version);
       page.insert(std::move(e));
       ++rep.added;
       log << "added " << fn << "\n";
@@ -743,6 +760,20 @@ std::size_t verify_index(const PageSource& src, const std::string& assets, std::
       } catch (const std::exception& e) {
         ++problems;
         log << "PAGE     " << purl << "index.json does not load: " << e.what() << "\n";
+      }
+    }
+  }
+
+  // One version and tag set listed under two spellings (an index written before
+  // spellings were checked): pip would pick either.
+  for (const auto& [n, page] : pages) {
+    std::map<std::string, std::string> seen;
+    for (const auto& f : page.files) {
+      auto [it, fresh] = seen.emplace(f.identity, f.filename);
+      if (!fresh) {
+        ++problems;
+        log << "SPELLING " << it->second << " and " << f.filename << " are one version and tags spelled twice; "
+            << "keep one: delete the other's entry from " << label << "/" << n << "/index.json, then render\n";
       }
     }
   }

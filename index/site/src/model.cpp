@@ -25,7 +25,8 @@ bool derive_file_fields(FileEntry& e) {
   if (!v) return false;
   e.project = ffpa::core::normalize_project_name(wf->name);
   e.canonical_version = v->canonical;
-  e.identity = e.project + '\0' + v->canonical + '\0' + wf->python + '-' + wf->abi + '-' + wf->platform;
+  e.version_key = ffpa::core::version_identity(*v);
+  e.identity = e.project + '\0' + e.version_key + '\0' + wf->python + '-' + wf->abi + '-' + wf->platform;
   return true;
 }
 

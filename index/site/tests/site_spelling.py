@@ -36,6 +36,15 @@ for why, whl in spellings.items():
                    roots)
     print(f"refused ({why}): {whl.name}")
 
+# 1.0+cu13 is canonical text but the same version as 1.0.0+cu13 (PEP 440 pads release
+# numbers with zeros): a second spelling, even for other tags and under its own tag.
+short = make_wheel(work / "short", "1.0+cu13", tag="cp313-cp313-manylinux_2_28_x86_64")
+expect_refusal(["add", "--index-dir", site, "--release-url", "https://x/", short], "already published as 1.0.0+cu13",
+               roots)
+expect_refusal(["publish", "--tag", "v1.0+cu13", "--wheels", short, *common], "already published as 1.0.0+cu13", roots)
+check(not (assets / "v1.0+cu13").exists(), "a second release of 1.0.0+cu13 was created")
+print("refused (zero padding): " + short.name)
+
 # The tag names the version canonically.
 again = make_wheel(work / "again", "1.0.1+cu13", tag=TAG)
 for tag in ("v01.0.1+cu13", "vv1.0.1+cu13", "v1.0.1+CU13", "v1.0.1+cu13.0"):
@@ -65,4 +74,15 @@ check_index_consistent(lsite, {new.name: sha256(new)})
 check(old_name in p.stdout, f"the replaced spelling is not named:\n{p.stdout}")
 verify_pages(site, assets)
 check_index_consistent(site, expected)
+
+# An index written before spellings were checked, listing one file twice: verify says so.
+dup = lsite / "whl" / "cu13" / "ffpa-attn" / "index.json"
+text = dup.read_text()
+page_json = __import__("json").loads(text)
+twin = dict(page_json["files"][0], filename=page_json["files"][0]["filename"].replace("-2.0.0+", "-2.0+"))
+page_json["files"].append(twin)
+dup.write_text(__import__("json").dumps(page_json))
+run(["render", "--index-dir", lsite], check_rc=0)
+p = run(["verify", "--index-dir", lsite, "--assets", work / "two"], check_rc=1)
+check("SPELLING" in p.stdout and twin["filename"] in p.stdout, p.stdout)
 print("spelling: OK")

@@ -243,6 +243,21 @@ TEST(SiteIndex, LegacyImportRefusesScriptHrefsAndNonHexHashes) {
   EXPECT_NE(notes.find("not a project page"), std::string::npos) << notes;
 }
 
+// Issue 10 item 3: versions PEP 440 calls equal share one key, whatever the spelling.
+TEST(SiteModel, VersionIdentityPadsReleaseNumbers) {
+  auto key = [](const char* v) { return ffpa::core::version_identity(*ffpa::core::parse_pep440(v)); };
+  EXPECT_EQ(key("1.0.0+cu13"), key("1.0+cu13"));
+  EXPECT_EQ(key("1.0.0+cu13"), key("01.0.0+CU13"));
+  EXPECT_EQ(key("v1+cu13"), key("1.0.0.0+cu13"));
+  EXPECT_EQ(key("1.0.0.dev0"), key("1.dev0"));
+  EXPECT_EQ(key("1!2.0.post1"), key("1!2.post1"));
+  EXPECT_NE(key("1.0.0+cu13"), key("1.0.1+cu13"));
+  EXPECT_NE(key("1.0.0+cu13"), key("1.0.0+cu13.0"));
+  EXPECT_NE(key("1.0.0rc1"), key("1.0.0"));
+  EXPECT_NE(key("10.0"), key("1.0"));
+  EXPECT_EQ(key("0.0"), "0");
+}
+
 // Issue 10 item 3: the same version and tags under another spelling is the same file.
 TEST(SiteIndex, AnotherSpellingOfAListedVersionIsRefused) {
   TempSite t("spelling");

@@ -61,4 +61,13 @@ std::string canonical_wheel_filename(const WheelFilename& w);
 // the canonical file name, e.g. "the version '01.0.0' is not canonical ...".
 std::string wheel_filename_spelling_problem(const WheelFilename& w);
 
+// --- version equality as pip sees it (added for index/site, issue 10 item 3) ------
+// The key two versions share exactly when PEP 440 calls them equal: release segments
+// compare zero-padded, so "1.0", "1.0.0" and "01.0.0" all have the key "1",
+// although canonical_version keeps "1.0" and "1.0.0" apart (as str() of packaging's
+// Version does while its == does not). The site refuses a second spelling of a
+// published version with it. Takes a parsed version: the site derives it for every
+// listed file, where parsing is the dominant cost.
+std::string version_identity(const Version& v);
+
 }  // namespace ffpa::core

@@ -27,7 +27,8 @@ struct FileEntry {
   // parsing names is the dominant cost of a merge into a large page.
   std::string project;            // PEP 503 normalised
   std::string canonical_version;  // PEP 440 canonical
-  std::string identity;           // project, canonical version, tags: equal for two spellings of one file
+  std::string version_key;        // equal for versions PEP 440 calls equal (1.0 and 1.0.0)
+  std::string identity;           // project, version key, tags: equal for two spellings of one file
 };
 
 // Fills the derived fields; false when `filename` is not a wheel file name.
