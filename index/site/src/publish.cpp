@@ -552,7 +552,8 @@ std::string simple_url_for(const std::string& repository_url) {
 
 namespace {
 
-// Files of `project` at version `v` listed by a simple index (name -> sha256 or "").
+// Files of `project` at version `v` (or a version PEP 440 calls equal: PyPI refuses
+// 1.0 once 1.0.0 is there) listed by a simple index (name -> sha256 or "").
 // nullopt when the index could not be asked; the reason goes to `why`.
 std::optional<std::map<std::string, std::string>> files_on_index(const std::string& simple, const std::string& project,
                                                                  const ffpa::core::Version& v, std::string& why) {
@@ -585,7 +586,7 @@ std::optional<std::map<std::string, std::string>> files_on_index(const std::stri
                                         fn.compare(fn.size() - 7, 7, ".tar.gz") == 0)
       ver = fn.substr(dash + 1, fn.size() - 7 - dash - 1);
     auto pv = ffpa::core::parse_pep440(ver);
-    if (pv && pv->canonical == v.canonical) out[fn] = a.sha256;
+    if (pv && ffpa::core::version_identity(*pv) == ffpa::core::version_identity(v)) out[fn] = a.sha256;
   }
   return out;
 }
