@@ -15,7 +15,8 @@ constexpr std::int64_t kDtNeeded = 1, kDtSoname = 14, kDtRpath = 15, kDtRunpath 
 template <typename T>
 T le(const std::string& buf, std::uint64_t off) {
   T v{};
-  if (off + sizeof(T) > buf.size()) throw Error("truncated ELF structure");
+  // Written so that no offset read from the file can wrap the comparison.
+  if (off > buf.size() || buf.size() - off < sizeof(T)) throw Error("truncated ELF structure");
   std::memcpy(&v, buf.data() + off, sizeof(T));  // x86-64 hosts are little-endian like the files
   return v;
 }
@@ -35,6 +36,12 @@ class File {
   std::string read(std::uint64_t off, std::uint64_t len) {
     if (off > size_ || len > size_ - off)
       throw Error("'" + path_.string() + "' is a malformed ELF file (range past the end)");
+    // Sections may overlap; a file whose headers make us read it over and over
+    // (thousands of sections naming the whole file) is refused, not walked.
+    read_total_ += len;
+    if (read_total_ > 4 * size_ + (1u << 20))
+      throw Error("'" + path_.string() + "' is a malformed ELF file (its section headers reference the same bytes "
+                  "over and over)");
     std::string buf(len, '\0');
     in_.seekg(static_cast<std::streamoff>(off));
     in_.read(buf.data(), static_cast<std::streamsize>(len));
@@ -45,11 +52,20 @@ class File {
   std::filesystem::path path_;
   std::ifstream in_;
   std::uint64_t size_ = 0;
+  std::uint64_t read_total_ = 0;
 };
 
-std::string cstr_at(const std::string& strtab, std::uint64_t off) {
+// Strings copied out of one file, in bytes: a hostile file can name the same long
+// string from thousands of entries, so the total is bounded, not just each read.
+constexpr std::uint64_t kMaxStringBytes = std::uint64_t{64} << 20;
+
+std::string cstr_at(const std::string& strtab, std::uint64_t off, std::uint64_t& budget) {
   if (off >= strtab.size()) throw Error("ELF string offset out of range");
-  return std::string(strtab.c_str() + off);
+  std::string out(strtab.c_str() + off);
+  if (out.size() + 1 > budget)
+    throw Error("malformed ELF file: its dynamic entries name more than 64 MiB of strings");
+  budget -= out.size() + 1;
+  return out;
 }
 
 std::vector<std::string> split_path_list(const std::string& s) {
@@ -116,6 +132,7 @@ ElfInfo read_elf(const std::filesystem::path& p) {
   if (hdr[4] != 2 || hdr[5] != 1)
     throw Error(where + " is not a 64-bit little-endian ELF file; only x86_64 binaries can be shipped");
   ElfInfo info;
+  std::uint64_t budget = kMaxStringBytes;
   info.machine = le<std::uint16_t>(hdr, 18);
   const auto shoff = le<std::uint64_t>(hdr, 40);
   const auto shentsize = le<std::uint16_t>(hdr, 58);
@@ -143,21 +160,30 @@ ElfInfo read_elf(const std::filesystem::path& p) {
         const auto tag = le<std::int64_t>(dyn, off);
         const auto val = le<std::uint64_t>(dyn, off + 8);
         if (tag == 0) break;
-        if (tag == kDtNeeded) info.needed.push_back(cstr_at(strtab, val));
-        else if (tag == kDtSoname) info.soname = cstr_at(strtab, val);
-        else if (tag == kDtRpath) info.rpath = split_path_list(cstr_at(strtab, val));
-        else if (tag == kDtRunpath) info.runpath = split_path_list(cstr_at(strtab, val));
+        if (tag == kDtNeeded) info.needed.push_back(cstr_at(strtab, val, budget));
+        else if (tag == kDtSoname) info.soname = cstr_at(strtab, val, budget);
+        else if (tag == kDtRpath) info.rpath = split_path_list(cstr_at(strtab, val, budget));
+        else if (tag == kDtRunpath) info.runpath = split_path_list(cstr_at(strtab, val, budget));
       }
     } else if (s.type == kShtGnuVerneed) {
       const std::string strtab = strtab_of(s);
       const std::string vr = f.read(s.offset, s.size);
-      std::uint64_t off = 0;
+      // Each Verneed and Vernaux record takes 16 bytes of the section, so a file
+      // cannot honestly hold more records than size / 16; chains that loop or
+      // revisit records (quadratic work) run out of this budget instead.
+      std::uint64_t records = vr.size() / 16, off = 0;
+      auto spend = [&]() {
+        if (records == 0) throw Error(where + ": malformed .gnu.version_r (its records revisit each other)");
+        --records;
+      };
       for (std::uint32_t n = 0; n < s.info; ++n) {
+        spend();
         const auto cnt = le<std::uint16_t>(vr, off + 2);
-        const std::string file = cstr_at(strtab, le<std::uint32_t>(vr, off + 4));
+        const std::string file = cstr_at(strtab, le<std::uint32_t>(vr, off + 4), budget);
         std::uint64_t aux = off + le<std::uint32_t>(vr, off + 8);
         for (std::uint16_t k = 0; k < cnt; ++k) {
-          info.version_needs.emplace_back(file, cstr_at(strtab, le<std::uint32_t>(vr, aux + 8)));
+          spend();
+          info.version_needs.emplace_back(file, cstr_at(strtab, le<std::uint32_t>(vr, aux + 8), budget));
           const auto next = le<std::uint32_t>(vr, aux + 12);
           if (next == 0) break;
           aux += next;
@@ -169,10 +195,13 @@ ElfInfo read_elf(const std::filesystem::path& p) {
     } else if (s.type == kShtDynsym) {
       const std::string strtab = strtab_of(s);
       const std::string syms = f.read(s.offset, s.size);
-      const std::uint64_t ent = s.entsize ? s.entsize : 24;
+      // Elf64_Sym is 24 bytes; any other entry size is a malformed (or hostile) file,
+      // and an unchecked one wraps the offset arithmetic below.
+      if (s.entsize != 0 && s.entsize != 24) throw Error(where + ": malformed .dynsym (entry size " + std::to_string(s.entsize) + ", not 24)");
+      const std::uint64_t ent = 24;
       for (std::uint64_t off = ent; off + 24 <= syms.size(); off += ent) {  // entry 0 is the null symbol
         if (le<std::uint16_t>(syms, off + 6) != 0) continue;
-        std::string name = cstr_at(strtab, le<std::uint32_t>(syms, off));
+        std::string name = cstr_at(strtab, le<std::uint32_t>(syms, off), budget);
         if (!name.empty()) info.undefined_symbols.push_back(std::move(name));
       }
     }

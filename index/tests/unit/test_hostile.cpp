@@ -463,3 +463,58 @@ TEST_F(PackHostile, RefusesMetadataThatWouldNotParse) {
   EXPECT_NE(msg.find("Requires-Dist: 'numpy>=' is not a PEP 508 requirement"), std::string::npos) << msg;
   EXPECT_EQ(ffpa::test::count_entries(opts.out_dir), 0u);
 }
+
+namespace {
+
+// Offset of the first section header of `type` in an ELF64 little-endian image.
+size_t section_header(const std::string& elf, std::uint32_t type) {
+  auto u = [&](size_t at, int n) {
+    std::uint64_t v = 0;
+    for (int k = n - 1; k >= 0; --k) v = (v << 8) | static_cast<unsigned char>(elf[at + k]);
+    return v;
+  };
+  const std::uint64_t shoff = u(40, 8), shentsize = u(58, 2), shnum = u(60, 2);
+  for (std::uint64_t i = 0; i < shnum; ++i)
+    if (u(shoff + i * shentsize + 4, 4) == type) return shoff + i * shentsize;
+  return std::string::npos;
+}
+
+void put(std::string& s, size_t at, std::uint64_t v, int n) {
+  for (int k = 0; k < n; ++k) s[at + k] = static_cast<char>((v >> (8 * k)) & 0xFF);
+}
+
+}  // namespace
+
+// Found by index.fuzz.elf (index/fuzz/crashes-found): a .dynsym entry size that
+// wraps the offset arithmetic, and .gnu.version_r chains that revisit records
+// (quadratic time and memory). Both must be clean refusals.
+TEST(ElfHostile, DynsymEntrySizeCannotWrap) {
+  ffpa::test::TempDir d("elf_hostile");
+  std::string so = slurp(FFPA_TEST_SO);
+  const size_t sh = section_header(so, 11);  // SHT_DYNSYM
+  ASSERT_NE(sh, std::string::npos);
+  put(so, sh + 56, ~std::uint64_t{0}, 8);
+  write_file(d / "lib.so", so);
+  try {
+    read_elf(d / "lib.so");
+    ADD_FAILURE() << "a .dynsym entry size of 2^64-1 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("malformed .dynsym"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ElfHostile, VerneedChainsAreBounded) {
+  ffpa::test::TempDir d("elf_hostile");
+  std::string so = slurp(FFPA_TEST_SO);
+  const size_t sh = section_header(so, 0x6ffffffe);  // SHT_GNU_verneed
+  ASSERT_NE(sh, std::string::npos);
+  const std::uint64_t off = [&] {
+    std::uint64_t v = 0;
+    for (int k = 7; k >= 0; --k) v = (v << 8) | static_cast<unsigned char>(so[sh + 24 + k]);
+    return v;
+  }();
+  put(so, sh + 44, 0xFFFFFFFFu, 4);  // sh_info: four billion Verneed records
+  put(so, off + 12, 1, 4);           // vn_next: one byte on, re-reading overlapping records
+  write_file(d / "lib.so", so);
+  EXPECT_THROW(read_elf(d / "lib.so"), Error);
+}
