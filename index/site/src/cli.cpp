@@ -118,7 +118,10 @@ IndexLocation location(const Args& a, const std::string& cmd) {
   auto dir = a.get("--index-dir");
   if (!dir) throw UsageError("--index-dir DIR is required");
   (void)cmd;
-  return IndexLocation{*dir, a.get_or("--index-prefix", "whl"), a.get_or("--channel", "cu13")};
+  IndexLocation loc{*dir, a.get_or("--index-prefix", "whl"), a.get_or("--channel", "cu13")};
+  check_index_path(loc.prefix, "--index-prefix");
+  check_index_path(loc.channel, "--channel");
+  return loc;
 }
 
 const std::set<std::string> kLocFlags = {"--index-dir", "--channel", "--index-prefix"};
@@ -185,6 +188,8 @@ int cmd_verify(int argc, char** argv) {
   src.url = a.get_or("--index-url", "");
   src.prefix = a.get_or("--index-prefix", "whl");
   src.channel = a.get_or("--channel", "cu13");
+  check_index_path(src.prefix, "--index-prefix");
+  check_index_path(src.channel, "--channel");
   // Read under the site lock, so a writer's JSON and HTML are never seen half way.
   std::optional<SiteLock> lock;
   if (src.dir) lock.emplace(src.dir->root);

@@ -69,6 +69,20 @@ Error channel_error(const IndexLocation& loc, const std::vector<std::string>& pr
 
 std::string IndexLocation::channel_label() const { return (fs::path(prefix) / channel).generic_string(); }
 
+void check_index_path(const std::string& value, const char* flag) {
+  // Each part a plain name: "..", an absolute path or an empty part would put the
+  // index (and its writes) outside the site.
+  bool ok = !value.empty() && value.front() != '/';
+  for (const auto& part : fs::path(value)) {
+    const std::string s = part.string();
+    ok = ok && !s.empty() && s != "." && s != ".." &&
+         s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == std::string::npos;
+  }
+  if (!ok)
+    throw Error(std::string(flag) + " '" + ffpa::core::printable(value) +
+                "' is not a relative path of plain names inside the site; pass e.g. whl (prefix) or cu13 (channel)");
+}
+
 // --- the site lock -------------------------------------------------------------------
 
 fs::path engine_dir(const fs::path& root) {
@@ -381,7 +395,8 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
   IndexPlan plan;
   ChangeReport& rep = plan.report;
   std::ostringstream log;
-  std::set<std::string> seen, touched;
+  std::map<std::string, std::string> seen;  // file name -> sha256 of the wheels given
+  std::set<std::string> touched;
   // Per project, built on first need: identity -> listed file, and version key ->
   // the canonical spelling the page lists that version under.
   struct Known {
@@ -390,7 +405,11 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
   std::map<std::string, Known> known;
   for (const auto& w : wheels) {
     const std::string fn = w.name.filename();
-    if (!seen.insert(fn).second) continue;
+    if (auto [given, fresh] = seen.emplace(fn, w.sha256); !fresh) {
+      if (given->second != w.sha256)
+        throw Error("two different files named " + fn + " were given; pass the one to add");
+      continue;
+    }
     auto it = st.pages.find(w.project);
     if (it == st.pages.end()) {
       ProjectPage fresh;

@@ -310,6 +310,7 @@ int publish(const PublishOptions& opt, std::ostream& out, std::ostream& err) {
   // Guards first: no tool is run and nothing is read from the network before the
   // inputs are known to be publishable.
   check_channel(opt.channel);
+  check_index_path(opt.index_prefix, "--index-prefix");
   if (opt.index_only && opt.release_url.empty())
     throw Error("--index-only needs --release-url: a mirror's anchors must point at the original "
                 "release assets; pass their base URL (\"{tag}\" expands to the tag)");
@@ -333,6 +334,12 @@ int publish(const PublishOptions& opt, std::ostream& out, std::ostream& err) {
     if (w.version.local != opt.channel)
       throw Error(w.name.filename() + " is not a " + opt.channel + " wheel (local version '" + w.version.local +
                   "'); the CUDA wheels carry +" + opt.channel + ", the pure wheel goes through publish-pure");
+    // The same file given twice is published once; two files of one name cannot be.
+    if (auto it = want.find(w.name.filename()); it != want.end()) {
+      if (it->second != w.sha256)
+        throw Error("two different files named " + w.name.filename() + " were given; pass the one to publish");
+      continue;
+    }
     want[w.name.filename()] = w.sha256;
     want[w.name.filename() + ".metadata"] = w.metadata_sha256;
     wheels.push_back(std::move(w));

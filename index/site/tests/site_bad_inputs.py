@@ -49,6 +49,13 @@ cases = [
      "--index-only needs --release-url", {}),
     (["publish", "--tag", "v0.2.7+cu13", "--wheels", other, *common], "gh (GitHub CLI) not found",
      {"FFPA_GH": "/nonexistent/gh"}),
+    # The index stays inside the site; one name, one file.
+    (["add", "--index-dir", site, "--channel", "../../escape", "--release-url", "https://x/", other],
+     "--channel '../../escape' is not a relative path of plain names", {}),
+    (["publish", "--tag", "v0.2.7+cu13", "--wheels", other, *common, "--index-prefix", "/tmp"],
+     "--index-prefix '/tmp' is not a relative path", {}),
+    (["add", "--index-dir", site, "--release-url", "https://x/", good, changed], "two different files named", {}),
+    (["publish", "--tag", "v0.2.5+cu13", "--wheels", good, changed, *common], "two different files named", {}),
     # Issue 10 item 12: a --target that is not a commit of --source-dir.
     (["publish", "--tag", "v0.2.7+cu13", "--wheels", other, *common, "--target", "0" * 40],
      f"--target '{'0' * 40}' is not a commit of {src}", {}),

@@ -28,6 +28,10 @@ struct IndexLocation {
   std::string channel_label() const;  // "<prefix>/<channel>", as messages and git paths name it
 };
 
+// Throws unless `value` (an --index-prefix or --channel) is a relative path of plain
+// names, so the index cannot be written outside the site.
+void check_index_path(const std::string& value, const char* flag);
+
 // --- the site lock ----------------------------------------------------------------
 
 // Where the engine keeps its own state for a site: the git directory of a checkout
