@@ -254,6 +254,13 @@ TEST(Canonical, VersionsAndFileNames) {
   EXPECT_TRUE(same_version("v1.0.0+cu13", "01.0.0+cu13"));
   EXPECT_TRUE(same_version("1.0", "1.0"));
   EXPECT_FALSE(same_version("1.0", "1.0.0+cu13"));
+  EXPECT_TRUE(same_version("1.0+cu13", "1.0.0+cu13")) << "release numbers compare as if padded with zeros";
+  EXPECT_TRUE(same_version("2", "2.0.0.0"));
+  EXPECT_TRUE(same_version("1!1.0rc1", "1!1.0.0rc1"));
+  EXPECT_TRUE(same_version("1.0.post1", "1.0.0.post1"));
+  EXPECT_FALSE(same_version("1.0.1", "1.0"));
+  EXPECT_FALSE(same_version("10", "1.0"));
+  EXPECT_FALSE(same_version("1.0.dev1", "1.0"));
   EXPECT_FALSE(same_version("not a version", "not a version")) << "invalid versions are never the same";
 
   auto problem = [](const std::string& fn) { return wheel_filename_spelling_problem(*parse_wheel_filename(fn)); };

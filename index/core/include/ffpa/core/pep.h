@@ -27,9 +27,12 @@ std::optional<Version> parse_pep440(std::string_view v, std::string* why = nullp
 // One version, one spelling. canonical_version("01.0.0+CU13") == "1.0.0+cu13"
 // (str(packaging.version.Version(v))); nullopt (and `why`) when v is not PEP 440.
 std::optional<std::string> canonical_version(std::string_view v, std::string* why = nullptr);
-// True when both are valid PEP 440 versions that name the same release:
-// same_version("v1.0.0", "1.0.0") and same_version("01.0.0+cu13", "1.0.0+CU13").
-// Compare versions with this (or canonical_version), never as strings.
+// True when both are valid PEP 440 versions that are equal as packaging's Version
+// objects are: same_version("v1.0.0", "1.0.0"), same_version("01.0.0+cu13",
+// "1.0.0+CU13") and, since release numbers compare as if padded with zeros,
+// same_version("1.0+cu13", "1.0.0+cu13"). Compare versions with this, never as
+// strings (canonical_version gives the one spelling of a version string; "1.0" and
+// "1.0.0" are two canonical spellings of one version).
 bool same_version(std::string_view a, std::string_view b);
 
 // A PEP 440 specifier set as packaging.specifiers.SpecifierSet accepts it
