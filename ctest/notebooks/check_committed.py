@@ -31,10 +31,11 @@ from pathlib import Path
 
 import nbformat
 
+from smoke_env import ACCEPTANCE_NOTEBOOK, NOTEBOOKS
+
 REPO = Path(__file__).resolve().parents[2]
-EXPECTED = ("colab_quickstart.ipynb", "head_dim_sweep.ipynb", "quickstart.ipynb")
-WITH_INSTALL_CELL = ("quickstart.ipynb", "head_dim_sweep.ipynb")
-ACCEPTANCE_NOTEBOOK = "colab_quickstart.ipynb"
+EXPECTED = tuple(sorted(NOTEBOOKS))
+WITH_INSTALL_CELL = tuple(name for name in NOTEBOOKS if name != ACCEPTANCE_NOTEBOOK)
 # What Jupyter/nbclient write into cell metadata when a cell runs.
 RUN_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled")
 

@@ -89,7 +89,7 @@ print(json.dumps({"module": deprecations.__file__, "count": len(deprecations.DEP
 PROBE_SOURCE = f"""\
 # Added by ctest/notebooks/notebook_smoke.py (not part of the committed notebook): reports
 # what this kernel actually imported, for the runner to check.
-import importlib.util as _ilu, json as _json, sys as _sys
+import importlib.util as _ilu, json as _json, os as _os, sys as _sys
 _ffpa = _sys.modules.get("ffpa_attn")
 print({PROBE_PREFIX!r} + _json.dumps({{
     "prefix": _sys.prefix,
@@ -99,7 +99,7 @@ print({PROBE_PREFIX!r} + _json.dumps({{
     "extension_path_flag": getattr(getattr(_ffpa, "cuda", None), "EXTENSION_PATH", None),
     "extension_import_error": getattr(getattr(_ffpa, "cuda", None), "EXTENSION_IMPORT_ERROR", None),
     "torch_available": _ilu.find_spec("torch") is not None,
-    "pythonpath": __import__("os").environ.get("PYTHONPATH"),
+    "pythonpath": _os.environ.get("PYTHONPATH"),
 }}))
 """
 
@@ -118,7 +118,6 @@ class Report:
 
 
 # --- small helpers (unit-tested in test_notebook_smoke.py) -----------------------------
-
 
 
 def parse_freeze(text: str) -> dict[str, str]:
@@ -146,7 +145,6 @@ def freeze_difference(before: str, after: str) -> dict[str, list[str]]:
     }
 
 
-
 def get_field(data: dict[str, Any], dotted: str) -> tuple[bool, Any]:
     node: Any = data
     for part in dotted.split("."):
@@ -166,7 +164,6 @@ def stream_text(cell: Any) -> str:
     return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
 
 
-
 def prepare_results_dir(requested: Path | None) -> Path:
     if requested is None:
         return Path(tempfile.mkdtemp(prefix="ffpa-notebook-smoke-"))
@@ -179,6 +176,9 @@ def prepare_results_dir(requested: Path | None) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     (out / RESULTS_MARKER).write_text("results of ctest/notebooks/notebook_smoke.py; replaced on the next run\n")
     return out
+
+
+# --- running and checking ----------------------------------------------------------
 
 
 def check_deprecations(setup: Setup, notebooks: dict[str, Any], report: Report) -> None:

@@ -42,11 +42,8 @@ class SmokeError(Exception):
     """A setup problem that stops the run; the message names the fix."""
 
 
-
-
 def normalize_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
-
 
 
 def read_versions_file(path: Path) -> tuple[list[str], str | None]:
