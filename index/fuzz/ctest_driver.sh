@@ -61,15 +61,16 @@ case "$cmd" in
     fi
     # New inputs go to a corpus of the build tree, which grows across runs; the
     # committed seeds are only read.
-    mkdir -p "$work/corpus" "$work/tmp"
-    rm -rf "$work/crashes"
-    mkdir -p "$work/crashes"
+    # Findings and the input files of a crashed run are not carried over.
+    rm -rf "$work/crashes" "$work/tmp"
+    mkdir -p "$work/corpus" "$work/crashes" "$work/tmp"
     log="$work/fuzz.log"
     echo "ffpa fuzz: $target for ${seconds}s, memory limit ${rss} MiB, single allocation ${malloc} MiB, hang ${hang}s; log: $log"
     # The outer timeout only backs up libFuzzer's own limits (a wedged process).
-    TMPDIR="$work/tmp" timeout -s KILL $((seconds + 240)) "$fuzzer" \
-      -max_total_time="$seconds" -rss_limit_mb="$rss" -malloc_limit_mb="$malloc" -timeout="$hang" \
-      -print_final_stats=1 -artifact_prefix="$work/crashes/" "$work/corpus" "$@" >"$log" 2>&1
+    args=(-max_total_time="$seconds" -rss_limit_mb="$rss" -malloc_limit_mb="$malloc" -timeout="$hang"
+          -print_final_stats=1 -artifact_prefix="$work/crashes/" "$work/corpus" "$@")
+    echo "TMPDIR=$work/tmp $fuzzer ${args[*]}" >"$log"
+    TMPDIR="$work/tmp" timeout -s KILL $((seconds + 240)) "$fuzzer" "${args[@]}" >>"$log" 2>&1
     rc=$?
     found=$(find "$work/crashes" -type f | sort)
     if [ "$rc" -ne 0 ] || [ -n "$found" ]; then
