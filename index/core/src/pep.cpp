@@ -250,15 +250,17 @@ bool is_valid_specifier_set(std::string_view s, std::string* why) {
     return false;
   }
   size_t start = 0;
+  bool any = false;
   for (;;) {
     const size_t comma = s.find(',', start);
     const std::string_view clause = trim(s.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
-    if (clause.empty()) {
-      if (why) *why = "'" + std::string(s) + "': empty clause between commas";
-      return false;
+    // Empty clauses are skipped, as packaging's SpecifierSet does.
+    if (!clause.empty() && !one_specifier_ok(clause, why)) return false;
+    any = any || !clause.empty();
+    if (comma == std::string_view::npos) {
+      if (!any && why) *why = "'" + std::string(s) + "' holds no specifier; give one, e.g. '>=3.10'";
+      return any;
     }
-    if (!one_specifier_ok(clause, why)) return false;
-    if (comma == std::string_view::npos) return true;
     start = comma + 1;
   }
 }
@@ -299,7 +301,7 @@ class RequirementParser {
       const size_t start = i_;
       while (i_ < s_.size() && s_[i_] != ' ' && s_[i_] != '\t') ++i_;
       const std::string_view url = s_.substr(start, i_ - start);
-      if (url.empty() || url.find(':') == std::string_view::npos) return fail("'@' must be followed by a URL", why);
+      if (url.empty()) return fail("'@' must be followed by a URL", why);
       const bool spaced = ws();
       if (i_ < s_.size() && !spaced) return fail("put a space between the URL and ';'", why);
     } else if (peek('(')) {
