@@ -15,6 +15,8 @@ mutate from there:
                  unsupported method. Used by the zip target.
   corpus/elf/    tiny shared objects and an executable from the system C compiler,
                  with SONAME, DT_NEEDED, RUNPATH or RPATH and GLIBC version needs.
+regress-* files in these directories are fixed findings, kept as seeds; this
+script leaves them alone.
 Needs: cc (gcc or clang) and Python 3.8+ (standard library only).
 """
 import argparse
@@ -142,10 +144,11 @@ def main():
     ap.add_argument("--cc", default="cc", help="C compiler for the ELF seeds (default: cc)")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "corpus")
     args = ap.parse_args()
+    # Files are overwritten in place: the regress-* seeds (fixed findings) beside
+    # them are not this script's to remove.
     dirs = {k: args.out / k for k in ("wheel", "zip", "elf")}
     for d in dirs.values():
-        shutil.rmtree(d, ignore_errors=True)
-        d.mkdir(parents=True)
+        d.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         so = build_elves(args.cc, work, dirs["elf"])
