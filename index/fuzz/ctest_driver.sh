@@ -25,7 +25,7 @@ need_clang() {
   cxx=$(find_clang)
   rc=$?
   if [ "$rc" -eq 1 ]; then
-    echo "ffpa fuzz: SKIPPED: no clang++-14 or clang++ on PATH; tools/bootstrap installs clang-14 and libclang-rt-14-dev"
+    echo "ffpa fuzz: SKIPPED: no clang++-14 or clang++ on PATH; tools/bootstrap installs clang-14 and libclang-rt-14-dev" >&2
     exit 77
   fi
   [ "$rc" -eq 0 ] || exit 1
@@ -59,17 +59,17 @@ case "$cmd" in
       echo "ffpa fuzz: $fuzzer is missing although clang is installed; see the output of index.fuzz.build"
       exit 1
     fi
-    # New inputs go to a corpus of the build tree, which grows across runs; the
-    # committed seeds are only read.
-    # Findings and the input files of a crashed run are not carried over.
+    # New inputs go to a corpus of the build tree, which grows across runs (the
+    # committed seeds are only read); findings and the input files of a crashed
+    # run are not carried over.
     rm -rf "$work/crashes" "$work/tmp"
     mkdir -p "$work/corpus" "$work/crashes" "$work/tmp"
     log="$work/fuzz.log"
     echo "ffpa fuzz: $target for ${seconds}s, memory limit ${rss} MiB, single allocation ${malloc} MiB, hang ${hang}s; log: $log"
-    # The outer timeout only backs up libFuzzer's own limits (a wedged process).
     args=(-max_total_time="$seconds" -rss_limit_mb="$rss" -malloc_limit_mb="$malloc" -timeout="$hang"
           -print_final_stats=1 -artifact_prefix="$work/crashes/" "$work/corpus" "$@")
     echo "TMPDIR=$work/tmp $fuzzer ${args[*]}" >"$log"
+    # The outer timeout only backs up libFuzzer's own limits (a wedged process).
     TMPDIR="$work/tmp" timeout -s KILL $((seconds + 240)) "$fuzzer" "${args[@]}" >>"$log" 2>&1
     rc=$?
     found=$(find "$work/crashes" -type f | sort)
@@ -79,7 +79,7 @@ case "$cmd" in
       for f in $found; do
         echo "  finding: $f"
         echo "    reproduce: $fuzzer $f"
-        echo "    minimize:  $fuzzer -minimize_crash=1 -runs=100000 $f"
+        echo "    minimize:  $fuzzer -minimize_crash=1 -max_total_time=60 -exact_artifact_path=$f.min $f"
       done
       exit 1
     fi
