@@ -15,6 +15,7 @@
 #include "ffpa/core/wheel.h"
 #include "ffpa/core/zipread.h"
 
+#include "ffpa/release/release.h"
 #ifdef FFPA_HAVE_SITE
 #include "ffpa/site/site.h"
 #endif
@@ -33,6 +34,7 @@ const char* const kTopHelp =
     "  platform-tag   print the manylinux tag the ELF files of a tree allow, and why\n"
     "  metadata       print a wheel's METADATA file (what PEP 658 serves)\n"
     "  list           print a wheel's members: size, compressed size, method, name\n"
+    "  release        run a release plan: every wheel, SHA256SUMS, requirements, manifest, local site\n"
     "\n"
     "Index and publishing (index/site):\n"
     "  add, remove, yank, unyank, verify, render, publish, publish-pure\n"
@@ -372,6 +374,7 @@ int main(int argc, char** argv) {
     return 2;
 #endif
   }
+  if (cmd == "release") return ffpa::release::main(argc - 1, argv + 1);
   try {
     if (cmd == "pack") return pack_cmd(argc, argv);
     if (cmd == "pack-many") return pack_many_cmd(argc, argv);

@@ -388,7 +388,7 @@ void plan_pages(const IndexLocation& loc, const std::map<std::string, ProjectPag
 IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& wheels, const AddOptions& opt) {
   if (opt.release_url.empty())
     throw Error("no release URL: anchors must point at the release assets; pass --release-url URL");
-  if (const std::string why = url_problem(opt.release_url, true); !why.empty())
+  if (const std::string why = url_problem(opt.release_url, !opt.relative_release_url); !why.empty())
     throw Error("release URL '" + ffpa::core::printable(opt.release_url) + "' is refused: " + why);
   ChannelState st = read_channel(loc);
   if (!st.problems.empty()) throw channel_error(loc, st.problems, "add");

@@ -100,6 +100,9 @@ struct AddOptions {
   bool core_metadata = false;
   std::optional<fs::path> metadata_dir;  // write <wheel>.metadata here (the dir serving release_url)
   bool force = false;                    // FFPA_FORCE_UPLOAD=1: same version, other bytes, replaced
+  // A relative release URL ("../../../assets/") is allowed only where the site is
+  // served together with its assets: the local site written by `ffpa-index release`.
+  bool relative_release_url = false;
 };
 
 struct ChangeReport {
