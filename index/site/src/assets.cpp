@@ -48,10 +48,12 @@ class DirStore final : public AssetStore {
     const fs::path dir = root_ / tag;
     if (!fs::exists(dir / ".release.json")) return std::nullopt;
     std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(dir)) {
-      const std::string n = e.path().filename().string();
-      if (e.is_regular_file() && n[0] != '.') names.push_back(n);
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string n = it->path().filename().string();
+      if (it->is_regular_file(ec) && n[0] != '.') names.push_back(n);
     }
+    if (ec) throw Error("cannot list release " + dir.string() + ": " + ec.message() + "; fix its permissions");
     std::sort(names.begin(), names.end());
     return names;
   }

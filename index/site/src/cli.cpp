@@ -9,6 +9,7 @@
 
 #include "ffpa/core/atomic.h"
 #include "ffpa/core/error.h"
+#include "ffpa/core/manifest.h"
 #include "ffpa/site/args.h"
 #include "ffpa/site/index.h"
 #include "ffpa/site/publish.h"
@@ -212,27 +213,22 @@ struct Manifest {
 };
 
 Manifest read_manifest(const fs::path& file, const std::optional<std::string>& wheels_dir) {
-  std::ifstream in(file);
-  if (!in) throw Error("cannot read --manifest " + file.string() + "; build the release first");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(file.string() + " is not a release manifest (" + e.what() + "); rebuild the release");
-  }
-  const fs::path dir = wheels_dir ? fs::path(*wheels_dir) : file.parent_path();
-  Manifest m;
-  if (j.contains("source_commit") && j["source_commit"].is_string()) m.commit = j["source_commit"];
-  if (j.value("source_dirty", false))
+  // The engine's one reader (ffpa/core/manifest.h): schema, fields and file names checked.
+  const ffpa::core::Manifest man = ffpa::core::read_manifest(file);
+  if (auto why = ffpa::core::unpublishable_profile(man)) throw Error(file.string() + ": " + *why);
+  if (man.source_dirty)
     throw Error(file.string() + " records a build from uncommitted sources; such artefacts correspond to no "
                 "commit and are not published: commit, rebuild, publish");
-  for (const auto& w : j.value("wheels", nlohmann::json::array())) {
-    const fs::path p = dir / w.value("file", "");
+  const fs::path dir = wheels_dir ? fs::path(*wheels_dir) : file.parent_path();
+  Manifest m;
+  m.commit = man.source_commit;
+  for (const auto& w : man.wheels) {
+    const fs::path p = dir / w.file;
     // The bytes must still be the ones packaged: dist/ edited afterwards is refused.
-    if (w.contains("sha256") && fs::exists(p) && hash_file(p) != w["sha256"].get<std::string>())
+    if (fs::exists(p) && hash_file(p) != w.sha256)
       throw Error(p.string() + " differs from the sha256 in " + file.string() +
                   "; dist/ changed after packaging: rebuild the release");
-    (w.value("kind", "") == "pure" ? m.pure : m.cuda).push_back(p);
+    (w.kind == "pure" ? m.pure : m.cuda).push_back(p);
   }
   return m;
 }

@@ -34,8 +34,9 @@ void check_index_path(const std::string& value, const char* flag);
 
 // --- the site lock ----------------------------------------------------------------
 
-// Where the engine keeps its own state for a site: the git directory of a checkout
-// (<root>/.git, or where a "gitdir:" file points), else the root itself.
+// The git directory of a site checkout (<root>/.git, or where a "gitdir:" file
+// points), else the root itself. publish stages the .metadata files it uploads there,
+// out of the work tree and out of $TMPDIR.
 fs::path engine_dir(const fs::path& root);
 
 // The lock that add, remove, yank, unyank, render and publish of one site hold for
