@@ -82,7 +82,46 @@ std::string wheel_name_component(std::string_view name) {
   return out;
 }
 
-std::optional<Version> parse_pep440(std::string_view input, std::string* why) {
+namespace {
+
+// Python's str.isspace() (what packaging's `\s` matches around a version), for UTF-8
+// text: the ASCII blanks and separators \x1c-\x1f plus the Unicode spaces. Returns
+// the byte length of the whitespace character at the start of `s`, 0 if none.
+std::size_t py_space_at(std::string_view s) {
+  if (s.empty()) return 0;
+  const auto b = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
+  if ((b(0) >= 0x09 && b(0) <= 0x0d) || (b(0) >= 0x1c && b(0) <= 0x20)) return 1;
+  if (s.size() >= 2 && b(0) == 0xc2 && (b(1) == 0x85 || b(1) == 0xa0)) return 2;  // U+0085, U+00A0
+  if (s.size() >= 3 && b(0) == 0xe1 && b(1) == 0x9a && b(2) == 0x80) return 3;     // U+1680
+  if (s.size() >= 3 && b(0) == 0xe2 && b(1) == 0x80 &&
+      ((b(2) >= 0x80 && b(2) <= 0x8a) || b(2) == 0xa8 || b(2) == 0xa9 || b(2) == 0xaf))
+    return 3;  // U+2000-U+200A, U+2028, U+2029, U+202F
+  if (s.size() >= 3 && b(0) == 0xe2 && b(1) == 0x81 && b(2) == 0x9f) return 3;  // U+205F
+  if (s.size() >= 3 && b(0) == 0xe3 && b(1) == 0x80 && b(2) == 0x80) return 3;  // U+3000
+  return 0;
+}
+
+std::string_view strip_py_space(std::string_view s) {
+  for (std::size_t n; (n = py_space_at(s)) > 0;) s.remove_prefix(n);
+  // From the end: try each possible width of the last character.
+  for (bool again = true; again && !s.empty();) {
+    again = false;
+    for (std::size_t w = 1; w <= 3 && w <= s.size(); ++w)
+      if (py_space_at(s.substr(s.size() - w)) == w) {
+        s.remove_suffix(w);
+        again = true;
+        break;
+      }
+  }
+  return s;
+}
+
+}  // namespace
+
+std::optional<Version> parse_pep440(std::string_view raw_input, std::string* why) {
+  // packaging strips Unicode whitespace around a version (its regex's \s); so do we,
+  // so that ctest/data/pep440-cases.json gets the same answers from both.
+  const std::string_view input = strip_py_space(raw_input);
   // The regular expression of PEP 440 appendix B (the one packaging uses), with
   // capture groups: 1 epoch, 2 release, 3 pre label, 4 pre number, 5 post number
   // (the "-N" form), 6 post label, 7 post number, 8 dev label, 9 dev number, 10 local.
