@@ -5,13 +5,14 @@
 #   wheel_cp3XY   the package + _C for that interpreter  -> ffpa_attn-V+cu13-cp3XY-cp3XY-manylinux_2_Y_x86_64.whl
 #                 + libffpa_kernels.so (the same bytes in every CUDA wheel)
 # CPack's External generator stages the components and runs FfpaPackWheels.cmake,
-# which calls the engine once for all components (`ffpa-index pack-many`: the
-# kernel library, identical in every CUDA wheel, is hashed and deflated once) and writes
-# SHA256SUMS and the release manifest into FFPA_RELEASE_DIST. The standard
-# `package` target therefore builds every wheel; build presets name it. It also
-# renders the local site (<build>/site): the CUDA channel's PEP 503/691 index and a
-# PyPI-style simple index for the pure wheel, both pointing at copies of the wheels
-# in <build>/site/assets, so the site directory can be served as it is.
+# which writes the release plan and calls the engine once (`ffpa-index release
+# --plan`: the kernel library, identical in every CUDA wheel, is hashed and deflated
+# once; each wheel is hashed once) for the wheels, SHA256SUMS, the requirements file
+# and the release manifest in FFPA_RELEASE_DIST. The standard `package` target
+# therefore builds every wheel; build presets name it. The engine also renders the
+# local site (<build>/site): the CUDA channel's PEP 503/691 index and a PyPI-style
+# simple index for the pure wheel, both pointing at copies of the wheels in
+# <build>/site/assets, so the site directory can be served as it is.
 
 # _ffpa_write_build_info(<kind> <out-file>)
 #   kind: pure | cuda. Generates ffpa_attn/_build_info.py for that kind of wheel.
