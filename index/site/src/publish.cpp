@@ -142,6 +142,10 @@ class SiteRepo {
                   format_command(cmd({"remote", "add", remote_, "<url>"})));
     if (std::string why = unwritable_dir_problem(engine_dir(dir_)); !why.empty())
       p.push_back("site repository: " + why + " (the commit and the staged .metadata files are written there)");
+    if (std::error_code ec; fs::exists(engine_dir(dir_) / "index.lock", ec))
+      p.push_back("a git command is running in the site repository, or one was killed: " +
+                  (engine_dir(dir_) / "index.lock").string() + " exists; once no git command runs there, "
+                  "remove it (rm " + shell_quote((engine_dir(dir_) / "index.lock").string()) + ") and re-run");
     for (const char* op : {"rebase-merge", "rebase-apply", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD"}) {
       std::error_code ec;
       if (fs::exists(engine_dir(dir_) / op, ec))

@@ -6,7 +6,11 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "ctest"))
+import ffpa_manifest  # noqa: E402  (the shared manifest helper)
 from site_testlib import check, check_index_consistent, fresh_dir, git, make_site, make_source, make_wheel, sha256
 
 work = fresh_dir("cmake")
@@ -15,9 +19,7 @@ src, head = make_source(work)
 dist = work / "dist"
 wheels = [make_wheel(dist, "0.2.5+cu13", tag=f"{t}-{t}-manylinux_2_28_x86_64") for t in ("cp311", "cp312")]
 pure = make_wheel(dist, "0.2.5", tag="py3-none-any")
-manifest = {"name": "ffpa-attn", "version": "0.2.5", "source_commit": head, "source_dirty": False,
-            "wheels": [{"file": w.name, "kind": "cuda", "sha256": sha256(w)} for w in wheels]
-            + [{"file": pure.name, "kind": "pure", "sha256": sha256(pure)}]}
+manifest = ffpa_manifest.make("0.2.5", head, [*wheels, pure])
 (dist / "ffpa-release-manifest.json").write_text(json.dumps(manifest))
 docs = work / "docs"
 docs.mkdir()

@@ -71,6 +71,10 @@ expect_refusal(["add", "--index-dir", site, "--release-url", "https://x/", "--me
 expect_refusal(["publish", "--tag", "v1.0.0+cu13", "--wheels", ok, *common(assets)], "in the middle of a merge",
                roots)
 (site / ".git" / "MERGE_HEAD").unlink()
+# ... nor one whose git index is locked (a git command killed half way).
+(site / ".git" / "index.lock").write_text("")
+expect_refusal(["publish", "--tag", "v1.0.0+cu13", "--wheels", ok, *common(assets)], "index.lock exists", roots)
+(site / ".git" / "index.lock").unlink()
 
 fits = long_wheel(234, 0)
 run(["publish", "--tag", "v1.0.0+cu13", "--wheels", fits, *common(assets)], check_rc=0)
