@@ -57,6 +57,9 @@ def cases():
     yield "good_zip64_records", GOOD_NAME, Archive([Entry(**{**e.__dict__, "zip64": True}) for e in g], zip64_end=True).build(), "accept"
     yield "good_utf8_name", GOOD_NAME, Archive(wheel_entries(PKG + [("ffpa_attn/données.py".encode(), b"y = 1\n")])).build(), "accept"
     yield "good_stored", GOOD_NAME, Archive([Entry(**{**e.__dict__, "method": 0}) for e in g]).build(), "accept"
+    yield "good_data_dir", GOOD_NAME, Archive(wheel_entries(PKG + [(b"ffpa_attn-1.0.0.data/purelib/extra_mod.py", b"y = 1\n"),
+                                                                   (b"ffpa_attn-1.0.0.data/scripts/ffpa-tool", b"#!python\nprint(1)\n"),
+                                                                   (b"ffpa_attn-1.0.0.data/data/share/ffpa.txt", b"d\n")])).build(), "accept"
     yield "good_x86_64_elf", X86_NAME, Archive(wheel_entries(PKG + [(b"ffpa_attn/_k.so", elf_header())],
                                                              tag="py3-none-manylinux_2_17_x86_64")).build(), "accept"
 
@@ -169,14 +172,27 @@ def run(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=300, **kw)
 
 
+# Where --target puts the members of {name}-{version}.data/<scheme>/ (pip and uv agree).
+DATA_SCHEMES = {"purelib": "", "platlib": "", "scripts": "bin/", "data": ""}
+
+
 def record_files(whl: Path) -> set[str]:
-    """RECORD's list, read by Python's zipfile as pip reads it."""
+    """The paths RECORD's list installs to, read by Python's zipfile as pip reads it."""
     import zipfile
 
     with zipfile.ZipFile(whl) as z:
         name = next(n for n in z.namelist() if n.endswith(".dist-info/RECORD"))
         rows = csv.reader(io.StringIO(z.read(name).decode("utf-8")))
-        return {r[0] for r in rows if r}
+        out = set()
+        for r in rows:
+            if not r:
+                continue
+            parts = r[0].split("/", 2)
+            if len(parts) == 3 and parts[0].endswith(".data") and parts[1] in DATA_SCHEMES:
+                out.add(DATA_SCHEMES[parts[1]] + parts[2])
+            else:
+                out.add(r[0])
+        return out
 
 
 def installed_files(target: Path) -> set[str]:
