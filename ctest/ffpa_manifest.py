@@ -35,3 +35,30 @@ def load(path: str | Path) -> dict[str, Any]:
 def wheels(manifest: dict[str, Any], kind: str | None = None) -> list[dict[str, Any]]:
     """The wheel entries, optionally of one kind ("cuda" or "pure")."""
     return [w for w in manifest["wheels"] if kind is None or w["kind"] == kind]
+
+
+def make(version: str, source_commit: str, wheel_files: list[Path], *, profile: str = "full",
+         channel: str | None = "cu13") -> dict[str, Any]:
+    """A schema-1 manifest for test wheels (what `ffpa-index release` would write for them).
+
+    Each wheel's kind, version and tags come from its file name; size and sha256 from its
+    bytes. For tests that publish hand-made wheels without running the packaging step.
+    """
+    import hashlib
+
+    entries = []
+    for f in wheel_files:
+        f = Path(f)
+        _, wversion, tags = f.name[: -len(".whl")].split("-", 2)
+        entries.append({"file": f.name, "kind": "pure" if tags.endswith("-none-any") else "cuda",
+                        "version": wversion, "tags": tags, "size": f.stat().st_size,
+                        "sha256": hashlib.sha256(f.read_bytes()).hexdigest()})
+    m: dict[str, Any] = {"schema": SCHEMA, "name": "ffpa-attn", "version": version, "profile": profile,
+                         "source_commit": source_commit, "source_dirty": False, "source_date_epoch": 1700000000,
+                         "toolchain": {"cmake": "3.25.1", "gcc": "12.2.0", "nvcc": "13.0" if channel else None},
+                         "channel": channel}
+    if channel:
+        m.update({"cuda_version": f"{version}+{channel}", "fatbin_compression": "size", "archs": ["89", "120f"],
+                  "head_dims": [128], "dtypes": ["fp16", "bf16"]})
+    m["wheels"] = entries
+    return m

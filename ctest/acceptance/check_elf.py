@@ -19,6 +19,8 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import ffpa_manifest  # noqa: E402  (the shared manifest reader)
 
 # Libraries every manylinux policy allows (PEP 600 / auditwheel's whitelist).
 WHITELIST = {
@@ -45,7 +47,7 @@ def main() -> int:
     ap.add_argument("--auditwheel", default=str(Path(sys.executable).parent / "auditwheel"))
     args = ap.parse_args()
 
-    manifest = json.loads((args.dist / "ffpa-release-manifest.json").read_text())
+    manifest = ffpa_manifest.load(args.dist / "ffpa-release-manifest.json")
     cuda = [w for w in manifest["wheels"] if w["kind"] == "cuda"]
     if not cuda:
         raise SystemExit(f"no CUDA wheel in {args.dist}/ffpa-release-manifest.json")

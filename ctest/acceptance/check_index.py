@@ -26,6 +26,8 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import ffpa_manifest  # noqa: E402  (the shared manifest reader)
 
 SKIP = 77
 
@@ -50,7 +52,7 @@ def manifest(dist: Path) -> dict:
     p = dist / "ffpa-release-manifest.json"
     if not p.exists():
         raise SystemExit(f"{p} is missing: build the wheels first (cmake --build --preset <preset>)")
-    return json.loads(p.read_text())
+    return ffpa_manifest.load(p)
 
 
 def record(results: Path, check: str, ok: bool, details: dict) -> int:
@@ -194,6 +196,8 @@ def cmd_sha256(a) -> int:
         h, name = line.split(None, 1)
         sums[name.strip().lstrip("*")] = h
     listed = {w["file"]: w["sha256"] for w in m["wheels"]}
+    if m.get("requirements"):  # the hash-locked install file is a release asset too
+        listed[m["requirements"]["file"]] = m["requirements"]["sha256"]
     if set(sums) != set(listed):
         problems.append(f"SHA256SUMS lists {sorted(sums)}, the manifest {sorted(listed)}")
     for name, h in listed.items():

@@ -23,6 +23,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import ffpa_manifest  # noqa: E402  (the shared manifest reader)
+
 PROBE = r'''
 import json, os, sys
 import numpy as np
@@ -91,7 +94,7 @@ def main() -> int:
     if not manifest_path.exists():
         raise SystemExit(f"{manifest_path} is missing: build the wheels first "
                          "(cmake --build --preset <preset>, whose build presets include the package target)")
-    manifest = json.loads(manifest_path.read_text())
+    manifest = ffpa_manifest.load(manifest_path)
     wheels = {w["file"]: w for w in manifest["wheels"]}
     failures: list[str] = []
     checked: list[str] = []

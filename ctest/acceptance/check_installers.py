@@ -43,6 +43,8 @@ import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "ctest"))
+import ffpa_manifest  # noqa: E402  (the shared manifest reader)
 
 PROBE = r'''
 import json, sys
@@ -182,7 +184,7 @@ def main() -> int:
     mpath = a.dist / "ffpa-release-manifest.json"
     if not mpath.exists():
         raise SystemExit(f"{mpath} is missing: build the wheels first (cmake --build --preset <preset>)")
-    m = json.loads(mpath.read_text())
+    m = ffpa_manifest.load(mpath)
     version, cuda_version, channel = m["version"], m["cuda_version"], m["channel"]
     public = version.split("+")[0]          # what a user pins: ==V matches V and V+local
     pure = [w for w in m["wheels"] if w["kind"] == "pure"]

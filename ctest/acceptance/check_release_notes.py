@@ -33,6 +33,9 @@ import time
 import urllib.request
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import ffpa_manifest  # noqa: E402  (the shared manifest helper)
+
 failures: list[str] = []
 
 
@@ -67,10 +70,8 @@ def publish_targets(a, repo: Path, commit: str) -> None:
                         "--tag", tag, "--metadata", work / "METADATA", "--out-dir", dist,
                         "--source-date-epoch", "1700000000"], check=True, capture_output=True)
         f = dist / f"ffpa_attn-{version}-{tag}.whl"
-        wheels.append({"file": f.name, "kind": kind, "sha256": hashlib.sha256(f.read_bytes()).hexdigest()})
-    (dist / "ffpa-release-manifest.json").write_text(json.dumps(
-        {"name": "ffpa-attn", "version": "0.3.0", "channel": "cu13", "source_commit": commit,
-         "source_dirty": False, "wheels": wheels}))
+        wheels.append(f)
+    (dist / "ffpa-release-manifest.json").write_text(json.dumps(ffpa_manifest.make("0.3.0", commit, wheels)))
     remote, site = work / "site-remote.git", work / "site"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "gh-pages", str(remote)], check=True)
     subprocess.run(["git", "clone", "-q", str(remote), str(site)], check=True, capture_output=True)
@@ -148,7 +149,7 @@ ffpa_add_publish_targets(VERSION 0.3.0 CHANNEL cu13 WHEELS_DIR "{dist}" CLI "{a.
         p = target("publish-pure")
         rec = json.loads((work / "assets" / "v0.3.0" / ".release.json").read_text()) \
             if (work / "assets" / "v0.3.0" / ".release.json").exists() else {}
-        check(p.returncode == 0 and rec.get("notes") == text and (pkgs / wheels[1]["file"]).exists(),
+        check(p.returncode == 0 and rec.get("notes") == text and (pkgs / wheels[1].name).exists(),
               f"publish-pure: uploaded, and vV's notes are the file\n{p.stdout[-800:]}")
     finally:
         os.killpg(server.pid, signal.SIGTERM)

@@ -31,6 +31,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import ffpa_manifest  # noqa: E402  (the shared manifest reader)
 
 # Execution order matters for the wheel profile: colab_quickstart installs the wheel
 # that the other two then import.
@@ -288,11 +290,11 @@ def setup_wheel(args: argparse.Namespace, work: Path, out: Path, log: Path) -> S
     else:
         dist = args.dist.resolve()
         manifest_path = dist / "ffpa-release-manifest.json"
-        manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else None
+        manifest = ffpa_manifest.load(manifest_path) if manifest_path.is_file() else None
         wheel_path, url = select_wheel(dist, host_tags(python, env), args.kind, manifest), None
         manifest_dir = dist
     if manifest is None and manifest_dir is not None and (manifest_dir / "ffpa-release-manifest.json").is_file():
-        manifest = json.loads((manifest_dir / "ffpa-release-manifest.json").read_text())
+        manifest = ffpa_manifest.load(manifest_dir / "ffpa-release-manifest.json")
     if not wheel_tags(wheel_path.name) & set(host_tags(python, env)):
         raise SmokeError(f"{wheel_path.name} does not install on this host's Python 3.12; pick a matching wheel")
     entry = next((w for w in (manifest or {}).get("wheels", []) if w["file"] == wheel_path.name), None)
