@@ -16,9 +16,7 @@
 #include "ffpa/core/zipread.h"
 
 #include "ffpa/release/release.h"
-#ifdef FFPA_HAVE_SITE
 #include "ffpa/site/site.h"
-#endif
 
 namespace {
 
@@ -367,12 +365,7 @@ int main(int argc, char** argv) {
   }
   for (const char* s : kSiteCommands) {
     if (cmd != s) continue;
-#ifdef FFPA_HAVE_SITE
     return ffpa::site::main(argc - 1, argv + 1);
-#else
-    std::cerr << "ffpa-index " << cmd << ": not built: this ffpa-index was configured without index/site\n";
-    return 2;
-#endif
   }
   if (cmd == "release") return ffpa::release::main(argc - 1, argv + 1);
   try {
