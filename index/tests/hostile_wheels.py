@@ -63,6 +63,8 @@ def cases():
     yield "good_x86_64_elf", X86_NAME, Archive(wheel_entries(PKG + [(b"ffpa_attn/_k.so", elf_header())],
                                                              tag="py3-none-manylinux_2_17_x86_64")).build(), "accept"
 
+    yield "data_unknown_scheme", GOOD_NAME, Archive(wheel_entries(PKG + [(b"ffpa_attn-1.0.0.data/site/evil.pth", EVIL_DATA)])).build(), r"not under one of ffpa_attn-1\.0\.0\.data/\{purelib"
+
     # Item 1: what pip reads differently.
     evil = Entry(EVIL, EVIL_DATA)
     yield "extra_central_entry_pth", GOOD_NAME, Archive(g, hidden=[evil]).build(), r"more entries than the \d+ its end record counts"

@@ -335,8 +335,21 @@ WheelCheck verify_wheel(const std::filesystem::path& whl) {
     const std::string expected = wheel_name_component(fn->name) + "-" + canonical_version(fn->version).value_or(fn->version) + ".dist-info";
     if (di != expected) problem("dist-info directory '" + di + "' does not match the file name (expected '" + expected + "')");
   }
+  const std::string data_dir = di.substr(0, di.size() - 10) + ".data";
   for (const auto& d : top_dirs_with_suffix(members, ".data"))
-    if (fn && d != di.substr(0, di.size() - 10) + ".data") problem("unexpected .data directory '" + d + "'");
+    if (fn && d != data_dir)
+      problem("unexpected .data directory '" + d + "'; the only one a wheel may carry is '" + data_dir + "'");
+  // Installers map .data/<scheme>/ onto install paths; pip stops half way through
+  // an install on any other scheme name.
+  for (const auto& m : members) {
+    if (m.name.rfind(data_dir + "/", 0) != 0) continue;
+    const std::string rest = m.name.substr(data_dir.size() + 1);
+    const std::string scheme = rest.substr(0, rest.find('/'));
+    if (rest.find('/') == std::string::npos ||
+        (scheme != "purelib" && scheme != "platlib" && scheme != "headers" && scheme != "scripts" && scheme != "data"))
+      problem("member '" + m.name + "' is not under one of " + data_dir +
+              "/{purelib,platlib,headers,scripts,data}/, where installers put .data files");
+  }
 
   // PEP 427 recommends the .dist-info files last so that a streaming installer has
   // everything before it reads RECORD; our engine promises it.
