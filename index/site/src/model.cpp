@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <set>
 
 #include "ffpa/core/error.h"
@@ -21,11 +22,19 @@ FileEntry* ProjectPage::find(std::string_view filename) {
 
 bool derive_file_fields(FileEntry& e) {
   auto wf = ffpa::core::parse_wheel_filename(e.filename);
-  auto v = wf ? ffpa::core::parse_pep440(wf->version) : std::nullopt;
-  if (!v) return false;
+  if (!wf) return false;
+  // A page lists each version once per tag set (five or more files): its parse is
+  // done once. The engine is single-threaded; the cache lives as long as the process.
+  static std::map<std::string, std::pair<std::string, std::string>> parsed;  // version -> canonical, key
+  auto it = parsed.find(wf->version);
+  if (it == parsed.end()) {
+    auto v = ffpa::core::parse_pep440(wf->version);
+    if (!v) return false;
+    it = parsed.emplace(wf->version, std::make_pair(v->canonical, ffpa::core::version_identity(*v))).first;
+  }
   e.project = ffpa::core::normalize_project_name(wf->name);
-  e.canonical_version = v->canonical;
-  e.version_key = ffpa::core::version_identity(*v);
+  e.canonical_version = it->second.first;
+  e.version_key = it->second.second;
   e.identity = e.project + '\0' + e.version_key + '\0' + wf->python + '-' + wf->abi + '-' + wf->platform;
   return true;
 }
