@@ -63,7 +63,7 @@ const std::map<std::string, std::string>& help_texts() {
        "the sha256 of every listed file (and of its .metadata when advertised) from a directory (files\n"
        "directly in it, or in one subdirectory per tag as the dir: store keeps them) or from an http(s)\n"
        "base URL (files whose recorded URL starts with it are fetched from that URL, others from URL +\n"
-       "file name). Prints PAGE/FOREIGN/OK/MISMATCH/MISSING lines; exit 1 on any problem.\n"},
+       "file name). Prints PAGE/FOREIGN/SPELLING/OK/MISMATCH/MISSING lines; exit 1 on any problem.\n"},
       {"render",
        "usage: ffpa-index render --index-dir DIR [--channel cu13] [--index-prefix whl]\n"
        "Re-render every HTML page of the channel from its index.json (after editing JSON by hand).\n"},
