@@ -65,6 +65,9 @@ def cases():
 
     yield "data_unknown_scheme", GOOD_NAME, Archive(wheel_entries(PKG + [(b"ffpa_attn-1.0.0.data/site/evil.pth", EVIL_DATA)])).build(), r"not under one of ffpa_attn-1\.0\.0\.data/\{purelib"
 
+    yield "symlink_entry", GOOD_NAME, Archive(with_entry(g, 1, external_attr=0o120777 << 16)).build(), r"is not a regular file \(Unix mode 0120777"
+    yield "setuid_entry", GOOD_NAME, Archive(with_entry(g, 1, external_attr=0o104755 << 16)).build(), r"setuid or setgid"
+
     # Item 1: what pip reads differently.
     evil = Entry(EVIL, EVIL_DATA)
     yield "extra_central_entry_pth", GOOD_NAME, Archive(g, hidden=[evil]).build(), r"more entries than the \d+ its end record counts"

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -49,6 +50,12 @@ std::uint64_t u64(const char* p) { return u32(p) | (static_cast<std::uint64_t>(u
 std::string hex16(std::uint16_t v) {
   static const char* h = "0123456789abcdef";
   return std::string("0x") + h[(v >> 12) & 15] + h[(v >> 8) & 15] + h[(v >> 4) & 15] + h[v & 15];
+}
+
+std::string octal(std::uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0%o", v);
+  return buf;
 }
 
 // pread on a descriptor the object owns.
@@ -302,6 +309,18 @@ ZipReader::ZipReader(const std::filesystem::path& p, const ZipLimits& limits) : 
       throw Error(where + " needs zip version " + std::to_string(needed / 10) + "." + std::to_string(needed % 10) +
                   " to extract; only up to 4.5 (ZIP64) is accepted");
     if (disk != 0) throw Error(where + " claims to start on disk " + std::to_string(disk) + "; split archives are not wheels");
+    // Unix modes: only regular files and directories, without set-id bits. pip
+    // and uv write every member as a plain file, but unzip, libarchive and older
+    // installers create the symlink or keep the setuid bit.
+    if ((u16(c + 4) >> 8) == 3) {
+      const std::uint32_t mode = m.external_attr >> 16, type = mode & 0170000;
+      if (type != 0 && type != 0100000 && type != 0040000)
+        throw Error(where + " is not a regular file (Unix mode " + octal(mode) +
+                    ": a symlink, device, fifo or socket); wheels hold files only: copy the target into the tree");
+      if (mode & 06000)
+        throw Error(where + " has the setuid or setgid bit (Unix mode " + octal(mode) +
+                    "); wheels carry only rwx permissions: clear it and rebuild");
+    }
 
     // ZIP64 extended information: exactly the fields whose 32-bit value is
     // saturated, in the fixed order size, compressed size, offset.
