@@ -14,7 +14,6 @@
 #   FFPA_SITE_URL             site base URL for the install notes (gh: default OWNER.github.io/REPO)
 #   FFPA_INDEX_PREFIX         directory of the index in the site (default whl)
 #   FFPA_RELEASE_URL          anchor base URL, "{tag}" expands; empty: the store's own
-#   FFPA_CHANNEL              CUDA channel (cu13); shared with the build
 #   FFPA_PYPI_REPOSITORY_URL  twine upload URL for the pure wheel
 #
 # Usage, after include(FfpaPublish):
@@ -39,13 +38,14 @@
 #                            them under vV+CHANNEL's install commands; both refuse to start
 #                            when the file is missing or was written for another version
 include_guard(GLOBAL)
+include("${CMAKE_CURRENT_LIST_DIR}/FfpaReleaseMatrix.cmake")   # the channels that exist
+include("${CMAKE_CURRENT_LIST_DIR}/FfpaVersion.cmake")         # ffpa_channel_version
 
 set(FFPA_SITE_REPO "" CACHE PATH "Git checkout of the site repository's gh-pages branch (publish)")
 set(FFPA_ASSETS "gh:xlite-dev/ffpa-attn" CACHE STRING "Release asset store: dir:PATH or gh:OWNER/REPO")
 set(FFPA_SITE_URL "" CACHE STRING "Site base URL for install notes; empty: derived from FFPA_ASSETS")
 set(FFPA_INDEX_PREFIX "whl" CACHE STRING "Directory of the wheel index inside the site")
 set(FFPA_RELEASE_URL "" CACHE STRING "Anchor base URL ({tag} expands); empty: the asset store's download URL")
-set(FFPA_CHANNEL "cu13" CACHE STRING "CUDA wheel channel, cu<CUDA major> of the nvcc in use")
 set(FFPA_PYPI_REPOSITORY_URL "https://upload.pypi.org/legacy/" CACHE STRING
     "twine repository URL the pure wheel is uploaded to")
 
@@ -86,17 +86,18 @@ function(ffpa_add_publish_targets)
   if(arg_WHEELS_DIR)
     list(APPEND where --wheels-dir "${arg_WHEELS_DIR}")
   endif()
-  # The CUDA wheels' version is V+CHANNEL; a dev version already has a local part, so
-  # the channel joins it with '.' (as the wheels are named). Publish then refuses such
-  # a version with its own message (pre-release), not a malformed tag.
-  if(arg_VERSION MATCHES "\\+")
-    set(cuda_version "${arg_VERSION}.${arg_CHANNEL}")
-  else()
-    set(cuda_version "${arg_VERSION}+${arg_CHANNEL}")
-  endif()
+  # The CUDA wheels' version: the one join rule (FfpaVersion.cmake). A dev version is
+  # joined with '.', and publish refuses it with its own message (pre-release).
+  ffpa_channel_version("${arg_VERSION}" "${arg_CHANNEL}" cuda_version)
   set(cuda ${cli} publish --tag "v${cuda_version}" --channel ${arg_CHANNEL} ${where}
       --site-repo "${FFPA_SITE_REPO}" --assets "${FFPA_ASSETS}" --index-prefix "${FFPA_INDEX_PREFIX}"
-      --source-dir "${arg_SOURCE_DIR}" --docs ${arg_DOCS})
+      --source-dir "${arg_SOURCE_DIR}")
+  # Docs naming a channel that does not exist stop publish before the engine runs: the
+  # same check (FfpaDocsChannels.cmake) as the configure guard of profile full.
+  string(REPLACE ";" "@@" docs_arg "${arg_DOCS}")
+  string(REPLACE ";" "@@" channels_arg "${FFPA_RELEASE_CHANNELS}")
+  set(docs_check COMMAND "${CMAKE_COMMAND}" "-DDOCS=${docs_arg}" "-DCHANNELS=${channels_arg}"
+      -P "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/FfpaDocsChannels.cmake")
   foreach(opt IN ITEMS SITE_URL RELEASE_URL)
     if(FFPA_${opt})
       string(TOLOWER "${opt}" flag)
@@ -136,7 +137,7 @@ function(ffpa_add_publish_targets)
     set(pure_notes_dry COMMAND ${show})
   endif()
 
-  add_custom_target(publish ${notes_check} COMMAND ${cuda} ${cuda_notes} DEPENDS ${arg_DEPENDS}
+  add_custom_target(publish ${docs_check} ${notes_check} COMMAND ${cuda} ${cuda_notes} DEPENDS ${arg_DEPENDS}
     USES_TERMINAL VERBATIM
     COMMENT "Publishing ffpa-attn ${cuda_version} (${FFPA_ASSETS}, ${FFPA_SITE_REPO})")
   add_custom_target(publish-pure ${notes_check} COMMAND ${pure} ${pure_notes} DEPENDS ${arg_DEPENDS}
@@ -147,7 +148,7 @@ function(ffpa_add_publish_targets)
   else()
     set(cuda_dry ${cuda})
   endif()
-  add_custom_target(preflight ${notes_check} COMMAND ${cuda_dry} ${cuda_notes_dry}
+  add_custom_target(preflight ${docs_check} ${notes_check} COMMAND ${cuda_dry} ${cuda_notes_dry}
     COMMAND ${pure} --dry-run ${pure_notes_dry} DEPENDS ${arg_DEPENDS}
     USES_TERMINAL VERBATIM COMMENT "Publishing preflight (dry run of publish and publish-pure)")
 endfunction()

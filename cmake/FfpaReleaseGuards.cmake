@@ -99,44 +99,13 @@ function(ffpa_guard_channel)
   endif()
 endfunction()
 
-# ffpa_docs_channel_mentions(<out-var> FILES <file>...)
-#   Every advertised channel that does not exist (not in FFPA_RELEASE_CHANNELS), as
-#   "<file>: <line>" entries. Advertised means an index path (whl/cu14/, cu14/), a local
-#   version (+cu14) or an option value (=cu14, channel cu14); prose that says "there is
-#   no cu14" is fine. The configure guard and the publish targets both call this.
-function(ffpa_docs_channel_mentions out_var)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "FILES")
-  if(arg_UNPARSED_ARGUMENTS)
-    message(FATAL_ERROR "ffpa_docs_channel_mentions: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
-  endif()
-  set(_hits "")
-  foreach(_f IN LISTS arg_FILES)
-    file(STRINGS "${_f}" _lines REGEX "([/+=]cu[0-9]+|cu[0-9]+/|channel cu[0-9]+)")
-    foreach(_l IN LISTS _lines)
-      string(REGEX MATCHALL "([/+=]cu[0-9]+|cu[0-9]+/|channel cu[0-9]+)" _tokens "${_l}")
-      foreach(_t IN LISTS _tokens)
-        string(REGEX MATCH "cu[0-9]+" _ch "${_t}")
-        if(NOT _ch IN_LIST FFPA_RELEASE_CHANNELS)
-          file(RELATIVE_PATH _rel "${CMAKE_SOURCE_DIR}" "${_f}")
-          list(APPEND _hits "${_rel}: ${_l}")
-          break()
-        endif()
-      endforeach()
-    endforeach()
-  endforeach()
-  set(${out_var} "${_hits}" PARENT_SCOPE)
-endfunction()
-
 # ffpa_guard_docs_channels()
-#   README.md and docs/*.md advertise no channel that does not exist.
+#   README.md and docs/ advertise no channel that does not exist; the rule is
+#   FfpaDocsChannels.cmake's, which the publish targets run too.
+include("${CMAKE_CURRENT_LIST_DIR}/FfpaDocsChannels.cmake")
 function(ffpa_guard_docs_channels)
-  file(GLOB _docs "${CMAKE_SOURCE_DIR}/README.md" "${CMAKE_SOURCE_DIR}/docs/*.md")
-  ffpa_docs_channel_mentions(_hits FILES ${_docs})
-  if(_hits)
-    list(JOIN _hits "\n  " _list)
-    list(JOIN FFPA_RELEASE_CHANNELS ", " _known)
-    message(FATAL_ERROR "docs mention a channel that does not exist (channels: ${_known}); fix these lines:\n  ${_list}")
-  endif()
+  ffpa_check_docs_channels(DOCS "${CMAKE_SOURCE_DIR}/README.md" "${CMAKE_SOURCE_DIR}/docs"
+                           CHANNELS ${FFPA_RELEASE_CHANNELS} BASE "${CMAKE_SOURCE_DIR}")
 endfunction()
 
 # ffpa_find_nvcc(<out-path> <out-version>)

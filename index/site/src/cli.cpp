@@ -71,7 +71,7 @@ const std::map<std::string, std::string>& help_texts() {
        "usage: ffpa-index publish --tag vV+CHANNEL (--wheels WHEEL... | --wheels-dir DIR | --manifest FILE)\n"
        "         --site-repo DIR --assets dir:PATH|gh:OWNER/REPO [--release-url URL] [--channel cu13]\n"
        "         [--index-only [--core-metadata]] [--site-url URL] [--index-prefix whl] [--target SHA]\n"
-       "         [--source-dir DIR] [--remote origin] [--branch gh-pages] [--docs PATH...] [--dry-run]\n"
+       "         [--source-dir DIR] [--remote origin] [--branch gh-pages] [--dry-run]\n"
        "The four steps of a CUDA release, in order: (1) create release vV+CHANNEL (not latest, no title,\n"
        "notes = install commands, tag at --target, default HEAD of --source-dir); (2) upload every wheel\n"
        "and its <wheel>.metadata (PEP 658) as assets; (3) merge them into the index in the site repo;\n"
@@ -79,8 +79,8 @@ const std::map<std::string, std::string>& help_texts() {
        "what is already done. Refused before anything is created: a pre-release/dev wheel, a tag for\n"
        "another version, a name already published with other bytes (FFPA_FORCE_UPLOAD=1 overrides),\n"
        "a wheel that does not verify or is not named canonically, a tag not spelled v<canonical version>,\n"
-       "a --target that is not a commit of --source-dir, docs (--docs) naming a channel that does not\n"
-       "exist, and any failed preflight check (tools, gh auth, release holding other files, a store or\n"
+       "a --target that is not a commit of --source-dir, a channel that cmake/release-matrix.json of\n"
+       "--source-dir does not list, and any failed preflight check (tools, gh auth, release holding other files, a store or\n"
        "site that cannot be written, a wheel name too long to store, site repo state, foreign files or\n"
        "uncommitted changes in the channel that this publish would not write). Step 4 commits exactly\n"
        "the pages step 3 wrote.\n"
@@ -255,7 +255,7 @@ int cmd_publish(int argc, char** argv) {
   Args a(argc, argv,
          {"--tag", "--site-repo", "--assets", "--release-url", "--site-url", "--index-prefix", "--channel",
           "--target", "--source-dir", "--remote", "--branch", "--wheels-dir", "--manifest"},
-         {"--wheels", "--docs"}, {"--index-only", "--dry-run", "--core-metadata"});
+         {"--wheels"}, {"--index-only", "--dry-run", "--core-metadata"});
   PublishOptions o;
   auto need = [&](const char* f) {
     auto v = a.get(f);
@@ -276,7 +276,6 @@ int cmd_publish(int argc, char** argv) {
   o.branch = a.get_or("--branch", "gh-pages");
   o.dry_run = a.has("--dry-run");
   o.core_metadata_for_mirror = a.has("--core-metadata");
-  for (const auto& d : a.all("--docs")) o.docs.emplace_back(d);
   for (const auto& w : a.all("--wheels")) o.wheels.emplace_back(w);
   for (const auto& w : a.positional()) o.wheels.emplace_back(w);
   if (auto m = a.get("--manifest")) {

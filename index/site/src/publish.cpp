@@ -2,6 +2,9 @@
 // The four steps of spec/release.md section 4 and the pure upload of section 5.
 #include "ffpa/site/publish.h"
 
+#include <nlohmann/json.hpp>
+#include <algorithm>
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -61,37 +64,28 @@ ffpa::core::Version parse_tag(const std::string& tag, std::string_view shape) {
   return *v;
 }
 
-void check_channel(const std::string& channel) {
+// Which channels exist is data: the "channels" of the release matrix in the source
+// checkout (cmake/release-matrix.json), the file configure and the docs check read too.
+void check_channel(const std::string& channel, const fs::path& source_dir) {
   bool ok = channel.size() > 2 && channel.rfind("cu", 0) == 0 &&
             channel.find_first_not_of("0123456789", 2) == std::string::npos;
-  if (!ok) throw Error("channel '" + channel + "' is not cuNN (cu13 for CUDA 13.x)");
-  if (channel == "cu" "14")
-    throw Error("there is no " + channel + " channel: CUDA 13.x wheels are published to cu13");
-}
-
-// Docs that point users at a channel that does not exist are refused: spec section 3.
-std::vector<std::string> scan_docs(const std::vector<fs::path>& docs) {
-  static const std::string bad = std::string("cu") + "14";
-  std::vector<std::string> hits;
-  auto scan = [&](const fs::path& p) {
-    std::ifstream in(p);
-    std::string line;
-    for (int n = 1; std::getline(in, line); ++n)
-      if (line.find(bad) != std::string::npos) hits.push_back(p.string() + ":" + std::to_string(n) + ": " + line);
-  };
-  for (const auto& d : docs) {
-    std::error_code ec;
-    if (fs::is_directory(d, ec)) {
-      for (fs::recursive_directory_iterator it(d, ec), end; !ec && it != end; it.increment(ec)) {
-        const auto ext = it->path().extension().string();
-        if (it->is_regular_file() && (ext == ".md" || ext == ".rst" || ext == ".txt" || ext == ".html"))
-          scan(it->path());
-      }
-    } else if (fs::is_regular_file(d, ec)) {
-      scan(d);
-    }
+  if (!ok) throw Error("channel '" + channel + "' is not cu<CUDA major> (cu13 for CUDA 13.x)");
+  const fs::path matrix = source_dir / "cmake" / "release-matrix.json";
+  std::ifstream in(matrix);
+  if (!in) return;  // not an ffpa-attn checkout: the publish target checked the channel at configure
+  std::vector<std::string> known;
+  try {
+    const nlohmann::json doc = nlohmann::json::parse(in);
+    for (const auto& c : doc.at("channels")) known.push_back(c.get<std::string>());
+  } catch (const std::exception& e) {
+    throw Error(matrix.string() + " does not list the channels (" + e.what() + "); restore it from git");
   }
-  return hits;
+  if (std::find(known.begin(), known.end(), channel) == known.end()) {
+    std::string list;
+    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    throw Error("there is no " + channel + " channel: the channels that exist are " + list + " (" + matrix.string() +
+                "); a new CUDA major gets its channel there first (docs/release.md section 9)");
+  }
 }
 
 std::string notes_for(const std::string& project, const std::string& version, const std::string& channel,
@@ -313,18 +307,13 @@ int publish(const PublishOptions& opt, std::ostream& out, std::ostream& err) {
   const bool force = force_upload();
   // Guards first: no tool is run and nothing is read from the network before the
   // inputs are known to be publishable.
-  check_channel(opt.channel);
+  check_channel(opt.channel, opt.source_dir);
   check_index_path(opt.index_prefix, "--index-prefix");
   if (opt.index_only && opt.release_url.empty())
     throw Error("--index-only needs --release-url: a mirror's anchors must point at the original "
                 "release assets; pass their base URL (\"{tag}\" expands to the tag)");
   const auto tagv = parse_tag(opt.tag, "v<version>+<channel>, e.g. v0.2.5+cu13");
   if (opt.wheels.empty()) throw Error("no wheels given; pass --wheels WHEEL... or --wheels-dir DIR");
-  if (auto hits = scan_docs(opt.docs); !hits.empty()) {
-    std::string m = "docs mention a " + std::string("cu") + "14 channel, which does not exist; fix them first:";
-    for (const auto& h : hits) m += "\n  " + h;
-    throw Error(m);
-  }
   std::vector<PreparedWheel> wheels;
   std::map<std::string, std::string> want;  // asset name -> sha256 (wheels and their .metadata)
   for (const auto& p : opt.wheels) {

@@ -42,8 +42,6 @@ cases = [
     (["publish", "--tag", "v0.2.5+cu13", "--wheels", changed, *common], "already published with different contents", {}),
     (["add", "--index-dir", site, "--release-url", "https://x/", changed], "already published with different contents",
      {}),
-    (["publish", "--tag", "v0.2.7+cu13", "--wheels", other, "--docs", docs, *common], "channel, which does not exist",
-     {}),
     (["publish", "--tag", "v0.2.7+cu" + "14", "--channel", "cu" + "14", "--wheels", other, *common], "there is no", {}),
     (["publish", "--tag", "v0.2.7+cu13", "--wheels", other, "--index-only", "--site-repo", site],
      "--index-only needs --release-url", {}),

@@ -39,6 +39,14 @@ subprocess.run(["cmake", "-S", str(proj), "-B", str(build), f"-DFFPA_SITE_REPO={
                check=True, capture_output=True)
 subprocess.run(["cmake", "--build", str(build)], check=True, capture_output=True)  # ALL publishes nothing
 check(not (work / "assets").exists(), "a publishing target ran as part of ALL")
+# Docs that advertise a channel the release matrix lacks stop publish before the
+# engine runs (the same FfpaDocsChannels.cmake rule as the configure guard).
+(docs / "future.md").write_text("CUDA 14: pip install ffpa-attn --index-url https://x/whl/cu" + "14/\n")
+p = subprocess.run(["cmake", "--build", str(build), "--target", "publish"], capture_output=True, text=True)
+check(p.returncode != 0 and "docs mention a channel that does not exist (channels: cu13)" in p.stdout + p.stderr
+      and "future.md" in p.stdout + p.stderr, "publish refuses docs naming a missing channel\n" + p.stdout + p.stderr)
+check(not (work / "assets").exists(), "nothing was published after the docs refusal")
+(docs / "future.md").unlink()
 p = subprocess.run(["cmake", "--build", str(build), "--target", "publish"], capture_output=True, text=True)
 check(p.returncode == 0, p.stdout + p.stderr)
 check_index_consistent(site, {w.name: sha256(w) for w in wheels})

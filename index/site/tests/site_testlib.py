@@ -107,9 +107,13 @@ def make_source(root):
     """A git checkout with one commit, the release commit a publish tags; returns
     (checkout, sha). publish refuses a --target that is not a commit of --source-dir."""
     src = pathlib.Path(root) / "src"
-    src.mkdir(parents=True, exist_ok=True)
+    (src / "cmake").mkdir(parents=True, exist_ok=True)
+    # publish reads the channels that exist from the checkout's release matrix.
+    shutil.copy(pathlib.Path(os.environ.get("FFPA_CMAKE_MODULES", pathlib.Path(__file__).resolve().parents[3] / "cmake"))
+                / "release-matrix.json", src / "cmake" / "release-matrix.json")
     git("init", "--quiet", str(src))
-    git("-c", "user.name=t", "-c", "user.email=t@x", "commit", "--quiet", "--allow-empty", "-m", "release", cwd=src)
+    git("add", "-A", cwd=src)
+    git("-c", "user.name=t", "-c", "user.email=t@x", "commit", "--quiet", "-m", "release", cwd=src)
     return src, git("rev-parse", "HEAD", cwd=src).strip()
 
 

@@ -68,7 +68,6 @@ struct PublishOptions {
   std::string remote = "origin", branch = "gh-pages";
   std::string target;                  // commit the release tag points at
   fs::path source_dir = ".";           // where `target` defaults to HEAD
-  std::vector<fs::path> docs;          // scanned for a channel that does not exist
   bool index_only = false, dry_run = false;
   bool core_metadata_for_mirror = false;  // --index-only: the original assets serve .metadata
 };
