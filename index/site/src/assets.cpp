@@ -65,6 +65,7 @@ class DirStore final : public AssetStore {
   void create_release(const ReleaseSpec& r) override {
     // The release exists once .release.json does; it is written last and atomically.
     fs::create_directories(root_ / r.tag);
+    sweep(r.tag);
     const nlohmann::json j = {{"tag", r.tag}, {"target", r.target}, {"latest", r.latest}, {"notes", r.notes}};
     ffpa::core::write_file_atomic(root_ / r.tag / ".release.json", j.dump(1) + "\n");
   }
@@ -73,13 +74,7 @@ class DirStore final : public AssetStore {
     const fs::path dst = root_ / tag / file.filename();
     if (fs::exists(dst) && !clobber)
       throw Error(dst.string() + " already exists; refusing to overwrite an asset");
-    // Temp files of an upload that was killed are this store's own: removed once
-    // per release by the next upload into it (publishes of one site never overlap).
-    if (swept_.insert(tag).second) {
-      std::error_code ec;
-      for (fs::directory_iterator it(root_ / tag, ec), end; !ec && it != end; it.increment(ec))
-        if (it->path().filename().string().rfind(".ffpa-upload.", 0) == 0) fs::remove(it->path(), ec);
-    }
+    sweep(tag);
     // A short temp name: the asset's own name may already be near the 255-byte limit.
     std::string tmpl = (root_ / tag / ".ffpa-upload.XXXXXX").string();
     std::vector<char> buf(tmpl.begin(), tmpl.end());
@@ -112,8 +107,19 @@ class DirStore final : public AssetStore {
   std::string default_site_url() const override { return ""; }
 
  private:
+  // Temp files of a killed create or upload are this store's own: removed once per
+  // release by the next write into it (publishes of one site never overlap).
+  void sweep(const std::string& tag) {
+    if (!swept_.insert(tag).second) return;
+    std::error_code ec;
+    for (fs::directory_iterator it(root_ / tag, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string n = it->path().filename().string();
+      if (n.rfind(".ffpa-upload.", 0) == 0 || n.rfind("..release.json.tmp.", 0) == 0) fs::remove(it->path(), ec);
+    }
+  }
+
   fs::path root_;
-  std::set<std::string> swept_;  // releases whose stale upload temp files are gone
+  std::set<std::string> swept_;  // releases whose stale temp files are gone
 };
 
 class GhStore final : public AssetStore {
