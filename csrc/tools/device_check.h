@@ -1,0 +1,53 @@
+// Shared by the device-check runner's correctness matrix (device_check.cu) and its
+// kernel timings (device_check_bench.cu): one executable, two concerns, two files.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "ffpa/api.h"
+
+#define CHECK_CUDA(expr)                                                                            \
+  do {                                                                                              \
+    cudaError_t e_ = (expr);                                                                        \
+    if (e_ != cudaSuccess) {                                                                        \
+      std::fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(2);                                                                                 \
+    }                                                                                               \
+  } while (0)
+
+namespace ffpa::check {
+
+inline int64_t row_offset(bool bnhd, int H, int N, int D, int bi, int hi, int ni) {
+  if (bnhd) return ((static_cast<int64_t>(bi) * N + ni) * H + hi) * D;
+  return ((static_cast<int64_t>(bi) * H + hi) * N + ni) * D;
+}
+
+inline void set_desc(ffpa::TensorDesc& t, void* data, bool bnhd, int B, int H, int N, int D, ffpa::DType dt) {
+  t.data = data;
+  t.shape[0] = B, t.shape[1] = H, t.shape[2] = N, t.shape[3] = D;
+  if (bnhd) {
+    t.stride[0] = static_cast<int64_t>(N) * H * D, t.stride[1] = D, t.stride[2] = static_cast<int64_t>(H) * D;
+  } else {
+    t.stride[0] = static_cast<int64_t>(H) * N * D, t.stride[1] = static_cast<int64_t>(N) * D, t.stride[2] = D;
+  }
+  t.stride[3] = 1;
+  t.dtype = dt;
+}
+
+struct BenchOpts {
+  const char* csv = nullptr;
+  std::vector<int> dims;  // empty: every compiled head dim
+  int n = 8192, h = 32, warmup = 3, iters = 10;
+};
+
+// Times forward() with CUDA events on fp16 B=1 x H x N x D inputs, causal and not, and
+// writes `source,D,dtype,causal,B,H,N,kernel,ms,tflops` rows to o.csv (the header alone
+// for a dry run, which makes no CUDA call). Returns the process exit code.
+int run_bench(const BenchOpts& o, const ffpa::BuildInfo& info, bool dry_run);
+
+}  // namespace ffpa::check

@@ -1,0 +1,107 @@
+// The device-check runner's kernel timings: see device_check.h.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "device_check.h"
+
+namespace ffpa::check {
+
+namespace {
+
+// ---- bench: the kernels' own timings (CUDA events), for the SDPA comparison made by
+// a separate Python process on the same shapes (ctest/gpu/sdpa_bench.py) ----------------
+
+__global__ void fill_random(uint16_t* p, int64_t n, uint32_t seed, bool bf16) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    uint32_t x = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    x ^= x >> 15, x *= 2246822519u, x ^= x >> 13;
+    const float u = (x & 0xffffff) / float(0x1000000) * 2.f - 1.f;  // uniform [-1, 1)
+    if (bf16) {
+      __nv_bfloat16 h = __float2bfloat16_rn(u);
+      p[i] = *reinterpret_cast<uint16_t*>(&h);
+    } else {
+      __half h = __float2half_rn(u);
+      p[i] = *reinterpret_cast<uint16_t*>(&h);
+    }
+  }
+}
+
+}  // namespace
+
+int run_bench(const BenchOpts& o, const ffpa::BuildInfo& info, bool dry_run) {
+  std::vector<int> dims;
+  for (int d : o.dims.empty() ? info.head_dims : o.dims)
+    if (std::find(info.head_dims.begin(), info.head_dims.end(), d) != info.head_dims.end()) dims.push_back(d);
+  std::string csv = "source,D,dtype,causal,B,H,N,kernel,ms,tflops\n";
+  for (int d : dims)
+    for (bool causal : {false, true}) {
+      const double flop = 4.0 * o.h * double(o.n) * o.n * d / (causal ? 2 : 1);
+      if (dry_run) {
+        std::printf("bench plan: D=%d fp16 causal=%d B=1 H=%d N=%d warmup=%d iters=%d\n", d, causal, o.h, o.n,
+                    o.warmup, o.iters);
+        continue;
+      }
+      const int64_t elems = int64_t(o.h) * o.n * d;
+      uint16_t *q, *k, *v, *out;
+      CHECK_CUDA(cudaMalloc(&q, elems * 2));
+      CHECK_CUDA(cudaMalloc(&k, elems * 2));
+      CHECK_CUDA(cudaMalloc(&v, elems * 2));
+      CHECK_CUDA(cudaMalloc(&out, elems * 2));
+      fill_random<<<1024, 256>>>(q, elems, 1u, false);
+      fill_random<<<1024, 256>>>(k, elems, 2u, false);
+      fill_random<<<1024, 256>>>(v, elems, 3u, false);
+      CHECK_CUDA(cudaGetLastError());
+      ffpa::ForwardArgs a;
+      set_desc(a.q, q, false, 1, o.h, o.n, d, ffpa::DType::kFp16);
+      set_desc(a.k, k, false, 1, o.h, o.n, d, ffpa::DType::kFp16);
+      set_desc(a.v, v, false, 1, o.h, o.n, d, ffpa::DType::kFp16);
+      set_desc(a.out, out, false, 1, o.h, o.n, d, ffpa::DType::kFp16);
+      a.causal = causal;
+      a.scale = 1.f / std::sqrt(float(d));
+      ffpa::Impl used = ffpa::Impl::kAuto;
+      a.impl_used = &used;
+      cudaEvent_t e0, e1;
+      CHECK_CUDA(cudaEventCreate(&e0));
+      CHECK_CUDA(cudaEventCreate(&e1));
+      for (int i = 0; i < o.warmup + o.iters; ++i) {
+        if (i == o.warmup) CHECK_CUDA(cudaEventRecord(e0));
+        const ffpa::Status st = ffpa::forward(a);
+        if (!st.ok()) {
+          std::fprintf(stderr, "bench D=%d: %s\n", d, st.message.c_str());
+          return 2;
+        }
+      }
+      CHECK_CUDA(cudaEventRecord(e1));
+      CHECK_CUDA(cudaEventSynchronize(e1));
+      float ms = 0.f;
+      CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+      ms /= o.iters;
+      const double tflops = flop / (ms * 1e-3) / 1e12;
+      char line[256];
+      std::snprintf(line, sizeof(line), "ffpa-cpp,%d,fp16,%d,1,%d,%d,%s,%.4f,%.2f\n", d, causal ? 1 : 0, o.h, o.n,
+                    ffpa::impl_name(used), ms, tflops);
+      std::printf("bench: %s", line);
+      std::fflush(stdout);
+      csv += line;
+      cudaEventDestroy(e0), cudaEventDestroy(e1);
+      cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(out);
+    }
+  // A dry run writes the header alone: the rehearsal checks the file's shape.
+  if (o.csv != nullptr) {
+    FILE* f = std::fopen(o.csv, "w");
+    if (f == nullptr || std::fputs(csv.c_str(), f) < 0 || std::fclose(f) != 0) {
+      std::fprintf(stderr, "cannot write %s\n", o.csv);
+      return 2;
+    }
+  }
+  return 0;
+}
+
+}  // namespace ffpa::check
