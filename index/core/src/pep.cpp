@@ -200,28 +200,9 @@ std::optional<std::string> canonical_version(std::string_view v, std::string* wh
   return parsed->canonical;
 }
 
-namespace {
-
-// The canonical form with trailing zeros of the release dropped ("1.0.0rc1" ->
-// "1rc1"): PEP 440 compares release segments as if padded with zeros, so this
-// is equal for two versions exactly when packaging's Version objects are.
-std::string equality_key(const std::string& canonical) {
-  const size_t bang = canonical.find('!');
-  const size_t start = bang == std::string::npos ? 0 : bang + 1;
-  size_t end = start;
-  while (end < canonical.size() && (std::isdigit(static_cast<unsigned char>(canonical[end])) || canonical[end] == '.')) ++end;
-  // A '.' ending the digit run belongs to ".postN"/".devN", not to the release.
-  while (end > start && canonical[end - 1] == '.') --end;
-  std::string release = canonical.substr(start, end - start);
-  while (release.size() > 2 && release.compare(release.size() - 2, 2, ".0") == 0) release.resize(release.size() - 2);
-  return canonical.substr(0, start) + release + canonical.substr(end);
-}
-
-}  // namespace
-
 bool same_version(std::string_view a, std::string_view b) {
-  auto ca = canonical_version(a), cb = canonical_version(b);
-  return ca && cb && equality_key(*ca) == equality_key(*cb);
+  auto va = parse_pep440(a), vb = parse_pep440(b);
+  return va && vb && version_identity(*va) == version_identity(*vb);
 }
 
 namespace {

@@ -32,7 +32,7 @@ std::optional<std::string> canonical_version(std::string_view v, std::string* wh
 // "1.0.0+CU13") and, since release numbers compare as if padded with zeros,
 // same_version("1.0+cu13", "1.0.0+cu13"). Compare versions with this, never as
 // strings (canonical_version gives the one spelling of a version string; "1.0" and
-// "1.0.0" are two canonical spellings of one version).
+// "1.0.0" are two canonical spellings of one version). Compares version_identity.
 bool same_version(std::string_view a, std::string_view b);
 
 // A PEP 440 specifier set as packaging.specifiers.SpecifierSet accepts it
