@@ -1,5 +1,7 @@
 // ffpa_device_check: the GPU correctness matrix against the fp64-accumulated host
-// reference, and the kernels' own timings (for images without Python headers).
+// reference, and the kernels' own timings (for images without Python headers; in
+// device_check_bench.cu). Slightly over 500 lines: the case plan, the runner and the
+// incremental JSON report describe one matrix and change together.
 //
 //   ffpa_device_check [--json FILE] [--quick] [--dry-run]
 //   ffpa_device_check --bench-csv FILE [--bench-dims 64,128,... (default: all compiled)] [--bench-n 8192]

@@ -1,4 +1,7 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Over 500 lines on purpose: the tree walk, the refusals on what a tree may hold, the
+// RECORD/WHEEL/METADATA writers and pack_wheels' one-pass multi-wheel assembly share the
+// per-member state; the zip container and compression live in zipwrite/deflate.cpp.
 #include "ffpa/core/pack.h"
 
 #include <fcntl.h>

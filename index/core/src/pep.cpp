@@ -1,4 +1,7 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Over 500 lines on purpose: every PEP grammar the engine reads (440 versions and
+// specifiers, 503 names, 508 requirements, 427 file names) with the canonical spellings
+// they share; one file keeps one answer per question (ctest/data/pep440-cases.json).
 #include "ffpa/core/pep.h"
 
 #include <cctype>

@@ -1,4 +1,6 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Over 500 lines on purpose: verify-wheel is one pass over the archive (RECORD, METADATA,
+// WHEEL, ELF members against the tag) whose checks share the member stream.
 #include "ffpa/core/wheel.h"
 
 #include <map>

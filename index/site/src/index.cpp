@@ -1,4 +1,7 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Over 500 lines on purpose: one channel's whole lifecycle (load and check every page,
+// plan every byte of a mutation, write it under the lock, verify what pip reads) stays
+// in one file so that every writer goes through the same read-plan-write path.
 #include "ffpa/site/index.h"
 
 #include <algorithm>
