@@ -34,11 +34,13 @@ endfunction()
 
 # A release must describe the sources it was built from: re-check right before
 # writing, since files may have changed after configure.
+# The same check as configure's guard (FfpaReleaseGuards.cmake, one list of shipped inputs).
 if(CPACK_FFPA_PROFILE STREQUAL "full" AND NOT CPACK_FFPA_ALLOW_UNCOMMITTED)
-  execute_process(COMMAND git status --porcelain=v1 --untracked-files=all -- ${CPACK_FFPA_SHIPPED_INPUTS}
-    WORKING_DIRECTORY "${CPACK_FFPA_SOURCE_DIR}" OUTPUT_VARIABLE _st RESULT_VARIABLE _rc ERROR_QUIET)
-  if(_rc EQUAL 0 AND NOT _st STREQUAL "")
-    _ffpa_fail("profile full builds from committed sources; commit these first (they changed after configure):\n${_st}")
+  include("${CPACK_FFPA_SOURCE_DIR}/cmake/FfpaReleaseGuards.cmake")
+  ffpa_uncommitted_inputs(_changed SOURCE_DIR "${CPACK_FFPA_SOURCE_DIR}")
+  if(_changed)
+    list(JOIN _changed "\n  " _list)
+    _ffpa_fail("profile full builds from committed sources; commit these first (they changed after configure):\n  ${_list}")
   endif()
 endif()
 

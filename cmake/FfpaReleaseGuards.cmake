@@ -23,13 +23,19 @@ function(ffpa_guard_release_version)
   endif()
 endfunction()
 
-# ffpa_uncommitted_inputs(<out-var>)
+# ffpa_uncommitted_inputs(<out-var> [SOURCE_DIR <dir>])
 #   Lists shipped inputs that differ from HEAD: modified, staged, deleted or
 #   untracked-but-not-ignored files (an untracked source file would be shipped).
+#   SOURCE_DIR defaults to CMAKE_SOURCE_DIR; the packaging script (CPack) passes it,
+#   so configure and packaging run the same check.
 function(ffpa_uncommitted_inputs out_var)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "SOURCE_DIR" "")
+  if(NOT arg_SOURCE_DIR)
+    set(arg_SOURCE_DIR "${CMAKE_SOURCE_DIR}")
+  endif()
   execute_process(
     COMMAND git status --porcelain=v1 --untracked-files=all -- ${FFPA_SHIPPED_INPUTS}
-    WORKING_DIRECTORY "${CMAKE_SOURCE_DIR}"
+    WORKING_DIRECTORY "${arg_SOURCE_DIR}"
     OUTPUT_VARIABLE _out RESULT_VARIABLE _rc ERROR_QUIET)
   set(_files "")
   if(_rc EQUAL 0)
