@@ -38,7 +38,7 @@ def wheels(manifest: dict[str, Any], kind: str | None = None) -> list[dict[str, 
 
 
 def make(version: str, source_commit: str, wheel_files: list[Path], *, profile: str = "full",
-         channel: str | None = "cu13") -> dict[str, Any]:
+         channel: str | None = "cu13", requirements: Path | None = None) -> dict[str, Any]:
     """A schema-1 manifest for test wheels (what `ffpa-index release` would write for them).
 
     Each wheel's kind, version and tags come from its file name; size and sha256 from its
@@ -61,4 +61,8 @@ def make(version: str, source_commit: str, wheel_files: list[Path], *, profile: 
         m.update({"cuda_version": f"{version}+{channel}", "fatbin_compression": "size", "archs": ["89", "120f"],
                   "head_dims": [128], "dtypes": ["fp16", "bf16"]})
     m["wheels"] = entries
+    if requirements is not None:
+        data = Path(requirements).read_bytes()
+        m["requirements"] = {"file": Path(requirements).name, "size": len(data),
+                             "sha256": hashlib.sha256(data).hexdigest()}
     return m

@@ -210,6 +210,7 @@ int cmd_render(int argc, char** argv) {
 struct Manifest {
   std::string commit;
   std::vector<fs::path> cuda, pure;
+  std::vector<fs::path> cuda_extra;  // uploaded beside the CUDA wheels: requirements-<channel>.txt
 };
 
 Manifest read_manifest(const fs::path& file, const std::optional<std::string>& wheels_dir) {
@@ -229,6 +230,13 @@ Manifest read_manifest(const fs::path& file, const std::optional<std::string>& w
       throw Error(p.string() + " differs from the sha256 in " + file.string() +
                   "; dist/ changed after packaging: rebuild the release");
     (w.kind == "pure" ? m.pure : m.cuda).push_back(p);
+  }
+  if (man.requirements) {
+    const fs::path p = dir / man.requirements->file;
+    if (!fs::exists(p) || hash_file(p) != man.requirements->sha256)
+      throw Error(p.string() + " is missing or differs from the sha256 in " + file.string() +
+                  "; dist/ changed after packaging: rebuild the release");
+    m.cuda_extra.push_back(p);
   }
   return m;
 }
@@ -281,6 +289,7 @@ int cmd_publish(int argc, char** argv) {
   if (auto m = a.get("--manifest")) {
     auto man = read_manifest(*m, a.get("--wheels-dir"));
     o.wheels.insert(o.wheels.end(), man.cuda.begin(), man.cuda.end());
+    o.extra_assets = man.cuda_extra;
     if (o.target.empty()) o.target = man.commit;
   } else if (auto d = a.get("--wheels-dir")) {
     auto more = wheels_from_dir(*d, o.tag);

@@ -83,6 +83,14 @@ int publish(const PublishOptions& opt, std::ostream& out, std::ostream& err) {
     want[w.name.filename() + ".metadata"] = w.metadata_sha256;
     wheels.push_back(std::move(w));
   }
+  // Other release assets (the hash-locked requirements file): uploaded beside the
+  // wheels under the same rules (identical bytes skipped, other bytes refused).
+  for (const auto& f : opt.extra_assets) {
+    if (!fs::is_regular_file(f)) throw Error(f.string() + " is missing; rebuild the release");
+    const std::string name = f.filename().string();
+    if (want.count(name)) throw Error("two release assets are named " + name);
+    want[name] = hash_file(f);
+  }
 
   std::unique_ptr<AssetStore> store;
   if (!opt.index_only) store = make_asset_store(opt.assets);
@@ -168,6 +176,11 @@ int publish(const PublishOptions& opt, std::ostream& out, std::ostream& err) {
           else out << "  # copy " << f.filename().string() << " into " << store->spec() << "/" << opt.tag << "\n";
         }
       }
+      for (const auto& f : opt.extra_assets) {
+        if (identical.count(f.filename().string())) continue;
+        if (auto c = store->upload_command(opt.tag, f, force); !c.empty()) out << "  " << format_command(c) << "\n";
+        else out << "  # copy " << f.filename().string() << " into " << store->spec() << "/" << opt.tag << "\n";
+      }
     }
     std::vector<std::string> add_cmd = {"add", "-A", "--"};
     add_cmd.insert(add_cmd.end(), stage.begin(), stage.end());
@@ -202,27 +215,29 @@ int publish(const PublishOptions& opt, std::ostream& out, std::ostream& err) {
     auto present = store->list_assets(opt.tag).value_or(std::vector<std::string>{});
     const std::set<std::string> present_set(present.begin(), present.end());
     bool first = true;
+    auto upload_one = [&](const fs::path& f) {
+      const std::string name = f.filename().string();
+      const std::string sha = want.at(name);
+      if (present_set.count(name)) {
+        const std::string have = identical.count(name) ? sha : store->asset_sha256(opt.tag, name);
+        if (have == sha) {
+          out << "[2/4] " << name << " already uploaded, identical; skipped\n";
+          return;
+        }
+        if (!force)
+          throw Error(name + " is already published with different contents; publish a new version, or set "
+                      "FFPA_FORCE_UPLOAD=1");
+      }
+      store->upload(opt.tag, f, present_set.count(name) > 0);
+      out << "[2/4] uploaded " << name << "\n";
+    };
     for (const auto& w : wheels) {
       ffpa::core::write_file_atomic(md_path(w), w.metadata);
-      for (const fs::path& f : {w.path, md_path(w)}) {
-        const std::string name = f.filename().string();
-        const std::string sha = want.at(name);
-        if (present_set.count(name)) {
-          const std::string have = identical.count(name) ? sha : store->asset_sha256(opt.tag, name);
-          if (have == sha) {
-            out << "[2/4] " << name << " already uploaded, identical; skipped\n";
-            continue;
-          }
-          if (!force)
-            throw Error(name + " is already published with different contents; publish a new version, or set "
-                        "FFPA_FORCE_UPLOAD=1");
-        }
-        store->upload(opt.tag, f, present_set.count(name) > 0);
-        out << "[2/4] uploaded " << name << "\n";
-      }
+      for (const fs::path& f : {w.path, md_path(w)}) upload_one(f);
       if (first) kill_point("upload-1");
       first = false;
     }
+    for (const auto& f : opt.extra_assets) upload_one(f);
     fs::remove_all(md_dir, ec);
     kill_point("upload");
   } else {

@@ -19,7 +19,9 @@ src, head = make_source(work)
 dist = work / "dist"
 wheels = [make_wheel(dist, "0.2.5+cu13", tag=f"{t}-{t}-manylinux_2_28_x86_64") for t in ("cp311", "cp312")]
 pure = make_wheel(dist, "0.2.5", tag="py3-none-any")
-manifest = ffpa_manifest.make("0.2.5", head, [*wheels, pure])
+requirements = dist / "requirements-cu13.txt"
+requirements.write_text("ffpa-attn==0.2.5+cu13 " + " ".join(f"--hash=sha256:{sha256(w)}" for w in wheels) + "\n")
+manifest = ffpa_manifest.make("0.2.5", head, [*wheels, pure], requirements=requirements)
 (dist / "ffpa-release-manifest.json").write_text(json.dumps(manifest))
 docs = work / "docs"
 docs.mkdir()
@@ -50,6 +52,9 @@ check(not (work / "assets").exists(), "nothing was published after the docs refu
 p = subprocess.run(["cmake", "--build", str(build), "--target", "publish"], capture_output=True, text=True)
 check(p.returncode == 0, p.stdout + p.stderr)
 check_index_consistent(site, {w.name: sha256(w) for w in wheels})
+uploaded = work / "assets" / "v0.2.5+cu13" / "requirements-cu13.txt"
+check(uploaded.is_file() and uploaded.read_bytes() == requirements.read_bytes(),
+      "the manifest's requirements file is uploaded beside the wheels")
 rel = json.loads((work / "assets" / "v0.2.5+cu13" / ".release.json").read_text())
 check(rel["target"] == head, f"release not at the manifest's commit: {rel}")
 check(git("--git-dir", str(remote), "rev-parse", "gh-pages") == git("rev-parse", "HEAD", cwd=site), "not pushed")

@@ -59,6 +59,7 @@ std::unique_ptr<AssetStore> make_asset_store(const std::string& spec);
 struct PublishOptions {
   std::string tag;                     // vV+CHANNEL
   std::vector<fs::path> wheels;
+  std::vector<fs::path> extra_assets;  // uploaded beside the wheels (requirements-<channel>.txt)
   fs::path site_repo;                  // git work tree of the site, on `branch`
   std::string assets;                  // dir:PATH | gh:OWNER/REPO
   std::string release_url;             // anchor base; "{tag}" expands; default from the store
