@@ -242,6 +242,15 @@ def main() -> int:
                 f"ffpa-attn=={cuda_version} \\\n" +
                 " \\\n".join(f"    --hash=sha256:{w['sha256']}" for w in m["wheels"] if w["kind"] == "cuda") + "\n" +
                 f"{numpy_pin} " + " ".join(f"--hash=sha256:{sha256(f)}" for f in numpy_whl) + "\n")
+            # The release's own hash-locked file (requirements-<channel>.txt, in the manifest),
+            # with the user's hashed numpy line appended as docs/install.md says.
+            released = a.work / f"requirements-released-{tag}.txt"
+            rel_req = m.get("requirements")
+            if not rel_req:
+                problems.append("the manifest lists no requirements file (requirements-<channel>.txt)")
+                continue
+            released.write_text((a.dist / rel_req["file"]).read_text() + f"{numpy_pin} " +
+                                " ".join(f"--hash=sha256:{sha256(f)}" for f in numpy_whl) + "\n")
             # The pip requirements.txt of docs/install.md, with this site and stand-in.
             plain = a.work / f"requirements-{tag}.txt"
             plain.write_text(f"--index-url {site}\n--extra-index-url {pypi}\nffpa-attn=={public}\n")
@@ -256,6 +265,10 @@ def main() -> int:
                 ("pip -r requirements.txt (docs)", [*pip, "--python", "{py}", "install", "-r", plain], "cuda"),
                 ("pip --require-hashes", [*pip, "--python", "{py}", "install", "--require-hashes", "-r", hashed,
                                           *pip_idx], "cuda"),
+                ("pip --require-hashes -r requirements-<channel>.txt (release asset)",
+                 [*pip, "--python", "{py}", "install", "--require-hashes", "-r", released, *pip_idx], "cuda"),
+                ("uv --require-hashes -r requirements-<channel>.txt (release asset)",
+                 [*uv, "--python", "{py}", "--require-hashes", "-r", released, *uv_ours_first], "cuda"),
                 ("uv ==V --index-strategy unsafe-best-match",
                  [*uv, "--python", "{py}", f"ffpa-attn=={public}", *uv_best], "cuda"),
                 ("uv ==V --index ours --default-index pypi",
