@@ -135,6 +135,11 @@ def main() -> int:
     check(target.is_file() and target.read_bytes() == (dist / target.name).read_bytes(),
           "the anchor resolves to an asset with the wheel's bytes")
     check((site / "pypi" / "simple" / "ffpa-attn" / "index.html").is_file(), "the pure wheel's simple page exists")
+    front = (site / "index.html").read_text()
+    check("pip install ffpa-attn==1.2.3+cu13 --index-url &lt;site&gt;/whl/cu13/" in front
+          and "uv pip install ffpa-attn==1.2.3+cu13 --index &lt;site&gt;/whl/cu13/" in front,
+          "the site's front page gives the pinned pip and uv lines")
+    check("development build" not in front, "a release version is not called a development build")
     r3 = run([args.ffpa_index, "verify", "--index-dir", str(site), "--channel", "cu13", "--assets", str(site / "assets")])
     check(r3.returncode == 0, "verify accepts the local site: " + r3.stdout[-300:] + r3.stderr[-300:])
 

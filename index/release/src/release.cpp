@@ -135,6 +135,20 @@ std::string requirements_text(const Plan& p, const std::vector<core::ManifestWhe
   return t + "\n";
 }
 
+std::string html_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
 void render_local_site(const Plan& p, const std::vector<site::PreparedWheel>& prepared, std::ostream& log) {
   const fs::path site = *p.site_dir;
   const fs::path tmp = site.string() + ".tmp";
@@ -158,6 +172,28 @@ void render_local_site(const Plan& p, const std::vector<site::PreparedWheel>& pr
     if (!cuda.empty()) site::add_wheels(site::IndexLocation{tmp, "whl", *p.channel}, cuda, o, quiet, lock);
     if (!pure.empty()) site::add_wheels(site::IndexLocation{tmp, "pypi", "simple"}, pure, o, quiet, lock);
   }
+  // The site's front page: how to install this build. A dev build must be pinned
+  // (==V): unpinned, pip and uv resolve PyPI's higher public release instead.
+  const std::string v = p.cuda_version.value_or(p.version);
+  const bool dev = core::parse_pep440(p.version) && (core::parse_pep440(p.version)->is_dev ||
+                                                     !core::parse_pep440(p.version)->local.empty());
+  std::string page = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + html_escape(p.name) + " " +
+                     html_escape(v) + "</title></head><body>\n<h1>" + html_escape(p.name) + " " + html_escape(v) +
+                     "</h1>\n";
+  if (!cuda.empty())
+    page += "<p>CUDA wheels (" + html_escape(*p.channel) + "), from this site's root URL &lt;site&gt;:</p>\n<pre>pip install " +
+            html_escape(p.name) + "==" + html_escape(v) + " --index-url &lt;site&gt;/whl/" + html_escape(*p.channel) +
+            "/ --extra-index-url https://pypi.org/simple\nuv pip install " + html_escape(p.name) + "==" +
+            html_escape(v) + " --index &lt;site&gt;/whl/" + html_escape(*p.channel) + "/</pre>\n";
+  if (!pure.empty())
+    page += "<p>The pure wheel:</p>\n<pre>pip install " + html_escape(p.name) + "==" + html_escape(p.version) +
+            " --index-url &lt;site&gt;/pypi/simple/ --extra-index-url https://pypi.org/simple</pre>\n";
+  if (dev)
+    page += "<p><strong>This is a development build: keep the <code>==" + html_escape(v) +
+            "</code> pin.</strong> Unpinned, pip and uv take the higher public release from PyPI.</p>\n";
+  page += "<p>Hash-locked: <code>requirements-" + html_escape(p.channel.value_or("cu")) +
+          ".txt</code> in the release directory; see docs/install.md.</p>\n</body></html>\n";
+  core::write_file_atomic(tmp / "index.html", page);
   // Rendered from scratch and swapped in: the site always describes exactly this
   // build, and a failure above leaves the previous one.
   fs::remove_all(site);
