@@ -19,6 +19,10 @@ Cases:
                 binding; the C++ runner's plan and bench plan and the SDPA script's plan
   time-limits   the build phase limited to 1 s: it times out, later phases do not run,
                 the run fails, and OUT still holds a summary that says so and the logs
+  gpu-mode      GPU mode against a stand-in nvidia-smi that reports an H200: every
+                GPU-only path of the script (correctness, pytest -m gpu, both bench
+                runs) runs and, with no CUDA device behind it, fails cleanly: exit 1,
+                each phase named, the summary says failed
 """
 
 from __future__ import annotations
@@ -109,20 +113,30 @@ def run_case(work: Path, case: str) -> int:
         # The tools venv must not be reachable through PATH either.
         "PATH": os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if ".venv" not in p),
     })
+    if case == "gpu-mode":
+        fake = work / case / "fake-bin"
+        fake.mkdir(parents=True, exist_ok=True)
+        smi = fake / "nvidia-smi"
+        smi.write_text("#!/bin/sh\ncase \"$*\" in\n  -L) echo 'GPU 0: NVIDIA H200 (stand-in)';;\n"
+                       "  *name*) echo 'NVIDIA H200';;\n  *driver_version*) echo '580.00';;\n"
+                       "  *compute_cap*) echo '9.0';;\nesac\n")
+        smi.chmod(0o755)
+        env["PATH"] = f"{fake}{os.pathsep}{env['PATH']}"
     if case == "time-limits":
         # No compiler cache: a warm ccache could finish the build inside the limit.
         env["FFPA_DEVICE_CHECK_CMAKE_ARGS"] += " -DFFPA_COMPILER_LAUNCHER=none"
         env["FFPA_DEVICE_CHECK_TIMEOUTS"] = "build=1"
     t0 = time.monotonic()
-    proc = subprocess.run(["bash", str(SCRIPT), "--no-gpu", "--arch", "90", str(out)], env=env,
-                          capture_output=True, text=True)
+    mode_args = [] if case == "gpu-mode" else ["--no-gpu", "--arch", "90"]
+    proc = subprocess.run(["bash", str(SCRIPT), *mode_args, str(out)], env=env, capture_output=True, text=True)
     took = time.monotonic() - t0
     print(proc.stdout[-6000:])
     print(proc.stderr[-3000:], file=sys.stderr)
 
     lines = proc.stdout.splitlines()
-    check(bool(lines) and lines[0].startswith("device check (no-gpu): GPU none, driver none, arch 90"),
-          "the first line names the GPU, driver and arch")
+    first = ("device check (gpu): GPU NVIDIA H200, driver 580.00, arch 90" if case == "gpu-mode"
+             else "device check (no-gpu): GPU none, driver none, arch 90")
+    check(bool(lines) and lines[0].startswith(first), "the first line names the GPU, driver and arch")
     check(len(lines) > 1 and re.search(r"nvcc [0-9.]+, torch .*, python .*, commit", lines[1]) is not None,
           "the second line names nvcc, torch, python and the commit")
 
@@ -148,6 +162,15 @@ def run_case(work: Path, case: str) -> int:
         check(f"CMAKE_DISABLE_FIND_PACKAGE_{pkg}" in configure_log,
               f"configure never asked for {pkg} (CMake lists the unused CMAKE_DISABLE_FIND_PACKAGE_{pkg})")
 
+    if case == "gpu-mode":
+        check(proc.returncode == 1, f"no CUDA device behind nvidia-smi fails the run (exit {proc.returncode})")
+        for name in ("correctness", "python-gpu", "bench-cpp", "bench", "bench-causal"):
+            check(phases.get(name, {}).get("status", "").startswith("failed"),
+                  f"GPU phase {name} ran and failed cleanly: {phases.get(name)}")
+        check(summary["status"] == "failed" and summary["env"]["gpu"] == "NVIDIA H200", "summary: failed, on the H200")
+        check("SKIPPED: no CUDA device" in (scratch / "state" / "logs" / "correctness.log").read_text(),
+              "the runner says why")
+        return 0
     if case == "time-limits":
         check(proc.returncode == 1, f"a timed-out build fails the run (exit {proc.returncode})")
         check(phases["build"]["status"].startswith("timed out"), f"build: {phases['build']['status']}")
@@ -196,7 +219,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="rehearse the GPU device check without a GPU")
     parser.add_argument("action", choices=("venv", "run"))
     parser.add_argument("--work", type=Path, required=True)
-    parser.add_argument("--case", choices=("with-headers", "no-headers", "time-limits"))
+    parser.add_argument("--case", choices=("with-headers", "no-headers", "time-limits", "gpu-mode"))
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     if args.action == "venv":
