@@ -104,6 +104,9 @@ def main() -> int:
     args.work.mkdir(parents=True)
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
+    # A machine-wide find-links directory would let a "clean" venv take packages from
+    # outside this release and its named indexes.
+    env.pop("PIP_FIND_LINKS", None)
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
 
     kinds = ["pure"] if args.kind == "pure" else ["cuda", "pure"]

@@ -177,7 +177,9 @@ def clean_env(extra_path: Path | None = None) -> dict[str, str]:
     # PYTHONPATH above all: the kernels import what kernel_environments() says, never a
     # build tree the caller happened to have on its path.
     for name in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "MPLBACKEND",
-                 "FFPA_WHEEL", "FFPA_SOURCE_COMMIT"):
+                 "FFPA_WHEEL", "FFPA_SOURCE_COMMIT",
+                 # a machine-wide find-links directory would feed the "clean" venv
+                 "PIP_FIND_LINKS"):
         env.pop(name, None)
     env["PYTHONNOUSERSITE"] = "1"  # a user site-packages would leak packages into the "clean" venv
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
