@@ -8,11 +8,21 @@ instead of as a KeyError deep inside a test.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 SCHEMA = 1
+
+
+def file_sha256(path: str | Path) -> str:
+    """Hex sha256 of a file (a wheel, SHA256SUMS' other entries), read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def load(path: str | Path) -> dict[str, Any]:
@@ -44,15 +54,13 @@ def make(version: str, source_commit: str, wheel_files: list[Path], *, profile: 
     Each wheel's kind, version and tags come from its file name; size and sha256 from its
     bytes. For tests that publish hand-made wheels without running the packaging step.
     """
-    import hashlib
-
     entries = []
     for f in wheel_files:
         f = Path(f)
         _, wversion, tags = f.name[: -len(".whl")].split("-", 2)
         entries.append({"file": f.name, "kind": "pure" if tags.endswith("-none-any") else "cuda",
                         "version": wversion, "tags": tags, "size": f.stat().st_size,
-                        "sha256": hashlib.sha256(f.read_bytes()).hexdigest()})
+                        "sha256": file_sha256(f)})
     m: dict[str, Any] = {"schema": SCHEMA, "name": "ffpa-attn", "version": version, "profile": profile,
                          "source_commit": source_commit, "source_dirty": False, "source_date_epoch": 1700000000,
                          "toolchain": {"cmake": "3.25.1", "gcc": "12.2.0", "nvcc": "13.0" if channel else None},
@@ -62,7 +70,6 @@ def make(version: str, source_commit: str, wheel_files: list[Path], *, profile: 
                   "head_dims": [128], "dtypes": ["fp16", "bf16"]})
     m["wheels"] = entries
     if requirements is not None:
-        data = Path(requirements).read_bytes()
-        m["requirements"] = {"file": Path(requirements).name, "size": len(data),
-                             "sha256": hashlib.sha256(data).hexdigest()}
+        m["requirements"] = {"file": Path(requirements).name, "size": Path(requirements).stat().st_size,
+                             "sha256": file_sha256(requirements)}
     return m

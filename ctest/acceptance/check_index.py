@@ -14,7 +14,6 @@ Subcommands (each writes RESULTS/<check>.json for the closing summary):
 from __future__ import annotations
 
 import argparse
-import hashlib
 import html.parser
 import json
 import os
@@ -32,12 +31,7 @@ import ffpa_manifest  # noqa: E402  (the shared manifest reader)
 SKIP = 77
 
 
-def sha256(p: Path) -> str:
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+sha256 = ffpa_manifest.file_sha256
 
 
 def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:

@@ -60,12 +60,7 @@ print("PROBE-JSON " + json.dumps(out))
 '''
 
 
-def sha256(p: Path) -> str:
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+sha256 = ffpa_manifest.file_sha256
 
 
 def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:

@@ -17,7 +17,6 @@ under a name unique to the run in a private Jupyter home.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import re
@@ -117,12 +116,7 @@ def select_wheel(dist: Path, host_tags: list[str], kind: str, manifest: dict[str
     return candidates[0]
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+sha256_of = ffpa_manifest.file_sha256
 
 
 # --- processes -----------------------------------------------------------------------
