@@ -1,13 +1,20 @@
 // The exported C++ API: argument validation (no CUDA calls), device checks, dispatch
 // through the generated compiled-set table.
+#include <cuda.h>
 #include <cuda_runtime.h>
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled: the driver is reached through the runtime
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <cstdio>
+#include <mutex>
 #include <string>
 
 #include "ffpa/api.h"
 #include "ffpa/params.h"
+#include "ffpa/tma.cuh"
 
 namespace ffpa {
 
@@ -35,6 +42,18 @@ const char* impl_name(Impl impl) noexcept {
       return "mma";
     case Impl::kSimt:
       return "simt";
+    case Impl::kTma:
+      return "tma";
+  }
+  return "unknown";
+}
+
+const char* accum_name(Accum accum) noexcept {
+  switch (accum) {
+    case Accum::kFp32:
+      return "fp32";
+    case Accum::kFp16:
+      return "fp16";
   }
   return "unknown";
 }
@@ -83,6 +102,22 @@ bool mma_aligned(const TensorDesc& t) {
 }
 
 constexpr int kMaxGridYZ = 65535;
+
+// FFPA_CUDA_ARCHS tokens whose code is sm_90 or newer ("90", "90a", "120f", ...):
+// the TMA kernels have real bodies there and trap stubs elsewhere.
+bool is_tma_arch(const char* token) { return std::atoi(token) >= 90; }
+
+std::string compiled_archs_str() {
+  std::string s;
+  for (int i = 0; i < kNumCompiledArchs; ++i) s += std::string(i ? " " : "") + kCompiledArchs[i];
+  return s.empty() ? "none" : s;
+}
+
+bool has_tma_arch() {
+  for (int i = 0; i < kNumCompiledArchs; ++i)
+    if (is_tma_arch(kCompiledArchs[i])) return true;
+  return false;
+}
 
 }  // namespace
 
@@ -144,15 +179,32 @@ Status validate_forward(const ForwardArgs& a) {
       return {ErrorKind::kShape, "lse has shape " + shape_str(a.lse.shape, 3) + ", expected [B, Hq, Nq] = " +
                                      shape_str(want, 3)};
   }
-  if (a.impl == Impl::kMma) {
+  if (a.impl != Impl::kAuto && a.impl != Impl::kMma && a.impl != Impl::kSimt && a.impl != Impl::kTma)
+    return {ErrorKind::kImpl, "unknown impl code " + std::to_string(int(a.impl)) + "; choose auto, mma, tma or simt"};
+  if (a.accum != Accum::kFp32 && a.accum != Accum::kFp16)
+    return {ErrorKind::kImpl, "unknown accum code " + std::to_string(int(a.accum)) + "; choose fp32 or fp16"};
+  const bool f16_acc = a.accum == Accum::kFp16;
+  if (f16_acc && a.q.dtype != DType::kFp16)
+    return {ErrorKind::kDType, std::string("accum='fp16' needs fp16 inputs (got ") + dtype_name(a.q.dtype) +
+                                   "): bf16 always accumulates in fp32; drop accum or cast to fp16"};
+  if (f16_acc && a.impl == Impl::kSimt)
+    return {ErrorKind::kImpl, "accum='fp16' is an option of the tensor-core paths (impl='mma', 'tma' or "
+                              "'auto'); the SIMT kernel accumulates in fp32"};
+  if (a.impl == Impl::kTma && !has_tma_arch())
+    return {ErrorKind::kImpl, "impl='tma' was not compiled in this build (archs " + compiled_archs_str() +
+                                  "; TMA code needs an arch >= 90): use impl='mma', or rebuild with "
+                                  "-DFFPA_CUDA_ARCHS including 90 or 120f"};
+  // cp.async and TMA both need 16-byte aligned rows; auto falls back to SIMT only with
+  // fp32 accumulation (the SIMT kernel has no fp16-accumulate variant).
+  if (a.impl == Impl::kMma || a.impl == Impl::kTma || (a.impl == Impl::kAuto && f16_acc)) {
+    const std::string why = a.impl == Impl::kAuto ? "accum='fp16' (no SIMT fallback)"
+                                                  : std::string("impl='") + impl_name(a.impl) + "'";
     for (int i = 0; i < 4; ++i)
       if (!mma_aligned(*ts[i]))
         return {ErrorKind::kLayout, std::string(names[i]) +
                                         " is not 16-byte aligned (data pointer, or batch/head/row strides not "
-                                        "multiples of 8 elements), which impl='mma' needs for cp.async; "
-                                        "call .contiguous() or use impl='auto'/'simt'"};
-  } else if (a.impl != Impl::kAuto && a.impl != Impl::kSimt) {
-    return {ErrorKind::kImpl, "unknown impl code " + std::to_string(int(a.impl)) + "; choose auto, mma or simt"};
+                                        "multiples of 8 elements), which " + why +
+                                        " needs for cp.async/TMA; call .contiguous() or use impl='auto'/'simt'"};
   }
   return {};
 }
@@ -203,12 +255,140 @@ class DeviceGuard {
 
 }  // namespace
 
+namespace {
+
+// Which binary of this library the device loads, asked of a kernel compiled with the
+// same archs as the instances: its binaryVersion is the SASS arch picked for the
+// current device (e.g. 120 for 120f code on an RTX 50xx, 89 on an L4). Cached per
+// device ordinal; -1: not asked yet, 0: no loadable code.
+__global__ void ffpa_binary_probe_kernel() {}
+
+constexpr int kMaxDevices = 64;
+std::atomic<int> g_binary_version[kMaxDevices];
+std::once_flag g_binary_version_init;
+
+int device_binary_version() {
+  std::call_once(g_binary_version_init, [] {
+    for (auto& v : g_binary_version) v.store(-1);
+  });
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  if (dev < 0 || dev >= kMaxDevices) return 0;
+  int v = g_binary_version[dev].load();
+  if (v < 0) {
+    cudaFuncAttributes attr{};
+    if (cudaFuncGetAttributes(&attr, ffpa_binary_probe_kernel) == cudaSuccess) {
+      v = attr.binaryVersion;
+    } else {
+      cudaGetLastError();
+      v = 0;
+    }
+    g_binary_version[dev].store(v);
+  }
+  return v;
+}
+
+int current_device_cc() {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return major * 10 + minor;
+}
+
+}  // namespace
+
+bool tma_runs_on_current_device() noexcept { return has_tma_arch() && device_binary_version() >= 90; }
+
 Impl resolve_impl(const ForwardArgs& a) {
   if (a.impl != Impl::kAuto) return a.impl;
   const TensorDesc* ts[4] = {&a.q, &a.k, &a.v, &a.out};
   for (const TensorDesc* t : ts)
     if (!mma_aligned(*t)) return Impl::kSimt;
+  // The sm_120 family (consumer Blackwell) is where the TMA-fed kernel is the one to
+  // take; on sm_90 the cp.async kernel stays the default until a warp-specialised
+  // variant exists (docs/perf.md has the measured comparison).
+  if (current_device_cc() / 10 == 12 && tma_runs_on_current_device()) return Impl::kTma;
   return Impl::kMma;
+}
+
+namespace {
+
+PFN_cuTensorMapEncodeTiled_v12000 g_encode_tiled = nullptr;
+std::once_flag g_encode_tiled_once;
+std::string g_encode_tiled_error;
+
+Status tensor_map_encoder(PFN_cuTensorMapEncodeTiled_v12000* fn) {
+  std::call_once(g_encode_tiled_once, [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    const cudaError_t err =
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q);
+    if (err != cudaSuccess || q != cudaDriverEntryPointSuccess || p == nullptr) {
+      cudaGetLastError();
+      g_encode_tiled_error = std::string("the driver has no cuTensorMapEncodeTiled (") +
+                             (err != cudaSuccess ? cudaGetErrorString(err) : "symbol not found") +
+                             "); impl='tma' needs a CUDA 12+ driver: update the driver or use impl='mma'";
+      return;
+    }
+    g_encode_tiled = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  });
+  if (g_encode_tiled == nullptr) return {ErrorKind::kDevice, g_encode_tiled_error};
+  *fn = g_encode_tiled;
+  return {};
+}
+
+// One rank-4 map {D, N, H, B} (innermost first) over a [B, H, N, D] array.
+Status encode_one(PFN_cuTensorMapEncodeTiled_v12000 encode, CUtensorMap* map, const char* name, const void* data,
+                  DType dtype, int64_t b, int64_t h, int64_t n, int64_t d, int64_t batch_stride,
+                  int64_t head_stride, int64_t row_stride, int box_rows) {
+  const cuuint64_t dims[4] = {cuuint64_t(d), cuuint64_t(n), cuuint64_t(h), cuuint64_t(b)};
+  // Strides in bytes of dims 1..3. An extent-1 dim is never stepped over, so its
+  // stride (which frameworks leave arbitrary there) is replaced by a packed one.
+  int64_t strides[3] = {row_stride * 2, head_stride * 2, batch_stride * 2};
+  const int64_t packed[3] = {d * 2, n * d * 2, h * n * d * 2};
+  const int64_t extents[3] = {n, h, b};
+  for (int i = 0; i < 3; ++i)
+    if (extents[i] == 1) strides[i] = packed[i];
+  const cuuint64_t gstrides[3] = {cuuint64_t(strides[0]), cuuint64_t(strides[1]), cuuint64_t(strides[2])};
+  const cuuint32_t box[4] = {64, cuuint32_t(box_rows), 1, 1};
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  const CUresult r = encode(map, dtype == DType::kFp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                            4, const_cast<void*>(data), dims, gstrides, box, elem_strides,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return {ErrorKind::kLayout, std::string("cuTensorMapEncodeTiled refused ") + name + " (CUresult " +
+                                    std::to_string(int(r)) + ", strides in elements " + std::to_string(row_stride) +
+                                    "/" + std::to_string(head_stride) + "/" + std::to_string(batch_stride) +
+                                    "): use impl='mma' for this layout, or call .contiguous()"};
+  return {};
+}
+
+}  // namespace
+
+Status encode_tma_maps(const FwdParams& p, DType dtype, int box_rows_q, int box_rows_kv, TmaMaps* maps) {
+  PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  Status st = tensor_map_encoder(&encode);
+  if (!st.ok()) return st;
+  std::memset(maps, 0, sizeof(*maps));
+  const int64_t d = p.head_dim;
+  st = encode_one(encode, &maps->q, "q", p.q, dtype, p.b, p.hq, p.nq, d, p.q_batch_stride, p.q_head_stride,
+                  p.q_row_stride, box_rows_q);
+  // nkv == 0: no KV block is ever loaded, and a zero extent is not encodable.
+  if (st.ok() && p.nkv > 0)
+    st = encode_one(encode, &maps->k, "k", p.k, dtype, p.b, p.hkv, p.nkv, d, p.k_batch_stride, p.k_head_stride,
+                    p.k_row_stride, box_rows_kv);
+  if (st.ok() && p.nkv > 0)
+    st = encode_one(encode, &maps->v, "v", p.v, dtype, p.b, p.hkv, p.nkv, d, p.v_batch_stride, p.v_head_stride,
+                    p.v_row_stride, box_rows_kv);
+  return st;
 }
 
 Status forward(const ForwardArgs& a) {
@@ -245,8 +425,6 @@ Status forward(const ForwardArgs& a) {
   const int64_t b = a.q.shape[0], hq = a.q.shape[1], nq = a.q.shape[2];
   if (b * hq * nq == 0) return {};
 
-  const Impl impl = resolve_impl(a);
-
   FwdParams p;
   p.q = a.q.data;
   p.k = a.k.data;
@@ -267,9 +445,20 @@ Status forward(const ForwardArgs& a) {
   p.scale = a.scale;
   p.scale_log2 = a.scale * 1.4426950408889634f;
   p.causal = a.causal;
+  p.accum = a.accum;
+  p.head_dim = static_cast<int>(a.q.shape[3]);
   p.stream = a.stream;
 
   DeviceGuard guard(device);
+  // Resolved on the arrays' device: auto's choice and TMA's availability depend on it.
+  const Impl impl = resolve_impl(a);
+  if (impl == Impl::kTma && !tma_runs_on_current_device()) {
+    const int cc = current_device_cc();
+    return {ErrorKind::kImpl, "impl='tma' cannot run on this GPU (sm_" + std::to_string(cc) +
+                                  "): this library's TMA code is for archs >= 90 among its compiled archs (" +
+                                  compiled_archs_str() + "), and the device loads none of them; use impl='mma' "
+                                  "or 'auto', or rebuild with -DFFPA_CUDA_ARCHS=" + std::to_string(cc)};
+  }
   const KernelEntry* entry = find_kernel(static_cast<int>(a.q.shape[3]), a.q.dtype);
   st = entry->launch(p, impl);
   if (st.ok() && a.impl_used != nullptr) *a.impl_used = impl;
@@ -287,9 +476,13 @@ BuildInfo build_info() {
   std::sort(info.head_dims.begin(), info.head_dims.end());
   for (int i = 0; i < kNumCompiledArchs; ++i) info.archs.emplace_back(kCompiledArchs[i]);
   info.fwd = kNumCompiledKernels > 0;
+  for (int i = 0; i < kNumCompiledArchs; ++i)
+    if (is_tma_arch(kCompiledArchs[i])) info.tma_archs.emplace_back(kCompiledArchs[i]);
+  info.tma = info.fwd && !info.tma_archs.empty();
   if (info.fwd) info.impls = {"mma", "simt"};
-  // No TMA / CuTe-TMA path exists in this library yet (spec/kernels.md: later, flagged).
-  info.tma = false;
+  if (info.tma) info.impls.push_back("tma");
+  info.f16_acc = std::find(info.dtypes.begin(), info.dtypes.end(), "fp16") != info.dtypes.end();
+  // No CuTe path exists (spec/kernels.md: a later step, with CUTLASS as the dependency).
   info.cute_tma = false;
   info.cuda_runtime = std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10);
   return info;

@@ -17,11 +17,21 @@
 namespace ffpa {
 
 enum class DType : int { kFp16 = 0, kBf16 = 1 };
-// kAuto picks kMma, and falls back to kSimt when the arrays are not 16-byte aligned
-// (cp.async needs 16-byte aligned rows); kMma on such arrays is a layout error. The
-// SIMT kernel is several times slower, so the choice is reported (ForwardArgs::
-// impl_used) and the Python layer warns when auto fell back.
-enum class Impl : int { kAuto = 0, kMma = 1, kSimt = 2 };
+// kMma: the split-D mma.sync kernel fed by cp.async (sm_80+). kTma: the same split-D
+// kernel fed by the Tensor Memory Accelerator (cp.async.bulk.tensor + mbarrier; code
+// exists only for the archs >= 90 of the build, see BuildInfo::tma_archs). kSimt:
+// the plain fallback. kAuto picks kTma on the sm_120 family when this library holds
+// TMA code for the device, else kMma, and falls back to kSimt when the arrays are
+// not 16-byte aligned (cp.async and TMA need 16-byte aligned rows); kMma/kTma on such
+// arrays is a layout error. The SIMT kernel is several times slower, so the choice is
+// reported (ForwardArgs::impl_used) and the Python layer warns when auto fell back.
+enum class Impl : int { kAuto = 0, kMma = 1, kSimt = 2, kTma = 3 };
+
+// Accumulator precision of the tensor-core paths (kMma, kTma). kFp16: fp16 inputs
+// only, both S = Q K^T and P V accumulate in fp16 (mma.sync ... f16.f16.f16.f16); the
+// softmax and the running O stay fp32. Faster on GPUs whose fp16-accumulate tensor
+// rate is twice the fp32 one (consumer parts), at a stated precision cost.
+enum class Accum : int { kFp32 = 0, kFp16 = 1 };
 
 // One category per exception class of ffpa_attn.errors; the binding maps them 1:1.
 enum class ErrorKind : int {
@@ -63,17 +73,25 @@ struct ForwardArgs {
   bool causal = false;  // bottom-right aligned: query i sees keys j <= i + (Nkv - Nq)
   float scale = 0.f;    // softmax scale, already resolved by the caller (1/sqrt(D) default)
   Impl impl = Impl::kAuto;
+  Accum accum = Accum::kFp32;
   void* stream = nullptr;  // cudaStream_t; nullptr is the legacy default stream
   // When non-null, forward() stores the kernel it launched (kMma or kSimt; kAuto when
   // nothing was launched, e.g. an empty problem).
   Impl* impl_used = nullptr;
 };
 
-// The kernel forward() would launch for these arguments: args.impl unless kAuto,
-// then kMma when every array keeps the 16-byte alignment cp.async needs, else kSimt.
+// The kernel forward() would launch for these arguments on the current device:
+// args.impl unless kAuto; then kSimt when an array lacks the 16-byte alignment
+// cp.async/TMA need (fp32 accumulation only), else kTma on the sm_120 family when
+// tma_runs_on_current_device(), else kMma.
 FFPA_API Impl resolve_impl(const ForwardArgs& args);
 
-FFPA_API const char* impl_name(Impl impl) noexcept;
+// True when this library holds TMA code the current device loads (its selected
+// binary is for sm_90 or newer). False without a device or a driver.
+FFPA_API bool tma_runs_on_current_device() noexcept;
+
+FFPA_API const char* impl_name(Impl impl) noexcept;  // "auto", "mma", "simt", "tma"
+FFPA_API const char* accum_name(Accum accum) noexcept;  // "fp32", "fp16"
 
 // Argument checks that touch no CUDA API (shapes, dtypes, strides, head dim): callers
 // can rely on these errors on machines without a GPU.
@@ -90,9 +108,11 @@ struct BuildInfo {
   std::vector<int> head_dims;
   std::vector<std::string> dtypes;  // "fp16", "bf16"
   std::vector<std::string> archs;   // FFPA_CUDA_ARCHS tokens, e.g. "89", "120f"
-  std::vector<std::string> impls;   // "mma", "simt"
+  std::vector<std::string> impls;   // "mma", "simt", and "tma" when tma
+  std::vector<std::string> tma_archs;  // the archs tokens >= 90 (TMA code), e.g. "120f"
   bool fwd = false;
-  bool tma = false;
+  bool tma = false;      // the TMA-fed kernels were compiled for at least one arch
+  bool f16_acc = false;  // Accum::kFp16 is available (fp16 instances exist)
   bool cute_tma = false;
   std::string cuda_runtime;  // version of the statically linked CUDA runtime, "13.0"
 };

@@ -1,7 +1,15 @@
-// FFPA split-D forward kernel (sm_80+): mma.sync m16n8k16 with fp32 accumulation,
-// ldmatrix (.trans for V), a kStages-deep cp.async pipeline and XOR-swizzled shared
-// memory, online softmax in fp32 (base-2 exponentials with log2(e) folded into the
-// scale).
+// FFPA split-D forward kernel: mma.sync m16n8k16 (fp32 accumulation, or fp16 with
+// Accum::kFp16), ldmatrix (.trans for V), a kStages-deep pipeline into XOR-swizzled
+// shared memory, online softmax in fp32 (base-2 exponentials with log2(e) folded into
+// the scale). One body, two ways to feed it (Load):
+//   kCpAsync (sm_80+)  every thread copies 16-byte vectors with cp.async; a stage is
+//                      ready after cp.async.wait_group and the barrier;
+//   kTma     (sm_90+)  thread 0 issues one cp.async.bulk.tensor box per tile (Q, K or
+//                      V chunk) with the 128-byte swizzle, which is exactly the XOR
+//                      pattern below; a stage is ready when its mbarrier's phase
+//                      completes (expect_tx = the boxes' bytes). No warp
+//                      specialisation: 128 or 256 threads, three stages, the same
+//                      compute as kCpAsync (the sm_120 family's shape).
 //
 // Per block: Br = kBlockM query rows of one (batch, head); per KV block of Bc = 64 keys
 //   S[Br, Bc]  = sum over D chunks c of Q[Br, c] . K[Bc, c]^T   (Q and K chunks streamed)
@@ -17,18 +25,24 @@
 
 #include "ffpa/kernel_traits.h"
 #include "ffpa/params.h"
+#include "ffpa/tma.cuh"
 #include "ffpa/utils.cuh"
 
 namespace ffpa {
+
+enum class Load { kCpAsync, kTma };
 
 // Element offset of (row, 16-byte vector vec) in a [rows][64] chunk tile. XOR with
 // (row % 8) puts the 8 rows an ldmatrix phase reads (same vec) in 8 different
 // 16-byte bank groups, so ldmatrix and the cp.async writes are conflict-free.
 __device__ __forceinline__ int swizzle(int row, int vec) { return row * 64 + ((vec ^ (row & 7)) << 3); }
 
-template <typename Traits>
-__global__ void __launch_bounds__(Traits::kNThreads) ffpa_fwd_mma_kernel(const FwdParams params) {
+// The kernel body; `maps` is the launch's tensor maps (kTma) or nullptr (kCpAsync).
+template <typename Traits, Load kLoad, bool kF16Acc>
+__device__ __forceinline__ void fwd_split_d(const FwdParams& params, const TmaMaps* maps) {
   using T = typename Traits::Element;
+  constexpr bool kTma = kLoad == Load::kTma;
+  static_assert(!kF16Acc || sizeof(T) == 2, "fp16 accumulation");
   using ET = ElemTraits<T>;
   constexpr int kNThreads = Traits::kNThreads;
   constexpr int kNWarpsM = Traits::kNWarpsM;
@@ -44,12 +58,18 @@ __global__ void __launch_bounds__(Traits::kNThreads) ffpa_fwd_mma_kernel(const F
   constexpr int kWarpD = Traits::kWarpD;
   constexpr int kWarpDTiles = Traits::kWarpDTiles;
   constexpr int kVecsPerRow = Traits::kVecsPerRow;
-  constexpr int kHeadDim = Traits::kHeadDim;
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  T* const smem_stages = reinterpret_cast<T*>(smem_raw);
+  unsigned char* smem_base = smem_raw;
+  if constexpr (kTma) {
+    // Swizzle atoms are 1024 bytes: round the base up (the launch reserved the slack).
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(smem_raw);
+    smem_base += (Traits::kTmaAlign - addr % Traits::kTmaAlign) % Traits::kTmaAlign;
+  }
+  T* const smem_stages = reinterpret_cast<T*>(smem_base);
   T* const smem_p = smem_stages + kStages * Traits::kStageElems;        // [Br][Bc], 4x2 / 2x4 only
   float* const smem_red = reinterpret_cast<float*>(smem_p + Traits::kPElems);  // [kNWarpsD][Br]
+  uint64_t* const bars = reinterpret_cast<uint64_t*>(smem_base + Traits::kBarOffset);  // kTma: one per stage
 
   const int tid = threadIdx.x;
   const int lane = tid & 31;
@@ -86,9 +106,24 @@ __global__ void __launch_bounds__(Traits::kNThreads) ffpa_fwd_mma_kernel(const F
   }
 
   // ---- pipeline step loads: step < kNChunks loads Q and K chunk `step`, otherwise
-  // the V chunk (step - kNChunks). Rows outside [0, nq) / [0, nkv) are zero-filled.
+  // the V chunk (step - kNChunks): columns [64 c, 64 c + 64) of V, split between the
+  // kNWarpsD warps of a row group (kWarpD columns each). Rows outside [0, nq) /
+  // [0, nkv) are zero-filled (cp.async src-size 0; TMA out-of-bounds fill). kTma:
+  // thread 0 alone calls this.
   auto load_step = [&](int step, int n_block, int stage) {
     T* const s_stage = smem_stages + stage * Traits::kStageElems;
+    if constexpr (kTma) {
+      uint64_t* const bar = bars + stage;
+      if (step < kNChunks) {
+        mbar_arrive_expect_tx(bar, (Traits::kQTileElems + Traits::kKTileElems) * 2);
+        tma_load_4d(s_stage, &maps->q, step * kBlockD, m0, head, batch, bar);
+        tma_load_4d(s_stage + Traits::kQTileElems, &maps->k, step * kBlockD, n_block * kBlockN, kv_head, batch, bar);
+      } else {
+        mbar_arrive_expect_tx(bar, Traits::kVTileElems * 2);
+        tma_load_4d(s_stage, &maps->v, (step - kNChunks) * kBlockD, n_block * kBlockN, kv_head, batch, bar);
+      }
+      return;
+    }
     if (step < kNChunks) {
       const int d0 = step * kBlockD;
       T* const s_q = s_stage;
@@ -114,9 +149,6 @@ __global__ void __launch_bounds__(Traits::kNThreads) ffpa_fwd_mma_kernel(const F
         cp_async_16(s_k + swizzle(r, vec), src, valid);
       }
     } else {
-      // The 64 columns of a V stage hold kNWarpsD pieces of kWarpD columns, piece p
-      // from warp_d = p's slice [p * D / kNWarpsD, ...) of O, so every warp has work
-      // in every V step.
       const int chunk = step - kNChunks;
       T* const s_v = s_stage;
 #pragma unroll
@@ -124,8 +156,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) ffpa_fwd_mma_kernel(const F
         const int idx = tid + i * kNThreads;
         const int r = idx / kVecsPerRow;
         const int vec = idx % kVecsPerRow;
-        const int piece = vec / (kWarpD / 8);
-        const int col = piece * (kHeadDim / kNWarpsD) + chunk * kWarpD + (vec % (kWarpD / 8)) * 8;
+        const int col = chunk * kBlockD + vec * 8;
         const int row = n_block * kBlockN + r;
         const bool valid = row < nkv;
         const T* src = v_base + static_cast<int64_t>(valid ? row : 0) * params.v_row_stride + col;
@@ -135,7 +166,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) ffpa_fwd_mma_kernel(const F
   };
 
   // O accumulators: chunk c, n-tile j covers columns
-  // warp_d * D / kNWarpsD + c * kWarpD + j * 8 + {2t, 2t + 1} of rows g and g + 8.
+  // c * 64 + warp_d * kWarpD + j * 8 + {2t, 2t + 1} of rows g and g + 8.
   float acc_o[kNChunks][kWarpDTiles][4];
 #pragma unroll
   for (int c = 0; c < kNChunks; ++c)
@@ -148,16 +179,34 @@ __global__ void __launch_bounds__(Traits::kNThreads) ffpa_fwd_mma_kernel(const F
   float row_max[2] = {-INFINITY, -INFINITY};
   float row_sum[2] = {0.f, 0.f};  // partial: this thread's columns only, reduced at the end
 
+  if constexpr (kTma) {
+    // One barrier per stage, one arrival (thread 0's expect_tx) per fill.
+    if (tid == 0) {
+#pragma unroll
+      for (int s = 0; s < kStages; ++s) mbar_init(bars + s, 1);
+      fence_barrier_init();
+    }
+    __syncthreads();
+  }
+  // Issue step `step` of KV block `n_block` into `stage` (no-op past the last block).
+  auto issue = [&](int step, int n_block, int stage) {
+    if constexpr (kTma) {
+      if (tid == 0 && n_block < n_blocks) load_step(step, n_block, stage);
+    } else {
+      if (n_block < n_blocks) load_step(step, n_block, stage);
+      cp_async_commit();  // empty groups keep the wait_group arithmetic uniform
+    }
+  };
+
   // ---- prologue: the first kStages - 1 steps.
   int write_stage = 0;
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    const int n_block = s / kSteps;
-    if (n_block < n_blocks) load_step(s % kSteps, n_block, write_stage);
-    cp_async_commit();
+    issue(s % kSteps, s / kSteps, write_stage);
     write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
   }
   int read_stage = 0;
+  uint32_t phase = 0;  // kTma: parity of the fill being waited for, per round of stages
 
   for (int n_block = 0; n_block < n_blocks; ++n_block) {
     const int n0 = n_block * kBlockN;
@@ -166,23 +215,31 @@ __global__ void __launch_bounds__(Traits::kNThreads) ffpa_fwd_mma_kernel(const F
     for (int j = 0; j < kWarpNTiles; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc_s[j][e] = 0.f;
+    // kF16Acc: S accumulates in half2 registers, converted to acc_s for the softmax.
+    uint32_t acc_sh[kF16Acc ? kWarpNTiles : 1][2];
+#pragma unroll
+    for (int j = 0; j < (kF16Acc ? kWarpNTiles : 1); ++j) acc_sh[j][0] = acc_sh[j][1] = 0u;
 
 #pragma unroll
     for (int step = 0; step < kSteps; ++step) {
-      // The group of this step has landed once at most kStages - 2 newer ones are
-      // pending; the barrier also guarantees every warp finished the step that last
+      // kCpAsync: the group of this step has landed once at most kStages - 2 newer
+      // ones are pending. kTma: the stage's barrier completed the phase of this fill.
+      // The block barrier then also guarantees every warp finished the step that last
       // used the stage refilled next.
-      cp_async_wait<kStages - 2>();
+      if constexpr (kTma) {
+        mbar_wait(bars + read_stage, phase);
+      } else {
+        cp_async_wait<kStages - 2>();
+      }
       __syncthreads();
       {
         const int ahead = step + kStages - 1;
-        const int ahead_block = n_block + ahead / kSteps;
-        if (ahead_block < n_blocks) load_step(ahead % kSteps, ahead_block, write_stage);
-        cp_async_commit();
+        issue(ahead % kSteps, n_block + ahead / kSteps, write_stage);
         write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
       }
       const T* const s_stage = smem_stages + read_stage * Traits::kStageElems;
       read_stage = read_stage + 1 == kStages ? 0 : read_stage + 1;
+      if (read_stage == 0) phase ^= 1u;
 
       if (step < kNChunks) {
         // ---- S += Q[16 rows of warp_m, chunk] . K[kWarpN keys of warp_d, chunk]^T
@@ -200,12 +257,24 @@ __global__ void __launch_bounds__(Traits::kNThreads) ffpa_fwd_mma_kernel(const F
             // (n 8-15, k 8-15) -> b[0], b[1] for n-tile 2jp and b[2], b[3] for 2jp + 1.
             const int krow = warp_d * kWarpN + jp * 16 + (lane & 7) + ((lane >> 4) << 3);
             ldmatrix_x4(b, s_k + swizzle(krow, ks * 2 + ((lane >> 3) & 1)));
-            Mma16816<T>::run(acc_s[2 * jp], a, b[0], b[1]);
-            Mma16816<T>::run(acc_s[2 * jp + 1], a, b[2], b[3]);
+            if constexpr (kF16Acc) {
+              Mma16816F16Acc::run(acc_sh[2 * jp], a, b[0], b[1]);
+              Mma16816F16Acc::run(acc_sh[2 * jp + 1], a, b[2], b[3]);
+            } else {
+              Mma16816<T>::run(acc_s[2 * jp], a, b[0], b[1]);
+              Mma16816<T>::run(acc_s[2 * jp + 1], a, b[2], b[3]);
+            }
           }
         }
 
         if (step == kNChunks - 1) {
+          if constexpr (kF16Acc) {
+#pragma unroll
+            for (int j = 0; j < kWarpNTiles; ++j) {
+              unpack_half2(acc_sh[j][0], acc_s[j][0], acc_s[j][1]);
+              unpack_half2(acc_sh[j][1], acc_s[j][2], acc_s[j][3]);
+            }
+          }
           // ---- online softmax on the finished S tile.
           const int row_lo = m0 + warp_m * 16 + g;
           const bool need_mask =
@@ -296,6 +365,11 @@ __global__ void __launch_bounds__(Traits::kNThreads) ffpa_fwd_mma_kernel(const F
         // ---- O[16 rows, kWarpD columns of this chunk] += P[16, Bc] . V[Bc, chunk]
         const int chunk = step - kNChunks;
         const T* const s_v = s_stage;
+        // kF16Acc: this block's P V for the chunk accumulates in half2 registers
+        // (64 keys), then adds into the fp32 O accumulators.
+        uint32_t acc_ph[kF16Acc ? kWarpDTiles : 1][2];
+#pragma unroll
+        for (int j = 0; j < (kF16Acc ? kWarpDTiles : 1); ++j) acc_ph[j][0] = acc_ph[j][1] = 0u;
 #pragma unroll
         for (int ks = 0; ks < Traits::kPvKSteps; ++ks) {
           uint32_t a[4];
@@ -318,14 +392,31 @@ __global__ void __launch_bounds__(Traits::kNThreads) ffpa_fwd_mma_kernel(const F
             const int vrow = ks * 16 + (lane & 15);
             const int vvec = warp_d * (kWarpD / 8) + jp * 2 + (lane >> 4);
             ldmatrix_x4_trans(b, s_v + swizzle(vrow, vvec));
-            Mma16816<T>::run(acc_o[chunk][2 * jp], a, b[0], b[1]);
-            Mma16816<T>::run(acc_o[chunk][2 * jp + 1], a, b[2], b[3]);
+            if constexpr (kF16Acc) {
+              Mma16816F16Acc::run(acc_ph[2 * jp], a, b[0], b[1]);
+              Mma16816F16Acc::run(acc_ph[2 * jp + 1], a, b[2], b[3]);
+            } else {
+              Mma16816<T>::run(acc_o[chunk][2 * jp], a, b[0], b[1]);
+              Mma16816<T>::run(acc_o[chunk][2 * jp + 1], a, b[2], b[3]);
+            }
+          }
+        }
+        if constexpr (kF16Acc) {
+#pragma unroll
+          for (int j = 0; j < kWarpDTiles; ++j) {
+            float f[4];
+            unpack_half2(acc_ph[j][0], f[0], f[1]);
+            unpack_half2(acc_ph[j][1], f[2], f[3]);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc_o[chunk][j][e] += f[e];
           }
         }
       }
     }
   }
-  cp_async_wait<0>();
+  // kTma: every issued fill was waited for above (fills are only issued for blocks
+  // below n_blocks, and all of those are consumed), so no copy is in flight here.
+  if constexpr (!kTma) cp_async_wait<0>();
 
   // ---- epilogue: full row sums, normalise, store O (and LSE).
   float total[2];
@@ -363,7 +454,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) ffpa_fwd_mma_kernel(const F
     for (int c = 0; c < kNChunks; ++c)
 #pragma unroll
       for (int j = 0; j < kWarpDTiles; ++j) {
-        const int col = warp_d * (kHeadDim / kNWarpsD) + c * kWarpD + j * 8 + 2 * t;
+        const int col = c * kBlockD + warp_d * kWarpD + j * 8 + 2 * t;
         *reinterpret_cast<uint32_t*>(o_row + col) =
             ET::pack(acc_o[c][j][2 * r] * inv, acc_o[c][j][2 * r + 1] * inv);
       }
@@ -374,6 +465,26 @@ __global__ void __launch_bounds__(Traits::kNThreads) ffpa_fwd_mma_kernel(const F
                  static_cast<int64_t>(row) * params.lse_row_stride] = lse;
     }
   }
+}
+
+// cp.async-fed (sm_80+).
+template <typename Traits, bool kF16Acc = false>
+__global__ void __launch_bounds__(Traits::kNThreads) ffpa_fwd_mma_kernel(const FwdParams params) {
+  fwd_split_d<Traits, Load::kCpAsync, kF16Acc>(params, nullptr);
+}
+
+// TMA-fed. The tensor maps travel as a __grid_constant__ parameter: the TMA unit reads
+// them from the kernel's parameter space by address. Below sm_90 (the release's sm_89
+// pass) the body is a trap stub; the launcher only starts it where the device loads
+// an sm_90+ binary of this library.
+template <typename Traits, bool kF16Acc = false>
+__global__ void __launch_bounds__(Traits::kNThreads)
+    ffpa_fwd_tma_kernel(const FwdParams params, const __grid_constant__ TmaMaps maps) {
+#ifdef FFPA_TMA_DEVICE
+  fwd_split_d<Traits, Load::kTma, kF16Acc>(params, &maps);
+#else
+  __trap();
+#endif
 }
 
 }  // namespace ffpa

@@ -1,5 +1,5 @@
 // Launchers (flash-attention's *_launch_template.h): grid/block shapes, shared-memory
-// opt-in, the impl switch. Each generated instance file includes this header and
+// opt-in, tensor maps for the TMA path, the impl and accumulator switches. Each generated instance file includes this header and
 // explicitly instantiates run_fwd<head dim, dtype> once.
 #pragma once
 
@@ -28,22 +28,45 @@ struct DTypeElement<DType::kBf16> {
 
 Status launch_status(cudaError_t err, const char* what);  // api.cu
 
-template <typename Traits>
+// Above 48 KiB of dynamic shared memory a kernel must opt in, per device.
+template <typename Kernel>
+Status smem_opt_in(Kernel kernel, int bytes) {
+  if (bytes <= 48 * 1024) return {};
+  return launch_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+                       "cudaFuncSetAttribute (shared memory opt-in)");
+}
+
+template <typename Traits, bool kF16Acc>
 Status run_fwd_mma(const FwdParams& params) {
   const dim3 grid((params.nq + Traits::kBlockM - 1) / Traits::kBlockM, params.hq, params.b);
-  const auto kernel = &ffpa_fwd_mma_kernel<Traits>;
-  // Above 48 KiB of dynamic shared memory a kernel must opt in, per device.
-  if (Traits::kSmemBytes > 48 * 1024) {
-    const cudaError_t err =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
-    if (err != cudaSuccess) return launch_status(err, "cudaFuncSetAttribute (shared memory opt-in)");
-  }
+  const auto kernel = &ffpa_fwd_mma_kernel<Traits, kF16Acc>;
+  Status st = smem_opt_in(kernel, Traits::kSmemBytes);
+  if (!st.ok()) return st;
   // cudaLaunchKernel returns this launch's own status; `<<<>>>` followed by
   // cudaGetLastError() would also report (and clear) an earlier, unrelated error.
   void* args[] = {const_cast<FwdParams*>(&params)};
   return launch_status(cudaLaunchKernel(kernel, grid, dim3(Traits::kNThreads), args, Traits::kSmemBytes,
                                         static_cast<cudaStream_t>(params.stream)),
                        "mma forward kernel launch");
+}
+
+// api.cu: the tensor maps of a launch (boxes of box_rows_q / box_rows_kv rows by 64
+// columns, 128-byte swizzle, zero fill), encoded through the driver entry point.
+Status encode_tma_maps(const FwdParams& params, DType dtype, int box_rows_q, int box_rows_kv, TmaMaps* maps);
+
+template <typename Traits, bool kF16Acc, DType kDType>
+Status run_fwd_tma(const FwdParams& params) {
+  TmaMaps maps;
+  Status st = encode_tma_maps(params, kDType, Traits::kBlockM, Traits::kBlockN, &maps);
+  if (!st.ok()) return st;
+  const dim3 grid((params.nq + Traits::kBlockM - 1) / Traits::kBlockM, params.hq, params.b);
+  const auto kernel = &ffpa_fwd_tma_kernel<Traits, kF16Acc>;
+  st = smem_opt_in(kernel, Traits::kSmemBytesTma);
+  if (!st.ok()) return st;
+  void* args[] = {const_cast<FwdParams*>(&params), &maps};
+  return launch_status(cudaLaunchKernel(kernel, grid, dim3(Traits::kNThreads), args, Traits::kSmemBytesTma,
+                                        static_cast<cudaStream_t>(params.stream)),
+                       "tma forward kernel launch");
 }
 
 template <int kHeadDim, typename T>
@@ -57,14 +80,25 @@ Status run_fwd_simt(const FwdParams& params) {
                        "simt forward kernel launch");
 }
 
+// fp16 accumulation is compiled for fp16 instances only (api.cu refuses it for bf16
+// before any launch).
 template <int kHeadDim, DType kDType>
 Status run_fwd(const FwdParams& params, Impl impl) {
   using T = typename DTypeElement<kDType>::type;
+  using Traits = DefaultFwdMmaTraits<kHeadDim, T>;
   return FFPA_IMPL_SWITCH(impl, kImpl, [&] {
-    if constexpr (kImpl == Impl::kMma) {
-      return run_fwd_mma<DefaultFwdMmaTraits<kHeadDim, T>>(params);
-    } else {
+    if constexpr (kImpl == Impl::kSimt) {
       return run_fwd_simt<kHeadDim, T>(params);
+    } else {
+      return FFPA_ACCUM_SWITCH(params.accum, kF16Acc, [&] {
+        if constexpr (kF16Acc && kDType != DType::kFp16) {
+          return Status{ErrorKind::kDType, "fp16 accumulation needs fp16 inputs"};
+        } else if constexpr (kImpl == Impl::kTma) {
+          return run_fwd_tma<Traits, kF16Acc, kDType>(params);
+        } else {
+          return run_fwd_mma<Traits, kF16Acc>(params);
+        }
+      });
     }
   });
 }

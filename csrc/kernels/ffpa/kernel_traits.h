@@ -72,6 +72,13 @@ struct FwdMmaTraits {
   static constexpr int kRedFloats = kNWarpsD > 1 ? kNWarpsD * kBlockM : 0;
   static constexpr int kSmemBytes =
       (kStages * kStageElems + kPElems) * 2 + kRedFloats * static_cast<int>(sizeof(float));
+  // The TMA-fed variant: the 128-byte swizzle pattern repeats every 1024 bytes, so the
+  // stage tiles start on a 1024-byte boundary (the dynamic shared memory base is only
+  // guaranteed 16-byte aligned: up to 1008 bytes of slack), and one 8-byte mbarrier
+  // per stage follows the reduction scratch.
+  static constexpr int kTmaAlign = 1024;
+  static constexpr int kBarOffset = (kSmemBytes + 7) / 8 * 8;
+  static constexpr int kSmemBytesTma = kTmaAlign + kBarOffset + kStages * 8;
 
   static_assert(sizeof(Element) == 2, "fp16/bf16 only");
   static_assert(kStages >= 2, "the cp.async pipeline needs at least two stages");
@@ -80,10 +87,13 @@ struct FwdMmaTraits {
                 "ldmatrix.x4 loads two 8-wide n-tiles at a time");
   static_assert(kBlockM * kVecsPerRow % kNThreads == 0 && kBlockN * kVecsPerRow % kNThreads == 0,
                 "copies must divide evenly over the threads");
-  static_assert(kBlockD == 64, "the XOR swizzle assumes 128-byte chunk rows");
+  static_assert(kBlockD == 64, "the XOR swizzle assumes 128-byte chunk rows (= TMA's 128B swizzle span)");
+  static_assert(kQTileElems * 2 % kTmaAlign == 0 && kStageElems * 2 % kTmaAlign == 0,
+                "every TMA box must start on a 1024-byte swizzle-atom boundary");
+  static_assert(kBlockM <= 256 && kBlockN <= 256, "a TMA box has at most 256 rows");
 };
 
-// The instance a (head dim, element type) compiles. Three stages: prefetch distance
+// The instance a (head dim, element type) compiles (cp.async- and TMA-fed). Three stages: prefetch distance
 // two 16-byte-per-thread steps hides L2 latency; 48 KiB (4x1) / 57 KiB (4x2) of
 // shared memory keeps two 4x1 blocks per SM on sm_89 (100 KiB per SM). A 4x2 block
 // uses up to 255 registers x 256 threads: one block (8 warps) per SM either way.

@@ -9,6 +9,8 @@
 
 namespace ffpa {
 
+struct TmaMaps;  // ffpa/tma.cuh (CUDA types)
+
 struct FwdParams {
   const void* q = nullptr;
   const void* k = nullptr;
@@ -24,11 +26,13 @@ struct FwdParams {
   int64_t lse_batch_stride = 0, lse_head_stride = 0, lse_row_stride = 0;
 
   int b = 0, hq = 0, hkv = 0, nq = 0, nkv = 0;
+  int head_dim = 0;  // D (the instance's compile-time head dim; the TMA maps need it on the host)
   int h_ratio = 1;  // hq / hkv: query heads per kv head (grouped-query attention)
 
   float scale = 0.f;       // softmax scale (natural-exp domain)
   float scale_log2 = 0.f;  // scale * log2(e): the mma kernel works with exp2
   bool causal = false;     // bottom-right aligned (see api.h)
+  Accum accum = Accum::kFp32;  // kFp16: fp16 instances on the mma / tma paths only
 
   void* stream = nullptr;  // cudaStream_t
 };

@@ -8,11 +8,14 @@
 
 #include "ffpa/api.h"
 
-// IMPL must already be resolved (kAuto replaced by kMma or kSimt).
+// IMPL must already be resolved (kAuto replaced by kMma, kTma or kSimt).
 #define FFPA_IMPL_SWITCH(IMPL, CONST_NAME, ...)                                         \
   [&]() -> ::ffpa::Status {                                                             \
     if ((IMPL) == ::ffpa::Impl::kMma) {                                                 \
       constexpr ::ffpa::Impl CONST_NAME = ::ffpa::Impl::kMma;                           \
+      return __VA_ARGS__();                                                             \
+    } else if ((IMPL) == ::ffpa::Impl::kTma) {                                          \
+      constexpr ::ffpa::Impl CONST_NAME = ::ffpa::Impl::kTma;                           \
       return __VA_ARGS__();                                                             \
     } else if ((IMPL) == ::ffpa::Impl::kSimt) {                                         \
       constexpr ::ffpa::Impl CONST_NAME = ::ffpa::Impl::kSimt;                          \
@@ -20,6 +23,22 @@
     } else {                                                                            \
       return ::ffpa::Status{::ffpa::ErrorKind::kImpl,                                   \
                             "internal: unresolved impl " + std::to_string(int(IMPL)) +  \
-                                " reached the kernel switch (expected mma or simt)"};   \
+                                " reached the kernel switch (expected mma, tma or simt)"}; \
+    }                                                                                   \
+  }()
+
+// ACCUM as a compile-time bool (kFp16 -> true).
+#define FFPA_ACCUM_SWITCH(ACCUM, CONST_NAME, ...)                                       \
+  [&]() -> ::ffpa::Status {                                                             \
+    if ((ACCUM) == ::ffpa::Accum::kFp16) {                                              \
+      constexpr bool CONST_NAME = true;                                                 \
+      return __VA_ARGS__();                                                             \
+    } else if ((ACCUM) == ::ffpa::Accum::kFp32) {                                       \
+      constexpr bool CONST_NAME = false;                                                \
+      return __VA_ARGS__();                                                             \
+    } else {                                                                            \
+      return ::ffpa::Status{::ffpa::ErrorKind::kImpl,                                   \
+                            "internal: unknown accum " + std::to_string(int(ACCUM)) +   \
+                                " reached the kernel switch (expected fp32 or fp16)"};  \
     }                                                                                   \
   }()

@@ -105,6 +105,26 @@ struct Mma16816<__nv_bfloat16> {
   }
 };
 
+// mma.m16n8k16 with fp16 inputs and fp16 accumulation (Accum::kFp16). The C/D
+// fragments are two registers of half2: d[0] = (g, 2t..2t+1), d[1] = (g+8, 2t..2t+1),
+// the f32 layout's c0,c1 and c2,c3 packed.
+struct Mma16816F16Acc {
+  static __device__ __forceinline__ void run(uint32_t (&d)[2], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 "
+        "{%0, %1}, {%2, %3, %4, %5}, {%6, %7}, {%0, %1};\n"
+        : "+r"(d[0]), "+r"(d[1])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+// The two fp16 halves of a half2 register as floats (low half first).
+__device__ __forceinline__ void unpack_half2(uint32_t r, float& lo, float& hi) {
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&r));
+  lo = f.x;
+  hi = f.y;
+}
+
 // 2^x with the hardware approximation; ex2.approx(-inf) = +0, which the masking relies on.
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
