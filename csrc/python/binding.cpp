@@ -2,7 +2,12 @@
 // libtorch: arrays arrive through DLPack or __cuda_array_interface__, errors leave as
 // the package's own exception classes (ffpa_attn.errors, imported at first raise).
 //
-// forward(q, k, v, out, lse, causal, scale, impl, stream=None)
+// forward(q, k, v, out, lse, causal, scale, impl="auto", stream=None, accum="fp32")
+//   impl: "auto", "mma", "simt" or "tma"; accum: "fp32" or "fp16" (the accumulator of
+//   the tensor-core paths; fp16 inputs and impl mma/tma/auto only, which the library
+//   checks). Returns the kernel that ran ("mma", "simt" or "tma"; "auto" when nothing
+//   was launched). accum is the last keyword so that callers of the older signature
+//   keep working.
 //   Array protocol: objects with __dlpack__/__dlpack_device__ are read through DLPack
 //   (it carries bf16 and the device); others through __cuda_array_interface__ (v2/v3).
 //   Stream (the kernel runs there, asynchronously):
@@ -15,8 +20,12 @@
 //     4. else the legacy default stream.
 //   That stream is passed to __dlpack__(stream=...), so the producer orders its
 //   pending work before it (the DLPack stream-exchange protocol).
-//   Validation order: array protocol and dtypes, then shapes/strides/head dim (the
+//   Validation order: the impl and accum spellings, array protocol and dtypes, then shapes/strides/head dim (the
 //   library's validate_forward), then "no CUDA device", then pointers/devices.
+//
+// build_info(): the compiled set (head dims, dtypes, archs, impls, tma, tma_archs,
+//   f16_acc, ...) without touching a device; its "auto_impl" states the auto rule.
+// auto_impl(): the kernel impl="auto" runs on aligned arrays on the current device.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -259,13 +268,23 @@ ffpa::Impl parse_impl(const std::string& impl) {
   if (impl == "auto") return ffpa::Impl::kAuto;
   if (impl == "mma") return ffpa::Impl::kMma;
   if (impl == "simt") return ffpa::Impl::kSimt;
-  raise("UnsupportedImplError", "impl='" + impl + "' is not one of 'auto', 'mma', 'simt'");
+  if (impl == "tma") return ffpa::Impl::kTma;
+  raise("UnsupportedImplError", "impl='" + impl + "' is not one of 'auto', 'mma', 'simt', 'tma'");
 }
 
-// Returns the kernel that ran ("mma" or "simt"; "auto" when nothing was launched).
+// The accumulator is a property of the kernel that runs, so a bad spelling is an
+// UnsupportedImplError like a bad impl (the library reports the dtype and impl rules).
+ffpa::Accum parse_accum(const std::string& accum) {
+  if (accum == "fp32") return ffpa::Accum::kFp32;
+  if (accum == "fp16") return ffpa::Accum::kFp16;
+  raise("UnsupportedImplError", "accum='" + accum + "' is not one of 'fp32', 'fp16'");
+}
+
+// Returns the kernel that ran ("mma", "simt" or "tma"; "auto" when nothing was launched).
 std::string forward(py::handle q, py::handle k, py::handle v, py::handle out, py::handle lse, bool causal,
-                    double scale, const std::string& impl, py::object stream) {
+                    double scale, const std::string& impl, py::object stream, const std::string& accum) {
   const ffpa::Impl impl_code = parse_impl(impl);
+  const ffpa::Accum accum_code = parse_accum(accum);
   const intptr_t s = stream.is_none() ? default_stream(q) : stream.cast<intptr_t>();
   const Array aq = read_array(q, "q", s), ak = read_array(k, "k", s), av = read_array(v, "v", s);
   const Array ao = read_array(out, "out", s);
@@ -298,6 +317,7 @@ std::string forward(py::handle q, py::handle k, py::handle v, py::handle out, py
   args.causal = causal;
   args.scale = static_cast<float>(scale);
   args.impl = impl_code;
+  args.accum = accum_code;
   args.stream = stream_handle(s);
 
   ffpa::Impl used = ffpa::Impl::kAuto;
@@ -322,12 +342,26 @@ py::dict build_info() {
   d["archs"] = info.archs;
   d["fwd"] = info.fwd;
   d["tma"] = info.tma;
+  d["tma_archs"] = info.tma_archs;
+  d["f16_acc"] = info.f16_acc;
   d["cute_tma"] = info.cute_tma;
   d["cuda_runtime"] = info.cuda_runtime;
   d["impls"] = info.impls;
-  // What impl='auto' picks: mma for 16-byte aligned arrays, else simt (with a warning).
-  d["auto_impl"] = "mma";
+  // The rule impl='auto' follows, in words. build_info() describes the compiled set and
+  // touches no device (ffpa_attn.cuda reads it at import, which must not initialise
+  // CUDA); the kernel auto picks on the current device is auto_impl() below.
+  d["auto_impl"] = std::string(info.tma ? "tma on sm_120-family GPUs that this build's TMA code runs on, else mma"
+                                        : "mma") +
+                   "; simt when an array is not 16-byte aligned (fp32 accumulation only)";
   return d;
+}
+
+// The kernel impl='auto' launches on the current device for 16-byte aligned arrays
+// ("tma" or "mma"): the library's own resolve_impl on a dummy aligned problem, so the
+// answer can never drift from forward(). Queries the device (the TMA check).
+std::string auto_impl() {
+  ffpa::ForwardArgs args;  // null data, zero strides: aligned; fp32 accumulation
+  return ffpa::impl_name(ffpa::resolve_impl(args));
 }
 
 }  // namespace
@@ -336,8 +370,11 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "ffpa-attn CUDA kernels (FFPA split-D forward attention); see ffpa_attn for the public API";
   m.def("build_info", &build_info, "What this extension was compiled with (head dims, dtypes, archs, paths).");
   m.def("device_count", &ffpa::device_count, "Number of CUDA devices; 0 without a driver or GPU.");
+  m.def("auto_impl", &auto_impl,
+        "The kernel impl='auto' runs on 16-byte aligned arrays on the current device ('tma' or 'mma').");
   m.def("forward", &forward, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"),
         py::arg("causal"), py::arg("scale"), py::arg("impl") = "auto", py::arg("stream") = py::none(),
+        py::arg("accum") = "fp32",
         "out[...] = softmax(q k^T * scale [+ causal]) v on the caller's stream; returns the kernel that ran "
-        "('mma' or 'simt'); see csrc/python/binding.cpp.");
+        "('mma', 'simt' or 'tma'); see csrc/python/binding.cpp.");
 }

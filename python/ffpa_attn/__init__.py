@@ -54,11 +54,11 @@ def build_info() -> dict[str, Any]:
     Keys: ``version``, ``source_commit``, ``source_dirty``, ``channel`` (None for the
     pure wheel), ``toolchain`` (cmake/gcc/nvcc versions), ``profile`` (None when the
     package runs from a source tree), then the extension's own ``build_info()`` keys
-    (``head_dims``, ``dtypes``, ``archs``, ``fwd``, ``tma``, ``cute_tma``,
-    ``cuda_runtime``, ``impls``; empty/False without it; ``auto_impl``, the kernel
-    ``impl="auto"`` runs on 16-byte aligned inputs, when the extension reports it) and
-    ``extension_available``,
-    ``extension_path``, ``extension_import_error``.
+    (``head_dims``, ``dtypes``, ``archs``, ``fwd``, ``tma``, ``tma_archs``, ``f16_acc``,
+    ``cute_tma``, ``cuda_runtime``, ``impls``; empty/False without it; ``auto_impl``,
+    the rule ``impl="auto"`` follows in words, when the extension reports it; the
+    kernel it picks on the current GPU is :func:`ffpa_attn.cuda.auto_impl`) and
+    ``extension_available``, ``extension_path``, ``extension_import_error``.
     """
     info: dict[str, Any] = {field.lower(): getattr(_build_info, field, None) for field in _BUILD_FIELDS}
     info["version"] = __version__
@@ -71,6 +71,8 @@ def build_info() -> dict[str, Any]:
             "archs": list(cuda.COMPILED_ARCHS),
             "fwd": cuda.CUDA_FWD_AVAILABLE,
             "tma": cuda.CUDA_TMA_AVAILABLE,
+            "tma_archs": list(cuda.TMA_ARCHS),
+            "f16_acc": cuda.F16_ACC_AVAILABLE,
             "cute_tma": cuda.CUDA_CUTE_TMA_AVAILABLE,
             "cuda_runtime": cuda.CUDA_RUNTIME,
             "impls": list(cuda.COMPILED_IMPLS),

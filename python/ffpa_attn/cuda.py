@@ -21,6 +21,8 @@ __all__ = [
     "CUDA_FWD_AVAILABLE",
     "CUDA_TMA_AVAILABLE",
     "CUDA_CUTE_TMA_AVAILABLE",
+    "F16_ACC_AVAILABLE",
+    "TMA_ARCHS",
     "COMPILED_HEAD_DIMS",
     "COMPILED_DTYPES",
     "COMPILED_ARCHS",
@@ -28,6 +30,7 @@ __all__ = [
     "CUDA_RUNTIME",
     "EXTENSION_IMPORT_ERROR",
     "EXTENSION_PATH",
+    "auto_impl",
     "device_count",
     "extension",
     "extension_info",
@@ -64,9 +67,17 @@ def _read_info(module: ModuleType | None) -> dict[str, Any]:
 _INFO: dict[str, Any] = _read_info(_C)
 
 CUDA_FWD_AVAILABLE: bool = bool(_INFO.get("fwd", False))
-# TMA / CuTe-TMA are true only when the extension says that path was compiled
-# (Hopper 90a builds); they are never inferred from the GPU that is present.
+# Every flag says what the extension compiled; none is inferred from the GPU present.
+# CUDA_TMA_AVAILABLE: the TMA-fed split-D kernel (impl="tma") was compiled for at least
+# one arch >= 90 (TMA_ARCHS): the release's 120f (sm_120 family), or 90/90a in builds
+# naming them. Whether the current GPU can run that code is another question, answered
+# at launch (UnsupportedImplError naming the compiled archs) and by auto_impl().
 CUDA_TMA_AVAILABLE: bool = bool(_INFO.get("tma", False))
+TMA_ARCHS: tuple[str, ...] = tuple(str(a) for a in _INFO.get("tma_archs", ()))
+# F16_ACC_AVAILABLE: accum="fp16" (fp16 accumulation in the mma/tma kernels) exists,
+# i.e. the fp16 instances were compiled.
+F16_ACC_AVAILABLE: bool = bool(_INFO.get("f16_acc", False))
+# No CuTe path exists in this project: always False (kept for upstream's flag set).
 CUDA_CUTE_TMA_AVAILABLE: bool = bool(_INFO.get("cute_tma", False))
 COMPILED_HEAD_DIMS: tuple[int, ...] = tuple(sorted(int(d) for d in _INFO.get("head_dims", ())))
 COMPILED_DTYPES: tuple[str, ...] = tuple(str(d) for d in _INFO.get("dtypes", ()))
@@ -91,3 +102,18 @@ def device_count() -> int:
     if _C is None:
         return 0
     return int(_C.device_count())
+
+
+def auto_impl() -> str | None:
+    """The kernel ``impl="auto"`` runs for 16-byte aligned inputs on the current device.
+
+    ``"tma"`` on an sm_120-family GPU when this build's TMA code runs there, else
+    ``"mma"``; None without the extension or a device. Unlike the flags above this asks
+    the device (the extension's ``auto_impl()``, the same rule its forward() applies),
+    so it is a function, evaluated when called. Misaligned inputs take ``"simt"`` under
+    fp32 accumulation (see :class:`~ffpa_attn.errors.SlowPathWarning`).
+    """
+    if _C is None or device_count() == 0:
+        return None
+    query = getattr(_C, "auto_impl", None)
+    return str(query()) if query is not None else None

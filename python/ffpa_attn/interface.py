@@ -7,13 +7,21 @@ Where the inputs live decides the path:
   the caller's current stream. Strided views are passed as they are (the kernels
   take any batch/head/row strides; only the head dim must have unit stride), so a
   ``[B, N, H, D]`` tensor's ``.transpose(1, 2)`` needs no copy. The output (and LSE)
-  are allocated with the inputs' own framework. ``impl="auto"`` takes the MMA kernel
-  and falls back to the SIMT one, with a :class:`~ffpa_attn.errors.SlowPathWarning`,
-  for arrays that are not 16-byte aligned; :func:`last_kernel` says which ran.
+  are allocated with the inputs' own framework. ``impl="auto"`` takes the TMA kernel
+  on sm_120-family GPUs when the build has TMA code for them (the release: ``120f``),
+  else the MMA kernel, and falls back to the SIMT one, with a
+  :class:`~ffpa_attn.errors.SlowPathWarning`, for arrays that are not 16-byte aligned;
+  :func:`last_kernel` says which ran. ``accum="fp16"`` (fp16 inputs, tensor-core
+  kernels only) accumulates in fp16, faster on consumer GPUs at a stated precision
+  cost (docs/install.md).
 * NumPy arrays: **the CPU path is the NumPy reference** (``reference.attention``),
   fp32 compute (fp64 for fp64 inputs), output cast back to the input dtype. This is
   what the pure wheel and the notebooks' NumPy checks run.
 * torch CPU tensors: plain torch math (``torch_math.attention_math``).
+
+``impl`` is a kernel choice and is ignored on the host. ``accum="fp16"`` is refused
+there: it asks for a precision loss only the CUDA kernels have, and a reference that
+silently ran in fp32 would hide what the GPU result will look like.
 
 Imports go one way: ``validation`` <- ``torch_math`` <- ``interface`` <- ``torch_ops``
 (the autograd wrapper); nothing here imports ``torch_ops``.
@@ -47,9 +55,11 @@ from .errors import (
     UnsupportedLayoutError,
 )
 
-__all__ = ["ffpa_attn_func", "last_kernel", "IMPLS", "cuda_wheel_hint", "release_channel"]
+__all__ = ["ffpa_attn_func", "last_kernel", "IMPLS", "ACCUMS", "cuda_wheel_hint", "release_channel"]
 
-IMPLS = ("auto", "mma", "simt")
+IMPLS = ("auto", "mma", "simt", "tma")
+# Accumulator precision of the tensor-core kernels (mma, tma; auto when it picks one).
+ACCUMS = ("fp32", "fp16")
 
 def release_channel() -> str | None:
     """The CUDA channel of this release (``cu13``): where its CUDA wheels are published.
@@ -208,7 +218,9 @@ def _allocate(q: Any, desc: _Desc, lse_shape: tuple[int, int, int], want_lse: bo
     return out, lse
 
 
-def _cuda_forward(q: Any, k: Any, v: Any, causal: bool, scale: float | None, return_lse: bool, impl: str) -> Any:
+def _cuda_forward(
+    q: Any, k: Any, v: Any, causal: bool, scale: float | None, return_lse: bool, impl: str, accum: str
+) -> Any:
     descs = {name: _describe_cuda(t, name) for name, t in (("q", q), ("k", k), ("v", v))}
     b, hq, _hkv, nq, _nkv, d = check_4d_shapes({n: s.shape for n, s in descs.items()})
 
@@ -230,6 +242,11 @@ def _cuda_forward(q: Any, k: Any, v: Any, causal: bool, scale: float | None, ret
             f"the CUDA kernels take {'/'.join(supported)} inputs, got {dtype}; cast with "
             ".half() / .to(torch.bfloat16) (torch) or .astype(cupy.float16), or run under "
             "torch.autocast; rebuild with FFPA_DTYPES to compile other dtypes"
+        )
+    if accum == "fp16" and dtype != "fp16":
+        raise UnsupportedDTypeError(
+            f"accum='fp16' needs fp16 inputs, got {dtype}: fp16 accumulation exists only in the fp16 "
+            "kernels; cast with .half() or use accum='fp32' (the default)"
         )
     for name, s in descs.items():
         if not s.unit_last_stride:
@@ -255,14 +272,23 @@ def _cuda_forward(q: Any, k: Any, v: Any, causal: bool, scale: float | None, ret
         )
     impls = cuda.COMPILED_IMPLS or ("mma", "simt")
     if impl != "auto" and impl not in impls:
-        raise UnsupportedImplError(f"impl={impl!r} is not in this build; choose one of {['auto', *impls]}")
+        why = ""
+        if impl == "tma":
+            why = (f" (TMA code needs an arch >= 90; this build has archs {list(cuda.COMPILED_ARCHS)}: rebuild "
+                   "with e.g. -DFFPA_CUDA_ARCHS=\"89;120f\" as the release does, or \"90a\" for Hopper)")
+        raise UnsupportedImplError(f"impl={impl!r} is not in this build{why}; choose one of {['auto', *impls]}")
+    if accum == "fp16" and not cuda.F16_ACC_AVAILABLE:
+        raise UnsupportedImplError(
+            "accum='fp16' is not in this build (its fp16 accumulation kernels were not compiled, "
+            "F16_ACC_AVAILABLE is False); use accum='fp32', or rebuild with fp16 in FFPA_DTYPES"
+        )
 
     sm_scale = resolve_scale(scale, d)
     out, lse = _allocate(q, descs["q"], (b, hq, nq), return_lse)
     # torch refuses to export a tensor that requires grad through DLPack; the kernel
     # only reads it, and the autograd wrapper (torch_ops) owns the gradient.
     qx, kx, vx = (_exportable(t) for t in (q, k, v))
-    used = ext.forward(qx, kx, vx, out, lse, bool(causal), sm_scale, impl)
+    used = ext.forward(qx, kx, vx, out, lse, bool(causal), sm_scale, impl, accum=accum)
     _LAST.kernel = str(used) if used is not None else impl
     if impl == "auto" and _LAST.kernel == "simt":
         warnings.warn(
@@ -280,9 +306,10 @@ _LAST = threading.local()
 
 
 def last_kernel() -> str | None:
-    """The CUDA kernel ("mma" or "simt") of this thread's last CUDA ``ffpa_attn_func`` call.
+    """The CUDA kernel ("mma", "tma" or "simt") of this thread's last CUDA ``ffpa_attn_func`` call.
 
-    None before the first CUDA call. ``python -m ffpa_attn.bench`` reports it per row.
+    None before the first CUDA call. ``python -m ffpa_attn.bench`` reports it per row,
+    with the accumulator it asked for.
     """
     return getattr(_LAST, "kernel", None)
 
@@ -319,14 +346,26 @@ def ffpa_attn_func(
     scale: float | None = None,
     return_lse: bool = False,
     impl: str = "auto",
+    accum: str = "fp32",
 ) -> Any:
     """Attention ``softmax(q k^T * scale [+ causal mask]) v`` for [B, H, N, D] inputs.
 
     k and v may have fewer heads than q (grouped-query attention, ``Hq % Hkv == 0``).
     ``scale`` defaults to ``1/sqrt(D)``. The causal mask is bottom-right aligned when
     ``Nq != Nkv`` (see :mod:`ffpa_attn.reference`). ``impl`` picks the CUDA kernel:
-    ``"auto"`` (the fast split-D MMA kernel), ``"mma"`` or ``"simt"`` (the plain
-    kernel used as a second witness); it is ignored on the host.
+    ``"auto"`` (``"tma"`` on sm_120-family GPUs the build has TMA code for, else
+    ``"mma"``; ``"simt"`` for arrays that are not 16-byte aligned), ``"mma"`` (the
+    split-D kernel fed by cp.async), ``"tma"`` (the same kernel fed by the Tensor
+    Memory Accelerator; only where :data:`ffpa_attn.cuda.CUDA_TMA_AVAILABLE` and the
+    GPU runs that code) or ``"simt"`` (the plain kernel used as a second witness); it
+    is ignored on the host.
+
+    ``accum`` is the accumulator of the tensor-core kernels: ``"fp32"`` (default) or
+    ``"fp16"``, which needs fp16 inputs and impl ``"auto"``/``"mma"``/``"tma"`` (auto
+    then never falls back to simt: misaligned arrays raise UnsupportedLayoutError). It
+    is faster on GPUs whose fp16-accumulate tensor rate is twice the fp32 one, with a
+    wider error: within rel 3e-2 / abs 5e-2 of the reference instead of 1e-2 / 2e-2.
+    The host paths refuse it (they always accumulate in fp32).
 
     Returns ``out`` (same framework, device, shape and dtype as q) or, with
     ``return_lse=True``, ``(out, lse)`` where lse is fp32 [B, Hq, Nq].
@@ -336,13 +375,28 @@ def ffpa_attn_func(
     """
     if impl not in IMPLS:
         raise UnsupportedImplError(f"impl must be one of {list(IMPLS)}, got {impl!r}")
+    if accum not in ACCUMS:
+        raise UnsupportedImplError(
+            f"accum must be one of {list(ACCUMS)}, got {accum!r} (the accumulator of the CUDA tensor-core kernels)"
+        )
+    if accum == "fp16" and impl == "simt":
+        raise UnsupportedImplError(
+            "accum='fp16' is for the tensor-core kernels (impl 'auto', 'mma', 'tma'); the SIMT kernel "
+            "accumulates in fp32 only: drop accum or pick another impl"
+        )
     devices = [_cuda_device_of(t) for t in (q, k, v)]
     on_cuda = [dev is not None for dev in devices]
     if any(on_cuda):
         if not all(on_cuda):
             where = {n: ("cuda" if c else "host") for n, c in zip("qkv", on_cuda)}
             raise DeviceError(f"q, k, v must all be on the GPU or all on the host, got {where}; move them first")
-        return _cuda_forward(q, k, v, causal, scale, return_lse, impl)
+        return _cuda_forward(q, k, v, causal, scale, return_lse, impl, accum)
+    if accum == "fp16":
+        raise UnsupportedImplError(
+            "accum='fp16' selects the fp16-accumulating CUDA kernels; the host path (NumPy reference, "
+            "torch CPU math) always accumulates in fp32 (fp64 for fp64 inputs). Pass CUDA arrays, or "
+            "drop accum for the host"
+        )
     if all(_is_torch_tensor(t) for t in (q, k, v)):
         from . import torch_math
 

@@ -59,8 +59,10 @@ class FakeExtension(types.ModuleType):
         super().__init__("ffpa_attn._C")
         self.info = info
         self.devices = devices
-        self.calls: list[tuple[Any, ...]] = []
+        self.calls: list[tuple[Any, ...]] = []  # forward()'s positional arguments
+        self.call_kwargs: list[dict[str, Any]] = []  # and its keywords (accum)
         self.kernel = "mma"  # what forward() reports as the kernel that ran
+        self.auto = "mma"  # what auto_impl() reports for the current device
         self.__file__ = "/fake/ffpa_attn/_C.so"
 
     def build_info(self) -> dict[str, Any]:
@@ -69,7 +71,10 @@ class FakeExtension(types.ModuleType):
     def device_count(self) -> int:
         return self.devices
 
-    def forward(self, *args: Any) -> str:
+    def auto_impl(self) -> str:
+        return self.auto
+
+    def forward(self, *args: Any, **kwargs: Any) -> str:
         # Like the real binding, export q, k and v through DLPack when they offer it
         # (torch raises here for a tensor that requires grad).
         for array in args[:3]:
@@ -77,18 +82,25 @@ class FakeExtension(types.ModuleType):
             if export is not None:
                 export(stream=1)
         self.calls.append(args)
+        self.call_kwargs.append(kwargs)
         return self.kernel
 
 
+# What the release build (archs 89;120f) reports: TMA code for the sm_120 family, fp16
+# accumulation, no CuTe path.
 DEFAULT_INFO = {
     "head_dims": [64, 128, 256, 320, 512],
     "dtypes": ["fp16", "bf16"],
     "archs": ["89", "120f"],
     "fwd": True,
-    "tma": False,
+    "tma": True,
+    "tma_archs": ["120f"],
+    "f16_acc": True,
     "cute_tma": False,
     "cuda_runtime": "13.0",
-    "impls": ["mma", "simt"],
+    "impls": ["mma", "simt", "tma"],
+    "auto_impl": "tma on sm_120-family GPUs that this build's TMA code runs on, else mma; "
+                 "simt when an array is not 16-byte aligned (fp32 accumulation only)",
 }
 
 

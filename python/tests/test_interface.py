@@ -309,3 +309,104 @@ def test_install_hints_name_the_release_channel(monkeypatch):
     monkeypatch.setattr(ffpa_attn, "_build_info", fake, raising=False)
     assert interface.release_channel() == "cu99"
     assert "/whl/cu99/" in interface.cuda_wheel_hint()
+
+
+# --- impl="tma" and accum="fp16" --------------------------------------------------------
+
+
+class _Bf16CudaArray(FakeCudaArray):
+    """A CUDA bf16 array as CuPy-like libraries show it: no NumPy dtype for it."""
+
+    def __init__(self, shape):
+        super().__init__(shape, "V2")
+        self.dtype = "bfloat16"
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.shape, "typestr": "|V2", "data": (0, False), "strides": None, "version": 3}
+
+
+_Bf16CudaArray.__module__ = "fakecu"
+
+
+def test_accum_is_passed_to_the_extension(install_extension):
+    ext = install_extension()
+    ffpa_attn_func(*qkv())
+    ffpa_attn_func(*qkv(), impl="mma", accum="fp16")
+    assert [c[7] for c in ext.calls] == ["auto", "mma"]
+    assert ext.call_kwargs == [{"accum": "fp32"}, {"accum": "fp16"}]
+
+
+@pytest.mark.parametrize("accum", ["f16", "FP16", "fp8", "", None])
+def test_bad_accum_rejected_before_anything(install_extension, accum):
+    ext = install_extension()
+    for args in (qkv(), (np.zeros((1, 1, 4, 8), np.float32),) * 3):
+        with pytest.raises(UnsupportedImplError, match=r"accum must be one of \['fp32', 'fp16'\]"):
+            ffpa_attn_func(*args, accum=accum)
+    assert ext.calls == []
+
+
+def test_fp16_accum_with_simt_is_refused_everywhere(install_extension):
+    ext = install_extension()
+    for args in (qkv(), (np.zeros((1, 1, 4, 8), np.float16),) * 3):
+        with pytest.raises(UnsupportedImplError, match="tensor-core kernels.*SIMT kernel accumulates in fp32"):
+            ffpa_attn_func(*args, impl="simt", accum="fp16")
+    assert ext.calls == []
+
+
+@pytest.mark.parametrize("make", [lambda: qkv(dtype="float32"),
+                                  lambda: tuple(_Bf16CudaArray((1, 4, 16, 128)) for _ in range(3))])
+def test_fp16_accum_needs_fp16_inputs(install_extension, make):
+    ext = install_extension()
+    with pytest.raises(UnsupportedDTypeError):
+        ffpa_attn_func(*make(), accum="fp16")
+    assert ext.calls == []
+
+
+def test_fp16_accum_on_bf16_names_the_fix(install_extension):
+    install_extension()
+    q, k, v = (_Bf16CudaArray((1, 4, 16, 128)) for _ in range(3))
+    with pytest.raises(UnsupportedDTypeError, match=r"accum='fp16' needs fp16 inputs, got bf16.*\.half\(\)"):
+        ffpa_attn_func(q, k, v, accum="fp16")
+
+
+def test_fp16_accum_is_a_cuda_option_on_the_host():
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((1, 2, 8, 16)).astype(np.float16)
+    with pytest.raises(UnsupportedImplError, match="CUDA kernels; the host path .* always accumulates in fp32"):
+        ffpa_attn_func(q, q, q, accum="fp16")
+    # Spelling the default out is fine on the host, and so is any impl (ignored there).
+    want = ffpa_attn_func(q, q, q)
+    np.testing.assert_array_equal(ffpa_attn_func(q, q, q, accum="fp32", impl="tma"), want)
+
+
+def test_fp16_accum_not_in_build(install_extension):
+    # An extension that reports no fp16 accumulation (f16_acc False) although it takes fp16.
+    ext = install_extension({**DEFAULT_INFO, "f16_acc": False})
+    with pytest.raises(UnsupportedImplError, match="F16_ACC_AVAILABLE is False"):
+        ffpa_attn_func(*qkv(), accum="fp16")
+    assert ext.calls == []
+
+
+def test_tma_runs_and_is_reported(install_extension):
+    import warnings
+
+    from ffpa_attn.interface import last_kernel
+
+    ext = install_extension()
+    ext.kernel = "tma"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # tma is a fast path: no SlowPathWarning for auto or tma
+        ffpa_attn_func(*qkv())
+        assert last_kernel() == "tma"
+        ffpa_attn_func(*qkv(), impl="tma", accum="fp16")
+    assert last_kernel() == "tma"
+    assert ext.calls[-1][7] == "tma" and ext.call_kwargs[-1] == {"accum": "fp16"}
+
+
+def test_tma_not_in_build_names_the_archs(install_extension):
+    ext = install_extension({**DEFAULT_INFO, "archs": ["89"], "tma": False, "tma_archs": [], "impls": ["mma", "simt"]})
+    with pytest.raises(UnsupportedImplError, match=r"impl='tma' is not in this build \(TMA code needs an arch >= 90; "
+                                                   r"this build has archs \['89'\]"):
+        ffpa_attn_func(*qkv(), impl="tma")
+    assert ext.calls == []
