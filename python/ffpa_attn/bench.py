@@ -10,16 +10,32 @@ Backends:
 * ``reference``: the NumPy reference in fp32 on inputs rounded to fp16/bf16, checked
   against an fp64 evaluation; small default sizes, for CPUs and for testing the tool.
 
+``--cuda-impl`` picks the kernel and its accumulator (``CUDA_IMPLS`` maps every
+spelling to ``(impl, accum, dtype)``): ours (``auto``, ``mma``, ``simt``, ``tma``),
+upstream ffpa-attn's (``native`` is its cp.async kernel, our ``mma``; ``fp16``/``bf16``
+are ``auto`` narrowed to that dtype) and the fp16-accumulation kernels in upstream's
+naming (``mma_acc_f16``, ``native_acc_f16``, ``tma_acc_f16``, ``auto_acc_f16``).
+``--accum fp16`` (or upstream's ``f16``) is the same switch for any impl. Upstream's
+CuTe/FP8/FP4 spellings exit 2 with a message: this project has no such kernels.
+
 With ``--verbose`` each case prints one line (``LINE_RE`` parses it)::
 
     [self-attn fp16] B=1 Hq=32 Hkv=32 Nq=8192 Nkv=8192 D=512 O_err=0.000977 \
-allclose(atol=0.02)=True FFPA=12.345ms SDPA=20.100ms TFLOPS=181.20/111.30 1.63x
+allclose(atol=0.02)=True FFPA=12.345ms SDPA=20.100ms TFLOPS=181.20/111.30 1.63x \
+kernel=tma accum=fp32
 
+``kernel`` is the kernel that ran (``last_kernel()``: ``impl="auto"`` resolves to
+tma, mma or simt), ``accum`` its accumulator; the CSV/JSON rows carry both (``impl``,
+and ``accum`` as the last CSV column). fp16-accumulation rows are held to atol 5e-2
+(the documented fp16-accumulation tolerance) instead of fp16's 2e-2.
 TFLOPS = 4*B*Hq*Nq*Nkv*D / time (halved for causal); ``SDPA=n/a`` (and the SDPA
 TFLOPS and ratio ``n/a``) without torch. Backward lines (``[... bwd]``, torch only)
 time forward+backward of ``torch_ops.ffpa_attention`` against SDPA, count 3.5x the
-forward FLOPs and report the error of dQ. Exit status: 0 when every case is within
-tolerance, 1 when one is not, 2 for usage errors and a missing GPU/extension.
+forward FLOPs and report the error of dQ; they run ``torch_ops.ffpa_attention``, whose
+forward is ``impl="auto"`` with fp32 accumulation whatever ``--cuda-impl`` says, and
+their rows say so. Exit status: 0 when every case is within tolerance, 1 when one is
+not, 2 for usage errors (an impl the build or the GPU lacks too) and a missing
+GPU/extension.
 """
 
 from __future__ import annotations
@@ -39,10 +55,37 @@ from typing import Any
 import numpy as np
 
 from . import cuda, reference
+from .errors import UnsupportedImplError
 
-__all__ = ["ATOL", "LINE_RE", "Result", "build_parser", "main", "flops"]
+__all__ = ["ATOL", "ATOL_FP16_ACC", "CUDA_IMPLS", "LINE_RE", "Result", "build_parser", "main", "flops",
+           "resolve_cuda_impl"]
 
 ATOL = {"fp16": 2e-2, "bf16": 5e-2}
+# fp16 accumulation (S = Q K^T and P V summed in fp16) costs precision: its documented
+# tolerance is rel 3e-2 / abs 5e-2 against fp32 accumulation's 1e-2 / 2e-2.
+ATOL_FP16_ACC = 5e-2
+
+# --cuda-impl spelling -> (impl, accum, dtype it narrows to or None).
+CUDA_IMPLS: dict[str, tuple[str, str, str | None]] = {
+    "auto": ("auto", "fp32", None),
+    "mma": ("mma", "fp32", None),
+    "simt": ("simt", "fp32", None),
+    "tma": ("tma", "fp32", None),
+    # Upstream (xlite-dev/ffpa-attn): "native" is the cp.async-fed kernel without TMA or
+    # CuTe, i.e. our mma; "fp16"/"bf16" are aliases of auto that also pick the dtype.
+    "native": ("mma", "fp32", None),
+    "fp16": ("auto", "fp32", "fp16"),
+    "bf16": ("auto", "fp32", "bf16"),
+    # fp16 accumulation, named like upstream's kernels (ffpa_mma_acc_f16, acc="f16").
+    "auto_acc_f16": ("auto", "fp16", None),
+    "mma_acc_f16": ("mma", "fp16", None),
+    "native_acc_f16": ("mma", "fp16", None),
+    "tma_acc_f16": ("tma", "fp16", None),
+}
+# Upstream spellings for paths this project does not have.
+_UPSTREAM_ONLY_PREFIXES = ("cute", "fp8", "fp4")
+# --accum values: ours, and upstream's acc="f32"/"f16".
+_ACCUM_SPELLINGS = {"fp32": "fp32", "fp16": "fp16", "f32": "fp32", "f16": "fp16"}
 EXIT_MISMATCH = 1
 EXIT_UNAVAILABLE = 2
 
@@ -52,7 +95,9 @@ LINE_RE = re.compile(
     r"(?P<causal> causal)? (?P<err_name>O_err|dQ_err)=(?P<err>\S+) "
     r"allclose\(atol=(?P<atol>[0-9.e-]+)\)=(?P<allclose>True|False) "
     r"FFPA=(?P<ffpa_ms>[0-9.]+)ms SDPA=(?P<sdpa_ms>[0-9.]+ms|n/a) "
-    r"TFLOPS=(?P<ffpa_tflops>[0-9.]+)/(?P<sdpa_tflops>[0-9.]+|n/a) (?P<ratio>[0-9.]+x|n/a)$"
+    r"TFLOPS=(?P<ffpa_tflops>[0-9.]+)/(?P<sdpa_tflops>[0-9.]+|n/a) (?P<ratio>[0-9.]+x|n/a)"
+    # Optional so that the format's original example (no path) still parses.
+    r"(?: kernel=(?P<kernel>[a-z0-9_]+) accum=(?P<accum>fp32|fp16))?$"
 )
 
 _DEFAULTS = {
@@ -71,7 +116,7 @@ class Result:
     backend: str
     direction: str  # "fwd" or "bwd"
     dtype: str
-    impl: str  # the kernel that ran: "mma"/"simt" (cuda), "numpy" (reference)
+    impl: str  # the kernel that ran: "mma"/"tma"/"simt" (cuda), "numpy" (reference)
     B: int
     Hq: int
     Hkv: int
@@ -86,6 +131,7 @@ class Result:
     sdpa_ms: float | None
     ffpa_tflops: float
     sdpa_tflops: float | None
+    accum: str = "fp32"  # the accumulator of the kernel that ran (last: CSV column order)
 
     @property
     def speedup(self) -> float | None:
@@ -104,8 +150,14 @@ class Result:
             f"[{tag} {self.dtype}{direction}] B={self.B} Hq={self.Hq} Hkv={self.Hkv} "
             f"Nq={self.Nq} Nkv={self.Nkv} D={self.D}{' causal' if self.causal else ''} "
             f"{err_name}={self.err:.6f} allclose(atol={self.atol:g})={self.allclose} "
-            f"FFPA={self.ffpa_ms:.3f}ms SDPA={sdpa_ms} TFLOPS={self.ffpa_tflops:.2f}/{sdpa_tf} {ratio}"
+            f"FFPA={self.ffpa_ms:.3f}ms SDPA={sdpa_ms} TFLOPS={self.ffpa_tflops:.2f}/{sdpa_tf} {ratio} "
+            f"kernel={self.impl} accum={self.accum}"
         )
+
+    def short_line(self) -> str:
+        sdpa = "" if self.sdpa_tflops is None else f" (SDPA {self.sdpa_tflops:.2f}, {self.speedup:.2f}x)"
+        return (f"{self.dtype} {self.direction} D={self.D} [{self.impl}, {self.accum} accum]: "
+                f"{self.ffpa_tflops:.2f} TFLOPS{sdpa}")
 
 
 def flops(b: int, hq: int, nq: int, nkv: int, d: int, causal: bool) -> float:
@@ -128,9 +180,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-bwd", action="store_true", help="skip the forward+backward cases")
     parser.add_argument(
         "--cuda-impl",
-        choices=("auto", "fp16", "bf16", "mma", "simt"),
         default="auto",
-        help="kernel: auto/mma/simt; fp16/bf16 select the dtype with the auto kernel (old tool spelling)",
+        metavar="IMPL",
+        help="kernel: auto, mma, simt, tma; upstream's native (= mma) and fp16/bf16 (auto, narrowed to that "
+             "dtype); fp16 accumulation: auto_acc_f16, mma_acc_f16, native_acc_f16, tma_acc_f16",
+    )
+    parser.add_argument(
+        "--accum",
+        choices=tuple(_ACCUM_SPELLINGS),
+        default=None,
+        help="accumulator of the tensor-core kernels: fp32 (default) or fp16 (fp16 inputs; f32/f16 are "
+             "upstream's spellings)",
     )
     parser.add_argument("--B", type=int, default=1)
     parser.add_argument("--H", type=int, default=None, help="query heads (cuda 32, reference 4)")
@@ -168,13 +228,40 @@ def _finish_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> a
         parser.error("--D values must be positive")
     if args.H % args.Hkv != 0:
         parser.error(f"--H ({args.H}) must be a multiple of --Hkv ({args.Hkv})")
-    if args.cuda_impl in ("fp16", "bf16"):
-        args.dtypes = [args.cuda_impl]
-        args.impl = "auto"
-    else:
-        args.dtypes = ["fp16", "bf16"] if args.dtype == "both" else [args.dtype]
-        args.impl = args.cuda_impl
+    try:
+        args.impl, args.accum, narrowed = resolve_cuda_impl(args.cuda_impl, args.accum)
+    except ValueError as exc:
+        parser.error(str(exc))
+    args.dtypes = [narrowed] if narrowed else (["fp16", "bf16"] if args.dtype == "both" else [args.dtype])
+    if args.accum == "fp16":
+        if args.impl == "simt":
+            parser.error("fp16 accumulation is for the tensor-core kernels (auto, mma, tma); simt accumulates "
+                         "in fp32 only")
+        if args.dtypes != ["fp16"]:
+            parser.error(f"fp16 accumulation needs fp16 inputs; --dtype {args.dtype} asks for "
+                         f"{'/'.join(args.dtypes)}: use --dtype fp16")
+        if args.backend == "reference":
+            parser.error("fp16 accumulation is an option of the CUDA kernels; the reference backend computes "
+                         "in fp32 (use --backend cuda, or drop the fp16 accumulation)")
     return args
+
+
+def resolve_cuda_impl(spelling: str, accum: str | None = None) -> tuple[str, str, str | None]:
+    """``--cuda-impl`` (and ``--accum``) -> ``(impl, accum, dtype or None)``; ValueError names the fix."""
+    if spelling not in CUDA_IMPLS:
+        if spelling.startswith(_UPSTREAM_ONLY_PREFIXES):
+            raise ValueError(
+                f"--cuda-impl {spelling}: upstream ffpa-attn's CuTe/FP8/FP4 paths are not part of this project "
+                "(CUDA_CUTE_TMA_AVAILABLE is False); use auto, mma (native), simt or tma"
+            )
+        raise ValueError(f"--cuda-impl {spelling!r} is not one of {', '.join(CUDA_IMPLS)}")
+    impl, implied_accum, dtype = CUDA_IMPLS[spelling]
+    if accum is None:
+        return impl, implied_accum, dtype
+    wanted = _ACCUM_SPELLINGS[accum]
+    if implied_accum == "fp16" and wanted != "fp16":
+        raise ValueError(f"--cuda-impl {spelling} means fp16 accumulation, but --accum {accum} asks for fp32")
+    return impl, wanted, dtype
 
 
 # --- reference backend -------------------------------------------------------------
@@ -252,7 +339,17 @@ def _check_cuda_available(args: argparse.Namespace) -> None:
         )
     impls = cuda.COMPILED_IMPLS or ("mma", "simt")
     if args.impl != "auto" and args.impl not in impls:
-        raise BenchUnavailable(f"--cuda-impl {args.impl} not in this build; available: {['auto', *impls]}")
+        raise BenchUnavailable(
+            f"--cuda-impl {args.cuda_impl} ({args.impl}) not in this build (archs {list(cuda.COMPILED_ARCHS)}); "
+            f"available: {['auto', *impls]}"
+        )
+    if args.accum == "fp16" and not cuda.F16_ACC_AVAILABLE:
+        raise BenchUnavailable("fp16 accumulation is not in this build (F16_ACC_AVAILABLE is False); "
+                               "drop --accum fp16 / the *_acc_f16 impl")
+
+
+def _atol(dtype: str, accum: str) -> float:
+    return ATOL_FP16_ACC if accum == "fp16" else ATOL[dtype]
 
 
 def _time_cuda(fn: Callable[[], Any], warmup: int, iters: int, event: Any, synchronize: Callable[[], None]) -> float:
@@ -301,24 +398,28 @@ def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], N
             k = torch.randn(shape_kv, generator=gen, device="cuda", dtype=tdt)
             v = torch.randn(shape_kv, generator=gen, device="cuda", dtype=tdt)
             flop = flops(args.B, args.H, args.N, args.Nkv, d, args.causal)
-            atol = ATOL[dtype]
-            # The kernel that really ran (impl="auto" may fall back to simt) goes into
-            # the CSV/JSON "impl" column; it is known after the first call.
+            # The kernel that really ran (impl="auto" resolves to tma, mma or simt) goes
+            # into the CSV/JSON "impl" column; it is known after the first call.
             common = dict(backend="cuda", dtype=dtype, impl=args.impl, B=args.B, Hq=args.H, Hkv=args.Hkv,
-                          Nq=args.N, Nkv=args.Nkv, D=d, causal=args.causal, atol=atol)
+                          Nq=args.N, Nkv=args.Nkv, D=d, causal=args.causal)
+
+            def run_ffpa() -> Any:
+                return ffpa_attn_func(q, k, v, causal=args.causal, impl=args.impl, accum=args.accum)
+
             if not args.no_fwd:
+                atol = _atol(dtype, args.accum)
                 with torch.no_grad():
-                    out = ffpa_attn_func(q, k, v, causal=args.causal, impl=args.impl)
-                    common["impl"] = last_kernel() or args.impl
+                    out = run_ffpa()
+                    kernel = last_kernel() or args.impl
                     ref = sdpa(q, k, v)
                     err = float((out.float() - ref.float()).abs().max().item())
-                    ffpa_ms = _time_cuda(lambda: ffpa_attn_func(q, k, v, causal=args.causal, impl=args.impl),
-                                         args.warmup, args.iters, event, torch.cuda.synchronize)
+                    ffpa_ms = _time_cuda(run_ffpa, args.warmup, args.iters, event, torch.cuda.synchronize)
                     sdpa_ms = _time_cuda(lambda: sdpa(q, k, v), args.warmup, args.iters, event,
                                          torch.cuda.synchronize)
-                results.append(Result(direction="fwd", err=err, allclose=err <= atol, ffpa_ms=ffpa_ms,
+                results.append(Result(direction="fwd", err=err, atol=atol, allclose=err <= atol, ffpa_ms=ffpa_ms,
                                       sdpa_ms=sdpa_ms, ffpa_tflops=_tflops(flop, ffpa_ms),
-                                      sdpa_tflops=_tflops(flop, sdpa_ms), **common))
+                                      sdpa_tflops=_tflops(flop, sdpa_ms), accum=args.accum,
+                                      **{**common, "impl": kernel}))
             if not args.no_bwd:
                 qg, kg, vg = (t.detach().requires_grad_(True) for t in (q, k, v))
                 dout = torch.randn(shape_q, generator=gen, device="cuda", dtype=tdt)
@@ -330,7 +431,9 @@ def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], N
                     sdpa(qg, kg, vg).backward(dout)
 
                 ffpa_step()
-                common["impl"] = last_kernel() or args.impl
+                # ffpa_attention's forward is impl="auto" with fp32 accumulation.
+                kernel = last_kernel() or "auto"
+                atol = _atol(dtype, "fp32")
                 dq = qg.grad.detach().clone()
                 qg.grad = None
                 sdpa_step()
@@ -338,9 +441,10 @@ def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], N
                 ffpa_ms = _time_cuda(ffpa_step, args.warmup, args.iters, event, torch.cuda.synchronize)
                 sdpa_ms = _time_cuda(sdpa_step, args.warmup, args.iters, event, torch.cuda.synchronize)
                 # backward is about 2.5x the forward FLOPs: 3.5x for forward+backward.
-                results.append(Result(direction="bwd", err=err, allclose=err <= atol, ffpa_ms=ffpa_ms,
+                results.append(Result(direction="bwd", err=err, atol=atol, allclose=err <= atol, ffpa_ms=ffpa_ms,
                                       sdpa_ms=sdpa_ms, ffpa_tflops=_tflops(3.5 * flop, ffpa_ms),
-                                      sdpa_tflops=_tflops(3.5 * flop, sdpa_ms), **common))
+                                      sdpa_tflops=_tflops(3.5 * flop, sdpa_ms), accum="fp32",
+                                      **{**common, "impl": kernel}))
     return results
 
 
@@ -360,18 +464,20 @@ def _run_cuda_cupy(args: argparse.Namespace, cupy: Any, log: Callable[[str], Non
         shape_kv = (args.B, args.Hkv, args.Nkv, d)
         q, k, v = (cupy.asarray(rng.standard_normal(s, dtype=np.float32).astype(np.float16))
                    for s in (shape_q, shape_kv, shape_kv))
-        out = ffpa_attn_func(q, k, v, causal=args.causal, impl=args.impl)
+        out = ffpa_attn_func(q, k, v, causal=args.causal, impl=args.impl, accum=args.accum)
+        kernel = last_kernel() or args.impl
         # Host check on one (batch, head) slice: the full reference at N = 8192 would
         # take minutes on a CPU.
         q0, k0, v0 = (cupy.asnumpy(t[:1, :1]) for t in (q, k, v))
         ref = reference.attention(q0, k0, v0, causal=args.causal)
         err = float(np.max(np.abs(cupy.asnumpy(out[:1, :1]).astype(np.float32) - ref)))
-        ffpa_ms = _time_cuda(lambda: ffpa_attn_func(q, k, v, causal=args.causal, impl=args.impl),
+        ffpa_ms = _time_cuda(lambda: ffpa_attn_func(q, k, v, causal=args.causal, impl=args.impl, accum=args.accum),
                              args.warmup, args.iters, cupy.cuda.Event, cupy.cuda.Device().synchronize)
         flop = flops(args.B, args.H, args.N, args.Nkv, d, args.causal)
-        atol = ATOL["fp16"]
-        results.append(Result("cuda", "fwd", "fp16", last_kernel() or args.impl, args.B, args.H, args.Hkv, args.N, args.Nkv, d,
-                              args.causal, err, atol, err <= atol, ffpa_ms, None, _tflops(flop, ffpa_ms), None))
+        atol = _atol("fp16", args.accum)
+        results.append(Result("cuda", "fwd", "fp16", kernel, args.B, args.H, args.Hkv, args.N, args.Nkv, d,
+                              args.causal, err, atol, err <= atol, ffpa_ms, None, _tflops(flop, ffpa_ms), None,
+                              accum=args.accum))
     return results
 
 
@@ -409,7 +515,9 @@ def save_results(results: Sequence[Result], save_path: str, config: dict[str, An
     """Write bench.csv, bench.json and (with matplotlib) bench_tflops.png; return the paths."""
     os.makedirs(save_path, exist_ok=True)
     rows = [_row(r) for r in results]
-    columns = [f.name for f in fields(Result)] + ["speedup"]
+    # accum came after the others: it stays the last column, so readers of the older
+    # CSV (ctest/gpu/summarize.py) see the same columns in the same places.
+    columns = [f.name for f in fields(Result) if f.name != "accum"] + ["speedup", "accum"]
     csv_path = os.path.join(save_path, "bench.csv")
     with open(csv_path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns)
@@ -474,20 +582,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BenchUnavailable as exc:
         log(str(exc))
         return EXIT_UNAVAILABLE
+    except UnsupportedImplError as exc:
+        # e.g. --cuda-impl tma on a GPU the build's TMA code does not run on.
+        log(f"--cuda-impl {args.cuda_impl}: {exc}")
+        return EXIT_UNAVAILABLE
 
     for result in results:
-        if args.verbose:
-            print(result.line())
-        else:
-            sdpa = "" if result.sdpa_tflops is None else f" (SDPA {result.sdpa_tflops:.2f}, {result.speedup:.2f}x)"
-            print(f"{result.dtype} {result.direction} D={result.D}: {result.ffpa_tflops:.2f} TFLOPS{sdpa}")
+        print(result.line() if args.verbose else result.short_line())
     if args.save_path:
         config = {k: v for k, v in vars(args).items()}
         for path in save_results(results, args.save_path, config, log):
             log(f"wrote {path}")
     failed = [r for r in results if not r.allclose]
     for result in failed:
-        log(f"MISMATCH: {result.direction} {result.dtype} D={result.D} err={result.err:.6f} > atol={result.atol:g}")
+        log(f"MISMATCH: {result.direction} {result.dtype} D={result.D} ({result.impl}, {result.accum} accum) "
+            f"err={result.err:.6f} > atol={result.atol:g}")
     return EXIT_MISMATCH if failed else 0
 
 

@@ -44,7 +44,80 @@ def test_flags():
 @pytest.mark.parametrize("impl", ["fp16", "bf16"])
 def test_cuda_impl_dtype_spelling_selects_the_dtype(impl):
     args = parse(["--cuda-impl", impl, "--dtype", "both"])
-    assert args.dtypes == [impl] and args.impl == "auto"
+    assert args.dtypes == [impl] and args.impl == "auto" and args.accum == "fp32"
+
+
+@pytest.mark.parametrize(
+    "argv,impl,accum",
+    [
+        ([], "auto", "fp32"),
+        (["--cuda-impl", "auto"], "auto", "fp32"),
+        (["--cuda-impl", "mma"], "mma", "fp32"),
+        (["--cuda-impl", "simt"], "simt", "fp32"),
+        (["--cuda-impl", "tma"], "tma", "fp32"),
+        # upstream ffpa-attn's spellings
+        (["--cuda-impl", "native"], "mma", "fp32"),
+        (["--cuda-impl", "fp16"], "auto", "fp32"),
+        (["--cuda-impl", "auto_acc_f16"], "auto", "fp16"),
+        (["--cuda-impl", "mma_acc_f16"], "mma", "fp16"),
+        (["--cuda-impl", "native_acc_f16"], "mma", "fp16"),
+        (["--cuda-impl", "tma_acc_f16"], "tma", "fp16"),
+        (["--cuda-impl", "tma", "--accum", "fp16"], "tma", "fp16"),
+        (["--cuda-impl", "native", "--accum", "f16"], "mma", "fp16"),
+        (["--cuda-impl", "fp16", "--accum", "fp16"], "auto", "fp16"),
+        (["--cuda-impl", "mma_acc_f16", "--accum", "f16"], "mma", "fp16"),
+        (["--cuda-impl", "simt", "--accum", "f32"], "simt", "fp32"),
+    ],
+)
+def test_cuda_impl_spellings_map_to_impl_and_accum(argv, impl, accum):
+    args = parse(argv)
+    assert (args.impl, args.accum) == (impl, accum)
+    assert bench.resolve_cuda_impl(args.cuda_impl, args.accum if "--accum" in argv else None)[:2] == (impl, accum)
+
+
+def test_every_cuda_impl_spelling_is_a_kernel_of_the_api():
+    from ffpa_attn.interface import ACCUMS, IMPLS
+
+    for spelling, (impl, accum, dtype) in bench.CUDA_IMPLS.items():
+        assert impl in IMPLS and accum in ACCUMS and dtype in (None, "fp16", "bf16"), spelling
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--cuda-impl", "cute_tma"], "CuTe/FP8/FP4 paths are not part of this project"),
+        (["--cuda-impl", "fp8_smk"], "CuTe/FP8/FP4 paths are not part of this project"),
+        (["--cuda-impl", "fast"], "is not one of auto, mma, simt, tma, native"),
+        (["--cuda-impl", "tma_acc_f16", "--accum", "fp32"], "means fp16 accumulation"),
+        (["--cuda-impl", "simt", "--accum", "fp16"], "simt accumulates in fp32 only"),
+        (["--cuda-impl", "mma_acc_f16", "--dtype", "bf16"], "needs fp16 inputs; --dtype bf16"),
+        (["--cuda-impl", "bf16", "--accum", "fp16"], "needs fp16 inputs"),
+        (["--accum", "fp16", "--dtype", "both"], "needs fp16 inputs"),
+        (["--backend", "reference", "--accum", "fp16"], "option of the CUDA kernels"),
+        (["--accum", "bf16"], "invalid choice"),
+    ],
+)
+def test_bad_impl_and_accum_combinations_exit_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as info:
+        bench.main(argv)
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cuda_backend_impl_not_in_build(install_extension, capsys):
+    install_extension({"head_dims": [128], "dtypes": ["fp16"], "archs": ["89"], "fwd": True, "tma": False,
+                       "tma_archs": [], "f16_acc": True, "cute_tma": False, "cuda_runtime": "13.0",
+                       "impls": ["mma", "simt"]})
+    assert bench.main(["--backend", "cuda", "--D", "128", "--cuda-impl", "tma"]) == 2
+    assert "--cuda-impl tma (tma) not in this build (archs ['89'])" in capsys.readouterr().err
+
+
+def test_cuda_backend_fp16_accum_not_in_build(install_extension, capsys):
+    install_extension({"head_dims": [128], "dtypes": ["fp16"], "archs": ["89"], "fwd": True, "tma": False,
+                       "tma_archs": [], "f16_acc": False, "cute_tma": False, "cuda_runtime": "13.0",
+                       "impls": ["mma", "simt"]})
+    assert bench.main(["--backend", "cuda", "--D", "128", "--cuda-impl", "mma_acc_f16"]) == 2
+    assert "fp16 accumulation is not in this build" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv", [["--no-fwd", "--no-bwd"], ["--H", "6", "--Hkv", "4"], ["--backend", "tpu"],
@@ -97,6 +170,7 @@ def test_reference_backend_verbose_lines(capsys):
         match = bench.LINE_RE.match(line)
         assert match, line
         assert match["tag"] == "self-attn" and match["allclose"] == "True"
+        assert match["kernel"] == "numpy" and match["accum"] == "fp32"  # every row names its path
         assert match["sdpa_ms"] == "n/a" and match["sdpa_tflops"] == "n/a" and match["ratio"] == "n/a"
         assert (match["B"], match["Hq"], match["Hkv"], match["Nq"], match["Nkv"]) == ("1", "2", "2", "48", "48")
     assert [bench.LINE_RE.match(x)["atol"] for x in lines] == ["0.02", "0.02", "0.05", "0.05"]
@@ -123,8 +197,13 @@ def test_flops_and_result_line():
     result = bench.Result("cuda", "fwd", "bf16", "auto", 1, 32, 8, 8192, 8192, 512, False, 0.01, 0.05, True,
                           10.0, 20.0, 200.0, 100.0)
     line = result.line()
-    assert line.endswith("FFPA=10.000ms SDPA=20.000ms TFLOPS=200.00/100.00 2.00x")
+    assert line.endswith("FFPA=10.000ms SDPA=20.000ms TFLOPS=200.00/100.00 2.00x kernel=auto accum=fp32")
     assert bench.LINE_RE.match(line)["Hkv"] == "8"
+    tma = bench.Result("cuda", "fwd", "fp16", "tma", 1, 32, 32, 8192, 8192, 512, True, 0.03, 0.05, True,
+                       10.0, 20.0, 200.0, 100.0, accum="fp16")
+    match = bench.LINE_RE.match(tma.line())
+    assert (match["kernel"], match["accum"], match["atol"], match["causal"]) == ("tma", "fp16", "0.05", " causal")
+    assert tma.short_line() == "fp16 fwd D=512 [tma, fp16 accum]: 200.00 TFLOPS (SDPA 100.00, 2.00x)"
 
 
 def test_save_path_writes_csv_json_png(tmp_path, capsys):
@@ -135,9 +214,16 @@ def test_save_path_writes_csv_json_png(tmp_path, capsys):
     with open(out_dir / "bench.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert [r["D"] for r in rows] == ["64", "128"]
-    assert {"dtype", "ffpa_ms", "ffpa_tflops", "sdpa_tflops", "allclose", "err", "speedup"} <= set(rows[0])
+    with open(out_dir / "bench.csv", newline="") as handle:
+        header = next(csv.reader(handle))
+    # The columns readers know keep their places; accum was added at the end.
+    assert header == ["backend", "direction", "dtype", "impl", "B", "Hq", "Hkv", "Nq", "Nkv", "D", "causal", "err",
+                      "atol", "allclose", "ffpa_ms", "sdpa_ms", "ffpa_tflops", "sdpa_tflops", "speedup", "accum"]
+    assert [(r["impl"], r["accum"]) for r in rows] == [("numpy", "fp32")] * 2
     data = json.loads((out_dir / "bench.json").read_text())
     assert data["config"]["backend"] == "reference" and len(data["results"]) == 2
+    assert all(r["impl"] == "numpy" and r["accum"] == "fp32" for r in data["results"])
+    assert data["config"]["impl"] == "auto" and data["config"]["accum"] == "fp32"
     assert "version" in data["build_info"]
     png = out_dir / "bench_tflops.png"
     if png.exists():
@@ -146,3 +232,17 @@ def test_save_path_writes_csv_json_png(tmp_path, capsys):
         pytest.importorskip("matplotlib")
         pytest.fail("matplotlib is installed but no plot was written")
     assert "wrote" in capsys.readouterr().err
+
+
+def test_impl_the_gpu_cannot_run_exits_2(install_extension, monkeypatch, capsys):
+    """impl="tma" where the device has no TMA code: the library's UnsupportedImplError, exit 2."""
+    from ffpa_attn import UnsupportedImplError
+
+    install_extension()
+
+    def refuse(args, log):
+        raise UnsupportedImplError("impl='tma': this library has TMA code for 120f only")
+
+    monkeypatch.setattr(bench, "_run_cuda", refuse)
+    assert bench.main(["--backend", "cuda", "--D", "128", "--cuda-impl", "tma"]) == 2
+    assert capsys.readouterr().err.startswith("--cuda-impl tma: impl='tma': this library has TMA code for 120f")
