@@ -15,6 +15,7 @@
 #include "ffpa/api.h"
 #include "ffpa/params.h"
 #include "ffpa/tma.cuh"
+#include "ffpa/tma_geometry.h"
 
 namespace ffpa {
 
@@ -344,29 +345,21 @@ Status tensor_map_encoder(PFN_cuTensorMapEncodeTiled_v12000* fn) {
   return {};
 }
 
-// One rank-4 map {D, N, H, B} (innermost first) over a [B, H, N, D] array.
+// One map, with the geometry tma_geometry() gives (ffpa/tma_geometry.h).
 Status encode_one(PFN_cuTensorMapEncodeTiled_v12000 encode, CUtensorMap* map, const char* name, const void* data,
-                  DType dtype, int64_t b, int64_t h, int64_t n, int64_t d, int64_t batch_stride,
-                  int64_t head_stride, int64_t row_stride, int box_rows) {
-  const cuuint64_t dims[4] = {cuuint64_t(d), cuuint64_t(n), cuuint64_t(h), cuuint64_t(b)};
-  // Strides in bytes of dims 1..3. An extent-1 dim is never stepped over, so its
-  // stride (which frameworks leave arbitrary there) is replaced by a packed one.
-  int64_t strides[3] = {row_stride * 2, head_stride * 2, batch_stride * 2};
-  const int64_t packed[3] = {d * 2, n * d * 2, h * n * d * 2};
-  const int64_t extents[3] = {n, h, b};
-  for (int i = 0; i < 3; ++i)
-    if (extents[i] == 1) strides[i] = packed[i];
-  const cuuint64_t gstrides[3] = {cuuint64_t(strides[0]), cuuint64_t(strides[1]), cuuint64_t(strides[2])};
-  const cuuint32_t box[4] = {64, cuuint32_t(box_rows), 1, 1};
+                  DType dtype, const TmaGeometry& g) {
+  const cuuint64_t dims[4] = {g.dims[0], g.dims[1], g.dims[2], g.dims[3]};
+  const cuuint64_t strides[3] = {g.strides[0], g.strides[1], g.strides[2]};
+  const cuuint32_t box[4] = {g.box[0], g.box[1], g.box[2], g.box[3]};
   const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
   const CUresult r = encode(map, dtype == DType::kFp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                            4, const_cast<void*>(data), dims, gstrides, box, elem_strides,
+                            4, const_cast<void*>(data), dims, strides, box, elem_strides,
                             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     return {ErrorKind::kLayout, std::string("cuTensorMapEncodeTiled refused ") + name + " (CUresult " +
-                                    std::to_string(int(r)) + ", strides in elements " + std::to_string(row_stride) +
-                                    "/" + std::to_string(head_stride) + "/" + std::to_string(batch_stride) +
+                                    std::to_string(int(r)) + ", byte strides " + std::to_string(g.strides[0]) +
+                                    "/" + std::to_string(g.strides[1]) + "/" + std::to_string(g.strides[2]) +
                                     "): use impl='mma' for this layout, or call .contiguous()"};
   return {};
 }
@@ -378,16 +371,12 @@ Status encode_tma_maps(const FwdParams& p, DType dtype, int box_rows_q, int box_
   Status st = tensor_map_encoder(&encode);
   if (!st.ok()) return st;
   std::memset(maps, 0, sizeof(*maps));
-  const int64_t d = p.head_dim;
-  st = encode_one(encode, &maps->q, "q", p.q, dtype, p.b, p.hq, p.nq, d, p.q_batch_stride, p.q_head_stride,
-                  p.q_row_stride, box_rows_q);
+  st = encode_one(encode, &maps->q, "q", p.q, dtype, tma_geometry(p, TmaOperand::kQ, box_rows_q));
   // nkv == 0: no KV block is ever loaded, and a zero extent is not encodable.
   if (st.ok() && p.nkv > 0)
-    st = encode_one(encode, &maps->k, "k", p.k, dtype, p.b, p.hkv, p.nkv, d, p.k_batch_stride, p.k_head_stride,
-                    p.k_row_stride, box_rows_kv);
+    st = encode_one(encode, &maps->k, "k", p.k, dtype, tma_geometry(p, TmaOperand::kK, box_rows_kv));
   if (st.ok() && p.nkv > 0)
-    st = encode_one(encode, &maps->v, "v", p.v, dtype, p.b, p.hkv, p.nkv, d, p.v_batch_stride, p.v_head_stride,
-                    p.v_row_stride, box_rows_kv);
+    st = encode_one(encode, &maps->v, "v", p.v, dtype, tma_geometry(p, TmaOperand::kV, box_rows_kv));
   return st;
 }
 

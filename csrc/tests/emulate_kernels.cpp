@@ -7,7 +7,9 @@
 // fragment layouts, masking, the online softmax and the pipeline bookkeeping; it
 // cannot see timing-dependent races beyond what the two landing modes expose.
 //   ffpa_emulate_kernels [D ...]    (default: 64 128 320; ctest runs 64 320)
+#include <sys/wait.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -20,9 +22,10 @@
 #include "attention_ref.h"
 #include "ffpa/fwd_kernel_mma.cuh"
 #include "ffpa/fwd_kernel_simt.cuh"
+#include "ffpa/tma_geometry.h"
 
 namespace ffpa {
-alignas(128) unsigned char smem_raw[256 * 1024];
+alignas(1024) unsigned char smem_raw[256 * 1024];
 }
 
 namespace emu {
@@ -128,6 +131,188 @@ void cp_wait(int pending) {
   }
 }
 
+// ---- TMA and mbarrier models (emu/ffpa/tma.cuh) ----------------------------------
+// Deliberate breakages (--break NAME): each models one protocol bug in the kernel's
+// use of these instructions, and the run must then fail.
+enum class Break { kNone, kNoExpectTx, kShortExpectTx, kWrongParity, kNoWait, kNoFence, kNoSwizzle };
+Break g_break = Break::kNone;
+
+struct MBar {
+  int expected = 0;    // arrivals per phase (mbarrier.init count)
+  int pending = 0;     // arrivals still missing in the current phase
+  int64_t tx = 0;      // transaction bytes expected and not yet completed
+  uint32_t phase = 0;  // completed phases; the current phase's parity is phase & 1
+  int init_thread = -1;
+  long init_gen = 0;   // the block barrier's generation at init
+  bool fenced = false;
+};
+std::vector<std::pair<uint64_t*, MBar>> g_mbars;
+
+struct TmaCopy {
+  unsigned char* dst;
+  std::vector<unsigned char> bytes;
+  uint64_t* bar;
+};
+std::vector<TmaCopy> g_tma_in_flight;
+
+MBar& mbar_at(uint64_t* bar, const char* what) {
+  for (auto& [addr, m] : g_mbars)
+    if (addr == bar) return m;
+  std::fprintf(stderr, "EMULATION FAULT: %s on an mbarrier that was never initialised\n", what);
+  std::exit(3);
+}
+
+void check_smem(const void* p, size_t n, size_t align, const char* what) {
+  const auto* c = static_cast<const unsigned char*>(p);
+  if (c < g_smem || c + n > g_smem + g_smem_bytes) fail(what);
+  if (reinterpret_cast<uintptr_t>(p) % align != 0) fail(what);
+}
+
+void mbar_complete_phase_if_done(MBar& m) {
+  if (m.pending == 0 && m.tx == 0) {
+    ++m.phase;
+    m.pending = m.expected;
+    ++g_progress;
+  }
+}
+
+void mbar_init(uint64_t* bar, uint32_t count) {
+  check_smem(bar, 8, 8, "mbarrier outside shared memory or not 8-byte aligned");
+  if (count == 0) fail("mbarrier.init with count 0");
+  for (auto& [addr, m] : g_mbars)
+    if (addr == bar) fail("mbarrier initialised twice");
+  MBar m;
+  m.expected = m.pending = static_cast<int>(count);
+  m.init_thread = g_cur;
+  m.init_gen = g_block_bar.gen;
+  g_mbars.emplace_back(bar, m);
+}
+
+void fence_barrier_init() {
+  if (g_break == Break::kNoFence) return;
+  for (auto& [addr, m] : g_mbars)
+    if (m.init_thread == g_cur) m.fenced = true;
+}
+
+void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  MBar& m = mbar_at(bar, "mbarrier.arrive.expect_tx");
+  if (g_break == Break::kNoExpectTx) bytes = 0;
+  if (g_break == Break::kShortExpectTx) bytes /= 2;
+  m.tx += bytes;
+  if (--m.pending < 0) fail("more arrivals on an mbarrier phase than its init count");
+  mbar_complete_phase_if_done(m);
+}
+
+void mbar_complete_tx(uint64_t* bar, size_t bytes) {
+  MBar& m = mbar_at(bar, "complete_tx");
+  if (!m.fenced) fail("TMA completed on an mbarrier without fence.mbarrier_init after its init");
+  if (m.tx < static_cast<int64_t>(bytes))
+    fail("complete_tx beyond the bytes the phase expects (missing or short expect_tx)");
+  m.tx -= static_cast<int64_t>(bytes);
+  mbar_complete_phase_if_done(m);
+}
+
+void land_tma(size_t i) {
+  TmaCopy c = std::move(g_tma_in_flight[i]);
+  g_tma_in_flight.erase(g_tma_in_flight.begin() + static_cast<long>(i));
+  std::memcpy(c.dst, c.bytes.data(), c.bytes.size());
+  mbar_complete_tx(c.bar, c.bytes.size());
+}
+
+void mbar_wait(uint64_t* bar, uint32_t parity) {
+  if (g_break == Break::kNoWait) return;
+  if (g_break == Break::kWrongParity) parity ^= 1u;
+  MBar& m0 = mbar_at(bar, "mbarrier.try_wait");
+  if (m0.init_thread != g_cur && m0.init_gen == g_block_bar.gen)
+    fail("mbarrier waited on by another thread before a block barrier made its init visible");
+  for (;;) {
+    MBar& m = mbar_at(bar, "mbarrier.try_wait");
+    // The phase with this parity has completed once the current phase's parity differs.
+    if ((m.phase & 1u) != (parity & 1u)) return;
+    // Late landing: the copies this barrier tracks complete while someone waits.
+    bool landed = false;
+    for (size_t i = 0; i < g_tma_in_flight.size();) {
+      if (g_tma_in_flight[i].bar == bar) {
+        land_tma(i);
+        landed = true;
+      } else {
+        ++i;
+      }
+    }
+    if (!landed) yield();
+  }
+}
+
+void tma_load(void* smem_dst, const CUtensorMap* map, const int (&c)[4], uint64_t* bar) {
+  if (map == nullptr || !map->encoded) fail("cp.async.bulk.tensor with a tensor map that was never encoded");
+  check_smem(smem_dst, 128, map->swizzle_128b ? 1024 : 128,
+             "TMA destination outside shared memory or not aligned (1024 bytes with the 128-byte swizzle)");
+  MBar& m = mbar_at(bar, "cp.async.bulk.tensor");
+  (void)m;
+  const size_t row_bytes = map->box[0] * 2;
+  const size_t rows = size_t(map->box[1]) * map->box[2] * map->box[3];
+  TmaCopy copy{static_cast<unsigned char*>(smem_dst), std::vector<unsigned char>(row_bytes * rows), bar};
+  for (const TmaCopy& other : g_tma_in_flight)
+    if (copy.dst < other.dst + other.bytes.size() && other.dst < copy.dst + copy.bytes.size())
+      fail("TMA into shared memory that a copy still in flight is writing (stage refilled before its wait)");
+  check_smem(smem_dst, copy.bytes.size(), 1, "TMA box overflows shared memory");
+  size_t r = 0;
+  for (uint32_t i3 = 0; i3 < map->box[3]; ++i3)
+    for (uint32_t i2 = 0; i2 < map->box[2]; ++i2)
+      for (uint32_t i1 = 0; i1 < map->box[1]; ++i1, ++r) {
+        const int64_t g1 = int64_t(c[1]) + i1, g2 = int64_t(c[2]) + i2, g3 = int64_t(c[3]) + i3;
+        const bool row_in = g1 >= 0 && g1 < int64_t(map->dims[1]) && g2 >= 0 && g2 < int64_t(map->dims[2]) &&
+                            g3 >= 0 && g3 < int64_t(map->dims[3]);
+        for (uint32_t e = 0; e < map->box[0]; ++e) {
+          const int64_t g0 = int64_t(c[0]) + e;
+          uint16_t v = 0;  // out of bounds: zero (CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+          if (row_in && g0 >= 0 && g0 < int64_t(map->dims[0])) {
+            const auto* src = static_cast<const unsigned char*>(map->base) + g0 * 2 + g1 * map->strides[0] +
+                              g2 * map->strides[1] + g3 * map->strides[2];
+            if (!global_readable(src, 2)) fail("TMA box reads outside the input arrays");
+            std::memcpy(&v, src, 2);
+          }
+          // The 128-byte swizzle: within each 1024-byte atom, 16-byte chunk j of row
+          // r lands in chunk j ^ (r % 8) (the destination is 1024-aligned).
+          size_t off = r * row_bytes + e * 2;
+          if (map->swizzle_128b && g_break != Break::kNoSwizzle)
+            off = r * row_bytes + ((((e * 2) / 16) ^ (r % 8)) * 16) + (e * 2) % 16;
+          std::memcpy(copy.bytes.data() + off, &v, 2);
+        }
+      }
+  ++g_progress;
+  g_tma_in_flight.push_back(std::move(copy));
+  if (!g_cp_late) land_tma(g_tma_in_flight.size() - 1);
+}
+
+void check_no_tma_in_flight(const void* p, size_t n) {
+  const auto* c = static_cast<const unsigned char*>(p);
+  for (const TmaCopy& t : g_tma_in_flight)
+    if (c < t.dst + t.bytes.size() && t.dst < c + n)
+      fail("shared memory read while a TMA copy into it is in flight (read before its mbarrier phase completed)");
+}
+
+// cuTensorMapEncodeTiled's checks on what the kernel uses (rank 4, 2-byte elements,
+// SWIZZLE_128B, no interleave), then the record.
+CUtensorMap encode_tiled(const void* base, const ffpa::TmaGeometry& g) {
+  if (reinterpret_cast<uintptr_t>(base) % 16 != 0) fail("tensor map: global address not 16-byte aligned");
+  for (int i = 0; i < 4; ++i)
+    if (g.dims[i] == 0 || g.dims[i] > (uint64_t(1) << 32)) fail("tensor map: a dim is 0 or above 2^32");
+  for (int i = 0; i < 3; ++i)
+    if (g.strides[i] % 16 != 0 || g.strides[i] >= (uint64_t(1) << 40))
+      fail("tensor map: a stride is not a multiple of 16 bytes or not below 2^40");
+  for (int i = 0; i < 4; ++i)
+    if (g.box[i] == 0 || g.box[i] > 256) fail("tensor map: a box dim is 0 or above 256");
+  if (g.box[0] * 2 > 128) fail("tensor map: the inner box is wider than the 128-byte swizzle span");
+  CUtensorMap m;
+  m.base = base;
+  for (int i = 0; i < 4; ++i) m.dims[i] = g.dims[i], m.box[i] = g.box[i];
+  for (int i = 0; i < 3; ++i) m.strides[i] = g.strides[i];
+  m.swizzle_128b = true;
+  m.encoded = true;
+  return m;
+}
+
 void (*g_body)(const ffpa::FwdParams&) = nullptr;
 const ffpa::FwdParams* g_params = nullptr;
 
@@ -154,6 +339,8 @@ void launch(void (*body)(const ffpa::FwdParams&), const ffpa::FwdParams& p, Dim3
         // Fiber stacks are kept across blocks (the kernels need a few KiB each).
         if (static_cast<int>(g_fibers.size()) != threads) g_fibers.resize(threads);
         for (Fiber& f : g_fibers) f.done = false, f.groups.clear(), f.open.clear();
+        g_mbars.clear();
+        g_tma_in_flight.clear();
         g_warp_bars.assign((threads + 31) / 32, Barrier{32, 0, 0});
         g_slots.assign((threads + 31) / 32, WarpSlots{});
         g_block_bar = Barrier{threads, 0, 0};
@@ -182,6 +369,9 @@ void launch(void (*body)(const ffpa::FwdParams&), const ffpa::FwdParams& p, Dim3
         // A warp that exits while its collective partners wait would show as deadlock;
         // a block barrier some threads skipped shows here.
         if (g_block_bar.count != 0) fail("__syncthreads not reached by every thread");
+        if (!g_tma_in_flight.empty()) fail("the block exited with TMA copies in flight");
+        for (auto& [addr, m] : g_mbars)
+          if (m.tx != 0 || m.pending != m.expected) fail("the block exited with an mbarrier phase half done");
       }
 }
 
@@ -189,22 +379,38 @@ void launch(void (*body)(const ffpa::FwdParams&), const ffpa::FwdParams& p, Dim3
 
 namespace {
 
-template <typename Traits>
+template <typename Traits, bool kF16Acc>
 void mma_body(const ffpa::FwdParams& p) {
-  ffpa::ffpa_fwd_mma_kernel<Traits>(p);
+  ffpa::ffpa_fwd_mma_kernel<Traits, kF16Acc>(p);
+}
+// fp16 accumulation with the per-mma P V form (what sm_80-sm_89 compile; see
+// kPvPerStepDefault): the emulator's default is the per-pair form.
+template <typename Traits>
+void mma_pv_step_body(const ffpa::FwdParams& p) {
+  ffpa::fwd_split_d<Traits, ffpa::Load::kCpAsync, true, true>(p, nullptr);
+}
+ffpa::TmaMaps g_maps;
+template <typename Traits, bool kF16Acc>
+void tma_body(const ffpa::FwdParams& p) {
+  ffpa::ffpa_fwd_tma_kernel<Traits, kF16Acc>(p, g_maps);
 }
 template <int D, typename T>
 void simt_body(const ffpa::FwdParams& p) {
   ffpa::ffpa_fwd_simt_kernel<D, T>(p);
 }
 
+enum class Kind { kMma, kSimt, kTma };
+const char* kind_name(Kind k) { return k == Kind::kMma ? "mma" : k == Kind::kTma ? "tma" : "simt"; }
+
 struct Case {
   int d;
   bool bf16;
   bool causal;
   int nq, nkv, hq, hkv;
-  bool mma;
+  Kind kind;
   int b = 1;
+  bool f16acc = false;   // fp16 accumulation (fp16 inputs, mma / tma)
+  bool pv_step = false;  // with f16acc on mma: the per-mma P V form
 };
 
 template <int D, typename T>
@@ -248,11 +454,22 @@ bool run_case(const Case& c, std::mt19937& rng) {
   p.scale = pr.scale;
   p.scale_log2 = pr.scale * 1.4426950408889634f;
   p.causal = c.causal;
-  if (c.mma) {
-    using Traits = ffpa::DefaultFwdMmaTraits<D, T>;
-    emu::launch(&mma_body<Traits>, p,
-                {unsigned((c.nq + Traits::kBlockM - 1) / Traits::kBlockM), unsigned(c.hq), unsigned(B)},
-                Traits::kNThreads, Traits::kSmemBytes);
+  p.head_dim = D;
+  p.accum = c.f16acc ? ffpa::Accum::kFp16 : ffpa::Accum::kFp32;
+  using Traits = ffpa::DefaultFwdMmaTraits<D, T>;
+  const emu::Dim3 grid{unsigned((c.nq + Traits::kBlockM - 1) / Traits::kBlockM), unsigned(c.hq), unsigned(B)};
+  if (c.kind == Kind::kMma) {
+    emu::launch(c.pv_step ? &mma_pv_step_body<Traits> : c.f16acc ? &mma_body<Traits, true> : &mma_body<Traits, false>,
+                p, grid, Traits::kNThreads, Traits::kSmemBytes);
+  } else if (c.kind == Kind::kTma) {
+    // The launcher's geometry (ffpa/tma_geometry.h), encoded by the model of the driver
+    // call. (The emulated shared memory starts 1024-aligned, so the kernel's round-up
+    // of the base is a no-op here; the TMA model checks the 1024-byte alignment.)
+    g_maps.q = emu::encode_tiled(p.q, ffpa::tma_geometry(p, ffpa::TmaOperand::kQ, Traits::kBlockM));
+    g_maps.k = emu::encode_tiled(p.k, ffpa::tma_geometry(p, ffpa::TmaOperand::kK, Traits::kBlockN));
+    g_maps.v = emu::encode_tiled(p.v, ffpa::tma_geometry(p, ffpa::TmaOperand::kV, Traits::kBlockN));
+    emu::launch(c.f16acc ? &tma_body<Traits, true> : &tma_body<Traits, false>, p, grid, Traits::kNThreads,
+                Traits::kSmemBytesTma);
   } else {
     constexpr int R = ffpa::FwdSimtTraits::kRowsPerBlock;
     emu::launch(&simt_body<D, T>, p, {unsigned((c.nq + R - 1) / R), unsigned(c.hq), unsigned(B)},
@@ -268,11 +485,12 @@ bool run_case(const Case& c, std::mt19937& rng) {
     const float e = (std::isinf(ref_lse[i]) && lse[i] == ref_lse[i]) ? 0.f : std::fabs(lse[i] - ref_lse[i]);
     lse_err = std::isnan(e) ? INFINITY : std::max(lse_err, e);
   }
-  const float tol = c.bf16 ? 5e-2f : 2e-2f;
+  // fp16 accumulation's stated tolerance is the bf16 one (docs/perf.md).
+  const float tol = c.bf16 || c.f16acc ? 5e-2f : 2e-2f;
   const bool ok = out_err <= tol && lse_err <= tol;
-  std::printf("[%s] D=%d %s causal=%d B=%d Nq=%d Nkv=%d Hq=%d Hkv=%d impl=%s cp=%s out_err=%.3e rel_err=%.3e lse_err=%.3e\n",
+  std::printf("[%s] D=%d %s causal=%d B=%d Nq=%d Nkv=%d Hq=%d Hkv=%d impl=%s accum=%s copies=%s out_err=%.3e rel_err=%.3e lse_err=%.3e\n",
               ok ? "PASS" : "FAIL", D, c.bf16 ? "bf16" : "fp16", c.causal, B, c.nq, c.nkv, c.hq, c.hkv,
-              c.mma ? "mma" : "simt", emu::g_cp_late ? "late" : "early", out_err,
+              kind_name(c.kind), c.pv_step ? "fp16/pv-per-mma" : c.f16acc ? "fp16" : "fp32", emu::g_cp_late ? "late" : "early", out_err,
               max_ref > 0.f ? out_err / max_ref : out_err, lse_err);
   std::fflush(stdout);
   return ok;
@@ -302,51 +520,122 @@ bool dispatch(const Case& c, std::mt19937& rng) {
 
 // --release D...: the release's coverage run (label slow): for every head dim, one fp16
 // case (batch 2, causal, GQA 4:2, non-aligned Nq < Nkv) and one bf16 case (batch 2,
-// non-causal, Nq > Nkv) on the MMA kernel, with cp.async completing late.
+// non-causal, Nq > Nkv) on the cp.async and TMA kernels, and the fp16 case with fp16
+// accumulation on both, with copies completing late.
 int run_release(const std::vector<int>& dims) {
   std::mt19937 rng(7);
   int failed = 0, total = 0;
   emu::g_cp_late = true;
-  for (int d : dims) {
-    Case fp16_case{d, false, true, 70, 100, 4, 2, true};
-    fp16_case.b = 2;
-    Case bf16_case{d, true, false, 90, 50, 2, 2, true};
-    bf16_case.b = 2;
-    for (const Case& c : {fp16_case, bf16_case}) {
-      ++total;
-      if (!dispatch(c, rng)) ++failed;
+  for (int d : dims)
+    for (Kind kind : {Kind::kMma, Kind::kTma}) {
+      Case fp16_case{d, false, true, 70, 100, 4, 2, kind, 2};
+      Case bf16_case{d, true, false, 90, 50, 2, 2, kind, 2};
+      Case f16acc_case = fp16_case;
+      f16acc_case.f16acc = true;
+      for (const Case& c : {fp16_case, bf16_case, f16acc_case}) {
+        ++total;
+        if (!dispatch(c, rng)) ++failed;
+      }
     }
-  }
   std::printf("%d cases, %d failed\n", total, failed);
   return failed ? 1 : 0;
 }
 
+// The case list every kernel kind runs: non-aligned Nq / Nkv over several KV blocks
+// with GQA; a KV length shorter than one tile; Nq > Nkv (causal rows that see no key);
+// one bf16 case.
+std::vector<Case> standard_cases(int d, bool causal, Kind kind, bool f16acc, bool pv_step) {
+  std::vector<Case> cases = {
+      {d, false, causal, 83, 141, 2, 1, kind},
+      {d, false, causal, 19, 23, 1, 1, kind},
+      {d, false, causal, 70, 40, 1, 1, kind},
+      {d, true, causal, 64, 128, 2, 2, kind},
+  };
+  if (f16acc) {
+    cases.pop_back();  // fp16 accumulation takes fp16 inputs only
+    for (Case& c : cases) c.f16acc = true, c.pv_step = pv_step;
+  }
+  return cases;
+}
+
+// --breakages D: each deliberate breakage of the TMA protocol (emu::Break) runs one
+// TMA case in a child process with copies landing late, and must make it fail (a
+// fault or wrong results); the unbroken control run must pass.
+int run_breakages(int d) {
+  const std::pair<emu::Break, const char*> breaks[] = {
+      {emu::Break::kNone, "none (control)"},
+      {emu::Break::kNoExpectTx, "arrive without expect_tx"},
+      {emu::Break::kShortExpectTx, "expect_tx of half the bytes"},
+      {emu::Break::kWrongParity, "wait on the wrong phase parity"},
+      {emu::Break::kNoWait, "read the stage without waiting on its mbarrier"},
+      {emu::Break::kNoFence, "no fence.mbarrier_init after init"},
+      {emu::Break::kNoSwizzle, "TMA box without the 128-byte swizzle"},
+  };
+  int wrong = 0;
+  for (const auto& [br, name] : breaks) {
+    std::fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      emu::g_break = br;
+      emu::g_cp_late = true;
+      std::mt19937 rng(11);
+      const Case c{d, false, true, 83, 141, 2, 1, Kind::kTma};
+      std::_Exit(dispatch(c, rng) ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    const bool passed = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    const bool want_pass = br == emu::Break::kNone;
+    const bool ok = passed == want_pass;
+    std::printf("[%s] breakage: %s -> %s\n", ok ? (want_pass ? "PASS" : "CAUGHT") : "MISSED", name,
+                passed ? "passed" : "failed");
+    if (!ok) ++wrong;
+  }
+  std::printf("%zu breakage runs, %d wrong\n", sizeof(breaks) / sizeof(breaks[0]), wrong);
+  return wrong ? 1 : 0;
+}
+
+// ffpa_emulate_kernels [--kinds mma,simt,tma,f16acc] D...   the standard cases (f16acc:
+//                                                            mma in both P V forms, tma)
+// ffpa_emulate_kernels --release D...                         the release coverage run
+// ffpa_emulate_kernels --breakages D                          the TMA protocol breakages
 int main(int argc, char** argv) {
   std::vector<int> dims;
-  bool release = false;
+  bool release = false, breakages = false;
+  std::string kinds = "mma,simt";
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--release") == 0) release = true;
+    else if (std::strcmp(argv[i], "--breakages") == 0) breakages = true;
+    else if (std::strcmp(argv[i], "--kinds") == 0 && i + 1 < argc) kinds = argv[++i];
     else dims.push_back(std::atoi(argv[i]));
   }
   if (release) return run_release(dims);
+  if (breakages) return run_breakages(dims.empty() ? 64 : dims.front());
   if (dims.empty()) dims = {64, 128, 320};
+  auto wants = [&](const char* k) { return ("," + kinds + ",").find(std::string(",") + k + ",") != std::string::npos; };
+  struct Run {
+    Kind kind;
+    bool f16acc;
+    bool pv_step;
+  };
+  std::vector<Run> runs;
+  if (wants("mma")) runs.push_back({Kind::kMma, false, false});
+  if (wants("simt")) runs.push_back({Kind::kSimt, false, false});
+  if (wants("tma")) runs.push_back({Kind::kTma, false, false});
+  if (wants("f16acc")) {
+    runs.push_back({Kind::kMma, true, false});
+    runs.push_back({Kind::kMma, true, true});
+    runs.push_back({Kind::kTma, true, false});
+  }
   std::mt19937 rng(42);
   int failed = 0, total = 0;
   for (int d : dims)
     for (bool late : {false, true})
       for (bool causal : {false, true})
-        for (bool mma : {true, false}) {
-          if (!mma && late) continue;  // the SIMT kernel has no cp.async
+        for (const Run& run : runs) {
+          if (run.kind == Kind::kSimt && late) continue;  // the SIMT kernel has no async copies
           emu::g_cp_late = late;
-          // Non-aligned Nq / Nkv over several KV blocks with GQA; a KV length shorter
-          // than one tile; Nq > Nkv (causal rows that see no key); one bf16 case.
-          const Case cases[] = {
-              {d, false, causal, 83, 141, 2, 1, mma},
-              {d, false, causal, 19, 23, 1, 1, mma},
-              {d, false, causal, 70, 40, 1, 1, mma},
-              {d, true, causal, 64, 128, 2, 2, mma},
-          };
-          for (const Case& c : cases) {
+          for (const Case& c : standard_cases(d, causal, run.kind, run.f16acc, run.pv_step)) {
             ++total;
             if (!dispatch(c, rng)) ++failed;
           }

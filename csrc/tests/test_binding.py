@@ -3,6 +3,8 @@ order (argument errors first, then "no CUDA device"). Arrays are faked with obje
 exposing __cuda_array_interface__ and made-up pointers: nothing is dereferenced
 before a launch, and no launch happens here."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -33,15 +35,31 @@ def qkvo(d=None, hq=4, hkv=2, nq=100, nkv=77, typestr="<f2"):
 
 def test_build_info():
     info = _C.build_info()
-    assert set(info) == {"head_dims", "dtypes", "archs", "fwd", "tma", "cute_tma", "cuda_runtime", "impls", "auto_impl"}
-    assert info["auto_impl"] == "mma"
+    assert set(info) == {"head_dims", "dtypes", "archs", "fwd", "tma", "tma_archs", "f16_acc", "cute_tma",
+                         "cuda_runtime", "impls", "auto_impl"}
     assert info["head_dims"] == sorted(info["head_dims"]) and info["head_dims"]
     assert all(d % 64 == 0 for d in info["head_dims"])
     assert set(info["dtypes"]) <= {"fp16", "bf16"} and info["dtypes"]
     assert info["archs"] and all(a[:2].isdigit() for a in info["archs"])
-    assert info["fwd"] is True and info["tma"] is False and info["cute_tma"] is False
-    assert info["impls"] == ["mma", "simt"]
+    # TMA code exists for exactly the archs >= 90 of the build; fp16 accumulation
+    # wherever fp16 is compiled; no CuTe path.
+    want = [a for a in info["archs"] if int(re.match(r"\d+", a)[0]) >= 90]
+    assert info["tma_archs"] == want
+    assert info["fwd"] is True and info["tma"] is bool(want) and info["cute_tma"] is False
+    assert info["impls"] == ["mma", "simt"] + (["tma"] if want else [])
+    assert info["f16_acc"] is ("fp16" in info["dtypes"])
+    assert info["auto_impl"].startswith("tma on sm_120" if want else "mma")
     assert info["cuda_runtime"].startswith("13.")
+
+
+def test_impl_and_accum_spellings():
+    q, k, v, o = qkvo()
+    with pytest.raises(errors.UnsupportedImplError, match="fp32"):
+        _C.forward(q, k, v, o, None, False, 0.125, "auto", accum="f16")
+    with pytest.raises(errors.UnsupportedImplError, match="tma"):
+        _C.forward(q, k, v, o, None, False, 0.125, "wgmma")
+    # Without a GPU the kernel auto would pick is the cp.async one.
+    assert _C.auto_impl() == "mma"
 
 
 def test_device_count_is_zero_here():

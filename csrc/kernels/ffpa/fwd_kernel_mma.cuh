@@ -37,8 +37,19 @@ enum class Load { kCpAsync, kTma };
 // 16-byte bank groups, so ldmatrix and the cp.async writes are conflict-free.
 __device__ __forceinline__ int swizzle(int row, int vec) { return row * 64 + ((vec ^ (row & 7)) << 3); }
 
+// fp16 accumulation of P V: per 64-key block and d-tile pair (false) or per mma
+// (true; see the PV step). Measured with nvcc 13.0 at D = 512 (4x2, cp.async): the
+// per-pair form spills 40 bytes on sm_89 and fits on sm_90/sm_120f (255/253
+// registers); the per-mma form fits on sm_89 (255) and spills 32 bytes on sm_120f.
+// ffpa.kernels.no_spills guards the choice; the CPU emulator runs both forms.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+inline constexpr bool kPvPerStepDefault = true;
+#else
+inline constexpr bool kPvPerStepDefault = false;
+#endif
+
 // The kernel body; `maps` is the launch's tensor maps (kTma) or nullptr (kCpAsync).
-template <typename Traits, Load kLoad, bool kF16Acc>
+template <typename Traits, Load kLoad, bool kF16Acc, bool kPvPerStep = kPvPerStepDefault>
 __device__ __forceinline__ void fwd_split_d(const FwdParams& params, const TmaMaps* maps) {
   using T = typename Traits::Element;
   constexpr bool kTma = kLoad == Load::kTma;
@@ -365,50 +376,70 @@ __device__ __forceinline__ void fwd_split_d(const FwdParams& params, const TmaMa
         // ---- O[16 rows, kWarpD columns of this chunk] += P[16, Bc] . V[Bc, chunk]
         const int chunk = step - kNChunks;
         const T* const s_v = s_stage;
-        // kF16Acc: this block's P V for the chunk accumulates in half2 registers
-        // (64 keys), then adds into the fp32 O accumulators.
-        uint32_t acc_ph[kF16Acc ? kWarpDTiles : 1][2];
+        // kF16Acc: this block's P V (64 keys) accumulates in half2 registers, then adds
+        // into the fp32 O accumulators. The d-tile pairs then run one at a time (outer
+        // loop) so that only one pair's 4 half2 registers are live, at the price of
+        // re-packing / re-loading the P fragment per pair. kPvPerStep instead adds
+        // each mma's fp16 result (16 keys) into O at once. Which one fits in 255
+        // registers at D = 512 depends on the arch (see kPvPerStepDefault).
+        constexpr int kGroups = kF16Acc && !kPvPerStep ? kWarpDTiles / 2 : 1;
+        constexpr int kPairsPerGroup = kF16Acc && !kPvPerStep ? 1 : kWarpDTiles / 2;
 #pragma unroll
-        for (int j = 0; j < (kF16Acc ? kWarpDTiles : 1); ++j) acc_ph[j][0] = acc_ph[j][1] = 0u;
+        for (int grp = 0; grp < kGroups; ++grp) {
+          uint32_t acc_ph[2][2] = {{0u, 0u}, {0u, 0u}};
 #pragma unroll
-        for (int ks = 0; ks < Traits::kPvKSteps; ++ks) {
-          uint32_t a[4];
-          if constexpr (kNWarpsD == 1) {
-            // The S accumulators of n-tiles 2ks and 2ks + 1 are exactly the A fragment
-            // of k-step ks once packed to 16 bits.
-            a[0] = ET::pack(acc_s[2 * ks][0], acc_s[2 * ks][1]);
-            a[1] = ET::pack(acc_s[2 * ks][2], acc_s[2 * ks][3]);
-            a[2] = ET::pack(acc_s[2 * ks + 1][0], acc_s[2 * ks + 1][1]);
-            a[3] = ET::pack(acc_s[2 * ks + 1][2], acc_s[2 * ks + 1][3]);
-          } else {
-            ldmatrix_x4(a, smem_p + swizzle(warp_m * 16 + (lane & 15), ks * 2 + (lane >> 4)));
-          }
-#pragma unroll
-          for (int jp = 0; jp < kWarpDTiles / 2; ++jp) {
-            uint32_t b[4];
-            // B from V[kv][d] transposed: matrices (kv 0-7, d 0-7), (kv 8-15, d 0-7),
-            // (kv 0-7, d 8-15), (kv 8-15, d 8-15) -> b[0], b[1] for d-tile 2jp, b[2], b[3]
-            // for 2jp + 1.
-            const int vrow = ks * 16 + (lane & 15);
-            const int vvec = warp_d * (kWarpD / 8) + jp * 2 + (lane >> 4);
-            ldmatrix_x4_trans(b, s_v + swizzle(vrow, vvec));
-            if constexpr (kF16Acc) {
-              Mma16816F16Acc::run(acc_ph[2 * jp], a, b[0], b[1]);
-              Mma16816F16Acc::run(acc_ph[2 * jp + 1], a, b[2], b[3]);
+          for (int ks = 0; ks < Traits::kPvKSteps; ++ks) {
+            uint32_t a[4];
+            if constexpr (kNWarpsD == 1) {
+              // The S accumulators of n-tiles 2ks and 2ks + 1 are exactly the A fragment
+              // of k-step ks once packed to 16 bits.
+              a[0] = ET::pack(acc_s[2 * ks][0], acc_s[2 * ks][1]);
+              a[1] = ET::pack(acc_s[2 * ks][2], acc_s[2 * ks][3]);
+              a[2] = ET::pack(acc_s[2 * ks + 1][0], acc_s[2 * ks + 1][1]);
+              a[3] = ET::pack(acc_s[2 * ks + 1][2], acc_s[2 * ks + 1][3]);
             } else {
-              Mma16816<T>::run(acc_o[chunk][2 * jp], a, b[0], b[1]);
-              Mma16816<T>::run(acc_o[chunk][2 * jp + 1], a, b[2], b[3]);
+              ldmatrix_x4(a, smem_p + swizzle(warp_m * 16 + (lane & 15), ks * 2 + (lane >> 4)));
+            }
+#pragma unroll
+            for (int jj = 0; jj < kPairsPerGroup; ++jj) {
+              const int jp = grp * kPairsPerGroup + jj;
+              uint32_t b[4];
+              // B from V[kv][d] transposed: matrices (kv 0-7, d 0-7), (kv 8-15, d 0-7),
+              // (kv 0-7, d 8-15), (kv 8-15, d 8-15) -> b[0], b[1] for d-tile 2jp, b[2],
+              // b[3] for 2jp + 1.
+              const int vrow = ks * 16 + (lane & 15);
+              const int vvec = warp_d * (kWarpD / 8) + jp * 2 + (lane >> 4);
+              ldmatrix_x4_trans(b, s_v + swizzle(vrow, vvec));
+              if constexpr (kF16Acc && kPvPerStep) {
+                uint32_t t[2][2] = {{0u, 0u}, {0u, 0u}};
+                Mma16816F16Acc::run(t[0], a, b[0], b[1]);
+                Mma16816F16Acc::run(t[1], a, b[2], b[3]);
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                  float f[4];
+                  unpack_half2(t[h][0], f[0], f[1]);
+                  unpack_half2(t[h][1], f[2], f[3]);
+#pragma unroll
+                  for (int e = 0; e < 4; ++e) acc_o[chunk][2 * jp + h][e] += f[e];
+                }
+              } else if constexpr (kF16Acc) {
+                Mma16816F16Acc::run(acc_ph[0], a, b[0], b[1]);
+                Mma16816F16Acc::run(acc_ph[1], a, b[2], b[3]);
+              } else {
+                Mma16816<T>::run(acc_o[chunk][2 * jp], a, b[0], b[1]);
+                Mma16816<T>::run(acc_o[chunk][2 * jp + 1], a, b[2], b[3]);
+              }
             }
           }
-        }
-        if constexpr (kF16Acc) {
+          if constexpr (kF16Acc && !kPvPerStep) {
 #pragma unroll
-          for (int j = 0; j < kWarpDTiles; ++j) {
-            float f[4];
-            unpack_half2(acc_ph[j][0], f[0], f[1]);
-            unpack_half2(acc_ph[j][1], f[2], f[3]);
+            for (int h = 0; h < 2; ++h) {
+              float f[4];
+              unpack_half2(acc_ph[h][0], f[0], f[1]);
+              unpack_half2(acc_ph[h][1], f[2], f[3]);
 #pragma unroll
-            for (int e = 0; e < 4; ++e) acc_o[chunk][j][e] += f[e];
+              for (int e = 0; e < 4; ++e) acc_o[chunk][2 * grp + h][e] += f[e];
+            }
           }
         }
       }

@@ -18,6 +18,7 @@
 #define __shared__
 #define __align__(n)
 #define __launch_bounds__(...)
+#define __trap() ::emu::fail("__trap(): a stub kernel body ran")
 
 namespace emu {
 struct Dim3 {
@@ -40,6 +41,8 @@ WarpSlots& warp_slots();
 extern unsigned char* g_smem;
 extern size_t g_smem_bytes;
 bool global_readable(const void* p, size_t n);
+// Fails when [p, p + n) overlaps a TMA copy still in flight (emulate_kernels.cpp).
+void check_no_tma_in_flight(const void* p, size_t n);
 // cp.async model, per thread.
 void cp_async(void* dst, const void* src, int src_size);
 void cp_commit();
@@ -66,7 +69,7 @@ using std::max;
 
 // The kernel's dynamic shared memory: `extern __shared__ ... smem_raw[]` inside the
 // kernel declares this namespace-scope array.
-alignas(128) extern unsigned char smem_raw[];
+alignas(1024) extern unsigned char smem_raw[];
 
 inline float half_to_float(uint16_t b) {
   _Float16 h;
@@ -123,6 +126,7 @@ inline const uint16_t* smem_b16(uintptr_t a) {
   const auto* p = reinterpret_cast<const unsigned char*>(a);
   if (p < emu::g_smem || p + 16 > emu::g_smem + emu::g_smem_bytes) emu::fail("ldmatrix address outside shared memory");
   if (a % 16 != 0) emu::fail("ldmatrix row address not 16-byte aligned");
+  emu::check_no_tma_in_flight(p, 16);
   return reinterpret_cast<const uint16_t*>(p);
 }
 
@@ -186,6 +190,25 @@ struct Mma16816 {
     }
   }
 };
+
+// mma.m16n8k16.row.col.f16.f16.f16.f16: the same products, the sum rounded to fp16
+// once per instruction (the hardware keeps more precision inside one mma and rounds
+// the result; the C input is the previous fp16 value). d[0] = (g, 2t..2t+1) and
+// d[1] = (g+8, 2t..2t+1) as half2.
+struct Mma16816F16Acc {
+  static void run(uint32_t (&d)[2], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    float c[4] = {half_to_float(uint16_t(d[0] & 0xffff)), half_to_float(uint16_t(d[0] >> 16)),
+                  half_to_float(uint16_t(d[1] & 0xffff)), half_to_float(uint16_t(d[1] >> 16))};
+    Mma16816<__half>::run(c, a, b0, b1);
+    d[0] = float_to_half(c[0]) | (uint32_t(float_to_half(c[1])) << 16);
+    d[1] = float_to_half(c[2]) | (uint32_t(float_to_half(c[3])) << 16);
+  }
+};
+
+inline void unpack_half2(uint32_t r, float& lo, float& hi) {
+  lo = half_to_float(uint16_t(r & 0xffff));
+  hi = half_to_float(uint16_t(r >> 16));
+}
 
 inline float fast_exp2(float x) { return std::exp2(x); }
 

@@ -1,0 +1,55 @@
+// The geometry of the TMA path's tensor maps, in one place: the launcher encodes it
+// with the driver's cuTensorMapEncodeTiled (api.cu), the CPU emulator with its model
+// of the same call (csrc/tests/emulate_kernels.cpp). Host code, no CUDA types.
+//
+// One rank-4 map per array over its [B, H, N, D] layout, innermost first:
+//   dims    {D, N, H, B}
+//   strides {row, head, batch} in bytes (the D stride is 1 element by contract)
+//   box     {64, rows, 1, 1}: one 64-column chunk (128 bytes, the 128-byte swizzle
+//           span) of `rows` rows; the kernel's coordinates are {d0, row0, head, batch}
+// An extent-1 dim is never stepped over, so its stride (which frameworks leave
+// arbitrary there, 0 included) is replaced by the packed one.
+#pragma once
+
+#include <cstdint>
+
+#include "ffpa/params.h"
+
+namespace ffpa {
+
+struct TmaGeometry {
+  uint64_t dims[4];
+  uint64_t strides[3];  // bytes
+  uint32_t box[4];
+};
+
+enum class TmaOperand { kQ, kK, kV };
+
+inline TmaGeometry tma_geometry(const FwdParams& p, TmaOperand which, int box_rows) {
+  const int64_t d = p.head_dim;
+  const bool q = which == TmaOperand::kQ;
+  const int64_t n = q ? p.nq : p.nkv;
+  const int64_t h = q ? p.hq : p.hkv;
+  const int64_t b = p.b;
+  int64_t row = q ? p.q_row_stride : which == TmaOperand::kK ? p.k_row_stride : p.v_row_stride;
+  int64_t head = q ? p.q_head_stride : which == TmaOperand::kK ? p.k_head_stride : p.v_head_stride;
+  int64_t batch = q ? p.q_batch_stride : which == TmaOperand::kK ? p.k_batch_stride : p.v_batch_stride;
+  if (n == 1) row = d;
+  if (h == 1) head = n * d;
+  if (b == 1) batch = h * n * d;
+  TmaGeometry g{};
+  g.dims[0] = static_cast<uint64_t>(d);
+  g.dims[1] = static_cast<uint64_t>(n);
+  g.dims[2] = static_cast<uint64_t>(h);
+  g.dims[3] = static_cast<uint64_t>(b);
+  g.strides[0] = static_cast<uint64_t>(row) * 2;
+  g.strides[1] = static_cast<uint64_t>(head) * 2;
+  g.strides[2] = static_cast<uint64_t>(batch) * 2;
+  g.box[0] = 64;
+  g.box[1] = static_cast<uint32_t>(box_rows);
+  g.box[2] = 1;
+  g.box[3] = 1;
+  return g;
+}
+
+}  // namespace ffpa
