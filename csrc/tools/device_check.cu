@@ -1,6 +1,6 @@
 // ffpa_device_check: the GPU correctness matrix against the fp64-accumulated host
 // reference, and the kernels' own timings (for images without Python headers; in
-// device_check_bench.cu). Slightly over 500 lines: the case plan, the runner and the
+// device_check_bench.cu). About 700 lines: the case plan, the runner and the
 // incremental JSON report describe one matrix and change together.
 //
 //   ffpa_device_check [--json FILE] [--quick] [--dry-run]
@@ -9,18 +9,31 @@
 //
 // Correctness groups, one per compiled (head dim, dtype), each with B = 2, Hq = 4:
 // causal x {aligned 256/256, Nq < Nkv 200/317, Nq > Nkv 317/200} x {MHA, GQA Hkv = 2}
-// x impl {mma, simt}; [B, N, H, D]-in-memory views (non-contiguous [B, H, N, D]
-// strides); Nkv shorter than one tile with Hkv = 1 (h_ratio 4). Then the group
-// "long": N = 4096 and 8192 at D = 128 and 512 (those compiled), both dtypes, causal
-// and not, GQA, checked on a sample of rows; and the group "api": impl="auto" picks
-// mma for aligned arrays and simt (reported through impl_used) for misaligned ones,
-// and a stale error left by an unrelated CUDA call does not fail a launch.
+// x impl {mma, simt, tma}; [B, N, H, D]-in-memory views (non-contiguous [B, H, N, D]
+// strides); Nkv shorter than one tile with Hkv = 1 (h_ratio 4). fp16 groups also run
+// accum=fp16 on mma and tma over a smaller list (causal x {256/256 MHA, 200/317 GQA,
+// 317/200 GQA, the strided view, the short Nkv}). Then the group "long": N = 4096 and
+// 8192 at D = 128 and 512 (those compiled), both dtypes, causal and not, GQA, on mma
+// and tma (fp16-accumulated too at N = 8192, fp16, non-causal), checked on a sample of
+// rows; and the group "api": impl="auto" picks tma on the sm_120 family when the
+// device loads TMA code, else mma, for aligned arrays and simt (reported through
+// impl_used) for misaligned ones; impl=tma runs bf16; the documented errors
+// (accum=fp16 with bf16: dtype; with simt: impl; with misaligned auto: layout; impl=tma
+// where the device loads no TMA code: impl, naming the compiled archs); and a stale
+// error left by an unrelated CUDA call does not fail a launch.
+//
+// TMA cases run when ffpa::tma_runs_on_current_device() (a dry run plans them when the
+// build holds TMA code); otherwise they are not planned, one line says why, and the
+// JSON's "tma" block carries the reason (the summary never counts them as passed).
+// fp16-accumulated cases run when the build has fp16 instances (BuildInfo::f16_acc).
 //
 // Errors: abs = max |out - ref|, rel = abs / max |ref| (per case), lse = max
 // |lse - ref|. A case passes when rel, abs and lse are within the tolerances of its
-// dtype (kTolerances, also written into the JSON). --json FILE is rewritten atomically
-// after every group, so a run cut short says how far it got. --dry-run makes no CUDA
-// call: it prints and writes the plan (the rehearsal on machines without a GPU).
+// dtype and accumulator (kTol*, also written into the JSON); a case that expects an
+// error passes when forward() returns that error kind and launches nothing. --json
+// FILE is rewritten atomically after every group, so a run cut short says how far it
+// got. --dry-run makes no CUDA call: it prints and writes the plan (the rehearsal on
+// machines without a GPU).
 // Exit: 0 all passed (or dry run), 1 a case failed, 2 usage or CUDA errors, 77 no GPU.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -54,8 +67,10 @@ struct Tolerance {
 // 8-bit mantissa, so about 8x the rounding of fp16. abs is the spec's allclose atol.
 constexpr Tolerance kTolFp16{1e-2f, 2e-2f, 2e-2f};
 constexpr Tolerance kTolBf16{3e-2f, 5e-2f, 5e-2f};
-
-const Tolerance& tolerance(ffpa::DType t) { return t == ffpa::DType::kFp16 ? kTolFp16 : kTolBf16; }
+// accum=fp16 (fp16 inputs only): S = Q K^T and P V accumulate in fp16, so partial
+// sums round to a 10-bit mantissa, about 8x the rounding of fp32-accumulated fp16
+// results, as bf16 is to fp16: the bf16 bounds.
+constexpr Tolerance kTolF16Acc{3e-2f, 5e-2f, 5e-2f};
 
 struct Case {
   std::string group;
@@ -69,13 +84,40 @@ struct Case {
   int sample_rows;    // 0: check every row; else this many rows (first, last, spread)
   bool misalign;      // data pointers offset by one element (not 16-byte aligned)
   bool stale_error;   // leave an unrelated CUDA error pending before the launch
+  ffpa::Accum accum = ffpa::Accum::kFp32;
+  // kOk: the case runs and is compared with the reference. Else forward() must
+  // return this error kind (launching nothing), its message holding every string of
+  // expect_in_message.
+  ffpa::ErrorKind expect_error = ffpa::ErrorKind::kOk;
+  std::vector<std::string> expect_in_message = {};
 };
 
+const Tolerance& tolerance(const Case& c) {
+  if (c.accum == ffpa::Accum::kFp16) return kTolF16Acc;
+  return c.dtype == ffpa::DType::kFp16 ? kTolFp16 : kTolBf16;
+}
+
+const char* error_kind_name(ffpa::ErrorKind k) {
+  switch (k) {
+    case ffpa::ErrorKind::kOk: return "ok";
+    case ffpa::ErrorKind::kHeadDim: return "head_dim";
+    case ffpa::ErrorKind::kDType: return "dtype";
+    case ffpa::ErrorKind::kLayout: return "layout";
+    case ffpa::ErrorKind::kShape: return "shape";
+    case ffpa::ErrorKind::kDevice: return "device";
+    case ffpa::ErrorKind::kImpl: return "impl";
+  }
+  return "unknown";
+}
+
 std::string case_name(const Case& c) {
-  char buf[320];
-  std::snprintf(buf, sizeof(buf), "D=%d %s causal=%d B=%d Nq=%d Nkv=%d Hq=%d Hkv=%d layout=%s impl=%s%s%s", c.d,
-                ffpa::dtype_name(c.dtype), c.causal ? 1 : 0, c.b, c.nq, c.nkv, c.hq, c.hkv, c.bnhd ? "bnhd" : "bhnd",
-                ffpa::impl_name(c.impl), c.misalign ? " misaligned" : "", c.stale_error ? " stale-error" : "");
+  char buf[400];
+  std::snprintf(buf, sizeof(buf), "D=%d %s causal=%d B=%d Nq=%d Nkv=%d Hq=%d Hkv=%d layout=%s impl=%s%s%s%s%s%s",
+                c.d, ffpa::dtype_name(c.dtype), c.causal ? 1 : 0, c.b, c.nq, c.nkv, c.hq, c.hkv,
+                c.bnhd ? "bnhd" : "bhnd", ffpa::impl_name(c.impl),
+                c.accum == ffpa::Accum::kFp16 ? " accum=fp16" : "", c.misalign ? " misaligned" : "",
+                c.stale_error ? " stale-error" : "", c.expect_error != ffpa::ErrorKind::kOk ? " expect-error=" : "",
+                c.expect_error != ffpa::ErrorKind::kOk ? error_kind_name(c.expect_error) : "");
   return buf;
 }
 
@@ -107,6 +149,7 @@ struct Result {
   bool ok = true;
   float abs_err = 0.f, rel_err = 0.f, lse_err = 0.f, max_ref = 0.f;
   std::string impl_used = "-";
+  std::string error_kind = "ok";  // the kind forward() returned
   std::string error;
 };
 
@@ -221,7 +264,9 @@ Result run_case(const Case& c, GroupCache& cache, uint64_t seed) {
   p.scale = 1.f / std::sqrt(static_cast<float>(D));
   const std::string rkey = ikey + (c.causal ? " causal " : " full ") + std::to_string(c.sample_rows);
   std::shared_ptr<Reference> ref = find_cached(cache.refs, rkey);
-  if (!ref) {
+  if (!ref && c.expect_error != ffpa::ErrorKind::kOk) {
+    ref = std::make_shared<Reference>();  // nothing to compare: forward() must refuse
+  } else if (!ref) {
     ref = std::make_shared<Reference>();
     ref->rows = rows_to_check(c);
     const int n = static_cast<int>(ref->rows.size());
@@ -261,6 +306,7 @@ Result run_case(const Case& c, GroupCache& cache, uint64_t seed) {
   a.causal = c.causal;
   a.scale = p.scale;
   a.impl = c.impl;
+  a.accum = c.accum;
   ffpa::Impl used = ffpa::Impl::kAuto;
   a.impl_used = &used;
   Result r;
@@ -272,7 +318,32 @@ Result run_case(const Case& c, GroupCache& cache, uint64_t seed) {
   const ffpa::Status st = ffpa::forward(a);
   if (c.stale_error) (void)cudaGetLastError();
   r.impl_used = ffpa::impl_name(used);
-  if (!st.ok()) {
+  r.error_kind = error_kind_name(st.kind);
+  if (c.expect_error != ffpa::ErrorKind::kOk) {
+    // An argument error: forward() must refuse with that kind and launch nothing.
+    r.abs_err = r.rel_err = r.lse_err = NAN;
+    r.error = st.message;
+    if (st.ok()) {
+      const cudaError_t e = cudaDeviceSynchronize();
+      r.ok = false;
+      r.error = std::string("expected a ") + error_kind_name(c.expect_error) + " error, forward() launched " +
+                r.impl_used + (e == cudaSuccess ? "" : std::string(" and failed: ") + cudaGetErrorString(e));
+      if (e != cudaSuccess) {
+        std::fprintf(stderr, "kernel failed in case %s: %s\n", case_name(c).c_str(), cudaGetErrorString(e));
+        std::exit(2);
+      }
+    } else if (st.kind != c.expect_error) {
+      r.ok = false;
+      r.error = std::string("expected a ") + error_kind_name(c.expect_error) + " error, got " + r.error_kind + ": " +
+                st.message;
+    } else {
+      for (const std::string& want : c.expect_in_message)
+        if (st.message.find(want) == std::string::npos) {
+          r.ok = false;
+          r.error = "the message does not name '" + want + "': " + st.message;
+        }
+    }
+  } else if (!st.ok()) {
     r.ok = false;
     r.abs_err = r.rel_err = r.lse_err = NAN;
     r.error = st.message;
@@ -306,7 +377,7 @@ Result run_case(const Case& c, GroupCache& cache, uint64_t seed) {
     // A case whose reference is all zeros (every row fully masked) has no scale:
     // relative error is then the absolute one.
     r.rel_err = r.max_ref > 0.f ? r.abs_err / r.max_ref : r.abs_err;
-    const Tolerance& tol = tolerance(c.dtype);
+    const Tolerance& tol = tolerance(c);
     r.ok = r.rel_err <= tol.rel && r.abs_err <= tol.abs && r.lse_err <= tol.lse;
     if (c.expect != ffpa::Impl::kAuto && used != c.expect) {
       r.ok = false;
@@ -317,20 +388,70 @@ Result run_case(const Case& c, GroupCache& cache, uint64_t seed) {
   return r;
 }
 
-std::vector<Case> plan_cases(const ffpa::BuildInfo& info, bool quick) {
+// What the device and the build allow beyond the mma/simt matrix, and why: decided
+// once, printed, written into the JSON and the summary.
+struct Extras {
+  bool tma = false;     // impl=tma cases are planned
+  std::string tma_why;  // the reason either way
+  bool f16acc = false;  // accum=fp16 cases are planned
+  std::string f16acc_why;
+  int major = 0;        // the device's compute capability major (0: dry run)
+};
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string o;
+  for (const std::string& x : v) o += (o.empty() ? "" : sep) + x;
+  return o.empty() ? "none" : o;
+}
+
+Extras decide_extras(const ffpa::BuildInfo& info, bool dry_run, int major, int minor) {
+  Extras e;
+  e.major = dry_run ? 0 : major;
+  const std::string archs = join(info.archs, ", "), tma_archs = join(info.tma_archs, ", ");
+  const std::string dev = "sm_" + std::to_string(major) + std::to_string(minor);
+  if (!info.tma) {
+    e.tma_why = "this build has no TMA code (archs " + archs + "; TMA code needs an arch >= 90)";
+  } else if (dry_run) {
+    e.tma = true;
+    e.tma_why = "dry run: as on a device that loads this build's TMA code (TMA archs " + tma_archs + ")";
+  } else if (ffpa::tma_runs_on_current_device()) {
+    e.tma = true;
+    e.tma_why = "the device (" + dev + ") loads this build's TMA code (TMA archs " + tma_archs + ")";
+  } else {
+    e.tma_why = "the device (" + dev + ") loads none of this build's TMA code (TMA archs " + tma_archs + ")";
+  }
+  const bool fp16 = std::find(info.dtypes.begin(), info.dtypes.end(), "fp16") != info.dtypes.end();
+  if (!info.f16_acc || !fp16) {
+    e.f16acc_why = "this build has no fp16 instances (accum=fp16 takes fp16 inputs only)";
+  } else {
+    e.f16acc = true;
+    char tol[96];
+    std::snprintf(tol, sizeof(tol), " (tolerances rel %g, abs %g, lse %g)", kTolF16Acc.rel, kTolF16Acc.abs,
+                  kTolF16Acc.lse);
+    e.f16acc_why = std::string("fp16 inputs, accum=fp16 on mma") + (e.tma ? " and tma" : "") + tol;
+  }
+  return e;
+}
+
+std::vector<Case> plan_cases(const ffpa::BuildInfo& info, const Extras& x, bool quick) {
+  using ffpa::Accum;
+  using ffpa::ErrorKind;
   using ffpa::Impl;
   std::vector<Case> cases;
   std::vector<ffpa::DType> dtypes;
   for (const std::string& s : info.dtypes) dtypes.push_back(s == "fp16" ? ffpa::DType::kFp16 : ffpa::DType::kBf16);
-  const Impl impls[2] = {Impl::kMma, Impl::kSimt};
+  std::vector<Impl> impls = {Impl::kMma, Impl::kSimt};
+  if (x.tma) impls.push_back(Impl::kTma);
+  std::vector<Impl> f16_impls = {Impl::kMma};
+  if (x.tma) f16_impls.push_back(Impl::kTma);
   for (int d : info.head_dims)
     for (ffpa::DType dt : dtypes) {
       char group[64];
       std::snprintf(group, sizeof(group), "D%d-%s", d, ffpa::dtype_name(dt));
-      auto add = [&](bool causal, int nq, int nkv, int hkv, bool bnhd, Impl impl, int hq = 4) {
-        cases.push_back({group, d, dt, causal, 2, nq, nkv, hq, hkv, bnhd, impl, Impl::kAuto, 0, false, false});
+      auto add = [&](bool causal, int nq, int nkv, int hkv, bool bnhd, Impl impl, Accum accum = Accum::kFp32) {
+        cases.push_back({group, d, dt, causal, 2, nq, nkv, 4, hkv, bnhd, impl, Impl::kAuto, 0, false, false, accum});
       };
-      for (bool causal : {false, true})
+      for (bool causal : {false, true}) {
         for (Impl impl : impls) {
           for (int hkv : {4, 2}) {
             add(causal, 256, 256, hkv, false, impl);
@@ -341,27 +462,66 @@ std::vector<Case> plan_cases(const ffpa::BuildInfo& info, bool quick) {
           add(causal, 200, 317, 2, true, impl);  // [B, N, H, D] memory: strided views
           add(causal, 37, 23, 1, false, impl);   // Nkv < one 64-key tile, h_ratio 4
         }
+        // fp16 accumulation: one of each shape class (the inputs and references are
+        // those of the fp32 cases above: only the launches are extra).
+        if (!x.f16acc || dt != ffpa::DType::kFp16) continue;
+        for (Impl impl : f16_impls) {
+          add(causal, 256, 256, 4, false, impl, Accum::kFp16);
+          add(causal, 200, 317, 2, false, impl, Accum::kFp16);
+          if (quick) continue;
+          add(causal, 317, 200, 2, false, impl, Accum::kFp16);
+          add(causal, 200, 317, 2, true, impl, Accum::kFp16);
+          add(causal, 37, 23, 1, false, impl, Accum::kFp16);
+        }
+      }
     }
   if (!quick && !info.head_dims.empty() && !dtypes.empty()) {
     std::vector<int> long_dims;
     for (int d : {128, 512})
       if (std::find(info.head_dims.begin(), info.head_dims.end(), d) != info.head_dims.end()) long_dims.push_back(d);
     if (long_dims.empty()) long_dims.push_back(info.head_dims.back());
+    auto add_long = [&](int d, ffpa::DType dt, bool causal, int nq, int nkv, Impl impl, Accum accum) {
+      cases.push_back({"long", d, dt, causal, 1, nq, nkv, 2, 1, false, impl, Impl::kAuto, 128, false, false, accum});
+    };
     for (int d : long_dims)
       for (int n : {4096, 8192})
         for (ffpa::DType dt : dtypes)
-          for (bool causal : {false, true})
-            cases.push_back({"long", d, dt, causal, 1, n, n, 2, 1, false, Impl::kMma, Impl::kAuto, 128, false, false});
+          for (bool causal : {false, true}) {
+            // Adjacent: the impls share the inputs and the sampled reference rows.
+            add_long(d, dt, causal, n, n, Impl::kMma, Accum::kFp32);
+            if (x.tma) add_long(d, dt, causal, n, n, Impl::kTma, Accum::kFp32);
+            if (!x.f16acc || dt != ffpa::DType::kFp16 || n != 8192 || causal) continue;
+            for (Impl impl : f16_impls) add_long(d, dt, causal, n, n, impl, Accum::kFp16);
+          }
     // Nq != Nkv at length: a short query block against a long KV (decode-like prefill).
-    cases.push_back({"long", long_dims.back(), dtypes[0], true, 1, 1000, 8192, 2, 1, false, Impl::kMma, Impl::kAuto,
-                     128, false, false});
+    add_long(long_dims.back(), dtypes[0], true, 1000, 8192, Impl::kMma, Accum::kFp32);
+    if (x.tma) add_long(long_dims.back(), dtypes[0], true, 1000, 8192, Impl::kTma, Accum::kFp32);
   }
   if (!info.head_dims.empty() && !dtypes.empty()) {
     const int d = info.head_dims.front();
     const ffpa::DType dt = dtypes.front();
-    cases.push_back({"api", d, dt, false, 2, 200, 317, 4, 2, false, Impl::kAuto, Impl::kMma, 0, false, false});
-    cases.push_back({"api", d, dt, false, 2, 200, 317, 4, 2, false, Impl::kAuto, Impl::kSimt, 0, true, false});
-    cases.push_back({"api", d, dt, true, 2, 200, 317, 4, 2, false, Impl::kMma, Impl::kMma, 0, false, true});
+    const bool has_fp16 = std::find(dtypes.begin(), dtypes.end(), ffpa::DType::kFp16) != dtypes.end();
+    const bool has_bf16 = std::find(dtypes.begin(), dtypes.end(), ffpa::DType::kBf16) != dtypes.end();
+    // impl=auto: tma on the sm_120 family when the device loads TMA code, else mma.
+    const Impl auto_pick = (x.major == 12 && x.tma) ? Impl::kTma : Impl::kMma;
+    auto api = [&](ffpa::DType t, bool causal, Impl impl, Impl expect, bool misalign, bool stale,
+                   Accum accum = Accum::kFp32, ErrorKind err = ErrorKind::kOk, std::vector<std::string> names = {}) {
+      cases.push_back({"api", d, t, causal, 2, 200, 317, 4, 2, false, impl, expect, 0, misalign, stale, accum, err,
+                       std::move(names)});
+    };
+    api(dt, false, Impl::kAuto, auto_pick, false, false);
+    api(dt, false, Impl::kAuto, Impl::kSimt, true, false);
+    api(dt, true, Impl::kMma, Impl::kMma, false, true);
+    if (x.tma) api(has_bf16 ? ffpa::DType::kBf16 : dt, false, Impl::kTma, Impl::kTma, false, false);
+    if (has_fp16 && x.f16acc) {
+      api(ffpa::DType::kFp16, false, Impl::kAuto, auto_pick, false, false, Accum::kFp16);
+      api(ffpa::DType::kFp16, false, Impl::kSimt, Impl::kAuto, false, false, Accum::kFp16, ErrorKind::kImpl);
+      // No SIMT fallback for fp16 accumulation: misaligned arrays are a layout error.
+      api(ffpa::DType::kFp16, false, Impl::kAuto, Impl::kAuto, true, false, Accum::kFp16, ErrorKind::kLayout);
+    }
+    api(ffpa::DType::kBf16, false, Impl::kMma, Impl::kAuto, false, false, Accum::kFp16, ErrorKind::kDType);
+    // Where the device loads no TMA code, impl=tma is refused, naming the compiled archs.
+    if (!x.tma) api(dt, false, Impl::kTma, Impl::kAuto, false, false, Accum::kFp32, ErrorKind::kImpl, info.archs);
   }
   return cases;
 }
@@ -384,13 +544,20 @@ std::string num(float x) {
 }
 
 // The whole report, rewritten atomically (temp file + rename) after every group.
-void write_json(const char* path, const std::string& device, const std::vector<Case>& cases,
+void write_json(const char* path, const std::string& device, const Extras& x, const std::vector<Case>& cases,
                 const std::vector<Result>& results, size_t groups_done, size_t groups_total, const char* status) {
   if (path == nullptr) return;
+  auto tol = [](const Tolerance& t) {
+    return "{\"rel\": " + num(t.rel) + ", \"abs\": " + num(t.abs) + ", \"lse\": " + num(t.lse) + "}";
+  };
   std::string j = "{\n  \"device\": \"" + json_escape(device) + "\",\n  \"status\": \"" + status + "\",\n";
-  j += "  \"tolerances\": {\"fp16\": {\"rel\": " + num(kTolFp16.rel) + ", \"abs\": " + num(kTolFp16.abs) +
-       ", \"lse\": " + num(kTolFp16.lse) + "}, \"bf16\": {\"rel\": " + num(kTolBf16.rel) +
-       ", \"abs\": " + num(kTolBf16.abs) + ", \"lse\": " + num(kTolBf16.lse) + "}},\n";
+  j += "  \"tolerances\": {\"fp16\": " + tol(kTolFp16) + ", \"bf16\": " + tol(kTolBf16) +
+       ", \"fp16-acc\": " + tol(kTolF16Acc) + "},\n";
+  // Whether the TMA and fp16-accumulated cases are in the plan, and why (either way).
+  j += "  \"tma\": {\"planned\": " + std::string(x.tma ? "true" : "false") + ", \"reason\": \"" +
+       json_escape(x.tma_why) + "\"},\n";
+  j += "  \"f16_acc\": {\"planned\": " + std::string(x.f16acc ? "true" : "false") + ", \"reason\": \"" +
+       json_escape(x.f16acc_why) + "\"},\n";
   j += "  \"groups_done\": " + std::to_string(groups_done) + ",\n  \"groups_total\": " + std::to_string(groups_total) +
        ",\n  \"cases\": [\n";
   size_t failed = 0;
@@ -401,15 +568,18 @@ void write_json(const char* path, const std::string& device, const std::vector<C
          (c.causal ? "true" : "false") + ", \"b\": " + std::to_string(c.b) + ", \"nq\": " + std::to_string(c.nq) +
          ", \"nkv\": " + std::to_string(c.nkv) + ", \"hq\": " + std::to_string(c.hq) +
          ", \"hkv\": " + std::to_string(c.hkv) + ", \"layout\": \"" + (c.bnhd ? "bnhd" : "bhnd") +
-         "\", \"impl\": \"" + ffpa::impl_name(c.impl) + "\", \"rows_checked\": " +
-         (c.sample_rows > 0 ? std::to_string(rows_to_check(c).size()) : std::to_string(c.nq));
+         "\", \"impl\": \"" + ffpa::impl_name(c.impl) + "\", \"accum\": \"" + ffpa::accum_name(c.accum) +
+         "\", \"expect_error\": \"" + error_kind_name(c.expect_error) + "\", \"rows_checked\": " +
+         (c.expect_error != ffpa::ErrorKind::kOk ? std::string("0")
+          : c.sample_rows > 0                    ? std::to_string(rows_to_check(c).size())
+                                                 : std::to_string(c.nq));
     if (i < results.size()) {
       const Result& r = results[i];
       failed += r.ok ? 0 : 1;
       j += ", \"ran\": true, \"pass\": " + std::string(r.ok ? "true" : "false") + ", \"impl_used\": \"" +
-           r.impl_used + "\", \"abs_err\": " + num(r.abs_err) + ", \"rel_err\": " + num(r.rel_err) +
-           ", \"lse_err\": " + num(r.lse_err) + ", \"max_ref\": " + num(r.max_ref) + ", \"error\": \"" +
-           json_escape(r.error) + "\"";
+           r.impl_used + "\", \"error_kind\": \"" + r.error_kind + "\", \"abs_err\": " + num(r.abs_err) +
+           ", \"rel_err\": " + num(r.rel_err) + ", \"lse_err\": " + num(r.lse_err) +
+           ", \"max_ref\": " + num(r.max_ref) + ", \"error\": \"" + json_escape(r.error) + "\"";
     } else {
       j += ", \"ran\": false";
     }
@@ -473,32 +643,37 @@ int main(int argc, char** argv) {
   }
   const ffpa::BuildInfo info = ffpa::build_info();
   std::string device = "none (dry run)";
+  cudaDeviceProp prop{};
   if (!dry_run) {
     if (ffpa::device_count() == 0) {
       std::printf("SKIPPED: no CUDA device\n");
       return 77;
     }
-    cudaDeviceProp prop{};
     CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
     device = std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ")";
   }
+  const Extras extras = decide_extras(info, dry_run, prop.major, prop.minor);
   std::printf("device: %s; compiled head dims:", device.c_str());
   for (int d : info.head_dims) std::printf(" %d", d);
   std::printf("; dtypes:");
   for (const std::string& t : info.dtypes) std::printf(" %s", t.c_str());
   std::printf("\n");
-  if (bench) return run_bench(bo, info, dry_run);
+  // One line each: whether the TMA and fp16-accumulated cases (and bench rows) run, and why.
+  const char* skipped = "skipped, not run and not counted as passed";
+  std::printf("TMA cases: %s (%s)\n", extras.tma ? "planned" : skipped, extras.tma_why.c_str());
+  std::printf("fp16-accumulated cases: %s (%s)\n", extras.f16acc ? "planned" : skipped, extras.f16acc_why.c_str());
+  if (bench) return run_bench(bo, info, extras.tma, extras.f16acc, dry_run);
 
-  const std::vector<Case> cases = plan_cases(info, quick);
+  const std::vector<Case> cases = plan_cases(info, extras, quick);
   std::vector<std::string> groups;
   for (const Case& c : cases)
     if (groups.empty() || groups.back() != c.group) groups.push_back(c.group);
   std::printf("plan: %zu cases in %zu groups; tolerances fp16 rel %.0e abs %.0e lse %.0e, bf16 rel %.0e abs %.0e "
-              "lse %.0e\n",
+              "lse %.0e, fp16-acc rel %.0e abs %.0e lse %.0e\n",
               cases.size(), groups.size(), kTolFp16.rel, kTolFp16.abs, kTolFp16.lse, kTolBf16.rel, kTolBf16.abs,
-              kTolBf16.lse);
+              kTolBf16.lse, kTolF16Acc.rel, kTolF16Acc.abs, kTolF16Acc.lse);
   std::vector<Result> results;
-  write_json(json_path, device, cases, results, 0, groups.size(), dry_run ? "planned" : "running");
+  write_json(json_path, device, extras, cases, results, 0, groups.size(), dry_run ? "planned" : "running");
   if (dry_run) {
     for (const Case& c : cases) std::printf("[PLAN] %s: %s\n", c.group.c_str(), case_name(c).c_str());
     return 0;
@@ -513,9 +688,13 @@ int main(int argc, char** argv) {
     const Result r = run_case(c, cache, 1234 + i);
     results.push_back(r);
     const std::string name = case_name(c);
-    std::printf("[%s] %s ran=%s abs=%.3e rel=%.3e lse=%.3e%s%s\n", r.ok ? "PASS" : "FAIL", name.c_str(),
-                r.impl_used.c_str(), r.abs_err, r.rel_err, r.lse_err, r.error.empty() ? "" : " error=",
-                r.error.c_str());
+    if (c.expect_error != ffpa::ErrorKind::kOk)
+      std::printf("[%s] %s returned=%s error=%s\n", r.ok ? "PASS" : "FAIL", name.c_str(), r.error_kind.c_str(),
+                  r.error.c_str());
+    else
+      std::printf("[%s] %s ran=%s abs=%.3e rel=%.3e lse=%.3e%s%s\n", r.ok ? "PASS" : "FAIL", name.c_str(),
+                  r.impl_used.c_str(), r.abs_err, r.rel_err, r.lse_err, r.error.empty() ? "" : " error=",
+                  r.error.c_str());
     std::fflush(stdout);
     if (!r.ok) {
       ++failed;
@@ -523,7 +702,7 @@ int main(int argc, char** argv) {
     }
     if (i + 1 == cases.size() || cases[i + 1].group != c.group) {
       ++groups_done;
-      write_json(json_path, device, cases, results, groups_done, groups.size(),
+      write_json(json_path, device, extras, cases, results, groups_done, groups.size(),
                  i + 1 == cases.size() ? "done" : "running");
     }
   }

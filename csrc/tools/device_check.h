@@ -45,9 +45,12 @@ struct BenchOpts {
   int n = 8192, h = 32, warmup = 3, iters = 10;
 };
 
-// Times forward() with CUDA events on fp16 B=1 x H x N x D inputs, causal and not, and
-// writes `source,D,dtype,causal,B,H,N,kernel,ms,tflops` rows to o.csv (the header alone
-// for a dry run, which makes no CUDA call). Returns the process exit code.
-int run_bench(const BenchOpts& o, const ffpa::BuildInfo& info, bool dry_run);
+// Times forward() with CUDA events on fp16 B=1 x H x N x D inputs, causal and not, for
+// each path: impl=mma, impl=tma (when `tma`), and accum=fp16 on each of them (when
+// `f16acc`), and writes `source,D,dtype,causal,B,H,N,kernel,ms,tflops,accum` rows to
+// o.csv (kernel: the kernel that ran; the header alone for a dry run, which makes no
+// CUDA call). A path whose launch is refused is reported and skipped (exit 1 at the
+// end). Returns the process exit code.
+int run_bench(const BenchOpts& o, const ffpa::BuildInfo& info, bool tma, bool f16acc, bool dry_run);
 
 }  // namespace ffpa::check

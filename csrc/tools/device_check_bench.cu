@@ -35,17 +35,27 @@ __global__ void fill_random(uint16_t* p, int64_t n, uint32_t seed, bool bf16) {
 
 }  // namespace
 
-int run_bench(const BenchOpts& o, const ffpa::BuildInfo& info, bool dry_run) {
+int run_bench(const BenchOpts& o, const ffpa::BuildInfo& info, bool tma, bool f16acc, bool dry_run) {
   std::vector<int> dims;
   for (int d : o.dims.empty() ? info.head_dims : o.dims)
     if (std::find(info.head_dims.begin(), info.head_dims.end(), d) != info.head_dims.end()) dims.push_back(d);
-  std::string csv = "source,D,dtype,causal,B,H,N,kernel,ms,tflops\n";
+  struct Path {
+    ffpa::Impl impl;
+    ffpa::Accum accum;
+  };
+  std::vector<Path> paths = {{ffpa::Impl::kMma, ffpa::Accum::kFp32}};
+  if (tma) paths.push_back({ffpa::Impl::kTma, ffpa::Accum::kFp32});
+  if (f16acc) paths.push_back({ffpa::Impl::kMma, ffpa::Accum::kFp16});
+  if (f16acc && tma) paths.push_back({ffpa::Impl::kTma, ffpa::Accum::kFp16});
+  std::string csv = "source,D,dtype,causal,B,H,N,kernel,ms,tflops,accum\n";
+  int refused = 0;
   for (int d : dims)
     for (bool causal : {false, true}) {
       const double flop = 4.0 * o.h * double(o.n) * o.n * d / (causal ? 2 : 1);
       if (dry_run) {
-        std::printf("bench plan: D=%d fp16 causal=%d B=1 H=%d N=%d warmup=%d iters=%d\n", d, causal, o.h, o.n,
-                    o.warmup, o.iters);
+        for (const Path& p : paths)
+          std::printf("bench plan: D=%d fp16 causal=%d impl=%s accum=%s B=1 H=%d N=%d warmup=%d iters=%d\n", d,
+                      causal, ffpa::impl_name(p.impl), ffpa::accum_name(p.accum), o.h, o.n, o.warmup, o.iters);
         continue;
       }
       const int64_t elems = int64_t(o.h) * o.n * d;
@@ -58,38 +68,49 @@ int run_bench(const BenchOpts& o, const ffpa::BuildInfo& info, bool dry_run) {
       fill_random<<<1024, 256>>>(k, elems, 2u, false);
       fill_random<<<1024, 256>>>(v, elems, 3u, false);
       CHECK_CUDA(cudaGetLastError());
-      ffpa::ForwardArgs a;
-      set_desc(a.q, q, false, 1, o.h, o.n, d, ffpa::DType::kFp16);
-      set_desc(a.k, k, false, 1, o.h, o.n, d, ffpa::DType::kFp16);
-      set_desc(a.v, v, false, 1, o.h, o.n, d, ffpa::DType::kFp16);
-      set_desc(a.out, out, false, 1, o.h, o.n, d, ffpa::DType::kFp16);
-      a.causal = causal;
-      a.scale = 1.f / std::sqrt(float(d));
-      ffpa::Impl used = ffpa::Impl::kAuto;
-      a.impl_used = &used;
       cudaEvent_t e0, e1;
       CHECK_CUDA(cudaEventCreate(&e0));
       CHECK_CUDA(cudaEventCreate(&e1));
-      for (int i = 0; i < o.warmup + o.iters; ++i) {
-        if (i == o.warmup) CHECK_CUDA(cudaEventRecord(e0));
-        const ffpa::Status st = ffpa::forward(a);
-        if (!st.ok()) {
-          std::fprintf(stderr, "bench D=%d: %s\n", d, st.message.c_str());
-          return 2;
+      for (const Path& p : paths) {
+        ffpa::ForwardArgs a;
+        set_desc(a.q, q, false, 1, o.h, o.n, d, ffpa::DType::kFp16);
+        set_desc(a.k, k, false, 1, o.h, o.n, d, ffpa::DType::kFp16);
+        set_desc(a.v, v, false, 1, o.h, o.n, d, ffpa::DType::kFp16);
+        set_desc(a.out, out, false, 1, o.h, o.n, d, ffpa::DType::kFp16);
+        a.causal = causal;
+        a.scale = 1.f / std::sqrt(float(d));
+        a.impl = p.impl;
+        a.accum = p.accum;
+        ffpa::Impl used = ffpa::Impl::kAuto;
+        a.impl_used = &used;
+        bool ok = true;
+        for (int i = 0; i < o.warmup + o.iters && ok; ++i) {
+          if (i == o.warmup) CHECK_CUDA(cudaEventRecord(e0));
+          const ffpa::Status st = ffpa::forward(a);
+          if (!st.ok()) {
+            std::fprintf(stderr, "bench D=%d causal=%d impl=%s accum=%s refused: %s\n", d, causal,
+                         ffpa::impl_name(p.impl), ffpa::accum_name(p.accum), st.message.c_str());
+            ok = false;
+          }
         }
+        if (!ok) {
+          ++refused;
+          CHECK_CUDA(cudaDeviceSynchronize());
+          continue;
+        }
+        CHECK_CUDA(cudaEventRecord(e1));
+        CHECK_CUDA(cudaEventSynchronize(e1));
+        float ms = 0.f;
+        CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+        ms /= o.iters;
+        const double tflops = flop / (ms * 1e-3) / 1e12;
+        char line[256];
+        std::snprintf(line, sizeof(line), "ffpa-cpp,%d,fp16,%d,1,%d,%d,%s,%.4f,%.2f,%s\n", d, causal ? 1 : 0, o.h,
+                      o.n, ffpa::impl_name(used), ms, tflops, ffpa::accum_name(p.accum));
+        std::printf("bench: %s", line);
+        std::fflush(stdout);
+        csv += line;
       }
-      CHECK_CUDA(cudaEventRecord(e1));
-      CHECK_CUDA(cudaEventSynchronize(e1));
-      float ms = 0.f;
-      CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-      ms /= o.iters;
-      const double tflops = flop / (ms * 1e-3) / 1e12;
-      char line[256];
-      std::snprintf(line, sizeof(line), "ffpa-cpp,%d,fp16,%d,1,%d,%d,%s,%.4f,%.2f\n", d, causal ? 1 : 0, o.h, o.n,
-                    ffpa::impl_name(used), ms, tflops);
-      std::printf("bench: %s", line);
-      std::fflush(stdout);
-      csv += line;
       cudaEventDestroy(e0), cudaEventDestroy(e1);
       cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(out);
     }
@@ -101,7 +122,8 @@ int run_bench(const BenchOpts& o, const ffpa::BuildInfo& info, bool dry_run) {
       return 2;
     }
   }
-  return 0;
+  if (refused) std::fprintf(stderr, "bench: %d launches refused (above)\n", refused);
+  return refused ? 1 : 0;
 }
 
 }  // namespace ffpa::check

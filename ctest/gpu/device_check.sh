@@ -10,12 +10,16 @@
 # kernels and the runner, then the package and its binding (when the interpreter has
 # Python.h and pybind11), and runs, each phase under `timeout` within one time budget:
 #   correctness   the C++ runner: every compiled head dim x dtype x causal x GQA x
-#                 {Nq = Nkv, Nq < Nkv, Nq > Nkv} x {mma, simt}, strided views, long
-#                 sequences (N = 4096/8192 at D = 128/512), impl=auto and stale-error
-#                 checks, against the fp64-accumulated host reference
+#                 {Nq = Nkv, Nq < Nkv, Nq > Nkv} x {mma, simt, tma}, strided views, long
+#                 sequences (N = 4096/8192 at D = 128/512), fp16 accumulation (fp16, on
+#                 mma and tma), impl=auto, argument-error and stale-error checks, against
+#                 the fp64-accumulated host reference. The tma cases run only where the
+#                 device loads the build's TMA code (archs >= 90); else the log and the
+#                 summary say they were skipped and why
 #   python-gpu    pytest -m gpu on the package (binding only)
 #   bench-cpp     the kernels timed by the runner with CUDA events (fp16, B=1, H=32,
-#                 N=8192, every compiled head dim, causal and not)
+#                 N=8192, every compiled head dim, causal and not) on each path: mma,
+#                 tma, and accum=fp16 on both
 #   bench         python -m ffpa_attn.bench against SDPA in the same process (binding),
 #                 else torch SDPA timed by sdpa_bench.py in a separate process
 # OUT receives at most five files, all rewritten as the run goes (a run cut short still
@@ -48,7 +52,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --no-gpu) no_gpu=1 ;;
     --arch) [ $# -ge 2 ] || usage; arch=$2; shift ;;
-    -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
     -*) echo "unknown option $1" >&2; usage ;;
     *) [ -z "$out_arg" ] || usage; out_arg=$1 ;;
   esac

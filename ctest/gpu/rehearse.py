@@ -13,8 +13,9 @@ CMAKE_DISABLE_FIND_PACKAGE_{OpenSSL,ZLIB,nlohmann_json,GTest} and a missing tool
 so a kernels-only tree that reached for any of them fails here first.
 
 Cases:
-  with-headers  the binding is built; the runner's plan, the binding import, pytest -m gpu
-                (all skipped: exit 77), the bench plans
+  with-headers  the binding is built; the runner's plan (with the TMA and fp16-accumulated
+                cases: the arch-90 build holds TMA code), the binding import, pytest -m gpu
+                (all skipped: exit 77), the bench plans (every path: mma, tma, fp16 accum)
   no-headers    Python.h hidden (FFPA_PYTHON_INCLUDE_DIR at an empty directory): no
                 binding; the C++ runner's plan and bench plan and the SDPA script's plan
   time-limits   the build phase limited to 1 s: it times out, later phases do not run,
@@ -194,12 +195,29 @@ def run_case(work: Path, case: str) -> int:
         for dt in ("fp16", "bf16"):
             check(f"D{d}-{dt}" in groups, f"group D{d}-{dt} is planned")
     check("long" in groups and "api" in groups, "the long-sequence and api groups are planned")
-    check(set(corr["tolerances"]) == {"fp16", "bf16"}, "tolerances are stated per dtype")
+    check(set(corr["tolerances"]) == {"fp16", "bf16", "fp16-acc"},
+          "tolerances are stated per dtype and for fp16 accumulation")
+    paths = {(g["group"], g["impl"], g["accum"]) for g in corr["by_path"]}
+    for d in dims:
+        for impl, accum in (("mma", "fp32"), ("simt", "fp32"), ("tma", "fp32"), ("mma", "fp16"), ("tma", "fp16")):
+            check((f"D{d}-fp16", impl, accum) in paths, f"D{d}-fp16 plans impl={impl} accum={accum}")
+        check((f"D{d}-bf16", "tma", "fp32") in paths and (f"D{d}-bf16", "mma", "fp16") not in paths,
+              f"D{d}-bf16 plans tma, and no fp16 accumulation")
+    check(("long", "tma", "fp32") in paths, "the long group has tma rows")
+    check(corr["tma"]["planned"] and corr["tma"]["cases"] > 0 and corr["f16_acc"]["planned"],
+          f"TMA ({corr['tma']['status']}) and fp16 accumulation ({corr['f16_acc']['status']}) are planned")
+    md = (out / "summary.md").read_text()
+    check("TMA cases (impl=tma): planned (dry run)" in md and "fp16-acc: rel " in md,
+          "the summary states the TMA status and the fp16-acc tolerances")
     state = scratch / "state"
+    corr_log = (state / "logs" / "correctness.log").read_text()
+    check("TMA cases: planned (" in corr_log, "the runner says whether the TMA cases run, and why")
     header = (state / "bench_cpp.csv").read_text().splitlines()[0]
-    check(header == "source,D,dtype,causal,B,H,N,kernel,ms,tflops", "the runner's bench CSV has its header")
+    check(header == "source,D,dtype,causal,B,H,N,kernel,ms,tflops,accum", "the runner's bench CSV has its header")
     bench_log = (state / "logs" / "bench-cpp.log").read_text()
-    check(bench_log.count("bench plan: ") == 2 * len(dims), "the runner plans every head dim, causal and not")
+    for impl, accum in (("mma", "fp32"), ("tma", "fp32"), ("mma", "fp16"), ("tma", "fp16")):
+        check(len(re.findall(rf"^bench plan: D=\d+ fp16 causal=[01] impl={impl} accum={accum} ", bench_log, re.M))
+              == 2 * len(dims), f"the runner plans impl={impl} accum={accum} at every head dim, causal and not")
     env_txt = (state / "env.txt").read_text()
     if case == "with-headers":
         check("binding=yes" in env_txt, "the binding was built and imports")

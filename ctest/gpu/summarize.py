@@ -10,8 +10,8 @@ Reads (all optional, so a run cut short at any point still summarizes):
   STATE/pytest-gpu.json  {"status": ..., "detail": ...} of the Python GPU tests
   STATE/bench_py/bench.json       python -m ffpa_attn.bench --save-path (binding present)
   STATE/bench_py_causal/bench.json
-  STATE/bench_cpp.csv    the runner's own timings (no binding: no Python.h)
-  STATE/sdpa.csv         torch SDPA timed by sdpa_bench.py in a separate process
+  STATE/bench_cpp.csv    the runner's own timings of every path (mma, tma, fp16 accumulation)
+  STATE/sdpa.csv         torch SDPA timed by sdpa_bench.py in a separate process (no binding)
 Writes, atomically: OUT/summary.json, OUT/summary.md, OUT/bench.csv and (with
 matplotlib) OUT/bench.png. Standard library only besides the optional plot: a bare
 GPU image's python3 is enough.
@@ -80,27 +80,74 @@ def read_phases(state: Path) -> list[dict[str, Any]]:
     return phases
 
 
+def _is_error_case(case: dict[str, Any]) -> bool:
+    return case.get("expect_error", "ok") not in ("ok", None)
+
+
+def _new_tally() -> dict[str, Any]:
+    return {"cases": 0, "ran": 0, "failed": 0, "max_rel_err": None, "max_abs_err": None, "max_lse_err": None}
+
+
+def _tally(g: dict[str, Any], case: dict[str, Any]) -> None:
+    g["cases"] += 1
+    if not case.get("ran"):
+        return
+    g["ran"] += 1
+    if not case.get("pass"):
+        g["failed"] += 1
+    for key in ("rel_err", "abs_err", "lse_err"):
+        value = case.get(key)
+        # null: not measured (the launch failed, or the case expects an error).
+        if isinstance(value, (int, float)):
+            g["max_" + key] = max(g["max_" + key] or 0.0, float(value))
+
+
+def _extra_status(report: dict[str, Any], key: str, cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Whether the TMA (key "tma") or fp16-accumulated ("f16_acc") cases ran, and why.
+
+    Cases that expect an error are the api group's argument checks, not runs of the
+    path, and are left out of the counts. Skipped cases are never counted as passed.
+    """
+    block = report.get(key)
+    if not isinstance(block, dict):
+        return {"planned": None, "reason": "the runner predates these cases", "cases": 0, "ran": 0, "failed": 0,
+                "status": "n/a (the runner predates these cases)"}
+    planned = bool(block.get("planned"))
+    reason = str(block.get("reason") or "")
+    total = ran = failed = 0
+    for case in cases:
+        if case.get("expect_error") in (None, "ok", "") and (
+                case.get("impl") == "tma" if key == "tma" else case.get("accum") == "fp16"):
+            total += 1
+            ran += bool(case.get("ran"))
+            failed += bool(case.get("ran")) and not case.get("pass")
+    if not planned:
+        status = f"skipped: {reason} (not run, not counted as passed)"
+    elif report.get("status") == "planned":
+        status = f"planned (dry run): {total} cases; {reason}"
+    elif ran == total and not failed:
+        status = f"ran: {ran} cases, all passed; {reason}"
+    else:
+        status = f"ran {ran} of {total} cases, {failed} failed; {reason}"
+    return {"planned": planned, "reason": reason, "cases": total, "ran": ran, "failed": failed, "status": status}
+
+
 def summarize_correctness(report: Any) -> dict[str, Any]:
     if not isinstance(report, dict):
         return {"status": "not run"}
     cases = report.get("cases", [])
     groups: dict[str, dict[str, Any]] = {}
+    paths: dict[tuple[str, str, str], dict[str, Any]] = {}
     failed = []
     for case in cases:
-        g = groups.setdefault(case.get("group", "?"), {"cases": 0, "ran": 0, "failed": 0, "max_rel_err": None,
-                                                         "max_abs_err": None, "max_lse_err": None})
-        g["cases"] += 1
-        if not case.get("ran"):
-            continue
-        g["ran"] += 1
-        if not case.get("pass"):
-            g["failed"] += 1
+        group = case.get("group", "?")
+        # Reports of runners before fp16 accumulation have no "accum": fp32 then.
+        impl, accum = case.get("impl", "?"), case.get("accum") or "fp32"
+        _tally(groups.setdefault(group, _new_tally()), case)
+        _tally(paths.setdefault((group, impl, accum), {"group": group, "impl": impl, "accum": accum,
+                                                       **_new_tally()}), case)
+        if case.get("ran") and not case.get("pass"):
             failed.append({k: case.get(k) for k in ("case", "abs_err", "rel_err", "lse_err", "impl_used", "error")})
-        for key in ("rel_err", "abs_err", "lse_err"):
-            value = case.get(key)
-            # null: not measured (the launch failed); the case is counted as failed.
-            if isinstance(value, (int, float)):
-                g["max_" + key] = max(g["max_" + key] or 0.0, float(value))
     return {
         "status": report.get("status"),
         "device": report.get("device"),
@@ -110,9 +157,19 @@ def summarize_correctness(report: Any) -> dict[str, Any]:
         "failed": report.get("failed"),
         "groups_done": report.get("groups_done"),
         "groups_total": report.get("groups_total"),
+        "tma": _extra_status(report, "tma", cases),
+        "f16_acc": _extra_status(report, "f16_acc", cases),
         "by_group": groups,
+        "by_path": list(paths.values()),
         "failed_cases": failed,
     }
+
+
+PY_SOURCE = "python -m ffpa_attn.bench (SDPA in the same process)"
+CPP_SOURCE = "C++ runner (CUDA events); SDPA from a separate Python process"
+CPP_SOURCE_PY_SDPA = "C++ runner (CUDA events); SDPA from the python bench's row of the same shape"
+# Table order of the paths: the default path first, then TMA, then fp16 accumulation.
+PATH_ORDER = {("mma", "fp32"): 0, ("tma", "fp32"): 1, ("mma", "fp16"): 2, ("tma", "fp16"): 3}
 
 
 def _rows_from_py_bench(path: Path) -> list[dict[str, Any]]:
@@ -121,11 +178,12 @@ def _rows_from_py_bench(path: Path) -> list[dict[str, Any]]:
     for r in (data or {}).get("results", []):
         if r.get("direction") != "fwd":
             continue
+        # "accum" is a later column of ffpa_attn.bench: absent means fp32 accumulation.
         rows.append({"D": r["D"], "dtype": r["dtype"], "causal": bool(r["causal"]), "N": r["Nq"], "H": r["Hq"],
-                     "kernel": r.get("impl"), "ffpa_ms": r["ffpa_ms"], "sdpa_ms": r.get("sdpa_ms"),
-                     "ffpa_tflops": r["ffpa_tflops"], "sdpa_tflops": r.get("sdpa_tflops"),
-                     "sdpa_backend": "default", "err_vs_sdpa": r.get("err"), "allclose": r.get("allclose"),
-                     "source": "python -m ffpa_attn.bench (SDPA in the same process)"})
+                     "kernel": r.get("impl"), "accum": r.get("accum") or "fp32", "ffpa_ms": r["ffpa_ms"],
+                     "sdpa_ms": r.get("sdpa_ms"), "ffpa_tflops": r["ffpa_tflops"],
+                     "sdpa_tflops": r.get("sdpa_tflops"), "sdpa_backend": "default", "err_vs_sdpa": r.get("err"),
+                     "allclose": r.get("allclose"), "origin": "py", "source": PY_SOURCE})
     return rows
 
 
@@ -136,37 +194,67 @@ def _read_csv(path: Path) -> list[dict[str, str]]:
         return []
 
 
-def _rows_from_cpp(state: Path) -> list[dict[str, Any]]:
-    sdpa = {(int(r["D"]), r["dtype"], r["causal"] in ("1", "True", "true")): r for r in _read_csv(state / "sdpa.csv")}
+def _truthy(x: Any) -> bool:
+    return str(x) in ("1", "True", "true")
+
+
+def _rows_from_cpp(state: Path, py_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runner's rows; SDPA from the python bench's row of the shape when there is
+    one (same process as its own FFPA timing), else from sdpa_bench.py's CSV."""
+    sdpa: dict[tuple[int, str, bool], dict[str, Any]] = {}
+    for r in _read_csv(state / "sdpa.csv"):
+        sdpa[(int(r["D"]), r["dtype"], _truthy(r["causal"]))] = {
+            "ms": float(r["ms"]) if r.get("ms") else None, "tflops": float(r["tflops"]) if r.get("tflops") else None,
+            "backend": r.get("backend"), "source": CPP_SOURCE}
+    for r in py_rows:
+        if r.get("sdpa_tflops") is not None:
+            sdpa.setdefault((r["D"], r["dtype"], r["causal"]), {
+                "ms": r["sdpa_ms"], "tflops": r["sdpa_tflops"], "backend": r["sdpa_backend"],
+                "source": CPP_SOURCE_PY_SDPA})
     rows = []
     for r in _read_csv(state / "bench_cpp.csv"):
-        key = (int(r["D"]), r["dtype"], r["causal"] in ("1", "True", "true"))
+        key = (int(r["D"]), r["dtype"], _truthy(r["causal"]))
         s = sdpa.get(key, {})
         rows.append({"D": key[0], "dtype": key[1], "causal": key[2], "N": int(r["N"]), "H": int(r["H"]),
-                     "kernel": r["kernel"], "ffpa_ms": float(r["ms"]),
-                     "sdpa_ms": float(s["ms"]) if s.get("ms") else None, "ffpa_tflops": float(r["tflops"]),
-                     "sdpa_tflops": float(s["tflops"]) if s.get("tflops") else None,
-                     "sdpa_backend": s.get("backend"), "err_vs_sdpa": None, "allclose": None,
-                     "source": "C++ runner (CUDA events); SDPA from a separate Python process"})
+                     "kernel": r["kernel"], "accum": r.get("accum") or "fp32", "ffpa_ms": float(r["ms"]),
+                     "sdpa_ms": s.get("ms"), "ffpa_tflops": float(r["tflops"]), "sdpa_tflops": s.get("tflops"),
+                     "sdpa_backend": s.get("backend"), "err_vs_sdpa": None, "allclose": None, "origin": "cpp",
+                     "source": s.get("source", CPP_SOURCE)})
     return rows
 
 
+def _path(r: dict[str, Any]) -> tuple[str, str]:
+    return (str(r.get("kernel")), str(r.get("accum") or "fp32"))
+
+
+def _one_per_path(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (D, dtype, causal, path): the python bench's when both timed it."""
+    best: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in rows:
+        key = (r["D"], r["dtype"], r["causal"], _path(r))
+        if key not in best or (best[key]["origin"] != "py" and r["origin"] == "py"):
+            best[key] = r
+    return list(best.values())
+
+
 def summarize_bench(state: Path) -> dict[str, Any]:
-    rows = _rows_from_py_bench(state / "bench_py" / "bench.json")
-    rows += _rows_from_py_bench(state / "bench_py_causal" / "bench.json")
-    if not rows:
-        rows = _rows_from_cpp(state)
+    py_rows = _rows_from_py_bench(state / "bench_py" / "bench.json")
+    py_rows += _rows_from_py_bench(state / "bench_py_causal" / "bench.json")
+    rows = py_rows + _rows_from_cpp(state, py_rows)
     for r in rows:
         r["ratio"] = (r["ffpa_tflops"] / r["sdpa_tflops"]) if r.get("sdpa_tflops") else None
-    rows.sort(key=lambda r: (r["dtype"], r["causal"], r["D"]))
+    rows.sort(key=lambda r: (r["dtype"], r["causal"], r["D"], PATH_ORDER.get(_path(r), 9), _path(r),
+                             r["origin"] != "py"))
     targets = []
-    for t in TARGETS:
-        for r in rows:
-            if r["D"] in t["dims"] and r["dtype"] == "fp16" and not r["causal"]:
-                ok = None if r["ratio"] is None else r["ratio"] >= t["min_ratio"]
-                targets.append({"target": t["what"], "D": r["D"], "ratio": r["ratio"],
-                                "result": {None: "n/a", True: "PASS", False: "MISS"}[ok]})
-    return {"rows": rows, "targets": targets}
+    for t in TARGETS:  # one line per head dim and path (the python bench's row when both timed it)
+        picked = [r for r in _one_per_path(rows) if r["D"] in t["dims"] and r["dtype"] == "fp16" and not r["causal"]]
+        for r in sorted(picked, key=lambda r: (r["D"], PATH_ORDER.get(_path(r), 9), _path(r))):
+            ok = None if r["ratio"] is None else r["ratio"] >= t["min_ratio"]
+            targets.append({"target": t["what"], "D": r["D"], "kernel": r["kernel"], "accum": r["accum"],
+                            "origin": r["origin"], "ratio": r["ratio"],
+                            "result": {None: "n/a", True: "PASS", False: "MISS"}[ok]})
+    paths = sorted({_path(r) for r in rows}, key=lambda p: (PATH_ORDER.get(p, 9), p))
+    return {"rows": rows, "targets": targets, "paths": [f"{k}/{a}" for k, a in paths]}
 
 
 def _fmt(x: Any, spec: str = ".3g") -> str:
@@ -193,14 +281,24 @@ def render_md(summary: dict[str, Any]) -> str:
         tol = c["tolerances"]
         out.append("Tolerances: " + "; ".join(
             f"{dt}: rel {v['rel']:g}, abs {v['abs']:g}, lse {v['lse']:g}" for dt, v in tol.items()))
+        if "fp16-acc" in tol:
+            out.append("(fp16-acc: fp16 inputs with accum=fp16, on mma and tma.)")
         out.append("rel = max |out - ref| / max |ref| per case; abs = max |out - ref|; lse = max |lse - ref|.")
         out.append("")
     out.append(f"Cases: {c.get('ran', 0)} run of {c.get('total', 'n/a')}, {c.get('failed', 'n/a')} failed; "
                f"groups {c.get('groups_done', 'n/a')}/{c.get('groups_total', 'n/a')} ({c.get('status')})")
-    out += ["", "| group | cases | ran | failed | max rel | max abs | max lse |", "|---|---|---|---|---|---|---|"]
-    for name, g in (c.get("by_group") or {}).items():
-        out.append(f"| {name} | {g['cases']} | {g['ran']} | {g['failed']} | {_fmt(g['max_rel_err'])} | "
-                   f"{_fmt(g['max_abs_err'])} | {_fmt(g['max_lse_err'])} |")
+    for key, what in (("tma", "TMA cases (impl=tma)"), ("f16_acc", "fp16-accumulated cases (accum=fp16)")):
+        if c.get(key):
+            out.append(f"{what}: {c[key]['status']}")
+    out += ["", "| group | impl | accum | cases | ran | failed | max rel | max abs | max lse |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for g in c.get("by_path") or []:
+        out.append(f"| {g['group']} | {g['impl']} | {g['accum']} | {g['cases']} | {g['ran']} | {g['failed']} | "
+                   f"{_fmt(g['max_rel_err'])} | {_fmt(g['max_abs_err'])} | {_fmt(g['max_lse_err'])} |")
+    if any(g["group"] == "api" for g in c.get("by_path") or []):
+        out.append("")
+        out.append("api rows with no errors measured are argument checks: forward() must refuse them with the "
+                   "documented error kind.")
     for f in c.get("failed_cases") or []:
         out.append(f"- FAILED: {f['case']} rel={_fmt(f['rel_err'])} abs={_fmt(f['abs_err'])} "
                    f"lse={_fmt(f['lse_err'])} ran={f['impl_used']} {f.get('error') or ''}")
@@ -209,24 +307,30 @@ def render_md(summary: dict[str, Any]) -> str:
     b = summary["bench"]
     out += ["", "## Bench: TFLOPS against torch SDPA (B=1, H=32, N=8192)", ""]
     if b["rows"]:
-        out.append(f"Source: {b['rows'][0]['source']}.")
-        out += ["", "| D | dtype | causal | kernel | FFPA ms | SDPA ms | FFPA TFLOPS | SDPA TFLOPS | ratio |",
-                "|---|---|---|---|---|---|---|---|---|"]
+        for origin, source in sorted({(r["origin"], r["source"]) for r in b["rows"]}, key=lambda x: x[0] != "py"):
+            out.append(f"Source {origin}: {source}.")
+        out.append("Paths timed (kernel that ran / accumulator): " + ", ".join(b["paths"]) + ".")
+        tma = c.get("tma") or {}
+        if tma.get("planned") is False:
+            out.append(f"tma not timed: {tma.get('reason')}.")
+        out += ["", "| D | dtype | causal | kernel | accum | source | FFPA ms | SDPA ms | FFPA TFLOPS | SDPA TFLOPS "
+                "| ratio |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in b["rows"]:
-            out.append(f"| {r['D']} | {r['dtype']} | {r['causal']} | {r['kernel']} | {_fmt(r['ffpa_ms'], '.3f')} | "
-                       f"{_fmt(r['sdpa_ms'], '.3f')} | {_fmt(r['ffpa_tflops'], '.1f')} | "
+            out.append(f"| {r['D']} | {r['dtype']} | {r['causal']} | {r['kernel']} | {r['accum']} | {r['origin']} | "
+                       f"{_fmt(r['ffpa_ms'], '.3f')} | {_fmt(r['sdpa_ms'], '.3f')} | {_fmt(r['ffpa_tflops'], '.1f')} | "
                        f"{_fmt(r['sdpa_tflops'], '.1f')} | {_fmt(r['ratio'], '.2f')} |")
-        out += ["", "| target | D | ratio | result |", "|---|---|---|---|"]
+        out += ["", "| target | D | kernel | accum | ratio | result |", "|---|---|---|---|---|---|"]
         for t in b["targets"]:
-            out.append(f"| {t['target']} | {t['D']} | {_fmt(t['ratio'], '.2f')} | {t['result']} |")
+            out.append(f"| {t['target']} | {t['D']} | {t['kernel']} | {t['accum']} | {_fmt(t['ratio'], '.2f')} | "
+                       f"{t['result']} |")
     else:
         out.append("No bench results.")
     return "\n".join(out) + "\n"
 
 
 def write_bench_csv(rows: list[dict[str, Any]]) -> str:
-    cols = ["D", "dtype", "causal", "N", "H", "kernel", "ffpa_ms", "sdpa_ms", "ffpa_tflops", "sdpa_tflops", "ratio",
-            "sdpa_backend", "err_vs_sdpa", "allclose", "source"]
+    cols = ["D", "dtype", "causal", "N", "H", "kernel", "accum", "origin", "ffpa_ms", "sdpa_ms", "ffpa_tflops",
+            "sdpa_tflops", "ratio", "sdpa_backend", "err_vs_sdpa", "allclose", "source"]
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
     writer.writeheader()
@@ -242,21 +346,28 @@ def plot(rows: list[dict[str, Any]], path: Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for causal in (False, True):
-        picked = [r for r in rows if r["causal"] == causal and r["dtype"] == "fp16"]
-        if not picked:
-            continue
-        dims = [r["D"] for r in picked]
-        label = "causal" if causal else "non-causal"
-        ax.plot(dims, [r["ffpa_tflops"] for r in picked], marker="o", label=f"FFPA {label}")
-        ax.plot(dims, [r["sdpa_tflops"] if r["sdpa_tflops"] is not None else float("nan") for r in picked],
-                marker="s", linestyle="--", label=f"SDPA {label}")
-    ax.set_xlabel("head dim D")
-    ax.set_ylabel("TFLOPS (fp16, N = 8192)")
-    ax.set_title("ffpa-attn vs torch SDPA")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
+    fp16 = [r for r in _one_per_path(rows) if r["dtype"] == "fp16"]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for ax, causal in zip(axes, (False, True)):
+        picked = sorted((r for r in fp16 if r["causal"] == causal), key=lambda r: r["D"])
+        for p in sorted({_path(r) for r in picked}, key=lambda p: (PATH_ORDER.get(p, 9), p)):
+            line = [r for r in picked if _path(r) == p]
+            ax.plot([r["D"] for r in line], [r["ffpa_tflops"] for r in line], marker="o",
+                    label=f"FFPA {p[0]}" + (" fp16-acc" if p[1] == "fp16" else ""))
+        sdpa = {}
+        for r in picked:
+            if r["sdpa_tflops"] is not None:
+                sdpa.setdefault(r["D"], r["sdpa_tflops"])
+        if sdpa:
+            dims = sorted(sdpa)
+            ax.plot(dims, [sdpa[d] for d in dims], marker="s", linestyle="--", color="black", label="SDPA")
+        ax.set_xlabel("head dim D")
+        ax.set_title("causal" if causal else "non-causal")
+        ax.grid(True, alpha=0.3)
+        if picked:
+            ax.legend(fontsize=8)
+    axes[0].set_ylabel("TFLOPS (fp16, N = 8192)")
+    fig.suptitle("ffpa-attn vs torch SDPA")
     fig.tight_layout()
     tmp = path.with_name(path.name + ".tmp.png")
     fig.savefig(tmp, dpi=110)

@@ -8,6 +8,7 @@ either format breaks this test before it breaks the one GPU run.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import subprocess
@@ -32,12 +33,27 @@ def _runner_report(tmp_path: Path, fail_case: int | None = None) -> dict:
     report = json.loads(path.read_text())
     for i, case in enumerate(report["cases"]):
         bad = i == fail_case
+        if case["expect_error"] != "ok":  # an argument check: refused, nothing measured
+            case.update({"ran": True, "pass": True, "impl_used": "auto", "error_kind": case["expect_error"],
+                         "abs_err": None, "rel_err": None, "lse_err": None, "max_ref": 0, "error": "refused"})
+            continue
         case.update({"ran": True, "pass": not bad, "impl_used": case["impl"] if case["impl"] != "auto" else "mma",
-                     "abs_err": 0.5 if bad else 1e-3, "rel_err": 0.2 if bad else 4e-4, "lse_err": 1e-5,
-                     "max_ref": 2.5, "error": ""})
+                     "error_kind": "ok", "abs_err": 0.5 if bad else 1e-3, "rel_err": 0.2 if bad else 4e-4,
+                     "lse_err": 1e-5, "max_ref": 2.5, "error": ""})
     report.update({"status": "done", "ran": len(report["cases"]), "failed": int(fail_case is not None),
                    "groups_done": report["groups_total"]})
     return report
+
+
+def _py_result(bench, d: int, causal: bool, **extra):
+    """A bench.Result by field name; "accum" only when this ffpa_attn.bench has it."""
+    values = dict(backend="cuda", direction="fwd", dtype="fp16", impl="mma", B=1, Hq=32, Hkv=32, Nq=8192, Nkv=8192,
+                  D=d, causal=causal, err=1e-3, atol=2e-2, allclose=True, ffpa_ms=10.0,
+                  sdpa_ms=20.0 if d >= 320 else 16.0, ffpa_tflops=100.0, sdpa_tflops=50.0 if d >= 320 else 160.0,
+                  accum="fp32")
+    values.update(extra)
+    names = {f.name for f in dataclasses.fields(bench.Result)}
+    return bench.Result(**{k: v for k, v in values.items() if k in names})
 
 
 def _state(tmp_path: Path) -> Path:
@@ -55,9 +71,7 @@ def test_gpu_run_with_binding(tmp_path):
     state = _state(tmp_path)
     (state / "correctness.json").write_text(json.dumps(_runner_report(tmp_path, fail_case=3)))
     for name, causal in (("bench_py", False), ("bench_py_causal", True)):
-        results = [bench.Result("cuda", "fwd", "fp16", "mma", 1, 32, 32, 8192, 8192, d, causal, 1e-3, 2e-2, True,
-                                10.0, 20.0 if d >= 320 else 16.0, 100.0, 50.0 if d >= 320 else 160.0)
-                   for d in (64, 128, 320, 512)]
+        results = [_py_result(bench, d, causal) for d in (64, 128, 320, 512)]
         bench.save_results(results, str(state / name), {"case": name}, lambda m: None)
     out = tmp_path / "out"
     assert summarize.main([str(state), str(out), "--status", "failed", "--exit-code", "1", "--plot"]) == 0
@@ -67,6 +81,27 @@ def test_gpu_run_with_binding(tmp_path):
     assert corr["failed"] == 1 and len(corr["failed_cases"]) == 1
     assert corr["failed_cases"][0]["rel_err"] == 0.2
     assert sum(g["failed"] for g in corr["by_group"].values()) == 1
+    assert sum(g["failed"] for g in corr["by_path"]) == 1
+    # The runner's dry run plans TMA when the build holds TMA code (an arch >= 90; the
+    # dev tree's 89 has none: then it says why) and fp16 accumulation (fp16 compiled).
+    report = json.loads((state / "correctness.json").read_text())
+    tma = report["tma"]["planned"]
+    group = next(c["group"] for c in report["cases"] if c["dtype"] == "fp16")
+    paths = {(g["group"], g["impl"], g["accum"]) for g in corr["by_path"]}
+    want = {("mma", "fp32"), ("simt", "fp32"), ("mma", "fp16")} | ({("tma", "fp32"), ("tma", "fp16")} if tma else set())
+    assert {(g, i, a) for g, i, a in paths if g == group} == {(group, i, a) for i, a in want}
+    assert not any(i == "simt" and a == "fp16" for g, i, a in paths if g != "api")  # api: refused
+    assert (("long", "tma", "fp32") in paths) == tma
+    tma_cases = [c for c in report["cases"] if c["impl"] == "tma" and c["expect_error"] == "ok"]
+    assert corr["tma"]["cases"] == len(tma_cases) and corr["tma"]["ran"] == len(tma_cases)
+    if tma:
+        assert tma_cases and corr["tma"]["status"].startswith(f"ran: {len(tma_cases)} cases, all passed")
+    else:
+        assert not tma_cases and corr["tma"]["status"].startswith("skipped: this build has no TMA code")
+        # impl=tma is then refused, naming the compiled archs: an api argument check.
+        assert any(c["impl"] == "tma" and c["expect_error"] == "impl" for c in report["cases"])
+    assert corr["f16_acc"]["planned"] and corr["f16_acc"]["failed"] == 0 and corr["f16_acc"]["cases"] > 0
+    assert set(corr["tolerances"]) == {"fp16", "bf16", "fp16-acc"}
     rows = summary["bench"]["rows"]
     assert len(rows) == 8 and {r["causal"] for r in rows} == {False, True}
     by_d = {(r["D"], r["causal"]): r for r in rows}
@@ -74,7 +109,12 @@ def test_gpu_run_with_binding(tmp_path):
     results = {(t["D"], t["result"]) for t in summary["bench"]["targets"]}
     assert results == {(320, "PASS"), (512, "PASS"), (64, "MISS"), (128, "MISS")}
     md = (out / "summary.md").read_text()
-    assert "| D64-fp16 |" in md and "FAILED: " in md and "| 512 | fp16 | False | mma |" in md
+    assert f"| {group} | mma | fp32 |" in md and f"| {group} | mma | fp16 |" in md and "FAILED: " in md
+    assert (f"| {group} | tma | fp16 |" in md) == tma
+    assert "| 512 | fp16 | False | mma | fp32 | py |" in md
+    assert "fp16-acc: rel 0.03, abs 0.05, lse 0.05" in md
+    assert "TMA cases (impl=tma): " + ("ran: " if tma else "skipped: ") in md
+    assert "fp16-accumulated cases (accum=fp16): ran: " in md
     with open(out / "bench.csv", newline="") as handle:
         assert len(list(csv.DictReader(handle))) == 8
     assert (out / "bench.png").stat().st_size > 1000
@@ -88,7 +128,8 @@ def test_gpu_run_without_binding_merges_cpp_and_sdpa(tmp_path):
     subprocess.run([RUNNER, "--dry-run", "--bench-csv", str(state / "bench_cpp.csv")], check=True,
                    capture_output=True)
     with open(state / "bench_cpp.csv", "a") as handle:  # rows as the runner prints them on a GPU
-        handle.write("ffpa-cpp,512,fp16,0,1,32,8192,mma,40.0000,110.00\nffpa-cpp,512,fp16,1,1,32,8192,mma,25.0,88.0\n")
+        handle.write("ffpa-cpp,512,fp16,0,1,32,8192,mma,40.0000,110.00,fp32\n"
+                     "ffpa-cpp,512,fp16,1,1,32,8192,mma,25.0,88.0,fp32\n")
     (state / "sdpa.csv").write_text("source,D,dtype,causal,B,H,N,backend,ms,tflops\n"
                                     "sdpa,512,fp16,0,1,32,8192,default,80.0,55.00\n")
     out = tmp_path / "out"
@@ -110,3 +151,81 @@ def test_cut_short_run_still_summarizes(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "running" and [p["phase"] for p in summary["phases"]] == ["configure", "build"]
     assert not (out / "bench.csv").exists()
+
+
+def test_tma_and_fp16_acc_paths_from_both_benches(tmp_path):
+    """Python bench rows (with and without its accum column) and the runner's rows of
+    every path in one table: each row names its kernel, accumulator and source; the
+    runner's rows take SDPA from the python row of the same shape; targets per path."""
+    from ffpa_attn import bench
+
+    state = _state(tmp_path)
+    results = [_py_result(bench, 512, False), _py_result(bench, 320, False, accum="fp16")]
+    bench.save_results(results, str(state / "bench_py"), {}, lambda m: None)
+    data = json.loads((state / "bench_py" / "bench.json").read_text())
+    data["results"][0].pop("accum", None)  # a bench before the accum column: fp32
+    (state / "bench_py" / "bench.json").write_text(json.dumps(data))
+    if not RUNNER:
+        pytest.skip("FFPA_DEVICE_CHECK_RUNNER is not set (CTest sets it)")
+    subprocess.run([RUNNER, "--dry-run", "--bench-csv", str(state / "bench_cpp.csv")], check=True,
+                   capture_output=True)
+    header = (state / "bench_cpp.csv").read_text().splitlines()[0]
+    assert header == "source,D,dtype,causal,B,H,N,kernel,ms,tflops,accum"
+    with open(state / "bench_cpp.csv", "a") as handle:
+        for kernel, accum, tflops in (("mma", "fp32", 101.0), ("tma", "fp32", 120.0), ("mma", "fp16", 130.0),
+                                      ("tma", "fp16", 150.0)):
+            handle.write(f"ffpa-cpp,512,fp16,0,1,32,8192,{kernel},10.0,{tflops},{accum}\n")
+    out = tmp_path / "out"
+    summarize.main([str(state), str(out), "--status", "passed"])
+    summary = json.loads((out / "summary.json").read_text())
+    rows = summary["bench"]["rows"]
+    by = {(r["D"], r["kernel"], r["accum"], r["origin"]): r for r in rows}
+    assert by[(512, "mma", "fp32", "py")]["ratio"] == pytest.approx(2.0)
+    has_accum = "accum" in {f.name for f in dataclasses.fields(bench.Result)}
+    assert (320, "mma", "fp16" if has_accum else "fp32", "py") in by
+    for kernel, accum, tflops in (("tma", "fp32", 120.0), ("mma", "fp16", 130.0), ("tma", "fp16", 150.0)):
+        r = by[(512, kernel, accum, "cpp")]
+        assert r["sdpa_tflops"] == 50.0 and r["ratio"] == pytest.approx(tflops / 50.0)
+        assert "python bench's row" in r["source"]
+    assert summary["bench"]["paths"] == ["mma/fp32", "tma/fp32", "mma/fp16", "tma/fp16"]
+    targets = {(t["D"], t["kernel"], t["accum"]): t for t in summary["bench"]["targets"]}
+    assert targets[(512, "mma", "fp32")]["origin"] == "py" and targets[(512, "mma", "fp32")]["result"] == "PASS"
+    assert targets[(512, "tma", "fp16")]["ratio"] == pytest.approx(3.0)
+    md = (out / "summary.md").read_text()
+    assert "| 512 | fp16 | False | tma | fp16 | cpp |" in md and "| 512 | tma | fp32 | 2.40 | PASS |" in md
+    with open(out / "bench.csv", newline="") as handle:
+        assert {(r["kernel"], r["accum"]) for r in csv.DictReader(handle)} >= {("tma", "fp16"), ("mma", "fp32")}
+
+
+def test_skipped_tma_is_said_and_never_counted_as_passed(tmp_path):
+    """A device that loads no TMA code: the runner plans no TMA case and says why."""
+    state = _state(tmp_path)
+    report = _runner_report(tmp_path)
+    report["cases"] = [c for c in report["cases"] if c["impl"] != "tma"]
+    reason = "the device (sm_80) loads none of this build's TMA code (TMA archs 90)"
+    report["tma"] = {"planned": False, "reason": reason}
+    (state / "correctness.json").write_text(json.dumps(report))
+    out = tmp_path / "out"
+    summarize.main([str(state), str(out), "--status", "passed"])
+    corr = json.loads((out / "summary.json").read_text())["correctness"]
+    assert corr["tma"]["cases"] == 0 and corr["tma"]["status"].startswith("skipped: " + reason)
+    assert not any(g["impl"] == "tma" for g in corr["by_path"])
+    md = (out / "summary.md").read_text()
+    assert f"TMA cases (impl=tma): skipped: {reason} (not run, not counted as passed)" in md
+
+
+def test_report_of_an_older_runner(tmp_path):
+    """No accum, tma or f16_acc fields (GPU run 1): fp32 paths, the extras n/a."""
+    state = _state(tmp_path)
+    case = {"case": "c", "group": "D64-fp16", "impl": "mma", "ran": True, "pass": True, "impl_used": "mma",
+            "abs_err": 1e-3, "rel_err": 1e-4, "lse_err": 1e-6}
+    (state / "correctness.json").write_text(json.dumps({"status": "done", "cases": [case], "total": 1, "ran": 1,
+                                                        "failed": 0, "groups_done": 1, "groups_total": 1}))
+    (state / "bench_cpp.csv").write_text("source,D,dtype,causal,B,H,N,kernel,ms,tflops\n"
+                                         "ffpa-cpp,64,fp16,0,1,32,8192,mma,2.7,204.1\n")
+    out = tmp_path / "out"
+    summarize.main([str(state), str(out), "--status", "passed"])
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["correctness"]["by_path"][0]["accum"] == "fp32"
+    assert summary["correctness"]["tma"]["status"].startswith("n/a")
+    assert summary["bench"]["rows"][0]["accum"] == "fp32" and summary["bench"]["rows"][0]["ratio"] is None
