@@ -1,7 +1,8 @@
 # cmake -DLOGS=<log|log|...> -DOUT_DIR=<dir> -P parse_ptxas.cmake
 # Turns ptxas -v logs (one per instance and arch, named <instance>.sm_<arch>.log) into
 # kernel_resources.txt (a table) and kernel_resources.json:
-#   {"kernels": [{"instance", "arch", "kernel" (mma|simt), "registers",
+#   {"kernels": [{"instance", "arch", "kernel" (mma|tma|simt, -f16acc for fp16
+#                 accumulation, tma-stub below sm_90), "registers",
 #                 "spill_stores", "spill_loads", "stack_frame", "smem_static",
 #                 "smem_dynamic"}], "total_spill_bytes": N}
 # The mma kernel's shared memory is dynamic (ptxas reports only static); smem_dynamic
@@ -53,8 +54,21 @@ foreach(log IN LISTS logs)
   foreach(line IN LISTS lines)
     if(line MATCHES "Compiling entry function '([^']+)'")
       set(mangled "${CMAKE_MATCH_1}")
-      if(mangled MATCHES "ffpa_fwd_mma_kernel")
+      # ffpa_fwd_kernel<Traits, Load, kF16Acc, kPvPerStep>: Load 0 = cp.async ("mma"),
+      # 1 = TMA ("tma"; "tma-stub" below sm_90, where it is a trap stub); kF16Acc adds
+      # "-f16acc".
+      if(mangled MATCHES "ffpa_fwd_kernelI.*LNS_4LoadE([01])ELb([01])E")
         set(kernel mma)
+        if(CMAKE_MATCH_1 STREQUAL "1")
+          set(kernel tma)
+        endif()
+        if(CMAKE_MATCH_2 STREQUAL "1")
+          string(APPEND kernel "-f16acc")
+        endif()
+        string(REGEX REPLACE "[a-z]$" "" arch_num "${arch}")
+        if(kernel MATCHES "^tma" AND arch_num LESS 90)
+          string(APPEND kernel "-stub")
+        endif()
       elseif(mangled MATCHES "ffpa_fwd_simt_kernel")
         set(kernel simt)
       else()
@@ -74,8 +88,13 @@ foreach(log IN LISTS logs)
         set(smem "${CMAKE_MATCH_1}")
       endif()
       set(dyn 0)
-      if(kernel STREQUAL "mma")
+      if(kernel MATCHES "^mma")
         _mma_dynamic_smem(${head_dim} dyn)
+      elseif(kernel MATCHES "^tma" AND NOT kernel MATCHES "stub$")
+        # kSmemBytesTma: 1024 bytes of alignment slack, the 8-byte-aligned end of the
+        # cp.async layout, one 8-byte mbarrier per stage.
+        _mma_dynamic_smem(${head_dim} dyn)
+        math(EXPR dyn "1024 + (${dyn} + 7) / 8 * 8 + 3 * 8")
       endif()
       math(EXPR total_spill "${total_spill} + ${st} + ${ld}")
       string(APPEND rows "${instance}\tsm_${arch}\t${kernel}\t${regs}\t${st}\t${ld}\t${stack}\t${smem}\t${dyn}\n")

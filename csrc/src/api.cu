@@ -307,6 +307,11 @@ int current_device_cc() {
 
 bool tma_runs_on_current_device() noexcept { return has_tma_arch() && device_binary_version() >= 90; }
 
+bool mma_f16_acc_runs_on_current_device() noexcept {
+  const int v = device_binary_version();
+  return v > 0 && v < 120;
+}
+
 Impl resolve_impl(const ForwardArgs& a) {
   if (a.impl != Impl::kAuto) return a.impl;
   const TensorDesc* ts[4] = {&a.q, &a.k, &a.v, &a.out};
@@ -447,6 +452,12 @@ Status forward(const ForwardArgs& a) {
                                   "): this library's TMA code is for archs >= 90 among its compiled archs (" +
                                   compiled_archs_str() + "), and the device loads none of them; use impl='mma' "
                                   "or 'auto', or rebuild with -DFFPA_CUDA_ARCHS=" + std::to_string(cc)};
+  }
+  if (impl == Impl::kMma && a.accum == Accum::kFp16 && !mma_f16_acc_runs_on_current_device()) {
+    return {ErrorKind::kImpl, "impl='mma' with accum='fp16' has no code for this GPU (sm_" +
+                                  std::to_string(current_device_cc()) +
+                                  "): on the sm_120 family fp16 accumulation runs on the TMA path; use "
+                                  "impl='tma' or 'auto'"};
   }
   const KernelEntry* entry = find_kernel(static_cast<int>(a.q.shape[3]), a.q.dtype);
   st = entry->launch(p, impl);

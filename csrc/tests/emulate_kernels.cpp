@@ -379,20 +379,20 @@ void launch(void (*body)(const ffpa::FwdParams&), const ffpa::FwdParams& p, Dim3
 
 namespace {
 
+ffpa::TmaMaps g_maps;  // the TMA launches' maps (the cp.async feed ignores them)
 template <typename Traits, bool kF16Acc>
 void mma_body(const ffpa::FwdParams& p) {
-  ffpa::ffpa_fwd_mma_kernel<Traits, kF16Acc>(p);
+  ffpa::ffpa_fwd_kernel<Traits, ffpa::Load::kCpAsync, kF16Acc>(p, g_maps);
 }
 // fp16 accumulation with the per-mma P V form (what sm_80-sm_89 compile; see
 // kPvPerStepDefault): the emulator's default is the per-pair form.
 template <typename Traits>
 void mma_pv_step_body(const ffpa::FwdParams& p) {
-  ffpa::fwd_split_d<Traits, ffpa::Load::kCpAsync, true, true>(p, nullptr);
+  ffpa::ffpa_fwd_kernel<Traits, ffpa::Load::kCpAsync, true, true>(p, g_maps);
 }
-ffpa::TmaMaps g_maps;
 template <typename Traits, bool kF16Acc>
 void tma_body(const ffpa::FwdParams& p) {
-  ffpa::ffpa_fwd_tma_kernel<Traits, kF16Acc>(p, g_maps);
+  ffpa::ffpa_fwd_kernel<Traits, ffpa::Load::kTma, kF16Acc>(p, g_maps);
 }
 template <int D, typename T>
 void simt_body(const ffpa::FwdParams& p) {

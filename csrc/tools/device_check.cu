@@ -394,6 +394,7 @@ struct Extras {
   bool tma = false;     // impl=tma cases are planned
   std::string tma_why;  // the reason either way
   bool f16acc = false;  // accum=fp16 cases are planned
+  bool mma_f16acc = false;  // ... on impl=mma too (not on the sm_120 family: TMA only there)
   std::string f16acc_why;
   int major = 0;        // the device's compute capability major (0: dry run)
 };
@@ -425,10 +426,12 @@ Extras decide_extras(const ffpa::BuildInfo& info, bool dry_run, int major, int m
     e.f16acc_why = "this build has no fp16 instances (accum=fp16 takes fp16 inputs only)";
   } else {
     e.f16acc = true;
+    e.mma_f16acc = dry_run || ffpa::mma_f16_acc_runs_on_current_device();
     char tol[96];
     std::snprintf(tol, sizeof(tol), " (tolerances rel %g, abs %g, lse %g)", kTolF16Acc.rel, kTolF16Acc.abs,
                   kTolF16Acc.lse);
-    e.f16acc_why = std::string("fp16 inputs, accum=fp16 on mma") + (e.tma ? " and tma" : "") + tol;
+    e.f16acc_why = std::string("fp16 inputs, accum=fp16 on ") +
+                   (e.mma_f16acc ? (e.tma ? "mma and tma" : "mma") : "tma only (the sm_120 family)") + tol;
   }
   return e;
 }
@@ -442,7 +445,8 @@ std::vector<Case> plan_cases(const ffpa::BuildInfo& info, const Extras& x, bool 
   for (const std::string& s : info.dtypes) dtypes.push_back(s == "fp16" ? ffpa::DType::kFp16 : ffpa::DType::kBf16);
   std::vector<Impl> impls = {Impl::kMma, Impl::kSimt};
   if (x.tma) impls.push_back(Impl::kTma);
-  std::vector<Impl> f16_impls = {Impl::kMma};
+  std::vector<Impl> f16_impls;
+  if (x.mma_f16acc) f16_impls.push_back(Impl::kMma);
   if (x.tma) f16_impls.push_back(Impl::kTma);
   for (int d : info.head_dims)
     for (ffpa::DType dt : dtypes) {
@@ -662,7 +666,7 @@ int main(int argc, char** argv) {
   const char* skipped = "skipped, not run and not counted as passed";
   std::printf("TMA cases: %s (%s)\n", extras.tma ? "planned" : skipped, extras.tma_why.c_str());
   std::printf("fp16-accumulated cases: %s (%s)\n", extras.f16acc ? "planned" : skipped, extras.f16acc_why.c_str());
-  if (bench) return run_bench(bo, info, extras.tma, extras.f16acc, dry_run);
+  if (bench) return run_bench(bo, info, extras.tma, extras.f16acc, extras.mma_f16acc, dry_run);
 
   const std::vector<Case> cases = plan_cases(info, extras, quick);
   std::vector<std::string> groups;

@@ -51,6 +51,7 @@ struct BenchOpts {
 // o.csv (kernel: the kernel that ran; the header alone for a dry run, which makes no
 // CUDA call). A path whose launch is refused is reported and skipped (exit 1 at the
 // end). Returns the process exit code.
-int run_bench(const BenchOpts& o, const ffpa::BuildInfo& info, bool tma, bool f16acc, bool dry_run);
+int run_bench(const BenchOpts& o, const ffpa::BuildInfo& info, bool tma, bool f16acc, bool mma_f16acc,
+              bool dry_run);
 
 }  // namespace ffpa::check

@@ -90,6 +90,11 @@ FFPA_API Impl resolve_impl(const ForwardArgs& args);
 // binary is for sm_90 or newer). False without a device or a driver.
 FFPA_API bool tma_runs_on_current_device() noexcept;
 
+// True when impl=kMma with Accum::kFp16 has code for the current device: every
+// binary below the sm_120 family (there fp16 accumulation runs on the TMA feed only;
+// the cp.async form does not fit in 255 registers at D = 256).
+FFPA_API bool mma_f16_acc_runs_on_current_device() noexcept;
+
 FFPA_API const char* impl_name(Impl impl) noexcept;  // "auto", "mma", "simt", "tma"
 FFPA_API const char* accum_name(Accum accum) noexcept;  // "fp32", "fp16"
 

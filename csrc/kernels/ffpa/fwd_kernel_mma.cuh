@@ -38,22 +38,48 @@ enum class Load { kCpAsync, kTma };
 __device__ __forceinline__ int swizzle(int row, int vec) { return row * 64 + ((vec ^ (row & 7)) << 3); }
 
 // fp16 accumulation of P V: per 64-key block and d-tile pair (false) or per mma
-// (true; see the PV step). Measured with nvcc 13.0 at D = 512 (4x2, cp.async): the
-// per-pair form spills 40 bytes on sm_89 and fits on sm_90/sm_120f (255/253
-// registers); the per-mma form fits on sm_89 (255) and spills 32 bytes on sm_120f.
-// ffpa.kernels.no_spills guards the choice; the CPU emulator runs both forms.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+// (true; see the PV step). Measured with nvcc 13.0, cp.async feed, D = 256 and 512:
+// the per-pair form spills 16-52 bytes on sm_89 and sm_90, the per-mma form fits
+// there (255 registers) and spills 100-300 bytes on sm_120f, where neither form fits
+// at D = 256. So sm_80-sm_90 take the per-mma form, and on the sm_120 family fp16
+// accumulation is the TMA feed's alone (kMmaF16AccCompiled; api.cu refuses
+// impl='mma' with accum='fp16' there and auto takes TMA). ffpa.kernels.no_spills
+// guards these choices; the CPU emulator runs both forms.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 1000
 inline constexpr bool kPvPerStepDefault = true;
 #else
 inline constexpr bool kPvPerStepDefault = false;
 #endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+inline constexpr bool kMmaF16AccCompiled = false;
+#else
+inline constexpr bool kMmaF16AccCompiled = true;
+#endif
 
-// The kernel body; `maps` is the launch's tensor maps (kTma) or nullptr (kCpAsync).
+// The kernel, for both feeds. The tensor maps travel as a __grid_constant__ parameter
+// (the TMA unit reads them from the kernel's parameter space by address; the cp.async
+// feed ignores them). Both parameters are used in place: routing them through a
+// by-reference helper made ptxas copy them to the stack and spill at D = 256.
+// Below sm_90 (the release's sm_89 pass) the TMA instantiations are trap stubs; the
+// launcher only starts them where the device loads an sm_90+ binary of this library.
+// __launch_bounds__ names one block per SM as the minimum: without it ptxas capped the
+// registers for occupancy and spilled (sm_89, D = 128: 168 registers, 28 bytes).
 template <typename Traits, Load kLoad, bool kF16Acc, bool kPvPerStep = kPvPerStepDefault>
-__device__ __forceinline__ void fwd_split_d(const FwdParams& params, const TmaMaps* maps) {
+__global__ void __launch_bounds__(Traits::kNThreads, 1)
+    ffpa_fwd_kernel(const FwdParams params, const __grid_constant__ TmaMaps maps) {
   using T = typename Traits::Element;
   constexpr bool kTma = kLoad == Load::kTma;
   static_assert(!kF16Acc || sizeof(T) == 2, "fp16 accumulation");
+#ifndef FFPA_TMA_DEVICE
+  if constexpr (kTma) {
+    __trap();
+    return;
+  }
+#endif
+  if constexpr (!kTma && kF16Acc && !kMmaF16AccCompiled) {
+    __trap();
+    return;
+  }
   using ET = ElemTraits<T>;
   constexpr int kNThreads = Traits::kNThreads;
   constexpr int kNWarpsM = Traits::kNWarpsM;
@@ -127,11 +153,11 @@ __device__ __forceinline__ void fwd_split_d(const FwdParams& params, const TmaMa
       uint64_t* const bar = bars + stage;
       if (step < kNChunks) {
         mbar_arrive_expect_tx(bar, (Traits::kQTileElems + Traits::kKTileElems) * 2);
-        tma_load_4d(s_stage, &maps->q, step * kBlockD, m0, head, batch, bar);
-        tma_load_4d(s_stage + Traits::kQTileElems, &maps->k, step * kBlockD, n_block * kBlockN, kv_head, batch, bar);
+        tma_load_4d(s_stage, &maps.q, step * kBlockD, m0, head, batch, bar);
+        tma_load_4d(s_stage + Traits::kQTileElems, &maps.k, step * kBlockD, n_block * kBlockN, kv_head, batch, bar);
       } else {
         mbar_arrive_expect_tx(bar, Traits::kVTileElems * 2);
-        tma_load_4d(s_stage, &maps->v, (step - kNChunks) * kBlockD, n_block * kBlockN, kv_head, batch, bar);
+        tma_load_4d(s_stage, &maps.v, (step - kNChunks) * kBlockD, n_block * kBlockN, kv_head, batch, bar);
       }
       return;
     }
@@ -226,6 +252,10 @@ __device__ __forceinline__ void fwd_split_d(const FwdParams& params, const TmaMa
     for (int j = 0; j < kWarpNTiles; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc_s[j][e] = 0.f;
+    // 4x1 layout: P packed to 16 bits once after the softmax, as the A fragments of the
+    // P V k-steps (n-tiles 2ks and 2ks + 1 of S are exactly k-step ks's fragment), so
+    // the fp32 S tile is dead during the V chunks.
+    uint32_t p_frag[kNWarpsD == 1 ? Traits::kPvKSteps : 1][4];
     // kF16Acc: S accumulates in half2 registers, converted to acc_s for the softmax.
     uint32_t acc_sh[kF16Acc ? kWarpNTiles : 1][2];
 #pragma unroll
@@ -357,6 +387,15 @@ __device__ __forceinline__ void fwd_split_d(const FwdParams& params, const TmaMa
               acc_o[c][j][2] *= corr[1];
               acc_o[c][j][3] *= corr[1];
             }
+          if constexpr (kNWarpsD == 1) {
+#pragma unroll
+            for (int ks = 0; ks < Traits::kPvKSteps; ++ks) {
+              p_frag[ks][0] = ET::pack(acc_s[2 * ks][0], acc_s[2 * ks][1]);
+              p_frag[ks][1] = ET::pack(acc_s[2 * ks][2], acc_s[2 * ks][3]);
+              p_frag[ks][2] = ET::pack(acc_s[2 * ks + 1][0], acc_s[2 * ks + 1][1]);
+              p_frag[ks][3] = ET::pack(acc_s[2 * ks + 1][2], acc_s[2 * ks + 1][3]);
+            }
+          }
           if constexpr (kNWarpsD > 1) {
             // Publish this warp's P columns; the barrier at the next pipeline step
             // makes the whole [Br, Bc] P tile visible before any PV step reads it.
@@ -391,12 +430,8 @@ __device__ __forceinline__ void fwd_split_d(const FwdParams& params, const TmaMa
           for (int ks = 0; ks < Traits::kPvKSteps; ++ks) {
             uint32_t a[4];
             if constexpr (kNWarpsD == 1) {
-              // The S accumulators of n-tiles 2ks and 2ks + 1 are exactly the A fragment
-              // of k-step ks once packed to 16 bits.
-              a[0] = ET::pack(acc_s[2 * ks][0], acc_s[2 * ks][1]);
-              a[1] = ET::pack(acc_s[2 * ks][2], acc_s[2 * ks][3]);
-              a[2] = ET::pack(acc_s[2 * ks + 1][0], acc_s[2 * ks + 1][1]);
-              a[3] = ET::pack(acc_s[2 * ks + 1][2], acc_s[2 * ks + 1][3]);
+#pragma unroll
+              for (int i = 0; i < 4; ++i) a[i] = p_frag[ks][i];
             } else {
               ldmatrix_x4(a, smem_p + swizzle(warp_m * 16 + (lane & 15), ks * 2 + (lane >> 4)));
             }
@@ -496,26 +531,6 @@ __device__ __forceinline__ void fwd_split_d(const FwdParams& params, const TmaMa
                  static_cast<int64_t>(row) * params.lse_row_stride] = lse;
     }
   }
-}
-
-// cp.async-fed (sm_80+).
-template <typename Traits, bool kF16Acc = false>
-__global__ void __launch_bounds__(Traits::kNThreads) ffpa_fwd_mma_kernel(const FwdParams params) {
-  fwd_split_d<Traits, Load::kCpAsync, kF16Acc>(params, nullptr);
-}
-
-// TMA-fed. The tensor maps travel as a __grid_constant__ parameter: the TMA unit reads
-// them from the kernel's parameter space by address. Below sm_90 (the release's sm_89
-// pass) the body is a trap stub; the launcher only starts it where the device loads
-// an sm_90+ binary of this library.
-template <typename Traits, bool kF16Acc = false>
-__global__ void __launch_bounds__(Traits::kNThreads)
-    ffpa_fwd_tma_kernel(const FwdParams params, const __grid_constant__ TmaMaps maps) {
-#ifdef FFPA_TMA_DEVICE
-  fwd_split_d<Traits, Load::kTma, kF16Acc>(params, &maps);
-#else
-  __trap();
-#endif
 }
 
 }  // namespace ffpa

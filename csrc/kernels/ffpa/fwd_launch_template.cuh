@@ -39,12 +39,13 @@ Status smem_opt_in(Kernel kernel, int bytes) {
 template <typename Traits, bool kF16Acc>
 Status run_fwd_mma(const FwdParams& params) {
   const dim3 grid((params.nq + Traits::kBlockM - 1) / Traits::kBlockM, params.hq, params.b);
-  const auto kernel = &ffpa_fwd_mma_kernel<Traits, kF16Acc>;
+  const auto kernel = &ffpa_fwd_kernel<Traits, Load::kCpAsync, kF16Acc>;
   Status st = smem_opt_in(kernel, Traits::kSmemBytes);
   if (!st.ok()) return st;
+  TmaMaps unused{};  // the cp.async feed has no tensor maps
   // cudaLaunchKernel returns this launch's own status; `<<<>>>` followed by
   // cudaGetLastError() would also report (and clear) an earlier, unrelated error.
-  void* args[] = {const_cast<FwdParams*>(&params)};
+  void* args[] = {const_cast<FwdParams*>(&params), &unused};
   return launch_status(cudaLaunchKernel(kernel, grid, dim3(Traits::kNThreads), args, Traits::kSmemBytes,
                                         static_cast<cudaStream_t>(params.stream)),
                        "mma forward kernel launch");
@@ -60,7 +61,7 @@ Status run_fwd_tma(const FwdParams& params) {
   Status st = encode_tma_maps(params, kDType, Traits::kBlockM, Traits::kBlockN, &maps);
   if (!st.ok()) return st;
   const dim3 grid((params.nq + Traits::kBlockM - 1) / Traits::kBlockM, params.hq, params.b);
-  const auto kernel = &ffpa_fwd_tma_kernel<Traits, kF16Acc>;
+  const auto kernel = &ffpa_fwd_kernel<Traits, Load::kTma, kF16Acc>;
   st = smem_opt_in(kernel, Traits::kSmemBytesTma);
   if (!st.ok()) return st;
   void* args[] = {const_cast<FwdParams*>(&params), &maps};
