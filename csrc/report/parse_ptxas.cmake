@@ -54,7 +54,7 @@ foreach(log IN LISTS logs)
   foreach(line IN LISTS lines)
     if(line MATCHES "Compiling entry function '([^']+)'")
       set(mangled "${CMAKE_MATCH_1}")
-      # ffpa_fwd_kernel<Traits, Load, kF16Acc, kPvPerStep>: Load 0 = cp.async ("mma"),
+      # ffpa_fwd_kernel<Traits, Load, kF16Acc, kPvForm>: Load 0 = cp.async ("mma"),
       # 1 = TMA ("tma"; "tma-stub" below sm_90, where it is a trap stub); kF16Acc adds
       # "-f16acc".
       if(mangled MATCHES "ffpa_fwd_kernelI.*LNS_4LoadE([01])ELb([01])E")

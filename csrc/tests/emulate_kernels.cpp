@@ -382,17 +382,17 @@ namespace {
 ffpa::TmaMaps g_maps;  // the TMA launches' maps (the cp.async feed ignores them)
 template <typename Traits, bool kF16Acc>
 void mma_body(const ffpa::FwdParams& p) {
-  ffpa::ffpa_fwd_kernel<Traits, ffpa::Load::kCpAsync, kF16Acc>(p, g_maps);
+  ffpa::ffpa_fwd_kernel<Traits, ffpa::Load::kCpAsync, kF16Acc, 1>(p, g_maps);
 }
 // fp16 accumulation with the per-mma P V form (what sm_80-sm_89 compile; see
 // kPvPerStepDefault): the emulator's default is the per-pair form.
 template <typename Traits>
 void mma_pv_step_body(const ffpa::FwdParams& p) {
-  ffpa::ffpa_fwd_kernel<Traits, ffpa::Load::kCpAsync, true, true>(p, g_maps);
+  ffpa::ffpa_fwd_kernel<Traits, ffpa::Load::kCpAsync, true, 2>(p, g_maps);
 }
 template <typename Traits, bool kF16Acc>
 void tma_body(const ffpa::FwdParams& p) {
-  ffpa::ffpa_fwd_kernel<Traits, ffpa::Load::kTma, kF16Acc>(p, g_maps);
+  ffpa::ffpa_fwd_kernel<Traits, ffpa::Load::kTma, kF16Acc, 1>(p, g_maps);
 }
 template <int D, typename T>
 void simt_body(const ffpa::FwdParams& p) {

@@ -64,10 +64,16 @@ inline constexpr bool kMmaF16AccCompiled = true;
 // launcher only starts them where the device loads an sm_90+ binary of this library.
 // __launch_bounds__ names one block per SM as the minimum: without it ptxas capped the
 // registers for occupancy and spilled (sm_89, D = 128: 168 registers, 28 bytes).
-template <typename Traits, Load kLoad, bool kF16Acc, bool kPvPerStep = kPvPerStepDefault>
+// kPvForm: 0 = the arch's default form (kPvPerStepDefault), 1 = per pair, 2 = per mma
+// (the emulator runs both explicitly). Template arguments must not depend on
+// __CUDA_ARCH__: the host pass registers the kernel by its template arguments, and a
+// default that differed between the host and device passes named a kernel the device
+// code does not hold (cudaErrorInvalidResourceHandle, seen on the H200).
+template <typename Traits, Load kLoad, bool kF16Acc, int kPvForm = 0>
 __global__ void __launch_bounds__(Traits::kNThreads, 1)
     ffpa_fwd_kernel(const FwdParams params, const __grid_constant__ TmaMaps maps) {
   using T = typename Traits::Element;
+  constexpr bool kPvPerStep = kPvForm == 0 ? kPvPerStepDefault : kPvForm == 2;
   constexpr bool kTma = kLoad == Load::kTma;
   static_assert(!kF16Acc || sizeof(T) == 2, "fp16 accumulation");
 #ifndef FFPA_TMA_DEVICE
