@@ -191,6 +191,11 @@ def test_fp16_accum_matches_reference(torch, d, causal, nq, nkv, hq, hkv, impl, 
         pytest.skip("fp16 accumulation not compiled (no fp16 instances)")
     if impl == "tma":
         request.getfixturevalue("tma")
+    if impl == "mma" and torch.cuda.get_device_capability()[0] == 12:
+        # The sm_120 family runs fp16 accumulation on the TMA feed only (docs/perf.md).
+        with pytest.raises(UnsupportedImplError, match="TMA path"):
+            _run_and_compare(torch, d, "fp16", causal, nq, nkv, hq, hkv, impl, "fp16")
+        return
     err, ref_max, got_lse, want_lse = _run_and_compare(torch, d, "fp16", causal, nq, nkv, hq, hkv, impl, "fp16")
     lse_err = float(np.max(np.abs(got_lse - want_lse)))
     assert last_kernel() == (cuda.auto_impl() if impl == "auto" else impl)
