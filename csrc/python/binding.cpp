@@ -264,20 +264,25 @@ ffpa::TensorDesc to_desc(const Array& a, const char* name) {
   return d;
 }
 
+// Spellings come from the library's impl_name / accum_name: one table of names.
 ffpa::Impl parse_impl(const std::string& impl) {
-  if (impl == "auto") return ffpa::Impl::kAuto;
-  if (impl == "mma") return ffpa::Impl::kMma;
-  if (impl == "simt") return ffpa::Impl::kSimt;
-  if (impl == "tma") return ffpa::Impl::kTma;
-  raise("UnsupportedImplError", "impl='" + impl + "' is not one of 'auto', 'mma', 'simt', 'tma'");
+  std::string known;
+  for (ffpa::Impl i : {ffpa::Impl::kAuto, ffpa::Impl::kMma, ffpa::Impl::kSimt, ffpa::Impl::kTma}) {
+    if (impl == ffpa::impl_name(i)) return i;
+    known += std::string(known.empty() ? "'" : ", '") + ffpa::impl_name(i) + "'";
+  }
+  raise("UnsupportedImplError", "impl='" + impl + "' is not one of " + known);
 }
 
 // The accumulator is a property of the kernel that runs, so a bad spelling is an
 // UnsupportedImplError like a bad impl (the library reports the dtype and impl rules).
 ffpa::Accum parse_accum(const std::string& accum) {
-  if (accum == "fp32") return ffpa::Accum::kFp32;
-  if (accum == "fp16") return ffpa::Accum::kFp16;
-  raise("UnsupportedImplError", "accum='" + accum + "' is not one of 'fp32', 'fp16'");
+  std::string known;
+  for (ffpa::Accum a : {ffpa::Accum::kFp32, ffpa::Accum::kFp16}) {
+    if (accum == ffpa::accum_name(a)) return a;
+    known += std::string(known.empty() ? "'" : ", '") + ffpa::accum_name(a) + "'";
+  }
+  raise("UnsupportedImplError", "accum='" + accum + "' is not one of " + known);
 }
 
 // Returns the kernel that ran ("mma", "simt" or "tma"; "auto" when nothing was launched).

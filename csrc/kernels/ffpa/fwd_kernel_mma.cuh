@@ -32,6 +32,15 @@ namespace ffpa {
 
 enum class Load { kCpAsync, kTma };
 
+// acc (an f32 C fragment) += h (the same fragment accumulated in fp16: two half2).
+__device__ __forceinline__ void add_f16_frag(float (&acc)[4], const uint32_t (&h)[2]) {
+  float f[4];
+  unpack_half2(h[0], f[0], f[1]);
+  unpack_half2(h[1], f[2], f[3]);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) acc[e] += f[e];
+}
+
 // Element offset of (row, 16-byte vector vec) in a [rows][64] chunk tile. XOR with
 // (row % 8) puts the 8 rows an ldmatrix phase reads (same vec) in 8 different
 // 16-byte bank groups, so ldmatrix and the cp.async writes are conflict-free.
@@ -455,14 +464,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
                 uint32_t t[2][2] = {{0u, 0u}, {0u, 0u}};
                 Mma16816F16Acc::run(t[0], a, b[0], b[1]);
                 Mma16816F16Acc::run(t[1], a, b[2], b[3]);
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                  float f[4];
-                  unpack_half2(t[h][0], f[0], f[1]);
-                  unpack_half2(t[h][1], f[2], f[3]);
-#pragma unroll
-                  for (int e = 0; e < 4; ++e) acc_o[chunk][2 * jp + h][e] += f[e];
-                }
+                add_f16_frag(acc_o[chunk][2 * jp], t[0]);
+                add_f16_frag(acc_o[chunk][2 * jp + 1], t[1]);
               } else if constexpr (kF16Acc) {
                 Mma16816F16Acc::run(acc_ph[0], a, b[0], b[1]);
                 Mma16816F16Acc::run(acc_ph[1], a, b[2], b[3]);
@@ -473,14 +476,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
             }
           }
           if constexpr (kF16Acc && !kPvPerStep) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              float f[4];
-              unpack_half2(acc_ph[h][0], f[0], f[1]);
-              unpack_half2(acc_ph[h][1], f[2], f[3]);
-#pragma unroll
-              for (int e = 0; e < 4; ++e) acc_o[chunk][2 * grp + h][e] += f[e];
-            }
+            add_f16_frag(acc_o[chunk][2 * grp], acc_ph[0]);
+            add_f16_frag(acc_o[chunk][2 * grp + 1], acc_ph[1]);
           }
         }
       }
