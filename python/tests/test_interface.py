@@ -83,9 +83,9 @@ def test_numpy_inputs_use_the_reference(dtype):
     q = rng.standard_normal((1, 4, 9, 40)).astype(dtype)
     k = rng.standard_normal((1, 2, 11, 40)).astype(dtype)
     v = rng.standard_normal((1, 2, 11, 40)).astype(dtype)
-    out, lse = ffpa_attn_func(q, k, v, causal=True, scale=0.2, return_lse=True)
+    out, lse = ffpa_attn_func(q, k, v, enable_gqa=True, scale=0.2, return_lse=True)
     compute = np.float64 if dtype == np.float64 else np.float32
-    want, want_lse = reference.attention(q, k, v, causal=True, scale=0.2, return_lse=True, dtype=compute)
+    want, want_lse = reference.attention(q, k, v, scale=0.2, return_lse=True, dtype=compute)
     assert out.dtype == dtype and lse.dtype == np.float32 and lse.shape == (1, 4, 9)
     np.testing.assert_allclose(out.astype(np.float64), want, rtol=1e-3, atol=1e-3)
     np.testing.assert_allclose(lse, want_lse, rtol=1e-6)
@@ -196,14 +196,15 @@ def test_impl_not_in_build(install_extension):
 def test_forward_call_contract(install_extension):
     ext = install_extension()
     q, k, v = qkv(b=2, hq=8, hkv=2, nq=33, nkv=70, d=128)
-    out, lse = ffpa_attn_func(q, k, v, causal=True, return_lse=True, impl="simt")
+    out, lse = ffpa_attn_func(q, k, v, attn_mask=None, is_causal=False, enable_gqa=True, return_lse=True,
+                              impl="simt")
     assert len(ext.calls) == 1
     cq, ck, cv, cout, clse, causal, scale, impl = ext.calls[0]
     assert (cq, ck, cv) == (q, k, v)
     assert cout is out and clse is lse
     assert isinstance(out, FakeCudaArray) and out.shape == q.shape and out.dtype == np.float16
     assert lse.shape == (2, 8, 33) and lse.dtype == np.float32
-    assert causal is True and impl == "simt"
+    assert causal is False and impl == "simt"
     assert scale == pytest.approx(1 / np.sqrt(128))
 
 
@@ -284,6 +285,9 @@ class _FakeTorchTensor:
 
 
 def test_tensors_that_require_grad_are_detached_for_export(install_extension, monkeypatch):
+    """The launch layer (what the torch op runs on CUDA) exports tensors detached."""
+    from ffpa_attn import launch
+
     fake_torch = types.ModuleType("torch")
     fake_torch.Tensor = _FakeTorchTensor
     fake_torch.float32 = "torch.float32"
@@ -292,7 +296,7 @@ def test_tensors_that_require_grad_are_detached_for_export(install_extension, mo
     monkeypatch.setitem(sys.modules, "torch", fake_torch)
     ext = install_extension()
     q, k, v = (_FakeTorchTensor((1, 4, 16, 128), requires_grad=True) for _ in range(3))
-    out = ffpa_attn_func(q, k, v)
+    out = launch.forward(q, k, v, False, None, False, "auto", "fp32")
     assert len(ext.calls) == 1 and isinstance(out, _FakeTorchTensor)
     assert all(not t.requires_grad for t in ext.calls[0][:3])
 
