@@ -30,7 +30,7 @@ from .errors import (
     UnsupportedImplError,
     UnsupportedLayoutError,
 )
-from .interface import ffpa_attn_func, last_kernel
+from .interface import FALLBACK_REASONS, ffpa_attn_func, last_kernel
 
 try:
     # Written by CMake at build time (VERSION, SOURCE_COMMIT, SOURCE_DIRTY, CHANNEL,
@@ -48,6 +48,7 @@ __all__ = [
     "reference",
     "ffpa_attn_func",
     "last_kernel",
+    "FALLBACK_REASONS",
     *errors.__all__,
 ]
 
