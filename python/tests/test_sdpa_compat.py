@@ -485,3 +485,23 @@ def test_fallback_with_a_causal_bias_does_not_recurse(replaced):
     torch.manual_seed(0)
     want = SDPA(q, k, v, attn_mask=torch.ones(5, 9, dtype=torch.bool).tril(diagonal=4), dropout_p=0.3)
     torch.testing.assert_close(out, want)
+
+
+@pytest.mark.parametrize("dtype,reason", [(torch.float16, None), (torch.float32, "dtype")])
+def test_compile_traces_the_cuda_routing(dtype, reason, install_extension, monkeypatch):
+    """The CUDA checks (extension, device count, arch, dtype, head dim) run inside
+    torch.compile's trace with no graph break: machine facts are asked once, at trace time."""
+    install_extension()
+    monkeypatch.setattr(torch_ops, "_device_type", lambda t: "cuda")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None: (8, 9))
+    torch._dynamo.reset()
+    q, k, v = qkv(dtype=dtype, d=64)
+    compiled = torch.compile(lambda q, k, v: ffpa_attn_func(q, k, v, is_causal=True), fullgraph=True,
+                             backend="aot_eager")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = compiled(q, k, v)
+        compiled(q, k, v)
+    torch.testing.assert_close(out, SDPA(q, k, v, is_causal=True), rtol=2e-3, atol=2e-3)
+    assert _fallback_reasons(caught) == ([reason] if reason else [])
+    assert last_kernel(with_reason=True) == (("sdpa", reason) if reason else ("torch_math", None))
