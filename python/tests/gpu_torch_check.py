@@ -196,8 +196,10 @@ def _grads(torch, fn, q, k, v, dout):
     (8, 2, 384, 512, 128, "is_causal"),      # GQA, top-left with Nq < Nkv
     (8, 2, 300, 300, 256, "none"),
     (4, 4, 256, 256, 512, "is_causal"),      # the memory-efficient backward
+    (8, 8, 500, 300, 128, "is_causal"),      # top-left with Nq > Nkv: two launches, efficient backward
     (8, 4, 200, 333, 320, "lower_right"),    # GQA, bottom-right (the kernels' own alignment)
-    (4, 4, 333, 200, 512, "lower_right"),    # rows that see no key
+    (8, 2, 333, 200, 128, "lower_right"),    # rows that see no key, flash backward
+    (4, 4, 333, 200, 512, "lower_right"),    # rows that see no key, memory-efficient backward
 ])
 def test_backward_agrees_with_sdpa(torch, hq, hkv, nq, nkv, d, mask):
     from torch.nn.attention.bias import causal_lower_right
