@@ -39,9 +39,9 @@ time forward+backward of ``ffpa_attn_func`` (its fused backward) against SDPA, c
 3.5x the forward FLOPs and report the error of dQ; their forward is ``impl="auto"``
 with fp32 accumulation whatever ``--cuda-impl`` says, and their rows say so. Causal
 cases with ``Nq != Nkv`` use the kernels' bottom-right alignment on both sides
-(``torch.nn.attention.bias.causal_lower_right``). Exit status: 0 when every case is within tolerance, 1 when one is
-not, 2 for usage errors (an impl the build or the GPU lacks too) and a missing
-GPU/extension.
+(``torch.nn.attention.bias.causal_lower_right``). Exit status: 0 when every case is
+within tolerance, 1 when one is not, 2 for usage errors (an impl the build or the GPU
+lacks too) and a missing GPU/extension.
 """
 
 from __future__ import annotations

@@ -57,7 +57,8 @@ def _mask_kind(causal: bool | int) -> int:
     return kind
 
 
-def causal_allowed(nq: int, nkv: int, kind: int, device: torch.device, rows: slice | None = None) -> torch.Tensor | None:
+def causal_allowed(nq: int, nkv: int, kind: int, device: torch.device,
+                   rows: slice | None = None) -> torch.Tensor | None:
     """Boolean [rows, Nkv], True where a query row may attend to a key; None without a mask.
 
     Top-left (SDPA's is_causal): key j <= i. Bottom-right: j <= i + (Nkv - Nq).
@@ -75,7 +76,8 @@ def _compute_dtype(*tensors: torch.Tensor) -> torch.dtype:
     return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
 
 
-def softmax_probs(q32: torch.Tensor, k32: torch.Tensor, causal: bool | int, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+def softmax_probs(q32: torch.Tensor, k32: torch.Tensor, causal: bool | int,
+                  scale: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Softmax probabilities [B, Hq, Nq, Nkv] and LSE [B, Hq, Nq] in q32's dtype.
 
     ``causal``: False/True (bottom-right, as before) or a mask kind of this module.

@@ -139,11 +139,13 @@ def test_compile_fullgraph_on_cuda(torch):
 # --- CUDA graphs -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("d", sorted({_dim(128), _dim(512)}))
-def test_cuda_graph_capture_and_replay(torch, d):
+# D = 128 square: the flash backward; D = 512 with more keys than queries: the
+# memory-efficient one (top-left causal, GQA expanded).
+@pytest.mark.parametrize("d,nkv", sorted({(_dim(128), 256), (_dim(512), 320)}))
+def test_cuda_graph_capture_and_replay(torch, d, nkv):
     from ffpa_attn import ffpa_attn_func
 
-    q, k, v = _qkv(torch, 1, 8, 2, 256, 320, d, seed=d, grad=True)
+    q, k, v = _qkv(torch, 1, 8, 2, 256, nkv, d, seed=d, grad=True)
     dout = torch.randn(1, 8, 256, d, device="cuda", dtype=q.dtype)
 
     def step():
@@ -165,7 +167,8 @@ def test_cuda_graph_capture_and_replay(torch, d):
     # New inputs in the captured buffers; replay; eager on the same inputs must agree.
     with torch.no_grad():
         for t, seed in ((q, 11), (k, 12), (v, 13), (dout, 14)):
-            t.copy_(torch.randn(t.shape, device="cuda", dtype=t.dtype, generator=torch.Generator("cuda").manual_seed(seed)))
+            gen = torch.Generator("cuda").manual_seed(seed)
+            t.copy_(torch.randn(t.shape, device="cuda", dtype=t.dtype, generator=gen))
     graph.replay()
     torch.cuda.synchronize()
     replayed = [static_out.clone(), *(t.grad.clone() for t in (q, k, v))]
@@ -178,7 +181,10 @@ def test_cuda_graph_capture_and_replay(torch, d):
     for name, a, b in zip(("out", "dq", "dk", "dv"), replayed, expected):
         tol = 0 if name == "out" else 2e-3
         torch.testing.assert_close(a, b, rtol=tol, atol=tol, msg=f"D={d} {name}: replay differs from eager")
-    _record(f"cuda_graph_D{d}", captured="forward+backward", replay_equals_eager=True)
+    from ffpa_attn import torch_ops
+
+    _record(f"cuda_graph_D{d}_Nkv{nkv}", captured="forward+backward", replay_equals_eager=True,
+            backward=torch_ops.fused_backward_kind(q, k, 1))
 
 
 # --- the backward against SDPA's ---------------------------------------------------------------

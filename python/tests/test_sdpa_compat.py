@@ -171,7 +171,8 @@ def test_autocast_lowers_fp32_inputs_as_sdpa_does():
 
 def test_deprecated_causal_keyword_keeps_bottom_right_and_gqa():
     q, k, v = qkv(hq=4, hkv=2, nq=5, nkv=9)
-    with pytest.warns(FFPADeprecationWarning, match=r"causal=\.\.\.\) is deprecated: use is_causal=.*causal_lower_right"):
+    deprecated = r"causal=\.\.\.\) is deprecated: use is_causal=.*causal_lower_right"
+    with pytest.warns(FFPADeprecationWarning, match=deprecated):
         out = ffpa_attn_func(q, k, v, causal=True)
     torch.testing.assert_close(out, SDPA(q, k, v, attn_mask=causal_lower_right(5, 9), enable_gqa=True))
 
