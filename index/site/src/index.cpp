@@ -189,6 +189,35 @@ std::string expand_release_url(const std::string& url, const std::string& tag) {
   return out;
 }
 
+std::string normalize_release_url(const std::string& url) {
+  return url.empty() || url.back() == '/' ? url : url + '/';
+}
+
+std::string derive_file_url(const std::string& release_url, const FileEntry& file) {
+  return expand_release_url(release_url, "v" + file.canonical_version) + url_encode_segment(file.filename);
+}
+
+std::vector<std::string> page_url_problems(const ProjectPage& page, const std::string& rel) {
+  std::vector<std::string> out;
+  if (page.files.empty()) return out;
+  if (page.release_url.empty()) {
+    out.push_back(rel + " records no release URL (a legacy or hand-written page), so the engine cannot tell where "
+                  "its files belong; record it with ffpa-index render --release-url URL (the URL the files are "
+                  "served from; \"{tag}\" stands for v<version>)");
+    return out;
+  }
+  for (const auto& f : page.files) {
+    const std::string want = derive_file_url(page.release_url, f);
+    if (f.url != want)
+      out.push_back(rel + ": the url of '" + f.filename + "' is '" + ffpa::core::printable(f.url) +
+                    "', not the '" + want + "' the engine derives from the page's release URL '" + page.release_url +
+                    "' and the file name; pip would fetch whatever that URL serves (another host, file, query or "
+                    "fragment): restore the entry from git history (or point every file at one release URL with "
+                    "ffpa-index render --release-url URL)");
+  }
+  return out;
+}
+
 // --- reading the channel -----------------------------------------------------------
 
 ProjectPage load_project(const IndexLocation& loc, const std::string& normalized) {
@@ -281,7 +310,7 @@ bool is_engine_temp(const std::string& name) {
   return false;
 }
 
-ChannelState read_channel(const IndexLocation& loc) {
+ChannelState read_channel(const IndexLocation& loc, const std::optional<std::string>& release_url) {
   ChannelState st;
   const fs::path cdir = loc.channel_dir();
   std::error_code ec;
@@ -334,7 +363,11 @@ ChannelState read_channel(const IndexLocation& loc) {
       }
       if (!has_page || !clean) continue;
       try {
-        st.pages.emplace(name, load_project(loc, name));
+        ProjectPage page = load_project(loc, name);
+        if (page.release_url.empty() && release_url) page.release_url = normalize_release_url(*release_url);
+        for (auto& p : page_url_problems(page, loc.channel_label() + "/" + name + "/index.json"))
+          st.problems.push_back(std::move(p));
+        st.pages.emplace(name, std::move(page));
       } catch (const Error& err) {
         st.problems.push_back(err.what());
       }
@@ -391,9 +424,10 @@ void plan_pages(const IndexLocation& loc, const std::map<std::string, ProjectPag
 IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& wheels, const AddOptions& opt) {
   if (opt.release_url.empty())
     throw Error("no release URL: anchors must point at the release assets; pass --release-url URL");
-  if (const std::string why = url_problem(opt.release_url, !opt.relative_release_url); !why.empty())
+  if (const std::string why = release_url_problem(opt.release_url, opt.relative_release_url); !why.empty())
     throw Error("release URL '" + ffpa::core::printable(opt.release_url) + "' is refused: " + why);
-  ChannelState st = read_channel(loc);
+  const std::string release_url = normalize_release_url(opt.release_url);
+  ChannelState st = read_channel(loc, release_url);
   if (!st.problems.empty()) throw channel_error(loc, st.problems, "add");
   IndexPlan plan;
   ChangeReport& rep = plan.report;
@@ -417,18 +451,25 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
     if (it == st.pages.end()) {
       ProjectPage fresh;
       fresh.name = w.project;
+      fresh.release_url = release_url;
       it = st.pages.emplace(w.project, std::move(fresh)).first;
     }
     ProjectPage& page = it->second;
+    if (page.release_url != release_url)
+      throw Error("refusing to add, nothing was written: " + loc.channel_label() + "/" + w.project +
+                  " serves its files from the release URL '" + page.release_url + "', not '" + release_url +
+                  "'; pass --release-url '" + page.release_url +
+                  "' (\"{tag}\" stands for each file's v<version>), or move every file first with ffpa-index "
+                  "render --release-url URL");
     touched.insert(w.project);
     FileEntry e;
     e.filename = fn;
-    e.url = opt.release_url + url_encode_segment(fn);
     e.sha256 = w.sha256;
     e.requires_python = w.requires_python;
     e.size = w.size;
     if (opt.core_metadata) e.core_metadata_sha256 = w.metadata_sha256;
     derive_file_fields(e);
+    e.url = derive_file_url(release_url, e);
     FileEntry* cur = page.find(fn);
     if (!cur) {
       // Another spelling of this very file (a legacy or older entry), or of its
@@ -652,9 +693,19 @@ ChangeReport unyank_version(const IndexLocation& loc, const std::string& version
       log, lock);
 }
 
-void render_all(const IndexLocation& loc, std::ostream& log, const SiteLock& lock) {
-  ChannelState st = read_channel(loc);
+void render_all(const IndexLocation& loc, const std::optional<std::string>& release_url, std::ostream& log,
+                const SiteLock& lock) {
+  if (release_url)
+    if (const std::string why = release_url_problem(*release_url, false); !why.empty())
+      throw Error("--release-url '" + ffpa::core::printable(*release_url) + "' is refused: " + why);
+  ChannelState st = read_channel(loc, release_url);
   if (!st.problems.empty()) throw channel_error(loc, st.problems, "render");
+  if (release_url) {
+    for (auto& [n, page] : st.pages) {
+      page.release_url = normalize_release_url(*release_url);
+      for (auto& f : page.files) f.url = derive_file_url(page.release_url, f);
+    }
+  }
   IndexPlan plan;
   std::set<std::string> all;
   for (const auto& [n, p] : st.pages) all.insert(n);
@@ -717,7 +768,7 @@ std::size_t verify_index(const PageSource& src, const std::string& assets, std::
     ChannelState st = read_channel(loc);
     for (const auto& p : st.problems) {
       ++problems;
-      log << "FOREIGN  " << p << "\n";
+      log << (p.find(" is not a page ffpa-index writes") != std::string::npos ? "FOREIGN  " : "PAGE     ") << p << "\n";
     }
     for (const auto& t : st.stale_temps) log << "note     " << t.string() << " is a temp file of a killed run; the next add/render removes it\n";
     pages = std::move(st.pages);
@@ -729,6 +780,10 @@ std::size_t verify_index(const PageSource& src, const std::string& assets, std::
         page_mismatch(rel, "has no index.json beside it (a legacy page, not yet imported)");
       else if (read_text(loc.project_dir(n) / "index.html") != render_project_html(page))
         page_mismatch(rel, "is not what its index.json renders to (edited by hand, or a write was interrupted)");
+      else if (read_text(loc.project_dir(n) / "index.json") != to_json(page).dump(1) + "\n")
+        page_mismatch(label + "/" + n + "/index.json",
+                      "is not what ffpa-index writes for its entries (a key, value or layout it does not write, "
+                      "which JSON clients such as uv read)");
     }
     if (!names.empty() || fs::exists(loc.channel_dir() / "index.html")) {
       if (read_text(loc.channel_dir() / "index.html") != render_root_html(names))
@@ -778,11 +833,30 @@ std::size_t verify_index(const PageSource& src, const std::string& assets, std::
         if (page.name != n) throw Error("it names project '" + page.name + "'");
         if (*h != render_project_html(page))
           page_mismatch(purl + "index.html", "is not what " + purl + "index.json renders to");
+        if (*j != to_json(page).dump(1) + "\n")
+          page_mismatch(purl + "index.json", "is not what ffpa-index writes for its entries (JSON clients read it)");
+        for (const auto& p : page_url_problems(page, purl + "index.json")) {
+          ++problems;
+          log << "PAGE     " << p << "\n";
+        }
         pages.emplace(n, std::move(page));
       } catch (const std::exception& e) {
         ++problems;
         log << "PAGE     " << purl << "index.json does not load: " << e.what() << "\n";
       }
+    }
+  }
+
+  // The release URL the pages record, against the one expected when given.
+  for (const auto& [n, page] : pages) {
+    if (page.files.empty()) continue;
+    if (src.release_url && page.release_url != normalize_release_url(*src.release_url)) {
+      ++problems;
+      log << "PAGE     " << label << "/" << n << "/index.json records the release URL '" << page.release_url
+          << "', not the expected '" << normalize_release_url(*src.release_url)
+          << "': its files would be fetched from there; restore the page from git history\n";
+    } else if (!page.release_url.empty()) {
+      log << "note     " << label << "/" << n << ": files derive from the release URL " << page.release_url << "\n";
     }
   }
 
@@ -825,6 +899,15 @@ std::size_t verify_index(const PageSource& src, const std::string& assets, std::
       if (got != f.sha256) {
         ++problems;
         log << "MISMATCH " << f.filename << ": index says " << f.sha256 << ", asset is " << got << "\n";
+        continue;
+      }
+      std::error_code size_ec;
+      const std::uint64_t size = fs::file_size(*p, size_ec);
+      if (!f.size || *f.size != size) {
+        ++problems;
+        log << "MISMATCH " << f.filename << ": the asset is " << size << " bytes, the index "
+            << (f.size ? "says " + std::to_string(*f.size) : std::string("records no size (PEP 700)"))
+            << "; re-add the wheel (ffpa-index add, same bytes) to record it\n";
         continue;
       }
       if (f.core_metadata_sha256) {

@@ -125,8 +125,9 @@ struct PublishRun {
 
   void setup() {
     if (!opt.index_only) store = make_asset_store(opt.assets);
-    release_url =
-        expand_release_url(opt.release_url.empty() ? store->default_release_url(opt.tag) : opt.release_url, opt.tag);
+    // The template, as the page records it: each file's URL expands "{tag}" to its
+    // v<version>, which is this tag (check_inputs holds every wheel to it).
+    release_url = normalize_release_url(opt.release_url.empty() ? store->default_release_url() : opt.release_url);
     site_url = !opt.site_url.empty() ? opt.site_url : store ? store->default_site_url() : "";
     project = wheels.front().project;
     notes = notes_for(project, tagv.canonical, opt.channel, site_url, opt.index_prefix);
@@ -186,7 +187,7 @@ struct PublishRun {
         << "  version  " << tagv.canonical << "\n  channel  " << opt.channel << "\n  tag      " << opt.tag
         << (opt.index_only ? "  (index only: no release, no upload)" : "") << "\n"
         << "  assets   " << (store ? store->spec() : std::string("(mirror)")) << "\n"
-        << "  anchors  " << release_url << "<file>#sha256=<hex>\n"
+        << "  anchors  " << expand_release_url(release_url, opt.tag) << "<file>#sha256=<hex>\n"
         << "  site     " << site.dir().string() << " (" << opt.remote << "/" << opt.branch << "), "
         << channel_rel << "\n";
     for (const auto& w : wheels) out << "  wheel    " << w.name.filename() << "  sha256=" << w.sha256 << "\n";

@@ -90,11 +90,25 @@ PreparedWheel prepare_wheel(const fs::path& p);
 // "{tag}" in a release URL is replaced by the URL-encoded tag, so one setting serves
 // every release; the result always ends with '/'.
 std::string expand_release_url(const std::string& url, const std::string& tag);
+// The release URL as a page records it: with its trailing '/'.
+std::string normalize_release_url(const std::string& url);
+
+// The one URL of a listed file: the release URL with "{tag}" expanded to the file's
+// release tag (v<canonical version>, the tag publish creates) and the URL-encoded file
+// name appended. Pages list, render and verify no other URL.
+std::string derive_file_url(const std::string& release_url, const FileEntry& file);
+// What is wrong with a page's URLs, one message per problem (empty when none): no
+// recorded release URL, or a file whose url is not the derived one. `rel` names the
+// page in the messages.
+std::vector<std::string> page_url_problems(const ProjectPage& page, const std::string& rel);
 
 // --- mutations ------------------------------------------------------------------
 
 struct AddOptions {
-  std::string release_url;  // anchors are release_url + url-encoded file name
+  // Where the files are served from: each anchor is derive_file_url(release_url, file)
+  // ("{tag}" expands per file). A page that records another release URL is refused:
+  // move it first with render --release-url.
+  std::string release_url;
   // Whether <asset url>.metadata is served (PEP 658): only then may the page carry
   // core-metadata, because pip fetches exactly that URL and fails the install when
   // it is missing. publish uploads the file beside each asset, so it sets this.
@@ -136,7 +150,10 @@ struct ChannelState {
   std::vector<std::string> problems;
   std::vector<fs::path> stale_temps;
 };
-ChannelState read_channel(const IndexLocation& loc);
+// `release_url`: taken as the release URL of pages that record none (add, render
+// --release-url); their files must then derive from it. Without it such a page is a
+// problem, as is any page whose files do not derive from its own release URL.
+ChannelState read_channel(const IndexLocation& loc, const std::optional<std::string>& release_url = std::nullopt);
 // Whether a file name is one of the engine's own temp files (".index.json.tmp.XXXXXX").
 bool is_engine_temp(const std::string& filename);
 // Removes the stale temp files a killed writer left in the channel; returns them.
@@ -164,8 +181,12 @@ ChangeReport yank_version(const IndexLocation& loc, const std::string& version,
 ChangeReport unyank_version(const IndexLocation& loc, const std::string& version,
                             const std::optional<std::string>& project, std::ostream& log, const SiteLock&);
 
-// Re-renders every HTML page (and the root) from the JSON.
-void render_all(const IndexLocation& loc, std::ostream& log, const SiteLock&);
+// Re-renders every HTML page (and the root) from the JSON. Refuses, nothing written,
+// when a page's files do not derive from its release URL. With `release_url`, every
+// page is pointed at it (its files' urls derived anew): the way to record one on a page
+// that has none, or to move the whole channel to another release URL.
+void render_all(const IndexLocation& loc, const std::optional<std::string>& release_url, std::ostream& log,
+                const SiteLock&);
 
 // --- verify ---------------------------------------------------------------------
 
@@ -175,12 +196,16 @@ struct PageSource {
   std::optional<IndexLocation> dir;
   std::string url;  // site root URL; the channel is <url>/<prefix>/<channel>/
   std::string prefix = "whl", channel = "cu13";
+  // When given, the release URL every page must record (--release-url); otherwise
+  // each page's own is used, and printed.
+  std::optional<std::string> release_url;
 };
 
 // Checks what pip reads: every served HTML page must be exactly what its JSON renders
-// to (the root page too), and nothing foreign may sit in the channel. Then recomputes
-// every listed file's sha256 (and the .metadata beside it when the page advertises
-// one) from a directory (files directly in it or one level down, as the dir: asset
+// to and every JSON page what the engine writes (the root page too), every file's URL
+// the one derived from the page's release URL, and nothing foreign may sit in the
+// channel. Then recomputes every listed file's sha256 and size (and the .metadata
+// beside it when the page advertises one) from a directory (files directly in it or one level down, as the dir: asset
 // store keeps them per tag) or an http(s) base URL. Returns the number of problems;
 // each is printed.
 std::size_t verify_index(const PageSource& pages, const std::string& assets, std::ostream& log);
