@@ -455,12 +455,6 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
       it = st.pages.emplace(w.project, std::move(fresh)).first;
     }
     ProjectPage& page = it->second;
-    if (page.release_url != release_url)
-      throw Error("refusing to add, nothing was written: " + loc.channel_label() + "/" + w.project +
-                  " serves its files from the release URL '" + page.release_url + "', not '" + release_url +
-                  "'; pass --release-url '" + page.release_url +
-                  "' (\"{tag}\" stands for each file's v<version>), or move every file first with ffpa-index "
-                  "render --release-url URL");
     touched.insert(w.project);
     FileEntry e;
     e.filename = fn;
@@ -541,7 +535,18 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
       }
     }
   }
-  for (const auto& name : touched) st.pages.at(name).refresh_versions();
+  // Checked last, so that a wheel's own refusal (other bytes, another spelling) is the
+  // one reported.
+  for (const auto& name : touched) {
+    ProjectPage& page = st.pages.at(name);
+    if (page.release_url != release_url)
+      throw Error("refusing to add, nothing was written: " + loc.channel_label() + "/" + name +
+                  " serves its files from the release URL '" + page.release_url + "', not '" + release_url +
+                  "'; pass --release-url '" + page.release_url +
+                  "' (\"{tag}\" stands for each file's v<version>), or move every file first with ffpa-index "
+                  "render --release-url URL");
+    page.refresh_versions();
+  }
   if (opt.metadata_dir) {
     for (const auto& w : wheels) plan.writes.emplace_back(*opt.metadata_dir / (w.name.filename() + ".metadata"), w.metadata);
   }
@@ -768,7 +773,7 @@ std::size_t verify_index(const PageSource& src, const std::string& assets, std::
     ChannelState st = read_channel(loc);
     for (const auto& p : st.problems) {
       ++problems;
-      log << (p.find(" is not a page ffpa-index writes") != std::string::npos ? "FOREIGN  " : "PAGE     ") << p << "\n";
+      log << (p.find("release URL") != std::string::npos ? "URL      " : "FOREIGN  ") << p << "\n";
     }
     for (const auto& t : st.stale_temps) log << "note     " << t.string() << " is a temp file of a killed run; the next add/render removes it\n";
     pages = std::move(st.pages);
@@ -837,7 +842,7 @@ std::size_t verify_index(const PageSource& src, const std::string& assets, std::
           page_mismatch(purl + "index.json", "is not what ffpa-index writes for its entries (JSON clients read it)");
         for (const auto& p : page_url_problems(page, purl + "index.json")) {
           ++problems;
-          log << "PAGE     " << p << "\n";
+          log << "URL      " << p << "\n";
         }
         pages.emplace(n, std::move(page));
       } catch (const std::exception& e) {
@@ -852,7 +857,7 @@ std::size_t verify_index(const PageSource& src, const std::string& assets, std::
     if (page.files.empty()) continue;
     if (src.release_url && page.release_url != normalize_release_url(*src.release_url)) {
       ++problems;
-      log << "PAGE     " << label << "/" << n << "/index.json records the release URL '" << page.release_url
+      log << "URL      " << label << "/" << n << "/index.json records the release URL '" << page.release_url
           << "', not the expected '" << normalize_release_url(*src.release_url)
           << "': its files would be fetched from there; restore the page from git history\n";
     } else if (!page.release_url.empty()) {

@@ -30,7 +30,7 @@ files.sort(key=lambda f: f["filename"])
 tmp = work / "tmp"
 tmp.mkdir()
 env = {"TMPDIR": str(tmp)}
-run(["render", "--index-dir", site], env=env, check_rc=0)
+run(["render", "--index-dir", site, "--release-url", URL], env=env, check_rc=0)
 start = time.monotonic()
 run(["add", "--index-dir", site, "--release-url", URL, make_wheel(work / "dist", "8.0.0+cu13")], env=env, check_rc=0)
 duration = time.monotonic() - start  # what one add takes here: kills land inside a run
