@@ -1,6 +1,8 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
 // ffpa-index: command-line front end of the release engine. Wheel commands are
 // handled here; index and publishing commands are forwarded to ffpa::site.
+#include <signal.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
@@ -350,6 +352,10 @@ int list_cmd(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) would kill the engine with SIGXFSZ mid-write, with no
+  // message and no cleanup. Ignored, the write fails with EFBIG instead and is reported
+  // (and undone) like a full disk.
+  ::signal(SIGXFSZ, SIG_IGN);
   if (argc < 2) {
     std::cerr << kTopHelp;
     return 2;

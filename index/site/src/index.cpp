@@ -14,10 +14,13 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "ffpa/core/atomic.h"
 #include "ffpa/core/error.h"
@@ -39,20 +42,6 @@ std::optional<std::string> read_text(const fs::path& p) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-// Atomic write that skips identical content, so a re-run that changes nothing
-// leaves mtimes and the git tree alone.
-bool write_if_changed(const fs::path& p, const std::string& data) {
-  auto cur = read_text(p);
-  if (cur && *cur == data) return false;
-  std::error_code ec;
-  fs::create_directories(p.parent_path(), ec);
-  if (ec)
-    throw Error("cannot create " + p.parent_path().string() + ": " + ec.message() +
-                "; fix its permissions, then re-run (finished pages are kept, the rest is rewritten)");
-  ffpa::core::write_file_atomic(p, data);
-  return true;
 }
 
 // A file of the channel the engine did not write, or a page it cannot read, named
@@ -161,7 +150,12 @@ PreparedWheel prepare_wheel(const fs::path& p) {
   std::error_code ec;
   if (!fs::is_regular_file(p, ec))
     throw Error("'" + p.string() + "' does not exist or is not a file; build the wheels first");
-  const auto check = ffpa::core::verify_wheel(p);
+  // One read of the file, into a copy nobody else can change: what is verified is
+  // what is hashed, measured, read for METADATA and uploaded, even if the path is
+  // swapped or the file rewritten meanwhile.
+  w.bytes = std::make_shared<const PrivateCopy>(p);
+  ++g_hashed;
+  const auto check = ffpa::core::verify_wheel(w.bytes->fd(), p);
   if (!check.ok) {
     std::string msg = "'" + fn + "' does not verify:";
     for (const auto& pr : check.problems) msg += "\n  - " + pr;
@@ -169,16 +163,79 @@ PreparedWheel prepare_wheel(const fs::path& p) {
            "published as is)";
     throw Error(msg);
   }
-  w.size = fs::file_size(p);
-  w.sha256 = hash_file(p);
-  w.metadata = ffpa::core::read_wheel_metadata(p);
+  w.size = w.bytes->size();
+  w.sha256 = w.bytes->sha256();
+  w.metadata = check.metadata;
   w.metadata_sha256 = ffpa::core::sha256_hex(w.metadata);
-  for (const auto& [k, val] : ffpa::core::parse_header_lines(w.metadata)) {
+  for (const auto& [k, val] : check.metadata_fields) {
     std::string key = k;
     std::transform(key.begin(), key.end(), key.begin(), ::tolower);
     if (key == "requires-python") w.requires_python = val;
   }
   return w;
+}
+
+PrivateCopy::PrivateCopy(const fs::path& src) {
+  const int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) throw Error("cannot open '" + src.string() + "': " + std::strerror(errno) + "; check the path");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } close_in{in};
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string dir = tmp && *tmp ? tmp : "/tmp";
+  fd_ = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd_ < 0) {  // a file system without O_TMPFILE: a named file, unlinked at once
+    std::string templ = dir + "/.ffpa-wheel.XXXXXX";
+    fd_ = ::mkostemp(templ.data(), O_CLOEXEC);
+    if (fd_ >= 0) ::unlink(templ.c_str());
+  }
+  if (fd_ < 0)
+    throw Error("cannot create a private copy of '" + src.string() + "' under " + dir + ": " + std::strerror(errno) +
+                "; point TMPDIR at a writable directory");
+  ffpa::core::Sha256 sha;
+  std::vector<char> buf(1 << 20);
+  for (;;) {
+    const ssize_t n = ::read(in, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd_);
+      throw Error("cannot read '" + src.string() + "': " + why);
+    }
+    if (n == 0) break;
+    for (ssize_t done = 0; done < n;) {
+      const ssize_t m = ::write(fd_, buf.data() + done, static_cast<std::size_t>(n - done));
+      if (m < 0 && errno == EINTR) continue;
+      if (m < 0) {
+        const std::string why = ffpa::core::write_error_text(errno);
+        ::close(fd_);
+        throw Error("cannot copy '" + src.string() + "' into a private file under " + dir + ": " + why);
+      }
+      done += m;
+    }
+    sha.update(std::string_view(buf.data(), static_cast<std::size_t>(n)));
+    size_ += static_cast<std::uint64_t>(n);
+  }
+  sha256_ = ffpa::core::to_hex(sha.finish_raw());
+}
+
+PrivateCopy::~PrivateCopy() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void PrivateCopy::write_to(const fs::path& dst) const {
+  ffpa::core::AtomicOutput out(dst);
+  std::vector<char> buf(1 << 20);
+  for (std::uint64_t off = 0; off < size_;) {
+    const ssize_t n = ::pread(fd_, buf.data(), static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), size_ - off)),
+                              static_cast<off_t>(off));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error("cannot read the private copy of " + dst.filename().string() + ": " + std::strerror(errno));
+    out.write(std::string_view(buf.data(), static_cast<std::size_t>(n)));
+    off += static_cast<std::uint64_t>(n);
+  }
+  out.commit();
 }
 
 std::string expand_release_url(const std::string& url, const std::string& tag) {
@@ -398,6 +455,27 @@ std::vector<fs::path> remove_stale_temps(const IndexLocation& loc, const SiteLoc
 
 namespace {
 
+// What an add --metadata-dir that was killed left in `dir`: each marker (or temp
+// file) of a .metadata write, and the .metadata file it wrote when no page advertises
+// those bytes. Files of other writers are left alone: a .metadata file goes only
+// when its bytes are exactly the marker's.
+std::vector<fs::path> metadata_leftovers(const fs::path& dir, const std::map<std::string, std::string>& listed) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!is_metadata_temp(name) || !it->is_regular_file(ec) || it->is_symlink(ec)) continue;
+    const std::string final_name = name.substr(1, name.size() - 1 - 11);  // ".tmp.XXXXXX"
+    const std::string wheel = final_name.substr(0, final_name.size() - 9);  // ".metadata"
+    const auto marker = read_text(it->path()), written = read_text(dir / final_name);
+    const auto l = listed.find(wheel);
+    const bool advertised = l != listed.end() && marker && l->second == ffpa::core::sha256_hex(*marker);
+    if (marker && written && *marker == *written && !advertised) out.push_back(dir / final_name);
+    out.push_back(it->path());
+  }
+  return out;
+}
+
 // Serialises the pages and the root into `plan`; a value the JSON cannot hold
 // surfaces here, before anything is written.
 void plan_pages(const IndexLocation& loc, const std::map<std::string, ProjectPage>& all,
@@ -429,6 +507,10 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
   const std::string release_url = normalize_release_url(opt.release_url);
   ChannelState st = read_channel(loc, release_url);
   if (!st.problems.empty()) throw channel_error(loc, st.problems, "add");
+  std::map<std::string, std::string> listed_metadata;  // file name -> sha256 of the .metadata its page advertises
+  for (const auto& [n, page] : st.pages)
+    for (const auto& f : page.files)
+      if (f.core_metadata_sha256) listed_metadata.emplace(f.filename, *f.core_metadata_sha256);
   IndexPlan plan;
   ChangeReport& rep = plan.report;
   std::ostringstream log;
@@ -549,6 +631,8 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
   }
   if (opt.metadata_dir) {
     for (const auto& w : wheels) plan.writes.emplace_back(*opt.metadata_dir / (w.name.filename() + ".metadata"), w.metadata);
+    plan.metadata_writes = wheels.size();
+    plan.removals = metadata_leftovers(*opt.metadata_dir, listed_metadata);
   }
   plan_pages(loc, st.pages, touched, plan);
   check_writable(plan);
@@ -571,9 +655,66 @@ void check_writable(const IndexPlan& plan) {
   }
 }
 
+bool is_metadata_temp(const std::string& name) {
+  // write_file_atomic's temp name of "<wheel>.metadata": "." + that + ".tmp." + 6 characters.
+  const std::string tail = ".whl.metadata.tmp.";
+  return name.size() > 1 + tail.size() + 6 && name[0] == '.' &&
+         name.compare(name.size() - 6 - tail.size(), tail.size(), tail) == 0 &&
+         std::all_of(name.end() - 6, name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; });
+}
+
 std::size_t apply_plan(const IndexPlan& plan) {
-  std::size_t n = 0;
-  for (const auto& [path, data] : plan.writes) n += write_if_changed(path, data) ? 1 : 0;
+  struct Undo {
+    fs::path path;
+    std::optional<std::string> before;  // nullopt: the file did not exist
+  };
+  std::vector<Undo> undo;
+  std::vector<fs::path> markers, made_dirs;
+  std::size_t n = 0, i = 0;
+  try {
+    for (const auto& p : plan.removals) {
+      std::error_code ec;
+      fs::remove(p, ec);
+    }
+    for (const auto& [path, data] : plan.writes) {
+      const bool metadata = i++ < plan.metadata_writes;
+      auto cur = read_text(path);
+      if (cur && *cur == data) continue;
+      for (fs::path d = path.parent_path(); !d.empty() && !fs::exists(d); d = d.parent_path()) made_dirs.push_back(d);
+      undo.push_back({path, cur});
+      std::error_code ec;
+      fs::create_directories(path.parent_path(), ec);
+      if (ec)
+        throw Error("cannot create " + path.parent_path().string() + ": " + ec.message() +
+                    "; fix its permissions, then re-run");
+      ffpa::core::AtomicOutput out(path);
+      out.write(data);
+      if (metadata && !cur) {
+        if (out.commit_keeping_marker()) markers.push_back(out.temp_path());
+      } else {
+        out.commit();
+      }
+      ++n;
+    }
+  } catch (...) {
+    // Back to what was there: the pages first (they may advertise a .metadata file).
+    for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
+      std::error_code ec;
+      try {
+        if (it->before) ffpa::core::write_file_atomic(it->path, *it->before);
+        else fs::remove(it->path, ec);
+      } catch (const std::exception&) {
+      }
+    }
+    for (const auto& m : markers) ::unlink(m.c_str());
+    std::sort(made_dirs.begin(), made_dirs.end(), [](const fs::path& a, const fs::path& b) { return a.string() > b.string(); });
+    for (const auto& d : made_dirs) {
+      std::error_code ec;
+      fs::remove(d, ec);  // only when empty
+    }
+    throw;
+  }
+  for (const auto& m : markers) ::unlink(m.c_str());
   return n;
 }
 

@@ -80,6 +80,9 @@ struct PublishRun {
       : opt(o), out(out_), err(err_), site(o.site_repo, o.remote, o.branch) {}
 
   fs::path md_path(const PreparedWheel& w) const { return md_dir / (w.name.filename() + ".metadata"); }
+  // The verified bytes (PrivateCopy) are staged beside the metadata and uploaded from
+  // there: never the path given, which may hold other bytes by now.
+  fs::path staged(const PreparedWheel& w) const { return md_dir / w.name.filename(); }
 
   // Guards first: no tool is run and nothing is read from the network before the
   // inputs are known to be publishable.
@@ -198,7 +201,7 @@ struct PublishRun {
       else if (auto c = store->create_command(rs); !c.empty()) out << "  " << format_command(c) << "\n";
       else out << "  # create release " << opt.tag << " in " << store->spec() << " (target " << target << ")\n";
       for (const auto& w : wheels) {
-        for (const fs::path& f : {w.path, md_path(w)}) {
+        for (const fs::path& f : {staged(w), md_path(w)}) {
           if (identical.count(f.filename().string())) {
             out << "  # " << f.filename().string() << " already published with these bytes; skipped\n";
             continue;
@@ -266,7 +269,9 @@ struct PublishRun {
       };
       for (const auto& w : wheels) {
         ffpa::core::write_file_atomic(md_path(w), w.metadata);
-        for (const fs::path& f : {w.path, md_path(w)}) upload_one(f);
+        if (!identical.count(w.name.filename())) w.bytes->write_to(staged(w));
+        for (const fs::path& f : {staged(w), md_path(w)}) upload_one(f);
+        fs::remove(staged(w), ec);
         if (first) kill_point("upload-1");
         first = false;
       }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <iosfwd>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -70,21 +71,46 @@ std::string hash_file(const fs::path& p);
 // ".<wheel>.metadata.tmp.XXXXXX", and that name must fit NAME_MAX (255 bytes).
 inline constexpr std::size_t kMaxWheelFilename = 255 - 21;
 
+// The bytes of a file as one read of it saw them: copied through a single descriptor
+// into a private, unnamed file (O_TMPFILE under $TMPDIR, freed by the kernel when the
+// last descriptor closes, a kill included), hashed and counted on the way. Whatever
+// happens to the original's path afterwards, checks, hashes and uploads read this.
+class PrivateCopy {
+ public:
+  explicit PrivateCopy(const fs::path& src);  // throws ffpa::core::Error naming the fix
+  ~PrivateCopy();
+  PrivateCopy(const PrivateCopy&) = delete;
+  PrivateCopy& operator=(const PrivateCopy&) = delete;
+  int fd() const { return fd_; }
+  std::uint64_t size() const { return size_; }
+  const std::string& sha256() const { return sha256_; }
+  // Writes the copy to `dst` atomically (temp + rename).
+  void write_to(const fs::path& dst) const;
+
+ private:
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+  std::string sha256_;
+};
+
 // A wheel checked and measured once, before any step of add or publish runs.
 struct PreparedWheel {
-  fs::path path;
+  fs::path path;  // as given (messages); the bytes are `bytes`
   ffpa::core::WheelFilename name;
   ffpa::core::Version version;
   std::string project;  // PEP 503 normalised
   std::string sha256;
   std::uint64_t size = 0;
   std::string metadata, metadata_sha256, requires_python;
+  // The bytes that were verified, hashed and measured, and whose METADATA was read.
+  std::shared_ptr<const PrivateCopy> bytes;
 };
 
 // Parses the file name against the wheel grammar and requires its canonical
-// spelling (one version, one file name), verifies the wheel (RECORD, METADATA),
-// bounds the name's length, hashes the file and reads METADATA. Throws
-// ffpa::core::Error with a message that names the fix.
+// spelling (one version, one file name), bounds the name's length, then opens the
+// file once into a PrivateCopy and verifies (RECORD, METADATA), hashes, measures and
+// reads METADATA from that copy alone. Throws ffpa::core::Error with a message that
+// names the fix.
 PreparedWheel prepare_wheel(const fs::path& p);
 
 // "{tag}" in a release URL is replaced by the URL-encoded tag, so one setting serves
@@ -129,7 +155,13 @@ struct ChangeReport {
 // goes to disk. `writes` holds every page the mutation owns, changed or not, so
 // publish can stage exactly these paths.
 struct IndexPlan {
-  std::vector<std::pair<fs::path, std::string>> writes;  // absolute path, content; JSON before HTML
+  // Removed before anything is written: what an interrupted add --metadata-dir left in
+  // the served directory (its markers, and the .metadata files no page lists).
+  std::vector<fs::path> removals;
+  // absolute path, content: the .metadata files first (a page never advertises one
+  // that is not there), then JSON before HTML.
+  std::vector<std::pair<fs::path, std::string>> writes;
+  std::size_t metadata_writes = 0;  // how many of `writes`, from the front, are .metadata files
   ChangeReport report;
   std::string log;  // printed only once the writes are done
 };
@@ -165,8 +197,15 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
 // Throws, naming each place and its fix, when a directory the plan writes to cannot
 // be written (plan_add runs it; so do remove, yank, unyank and render).
 void check_writable(const IndexPlan& plan);
-// Writes only the files whose content differs; returns how many it wrote.
+// Writes only the files whose content differs; returns how many it wrote. All or
+// nothing: on a failure (disk full, a file-size limit, a directory that turned
+// read-only) every file it wrote is restored or removed, with the directories it
+// created, and the error is rethrown. A .metadata file new to the served directory
+// carries a marker (".<wheel>.metadata.tmp.XXXXXX") until the pages are written, so
+// that a killed run's leftovers are found and removed by the next add there.
 std::size_t apply_plan(const IndexPlan& plan);
+// Whether a file name is such a marker (or a temp file of a .metadata write).
+bool is_metadata_temp(const std::string& filename);
 ChangeReport add_wheels(const IndexLocation& loc, const std::vector<PreparedWheel>& wheels,
                         const AddOptions& opt, std::ostream& log, const SiteLock&);
 
