@@ -372,9 +372,10 @@ std::vector<std::vector<std::string>> record_rows(std::string_view text, std::ve
     }
     auto parsed = parse_csv(line);
     if (parsed.size() != 1 || csv_line(parsed[0]) != std::string(line) + "\n") {
-      problems.push_back(at + " ('" + printable(line.substr(0, 80)) + "') is " +
-                         (line.empty() ? std::string("empty") : "not written as Python's csv module writes it (minimal quoting)") +
-                         "; installers could split it into other fields: rebuild the wheel");
+      problems.push_back(at + (line.empty() ? std::string(" is empty (csv writers write no empty rows)")
+                                            : " ('" + printable(line.substr(0, 80)) +
+                                                  "') is not written as Python's csv module writes it (minimal quoting)") +
+                         "; installers could read other rows or fields: rebuild the wheel");
       continue;
     }
     rows.push_back(std::move(parsed[0]));
@@ -596,7 +597,11 @@ WheelCheck verify_wheel(int fd, const std::filesystem::path& whl) {
     // `pip uninstall` removes what RECORD names, a directory with all it holds.
     for (const auto& [name, row] : listed) {
       if (zip->find(name)) continue;
-      const std::string why = member_name_problem(name);
+      std::string why = member_name_problem(name);
+      for (const auto& m : members)
+        if (why.empty() && m.name.size() > name.size() && m.name.compare(0, name.size(), name) == 0 && m.name[name.size()] == '/')
+          why = "is the directory of '" + m.name + "': `pip uninstall` would delete it with all it holds, other "
+                "packages' files included; list files only";
       problem("RECORD lists '" + printable(name) + "' which is not in the archive" + (why.empty() ? "" : " and " + why));
     }
   }
