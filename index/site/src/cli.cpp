@@ -40,7 +40,10 @@ const std::map<std::string, std::string>& help_texts() {
        "  --metadata-dir DIR  write <wheel>.metadata into DIR and advertise it (data-core-metadata):\n"
        "                      DIR must be the directory served at --release-url, because pip fetches\n"
        "                      exactly <asset url>.metadata (PEP 658); without it no metadata is advertised\n"
-       "  FFPA_FORCE_UPLOAD=1 replace an entry of the same name with other bytes (otherwise refused)\n"},
+       "  FFPA_FORCE_UPLOAD=1 replace an entry of the same name with other bytes (otherwise refused)\n"
+       "All or nothing: a failed add (disk full, a file-size limit) restores what it wrote; the .metadata\n"
+       "files a killed one left in DIR are removed by the next add --metadata-dir DIR.\n"
+       "  FFPA_PUBLISH_KILL_AT=add-metadata  test hook: SIGKILL once the .metadata files are written\n"},
       {"remove",
        "usage: ffpa-index remove --index-dir DIR [--channel cu13] [--index-prefix whl] --version V\n"
        "                         [--project NAME]\n"

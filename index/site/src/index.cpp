@@ -28,6 +28,7 @@
 #include "ffpa/core/utf8.h"
 #include "ffpa/core/wheel.h"
 #include "ffpa/site/process.h"
+#include "ffpa/site/publish.h"
 
 namespace ffpa::site {
 
@@ -677,6 +678,7 @@ std::size_t apply_plan(const IndexPlan& plan) {
       fs::remove(p, ec);
     }
     for (const auto& [path, data] : plan.writes) {
+      if (i == plan.metadata_writes && plan.metadata_writes > 0) kill_point("add-metadata");
       const bool metadata = i++ < plan.metadata_writes;
       auto cur = read_text(path);
       if (cur && *cur == data) continue;
