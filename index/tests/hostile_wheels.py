@@ -469,7 +469,8 @@ def ensure_old_pip(base_python: str, cache: Path, requirements: Path) -> str:
             sys.exit(f"hostile_wheels: cannot create {cache}: {r.stderr}")
         req = cache / "requirements.txt"
         req.write_text(" ".join(pin) + "\n")
-        r = run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--require-hashes", "-r", req])
+        r = run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--require-hashes", "-r", req],
+                env=dict(os.environ, PIP_NO_INDEX="0"))
         if r.returncode != 0:
             sys.exit(f"hostile_wheels: cannot install {pin[0]} into {cache} (PyPI needed once): {r.stdout}{r.stderr}")
         stamp.write_text(" ".join(pin))
