@@ -26,6 +26,7 @@ the engine is stricter than the oracle, the sweep says so and why.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import csv
 import glob
 import hashlib
@@ -619,6 +620,7 @@ def main() -> int:
     failures: list[str] = []
     seen = set()
     accepted: list[tuple[str, Path]] = []
+    evidence: list[tuple[str, Path]] = []
     n_refused = 0
 
     def verify(whl: Path):
@@ -653,11 +655,7 @@ def main() -> int:
                 failures.append(f"{name}: refused, but the message does not match /{expect}/:\n{out}")
             if why_os:
                 print(f"          oracle: {why_os[0]}")
-            # Evidence: what pip would have done with it.
-            p = installers[0].target(whl, d / "pip", args.python, env)
-            if p.returncode == 0:
-                extra = installed_files(d / "pip") - record_files(whl)
-                print(f"          pip would install it{'; files beyond RECORD: ' + ', '.join(sorted(extra)) if extra else ''}")
+            evidence.append((name, whl))
             continue
         print(f"[accepted] {name}")
         if expect != "accept":
@@ -674,6 +672,19 @@ def main() -> int:
                 got = installed_files(d / inst.label)
                 failures.append(f"{name}: {inst.label} installed {sorted(got - listed)} beyond RECORD and missed {sorted(listed - got)}")
 
+    # Evidence: what pip would have done with each refused wheel (in parallel: each
+    # pip run is mostly interpreter start-up).
+    def pip_would(item):
+        name, whl = item
+        p = installers[0].target(whl, whl.parent / "pip", args.python, env)
+        if p.returncode != 0:
+            return f"[evidence] {name}: pip refuses it too"
+        extra = installed_files(whl.parent / "pip") - record_files(whl)
+        return f"[evidence] {name}: pip would install it{'; files beyond RECORD: ' + ', '.join(sorted(extra)) if extra else ''}"
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        for line in pool.map(pip_would, evidence):
+            print(line)
     if args.only:
         print("\n".join(failures) or "only: no failure")
         return 1 if failures else 0

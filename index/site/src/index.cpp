@@ -683,7 +683,6 @@ std::size_t apply_plan(const IndexPlan& plan) {
       auto cur = read_text(path);
       if (cur && *cur == data) continue;
       for (fs::path d = path.parent_path(); !d.empty() && !fs::exists(d); d = d.parent_path()) made_dirs.push_back(d);
-      undo.push_back({path, cur});
       std::error_code ec;
       fs::create_directories(path.parent_path(), ec);
       if (ec)
@@ -696,6 +695,7 @@ std::size_t apply_plan(const IndexPlan& plan) {
       } else {
         out.commit();
       }
+      undo.push_back({path, cur});  // a write that failed changed nothing (temp + rename)
       ++n;
     }
   } catch (...) {
