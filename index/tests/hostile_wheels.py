@@ -672,6 +672,7 @@ def main() -> int:
                 got = installed_files(d / inst.label)
                 failures.append(f"{name}: {inst.label} installed {sorted(got - listed)} beyond RECORD and missed {sorted(listed - got)}")
 
+    phases = {"cases": time.monotonic() - started}
     # Evidence: what pip would have done with each refused wheel (in parallel: each
     # pip run is mostly interpreter start-up).
     def pip_would(item):
@@ -685,6 +686,7 @@ def main() -> int:
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
         for line in pool.map(pip_would, evidence):
             print(line)
+    phases["evidence"] = time.monotonic() - started - sum(phases.values())
     if args.only:
         print("\n".join(failures) or "only: no failure")
         return 1 if failures else 0
@@ -716,6 +718,7 @@ def main() -> int:
         else:
             print(f"[sweep] {shown}: {'refused: ' + why_os[0] if refused else 'accepted by both'}")
 
+    phases["sweep"] = time.monotonic() - started - sum(phases.values())
     # Install and uninstall every accepted wheel beside a bystander under nvidia/.
     by = bystander_wheel(work)
     for inst in installers:
@@ -738,7 +741,8 @@ def main() -> int:
 
     print(f"\n{len(seen)} crafted wheels: {n_refused} refused, {len(accepted)} accepted and installed exactly as RECORD "
           f"lists by {', '.join(i.label for i in installers)} (and uninstalled exactly); {n_sweep} names/pairs swept "
-          f"against the oracle; {time.monotonic() - started:.0f} s")
+          f"against the oracle; {time.monotonic() - started:.0f} s (" +
+          ", ".join(f"{k} {v:.0f} s" for k, v in phases.items()) + ", venvs the rest)")
     if failures:
         print(f"\n{len(failures)} failure(s):")
         for f in failures:
