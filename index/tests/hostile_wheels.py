@@ -2,9 +2,9 @@
 # Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
 """Differential test of `ffpa-index verify-wheel` against pip (the tool venv's and
 a pip 23.x), uv and Windows/macOS path semantics (Python's ntpath, case folding and
-Unicode normalisation) on crafted wheels (issue 10, items 1, 3, 4, 6, 12; the
-eight classes of issue 18: directory entries and RECORD rows, line boundaries,
-header case, values with whitespace, names that collide on another OS).
+Unicode normalisation) on crafted wheels: the zip layer, claims, spellings,
+METADATA, ELF against the tag, directory entries and RECORD rows, line and field
+boundaries, header case, values with whitespace, names that collide on another OS.
 
 Every case is a wheel written byte by byte by craftzip.py. The rule under test:
 either verify-wheel refuses the wheel (exit 1, a message naming the problem), or
@@ -192,7 +192,7 @@ def cases():
 
     # RECORD/member agreement (existing rules, still true under hostile input).
     yield "member_not_in_record", GOOD_NAME, Archive(wheel_entries(PKG + [(EVIL, EVIL_DATA)], unlisted=(EVIL,))).build(), r"'evil\.pth' is not listed in RECORD"
-    yield from issue18_cases()
+    yield from above_zip_cases()
 
 
 DI = "ffpa_attn-1.0.0.dist-info"
@@ -206,10 +206,10 @@ def record_of(files, meta=META, wheel=WHEEL, extra="", line=record_line) -> str:
     return out + line(f"{DI}/METADATA", meta) + line(f"{DI}/WHEEL", wheel) + extra + f"{DI}/RECORD,,\n"
 
 
-def issue18_cases():
-    """The classes of issue 18 above the zip layer (URLs and the site are in
+def above_zip_cases():
+    """Names, RECORD and headers, above the zip layer (URLs and the site are in
     index/site/tests/site_urls.py)."""
-    # Class 2: directory entries and RECORD rows naming directories. pip keeps such a
+    # Directory entries and RECORD rows naming directories. pip keeps such a
     # row and `pip uninstall` removes the directory, the bystander's files with it.
     nv = [(b"nvidia/", b""), (b"nvidia/ffpa_hook.py", b"x = 1\n")]
     yield "dir_entry_and_record_row_nvidia", GOOD_NAME, Archive(wheel_entries(PKG + nv, record_extra="nvidia/,,\n")).build(), r"'nvidia/' is a directory entry"
@@ -219,7 +219,7 @@ def issue18_cases():
     yield "record_row_other_spelling_of_member", GOOD_NAME, Archive(wheel_entries(PKG, record_extra=record_line("ffpa_attn//core.py", PKG[1][1]))).build(), r"RECORD lists 'ffpa_attn//core\.py' which is not in the archive"
     yield "file_is_also_directory", GOOD_NAME, Archive(wheel_entries(PKG + [(b"ffpa_attn/x", b"1\n"), (b"ffpa_attn/x/y.py", b"2\n")])).build(), r"'ffpa_attn/x' is a file and also the directory"
 
-    # Class 3: characters a line or field reader treats as a boundary.
+    # Characters a line or field reader treats as a boundary.
     for label, ch in [("vt", "\x0b"), ("ff", "\x0c"), ("fs", "\x1c"), ("gs", "\x1d"), ("rs", "\x1e"), ("cr", "\r"),
                       ("nel", "\x85"), ("ls", "\u2028"), ("ps", "\u2029")]:
         name = f"ffpa_attn/a{ch}b.py".encode()
@@ -241,7 +241,7 @@ def issue18_cases():
     yield "good_comma_and_space_names", GOOD_NAME, Archive(wheel_entries(PKG + [(b"ffpa_attn/a,b.py", b"y = 1\n"), (b"ffpa_attn/c d.py", b"z = 1\n")])).build(), "accept"
     yield "good_record_crlf", GOOD_NAME, Archive(wheel_entries(PKG, metadata=META, record=record_of(PKG).replace("\n", "\r\n"))).build(), "accept"
 
-    # Class 4: header names are case-insensitive (email.parser); uv reads WHEEL's
+    # Header names are case-insensitive (email.parser); uv reads WHEEL's
     # names exactly as PEP 427 spells them.
     def with_meta(m):
         return Archive(wheel_entries(PKG, metadata=m)).build()
@@ -260,7 +260,7 @@ def issue18_cases():
     yield "wheel_version_twice_two_spellings", GOOD_NAME, with_wheel(b"Wheel-Version: 1.0\nWHEEL-VERSION: 9.0\n" + WHEEL.split(b"\n", 1)[1]), r"must be spelled 'Wheel-Version'|appears more than once"
     yield "wheel_uppercase_tag", GOOD_NAME, with_wheel(WHEEL.replace(b"Tag:", b"TAG:")), r"must be spelled 'Tag'"
 
-    # Class 5: values the installers do not strip: refused, not repaired.
+    # Values the installers do not strip: refused, not repaired.
     yield "metadata_name_trailing_space", GOOD_NAME, with_meta(META.replace(b"ffpa-attn\n", b"ffpa-attn \n")), r"\('Name'\) ends in whitespace"
     yield "metadata_name_trailing_tab", GOOD_NAME, with_meta(META.replace(b"ffpa-attn\n", b"ffpa-attn\t\n")), r"\('Name'\) ends in whitespace"
     yield "metadata_version_trailing_space", GOOD_NAME, with_meta(META.replace(b"1.0.0\n", b"1.0.0 \n")), r"\('Version'\) ends in whitespace"
@@ -268,7 +268,7 @@ def issue18_cases():
     yield "wheel_version_trailing_space", GOOD_NAME, with_wheel(WHEEL.replace(b"1.0\n", b"1.0 \n")), r"\('Wheel-Version'\) ends in whitespace"
     yield "good_metadata_leading_blanks", GOOD_NAME, with_meta(META.replace(b"Name: ", b"Name:   \t")), "accept"
 
-    # Class 6: names another OS installs differently (more in the sweep, NAME_SWEEP).
+    # Names another OS installs differently (more in the sweep, NAME_SWEEP).
     for label, extra, msg in [
             ("case_only_duplicate", [(b"ffpa_attn/Core.py", b"z = 1\n")], r"differ only in case"),
             ("directory_two_cases", [(b"ffpa_attn/Sub/a.py", b"1\n"), (b"ffpa_attn/sub/b.py", b"2\n")], r"also spelled"),

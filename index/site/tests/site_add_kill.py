@@ -2,7 +2,7 @@
 """Issue 10 items 8-9 with real kills: `add` into a large page is SIGKILLed at random
 points (temp file half written, JSON renamed but HTML not, ...); the next run removes
 the dead run's temp files, converges (both wheels listed, every page exactly what its
-JSON renders to), and nothing is left under $TMPDIR. Issue 18 class 8: every run also
+JSON renders to), and nothing is left under $TMPDIR. Every run also
 writes <wheel>.metadata into a served directory (--metadata-dir); every other re-run
 adds other wheels than the killed one, and afterwards that directory holds no temp
 file and exactly the .metadata files the page advertises."""

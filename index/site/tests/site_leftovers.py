@@ -1,11 +1,11 @@
 # Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-"""Issue 18, classes 7 and 8.
+"""What add lists is what it checked, and a failed add leaves nothing behind.
 
-7: add verifies, hashes, measures and reads METADATA from one private copy of the
+One read: add verifies, hashes, measures and reads METADATA from one private copy of the
    wheel. While add runs, another process keeps swapping the path between two valid
    wheels of one name and an invalid one; whatever add lists (sha256, size and
    core-metadata hash) must be those of one and the same valid wheel.
-8: a failed add --metadata-dir leaves nothing behind: under a file-size limit
+Cleanup: a failed add --metadata-dir leaves nothing behind: under a file-size limit
    (ulimit -f) the engine is not killed by SIGXFSZ but reports EFBIG like a full disk,
    and the site and the served directory are exactly as before (the .metadata file it
    had written removed, no temp file). A killed one is covered by site_add_kill.py.
@@ -34,7 +34,7 @@ def metadata_sha(whl):
         return hashlib.sha256(z.read(name)).hexdigest()
 
 
-# --- 7: one read from check to record --------------------------------------------
+# --- one read from check to record --------------------------------------------
 a = make_wheel(work / "a", "1.0.0+cu13", payload="a = 1")
 b = make_wheel(work / "b", "1.0.0+cu13", payload="b = 2" * 50, requires_python=">=3.11")
 bad = make_wheel(work / "bad", "1.0.0+cu13", payload="c = 3", bad_record=True)
@@ -81,7 +81,7 @@ finally:
 check(listed > 0, "no add succeeded while the path was swapped")
 print(f"swap: {listed} adds listed one consistent wheel, {refused} refused the invalid one")
 
-# --- 8: a file-size limit -------------------------------------------------------
+# --- a file-size limit -------------------------------------------------------
 # A page large enough that its write passes the limit while the wheel's private copy
 # and its .metadata stay below it.
 site2 = work / "site2"

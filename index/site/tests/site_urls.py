@@ -1,5 +1,5 @@
 # Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-"""Issue 18, class 1: the engine serves only URLs it wrote. A page records its release
+"""The engine serves only URLs it wrote. A page records its release
 URL ("_ffpa-release-url"); every file's url must be the one derived from it and the
 file name. An index.json edited to point an entry elsewhere (another host, a
 scheme-relative or backslash form, another file, a URL with its own fragment or

@@ -329,7 +329,7 @@ TEST(SiteIndex, OneLockPerSiteWhateverTheSpelling) {
   EXPECT_FALSE(is_engine_temp(".env"));
 }
 
-// Issue 18 class 1: the engine lists only the URLs it derives from the page's release
+// The engine lists only the URLs it derives from the page's release
 // URL and the file name; every other url in index.json is refused at add and render
 // and reported by verify.
 TEST(SiteUrls, OnlyDerivedUrlsAreListed) {
