@@ -92,7 +92,7 @@ set(FFPA_DTYPES "${FFPA_RELEASE_DTYPES}" CACHE STRING "Input dtypes to compile (
 foreach(_ffpa_list_var FFPA_CUDA_ARCHS FFPA_HEAD_DIMS FFPA_DTYPES)
   string(REPLACE "," ";" ${_ffpa_list_var} "${${_ffpa_list_var}}")
 endforeach()
-set(FFPA_PYTHON_INTERPRETERS "" CACHE STRING "Explicit interpreter paths (default: discover CPython 3.10-3.14)")
+set(FFPA_PYTHON_INTERPRETERS "" CACHE STRING "Explicit interpreter paths (default: discover the pythons of cmake/release-matrix.json)")
 
 set(FFPA_TOOLS_PYTHON "${CMAKE_SOURCE_DIR}/.venv/bin/python" CACHE FILEPATH
   "Python of the pinned tools venv (made by tools/bootstrap): pytest, pip, twine, nbclient")

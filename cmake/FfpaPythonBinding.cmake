@@ -2,12 +2,12 @@
 # library (DESIGN.md decision 1: five Pythons cost one kernel build plus five small
 # binding builds).
 #
-#   ffpa_add_python_binding(TARGET <name> PYTHON <interpreter> OUT_TAG <var>)
-#     TARGET   name of the MODULE library target to create (e.g. ffpa_python_cp312)
-#     PYTHON   path of the interpreter to build for; it is queried directly
-#              (include dir, EXT_SUFFIX, cpXY tag) instead of find_package(Python),
-#              which caches one interpreter per directory scope
-#     OUT_TAG  receives the interpreter tag, e.g. "cp312"
+#   ffpa_add_python_binding(TARGET <name> PYTHON <interpreter>)
+#     TARGET   name of the MODULE library target to create (e.g. ffpa_C_cp312)
+#     PYTHON   path of the interpreter to build for; its include dir and EXT_SUFFIX
+#              come from the one interpreter probe (ffpa_probe_python,
+#              FfpaPythonInterpreters.cmake, which asked it during discovery) instead
+#              of find_package(Python), which caches one interpreter per directory scope
 #   The module is built from csrc/python/binding.cpp with pybind11's headers from the
 #   tools venv (`<source>/.venv/bin/python -m pybind11 --includes`) or the
 #   pybind11_INCLUDE_DIR cache variable. It is not linked to libpython (the
@@ -15,6 +15,7 @@
 #   only, and lands in ${FFPA_PYTHON_BUILD_DIR}/ffpa_attn/ next to libffpa_kernels.so,
 #   as <name>_C<EXT_SUFFIX> so several interpreters' modules coexist.
 
+include(FfpaPythonInterpreters)
 get_filename_component(_FFPA_BINDING_SOURCE "${CMAKE_CURRENT_LIST_DIR}/../csrc/python/binding.cpp" ABSOLUTE)
 set(pybind11_INCLUDE_DIR "" CACHE PATH "pybind11 headers (default: asked from the tools venv, .venv)")
 
@@ -40,11 +41,11 @@ function(_ffpa_pybind11_include out_var)
 endfunction()
 
 function(ffpa_add_python_binding)
-  cmake_parse_arguments(PARSE_ARGV 0 ARG "" "TARGET;PYTHON;OUT_TAG" "")
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "" "TARGET;PYTHON" "")
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "ffpa_add_python_binding: unknown arguments: ${ARG_UNPARSED_ARGUMENTS}")
   endif()
-  foreach(required TARGET PYTHON OUT_TAG)
+  foreach(required TARGET PYTHON)
     if(NOT ARG_${required})
       message(FATAL_ERROR "ffpa_add_python_binding: ${required} is required")
     endif()
@@ -56,34 +57,19 @@ function(ffpa_add_python_binding)
     message(FATAL_ERROR "ffpa_add_python_binding: FFPA_PYTHON_BUILD_DIR is not set")
   endif()
 
-  execute_process(
-    COMMAND "${ARG_PYTHON}" -c
-      "import sys, sysconfig; print(sysconfig.get_paths()['include']); print(sysconfig.get_config_var('EXT_SUFFIX')); print('cp%d%d' % sys.version_info[:2])"
-    OUTPUT_VARIABLE out RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "ffpa: cannot query interpreter ${ARG_PYTHON} (${rc}): ${err}")
-  endif()
-  string(REPLACE "\n" ";" out "${out}")
-  list(GET out 0 py_include)
-  list(GET out 1 ext_suffix)
-  list(GET out 2 tag)
-  if(FFPA_PYTHON_INCLUDE_DIR)
-    set(py_include "${FFPA_PYTHON_INCLUDE_DIR}")
-  endif()
-  if(NOT EXISTS "${py_include}/Python.h")
-    message(FATAL_ERROR "ffpa: ${ARG_PYTHON} has no Python.h under ${py_include}; install its development "
-                        "headers (python3.X-dev) or build that interpreter from source")
+  ffpa_probe_python("${ARG_PYTHON}" py)
+  if(NOT py_TAG)
+    message(FATAL_ERROR "ffpa: the binding cannot be built for ${ARG_PYTHON}: it ${py_WHY}")
   endif()
   _ffpa_pybind11_include(pybind11_inc)
 
   add_library(${ARG_TARGET} MODULE "${_FFPA_BINDING_SOURCE}")
-  target_include_directories(${ARG_TARGET} SYSTEM PRIVATE "${py_include}" "${pybind11_inc}")
+  target_include_directories(${ARG_TARGET} SYSTEM PRIVATE "${py_INCLUDE}" "${pybind11_inc}")
   target_link_libraries(${ARG_TARGET} PRIVATE ffpa_kernels)
-  target_compile_features(${ARG_TARGET} PRIVATE cxx_std_17)
   set_target_properties(${ARG_TARGET} PROPERTIES
     PREFIX ""
     OUTPUT_NAME "_C"
-    SUFFIX "${ext_suffix}"
+    SUFFIX "${py_SUFFIX}"
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON
     # $ORIGIN only: libffpa_kernels.so sits next to the module in the package; no
@@ -91,5 +77,4 @@ function(ffpa_add_python_binding)
     BUILD_WITH_INSTALL_RPATH ON
     INSTALL_RPATH "$ORIGIN"
     LIBRARY_OUTPUT_DIRECTORY "${FFPA_PYTHON_BUILD_DIR}/ffpa_attn")
-  set(${ARG_OUT_TAG} "${tag}" PARENT_SCOPE)
 endfunction()

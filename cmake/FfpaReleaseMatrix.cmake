@@ -3,13 +3,15 @@
 #
 #   channels     the CUDA wheel channels that exist (cu<CUDA major>); a build's channel
 #                is cu<nvcc major> and must be one of these; docs may name no other
+#   pythons      the CPython versions of a release, oldest first: one CUDA wheel each
+#                (as many as the build machine has); the oldest is Requires-Python
 #   cuda_archs   the fixed arch set of a release (profile full, and the ci preset)
 #   head_dims    the release head dims (profile full, ci, the gpu-check preset, the CPU
 #                emulator's release run, the device check)
 #   dtypes       the input dtypes compiled everywhere
 #   dev          the dev/mini defaults: head dims, and the arch used when no GPU is present
 #
-# Sets FFPA_RELEASE_CHANNELS, FFPA_RELEASE_CUDA_ARCHS, FFPA_RELEASE_HEAD_DIMS,
+# Sets FFPA_RELEASE_CHANNELS, FFPA_RELEASE_PYTHONS, FFPA_RELEASE_CUDA_ARCHS, FFPA_RELEASE_HEAD_DIMS,
 # FFPA_RELEASE_DTYPES, FFPA_DEV_HEAD_DIMS, FFPA_DEV_FALLBACK_ARCH and
 # FFPA_RELEASE_MATRIX_FILE. A JSON file, not a CMake list, because the Python tools
 # (ctest/gpu/rehearse.py, the notebook and acceptance scripts) read it too; changing
@@ -45,6 +47,7 @@ function(_ffpa_matrix_list out_var)
 endfunction()
 
 _ffpa_matrix_list(FFPA_RELEASE_CHANNELS channels)
+_ffpa_matrix_list(FFPA_RELEASE_PYTHONS pythons)
 _ffpa_matrix_list(FFPA_RELEASE_CUDA_ARCHS cuda_archs)
 _ffpa_matrix_list(FFPA_RELEASE_HEAD_DIMS head_dims)
 _ffpa_matrix_list(FFPA_RELEASE_DTYPES dtypes)
@@ -53,5 +56,10 @@ string(JSON FFPA_DEV_FALLBACK_ARCH GET "${_ffpa_matrix_json}" dev fallback_arch)
 foreach(_ffpa_channel IN LISTS FFPA_RELEASE_CHANNELS)
   if(NOT _ffpa_channel MATCHES "^cu[0-9]+$")
     message(FATAL_ERROR "${FFPA_RELEASE_MATRIX_FILE}: channel '${_ffpa_channel}' is not cu<CUDA major>")
+  endif()
+endforeach()
+foreach(_ffpa_python IN LISTS FFPA_RELEASE_PYTHONS)
+  if(NOT _ffpa_python MATCHES "^3\\.[0-9]+$")
+    message(FATAL_ERROR "${FFPA_RELEASE_MATRIX_FILE}: python '${_ffpa_python}' is not 3.<minor>")
   endif()
 endforeach()

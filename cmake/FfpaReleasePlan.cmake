@@ -1,7 +1,11 @@
 # FfpaReleasePlan.cmake: what this configuration will build and where it goes.
 #
-# Printed at every configure; with FFPA_RELEASE_DRY_RUN=ON it is all that happens
-# (the top level returns before defining any target).
+# ffpa_print_release_plan() prints it at every configure; with FFPA_RELEASE_DRY_RUN=ON
+# that is all that happens (the top level returns before defining any target).
+# ffpa_write_release_plan() writes it, once, as the release plan the engine runs
+# (docs/release.md "The release record"): the one record of the build's facts from
+# configure to the manifest. Wheel file names are the engine's to compute (the
+# platform tag comes from the binaries), so nothing here spells one.
 
 # ffpa_print_release_plan()
 #   Reads FFPA_PROFILE, FFPA_VERSION, FFPA_CUDA_VERSION, FFPA_CHANNEL,
@@ -12,8 +16,7 @@ function(ffpa_print_release_plan)
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "ffpa_print_release_plan: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
   endif()
-  set(_lines "")
-  list(APPEND _lines
+  set(_lines
     "profile       ${FFPA_PROFILE}"
     "version       ${FFPA_VERSION}  (${FFPA_VERSION_ORIGIN})"
     "source        ${FFPA_SOURCE_COMMIT}")
@@ -21,7 +24,7 @@ function(ffpa_print_release_plan)
     list(APPEND _lines "              (working tree has uncommitted changes)")
   endif()
   if(FFPA_BUILD_KERNELS)
-      list(JOIN FFPA_CUDA_ARCHS ", " _archs)
+    list(JOIN FFPA_CUDA_ARCHS ", " _archs)
     list(JOIN FFPA_HEAD_DIMS ", " _dims)
     list(JOIN FFPA_DTYPES ", " _dtypes)
     list(JOIN FFPA_PYTHON_TAGS ", " _tags)
@@ -34,23 +37,108 @@ function(ffpa_print_release_plan)
     foreach(_tag _py IN ZIP_LISTS FFPA_PYTHON_TAGS FFPA_PYTHON_PATHS)
       list(APPEND _lines "                ${_tag}: ${_py}")
     endforeach()
-    list(APPEND _lines "CUDA wheels   (platform tag computed from the binaries at pack time)")
-    foreach(_tag IN LISTS FFPA_PYTHON_TAGS)
-      set(_name "ffpa_attn-${FFPA_CUDA_VERSION}-${_tag}-${_tag}-manylinux_2_<Y>_x86_64.whl")
-      list(APPEND _lines "  ${FFPA_RELEASE_DIST}/${_name}")
-        endforeach()
-    list(APPEND _lines
+    list(APPEND _lines "CUDA wheels   ${FFPA_CUDA_VERSION}, one per interpreter: tags cp3XY-cp3XY-<platform>,"
+      "              the platform (manylinux_2_Y) computed from the binaries at pack time"
       "  -> release assets of tag v${FFPA_CUDA_VERSION}, index whl/${FFPA_CHANNEL}/ffpa-attn/ (publish target)")
-      else()
+  else()
     list(APPEND _lines "kernels       none (pure profile or FFPA_BUILD_KERNELS=OFF)")
   endif()
-  set(_pure "ffpa_attn-${FFPA_VERSION}-py3-none-any.whl")
-  list(APPEND _lines "pure wheel" "  ${FFPA_RELEASE_DIST}/${_pure}"
-    "  -> PyPI and release assets of tag v${FFPA_VERSION} (publish-pure target)")
-  list(APPEND _lines "also          ${FFPA_RELEASE_DIST}/SHA256SUMS, ${FFPA_RELEASE_DIST}/ffpa-release-manifest.json")
+  list(APPEND _lines "pure wheel    ${FFPA_VERSION}, py3-none-any"
+    "  -> PyPI and release assets of tag v${FFPA_VERSION} (publish-pure target)"
+    "into          ${FFPA_RELEASE_DIST}, with SHA256SUMS and ffpa-release-manifest.json")
   if(FFPA_RELEASE_DRY_RUN)
     list(APPEND _lines "DRY RUN: nothing will be built (FFPA_RELEASE_DRY_RUN=ON)")
   endif()
   list(JOIN _lines "\n  " _text)
   message(STATUS "ffpa release plan:\n  ${_text}")
+endfunction()
+
+# _ffpa_json_string(<out-var> <text>): <text> as a JSON string literal.
+function(_ffpa_json_string out text)
+  string(REPLACE "\\" "\\\\" text "${text}")
+  string(REPLACE "\"" "\\\"" text "${text}")
+  string(REPLACE "\n" "\\n" text "${text}")
+  string(REPLACE "\t" "\\t" text "${text}")
+  set(${out} "\"${text}\"" PARENT_SCOPE)
+endfunction()
+
+# ffpa_write_release_plan(FILE <plan.json> [TAGS <cp3XY>...])
+#   FILE  where the plan goes (rewritten only when it changes)
+#   TAGS  the interpreter tags of the CUDA wheels (component wheel_<tag> each); the
+#         pure wheel (component wheel_pure) is always there
+#   Reads the build's facts from the caller's scope: FFPA_VERSION, FFPA_PROFILE,
+#   FFPA_SOURCE_COMMIT/DIRTY/DATE_EPOCH, FFPA_CHANNEL, FFPA_CUDA_VERSION,
+#   FFPA_NVCC_VERSION, FFPA_FATBIN_COMPRESSION, FFPA_CUDA_ARCHS, FFPA_HEAD_DIMS,
+#   FFPA_DTYPES, FFPA_BUILD_KERNELS, FFPA_RELEASE_DIST.
+function(ffpa_write_release_plan)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "FILE" "TAGS")
+  if(arg_UNPARSED_ARGUMENTS OR NOT arg_FILE)
+    message(FATAL_ERROR "ffpa_write_release_plan: FILE <plan.json> [TAGS ...] (got ${ARGN})")
+  endif()
+  set(p "{}")
+  string(JSON p SET "${p}" schema 2)
+  string(JSON p SET "${p}" name "\"ffpa-attn\"")
+  foreach(_key version profile source_commit)
+    string(TOUPPER "FFPA_${_key}" _var)
+    string(JSON p SET "${p}" ${_key} "\"${${_var}}\"")
+  endforeach()
+  if(FFPA_SOURCE_DIRTY)
+    string(JSON p SET "${p}" source_dirty true)
+  else()
+    string(JSON p SET "${p}" source_dirty false)
+  endif()
+  string(JSON p SET "${p}" source_date_epoch "${FFPA_SOURCE_DATE_EPOCH}")
+  string(JSON p SET "${p}" toolchain "{\"cmake\": \"${CMAKE_VERSION}\", \"gcc\": \"${CMAKE_CXX_COMPILER_VERSION}\"}")
+  string(JSON p SET "${p}" toolchain nvcc null)
+  string(JSON p SET "${p}" channel null)
+  if(FFPA_BUILD_KERNELS)
+    string(JSON p SET "${p}" toolchain nvcc "\"${FFPA_NVCC_VERSION}\"")
+    string(JSON p SET "${p}" channel "\"${FFPA_CHANNEL}\"")
+    string(JSON p SET "${p}" cuda_version "\"${FFPA_CUDA_VERSION}\"")
+    string(JSON p SET "${p}" fatbin_compression "\"${FFPA_FATBIN_COMPRESSION}\"")
+    set(_keys archs head_dims dtypes)
+    set(_lists FFPA_CUDA_ARCHS FFPA_HEAD_DIMS FFPA_DTYPES)
+    foreach(_key _list IN ZIP_LISTS _keys _lists)
+      set(_items "")
+      foreach(_item IN LISTS ${_list})
+        if(_key STREQUAL "head_dims")
+          list(APPEND _items "${_item}")
+        else()
+          list(APPEND _items "\"${_item}\"")
+        endif()
+      endforeach()
+      list(JOIN _items ", " _items)
+      string(JSON p SET "${p}" ${_key} "[${_items}]")
+    endforeach()
+  endif()
+  # The core metadata every wheel carries; its CUDA classifier is the channel's major.
+  string(REGEX REPLACE "^cu" "" FFPA_CUDA_MAJOR "${FFPA_CHANNEL}")
+  list(GET FFPA_RELEASE_PYTHONS 0 FFPA_REQUIRES_PYTHON)
+  file(READ "${CMAKE_SOURCE_DIR}/cmake/templates/wheel-metadata.txt.in" _metadata)
+  string(CONFIGURE "${_metadata}" _metadata @ONLY)
+  _ffpa_json_string(_metadata "${_metadata}")
+  string(JSON p SET "${p}" metadata "${_metadata}")
+  _ffpa_json_string(_readme "${CMAKE_SOURCE_DIR}/README.md")
+  string(JSON p SET "${p}" readme "${_readme}")
+  # No path of the build machine may leak into a shipped binary.
+  _ffpa_json_string(_build "${CMAKE_BINARY_DIR}")
+  string(JSON p SET "${p}" forbid_paths "[${_build}]")
+  _ffpa_json_string(_dist "${FFPA_RELEASE_DIST}")
+  string(JSON p SET "${p}" out_dir "${_dist}")
+  _ffpa_json_string(_site "${CMAKE_BINARY_DIR}/site")
+  string(JSON p SET "${p}" site_dir "${_site}")
+  string(JSON p SET "${p}" wheels "[{\"kind\": \"pure\", \"tree\": \"wheel_pure\", \"version\": \"${FFPA_VERSION}\", \"tags\": \"py3-none-any\"}]")
+  set(_i 1)
+  foreach(_tag IN LISTS arg_TAGS)
+    # Platform "auto": the engine reads the ELF files and picks the lowest manylinux tag.
+    string(JSON p SET "${p}" wheels ${_i} "{\"kind\": \"cuda\", \"tree\": \"wheel_${_tag}\", \"version\": \"${FFPA_CUDA_VERSION}\", \"tags\": \"${_tag}-${_tag}-auto\", \"kernel_library\": \"ffpa_attn/libffpa_kernels.so\"}")
+    math(EXPR _i "${_i} + 1")
+  endforeach()
+  set(_old "")
+  if(EXISTS "${arg_FILE}")
+    file(READ "${arg_FILE}" _old)
+  endif()
+  if(NOT _old STREQUAL "${p}\n")
+    file(WRITE "${arg_FILE}" "${p}\n")
+  endif()
 endfunction()

@@ -1,18 +1,18 @@
 # FfpaWheelPackaging.cmake: every wheel of the configuration, through CPack.
 #
 # Each wheel is a CPack component whose install tree is the wheel's root:
-#   wheel_pure    the Python package only                -> ffpa_attn-V-py3-none-any.whl
-#   wheel_cp3XY   the package + _C for that interpreter  -> ffpa_attn-V+cu13-cp3XY-cp3XY-manylinux_2_Y_x86_64.whl
+#   wheel_pure    the Python package only                -> the py3-none-any wheel
+#   wheel_cp3XY   the package + _C for that interpreter  -> one CUDA wheel per CPython,
 #                 + libffpa_kernels.so (the same bytes in every CUDA wheel)
-# CPack's External generator stages the components and runs FfpaPackWheels.cmake,
-# which writes the release plan and calls the engine once (`ffpa-index release
-# --plan`: the kernel library, identical in every CUDA wheel, is hashed and deflated
-# once; each wheel is hashed once) for the wheels, SHA256SUMS, the requirements file
-# and the release manifest in FFPA_RELEASE_DIST. The standard `package` target
-# therefore builds every wheel; build presets name it. The engine also renders the
-# local site (<build>/site): the CUDA channel's PEP 503/691 index and a PyPI-style
-# simple index for the pure wheel, both pointing at copies of the wheels in
-# <build>/site/assets, so the site directory can be served as it is.
+# The release plan (FfpaReleasePlan.cmake) is written here, at configure time: the
+# components' trees relative to CPack's staging directory, their tags and versions,
+# and every fact the engine records. CPack's External generator stages the components
+# and runs FfpaPackWheels.cmake: the committed-sources check, then one engine call
+# (`ffpa-index release --plan --staging`) that writes the wheels, SHA256SUMS, the
+# requirements file, the release manifest into FFPA_RELEASE_DIST and the local site
+# (<build>/site, servable as it is). The standard `package` target therefore builds
+# every wheel; build presets name it.
+include(FfpaReleasePlan)
 
 # _ffpa_write_build_info(<kind> <out-file>)
 #   kind: pure | cuda. Generates ffpa_attn/_build_info.py for that kind of wheel.
@@ -68,7 +68,8 @@ endfunction()
 
 # ffpa_add_wheels()
 #   Declares the pure wheel and one CUDA wheel per interpreter tag in
-#   FFPA_PYTHON_TAGS (binding targets ffpa_C_<tag>), then configures CPack.
+#   FFPA_PYTHON_TAGS (binding targets ffpa_C_<tag>), writes the release plan, then
+#   configures CPack.
 function(ffpa_add_wheels)
   cmake_parse_arguments(PARSE_ARGV 0 arg "" "" "")
   if(arg_UNPARSED_ARGUMENTS)
@@ -78,31 +79,19 @@ function(ffpa_add_wheels)
     message(FATAL_ERROR "ffpa_add_wheels: FFPA_PYTHON_SOURCES is empty; python/CMakeLists.txt must list the package files.")
   endif()
   set(_pkgdir "${CMAKE_BINARY_DIR}/packaging")
-  # The classifier's CUDA major is the channel's (cu13 -> 13): one rule, FfpaReleaseMatrix.
-  string(REGEX REPLACE "^cu" "" FFPA_CUDA_MAJOR "${FFPA_CHANNEL}")
-  configure_file("${CMAKE_SOURCE_DIR}/cmake/templates/wheel-metadata.txt.in" "${_pkgdir}/METADATA.in" @ONLY)
-
-  set(_components "")
-  set(_specs "")   # component|version|tag|purelib
-
   _ffpa_write_build_info(pure "${_pkgdir}/pure/_build_info.py")
   _ffpa_install_package(COMPONENT wheel_pure BUILD_INFO "${_pkgdir}/pure/_build_info.py")
-  list(APPEND _components wheel_pure)
-  list(APPEND _specs "wheel_pure|${FFPA_VERSION}|py3-none-any|true")
-
+  set(_components wheel_pure)
   ffpa_stage_build_info()
   if(FFPA_BUILD_KERNELS)
     _ffpa_write_build_info(cuda "${_pkgdir}/cuda/_build_info.py")
     foreach(_tag IN LISTS FFPA_PYTHON_TAGS)
-      set(_c wheel_${_tag})
-      _ffpa_install_package(COMPONENT ${_c} BUILD_INFO "${_pkgdir}/cuda/_build_info.py")
-      install(TARGETS ffpa_C_${_tag} LIBRARY DESTINATION ffpa_attn COMPONENT ${_c})
-      install(TARGETS ffpa_kernels LIBRARY DESTINATION ffpa_attn COMPONENT ${_c})
-      list(APPEND _components ${_c})
-      # "auto": the engine reads the ELF files and picks the lowest manylinux tag.
-      list(APPEND _specs "${_c}|${FFPA_CUDA_VERSION}|${_tag}-${_tag}-auto|false")
+      _ffpa_install_package(COMPONENT wheel_${_tag} BUILD_INFO "${_pkgdir}/cuda/_build_info.py")
+      install(TARGETS ffpa_C_${_tag} ffpa_kernels LIBRARY DESTINATION ffpa_attn COMPONENT wheel_${_tag})
+      list(APPEND _components wheel_${_tag})
     endforeach()
   endif()
+  ffpa_write_release_plan(FILE "${_pkgdir}/ffpa-release-plan.json" TAGS ${FFPA_PYTHON_TAGS})
 
   set(CPACK_GENERATOR External PARENT_SCOPE)
   set(CPACK_PACKAGE_NAME ffpa_attn PARENT_SCOPE)
@@ -114,32 +103,9 @@ function(ffpa_add_wheels)
   set(CPACK_EXTERNAL_PACKAGE_SCRIPT "${CMAKE_SOURCE_DIR}/cmake/FfpaPackWheels.cmake" PARENT_SCOPE)
   set(CPACK_COMPONENTS_ALL ${_components} PARENT_SCOPE)
   set(CPACK_PACKAGING_INSTALL_PREFIX "/" PARENT_SCOPE)
-  set(CPACK_PACKAGE_DIRECTORY "${CMAKE_BINARY_DIR}/packaging/cpack" PARENT_SCOPE)
-  # Everything the pack script needs; CPack copies CPACK_* variables into its run.
-  set(CPACK_FFPA_SPECS "${_specs}" PARENT_SCOPE)
-  # CPack does not evaluate generator expressions; the engine lands in bin/.
+  set(CPACK_PACKAGE_DIRECTORY "${_pkgdir}/cpack" PARENT_SCOPE)
+  # What the pack script needs besides the plan: where it is, and the engine (CPack
+  # does not evaluate generator expressions; the engine lands in bin/).
+  set(CPACK_FFPA_PLAN "${_pkgdir}/ffpa-release-plan.json" PARENT_SCOPE)
   set(CPACK_FFPA_INDEX_TOOL "${CMAKE_RUNTIME_OUTPUT_DIRECTORY}/ffpa-index" PARENT_SCOPE)
-  set(CPACK_FFPA_DIST "${FFPA_RELEASE_DIST}" PARENT_SCOPE)
-  set(CPACK_FFPA_METADATA "${_pkgdir}/METADATA.in" PARENT_SCOPE)
-  set(CPACK_FFPA_README "${CMAKE_SOURCE_DIR}/README.md" PARENT_SCOPE)
-  set(CPACK_FFPA_EPOCH "${FFPA_SOURCE_DATE_EPOCH}" PARENT_SCOPE)
-  set(CPACK_FFPA_DEFLATE_CACHE "${CMAKE_BINARY_DIR}/packaging/deflate-cache" PARENT_SCOPE)
-  set(CPACK_FFPA_PROFILE "${FFPA_PROFILE}" PARENT_SCOPE)
-  set(CPACK_FFPA_LOCAL_SITE "${CMAKE_BINARY_DIR}/site" PARENT_SCOPE)
-  set(CPACK_FFPA_ALLOW_UNCOMMITTED "${FFPA_RELEASE_ALLOW_UNCOMMITTED}" PARENT_SCOPE)
-  set(CPACK_FFPA_SOURCE_DIR "${CMAKE_SOURCE_DIR}" PARENT_SCOPE)
-  set(CPACK_FFPA_BUILD_DIR "${CMAKE_BINARY_DIR}" PARENT_SCOPE)
-  set(CPACK_FFPA_VERSION "${FFPA_VERSION}" PARENT_SCOPE)
-  set(CPACK_FFPA_CUDA_VERSION "${FFPA_CUDA_VERSION}" PARENT_SCOPE)
-  set(CPACK_FFPA_CHANNEL "${FFPA_CHANNEL}" PARENT_SCOPE)
-  set(CPACK_FFPA_COMMIT "${FFPA_SOURCE_COMMIT}" PARENT_SCOPE)
-  set(CPACK_FFPA_DIRTY "${FFPA_SOURCE_DIRTY}" PARENT_SCOPE)
-  set(CPACK_FFPA_ARCHS "${FFPA_CUDA_ARCHS}" PARENT_SCOPE)
-  set(CPACK_FFPA_HEAD_DIMS "${FFPA_HEAD_DIMS}" PARENT_SCOPE)
-  set(CPACK_FFPA_DTYPES "${FFPA_DTYPES}" PARENT_SCOPE)
-  set(CPACK_FFPA_BUILD_KERNELS "${FFPA_BUILD_KERNELS}" PARENT_SCOPE)
-  set(CPACK_FFPA_NVCC_VERSION "${FFPA_NVCC_VERSION}" PARENT_SCOPE)
-  set(CPACK_FFPA_FATBIN_COMPRESSION "${FFPA_FATBIN_COMPRESSION}" PARENT_SCOPE)
-  set(CPACK_FFPA_GCC_VERSION "${CMAKE_CXX_COMPILER_VERSION}" PARENT_SCOPE)
-  set(CPACK_FFPA_CMAKE_VERSION "${CMAKE_VERSION}" PARENT_SCOPE)
 endfunction()

@@ -1,40 +1,39 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-// ffpa-index: command-line front end of the release engine. Wheel commands are
-// handled here; index and publishing commands are forwarded to ffpa::site.
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
+// ffpa-index: the command-line front end of the release engine. Every command is a
+// row of one table (its help, its flags, its handler) parsed by one grammar
+// (args.h); the wheel and release commands are here, the index and publishing
+// commands in site_commands.cpp.
 #include <signal.h>
 
-#include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
-#include <map>
-#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "args.h"
 #include "ffpa/core/error.h"
+#include "ffpa/core/manifest.h"
 #include "ffpa/core/manylinux.h"
 #include "ffpa/core/pack.h"
 #include "ffpa/core/wheel.h"
 #include "ffpa/core/zipread.h"
-
 #include "ffpa/release/release.h"
-#include "ffpa/site/site.h"
 
 namespace {
-
-constexpr const char* kSiteCommands[] = {"add", "remove", "yank", "unyank", "verify", "render", "publish", "publish-pure"};
 
 const char* const kTopHelp =
     "usage: ffpa-index <command> [options]\n"
     "\n"
     "Wheel engine:\n"
     "  pack           staged tree + metadata -> PEP 427 wheel (deterministic)\n"
-    "  pack-many      several staged trees -> their wheels in one pass (shared files compressed once)\n"
     "  verify-wheel   recompute RECORD, check names, tags and layout of wheels\n"
     "  platform-tag   print the manylinux tag the ELF files of a tree allow, and why\n"
     "  metadata       print a wheel's METADATA file (what PEP 658 serves)\n"
     "  list           print a wheel's members: size, compressed size, method, name\n"
-    "  release        run a release plan: every wheel, SHA256SUMS, requirements, manifest, local site\n"
+    "  release        run a release plan: every wheel in one pass (files they share compressed once),\n"
+    "                 SHA256SUMS, requirements, manifest, local site\n"
     "\n"
     "Index and publishing (index/site):\n"
     "  add, remove, yank, unyank, verify, render, publish, publish-pure\n"
@@ -44,7 +43,7 @@ const char* const kTopHelp =
 const char* const kPackHelp =
     "usage: ffpa-index pack --tree DIR --name NAME --version VER --tag PY-ABI-PLAT --metadata FILE\n"
     "                       --out-dir DIR [--readme FILE [--readme-type TYPE]] [--root-is-purelib true|false]\n"
-    "                       [--source-date-epoch N] [--deflate-cache DIR] [--level N] [--jobs N]\n"
+    "                       [--source-date-epoch N] [--level N] [--jobs N]\n"
     "                       [--forbid-path STR]...\n"
     "\n"
     "Writes {name}-{version}-{tag}.whl into --out-dir (temp file + rename: nothing partial is left).\n"
@@ -58,33 +57,10 @@ const char* const kPackHelp =
     "  --readme FILE         long description; its type from --readme-type or the extension (.md, .rst)\n"
     "  --root-is-purelib B   default: true for *-none-any, false otherwise\n"
     "  --source-date-epoch N entry timestamps (default: $SOURCE_DATE_EPOCH; refused if neither)\n"
-    "  --deflate-cache DIR   reuse compressed bytes of identical large members across wheels\n"
-    "  --level N             zlib level 0-9 (default 1: see index/bench/README.md)\n"
+    "  --level N             zlib level 0-9 (default 6: see index/bench/README.md)\n"
     "  --jobs N              compression threads (default: all cores); the output does not depend on it\n"
     "  --forbid-path STR     refuse binaries containing STR (e.g. the build directory); repeatable\n"
     "  --test-zip64-threshold N  testing only: write ZIP64 records for sizes/offsets >= N bytes\n";
-
-const char* const kPackManyHelp =
-    "usage: ffpa-index pack-many --name NAME --metadata FILE --out-dir DIR [shared options]\n"
-    "                            --tree DIR --tag T [--version VER] [--root-is-purelib B]\n"
-    "                            [--tree DIR --tag T [--version VER] [--root-is-purelib B]]...\n"
-    "\n"
-    "Writes one wheel per --tree, each byte for byte the wheel `ffpa-index pack` writes for the same\n"
-    "options, and prints their paths one per line in the order of the --tree options. Faster than one\n"
-    "pack per wheel: files whose bytes are equal across the trees (the kernel library of every CUDA\n"
-    "wheel) are compared instead of re-hashed and compressed once, every wheel is streamed to disk\n"
-    "while that compression runs, and all wheels are fsynced before the first is renamed into place:\n"
-    "if any wheel fails, none is written and no temp file is left.\n"
-    "\n"
-    "Per wheel (a --tree starts a wheel; the options after it, up to the next --tree, belong to it):\n"
-    "  --tree DIR            staged install tree of this wheel\n"
-    "  --tag T               PYTHON-ABI-PLATFORM (PLATFORM 'auto' as for pack)\n"
-    "  --version VER         this wheel's version; given before the first --tree: the default of all\n"
-    "  --root-is-purelib B   true|false; default as for pack (true exactly for *-none-any); given\n"
-    "                        before the first --tree: the default of all\n"
-    "Shared by all wheels (anywhere on the line), as for pack:\n"
-    "  --name --metadata --readme --readme-type --out-dir --source-date-epoch --deflate-cache\n"
-    "  --level --jobs --forbid-path (repeatable)\n";
 
 const char* const kVerifyHelp =
     "usage: ffpa-index verify-wheel WHEEL...\n"
@@ -119,185 +95,68 @@ const char* const kListHelp =
     "Prints one line per member, in archive order: <size> <compressed size> <stored|deflated> <name>\n"
     "(sizes in bytes; the release manifest records the kernel library's two sizes from it).\n";
 
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+const char* const kReleaseHelp =
+    "usage: ffpa-index release --plan PLAN.json --staging DIR\n"
+    "  Packs every wheel of the plan from the trees staged under DIR in one pass, then writes\n"
+    "  SHA256SUMS, the hash-locked requirements-<channel>.txt, ffpa-release-manifest.json and\n"
+    "  ffpa-build.log into the plan's out_dir and renders the local site into its site_dir. CMake\n"
+    "  writes the plan at configure time (cmake/FfpaReleasePlan.cmake) and the package target runs\n"
+    "  this command (cmake/FfpaPackWheels.cmake); docs/release.md describes the plan.\n";
 
-// --key value / --key=value options; repeated keys accumulate.
-struct Args {
-  std::map<std::string, std::vector<std::string>> opts;
-  std::vector<std::string> positional;
-  bool help = false;
-
-  std::optional<std::string> get(const std::string& k) const {
-    auto it = opts.find(k);
-    if (it == opts.end()) return std::nullopt;
-    if (it->second.size() > 1) throw UsageError("--" + k + " given more than once");
-    return it->second.front();
-  }
-  std::string need(const std::string& k) const {
-    auto v = get(k);
-    if (!v) throw UsageError("--" + k + " is required");
-    return *v;
-  }
-};
-
-Args parse(int argc, char** argv, const std::vector<std::string>& known) {
-  Args a;
-  for (int i = 2; i < argc; ++i) {
-    std::string s = argv[i];
-    if (s == "--help" || s == "-h") {
-      a.help = true;
-      continue;
-    }
-    if (s.rfind("--", 0) != 0) {
-      a.positional.push_back(s);
-      continue;
-    }
-    std::string key = s.substr(2), value;
-    const size_t eq = key.find('=');
-    if (eq != std::string::npos) {
-      value = key.substr(eq + 1);
-      key = key.substr(0, eq);
-    } else {
-      if (i + 1 >= argc) throw UsageError("--" + key + " needs a value");
-      value = argv[++i];
-    }
-    bool ok = false;
-    for (const auto& k : known) ok |= (k == key);
-    if (!ok) throw UsageError("unknown option --" + key);
-    a.opts[key].push_back(value);
-  }
-  return a;
-}
+using ffpa::cli::Args;
+using ffpa::cli::UsageError;
 
 long long to_int(const std::string& opt, const std::string& v) {
   char* end = nullptr;
   const long long n = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0') throw UsageError("--" + opt + " expects an integer, got '" + v + "'");
+  if (v.empty() || *end != '\0') throw UsageError(opt + " expects an integer, got '" + v + "'");
   return n;
 }
 
-// Options every wheel of a pack or pack-many call shares (name, metadata, output,
-// reproducibility and deflate settings), read from `a` into `o`.
-void read_shared_pack_options(const Args& a, ffpa::core::PackOptions& o) {
-  o.name = a.need("name");
-  if (!a.get("metadata"))
-    throw UsageError("--metadata FILE is required: 'Key: value' lines with at least Summary and Requires-Python");
-  o.metadata = *a.get("metadata");
-  o.out_dir = a.need("out-dir");
-  if (auto v = a.get("readme")) o.readme = *v;
-  if (auto v = a.get("readme-type")) o.readme_type = *v;
-  if (auto v = a.get("source-date-epoch")) o.source_date_epoch = to_int("source-date-epoch", *v);
-  if (auto v = a.get("deflate-cache")) o.deflate.cache_dir = *v;
-  if (auto v = a.get("level")) o.deflate.level = static_cast<int>(to_int("level", *v));
-  if (auto v = a.get("jobs")) {
-    const long long j = to_int("jobs", *v);
-    if (j < 1) throw UsageError("--jobs must be at least 1");
-    o.deflate.jobs = static_cast<unsigned>(j);
-  }
-  if (a.opts.count("forbid-path")) o.forbidden_strings = a.opts.at("forbid-path");
+std::string read_file(const std::string& p, const char* what) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw ffpa::core::Error(std::string("cannot read ") + what + " '" + p + "'; check the path");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
-int pack_cmd(int argc, char** argv) {
-  const Args a = parse(argc, argv,
-                       {"tree", "name", "version", "tag", "metadata", "readme", "readme-type", "out-dir", "root-is-purelib",
-                        "source-date-epoch", "deflate-cache", "level", "jobs", "forbid-path", "test-zip64-threshold"});
-  if (a.help) {
-    std::cout << kPackHelp;
-    return 0;
-  }
-  if (!a.positional.empty()) throw UsageError("unexpected argument '" + a.positional.front() + "'");
+int pack_cmd(const Args& a) {
+  a.no_positional();
   ffpa::core::PackOptions o;
-  o.tree = a.need("tree");
-  o.version = a.need("version");
-  o.tag = a.need("tag");
-  read_shared_pack_options(a, o);
-  if (auto v = a.get("root-is-purelib")) {
+  o.tree = a.need("--tree", "DIR");
+  o.name = a.need("--name", "NAME");
+  o.version = a.need("--version", "VER");
+  o.tag = a.need("--tag", "PYTHON-ABI-PLATFORM");
+  if (!a.has("--metadata"))
+    throw UsageError("--metadata FILE is required: 'Key: value' lines with at least Summary and Requires-Python");
+  const std::string meta = *a.get("--metadata");
+  o.metadata = read_file(meta, "metadata file");
+  o.metadata_source = "--metadata '" + meta + "'";
+  o.out_dir = a.need("--out-dir", "DIR");
+  o.readme = a.get_or("--readme", "");
+  o.readme_type = a.get_or("--readme-type", "");
+  if (auto v = a.get("--source-date-epoch")) o.source_date_epoch = to_int("--source-date-epoch", *v);
+  if (auto v = a.get("--level")) o.deflate.level = static_cast<int>(to_int("--level", *v));
+  if (auto v = a.get("--jobs")) {
+    if (to_int("--jobs", *v) < 1) throw UsageError("--jobs must be at least 1");
+    o.deflate.jobs = static_cast<unsigned>(to_int("--jobs", *v));
+  }
+  o.forbidden_strings = a.all("--forbid-path");
+  if (auto v = a.get("--root-is-purelib")) {
     if (*v != "true" && *v != "false") throw UsageError("--root-is-purelib takes true or false");
     o.root_is_purelib = *v == "true";
   }
-  if (auto v = a.get("test-zip64-threshold")) o.layout.zip64_size_threshold = static_cast<std::uint64_t>(to_int("test-zip64-threshold", *v));
-  const auto r = ffpa::core::pack_wheel(o);
-  std::cout << r.wheel.string() << "\n";
+  if (auto v = a.get("--test-zip64-threshold"))
+    o.layout.zip64_size_threshold = static_cast<std::uint64_t>(to_int("--test-zip64-threshold", *v));
+  std::cout << ffpa::core::pack_wheel(o).wheel.string() << "\n";
   return 0;
 }
 
-// pack-many: options are read in order, since a --tree opens a wheel group.
-int pack_many_cmd(int argc, char** argv) {
-  const std::vector<std::string> shared_keys = {"name", "metadata", "readme", "readme-type", "out-dir",
-                                                "source-date-epoch", "deflate-cache", "level", "jobs", "forbid-path"};
-  const std::vector<std::string> wheel_keys = {"tree", "tag", "version", "root-is-purelib"};
-  Args shared;                         // shared options, plus the defaults given before the first --tree
-  std::vector<std::map<std::string, std::string>> groups;
-  for (int i = 2; i < argc; ++i) {
-    std::string s = argv[i];
-    if (s == "--help" || s == "-h") {
-      std::cout << kPackManyHelp;
-      return 0;
-    }
-    if (s.rfind("--", 0) != 0) throw UsageError("unexpected argument '" + s + "'");
-    std::string key = s.substr(2), value;
-    const size_t eq = key.find('=');
-    if (eq != std::string::npos) {
-      value = key.substr(eq + 1);
-      key = key.substr(0, eq);
-    } else {
-      if (i + 1 >= argc) throw UsageError("--" + key + " needs a value");
-      value = argv[++i];
-    }
-    const bool is_shared = std::find(shared_keys.begin(), shared_keys.end(), key) != shared_keys.end();
-    const bool is_wheel = std::find(wheel_keys.begin(), wheel_keys.end(), key) != wheel_keys.end();
-    if (!is_shared && !is_wheel) throw UsageError("unknown option --" + key);
-    if (key == "tree") {
-      groups.push_back({{"tree", value}});
-    } else if (is_wheel && !groups.empty()) {
-      if (!groups.back().emplace(key, value).second)
-        throw UsageError("--" + key + " given twice for the wheel of --tree " + groups.back().at("tree"));
-    } else if (is_wheel && key == "tag") {
-      throw UsageError("--tag before the first --tree; each wheel's --tag follows its --tree");
-    } else {
-      shared.opts[key].push_back(value);
-    }
-  }
-  if (groups.empty()) throw UsageError("give at least one --tree DIR --tag T group");
-  ffpa::core::PackOptions base;
-  read_shared_pack_options(shared, base);
-  const auto purelib = [](const std::string& v) {
-    if (v != "true" && v != "false") throw UsageError("--root-is-purelib takes true or false");
-    return v == "true";
-  };
-  const std::optional<std::string> default_version = shared.get("version");
-  const std::optional<std::string> default_purelib = shared.get("root-is-purelib");
-  std::vector<ffpa::core::PackOptions> wheels;
-  for (const auto& g : groups) {
-    ffpa::core::PackOptions o = base;
-    o.tree = g.at("tree");
-    auto tag = g.find("tag");
-    if (tag == g.end()) throw UsageError("the wheel of --tree " + g.at("tree") + " has no --tag");
-    o.tag = tag->second;
-    auto version = g.find("version");
-    if (version != g.end()) o.version = version->second;
-    else if (default_version) o.version = *default_version;
-    else throw UsageError("the wheel of --tree " + g.at("tree") + " has no --version (and no default before the first --tree)");
-    auto pl = g.find("root-is-purelib");
-    if (pl != g.end()) o.root_is_purelib = purelib(pl->second);
-    else if (default_purelib) o.root_is_purelib = purelib(*default_purelib);
-    wheels.push_back(std::move(o));
-  }
-  for (const auto& r : ffpa::core::pack_wheels(wheels)) std::cout << r.wheel.string() << "\n";
-  return 0;
-}
-
-int verify_cmd(int argc, char** argv) {
-  const Args a = parse(argc, argv, {});
-  if (a.help) {
-    std::cout << kVerifyHelp;
-    return 0;
-  }
-  if (a.positional.empty()) throw UsageError("give at least one wheel");
+int verify_cmd(const Args& a) {
+  if (a.positional().empty()) throw UsageError("give at least one wheel");
   int rc = 0;
-  for (const auto& w : a.positional) {
+  for (const auto& w : a.positional()) {
     const auto r = ffpa::core::verify_wheel(w);
     if (r.ok) {
       std::cout << w << ": OK\n";
@@ -310,15 +169,11 @@ int verify_cmd(int argc, char** argv) {
   return rc;
 }
 
-int platform_cmd(int argc, char** argv) {
-  const Args a = parse(argc, argv, {"tree", "forbid-path"});
-  if (a.help) {
-    std::cout << kPlatformHelp;
-    return 0;
-  }
+int platform_cmd(const Args& a) {
+  a.no_positional();
   ffpa::core::PlatformOptions o;
-  if (a.opts.count("forbid-path")) o.forbidden_strings = a.opts.at("forbid-path");
-  const auto d = ffpa::core::decide_manylinux(a.need("tree"), o);
+  o.forbidden_strings = a.all("--forbid-path");
+  const auto d = ffpa::core::decide_manylinux(a.need("--tree", "DIR"), o);
   if (!d.problems.empty()) {
     std::cerr << "ffpa-index platform-tag: the tree cannot be shipped as a manylinux wheel:\n";
     for (const auto& p : d.problems) std::cerr << "  - " << p << "\n";
@@ -329,30 +184,45 @@ int platform_cmd(int argc, char** argv) {
   return 0;
 }
 
-// Commands that take exactly one wheel: prints `help` for --help, else returns the path.
-std::optional<std::string> one_wheel(int argc, char** argv, const char* help) {
-  const Args a = parse(argc, argv, {});
-  if (a.help) {
-    std::cout << help;
-    return std::nullopt;
-  }
-  if (a.positional.size() != 1) throw UsageError("give exactly one wheel");
-  return a.positional.front();
+const std::string& one_wheel(const Args& a) {
+  if (a.positional().size() != 1) throw UsageError("give exactly one wheel");
+  return a.positional().front();
 }
 
-int metadata_cmd(int argc, char** argv) {
-  if (const auto whl = one_wheel(argc, argv, kMetadataHelp)) std::cout << ffpa::core::read_wheel_metadata(*whl);
-  return 0;
-}
-
-int list_cmd(int argc, char** argv) {
-  const auto whl = one_wheel(argc, argv, kListHelp);
-  if (!whl) return 0;
-  const ffpa::core::ZipReader zip(*whl);
+int list_cmd(const Args& a) {
+  const ffpa::core::ZipReader zip(one_wheel(a));
   for (const auto& m : zip.members())
     std::cout << m.size << ' ' << m.compressed_size << ' ' << (m.method == 0 ? "stored" : "deflated") << ' '
               << m.name << '\n';
   return 0;
+}
+
+int release_cmd(const Args& a) {
+  a.no_positional();
+  const std::string plan = a.need("--plan", "PLAN.json"), staging = a.need("--staging", "DIR (CPack's staging directory)");
+  ffpa::release::run_release(ffpa::core::read_release(plan, ffpa::core::ReleaseForm::plan), staging, std::cout);
+  return 0;
+}
+
+std::vector<ffpa::cli::Command> wheel_commands() {
+  using K = Args::Kind;
+  return {
+      {"pack", kPackHelp,
+       {{"--tree", K::kValue}, {"--name", K::kValue}, {"--version", K::kValue}, {"--tag", K::kValue},
+        {"--metadata", K::kValue}, {"--readme", K::kValue}, {"--readme-type", K::kValue}, {"--out-dir", K::kValue},
+        {"--root-is-purelib", K::kValue}, {"--source-date-epoch", K::kValue}, {"--level", K::kValue},
+        {"--jobs", K::kValue}, {"--forbid-path", K::kRepeated}, {"--test-zip64-threshold", K::kValue}},
+       pack_cmd},
+      {"verify-wheel", kVerifyHelp, {}, verify_cmd},
+      {"platform-tag", kPlatformHelp, {{"--tree", K::kValue}, {"--forbid-path", K::kRepeated}}, platform_cmd},
+      {"metadata", kMetadataHelp, {},
+       [](const Args& a) {
+         std::cout << ffpa::core::read_wheel_metadata(one_wheel(a));
+         return 0;
+       }},
+      {"list", kListHelp, {}, list_cmd},
+      {"release", kReleaseHelp, {{"--plan", K::kValue}, {"--staging", K::kValue}}, release_cmd},
+  };
 }
 
 }  // namespace
@@ -375,24 +245,27 @@ int main(int argc, char** argv) {
     std::cout << "ffpa-index " FFPA_INDEX_VERSION "\n";
     return 0;
   }
-  for (const char* s : kSiteCommands) {
-    if (cmd != s) continue;
-    return ffpa::site::main(argc - 1, argv + 1);
-  }
-  if (cmd == "release") return ffpa::release::main(argc - 1, argv + 1);
-  try {
-    if (cmd == "pack") return pack_cmd(argc, argv);
-    if (cmd == "pack-many") return pack_many_cmd(argc, argv);
-    if (cmd == "verify-wheel") return verify_cmd(argc, argv);
-    if (cmd == "platform-tag") return platform_cmd(argc, argv);
-    if (cmd == "metadata") return metadata_cmd(argc, argv);
-    if (cmd == "list") return list_cmd(argc, argv);
-  } catch (const UsageError& e) {
-    std::cerr << "ffpa-index " << cmd << ": " << e.what() << "; see ffpa-index " << cmd << " --help\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "ffpa-index " << cmd << ": error: " << e.what() << "\n";
-    return 1;
+  auto commands = wheel_commands();
+  for (auto& c : ffpa::cli::site_commands()) commands.push_back(std::move(c));
+  for (const auto& c : commands) {
+    if (cmd != c.name) continue;
+    try {
+      const Args a(argc - 1, argv + 1, c.flags);
+      if (a.help()) {
+        std::cout << c.help;
+        return 0;
+      }
+      return c.run(a);
+    } catch (const UsageError& e) {
+      std::cerr << "ffpa-index " << cmd << ": " << e.what() << "; see ffpa-index " << cmd << " --help\n";
+      return 2;
+    } catch (const ffpa::core::Error& e) {
+      std::cerr << "ffpa-index " << cmd << ": error: " << e.what() << "\n";
+      return 1;
+    } catch (const std::exception& e) {
+      std::cerr << "ffpa-index " << cmd << ": unexpected failure: " << e.what() << "\n";
+      return 1;
+    }
   }
   std::cerr << "ffpa-index: unknown command '" << cmd << "'; see ffpa-index --help\n";
   return 2;

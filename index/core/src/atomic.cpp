@@ -1,8 +1,7 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 #include "ffpa/core/atomic.h"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,11 +15,6 @@ namespace ffpa::core {
 namespace {
 
 std::string errno_text() { return std::strerror(errno); }
-
-// Dirty pages are handed to the disk every kKickBytes (sync_file_range WRITE, which
-// does not wait), so the final fsync finds most of a large output already written
-// and the device works while the CPU compresses.
-constexpr std::uint64_t kKickBytes = 8u << 20;
 
 }  // namespace
 
@@ -73,32 +67,6 @@ void AtomicOutput::write(std::string_view data) {
     p += n;
     left -= static_cast<size_t>(n);
   }
-  unkicked_ += data.size();
-  if (unkicked_ >= kKickBytes) {
-    unkicked_ = 0;
-    ::sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);  // advisory: errors surface at fsync
-  }
-}
-
-void AtomicOutput::pwrite(std::uint64_t offset, std::string_view data) {
-  const char* p = data.data();
-  size_t left = data.size();
-  off_t off = static_cast<off_t>(offset);
-  while (left > 0) {
-    ssize_t n = ::pwrite(fd_, p, left, off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw Error("cannot write '" + temp_.string() + "': " + write_error_text(errno));
-    }
-    p += n;
-    off += n;
-    left -= static_cast<size_t>(n);
-  }
-}
-
-void AtomicOutput::truncate_to(std::uint64_t size) {
-  if (::ftruncate(fd_, static_cast<off_t>(size)) != 0 || ::lseek(fd_, static_cast<off_t>(size), SEEK_SET) < 0)
-    throw Error("cannot truncate '" + temp_.string() + "': " + errno_text());
 }
 
 void AtomicOutput::commit() {
@@ -140,27 +108,6 @@ void write_file_atomic(const std::filesystem::path& p, std::string_view data) {
   AtomicOutput out(p);
   out.write(data);
   out.commit();
-}
-
-FileLock::FileLock(const std::filesystem::path& lockfile) {
-  fd_ = ::open(lockfile.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0)
-    throw Error("cannot open lock file '" + lockfile.string() + "': " + errno_text() +
-                "; check that its directory exists and is writable");
-  while (::flock(fd_, LOCK_EX) != 0) {
-    if (errno == EINTR) continue;
-    std::string msg = errno_text();
-    ::close(fd_);
-    fd_ = -1;
-    throw Error("cannot lock '" + lockfile.string() + "': " + msg);
-  }
-}
-
-FileLock::~FileLock() {
-  if (fd_ >= 0) {
-    ::flock(fd_, LOCK_UN);
-    ::close(fd_);
-  }
 }
 
 }  // namespace ffpa::core

@@ -1,4 +1,4 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 #include "ffpa/core/hash.h"
 
 #include <openssl/evp.h>
@@ -39,6 +39,10 @@ std::string to_hex(std::string_view bytes) {
     out.push_back(digits[c & 15]);
   }
   return out;
+}
+
+bool is_sha256_hex(std::string_view s) {
+  return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
 }
 
 std::string sha256_raw(std::string_view data) {

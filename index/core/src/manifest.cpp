@@ -1,4 +1,4 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 #include "ffpa/core/manifest.h"
 
 #include <fstream>
@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "ffpa/core/error.h"
+#include "ffpa/core/hash.h"
 
 namespace ffpa::core {
 
@@ -20,50 +21,72 @@ ordered_json opt(const std::optional<T>& v) {
 
 // A file name the manifest may name: one path component, no directory games.
 bool safe_file_name(const std::string& f) {
-  return !f.empty() && f != "." && f != ".." && f.find('/') == std::string::npos &&
-         f.find('\\') == std::string::npos && f.find('\0') == std::string::npos;
+  return !f.empty() && f != "." && f != ".." && f.find_first_of(std::string("/\\\0", 3)) == std::string::npos;
 }
 
-bool is_hex64(const std::string& s) {
-  if (s.size() != 64) return false;
-  for (char c : s)
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  return true;
-}
-
-class Reader {
+// The one checked reader of the record's JSON: every field looked up through it is
+// named, with its path, when it is missing or of another type.
+class Fields {
  public:
-  Reader(const nlohmann::json& j, std::string where) : j_(j), where_(std::move(where)) {}
+  Fields(std::string where, ReleaseForm form) : where_(std::move(where)), form_(form) {}
 
   [[noreturn]] void fail(const std::string& what) const {
-    throw Error(where_ + " is not a release manifest of schema " + std::to_string(kManifestSchema) + ": " + what +
+    if (form_ == ReleaseForm::plan)
+      throw Error(where_ + " is not a release plan of schema " + std::to_string(kReleaseSchema) + ": " + what +
+                  " (the plan is written by cmake/FfpaReleasePlan.cmake at configure time; docs/release.md "
+                  "describes it): re-run cmake on the build tree");
+    throw Error(where_ + " is not a release manifest of schema " + std::to_string(kReleaseSchema) + ": " + what +
                 "; rebuild the release (cmake --build <tree> --target package)");
   }
-  const nlohmann::json& field(const nlohmann::json& obj, const char* key, const std::string& path) const {
-    if (!obj.is_object() || !obj.contains(key)) fail("'" + path + key + "' is missing");
-    return obj.at(key);
+  const nlohmann::json& at(const nlohmann::json& o, const char* k, const std::string& p = "") const {
+    if (!o.is_object() || !o.contains(k)) fail("'" + p + k + "' is missing");
+    return o.at(k);
   }
-  std::string str(const nlohmann::json& obj, const char* key, const std::string& path = "") const {
-    const auto& v = field(obj, key, path);
-    if (!v.is_string()) fail("'" + path + key + "' must be a string");
+  std::string str(const nlohmann::json& o, const char* k, const std::string& p = "") const {
+    const auto& v = at(o, k, p);
+    if (!v.is_string()) fail("'" + p + k + "' must be a string");
     return v.get<std::string>();
   }
-  std::optional<std::string> opt_str(const nlohmann::json& obj, const char* key, const std::string& path = "") const {
-    if (!obj.contains(key) || obj.at(key).is_null()) return std::nullopt;
-    return str(obj, key, path);
+  std::optional<std::string> opt_str(const nlohmann::json& o, const char* k, const std::string& p = "") const {
+    if (!o.contains(k) || o.at(k).is_null()) return std::nullopt;
+    return str(o, k, p);
   }
-  std::uint64_t u64(const nlohmann::json& obj, const char* key, const std::string& path = "") const {
-    const auto& v = field(obj, key, path);
-    if (!v.is_number_unsigned()) fail("'" + path + key + "' must be a non-negative integer");
+  bool boolean(const nlohmann::json& o, const char* k) const {
+    const auto& v = at(o, k);
+    if (!v.is_boolean()) fail(std::string("'") + k + "' must be true or false");
+    return v.get<bool>();
+  }
+  std::uint64_t u64(const nlohmann::json& o, const char* k, const std::string& p = "") const {
+    const auto& v = at(o, k, p);
+    if (!v.is_number_unsigned()) fail("'" + p + k + "' must be a non-negative integer");
     return v.get<std::uint64_t>();
   }
-  const nlohmann::json& j_;
+  template <typename T>
+  std::vector<T> array(const nlohmann::json& o, const char* k) const {
+    const auto& v = at(o, k);
+    if (!v.is_array()) fail(std::string("'") + k + "' must be an array");
+    std::vector<T> out;
+    for (const auto& x : v) {
+      if (std::is_same_v<T, int> ? !x.is_number_integer() : !x.is_string())
+        fail(std::string("'") + k + "' must hold " + (std::is_same_v<T, int> ? "integers" : "strings"));
+      out.push_back(x.get<T>());
+    }
+    return out;
+  }
+  std::string sha256(const nlohmann::json& o, const std::string& p) const {
+    std::string s = str(o, "sha256", p);
+    if (!is_sha256_hex(s)) fail("'" + p + "sha256' is not 64 lower-case hex digits");
+    return s;
+  }
+
+ private:
   std::string where_;
+  ReleaseForm form_;
 };
 
 }  // namespace
 
-std::string manifest_to_json(const Manifest& m) {
+std::string manifest_to_json(const Release& m) {
   ordered_json j;
   j["schema"] = m.schema;
   j["name"] = m.name;
@@ -88,10 +111,11 @@ std::string manifest_to_json(const Manifest& m) {
     ordered_json o;
     o["file"] = w.file;
     o["kind"] = w.kind;
-    if (w.kernel_library_size) o["kernel_library_size"] = *w.kernel_library_size;
-    if (w.kernel_library_compressed_size) o["kernel_library_compressed_size"] = *w.kernel_library_compressed_size;
     o["version"] = w.version;
     o["tags"] = w.tags;
+    if (w.kernel_library) o["kernel_library"] = *w.kernel_library;
+    if (w.kernel_library_size) o["kernel_library_size"] = *w.kernel_library_size;
+    if (w.kernel_library_compressed_size) o["kernel_library_compressed_size"] = *w.kernel_library_compressed_size;
     o["size"] = w.size;
     o["sha256"] = w.sha256;
     wheels.push_back(o);
@@ -103,32 +127,32 @@ std::string manifest_to_json(const Manifest& m) {
   return j.dump(2) + "\n";
 }
 
-Manifest parse_manifest(std::string_view text, const std::string& where) {
+Release parse_release(std::string_view text, const std::string& where, ReleaseForm form) {
+  const bool plan = form == ReleaseForm::plan;
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    throw Error(where + " is not JSON (" + e.what() + "); rebuild the release");
+    throw Error(where + " is not JSON (" + e.what() + "); " +
+                (plan ? "re-run cmake on the build tree" : "rebuild the release"));
   }
-  Reader r(j, where);
+  const Fields r(where, form);
   if (!j.is_object()) r.fail("the top level is not an object");
-  Manifest m;
-  const auto& schema = r.field(j, "schema", "");
-  if (!schema.is_number_integer() || schema.get<int>() != kManifestSchema)
-    r.fail("'schema' is " + schema.dump() + ", this engine reads " + std::to_string(kManifestSchema));
+  Release m;
+  const auto& schema = r.at(j, "schema");
+  if (!schema.is_number_integer() || schema.get<int>() != kReleaseSchema)
+    r.fail("'schema' is " + schema.dump() + ", this engine reads " + std::to_string(kReleaseSchema));
   m.name = r.str(j, "name");
   m.version = r.str(j, "version");
   m.profile = r.str(j, "profile");
   if (m.profile != "full" && m.profile != "pure" && m.profile != "mini" && m.profile != "dev")
     r.fail("'profile' is '" + m.profile + "', not full, pure, mini or dev");
   m.source_commit = r.str(j, "source_commit");
-  const auto& dirty = r.field(j, "source_dirty", "");
-  if (!dirty.is_boolean()) r.fail("'source_dirty' must be true or false");
-  m.source_dirty = dirty.get<bool>();
-  const auto& epoch = r.field(j, "source_date_epoch", "");
+  m.source_dirty = r.boolean(j, "source_dirty");
+  const auto& epoch = r.at(j, "source_date_epoch");
   if (!epoch.is_number_integer()) r.fail("'source_date_epoch' must be an integer");
   m.source_date_epoch = epoch.get<std::int64_t>();
-  const auto& tc = r.field(j, "toolchain", "");
+  const auto& tc = r.at(j, "toolchain");
   if (!tc.is_object()) r.fail("'toolchain' must be an object");
   for (const auto& [k, v] : tc.items()) {
     if (!v.is_null() && !v.is_string()) r.fail("'toolchain." + k + "' must be a string or null");
@@ -138,64 +162,66 @@ Manifest parse_manifest(std::string_view text, const std::string& where) {
   if (m.channel) {
     m.cuda_version = r.opt_str(j, "cuda_version");
     m.fatbin_compression = r.opt_str(j, "fatbin_compression");
-    for (const char* key : {"archs", "dtypes"}) {
-      const auto& a = r.field(j, key, "");
-      if (!a.is_array()) r.fail(std::string("'") + key + "' must be an array");
-      for (const auto& x : a) {
-        if (!x.is_string()) r.fail(std::string("'") + key + "' must hold strings");
-        (std::string(key) == "archs" ? m.archs : m.dtypes).push_back(x.get<std::string>());
-      }
-    }
-    const auto& dims = r.field(j, "head_dims", "");
-    if (!dims.is_array()) r.fail("'head_dims' must be an array");
-    for (const auto& x : dims) {
-      if (!x.is_number_integer()) r.fail("'head_dims' must hold integers");
-      m.head_dims.push_back(x.get<int>());
-    }
+    m.archs = r.array<std::string>(j, "archs");
+    m.dtypes = r.array<std::string>(j, "dtypes");
+    m.head_dims = r.array<int>(j, "head_dims");
   }
-  const auto& wheels = r.field(j, "wheels", "");
+  const auto& wheels = r.at(j, "wheels");
   if (!wheels.is_array()) r.fail("'wheels' must be an array");
   for (std::size_t i = 0; i < wheels.size(); ++i) {
     const std::string p = "wheels[" + std::to_string(i) + "].";
     const auto& w = wheels[i];
-    ManifestWheel mw;
-    mw.file = r.str(w, "file", p);
-    if (!safe_file_name(mw.file) || mw.file.size() < 5 || mw.file.substr(mw.file.size() - 4) != ".whl")
-      r.fail("'" + p + "file' is '" + mw.file + "', not a wheel file name in the manifest's directory");
+    ReleaseWheel mw;
     mw.kind = r.str(w, "kind", p);
     if (mw.kind != "cuda" && mw.kind != "pure") r.fail("'" + p + "kind' is '" + mw.kind + "', not cuda or pure");
     mw.version = r.str(w, "version", p);
     mw.tags = r.str(w, "tags", p);
-    mw.size = r.u64(w, "size", p);
-    mw.sha256 = r.str(w, "sha256", p);
-    if (!is_hex64(mw.sha256)) r.fail("'" + p + "sha256' is not 64 lower-case hex digits");
-    if (w.contains("kernel_library_size")) mw.kernel_library_size = r.u64(w, "kernel_library_size", p);
-    if (w.contains("kernel_library_compressed_size"))
-      mw.kernel_library_compressed_size = r.u64(w, "kernel_library_compressed_size", p);
+    mw.kernel_library = r.opt_str(w, "kernel_library", p);
+    if (plan) {
+      mw.tree = r.str(w, "tree", p);
+      if (!safe_file_name(mw.tree)) r.fail("'" + p + "tree' is '" + mw.tree + "', not a directory name");
+    } else {
+      mw.file = r.str(w, "file", p);
+      if (!safe_file_name(mw.file) || mw.file.size() < 5 || mw.file.substr(mw.file.size() - 4) != ".whl")
+        r.fail("'" + p + "file' is '" + mw.file + "', not a wheel file name in the manifest's directory");
+      mw.size = r.u64(w, "size", p);
+      mw.sha256 = r.sha256(w, p);
+      if (w.contains("kernel_library_size")) mw.kernel_library_size = r.u64(w, "kernel_library_size", p);
+      if (w.contains("kernel_library_compressed_size"))
+        mw.kernel_library_compressed_size = r.u64(w, "kernel_library_compressed_size", p);
+    }
     m.wheels.push_back(mw);
   }
-  if (j.contains("requirements") && !j["requirements"].is_null()) {
+  if (plan) {
+    m.metadata = r.str(j, "metadata");
+    m.readme = r.str(j, "readme");
+    m.forbid_paths = r.array<std::string>(j, "forbid_paths");
+    m.out_dir = r.str(j, "out_dir");
+    m.site_dir = r.opt_str(j, "site_dir");
+  } else if (j.contains("requirements") && !j["requirements"].is_null()) {
     const auto& q = j["requirements"];
-    ManifestFile f;
+    ReleaseFile f;
     f.file = r.str(q, "file", "requirements.");
     if (!safe_file_name(f.file)) r.fail("'requirements.file' is not a file name in the manifest's directory");
     f.size = r.u64(q, "size", "requirements.");
-    f.sha256 = r.str(q, "sha256", "requirements.");
-    if (!is_hex64(f.sha256)) r.fail("'requirements.sha256' is not 64 lower-case hex digits");
+    f.sha256 = r.sha256(q, "requirements.");
     m.requirements = f;
   }
   return m;
 }
 
-Manifest read_manifest(const std::filesystem::path& file) {
+Release read_release(const std::filesystem::path& file, ReleaseForm form) {
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error("cannot read " + file.string() + "; build the release first (it is written by packaging)");
+  if (!in)
+    throw Error("cannot read " + file.string() + (form == ReleaseForm::plan
+                                                      ? "; configure the build tree first (cmake writes the plan)"
+                                                      : "; build the release first (it is written by packaging)"));
   std::ostringstream ss;
   ss << in.rdbuf();
-  return parse_manifest(ss.str(), file.string());
+  return parse_release(ss.str(), file.string(), form);
 }
 
-std::optional<std::string> unpublishable_profile(const Manifest& m) {
+std::optional<std::string> unpublishable_profile(const Release& m) {
   if (m.profile == "full" || m.profile == "pure") return std::nullopt;
   return "the manifest records profile '" + m.profile + "' (" +
          (m.profile == "mini" ? "development wheels: one head dim, one arch" : "a development build") +

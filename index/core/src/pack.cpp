@@ -1,25 +1,20 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-// Over 500 lines on purpose: the tree walk, the refusals on what a tree may hold, the
-// RECORD/WHEEL/METADATA writers and pack_wheels' one-pass multi-wheel assembly share the
-// per-member state; the zip container and compression live in zipwrite/deflate.cpp.
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
+// The wheel writer: the tree walk and what a tree may hold, the METADATA, WHEEL and
+// RECORD files, and pack_wheels' one pass over every wheel of a release (the zip
+// container and compression are zipwrite.cpp).
 #include "ffpa/core/pack.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
-#include <iostream>
 #include <cstdlib>
 #include <cstring>
-#include <future>
 #include <map>
 #include <memory>
 #include <set>
-#include <thread>
 
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
@@ -61,41 +56,6 @@ std::string read_all(const fs::path& p, const char* what) {
   return buf;
 }
 
-// A tree file's bytes: mapped when large (no copy, no zero-fill of a 160 MB
-// buffer), read when small.
-class FileBytes {
- public:
-  explicit FileBytes(const fs::path& p) {
-    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw Error("cannot read tree file '" + p.string() + "': " + std::strerror(errno));
-    struct stat st {};
-    ::fstat(fd, &st);
-    const size_t size = static_cast<size_t>(st.st_size);
-    if (size >= (1u << 20)) {
-      void* m = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-      ::close(fd);
-      if (m == MAP_FAILED) throw Error("cannot map tree file '" + p.string() + "': " + std::strerror(errno));
-      map_ = m;
-      view_ = std::string_view(static_cast<const char*>(m), size);
-    } else {
-      ::close(fd);
-      owned_ = read_all(p, "tree file");
-      view_ = owned_;
-    }
-  }
-  ~FileBytes() {
-    if (map_) ::munmap(map_, view_.size());
-  }
-  FileBytes(const FileBytes&) = delete;
-  FileBytes& operator=(const FileBytes&) = delete;
-  std::string_view view() const { return view_; }
-
- private:
-  void* map_ = nullptr;
-  std::string owned_;
-  std::string_view view_;
-};
-
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -130,11 +90,6 @@ std::string readme_type_for(const fs::path& readme) {
   if (ext == ".md" || ext == ".markdown") return "text/markdown";
   if (ext == ".rst") return "text/x-rst";
   return "text/plain";
-}
-
-bool is_executable_name(const std::string& rel) {
-  const std::string base = rel.substr(rel.rfind('/') + 1);
-  return (base.size() > 3 && base.compare(base.size() - 3, 3, ".so") == 0) || base.find(".so.") != std::string::npos;
 }
 
 struct TreeFile {
@@ -193,7 +148,7 @@ std::vector<TreeFile> walk_tree(const fs::path& tree) {
     }
     const auto perms = fs::status(source).permissions();
     const bool exec = (perms & (fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec)) != fs::perms::none ||
-                      is_executable_name(rel);
+                      is_shared_object_name(rel);
     files.push_back({rel, source, exec});
   }
   if (files.empty())
@@ -222,26 +177,6 @@ std::int64_t resolve_epoch(const std::optional<std::int64_t>& given) {
     throw Error(std::string("SOURCE_DATE_EPOCH='") + env + "' is not a non-negative integer number of seconds");
   return v;
 }
-
-// FFPA_INDEX_TIMING=1 prints how long each phase of pack took, to stderr; the
-// benchmark uses it to show where the time goes.
-class PhaseTimer {
- public:
-  PhaseTimer() : on_(std::getenv("FFPA_INDEX_TIMING") != nullptr), last_(std::chrono::steady_clock::now()) {}
-  void mark(const char* phase) {
-    if (!on_) return;
-    const auto now = std::chrono::steady_clock::now();
-    std::cerr << "ffpa-index: " << phase << " "
-              << std::chrono::duration<double>(now - last_).count() << " s\n";
-    last_ = now;
-  }
-
- private:
-  bool on_;
-  std::chrono::steady_clock::time_point last_;
-};
-
-}  // namespace
 
 std::string render_metadata(const std::string& name, const std::string& canonical_version,
                             const std::string& metadata_file_text, const std::string& readme,
@@ -287,16 +222,13 @@ std::string render_metadata(const std::string& name, const std::string& canonica
   return out;
 }
 
-namespace {
-
 // One wheel of a pack_wheels() call: its validated inputs and derived names.
 struct Prepared {
   const PackOptions* o = nullptr;
   std::int64_t epoch = 0;
-  std::string canonical_version, metadata, python, abi, platform;
+  std::string metadata, wheel_file, dist_info;
   std::vector<TreeFile> files;
   std::size_t first_flat = 0;  // index of files[0] in the call's flat file list
-  std::string filename, dist_info, wheel_file;
   PackResult result;
 };
 
@@ -309,32 +241,28 @@ Prepared prepare(const PackOptions& o) {
   std::string why;
   auto version = parse_pep440(o.version, &why);
   if (!version) throw Error("--version: " + why);
-  w.canonical_version = version->canonical;
   const auto tag_parts = split(o.tag, '-');
   if (tag_parts.size() != 3)
     throw Error("--tag '" + o.tag + "' must be PYTHON-ABI-PLATFORM, e.g. py3-none-any or cp312-cp312-auto");
   for (const auto& t : tag_parts)
     if (t.empty() || t.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") != std::string::npos)
       throw Error("--tag '" + o.tag + "': field '" + t + "' may only hold letters, digits, '_' and '.'");
-  w.python = tag_parts[0];
-  w.abi = tag_parts[1];
-  w.platform = tag_parts[2];
-  if (o.metadata.empty()) throw Error("--metadata FILE is required (Summary, Requires-Python, Requires-Dist, ... lines)");
+  w.result.name = WheelFilename{wheel_name_component(o.name), version->canonical, "", tag_parts[0], tag_parts[1],
+                                tag_parts[2]};
   if (o.out_dir.empty()) throw Error("--out-dir DIR is required");
   w.epoch = resolve_epoch(o.source_date_epoch);
 
-  const std::string metadata_text = read_all(o.metadata, "metadata file");
   std::string readme, readme_type = o.readme_type;
   if (!o.readme.empty()) {
     readme = read_all(o.readme, "README");
     if (readme_type.empty()) readme_type = readme_type_for(o.readme);
   }
-  w.metadata = render_metadata(o.name, w.canonical_version, metadata_text, readme, readme_type);
+  w.metadata = render_metadata(o.name, version->canonical, o.metadata, readme, readme_type);
   // The same parse verify-wheel applies, so pack never writes a METADATA that
   // add or publish would refuse later (a Requires-Python that is not a specifier
   // set, a README that is not UTF-8, ...).
   if (const auto problems = check_core_metadata(w.metadata); !problems.empty()) {
-    std::string msg = "the METADATA built from --metadata '" + o.metadata.string() + "'" +
+    std::string msg = "the METADATA built from " + o.metadata_source +
                       (o.readme.empty() ? std::string() : " and --readme '" + o.readme.string() + "'") +
                       " would not parse for pip and twine; fix those files:";
     for (const auto& p : problems) msg += "\n  - " + p;
@@ -344,22 +272,20 @@ Prepared prepare(const PackOptions& o) {
   return w;
 }
 
-// Platform: computed for "auto", checked for anything else.
+// Platform: computed for "auto", checked for anything else; then every file is held
+// to the one compiled-file rule verify-wheel applies to the members.
 void decide_platform(Prepared& w, const std::vector<std::string_view>& contents) {
   const PackOptions& o = *w.o;
-  std::map<fs::path, std::string_view> loaded;
-  for (size_t i = 0; i < w.files.size(); ++i) loaded.emplace(fs::path(w.files[i].rel), contents[i]);
-  PlatformOptions popts;
-  popts.forbidden_strings = o.forbidden_strings;
-  popts.forbidden_strings.push_back(fs::canonical(o.tree).string());
-  popts.loaded = &loaded;
-  bool has_elf = false;
-  for (const auto& c : contents)
-    if (c.compare(0, 4, "\x7f" "ELF") == 0) has_elf = true;
-  if (w.platform == "any" && has_elf)
-    throw Error("the tree holds ELF binaries but the tag says platform 'any'; a pure wheel must not ship "
-                "binaries: remove them or use a platform tag (e.g. cp312-cp312-auto)");
-  if (w.platform == "auto" || (w.platform != "any" && has_elf)) {
+  std::string& platform = w.result.name.platform;
+  const bool has_elf = std::any_of(contents.begin(), contents.end(),
+                                   [](std::string_view c) { return c.substr(0, 4) == std::string_view("\x7f" "ELF", 4); });
+  if (platform == "auto" || (platform != "any" && has_elf)) {
+    std::map<fs::path, std::string_view> loaded;
+    for (size_t i = 0; i < w.files.size(); ++i) loaded.emplace(fs::path(w.files[i].rel), contents[i]);
+    PlatformOptions popts;
+    popts.forbidden_strings = o.forbidden_strings;
+    popts.forbidden_strings.push_back(fs::canonical(o.tree).string());
+    popts.loaded = &loaded;
     PlatformDecision d = decide_manylinux(o.tree, popts);
     if (!d.problems.empty()) {
       std::string msg = "the binaries in the tree cannot be shipped as a manylinux wheel:";
@@ -367,30 +293,31 @@ void decide_platform(Prepared& w, const std::vector<std::string_view>& contents)
       throw Error(msg);
     }
     w.result.platform_reasons = d.reasons;
-    if (w.platform == "auto") {
-      w.platform = d.tag;
-    } else if (w.platform.rfind("manylinux_2_", 0) == 0) {
-      const int claimed = std::atoi(w.platform.c_str() + 12);
-      if (claimed < d.glibc_minor)
-        throw Error("--tag claims " + w.platform + " but the binaries need " + d.tag + " (" + d.reasons.front() +
-                    "); use the platform 'auto'");
+    if (platform == "auto") {
+      platform = d.tag;
+    } else if (platform.rfind("manylinux_2_", 0) == 0 && std::atoi(platform.c_str() + 12) < d.glibc_minor) {
+      throw Error("--tag claims " + platform + " but the binaries need " + d.tag + " (" + d.reasons.front() +
+                  "); use the platform 'auto'");
     }
   }
-  w.result.platform = w.platform;
+  for (const auto& part : split(platform, '.'))
+    for (size_t i = 0; i < w.files.size(); ++i)
+      if (std::string why = compiled_file_problem(w.files[i].rel, contents[i].substr(0, 64), part); !why.empty())
+        throw Error("the staged tree '" + o.tree.string() + "': " + why);
 }
 
 void name_wheel(Prepared& w) {
   const PackOptions& o = *w.o;
-  WheelFilename wf{wheel_name_component(o.name), w.canonical_version, "", w.python, w.abi, w.platform};
-  w.filename = wf.filename();
+  const WheelFilename& wf = w.result.name;
   std::string reparse_why;
-  if (!parse_wheel_filename(w.filename, &reparse_why)) throw Error("internal: produced an invalid wheel name: " + reparse_why);
+  if (!parse_wheel_filename(wf.filename(), &reparse_why))
+    throw Error("internal: produced an invalid wheel name: " + reparse_why);
   w.dist_info = wf.name + "-" + wf.version + ".dist-info/";
-  const bool purelib = o.root_is_purelib.value_or(w.abi == "none" && w.platform == "any");
+  const bool purelib = o.root_is_purelib.value_or(wf.abi == "none" && wf.platform == "any");
   w.wheel_file = "Wheel-Version: 1.0\nGenerator: ffpa-index " FFPA_INDEX_VERSION "\nRoot-Is-Purelib: ";
   w.wheel_file += purelib ? "true\n" : "false\n";
   for (const auto& t : wf.tags()) w.wheel_file += "Tag: " + t + "\n";
-  w.result.wheel = o.out_dir / w.filename;
+  w.result.wheel = o.out_dir / wf.filename();
 }
 
 }  // namespace
@@ -401,115 +328,54 @@ std::vector<PackResult> pack_wheels(const std::vector<PackOptions>& wheels) {
   if (wheels.empty()) throw Error("no wheel to pack");
   const DeflateOptions dopt = wheels.front().deflate;
   for (const auto& o : wheels)
-    if (o.deflate.level != dopt.level || o.deflate.jobs != dopt.jobs || o.deflate.cache_dir != dopt.cache_dir)
-      throw Error("the wheels of one pack-many call share --level, --jobs and --deflate-cache");
-  if (dopt.level < 0 || dopt.level > 9)
-    throw Error("deflate level " + std::to_string(dopt.level) + " is out of range; use 0 to 9");
-  const unsigned jobs = dopt.jobs ? dopt.jobs : std::max(1u, std::thread::hardware_concurrency());
-
-  PhaseTimer timer;
+    if (o.deflate.level != dopt.level || o.deflate.jobs != dopt.jobs)
+      throw Error("the wheels of one pack call share the deflate level and jobs");
   std::vector<Prepared> ws;
   ws.reserve(wheels.size());
   for (const auto& o : wheels) ws.push_back(prepare(o));
 
-  // Every tree file of every wheel, mapped on all threads.
+  // Every tree file of every wheel, read on all threads.
   std::vector<const TreeFile*> flat;
   for (auto& w : ws) {
     w.first_flat = flat.size();
     for (const auto& f : w.files) flat.push_back(&f);
   }
-  std::vector<std::unique_ptr<FileBytes>> mapped(flat.size());
-  parallel_for(flat.size(), jobs, [&](std::size_t i) { mapped[i] = std::make_unique<FileBytes>(flat[i]->source); });
-  std::vector<std::string_view> contents;
-  for (const auto& m : mapped) contents.push_back(m->view());
-  timer.mark("read trees");
+  std::vector<std::string> contents(flat.size());
+  parallel_for(flat.size(), dopt.jobs, [&](std::size_t i) { contents[i] = read_all(flat[i]->source, "tree file"); });
+  const std::vector<std::string_view> views(contents.begin(), contents.end());
 
   std::set<fs::path> finals;
   for (auto& w : ws) {
-    decide_platform(w, std::vector<std::string_view>(contents.begin() + static_cast<std::ptrdiff_t>(w.first_flat),
-                                                     contents.begin() + static_cast<std::ptrdiff_t>(w.first_flat + w.files.size())));
+    decide_platform(w, std::vector<std::string_view>(views.begin() + static_cast<std::ptrdiff_t>(w.first_flat),
+                                                     views.begin() + static_cast<std::ptrdiff_t>(w.first_flat + w.files.size())));
     name_wheel(w);
     if (!finals.insert(fs::absolute(w.result.wheel).lexically_normal()).second)
       throw Error("two wheels of this call would both be written to '" + w.result.wheel.string() +
                   "'; give each a different tag or version (or --out-dir)");
   }
-  timer.mark("platform");
 
-  // Distinct contents. A file is the same content as an earlier one only if its
-  // bytes compare equal (memcmp: cheaper than hashing the copy, and a proof rather
-  // than a fingerprint); its sha256, CRC, size and compressed entry are then those
-  // of the first. The comparisons with the first file of each size run in parallel.
-  constexpr std::size_t npos = static_cast<std::size_t>(-1);
-  std::vector<std::size_t> first_of_size(flat.size());
-  {
-    std::map<std::size_t, std::size_t> first;
-    for (std::size_t f = 0; f < flat.size(); ++f) first_of_size[f] = first.emplace(contents[f].size(), f).first->second;
-  }
-  std::vector<char> same(flat.size(), 0);
-  parallel_for(flat.size(), jobs, [&](std::size_t f) {
-    same[f] = first_of_size[f] != f && contents[f] == contents[first_of_size[f]];
-  });
+  // Distinct contents: a file is the content of an earlier one only if its bytes
+  // compare equal (a proof rather than a fingerprint); its sha256, CRC, size and
+  // compressed bytes are then those of the first, so N CUDA wheels cost about one.
   std::vector<std::size_t> content_of(flat.size());
   std::vector<std::string_view> distinct;
   {
     std::map<std::size_t, std::vector<std::size_t>> by_size;  // size -> distinct ids
     for (std::size_t f = 0; f < flat.size(); ++f) {
-      std::size_t d = npos;
-      if (same[f]) d = content_of[first_of_size[f]];
-      else if (first_of_size[f] != f)
-        for (std::size_t cand : by_size[contents[f].size()])
-          if (distinct[cand] == contents[f]) {
-            d = cand;
-            break;
-          }
-      if (d == npos) {
-        d = distinct.size();
-        distinct.push_back(contents[f]);
-        by_size[contents[f].size()].push_back(d);
+      auto& same_size = by_size[views[f].size()];
+      auto it = std::find_if(same_size.begin(), same_size.end(), [&](std::size_t d) { return distinct[d] == views[f]; });
+      if (it == same_size.end()) {
+        same_size.push_back(distinct.size());
+        distinct.push_back(views[f]);
+        content_of[f] = distinct.size() - 1;
+      } else {
+        content_of[f] = *it;
       }
-      content_of[f] = d;
     }
   }
-  timer.mark("compare copies");
-
-  // Large distinct contents are looked up in the --deflate-cache by a content key
-  // hashed on all threads; a hit brings the raw entry and the member's sha256.
-  DeflateStats stats;
-  const std::size_t nd = distinct.size();
-  std::vector<CompressedEntry> cached(nd);
-  std::vector<std::string> keys(nd);
-  std::vector<std::size_t> pending_index(nd, npos);
-  std::vector<std::string_view> todo;
-  std::vector<std::size_t> todo_index;
-  for (std::size_t d = 0; d < nd; ++d) {
-    bool hit = false;
-    if (!dopt.cache_dir.empty() && distinct[d].size() >= kCacheThreshold) {
-      keys[d] = content_key(distinct[d], jobs);
-      hit = cache_lookup(dopt, keys[d], distinct[d].size(), cached[d]);
-      ++(hit ? stats.cache_hits : stats.cache_misses);
-    }
-    if (!hit) {
-      pending_index[d] = todo.size();
-      todo.push_back(distinct[d]);
-      todo_index.push_back(d);
-    }
-  }
-  timer.mark("cache lookup");
-
-  // The RECORD hashes of the rest (one sequential sha256 per distinct member) run
-  // beside compression and the writing of the wheels; only RECORD waits for them.
-  std::vector<std::string> sha(nd);
-  for (std::size_t d = 0; d < nd; ++d)
-    if (pending_index[d] == npos) sha[d] = cached[d].sha256_raw;
-  std::shared_future<void> hashed = std::async(std::launch::async, [&]() {
-    parallel_for(todo_index.size(), jobs, [&](std::size_t k) { sha[todo_index[k]] = sha256_raw(distinct[todo_index[k]]); });
-  }).share();
-  struct WaitOnExit {
-    std::shared_future<void>& f;
-    ~WaitOnExit() {
-      if (f.valid()) f.wait();
-    }
-  } wait_hashed{hashed};
+  const std::vector<CompressedEntry> compressed = compress_members(distinct, dopt);
+  std::vector<std::string> sha(distinct.size());
+  parallel_for(distinct.size(), dopt.jobs, [&](std::size_t d) { sha[d] = sha256_raw(distinct[d]); });
 
   std::vector<std::unique_ptr<AtomicOutput>> outs;
   for (auto& w : ws) {
@@ -518,85 +384,43 @@ std::vector<PackResult> pack_wheels(const std::vector<PackOptions>& wheels) {
     if (ec) throw Error("cannot create --out-dir '" + w.o->out_dir.string() + "': " + ec.message());
     outs.push_back(std::make_unique<AtomicOutput>(w.result.wheel));
   }
-
-  {
-    // Compression runs on its pool; one writer per wheel streams the wheel's
-    // entries in order as their pieces become ready; this thread streams the new
-    // cache entries. Pieces stay in memory until everyone is done with them.
-    PendingEntries pending(todo, dopt, &stats);
-    std::vector<std::exception_ptr> failed(ws.size());
-    std::vector<std::thread> writers;
-    for (std::size_t k = 0; k < ws.size(); ++k) {
-      writers.emplace_back([&, k]() {
-        try {
-          Prepared& w = ws[k];
-          ZipLayout layout = w.o->layout;
-          layout.epoch = w.epoch;
-          ZipWriter zip(*outs[k], layout);
-          for (std::size_t i = 0; i < w.files.size(); ++i) {
-            const std::size_t d = content_of[w.first_flat + i];
-            const std::uint32_t mode = w.files[i].exec ? 0755u : 0644u;
-            if (pending_index[d] == npos) zip.add(w.files[i].rel, mode, cached[d]);
-            else zip.add_pending(w.files[i].rel, mode, pending, pending_index[d]);
-          }
-          hashed.get();
-          std::string record;
-          for (std::size_t i = 0; i < w.files.size(); ++i) {
-            const std::size_t d = content_of[w.first_flat + i];
-            record += csv_line({w.files[i].rel, "sha256=" + base64_urlsafe_nopad(sha[d]), std::to_string(distinct[d].size())});
-          }
-          record += csv_line({w.dist_info + "METADATA", sha256_record_digest(w.metadata), std::to_string(w.metadata.size())});
-          record += csv_line({w.dist_info + "WHEEL", sha256_record_digest(w.wheel_file), std::to_string(w.wheel_file.size())});
-          record += csv_line({w.dist_info + "RECORD", "", ""});
-          DeflateOptions tail_opts = dopt;
-          tail_opts.jobs = 1;
-          const auto tail = compress_members({w.metadata, w.wheel_file, record}, tail_opts);
-          zip.add(w.dist_info + "METADATA", 0644u, tail[0]);
-          zip.add(w.dist_info + "WHEEL", 0644u, tail[1]);
-          zip.add(w.dist_info + "RECORD", 0644u, tail[2]);
-          zip.finish();
-        } catch (...) {
-          failed[k] = std::current_exception();
-        }
-      });
+  parallel_for(ws.size(), dopt.jobs, [&](std::size_t k) {
+    Prepared& w = ws[k];
+    ZipLayout layout = w.o->layout;
+    layout.epoch = w.epoch;
+    ZipWriter zip(*outs[k], layout);
+    std::string record;
+    for (std::size_t i = 0; i < w.files.size(); ++i) {
+      const std::size_t d = content_of[w.first_flat + i];
+      zip.add(w.files[i].rel, w.files[i].exec ? 0755u : 0644u, compressed[d]);
+      record += csv_line({w.files[i].rel, "sha256=" + base64_urlsafe_nopad(sha[d]), std::to_string(distinct[d].size())});
     }
-    std::exception_ptr cache_failed;
-    try {
-      for (std::size_t k = 0; k < todo_index.size(); ++k) {
-        const std::size_t d = todo_index[k];
-        if (keys[d].empty()) continue;
-        cache_store_pending(dopt, keys[d], pending, k, [&, d]() {
-          hashed.get();  // rethrows a hashing failure
-          return sha[d];
-        });
-      }
-    } catch (...) {
-      cache_failed = std::current_exception();
-    }
-    for (auto& t : writers) t.join();
-    timer.mark("compress + write wheels and cache");
-    for (const auto& e : failed)
-      if (e) std::rethrow_exception(e);
-    if (cache_failed) std::rethrow_exception(cache_failed);
-  }
+    record += csv_line({w.dist_info + "METADATA", sha256_record_digest(w.metadata), std::to_string(w.metadata.size())});
+    record += csv_line({w.dist_info + "WHEEL", sha256_record_digest(w.wheel_file), std::to_string(w.wheel_file.size())});
+    record += csv_line({w.dist_info + "RECORD", "", ""});
+    const auto tail = compress_members({w.metadata, w.wheel_file, record}, DeflateOptions{dopt.level, 1});
+    zip.add(w.dist_info + "METADATA", 0644u, tail[0]);
+    zip.add(w.dist_info + "WHEEL", 0644u, tail[1]);
+    zip.add(w.dist_info + "RECORD", 0644u, tail[2]);
+    zip.finish();
+    w.result.sha256 = zip.sha256_hex();
+    w.result.size = zip.size();
+    w.result.members = zip.entries();
+    w.result.metadata = w.metadata;
+  });
 
-  // Durable before visible: every wheel is fsynced (their writeback started while
-  // they were written) before the first rename; a failure here removes them all.
+  // Durable before visible: every wheel is fsynced before the first rename; a
+  // failure here removes them all.
   for (auto& out : outs) out->sync();
-  timer.mark("sync");
   std::set<fs::path> dirs;
   for (auto& out : outs) {
     out->publish(false);
     dirs.insert(out->final_path().parent_path());
   }
   for (const auto& dir : dirs) fsync_directory(dir);
-  timer.mark("publish");
 
   std::vector<PackResult> results;
-  for (auto& w : ws) {
-    w.result.stats = stats;
-    results.push_back(std::move(w.result));
-  }
+  for (auto& w : ws) results.push_back(std::move(w.result));
   return results;
 }
 

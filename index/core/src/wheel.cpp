@@ -3,6 +3,7 @@
 // WHEEL, ELF members against the tag) whose checks share the member stream.
 #include "ffpa/core/wheel.h"
 
+#include <cctype>
 #include <map>
 #include <memory>
 #include <set>
@@ -296,26 +297,6 @@ std::set<std::string> top_dirs_with_suffix(const std::vector<ZipMember>& members
   return out;
 }
 
-// "x.so", "libx.so.12", "libx.so.1.2.3": what the loader would open as a shared
-// object. ("libbig.so.data" is not one.)
-bool shared_object_name(const std::string& member) {
-  const std::string base = member.substr(member.rfind('/') + 1);
-  for (std::size_t at = base.find(".so"); at != std::string::npos; at = base.find(".so", at + 1)) {
-    if (at == 0) continue;
-    std::string_view rest = std::string_view(base).substr(at + 3);
-    bool versions = true;
-    while (versions && !rest.empty()) {
-      std::size_t digits = 0;
-      if (rest.front() == '.')
-        while (digits + 1 < rest.size() && rest[digits + 1] >= '0' && rest[digits + 1] <= '9') ++digits;
-      if (digits == 0) versions = false;
-      else rest.remove_prefix(digits + 1);
-    }
-    if (versions) return true;
-  }
-  return false;
-}
-
 // Header names are case-insensitive, as email.parser (pip) reads them.
 std::string first_header(const std::vector<std::pair<std::string, std::string>>& h, std::string_view key) {
   for (const auto& [k, v] : h)
@@ -384,6 +365,46 @@ std::vector<std::vector<std::string>> record_rows(std::string_view text, std::ve
 }
 
 }  // namespace
+
+bool is_shared_object_name(std::string_view member) {
+  const std::string_view base = member.substr(member.rfind('/') + 1);
+  for (std::size_t at = base.find(".so"); at != std::string_view::npos; at = base.find(".so", at + 1)) {
+    if (at == 0) continue;
+    std::string_view rest = base.substr(at + 3);  // what may follow: ".<digits>" parts only
+    while (rest.size() > 1 && rest.front() == '.' && std::isdigit(static_cast<unsigned char>(rest[1]))) {
+      rest.remove_prefix(1);
+      while (!rest.empty() && std::isdigit(static_cast<unsigned char>(rest.front()))) rest.remove_prefix(1);
+    }
+    if (rest.empty()) return true;
+  }
+  return false;
+}
+
+std::string compiled_file_problem(std::string_view member, std::string_view head, std::string_view platform) {
+  const bool elf_magic = head.substr(0, 4) == std::string_view("\x7f" "ELF", 4);
+  const bool extension = member.size() > 4 && (member.substr(member.size() - 4) == ".pyd" ||
+                                               (member.size() > 6 && member.substr(member.size() - 6) == ".dylib"));
+  const bool so_name = is_shared_object_name(member);
+  if (!so_name && !elf_magic && !(extension && platform == "any")) return "";
+  const std::string name = "'" + printable(member) + "'";
+  if (platform == "any")
+    return name + " is " + (elf_magic ? "an ELF binary" : "a compiled extension") + " but the wheel's platform is "
+           "'any': a pure wheel must not ship binaries; remove it, or build a platform wheel (ffpa-index pack "
+           "--tag ...-auto)";
+  std::string why;
+  const auto want = elf_of_platform(platform, &why);
+  if (!want)  // macOS extension modules are .so files too; an ELF file never belongs there
+    return elf_magic ? name + " is an ELF binary in a wheel for platform '" + std::string(platform) + "' (" + why + ")"
+                     : "";
+  const auto id = parse_elf_ident(head);
+  if (!id)
+    return name + " is named like a shared object but is not an ELF file; a " + std::string(platform) +
+           " wheel can only load ELF shared objects: check what the build installed there";
+  if (id->elf_class != want->ident.elf_class || id->data != want->ident.data || id->machine != want->ident.machine)
+    return name + " is " + describe(*id) + " but the platform tag " + std::string(platform) + " needs " +
+           describe(want->ident) + "; build it for " + want->arch + " or tag the wheel for its real architecture";
+  return "";
+}
 
 WheelCheck verify_wheel(const std::filesystem::path& whl) { return verify_wheel(-1, whl); }
 
@@ -518,33 +539,9 @@ WheelCheck verify_wheel(int fd, const std::filesystem::path& whl) {
     }
   }
   auto check_binary = [&](const ZipMember& m, std::string_view head) {
-    const bool so_name = shared_object_name(m.name);
-    const bool elf_magic = head.substr(0, 4) == std::string_view("\x7f" "ELF", 4);
-    if (!so_name && !elf_magic) return;
     if (!fn) return;
-    for (const auto& plat : platforms) {
-      if (plat == "any") {
-        problem("'" + m.name + "' is " + (elf_magic ? "an ELF binary" : "a shared object") + " but the wheel's platform is 'any'; "
-                "a pure wheel ships no binaries: remove it, or build a platform wheel (ffpa-index pack --tag ...-auto)");
-        continue;
-      }
-      std::string pwhy;
-      const auto want = elf_of_platform(plat, &pwhy);
-      if (!want) {
-        // macOS extension modules are .so files too; an ELF file never belongs there.
-        if (elf_magic) problem("'" + m.name + "' is an ELF binary in a wheel for platform '" + plat + "' (" + pwhy + ")");
-        continue;
-      }
-      const auto id = parse_elf_ident(head);
-      if (!id) {
-        problem("'" + m.name + "' is named like a shared object but is not an ELF file; a " + plat +
-                " wheel can only load ELF shared objects: check what the build installed there");
-        continue;
-      }
-      if (id->elf_class != want->ident.elf_class || id->data != want->ident.data || id->machine != want->ident.machine)
-        problem("'" + m.name + "' is " + describe(*id) + " but the platform tag " + plat + " needs " + describe(want->ident) +
-                "; build it for " + want->arch + " or tag the wheel for its real architecture");
-    }
+    for (const auto& plat : platforms)
+      if (std::string why = compiled_file_problem(m.name, head, plat); !why.empty()) problem(std::move(why));
   };
 
   const std::string record_name = di_prefix + "RECORD";

@@ -1,34 +1,107 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-// The zip container of the wheel writer: local headers, data descriptors, the central
-// directory and ZIP64 records, written deterministically; the bytes come from the
-// compression pipeline (deflate.cpp).
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
+// The wheel writer's zip container and its compression: each member deflated on a
+// pool of threads, then local headers, the central directory and ZIP64 records
+// written deterministically.
 #include "ffpa/core/zipwrite.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <ctime>
 #include <exception>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <tuple>
-#include <vector>
 
 #include "ffpa/core/error.h"
-#include "ffpa/core/hash.h"
-#include "le_bytes.h"
 
 namespace ffpa::core {
+namespace {
 
-using le::put16;
-using le::put32;
-using le::put64;
+void put16(std::string& b, std::uint16_t v) {
+  b.push_back(static_cast<char>(v & 0xFF));
+  b.push_back(static_cast<char>(v >> 8));
+}
+void put32(std::string& b, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) b.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+}
+void put64(std::string& b, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) b.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+}
+
+// zlib counts in 32 bits: inputs are fed in pieces of at most this many bytes.
+constexpr std::uint64_t kPiece = 1u << 30;
+
+CompressedEntry deflate_member(std::string_view in, int level) {
+  CompressedEntry e;
+  e.size = in.size();
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (std::uint64_t off = 0; off < in.size(); off += kPiece)
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(in.data() + off),
+                static_cast<uInt>(std::min<std::uint64_t>(in.size() - off, kPiece)));
+  e.crc32 = static_cast<std::uint32_t>(crc);
+  z_stream zs{};
+  if (deflateInit2(&zs, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    throw Error("zlib deflateInit2 failed (level " + std::to_string(level) + ")");
+  struct End {
+    z_stream* z;
+    ~End() { deflateEnd(z); }
+  } end{&zs};
+  e.data.resize(deflateBound(&zs, static_cast<uLong>(in.size())));
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  zs.next_out = reinterpret_cast<Bytef*>(e.data.data());
+  std::uint64_t left = in.size();
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    const std::uint64_t n = std::min(left, kPiece);
+    zs.avail_in = static_cast<uInt>(n);
+    left -= n;
+    zs.avail_out = static_cast<uInt>(std::min<std::uint64_t>(e.data.size() - zs.total_out, kPiece));
+    rc = deflate(&zs, left == 0 ? Z_FINISH : Z_NO_FLUSH);
+    left += zs.avail_in;
+  }
+  if (rc != Z_STREAM_END) throw Error("zlib deflate failed (rc " + std::to_string(rc) + ")");
+  e.data.resize(zs.total_out);
+  if (e.data.size() >= in.size()) {  // incompressible: stored costs no inflate time and is never larger
+    e.method = 0;
+    e.data.assign(in.data(), in.size());
+  }
+  return e;
+}
+
+}  // namespace
+
+void parallel_for(std::size_t n, unsigned jobs, const std::function<void(std::size_t)>& fn) {
+  std::atomic<std::size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mu;
+  auto worker = [&]() {
+    for (std::size_t i; (i = next.fetch_add(1)) < n;) {
+      try {
+        fn(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failure_mu);
+        if (!failure) failure = std::current_exception();
+      }
+    }
+  };
+  if (jobs == 0) jobs = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> threads;
+  for (std::size_t t = 1; t < std::min<std::size_t>(jobs, n); ++t) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+std::vector<CompressedEntry> compress_members(const std::vector<std::string_view>& inputs,
+                                              const DeflateOptions& opts) {
+  if (opts.level < 0 || opts.level > 9)
+    throw Error("deflate level " + std::to_string(opts.level) + " is out of range; use 0 to 9");
+  std::vector<CompressedEntry> out(inputs.size());
+  parallel_for(inputs.size(), opts.jobs, [&](std::size_t i) { out[i] = deflate_member(inputs[i], opts.level); });
+  return out;
+}
 
 std::pair<std::uint16_t, std::uint16_t> dos_time_date(std::int64_t epoch) {
   constexpr std::int64_t kMin = 315532800;   // 1980-01-01T00:00:00Z, the DOS epoch
@@ -45,39 +118,6 @@ std::pair<std::uint16_t, std::uint16_t> dos_time_date(std::int64_t epoch) {
 ZipWriter::ZipWriter(AtomicOutput& out, const ZipLayout& layout) : out_(out), layout_(layout) {
   std::tie(dos_time_, dos_date_) = dos_time_date(layout.epoch);
 }
-
-namespace {
-
-void copy_raw(AtomicOutput& out, const CompressedEntry& b) {
-  int in = ::open(b.raw_file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (in < 0) throw Error("cannot reopen cache entry '" + b.raw_file.string() + "': " + std::strerror(errno));
-  struct Close {
-    int fd;
-    ~Close() { ::close(fd); }
-  } close_in{in};
-  off_t off = static_cast<off_t>(b.raw_offset);
-  std::uint64_t left = b.raw_size;
-  // copy_file_range keeps the bytes in the kernel; fall back to pread+write where
-  // the filesystems do not support it (EXDEV, ENOSYS, EINVAL...).
-  while (left > 0) {
-    ssize_t n = ::copy_file_range(in, &off, out.fd(), nullptr, left, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    left -= static_cast<std::uint64_t>(n);
-  }
-  std::string buf;
-  while (left > 0) {
-    buf.resize(static_cast<size_t>(std::min<std::uint64_t>(left, 8u << 20)));
-    ssize_t n = ::pread(in, buf.data(), buf.size(), off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw Error("cache entry '" + b.raw_file.string() + "' is shorter than its header says; delete the cache directory");
-    out.write(std::string_view(buf.data(), static_cast<size_t>(n)));
-    off += n;
-    left -= static_cast<std::uint64_t>(n);
-  }
-}
-
-}  // namespace
 
 std::string ZipWriter::records(const std::string& e_name, std::uint32_t mode, std::uint16_t method, std::uint32_t crc,
                                std::uint64_t size, std::uint64_t csize) {
@@ -146,46 +186,24 @@ std::string ZipWriter::records(const std::string& e_name, std::uint32_t mode, st
   return local;
 }
 
-void ZipWriter::add(const std::string& e_name, std::uint32_t mode, const CompressedEntry& b) {
-  const std::uint64_t csize = b.compressed_size();
-  const std::string local = records(e_name, mode, b.method, b.crc32, b.size, csize);
-  out_.write(local);
-  if (b.raw_file.empty()) {
-    out_.write(b.data);
-    for (const auto& part : b.parts) out_.write(part);
-  } else {
-    copy_raw(out_, b);
-  }
-  offset_ += local.size() + csize;
-  ++count_;
+void ZipWriter::write(std::string_view bytes) {
+  out_.write(bytes);
+  sha_.update(bytes);
+  offset_ += bytes.size();
 }
 
-void ZipWriter::add_pending(const std::string& e_name, std::uint32_t mode, PendingEntries& pending, std::size_t i) {
-  // The local header's length is known before the sizes: its ZIP64 field depends
-  // on the uncompressed size only, since an entry is never larger than that (a
-  // member that does not shrink is stored).
-  const std::string_view in = pending.input(i);
-  const bool sizes64 = in.size() >= layout_.zip64_size_threshold;
-  const std::uint64_t header_len = 30 + e_name.size() + (sizes64 ? 20 : 0);
-  const std::uint64_t header_at = offset_;
-  out_.write(std::string(header_len, '\0'));
-  for (std::size_t c = 0; c < pending.piece_count(i); ++c) out_.write(pending.wait_piece(i, c));
-  const PendingEntries::Meta m = pending.wait_meta(i);
-  if (m.method == 0) {
-    out_.truncate_to(header_at + header_len);
-    out_.write(in);
-  }
-  const std::string local = records(e_name, mode, m.method, m.crc32, m.size, m.compressed_size);
-  if (local.size() != header_len) throw Error("internal: streamed local header length changed for " + e_name);
-  out_.pwrite(header_at, local);
-  offset_ += local.size() + m.compressed_size;
-  ++count_;
+void ZipWriter::add(const std::string& e_name, std::uint32_t mode, const CompressedEntry& b) {
+  write(records(e_name, mode, b.method, b.crc32, b.size, b.data.size()));
+  write(b.data);
+  entries_.push_back({e_name, b.size, b.data.size()});
 }
+
+std::string ZipWriter::sha256_hex() { return to_hex(sha_.finish_raw()); }
 
 void ZipWriter::finish() {
   const std::uint64_t lim = layout_.zip64_size_threshold;
-  const std::uint64_t cd_offset = offset_, cd_size = central_.size(), count = count_;
-  out_.write(central_);
+  const std::uint64_t cd_offset = offset_, cd_size = central_.size(), count = entries_.size();
+  write(central_);
   const bool zip64 = count >= layout_.zip64_count_threshold || cd_offset >= lim || cd_size >= lim;
   std::string tail;
   if (zip64) {
@@ -214,7 +232,7 @@ void ZipWriter::finish() {
   put32(tail, zip64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(cd_size));
   put32(tail, zip64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(cd_offset));
   put16(tail, 0);  // comment
-  out_.write(tail);
+  write(tail);
 }
 
 }  // namespace ffpa::core

@@ -137,7 +137,6 @@ PreparedWheel prepare_wheel(const fs::path& p) {
   auto v = ffpa::core::parse_pep440(wf->version, &why);
   if (!v) throw Error("'" + fn + "': version '" + wf->version + "' is not PEP 440 (" + why + ")");
   w.version = *v;
-  w.project = ffpa::core::normalize_project_name(wf->name);
   // One version, one spelling (PEP 427/625): were 01.0.0, v1.0.0 or FFPA_Attn accepted
   // beside 1.0.0, the index would list several files for one version and pip would
   // pick whichever it ranks first. Checked before anything else is read.
@@ -167,12 +166,29 @@ PreparedWheel prepare_wheel(const fs::path& p) {
   w.size = w.bytes->size();
   w.sha256 = w.bytes->sha256();
   w.metadata = check.metadata;
-  w.metadata_sha256 = ffpa::core::sha256_hex(w.metadata);
-  for (const auto& [k, val] : check.metadata_fields) {
+  w.derive(check.metadata_fields);
+  return w;
+}
+
+void PreparedWheel::derive(std::vector<std::pair<std::string, std::string>> metadata_fields) {
+  project = ffpa::core::normalize_project_name(name.name);
+  metadata_sha256 = ffpa::core::sha256_hex(metadata);
+  for (const auto& [k, val] : metadata_fields) {
     std::string key = k;
     std::transform(key.begin(), key.end(), key.begin(), ::tolower);
-    if (key == "requires-python") w.requires_python = val;
+    if (key == "requires-python") requires_python = val;
   }
+}
+
+PreparedWheel packed_wheel(const ffpa::core::PackResult& r) {
+  PreparedWheel w;
+  w.path = r.wheel;
+  w.name = r.name;
+  w.version = *ffpa::core::parse_pep440(r.name.version);  // pack wrote it canonically
+  w.sha256 = r.sha256;
+  w.size = r.size;
+  w.metadata = r.metadata;
+  w.derive(ffpa::core::parse_header_lines(r.metadata));
   return w;
 }
 
@@ -326,7 +342,7 @@ ProjectPage load_project(const IndexLocation& loc, const std::string& normalized
                     "' has no #sha256= fragment; add it (sha256sum the asset) and re-run");
       std::string sha = a.sha256;
       std::transform(sha.begin(), sha.end(), sha.begin(), ::tolower);
-      if (!is_sha256_hex(sha))
+      if (!ffpa::core::is_sha256_hex(sha))
         throw Error(html_rel + ": legacy anchor for '" + fn + "' has #sha256=" + ffpa::core::printable(a.sha256) +
                     ", which is not 64 hex digits, refused; put the asset's sha256sum there and re-run");
       if (!ffpa::core::is_valid_utf8(a.requires_python) || (a.yanked && !ffpa::core::is_valid_utf8(*a.yanked)))

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "ffpa/core/error.h"
+#include "ffpa/core/hash.h"
 #include "ffpa/core/pep.h"
 #include "ffpa/core/utf8.h"
 
@@ -136,7 +137,7 @@ ProjectPage project_from_json(const json& j, std::string_view origin) {
       if (const std::string why = url_problem(f.url, false); !why.empty())
         throw Error(std::string(origin) + ": url of '" + f.filename + "' is refused (" + why +
                     "); restore the entry from git history");
-      if (!is_sha256_hex(f.sha256) || (f.core_metadata_sha256 && !is_sha256_hex(*f.core_metadata_sha256)))
+      if (!ffpa::core::is_sha256_hex(f.sha256) || (f.core_metadata_sha256 && !ffpa::core::is_sha256_hex(*f.core_metadata_sha256)))
         throw Error(std::string(origin) + ": a sha256 of '" + f.filename +
                     "' is not 64 lower-case hex digits; restore the entry from git history");
       if (p.find(f.filename))
@@ -233,10 +234,6 @@ std::string release_url_problem(std::string_view url, bool relative_ok) {
     at = slash + 1;
   }
   return "";
-}
-
-bool is_sha256_hex(std::string_view s) {
-  return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
 }
 
 std::string html_escape(std::string_view s) {

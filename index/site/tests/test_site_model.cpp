@@ -9,8 +9,9 @@
 #include <sstream>
 
 #include "ffpa/core/error.h"
+#include "ffpa/core/hash.h"
 #include "ffpa/core/pep.h"
-#include "ffpa/site/args.h"
+#include "args.h"
 #include "ffpa/site/index.h"
 #include "ffpa/site/model.h"
 #include "ffpa/site/process.h"
@@ -130,15 +131,32 @@ TEST(SiteProcess, QuotingAndCapture) {
   EXPECT_EQ(run_process({"/nonexistent/program"}).status, 127);
 }
 
-TEST(SiteArgs, FlagsAndMultiValues) {
-  const char* argv[] = {"publish", "--tag=v1+cu13", "--wheels", "a.whl", "b.whl", "--dry-run", "c.whl"};
-  Args a(7, const_cast<char**>(argv), {"--tag"}, {"--wheels"}, {"--dry-run"});
+// The one grammar of every ffpa-index command (index/cli/args.h).
+TEST(CliArgs, FlagsValuesListsAndRefusals) {
+  using ffpa::cli::Args;
+  using ffpa::cli::UsageError;
+  const std::map<std::string, Args::Kind> flags = {{"--tag", Args::kValue}, {"--wheels", Args::kList},
+                                                   {"--dry-run", Args::kFlag}, {"--forbid-path", Args::kRepeated}};
+  const char* argv[] = {"publish", "--tag=v1+cu13", "--wheels", "a.whl", "b.whl", "--dry-run", "c.whl",
+                        "--forbid-path", "x", "--forbid-path=y"};
+  const Args a(10, const_cast<char**>(argv), flags);
   EXPECT_EQ(a.get("--tag"), "v1+cu13");
   EXPECT_EQ(a.all("--wheels"), (std::vector<std::string>{"a.whl", "b.whl"}));
   EXPECT_TRUE(a.has("--dry-run"));
+  EXPECT_FALSE(a.help());
   EXPECT_EQ(a.positional(), (std::vector<std::string>{"c.whl"}));
-  const char* bad[] = {"add", "--bogus"};
-  EXPECT_THROW(Args(2, const_cast<char**>(bad), {}, {}, {}), UsageError);
+  EXPECT_EQ(a.all("--forbid-path"), (std::vector<std::string>{"x", "y"}));
+  EXPECT_THROW(a.no_positional(), UsageError);
+  EXPECT_THROW(a.need("--missing", "X"), UsageError);
+  const std::vector<std::vector<const char*>> bad = {{"add", "--bogus"},
+                                                     {"add", "--tag", "a", "--tag", "b"},
+                                                     {"add", "--tag"},
+                                                     {"add", "--dry-run=yes"},
+                                                     {"add", "--wheels"},
+                                                     {"add", "--forbid-path", "x", "--forbid-path"}};
+  for (auto v : bad) EXPECT_THROW(Args(static_cast<int>(v.size()), const_cast<char**>(v.data()), flags), UsageError) << v[1];
+  const char* help[] = {"add", "x", "-h"};
+  EXPECT_TRUE(Args(3, const_cast<char**>(help), flags).help());
 }
 
 TEST(SiteIndex, LegacyPageImportedOnceThenJsonRules) {
@@ -188,10 +206,10 @@ TEST(SiteModel, AnchorUrlsAndHashes) {
   EXPECT_NE(url_problem("data:text/html,x", false), "");
   EXPECT_NE(url_problem("java\tscript:alert(1)", false), "");
   EXPECT_NE(url_problem("", false), "");
-  EXPECT_TRUE(is_sha256_hex(std::string(64, 'a')));
-  EXPECT_FALSE(is_sha256_hex(std::string(64, 'A')));
-  EXPECT_FALSE(is_sha256_hex(std::string(63, 'a') + "g"));
-  EXPECT_FALSE(is_sha256_hex(std::string(65, 'a')));
+  EXPECT_TRUE(ffpa::core::is_sha256_hex(std::string(64, 'a')));
+  EXPECT_FALSE(ffpa::core::is_sha256_hex(std::string(64, 'A')));
+  EXPECT_FALSE(ffpa::core::is_sha256_hex(std::string(63, 'a') + "g"));
+  EXPECT_FALSE(ffpa::core::is_sha256_hex(std::string(65, 'a')));
   ProjectPage p;
   p.name = "ffpa-attn";
   auto j = to_json(p);

@@ -63,28 +63,3 @@ TEST(Atomic, UncommittedOutputIsRemoved) {
   EXPECT_EQ(entries(d), 0u);
   fs::remove_all(d);
 }
-
-TEST(FileLock, ExcludesAnotherProcess) {
-  fs::path d = fresh_dir("ffpa_lock");
-  fs::path lock = d / ".lock";
-  fs::path log = d / "log";
-  auto t0 = std::chrono::steady_clock::now();
-  pid_t child;
-  {
-    FileLock held(lock);
-    child = ::fork();
-    if (child == 0) {
-      // The child blocks here until the parent releases the lock.
-      FileLock mine(lock);
-      std::ofstream(log, std::ios::app) << "child\n";
-      ::_exit(0);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    std::ofstream(log, std::ios::app) << "parent\n";
-  }
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  EXPECT_EQ(slurp(log), "parent\nchild\n");
-  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(300));
-  fs::remove_all(d);
-}

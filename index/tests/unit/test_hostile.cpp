@@ -442,12 +442,11 @@ class PackHostile : public ::testing::Test {
   PackOptions opts;
   void SetUp() override {
     write_file(dir / "tree/ffpa_attn/__init__.py", "x = 1\n");
-    write_file(dir / "meta.txt", "Summary: s\nRequires-Python: >=3.10\n");
     opts.tree = dir / "tree";
     opts.name = "ffpa-attn";
     opts.version = "1.0.0";
     opts.tag = "py3-none-any";
-    opts.metadata = dir / "meta.txt";
+    opts.metadata = "Summary: s\nRequires-Python: >=3.10\n";
     opts.out_dir = dir / "out";
     opts.source_date_epoch = 1700000000;
   }
@@ -522,11 +521,11 @@ TEST_F(PackHostile, NamesAnUnreadableDirectory) {
 }
 
 TEST_F(PackHostile, RefusesMetadataThatWouldNotParse) {
-  write_file(dir / "meta.txt", "Summary: s\nRequires-Python: >=3.10\xff\n");
+  opts.metadata = "Summary: s\nRequires-Python: >=3.10\xff\n";
   std::string msg = refusal();
   EXPECT_NE(msg.find("would not parse for pip and twine"), std::string::npos) << msg;
   EXPECT_NE(msg.find("METADATA is not valid UTF-8"), std::string::npos) << msg;
-  write_file(dir / "meta.txt", "Summary: s\nRequires-Python: >=3.10\nRequires-Dist: numpy>=\n");
+  opts.metadata = "Summary: s\nRequires-Python: >=3.10\nRequires-Dist: numpy>=\n";
   msg = refusal();
   EXPECT_NE(msg.find("Requires-Dist: 'numpy>=' is not a PEP 508 requirement"), std::string::npos) << msg;
   EXPECT_EQ(ffpa::test::count_entries(opts.out_dir), 0u);

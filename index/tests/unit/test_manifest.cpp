@@ -1,5 +1,7 @@
-// ffpa-release-manifest.json: the engine's one writer and reader (core/manifest.h),
-// and the shared PEP 440 table (ctest/data/pep440-cases.json) against pep.h.
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
+// The release record (core/manifest.h): the engine's one writer and its one checked
+// reader of the plan and the manifest, and the shared PEP 440 table
+// (ctest/data/pep440-cases.json) against pep.h.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -15,8 +17,8 @@ using namespace ffpa::core;
 
 namespace {
 
-Manifest sample() {
-  Manifest m;
+Release sample() {
+  Release m;
   m.name = "ffpa-attn";
   m.version = "1.2.3";
   m.profile = "full";
@@ -29,17 +31,18 @@ Manifest sample() {
   m.archs = {"89", "120f"};
   m.head_dims = {64, 512};
   m.dtypes = {"fp16", "bf16"};
-  ManifestWheel w;
+  ReleaseWheel w;
   w.file = "ffpa_attn-1.2.3+cu13-cp312-cp312-manylinux_2_34_x86_64.whl";
   w.kind = "cuda";
   w.version = "1.2.3+cu13";
   w.tags = "cp312-cp312-manylinux_2_34_x86_64";
+  w.kernel_library = "ffpa_attn/libffpa_kernels.so";
   w.size = 1234;
   w.sha256 = std::string(64, 'b');
   w.kernel_library_size = 1000;
   w.kernel_library_compressed_size = 500;
   m.wheels.push_back(w);
-  m.requirements = ManifestFile{"requirements-cu13.txt", std::string(64, 'c'), 77};
+  m.requirements = ReleaseFile{"requirements-cu13.txt", std::string(64, 'c'), 77};
   return m;
 }
 
@@ -49,22 +52,37 @@ std::string mutate(const std::function<void(nlohmann::json&)>& f) {
   return j.dump();
 }
 
+// A plan as cmake/FfpaReleasePlan.cmake writes it: the manifest's fields, what to
+// build instead of what was built.
+nlohmann::json plan() {
+  auto j = nlohmann::json::parse(manifest_to_json(sample()));
+  j.erase("requirements");
+  j["wheels"][0] = {{"kind", "cuda"}, {"tree", "wheel_cp312"}, {"version", "1.2.3+cu13"},
+                    {"tags", "cp312-cp312-auto"}, {"kernel_library", "ffpa_attn/libffpa_kernels.so"}};
+  j["metadata"] = "Summary: s\nRequires-Python: >=3.10\n";
+  j["readme"] = "/src/README.md";
+  j["forbid_paths"] = {"/build"};
+  j["out_dir"] = "/build/dist";
+  j["site_dir"] = nullptr;
+  return j;
+}
+
 }  // namespace
 
 TEST(Manifest, RoundTripsThroughTheOneWriterAndReader) {
   const std::string text = manifest_to_json(sample());
-  const Manifest back = parse_manifest(text, "m.json");
+  const Release back = parse_release(text, "m.json", ReleaseForm::manifest);
   EXPECT_EQ(manifest_to_json(back), text);
-  EXPECT_EQ(back.schema, kManifestSchema);
+  EXPECT_EQ(back.schema, kReleaseSchema);
   ASSERT_EQ(back.wheels.size(), 1u);
   EXPECT_EQ(*back.wheels[0].kernel_library_compressed_size, 500u);
   EXPECT_EQ(back.requirements->file, "requirements-cu13.txt");
-  EXPECT_EQ(text.find("\"schema\": 1"), 4u) << text;  // the first field a reader sees
+  EXPECT_EQ(text.find("\"schema\": 2"), 4u) << text;  // the first field a reader sees
 }
 
 TEST(Manifest, RefusesOtherSchemasAndMistypedFieldsNamingThem) {
   const std::pair<std::function<void(nlohmann::json&)>, std::string> cases[] = {
-      {[](auto& j) { j["schema"] = 2; }, "'schema' is 2, this engine reads 1"},
+      {[](auto& j) { j["schema"] = 1; }, "'schema' is 1, this engine reads 2"},
       {[](auto& j) { j.erase("schema"); }, "'schema' is missing"},
       {[](auto& j) { j["profile"] = "nightly"; }, "'profile' is 'nightly'"},
       {[](auto& j) { j["source_dirty"] = "no"; }, "'source_dirty' must be true or false"},
@@ -76,18 +94,48 @@ TEST(Manifest, RefusesOtherSchemasAndMistypedFieldsNamingThem) {
   };
   for (const auto& [f, want] : cases) {
     try {
-      parse_manifest(mutate(f), "m.json");
+      parse_release(mutate(f), "m.json", ReleaseForm::manifest);
       ADD_FAILURE() << "accepted a manifest that should fail with: " << want;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find("rebuild the release"), std::string::npos) << e.what();
     }
   }
-  EXPECT_THROW(parse_manifest("{not json", "m.json"), Error);
+  EXPECT_THROW(parse_release("{not json", "m.json", ReleaseForm::manifest), Error);
+}
+
+// The plan is read by the same reader, under the same field names; what it lacks or
+// mistypes is named with the fix (re-run cmake).
+TEST(Manifest, PlanReadByTheSameReader) {
+  const Release p = parse_release(plan().dump(), "plan.json", ReleaseForm::plan);
+  ASSERT_EQ(p.wheels.size(), 1u);
+  EXPECT_EQ(p.wheels[0].tree, "wheel_cp312");
+  EXPECT_EQ(p.wheels[0].tags, "cp312-cp312-auto");
+  EXPECT_EQ(p.source_commit, std::string(40, 'a'));
+  EXPECT_EQ(p.out_dir, "/build/dist");
+  EXPECT_FALSE(p.site_dir);
+  const std::pair<std::function<void(nlohmann::json&)>, std::string> cases[] = {
+      {[](auto& j) { j["wheels"][0].erase("tree"); }, "'wheels[0].tree' is missing"},
+      {[](auto& j) { j["wheels"][0]["tree"] = "../up"; }, "'wheels[0].tree' is '../up', not a directory name"},
+      {[](auto& j) { j.erase("metadata"); }, "'metadata' is missing"},
+      {[](auto& j) { j["forbid_paths"] = "/build"; }, "'forbid_paths' must be an array"},
+      {[](auto& j) { j["head_dims"] = {"64"}; }, "'head_dims' must hold integers"},
+  };
+  for (const auto& [f, want] : cases) {
+    auto j = plan();
+    f(j);
+    try {
+      parse_release(j.dump(), "plan.json", ReleaseForm::plan);
+      ADD_FAILURE() << "accepted a plan that should fail with: " << want;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("cmake/FfpaReleasePlan.cmake"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Manifest, OnlyFullAndPureProfilesArePublishable) {
-  Manifest m = sample();
+  Release m = sample();
   EXPECT_FALSE(unpublishable_profile(m));
   m.profile = "pure";
   EXPECT_FALSE(unpublishable_profile(m));

@@ -1,4 +1,4 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -27,12 +27,10 @@ class AtomicOutput {
   AtomicOutput& operator=(const AtomicOutput&) = delete;
   int fd() const { return fd_; }
   const std::filesystem::path& temp_path() const { return temp_; }
-  void write(std::string_view data);  // all bytes or throws; starts writeback every few MiB
-  void pwrite(std::uint64_t offset, std::string_view data);  // at offset; the file position stays
-  void truncate_to(std::uint64_t size);                       // and moves the file position there
+  void write(std::string_view data);  // all bytes or throws
   void commit();                      // sync() then publish()
   // The two halves of commit(), for callers that make several outputs durable at
-  // once (pack-many): sync() fsyncs and closes the temp file, publish() renames it
+  // once (pack_wheels): sync() fsyncs and closes the temp file, publish() renames it
   // and fsyncs the directory unless told not to (the caller then does it once).
   void sync();
   void publish(bool fsync_directory = true);
@@ -47,23 +45,9 @@ class AtomicOutput {
   std::filesystem::path final_, temp_;
   int fd_ = -1;
   bool committed_ = false;
-  std::uint64_t unkicked_ = 0;  // bytes written since writeback was last started
 };
 
 // fsync of a directory (makes renames in it durable); errors are ignored.
 void fsync_directory(const std::filesystem::path& dir);
-
-// Exclusive advisory lock (flock LOCK_EX) on `lockfile`, created if missing;
-// blocks until granted, released by the destructor.
-class FileLock {
- public:
-  explicit FileLock(const std::filesystem::path& lockfile);
-  ~FileLock();
-  FileLock(const FileLock&) = delete;
-  FileLock& operator=(const FileLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
 
 }  // namespace ffpa::core

@@ -1,4 +1,4 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -33,5 +33,7 @@ class Sha256 {
 };
 
 std::string to_hex(std::string_view bytes);
+// The one hex check: 64 lower-case hex digits, the form pip compares and we write.
+bool is_sha256_hex(std::string_view s);
 
 }  // namespace ffpa::core

@@ -1,8 +1,12 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-// ffpa-release-manifest.json: what one release build produced. Written once by
-// `ffpa-index release` and read through read_manifest() by everything in the engine
-// (publish, publish-pure); the Python test scripts read it through
-// ctest/ffpa_manifest.py. docs/release.md documents it field by field.
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
+// The release record: one struct and one checked reader for both of its files.
+//   the plan  ffpa-release-plan.json, written once by CMake at configure time
+//             (cmake/FfpaReleasePlan.cmake): what to build, trees relative to the
+//             staging directory;
+//   the manifest  ffpa-release-manifest.json, written by `ffpa-index release` into
+//             the release directory: the same facts plus what was built.
+// Both carry the same fields under the same names; docs/release.md documents them.
+// The Python tests read the manifest through ctest/ffpa_manifest.py.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -15,26 +19,32 @@
 namespace ffpa::core {
 
 // Bumped on any change a reader must know about; readers refuse other schemas.
-inline constexpr int kManifestSchema = 1;
+// 2: the plan took the manifest's field names (source_commit, tags, ...), its metadata
+// inline and its trees relative to the staging directory.
+inline constexpr int kReleaseSchema = 2;
 
-struct ManifestWheel {
-  std::string file;     // file name in the manifest's directory
+enum class ReleaseForm { plan, manifest };
+
+struct ReleaseWheel {
   std::string kind;     // "cuda" or "pure"
-  std::string version;  // the wheel's version (V+CHANNEL for cuda, V for pure)
-  std::string tags;     // "cp312-cp312-manylinux_2_34_x86_64", "py3-none-any"
+  std::string version;  // the wheel's version (V+CHANNEL or V.CHANNEL for cuda, V for pure)
+  std::string tags;     // plan: as asked ("cp312-cp312-auto"); manifest: as written
+  std::optional<std::string> kernel_library;  // cuda: the member whose sizes are reported
+  std::string tree;                           // plan: the staged tree, under the staging directory
+  // manifest: what was written
+  std::string file;  // file name in the manifest's directory
   std::uint64_t size = 0;
   std::string sha256;  // hex
-  // cuda wheels: the kernel library's size on disk and inside the wheel.
   std::optional<std::uint64_t> kernel_library_size, kernel_library_compressed_size;
 };
 
-struct ManifestFile {  // another release asset (requirements-<channel>.txt)
+struct ReleaseFile {  // another release asset (requirements-<channel>.txt)
   std::string file, sha256;
   std::uint64_t size = 0;
 };
 
-struct Manifest {
-  int schema = kManifestSchema;
+struct Release {
+  int schema = kReleaseSchema;
   std::string name;     // project name, "ffpa-attn"
   std::string version;  // the release version V (the pure wheel's)
   std::string profile;  // full, pure, mini or dev: only full and pure are publishable
@@ -47,17 +57,24 @@ struct Manifest {
   std::optional<std::string> fatbin_compression;
   std::vector<std::string> archs, dtypes;
   std::vector<int> head_dims;
-  std::vector<ManifestWheel> wheels;
-  std::optional<ManifestFile> requirements;  // hash-locked install file of the cuda wheels
+  std::vector<ReleaseWheel> wheels;
+  // plan only
+  std::string metadata;                     // the core metadata lines every wheel carries
+  std::string readme;                       // the long description's file
+  std::vector<std::string> forbid_paths;    // byte strings no shipped binary may contain
+  std::string out_dir;                      // the release directory
+  std::optional<std::string> site_dir;      // the local site, rendered from scratch
+  // manifest only
+  std::optional<ReleaseFile> requirements;  // hash-locked install file of the cuda wheels
 };
 
-std::string manifest_to_json(const Manifest& m);  // stable key order, ends with '\n'
-// Throws ffpa::core::Error naming `where` and the fix for anything that is not a
-// manifest of this schema (missing or mistyped fields, an unsafe file name).
-Manifest parse_manifest(std::string_view json, const std::string& where);
-Manifest read_manifest(const std::filesystem::path& file);
+std::string manifest_to_json(const Release& m);  // stable key order, ends with '\n'
+// Throws ffpa::core::Error naming `where`, the field and the fix for anything that is
+// not a `form` of this schema (missing or mistyped fields, an unsafe file name).
+Release parse_release(std::string_view json, const std::string& where, ReleaseForm form);
+Release read_release(const std::filesystem::path& file, ReleaseForm form);
 
 // Whether a manifest of this profile may be published, and if not, why (names it).
-std::optional<std::string> unpublishable_profile(const Manifest& m);
+std::optional<std::string> unpublishable_profile(const Release& m);
 
 }  // namespace ffpa::core

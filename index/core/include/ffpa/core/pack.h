@@ -1,4 +1,4 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ffpa/core/pep.h"
 #include "ffpa/core/zipwrite.h"
 
 namespace ffpa::core {
@@ -15,7 +16,8 @@ struct PackOptions {
   std::string name;                 // project name as in pyproject (e.g. "ffpa-attn")
   std::string version;              // any PEP 440 spelling; normalised
   std::string tag;                  // "py3-none-any", "cp312-cp312-auto", ...
-  std::filesystem::path metadata;   // RFC 822 header lines (Summary, Requires-Python, ...)
+  std::string metadata;             // RFC 822 header lines (Summary, Requires-Python, ...)
+  std::string metadata_source = "--metadata";  // where they came from, for messages
   std::filesystem::path readme;     // optional long description
   std::string readme_type;          // empty: from the README's extension
   std::filesystem::path out_dir;
@@ -26,30 +28,29 @@ struct PackOptions {
   ZipLayout layout;                            // epoch is overwritten; thresholds are a test hook
 };
 
+// What pack wrote, measured while writing: nothing needs to read the wheel back.
 struct PackResult {
   std::filesystem::path wheel;
-  std::string platform;
+  WheelFilename name;  // canonical, its platform decided
   std::vector<std::string> platform_reasons;
-  DeflateStats stats;
+  std::string sha256;  // hex, of the whole file
+  std::uint64_t size = 0;
+  std::vector<WrittenEntry> members;  // in archive order
+  std::string metadata;               // the METADATA file's bytes
 };
 
 // Builds one PEP 427 wheel. Throws ffpa::core::Error naming the fix on bad input;
 // nothing is left in out_dir unless the whole wheel was written.
 PackResult pack_wheel(const PackOptions& opts);
 
-// Builds several wheels in one pass (ffpa-index pack-many): each wheel's bytes are
+// Builds several wheels in one pass (ffpa-index release): each wheel's bytes are
 // exactly those pack_wheel() writes for its options. Files with identical bytes
-// (proven by comparing them, within and across trees) are read, hashed for RECORD
-// and compressed once; every wheel is streamed into its temp file while the shared
-// members are still being compressed, and all temp files are fsynced before any is
-// renamed. On any failure no temp file is left and no wheel of this call is
-// published (a failing rename, after all fsyncs, can leave earlier wheels renamed).
-// All wheels must share the deflate options (level, jobs, cache).
+// (proven by comparing them, within and across trees) are hashed for RECORD and
+// compressed once, and their compressed bytes copied into every wheel that holds
+// them; all wheels are fsynced before any is renamed. Every input is checked before
+// the first byte is written; on any failure no temp file is left and no wheel of
+// this call is published (a failing rename, after all fsyncs, can leave earlier
+// wheels renamed). All wheels must share the deflate options.
 std::vector<PackResult> pack_wheels(const std::vector<PackOptions>& wheels);
-
-// The METADATA text the engine writes for these inputs (exposed for tests).
-std::string render_metadata(const std::string& name, const std::string& canonical_version,
-                            const std::string& metadata_file_text, const std::string& readme,
-                            const std::string& readme_type);
 
 }  // namespace ffpa::core

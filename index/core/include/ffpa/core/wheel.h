@@ -1,4 +1,4 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -32,6 +32,17 @@ WheelCheck verify_wheel(const std::filesystem::path& whl);
 // The same on the open file `fd` (duplicated, read with pread, never by path); `whl`
 // names it in messages and carries the file name the checks compare with.
 WheelCheck verify_wheel(int fd, const std::filesystem::path& whl);
+
+// The one rule for compiled files, for pack (the staged tree) and verify-wheel (the
+// members) alike. A file is compiled code when its bytes start with the ELF magic or
+// its name is a shared object's ("x.so", "libx.so.12", "libx.so.1.2.3", not
+// "libx.so.data") or a Windows or macOS extension's (".pyd", ".dylib"). Returns why
+// `member` (whose first bytes are `head`, at least 20 of them when there are) cannot
+// ship in a wheel for `platform` (one dotted part of the platform tag), or "": none
+// may ship in a pure ("any") wheel, and a Linux platform takes only ELF files of its
+// machine and class. Shared-object names get mode 0755 in the wheel.
+bool is_shared_object_name(std::string_view member);
+std::string compiled_file_problem(std::string_view member, std::string_view head, std::string_view platform);
 
 // The largest METADATA, WHEEL or RECORD file a wheel may carry.
 inline constexpr std::uint64_t kMaxDistInfoFile = std::uint64_t{64} << 20;

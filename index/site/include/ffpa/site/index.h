@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ffpa/core/pack.h"
 #include "ffpa/core/pep.h"
 #include "ffpa/site/model.h"
 
@@ -23,7 +24,7 @@ namespace fs = std::filesystem;
 struct IndexLocation {
   fs::path root;  // the site root (--index-dir, or the site repository)
   std::string prefix = "whl";
-  std::string channel = "cu13";
+  std::string channel = kDefaultChannel;
   fs::path channel_dir() const { return root / prefix / channel; }
   fs::path project_dir(const std::string& normalized) const { return channel_dir() / normalized; }
   std::string channel_label() const;  // "<prefix>/<channel>", as messages and git paths name it
@@ -104,6 +105,8 @@ struct PreparedWheel {
   std::string metadata, metadata_sha256, requires_python;
   // The bytes that were verified, hashed and measured, and whose METADATA was read.
   std::shared_ptr<const PrivateCopy> bytes;
+  // Fills project, metadata_sha256 and requires_python from name and metadata.
+  void derive(std::vector<std::pair<std::string, std::string>> metadata_fields);
 };
 
 // Parses the file name against the wheel grammar and requires its canonical
@@ -112,6 +115,9 @@ struct PreparedWheel {
 // reads METADATA from that copy alone. Throws ffpa::core::Error with a message that
 // names the fix.
 PreparedWheel prepare_wheel(const fs::path& p);
+// A wheel this process has just written (ffpa-index release's local site): its facts
+// as pack measured them while writing, without reading it back; `bytes` stays empty.
+PreparedWheel packed_wheel(const ffpa::core::PackResult& r);
 
 // "{tag}" in a release URL is replaced by the URL-encoded tag, so one setting serves
 // every release; the result always ends with '/'.
@@ -234,7 +240,7 @@ void render_all(const IndexLocation& loc, const std::optional<std::string>& rele
 struct PageSource {
   std::optional<IndexLocation> dir;
   std::string url;  // site root URL; the channel is <url>/<prefix>/<channel>/
-  std::string prefix = "whl", channel = "cu13";
+  std::string prefix = "whl", channel = kDefaultChannel;
   // When given, the release URL every page must record (--release-url); otherwise
   // each page's own is used, and printed.
   std::optional<std::string> release_url;

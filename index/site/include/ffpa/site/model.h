@@ -14,6 +14,9 @@
 namespace ffpa::site {
 
 inline constexpr const char* kApiVersion = "1.1";
+// The channel the index commands work on unless told otherwise: the newest channel of
+// cmake/release-matrix.json, which index/CMakeLists.txt hands to the build.
+inline constexpr const char* kDefaultChannel = FFPA_INDEX_DEFAULT_CHANNEL;
 
 struct FileEntry {
   std::string filename;  // always a parsed, valid wheel file name
@@ -77,7 +80,6 @@ std::string url_problem(std::string_view url, bool absolute);
 // percent-encoding or '.'/'..'/empty path segment, so that the URL the engine derives
 // for a file is the only spelling that reaches it.
 std::string release_url_problem(std::string_view url, bool relative_ok);
-bool is_sha256_hex(std::string_view s);  // 64 lower-case hex digits, as pip compares them
 
 std::string render_project_html(const ProjectPage& page);
 std::string render_root_html(const std::vector<std::string>& projects);

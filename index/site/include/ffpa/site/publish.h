@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "ffpa/site/model.h"
+
 namespace ffpa::site {
 
 namespace fs = std::filesystem;
@@ -66,7 +68,7 @@ struct PublishOptions {
   std::string release_url;             // anchor base; "{tag}" expands; default from the store
   std::string site_url;                // for the install notes; default from the store
   std::string index_prefix = "whl";
-  std::string channel = "cu13";
+  std::string channel = kDefaultChannel;
   std::string remote = "origin", branch = "gh-pages";
   std::string target;                  // commit the release tag points at
   fs::path source_dir = ".";           // where `target` defaults to HEAD

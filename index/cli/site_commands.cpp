@@ -1,30 +1,27 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-// Subcommand front end: flags of the old release scripts, --help on each.
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
+// The index and publishing commands of ffpa-index (index/site does the work).
 #include <algorithm>
-#include <fstream>
+#include <cstdlib>
 #include <iostream>
-#include <map>
 
-#include <nlohmann/json.hpp>
-
-#include "ffpa/core/atomic.h"
+#include "args.h"
 #include "ffpa/core/error.h"
+#include "ffpa/core/hash.h"
 #include "ffpa/core/manifest.h"
-#include "ffpa/site/args.h"
 #include "ffpa/site/index.h"
 #include "ffpa/site/publish.h"
-#include "ffpa/site/site.h"
 
-namespace ffpa::site {
+namespace ffpa::cli {
 
 namespace {
 
 using ffpa::core::Error;
+using namespace ffpa::site;  // NOLINT(google-build-using-namespace): the commands' library
+using K = Args::Kind;
 
-const std::map<std::string, std::string>& help_texts() {
-  static const std::map<std::string, std::string> h = {
-      {"add",
-       "usage: ffpa-index add --index-dir DIR [--channel cu13] [--index-prefix whl] --release-url URL\n"
+#define FFPA_CH FFPA_INDEX_DEFAULT_CHANNEL
+const char* const kAddHelp =
+       "usage: ffpa-index add --index-dir DIR [--channel " FFPA_CH "] [--index-prefix whl] --release-url URL\n"
        "                      [--metadata-dir DIR] WHEEL...\n"
        "Merge wheels into DIR/<prefix>/<channel>/<project>/index.{json,html} and the channel root page.\n"
        "Earlier entries are kept; only the given wheels are hashed. Each wheel must verify (RECORD,\n"
@@ -43,24 +40,24 @@ const std::map<std::string, std::string>& help_texts() {
        "  FFPA_FORCE_UPLOAD=1 replace an entry of the same name with other bytes (otherwise refused)\n"
        "All or nothing: a failed add (disk full, a file-size limit) restores what it wrote; the .metadata\n"
        "files a killed one left in DIR are removed by the next add --metadata-dir DIR.\n"
-       "  FFPA_PUBLISH_KILL_AT=add-metadata  test hook: SIGKILL once the .metadata files are written\n"},
-      {"remove",
-       "usage: ffpa-index remove --index-dir DIR [--channel cu13] [--index-prefix whl] --version V\n"
+       "  FFPA_PUBLISH_KILL_AT=add-metadata  test hook: SIGKILL once the .metadata files are written\n";
+const char* const kRemoveHelp =
+       "usage: ffpa-index remove --index-dir DIR [--channel " FFPA_CH "] [--index-prefix whl] --version V\n"
        "                         [--project NAME]\n"
        "Drop every file of version V from the channel's pages (V with a +local part matches exactly;\n"
        "without it, every local build of V). Also delete the release itself (gh release delete TAG\n"
-       "--cleanup-tag, or its directory): deleting only one of the two leaves dangling anchors or assets.\n"},
-      {"yank",
-       "usage: ffpa-index yank --index-dir DIR [--channel cu13] [--index-prefix whl] --version V\n"
+       "--cleanup-tag, or its directory): deleting only one of the two leaves dangling anchors or assets.\n";
+const char* const kYankHelp =
+       "usage: ffpa-index yank --index-dir DIR [--channel " FFPA_CH "] [--index-prefix whl] --version V\n"
        "                       [--reason TEXT] [--project NAME]\n"
        "Mark version V yanked (PEP 592): pip skips it unless pinned with ==. Assets stay. TEXT must be\n"
-       "UTF-8.\n"},
-      {"unyank",
-       "usage: ffpa-index unyank --index-dir DIR [--channel cu13] [--index-prefix whl] --version V\n"
+       "UTF-8.\n";
+const char* const kUnyankHelp =
+       "usage: ffpa-index unyank --index-dir DIR [--channel " FFPA_CH "] [--index-prefix whl] --version V\n"
        "       [--project NAME]\n"
-       "Undo a yank.\n"},
-      {"verify",
-       "usage: ffpa-index verify (--index-dir DIR | --index-url URL) [--channel cu13] [--index-prefix whl]\n"
+       "Undo a yank.\n";
+const char* const kVerifyHelp =
+       "usage: ffpa-index verify (--index-dir DIR | --index-url URL) [--channel " FFPA_CH "] [--index-prefix whl]\n"
        "                         --assets DIR|URL [--release-url URL]\n"
        "Check what pip reads. The pages: every project's index.html (and the channel's root page) must be\n"
        "exactly what its index.json renders to, each index.json what the engine writes, every file's URL\n"
@@ -70,16 +67,16 @@ const std::map<std::string, std::string>& help_texts() {
        "the sha256 and size of every listed file (and of its .metadata when advertised) from a directory (files\n"
        "directly in it, or in one subdirectory per tag as the dir: store keeps them) or from an http(s)\n"
        "base URL (files whose recorded URL starts with it are fetched from that URL, others from URL +\n"
-       "file name). Prints PAGE/FOREIGN/SPELLING/OK/MISMATCH/MISSING lines; exit 1 on any problem.\n"},
-      {"render",
-       "usage: ffpa-index render --index-dir DIR [--channel cu13] [--index-prefix whl] [--release-url URL]\n"
+       "file name). Prints PAGE/FOREIGN/SPELLING/OK/MISMATCH/MISSING lines; exit 1 on any problem.\n";
+const char* const kRenderHelp =
+       "usage: ffpa-index render --index-dir DIR [--channel " FFPA_CH "] [--index-prefix whl] [--release-url URL]\n"
        "Re-render every HTML page of the channel from its index.json (after editing JSON by hand). A page\n"
        "whose files' URLs are not the ones derived from its release URL is refused, nothing written.\n"
        "  --release-url URL  record URL as every page's release URL and derive each file's URL from it:\n"
-       "                     once for a page that records none (a legacy page), or to move the channel\n"},
-      {"publish",
+       "                     once for a page that records none (a legacy page), or to move the channel\n";
+const char* const kPublishHelp =
        "usage: ffpa-index publish --tag vV+CHANNEL (--wheels WHEEL... | --wheels-dir DIR | --manifest FILE)\n"
-       "         --site-repo DIR --assets dir:PATH|gh:OWNER/REPO [--release-url URL] [--channel cu13]\n"
+       "         --site-repo DIR --assets dir:PATH|gh:OWNER/REPO [--release-url URL] [--channel " FFPA_CH "]\n"
        "         [--index-only [--core-metadata]] [--site-url URL] [--index-prefix whl] [--target SHA]\n"
        "         [--source-dir DIR] [--remote origin] [--branch gh-pages] [--dry-run]\n"
        "The four steps of a CUDA release, in order: (1) create release vV+CHANNEL (not latest, no title,\n"
@@ -104,8 +101,8 @@ const std::map<std::string, std::string>& help_texts() {
        "                     source_commit\n"
        "  --dry-run          preflight, then print the plan and the exact commands; change nothing\n"
        "  FFPA_GH, FFPA_GIT  programs to run instead of gh and git\n"
-       "  FFPA_PUBLISH_KILL_AT=release|upload-1|upload|index|commit  test hook: SIGKILL at that boundary\n"},
-      {"publish-pure",
+       "  FFPA_PUBLISH_KILL_AT=release|upload-1|upload|index|commit  test hook: SIGKILL at that boundary\n";
+const char* const kPublishPureHelp =
        "usage: ffpa-index publish-pure --tag vV (--wheel ffpa_attn-V-py3-none-any.whl | --manifest FILE)\n"
        "         [--repository-url URL] [--simple-url URL] [--assets dir:PATH|gh:OWNER/REPO]\n"
        "         [--target SHA] [--source-dir DIR] [--dry-run]\n"
@@ -115,45 +112,28 @@ const std::map<std::string, std::string>& help_texts() {
        "the default branch is not always the release commit) and attach the wheel.\n"
        "  FFPA_TWINE, FFPA_CURL  programs to run instead of twine and curl; twine reads TWINE_USERNAME /\n"
        "                         TWINE_PASSWORD\n"
-       "  FFPA_PUBLISH_KILL_AT=pypi|release  test hook\n"},
-  };
-  return h;
-}
+       "  FFPA_PUBLISH_KILL_AT=pypi|release  test hook\n";
 
-int usage(const std::string& cmd, const std::string& msg) {
-  std::cerr << "ffpa-index " << cmd << ": " << msg << "\n" << help_texts().at(cmd);
-  return 2;
-}
-
-IndexLocation location(const Args& a, const std::string& cmd) {
-  auto dir = a.get("--index-dir");
-  if (!dir) throw UsageError("--index-dir DIR is required");
-  (void)cmd;
-  IndexLocation loc{*dir, a.get_or("--index-prefix", "whl"), a.get_or("--channel", "cu13")};
+IndexLocation location(const Args& a) {
+  IndexLocation loc{a.need("--index-dir", "DIR"), a.get_or("--index-prefix", "whl"), a.get_or("--channel", FFPA_CH)};
   check_index_path(loc.prefix, "--index-prefix");
   check_index_path(loc.channel, "--channel");
   return loc;
 }
 
-const std::set<std::string> kLocFlags = {"--index-dir", "--channel", "--index-prefix"};
-
-std::set<std::string> with(std::set<std::string> s, std::initializer_list<std::string> more) {
-  s.insert(more);
-  return s;
+// The flags of a command that works on one channel of a site directory, and `more`.
+std::map<std::string, K> on_channel(std::map<std::string, K> more) {
+  more.insert({{"--index-dir", K::kValue}, {"--channel", K::kValue}, {"--index-prefix", K::kValue}});
+  return more;
 }
 
-std::optional<std::string> opt_flag(const Args& a, const std::string& f) { return a.get(f); }
-
-int cmd_add(int argc, char** argv) {
-  Args a(argc, argv, with(kLocFlags, {"--release-url", "--metadata-dir"}), {}, {});
-  auto loc = location(a, "add");
+int cmd_add(const Args& a) {
+  auto loc = location(a);
   if (a.positional().empty()) throw UsageError("no wheels given");
-  auto url = a.get("--release-url");
-  if (!url) throw UsageError("--release-url URL is required: it is where the anchors point");
+  AddOptions o;
+  o.release_url = a.need("--release-url", "URL (where the anchors point)");
   std::vector<PreparedWheel> wheels;
   for (const auto& p : a.positional()) wheels.push_back(prepare_wheel(p));
-  AddOptions o;
-  o.release_url = *url;
   if (auto md = a.get("--metadata-dir")) {
     o.metadata_dir = fs::path(*md);
     o.core_metadata = true;
@@ -167,128 +147,107 @@ int cmd_add(int argc, char** argv) {
   return 0;
 }
 
-int cmd_remove_yank(int argc, char** argv, const std::string& cmd) {
-  Args a(argc, argv, with(kLocFlags, {"--version", "--reason", "--project"}), {}, {});
-  auto loc = location(a, cmd);
-  auto v = a.get("--version");
-  if (!v) throw UsageError("--version V is required");
-  if (!a.positional().empty()) throw UsageError("unexpected argument '" + a.positional()[0] + "'");
-  if (cmd != "yank" && a.has("--reason")) throw UsageError("--reason belongs to yank");
+int cmd_remove_yank(const Args& a, const std::string& cmd) {
+  auto loc = location(a);
+  const std::string v = a.need("--version", "V");
+  a.no_positional();
   const SiteLock lock(loc.root);
   if (cmd == "remove") {
-    auto r = remove_version(loc, *v, opt_flag(a, "--project"), std::cout, lock);
-    std::cout << r.removed << " file(s) removed\n";
+    std::cout << remove_version(loc, v, a.get("--project"), std::cout, lock).removed << " file(s) removed\n";
   } else if (cmd == "yank") {
-    auto r = yank_version(loc, *v, opt_flag(a, "--project"), a.get("--reason"), std::cout, lock);
-    std::cout << r.yanked << " file(s) yanked\n";
+    std::cout << yank_version(loc, v, a.get("--project"), a.get("--reason"), std::cout, lock).yanked
+              << " file(s) yanked\n";
   } else {
-    auto r = unyank_version(loc, *v, opt_flag(a, "--project"), std::cout, lock);
-    std::cout << r.unyanked << " file(s) unyanked\n";
+    std::cout << unyank_version(loc, v, a.get("--project"), std::cout, lock).unyanked << " file(s) unyanked\n";
   }
   return 0;
 }
 
-int cmd_verify(int argc, char** argv) {
-  Args a(argc, argv, with(kLocFlags, {"--assets", "--index-url", "--release-url"}), {}, {});
-  auto assets = a.get("--assets");
-  if (!assets) throw UsageError("--assets DIR|URL is required");
+int cmd_verify(const Args& a) {
+  const std::string assets = a.need("--assets", "DIR|URL");
   PageSource src;
   if (a.has("--index-dir") == a.has("--index-url"))
     throw UsageError("give exactly one of --index-dir DIR (the site checkout) and --index-url URL (the served site)");
-  if (a.has("--index-dir")) src.dir = location(a, "verify");
+  if (a.has("--index-dir")) src.dir = location(a);
   src.url = a.get_or("--index-url", "");
   src.release_url = a.get("--release-url");
   src.prefix = a.get_or("--index-prefix", "whl");
-  src.channel = a.get_or("--channel", "cu13");
+  src.channel = a.get_or("--channel", FFPA_CH);
   check_index_path(src.prefix, "--index-prefix");
   check_index_path(src.channel, "--channel");
   // Read under the site lock, so a writer's JSON and HTML are never seen half way.
   std::optional<SiteLock> lock;
   if (src.dir) lock.emplace(src.dir->root);
-  return verify_index(src, *assets, std::cout) == 0 ? 0 : 1;
+  return verify_index(src, assets, std::cout) == 0 ? 0 : 1;
 }
 
-int cmd_render(int argc, char** argv) {
-  Args a(argc, argv, with(kLocFlags, {"--release-url"}), {}, {});
-  const auto loc = location(a, "render");
+int cmd_render(const Args& a) {
+  const auto loc = location(a);
   const SiteLock lock(loc.root);
   render_all(loc, a.get("--release-url"), std::cout, lock);
   return 0;
 }
 
-// The release manifest the packaging step writes (ffpa-release-manifest.json): the
-// wheels of this build, their kind (cuda|pure) and sha256, and the source commit.
-struct Manifest {
+// The wheels of a release manifest (ffpa-release-manifest.json, the engine's one
+// reader checks it): those of `kind`, with the source commit and the other assets.
+struct FromManifest {
   std::string commit;
-  std::vector<fs::path> cuda, pure;
-  std::vector<fs::path> cuda_extra;  // uploaded beside the CUDA wheels: requirements-<channel>.txt
+  std::vector<fs::path> wheels, extra;
 };
 
-Manifest read_manifest(const fs::path& file, const std::optional<std::string>& wheels_dir) {
-  // The engine's one reader (ffpa/core/manifest.h): schema, fields and file names checked.
-  const ffpa::core::Manifest man = ffpa::core::read_manifest(file);
+FromManifest from_manifest(const fs::path& file, const std::optional<std::string>& wheels_dir, const char* kind) {
+  const auto man = ffpa::core::read_release(file, ffpa::core::ReleaseForm::manifest);
   if (auto why = ffpa::core::unpublishable_profile(man)) throw Error(file.string() + ": " + *why);
   if (man.source_dirty)
     throw Error(file.string() + " records a build from uncommitted sources; such artefacts correspond to no "
                 "commit and are not published: commit, rebuild, publish");
   const fs::path dir = wheels_dir ? fs::path(*wheels_dir) : file.parent_path();
-  Manifest m;
-  m.commit = man.source_commit;
-  for (const auto& w : man.wheels) {
-    const fs::path p = dir / w.file;
-    // The bytes must still be the ones packaged: dist/ edited afterwards is refused.
-    if (fs::exists(p) && hash_file(p) != w.sha256)
-      throw Error(p.string() + " differs from the sha256 in " + file.string() +
-                  "; dist/ changed after packaging: rebuild the release");
-    (w.kind == "pure" ? m.pure : m.cuda).push_back(p);
-  }
-  if (man.requirements) {
-    const fs::path p = dir / man.requirements->file;
-    if (!fs::exists(p) || hash_file(p) != man.requirements->sha256)
+  // The bytes must still be the ones packaged: dist/ edited afterwards is refused.
+  auto unchanged = [&](const std::string& name, const std::string& sha256) {
+    const fs::path p = dir / name;
+    if (!fs::exists(p) || hash_file(p) != sha256)
       throw Error(p.string() + " is missing or differs from the sha256 in " + file.string() +
                   "; dist/ changed after packaging: rebuild the release");
-    m.cuda_extra.push_back(p);
-  }
+    return p;
+  };
+  FromManifest m{man.source_commit, {}, {}};
+  for (const auto& w : man.wheels)
+    if (w.kind == kind) m.wheels.push_back(unchanged(w.file, w.sha256));
+  if (man.requirements && std::string(kind) == "cuda")
+    m.extra.push_back(unchanged(man.requirements->file, man.requirements->sha256));
   return m;
 }
 
-std::vector<fs::path> wheels_from_dir(const fs::path& dir, const std::string& tag) {
-  // Select the wheels of the tag's version; other files in dist/ (the pure wheel,
-  // older builds) are left alone.
+// The wheels of DIR whose version is the tag's (other files in dist/, the pure wheel
+// or older builds, are left alone) and, with `pure`, only the py3-none-any one.
+std::vector<fs::path> wheels_from_dir(const fs::path& dir, const std::string& tag, bool pure) {
   std::vector<fs::path> out;
-  const std::string v = tag.size() > 1 ? tag.substr(1) : tag;
-  auto tv = ffpa::core::parse_pep440(v);
+  const auto tv = ffpa::core::parse_pep440(tag.size() > 1 ? tag.substr(1) : tag);
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     auto wf = ffpa::core::parse_wheel_filename(e.path().filename().string());
     auto wv = wf ? ffpa::core::parse_pep440(wf->version) : std::nullopt;
-    if (wv && tv && wv->canonical == tv->canonical) out.push_back(e.path());
+    if (wv && tv && wv->canonical == tv->canonical && (!pure || (wf->abi == "none" && wf->platform == "any")))
+      out.push_back(e.path());
   }
   if (ec) throw Error("cannot list --wheels-dir " + dir.string() + ": " + ec.message());
   std::sort(out.begin(), out.end());
-  if (out.empty()) throw Error("no wheel of version " + v + " in " + dir.string() + "; build the release first");
+  if (out.empty())
+    throw Error("no " + std::string(pure ? "py3-none-any wheel" : "wheel") + " of " + tag + " in " + dir.string() +
+                "; build the release first");
   return out;
 }
 
-int cmd_publish(int argc, char** argv) {
-  Args a(argc, argv,
-         {"--tag", "--site-repo", "--assets", "--release-url", "--site-url", "--index-prefix", "--channel",
-          "--target", "--source-dir", "--remote", "--branch", "--wheels-dir", "--manifest"},
-         {"--wheels"}, {"--index-only", "--dry-run", "--core-metadata"});
+int cmd_publish(const Args& a) {
   PublishOptions o;
-  auto need = [&](const char* f) {
-    auto v = a.get(f);
-    if (!v) throw UsageError(std::string(f) + " is required");
-    return *v;
-  };
-  o.tag = need("--tag");
-  o.site_repo = need("--site-repo");
+  o.tag = a.need("--tag", "vV+CHANNEL");
+  o.site_repo = a.need("--site-repo", "DIR");
   o.index_only = a.has("--index-only");
-  if (!o.index_only) o.assets = need("--assets");
+  if (!o.index_only) o.assets = a.need("--assets", "dir:PATH|gh:OWNER/REPO");
   o.release_url = a.get_or("--release-url", "");
   o.site_url = a.get_or("--site-url", "");
   o.index_prefix = a.get_or("--index-prefix", "whl");
-  o.channel = a.get_or("--channel", "cu13");
+  o.channel = a.get_or("--channel", FFPA_CH);
   o.target = a.get_or("--target", "");
   o.source_dir = a.get_or("--source-dir", ".");
   o.remote = a.get_or("--remote", "origin");
@@ -298,43 +257,31 @@ int cmd_publish(int argc, char** argv) {
   for (const auto& w : a.all("--wheels")) o.wheels.emplace_back(w);
   for (const auto& w : a.positional()) o.wheels.emplace_back(w);
   if (auto m = a.get("--manifest")) {
-    auto man = read_manifest(*m, a.get("--wheels-dir"));
-    o.wheels.insert(o.wheels.end(), man.cuda.begin(), man.cuda.end());
-    o.extra_assets = man.cuda_extra;
+    auto man = from_manifest(*m, a.get("--wheels-dir"), "cuda");
+    o.wheels.insert(o.wheels.end(), man.wheels.begin(), man.wheels.end());
+    o.extra_assets = man.extra;
     if (o.target.empty()) o.target = man.commit;
   } else if (auto d = a.get("--wheels-dir")) {
-    auto more = wheels_from_dir(*d, o.tag);
+    auto more = wheels_from_dir(*d, o.tag, false);
     o.wheels.insert(o.wheels.end(), more.begin(), more.end());
   }
   return publish(o, std::cout, std::cerr);
 }
 
-int cmd_publish_pure(int argc, char** argv) {
-  Args a(argc, argv,
-         {"--tag", "--wheel", "--repository-url", "--simple-url", "--assets", "--target", "--source-dir",
-          "--wheels-dir", "--manifest"},
-         {}, {"--dry-run"});
+int cmd_publish_pure(const Args& a) {
   PurePublishOptions o;
-  auto tag = a.get("--tag");
-  if (!tag) throw UsageError("--tag vV is required");
-  o.tag = *tag;
+  o.tag = a.need("--tag", "vV");
   o.target = a.get_or("--target", "");
   if (auto w = a.get("--wheel")) {
     o.wheel = *w;
   } else if (auto m = a.get("--manifest")) {
-    auto man = read_manifest(*m, a.get("--wheels-dir"));
-    if (man.pure.size() != 1)
-      throw Error(*m + " lists " + std::to_string(man.pure.size()) + " pure wheels, expected exactly one");
-    o.wheel = man.pure.front();
+    auto man = from_manifest(*m, a.get("--wheels-dir"), "pure");
+    if (man.wheels.size() != 1)
+      throw Error(*m + " lists " + std::to_string(man.wheels.size()) + " pure wheels, expected exactly one");
+    o.wheel = man.wheels.front();
     if (o.target.empty()) o.target = man.commit;
   } else if (auto d = a.get("--wheels-dir")) {
-    // The pure wheel of the tag's version in dist/.
-    for (const auto& e : fs::directory_iterator(*d)) {
-      auto wf = ffpa::core::parse_wheel_filename(e.path().filename().string());
-      if (wf && "v" + wf->version == o.tag && wf->python == "py3" && wf->abi == "none" && wf->platform == "any")
-        o.wheel = e.path();
-    }
-    if (o.wheel.empty()) throw Error("no py3-none-any wheel of " + o.tag + " in " + *d + "; build the pure profile");
+    o.wheel = wheels_from_dir(*d, o.tag, true).front();
   } else {
     throw UsageError("--wheel WHEEL (or --wheels-dir DIR) is required");
   }
@@ -348,40 +295,32 @@ int cmd_publish_pure(int argc, char** argv) {
 
 }  // namespace
 
-bool handles(std::string_view sub) { return help_texts().count(std::string(sub)) > 0; }
-
-int main(int argc, char** argv) {
-  if (argc < 1 || !handles(argv[0])) {
-    std::cerr << "ffpa-index: unknown index command '" << (argc ? argv[0] : "") << "'; commands:";
-    for (const auto& [k, v] : help_texts()) std::cerr << " " << k;
-    std::cerr << "\n";
-    return 2;
-  }
-  const std::string cmd = argv[0];
-  for (int i = 1; i < argc; ++i) {
-    const std::string s = argv[i];
-    if (s == "--help" || s == "-h") {
-      std::cout << help_texts().at(cmd);
-      return 0;
-    }
-  }
-  try {
-    if (cmd == "add") return cmd_add(argc, argv);
-    if (cmd == "remove" || cmd == "yank" || cmd == "unyank") return cmd_remove_yank(argc, argv, cmd);
-    if (cmd == "verify") return cmd_verify(argc, argv);
-    if (cmd == "render") return cmd_render(argc, argv);
-    if (cmd == "publish") return cmd_publish(argc, argv);
-    if (cmd == "publish-pure") return cmd_publish_pure(argc, argv);
-  } catch (const UsageError& e) {
-    return usage(cmd, e.what());
-  } catch (const Error& e) {
-    std::cerr << "ffpa-index " << cmd << ": " << e.what() << "\n";
-    return 1;
-  } catch (const std::exception& e) {
-    std::cerr << "ffpa-index " << cmd << ": unexpected failure: " << e.what() << "\n";
-    return 1;
-  }
-  return 2;
+std::vector<Command> site_commands() {
+  const auto version = [](const char* cmd) {
+    return [cmd](const Args& a) { return cmd_remove_yank(a, cmd); };
+  };
+  return {
+      {"add", kAddHelp, on_channel({{"--release-url", K::kValue}, {"--metadata-dir", K::kValue}}), cmd_add},
+      {"remove", kRemoveHelp, on_channel({{"--version", K::kValue}, {"--project", K::kValue}}), version("remove")},
+      {"yank", kYankHelp, on_channel({{"--version", K::kValue}, {"--project", K::kValue}, {"--reason", K::kValue}}),
+       version("yank")},
+      {"unyank", kUnyankHelp, on_channel({{"--version", K::kValue}, {"--project", K::kValue}}), version("unyank")},
+      {"verify", kVerifyHelp,
+       on_channel({{"--assets", K::kValue}, {"--index-url", K::kValue}, {"--release-url", K::kValue}}), cmd_verify},
+      {"render", kRenderHelp, on_channel({{"--release-url", K::kValue}}), cmd_render},
+      {"publish", kPublishHelp,
+       {{"--tag", K::kValue}, {"--site-repo", K::kValue}, {"--assets", K::kValue}, {"--release-url", K::kValue},
+        {"--site-url", K::kValue}, {"--index-prefix", K::kValue}, {"--channel", K::kValue}, {"--target", K::kValue},
+        {"--source-dir", K::kValue}, {"--remote", K::kValue}, {"--branch", K::kValue}, {"--wheels-dir", K::kValue},
+        {"--manifest", K::kValue}, {"--wheels", K::kList}, {"--index-only", K::kFlag}, {"--dry-run", K::kFlag},
+        {"--core-metadata", K::kFlag}},
+       cmd_publish},
+      {"publish-pure", kPublishPureHelp,
+       {{"--tag", K::kValue}, {"--wheel", K::kValue}, {"--repository-url", K::kValue}, {"--simple-url", K::kValue},
+        {"--assets", K::kValue}, {"--target", K::kValue}, {"--source-dir", K::kValue}, {"--wheels-dir", K::kValue},
+        {"--manifest", K::kValue}, {"--dry-run", K::kFlag}},
+       cmd_publish_pure},
+  };
 }
 
-}  // namespace ffpa::site
+}  // namespace ffpa::cli
