@@ -59,7 +59,7 @@ function(ffpa_add_python_binding)
 
   ffpa_probe_python("${ARG_PYTHON}" py)
   if(NOT py_TAG)
-    message(FATAL_ERROR "ffpa: the binding cannot be built for ${ARG_PYTHON}: it ${py_WHY}")
+    message(FATAL_ERROR "ffpa: the binding cannot be built for ${ARG_PYTHON}: ${py_WHY}")
   endif()
   _ffpa_pybind11_include(pybind11_inc)
 

@@ -1,7 +1,8 @@
-"""The one Python reader of ffpa-release-manifest.json, shared by the test scripts.
+"""The one Python reader of ffpa-release-manifest.json, shared by the tests.
 
-The engine writes the manifest (`ffpa-index release`, index/core manifest.h) and reads
-it for publishing; docs/release.md documents it field by field. This helper checks
+The engine writes the manifest (`ffpa-index release`, index/core/include/ffpa/core/
+manifest.h, whose plan form CMake writes at configure time) and reads it for
+publishing; docs/release.md documents it field by field. This helper checks
 the parts every script relies on, so a schema change fails here with one message
 instead of as a KeyError deep inside a test.
 """
@@ -13,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-SCHEMA = 1
+SCHEMA = 2
 
 
 def file_sha256(path: str | Path) -> str:
@@ -26,7 +27,7 @@ def file_sha256(path: str | Path) -> str:
 
 
 def load(path: str | Path) -> dict[str, Any]:
-    """The manifest at `path`, checked against schema 1; raises ValueError naming the problem."""
+    """The manifest at `path`, checked against schema 2; raises ValueError naming the problem."""
     path = Path(path)
     data = json.loads(path.read_text())
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
@@ -49,7 +50,7 @@ def wheels(manifest: dict[str, Any], kind: str | None = None) -> list[dict[str, 
 
 def make(version: str, source_commit: str, wheel_files: list[Path], *, profile: str = "full",
          channel: str | None = "cu13", requirements: Path | None = None) -> dict[str, Any]:
-    """A schema-1 manifest for test wheels (what `ffpa-index release` would write for them).
+    """A schema-2 manifest for test wheels (what `ffpa-index release` would write for them).
 
     Each wheel's kind, version and tags come from its file name; size and sha256 from its
     bytes. For tests that publish hand-made wheels without running the packaging step.

@@ -1,15 +1,14 @@
-"""Pack-time benchmark of ffpa-index (issue 4, item 6).
+"""Pack-time benchmark of ffpa-index.
 
-Builds staged trees that each hold the same large shared object (a real CUDA
-library given with --so, or a synthetic ~160 MB blob mixing compressible
-"instruction" data and random bytes), then measures in one run:
+Builds staged trees that each hold the same shared object (the release's kernel
+library given with --so, or a synthetic blob mixing compressible "instruction" data
+and random bytes), then measures in one run:
 
-  * one wheel, cold --deflate-cache                     (T1)
-  * N wheels, one `ffpa-index pack-many` call (one per tag,
-    cold cache at start)                                 (TN)   target TN/T1 <= 1.3
-  * the same N wheels by N separate `pack` calls sharing
-    a cold cache (for comparison)                        (TNs)
-  * python -m wheel pack of the same tree                (TW)   target T1/TW <= 0.5
+  * one wheel, `ffpa-index pack`                         (T1)
+  * N wheels, one `ffpa-index release` call (one per tag,
+    as the package target packs them)                     (TN)   target TN/T1 <= 1.3
+  * the same N wheels by N separate `pack` calls          (TNs)  for comparison
+  * python -m wheel pack of the same tree                 (TW)   target T1/TW <= 0.5
   * deflate levels 1, 6 and 9 for one wheel: time and size (the default-level choice)
 
 Prints the ratios with PASS/MISS per target (medians over --repeat runs); it
@@ -19,6 +18,7 @@ verifies. The exit status is 0 whether the targets are met or not.
     python index/bench/bench_pack.py --ffpa-index build/bin/ffpa-index [--so /path/lib.so] [--n 4] [--repeat 3]
 """
 import argparse
+import json
 import math
 import os
 import random
@@ -82,7 +82,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ffpa-index", required=True, type=Path)
     ap.add_argument("--so", type=Path, help="a real (CUDA) shared object to ship; default: synthetic blob")
-    ap.add_argument("--size-mb", type=int, default=160, help="size of the synthetic blob")
+    ap.add_argument("--size-mb", type=int, default=8, help="size of the synthetic blob")
     ap.add_argument("--n", type=int, default=4, help="number of wheels in the N-wheel run")
     ap.add_argument("--jobs", type=int, default=0, help="--jobs for ffpa-index (0: its default)")
     ap.add_argument("--repeat", type=int, default=1, help="measure T1, TN and TW this many times; report medians")
@@ -98,28 +98,34 @@ def main() -> int:
             blob = work / "blob.bin"
             blob.write_bytes(synthetic_blob(args.size_mb * 1000 * 1000))
             desc = f"synthetic blob ({args.size_mb} MB)"
+        metadata = "Summary: bench\nRequires-Python: >=3.10\nRequires-Dist: numpy\n"
         meta = work / "meta.txt"
-        meta.write_text("Summary: bench\nRequires-Python: >=3.10\nRequires-Dist: numpy\n")
+        meta.write_text(metadata)
         tags = [f"cp3{10 + i}-cp3{10 + i}-manylinux_2_39_x86_64" for i in range(args.n)]
-        trees = [stage(work / f"tree{i}", blob, "libffpa_kernels.bin") for i in range(args.n)]
+        trees = [stage(work / "stage" / f"wheel_cp3{10 + i}", blob, "libffpa_kernels.bin") for i in range(args.n)]
         jobs = ["--jobs", str(args.jobs)] if args.jobs else []
 
-        def pack(tree, tag, out, cache=None, level=None):
+        def pack(tree, tag, out, level=None):
             cmd = [str(args.ffpa_index), "pack", "--tree", str(tree), "--name", "ffpa-attn", "--version", "0.3.0+cu13",
-                   "--tag", tag, "--metadata", str(meta), "--out-dir", str(out), "--source-date-epoch", EPOCH, *jobs]
-            if cache:
-                cmd += ["--deflate-cache", str(cache)]
+                   "--tag", tag, "--metadata", str(meta), "--out-dir", str(out), "--source-date-epoch", EPOCH,
+                   "--root-is-purelib", "false", *jobs]
             if level is not None:
                 cmd += ["--level", str(level)]
             return run(cmd)
 
-        def pack_many(out, cache):
-            cmd = [str(args.ffpa_index), "pack-many", "--name", "ffpa-attn", "--version", "0.3.0+cu13",
-                   "--metadata", str(meta), "--out-dir", str(out), "--source-date-epoch", EPOCH,
-                   "--deflate-cache", str(cache), *jobs]
-            for tree, tag in zip(trees, tags):
-                cmd += ["--tree", str(tree), "--tag", tag]
-            return run(cmd)
+        def release(out):
+            # The plan the package target runs (cmake/FfpaReleasePlan.cmake writes it),
+            # for N CUDA wheels and no local site.
+            plan = {"schema": 2, "name": "ffpa-attn", "version": "0.3.0", "profile": "dev",
+                    "source_commit": "0" * 40, "source_dirty": False, "source_date_epoch": int(EPOCH),
+                    "toolchain": {"cmake": None, "gcc": None, "nvcc": None}, "channel": "cu13",
+                    "cuda_version": "0.3.0+cu13", "archs": [], "head_dims": [], "dtypes": [],
+                    "metadata": metadata, "readme": "", "forbid_paths": [], "out_dir": str(out), "site_dir": None,
+                    "wheels": [{"kind": "cuda", "tree": t.name, "tags": tag, "version": "0.3.0+cu13"}
+                               for t, tag in zip(trees, tags)]}
+            (work / "plan.json").write_text(json.dumps(plan))
+            return run([str(args.ffpa_index), "release", "--plan", str(work / "plan.json"),
+                        "--staging", str(work / "stage")])
 
         # Warm the page cache so the first measurement is not a disk read.
         for t in trees:
@@ -138,16 +144,16 @@ def main() -> int:
             if f.is_file():
                 f.read_bytes()
 
-        runs = []  # (t1, tn, tns, tw), each run with cold caches and empty output dirs
+        runs = []  # (t1, tn, tns, tw), each run with empty output dirs
         for r in range(max(1, args.repeat)):
-            for d in ("out1", "outN", "outS", "outW", "cache1", "cacheN", "cacheS"):
+            for d in ("out1", "outN", "outS", "outW"):
                 shutil.rmtree(work / d, ignore_errors=True)
             (work / "outW").mkdir()
-            t1 = pack(trees[0], tags[0], work / "out1", cache=work / "cache1")
-            tn = pack_many(work / "outN", work / "cacheN")
+            t1 = pack(trees[0], tags[0], work / "out1")
+            tn = release(work / "outN")
             tns = 0.0
             for tree, tag in zip(trees, tags):
-                tns += pack(tree, tag, work / "outS", cache=work / "cacheS")
+                tns += pack(tree, tag, work / "outS")
             tw = run([sys.executable, "-m", "wheel", "pack", str(wtree), "-d", str(work / "outW")],
                      env={**os.environ, "SOURCE_DATE_EPOCH": EPOCH})
             runs.append((t1, tn, tns, tw))
@@ -157,10 +163,10 @@ def main() -> int:
 
         wheels = sorted((work / "outN").glob("*.whl")) + sorted((work / "out1").glob("*.whl"))
         subprocess.run([str(args.ffpa_index), "verify-wheel", *map(str, wheels)], check=True, stdout=subprocess.DEVNULL)
-        # pack-many writes exactly the wheels the separate pack calls write.
+        # One release call writes exactly the wheels the separate pack calls write.
         for w in sorted((work / "outS").glob("*.whl")):
             if w.read_bytes() != (work / "outN" / w.name).read_bytes():
-                raise SystemExit(f"pack-many and pack differ for {w.name}")
+                raise SystemExit(f"release and pack differ for {w.name}")
 
         t1 = statistics.median(r[0] for r in runs)
         tn = statistics.median(r[1] for r in runs)
@@ -174,10 +180,10 @@ def main() -> int:
         verdict = lambda ok: "PASS" if ok else "MISS"
         what = "median of %d runs" % len(runs) if len(runs) > 1 else "1 run"
         print(f"input: {desc}, jobs: {args.jobs or os.cpu_count()} (cpus {os.cpu_count()}), {what}")
-        print(f"T1  1 wheel (cold cache):        {t1:7.2f} s   size {wheels[-1].stat().st_size / 1e6:.1f} MB")
-        print(f"T{args.n}  {args.n} wheels (pack-many):       {tn:7.2f} s   +{(tn - t1) / max(1, args.n - 1):.2f} s per extra wheel")
-        print(f"    {args.n} x pack (shared cache):  {tns:7.2f} s   ({tns / t1:.2f}x T1, for comparison)")
-        print(f"TW  python -m wheel pack:        {tw:7.2f} s   size {next((work / 'outW').glob('*.whl')).stat().st_size / 1e6:.1f} MB")
+        print(f"T1  1 wheel (pack):              {t1:7.2f} s   size {wheels[-1].stat().st_size / 1e6:.2f} MB")
+        print(f"T{args.n}  {args.n} wheels (one release):     {tn:7.2f} s   +{(tn - t1) / max(1, args.n - 1):.2f} s per extra wheel")
+        print(f"    {args.n} x pack:                 {tns:7.2f} s   ({tns / t1:.2f}x T1, for comparison)")
+        print(f"TW  python -m wheel pack:        {tw:7.2f} s   size {next((work / 'outW').glob('*.whl')).stat().st_size / 1e6:.2f} MB")
         print(f"target T{args.n}/T1 <= 1.30:  {rn:5.2f}x  {verdict(rn <= 1.3)}")
         print(f"target T1/TW <= 0.50:  {rw:5.2f}x  {verdict(rw <= 0.5)}")
         if not args.skip_levels:
@@ -185,7 +191,7 @@ def main() -> int:
                 out = work / f"outL{level}"
                 t = pack(trees[0], tags[0], out, level=level)
                 size = next(out.glob("*.whl")).stat().st_size
-                print(f"level {level}: {t:7.2f} s  {size / 1e6:8.2f} MB")
+                print(f"level {level}: {t:7.2f} s  {size / 1e6:8.3f} MB")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -6,13 +6,12 @@
 #include <signal.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "args.h"
+#include "ffpa/core/atomic.h"
 #include "ffpa/core/error.h"
 #include "ffpa/core/manifest.h"
 #include "ffpa/core/manylinux.h"
@@ -57,7 +56,7 @@ const char* const kPackHelp =
     "  --readme FILE         long description; its type from --readme-type or the extension (.md, .rst)\n"
     "  --root-is-purelib B   default: true for *-none-any, false otherwise\n"
     "  --source-date-epoch N entry timestamps (default: $SOURCE_DATE_EPOCH; refused if neither)\n"
-    "  --level N             zlib level 0-9 (default 6: see index/bench/README.md)\n"
+    "  --level N             zlib level 0-9 (default 1: see index/bench/README.md)\n"
     "  --jobs N              compression threads (default: all cores); the output does not depend on it\n"
     "  --forbid-path STR     refuse binaries containing STR (e.g. the build directory); repeatable\n"
     "  --test-zip64-threshold N  testing only: write ZIP64 records for sizes/offsets >= N bytes\n";
@@ -113,14 +112,6 @@ long long to_int(const std::string& opt, const std::string& v) {
   return n;
 }
 
-std::string read_file(const std::string& p, const char* what) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw ffpa::core::Error(std::string("cannot read ") + what + " '" + p + "'; check the path");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 int pack_cmd(const Args& a) {
   a.no_positional();
   ffpa::core::PackOptions o;
@@ -131,7 +122,9 @@ int pack_cmd(const Args& a) {
   if (!a.has("--metadata"))
     throw UsageError("--metadata FILE is required: 'Key: value' lines with at least Summary and Requires-Python");
   const std::string meta = *a.get("--metadata");
-  o.metadata = read_file(meta, "metadata file");
+  const auto text = ffpa::core::read_file(meta);
+  if (!text) throw ffpa::core::Error("cannot read metadata file '" + meta + "'; check the path");
+  o.metadata = *text;
   o.metadata_source = "--metadata '" + meta + "'";
   o.out_dir = a.need("--out-dir", "DIR");
   o.readme = a.get_or("--readme", "");

@@ -7,6 +7,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
+#include <set>
 #include <vector>
 
 #include "ffpa/core/error.h"
@@ -102,6 +104,39 @@ bool AtomicOutput::commit_keeping_marker() {
   committed_ = true;
   fsync_directory(final_.parent_path());
   return true;
+}
+
+std::optional<std::string> read_file(const std::filesystem::path& p) {
+  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string buf;
+  for (char chunk[1 << 16];;) {
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      errno = err;
+      if (n < 0) return std::nullopt;
+      return buf;
+    }
+    buf.append(chunk, static_cast<std::size_t>(n));
+  }
+}
+
+void write_files_atomic(const std::vector<std::pair<std::filesystem::path, std::string>>& files) {
+  std::vector<std::unique_ptr<AtomicOutput>> outs;
+  for (const auto& [path, data] : files) {
+    outs.push_back(std::make_unique<AtomicOutput>(path));
+    outs.back()->write(data);
+  }
+  for (auto& out : outs) out->sync();
+  std::set<std::filesystem::path> dirs;
+  for (auto& out : outs) {
+    out->publish(false);
+    dirs.insert(out->final_path().parent_path());
+  }
+  for (const auto& dir : dirs) fsync_directory(dir);
 }
 
 void write_file_atomic(const std::filesystem::path& p, std::string_view data) {

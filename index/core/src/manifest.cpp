@@ -1,10 +1,9 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 #include "ffpa/core/manifest.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "ffpa/core/atomic.h"
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
 
@@ -211,14 +210,12 @@ Release parse_release(std::string_view text, const std::string& where, ReleaseFo
 }
 
 Release read_release(const std::filesystem::path& file, ReleaseForm form) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in)
+  const auto text = read_file(file);
+  if (!text)
     throw Error("cannot read " + file.string() + (form == ReleaseForm::plan
                                                       ? "; configure the build tree first (cmake writes the plan)"
                                                       : "; build the release first (it is written by packaging)"));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_release(ss.str(), file.string(), form);
+  return parse_release(*text, file.string(), form);
 }
 
 std::optional<std::string> unpublishable_profile(const Release& m) {

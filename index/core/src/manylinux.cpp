@@ -2,13 +2,10 @@
 #include "ffpa/core/manylinux.h"
 
 #include <algorithm>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <set>
-#include <sstream>
-#include <string_view>
 
+#include "ffpa/core/atomic.h"
 #include "ffpa/core/elf.h"
 #include "ffpa/core/error.h"
 
@@ -55,11 +52,6 @@ const PolicyVersion* version_entry(std::string_view prefix, std::string_view ver
   for (const auto& v : kPolicyVersions)
     if (prefix == v.prefix && version == v.version) return &v;
   return nullptr;
-}
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 bool origin_relative(const std::string& entry) {
@@ -231,7 +223,7 @@ PlatformDecision decide_manylinux(const std::filesystem::path& tree, const Platf
       if (opts.loaded && opts.loaded->count(e.rel)) {
         bytes = opts.loaded->at(e.rel);
       } else {
-        owned = slurp(root / e.rel);
+        owned = read_file(root / e.rel).value_or("");
         bytes = owned;
       }
       for (const auto& s : opts.forbidden_strings) {

@@ -4,24 +4,19 @@
 // (index/tests/hostile_wheels.py) runs on the same names.
 #include "ffpa/core/names.h"
 
+#include "ffpa/core/utf8.h"
+
 #include <algorithm>
 #include <map>
 
 namespace ffpa::core {
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
-}
-
 // DOS device names: Windows opens the device for "nul", "NUL.txt" and "nul .tar.gz"
 // alike (ntpath.isreserved: the part before the first dot, trailing spaces cut).
 // COM0 and LPT0 are reserved on current Windows too, beyond ntpath's list.
 bool device_name(std::string_view part) {
-  std::string base = lower(part.substr(0, part.find('.')));
+  std::string base = lower_ascii(part.substr(0, part.find('.')));
   while (!base.empty() && base.back() == ' ') base.pop_back();
   if (base == "con" || base == "prn" || base == "aux" || base == "nul" || base == "conin$" || base == "conout$")
     return true;
@@ -118,15 +113,15 @@ std::vector<std::string> member_set_problems(const std::vector<std::string>& nam
   std::map<std::string, bool> told;                 // directory spellings already reported
   for (const auto& n : names) {
     const std::string key = install_key(n);
-    auto [it, fresh] = files.emplace(lower(key), n);
+    auto [it, fresh] = files.emplace(lower_ascii(key), n);
     if (!fresh)
       problems.push_back("'" + it->second + "' and '" + n + "' " +
-                         (lower(it->second) == lower(n) ? "differ only in case" : "install to the same file") +
+                         (lower_ascii(it->second) == lower_ascii(n) ? "differ only in case" : "install to the same file") +
                          ": Windows and macOS (case-insensitive) or every installer write one over the other; "
                          "keep one");
     for (std::size_t slash = key.find('/'); slash != std::string::npos; slash = key.find('/', slash + 1)) {
       const std::string dir = key.substr(0, slash);
-      auto [d, new_dir] = dirs.emplace(lower(dir), dir);
+      auto [d, new_dir] = dirs.emplace(lower_ascii(dir), dir);
       if (!new_dir && d->second != dir && !told[dir])
         problems.push_back("the directory '" + d->second + "' is also spelled '" + dir + "' (by '" + n +
                            "'): one directory on Windows and macOS, two on Linux; spell it one way");

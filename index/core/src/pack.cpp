@@ -4,10 +4,6 @@
 // container and compression are zipwrite.cpp).
 #include "ffpa/core/pack.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -19,8 +15,8 @@
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
 #include "ffpa/core/manylinux.h"
-#include "ffpa/core/pep.h"
 #include "ffpa/core/names.h"
+#include "ffpa/core/pep.h"
 #include "ffpa/core/utf8.h"
 #include "ffpa/core/wheel.h"
 
@@ -33,39 +29,8 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string read_all(const fs::path& p, const char* what) {
-  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(std::string("cannot read ") + what + " '" + p.string() + "': " + std::strerror(errno));
-  struct stat st {};
-  ::fstat(fd, &st);
-  std::string buf;
-  buf.resize(static_cast<size_t>(st.st_size));
-  size_t done = 0;
-  for (;;) {
-    if (done == buf.size()) buf.resize(buf.size() + (1 << 16));  // the file grew or st_size was 0 (procfs)
-    ssize_t n = ::read(fd, buf.data() + done, buf.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      ::close(fd);
-      throw Error(std::string("read error on ") + what + " '" + p.string() + "'");
-    }
-    if (n == 0) break;
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  buf.resize(done);
-  return buf;
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (;;) {
-    size_t pos = s.find(sep, start);
-    out.push_back(s.substr(start, pos == std::string::npos ? std::string::npos : pos - start));
-    if (pos == std::string::npos) break;
-    start = pos + 1;
-  }
-  return out;
+  if (auto text = read_file(p)) return *text;
+  throw Error(std::string("cannot read ") + what + " '" + p.string() + "': " + std::strerror(errno));
 }
 
 // Core metadata fields (2.1 to 2.4) a metadata file may carry, with the metadata
@@ -83,6 +48,12 @@ const std::map<std::string, std::string>& known_fields() {
       {"License-File", "2.4"},
   };
   return f;
+}
+
+Error metadata_error(const std::string& source, const std::vector<std::string>& problems) {
+  std::string msg = "the METADATA built from " + source + " would not parse for pip and twine; fix those files:";
+  for (const auto& p : problems) msg += "\n  - " + p;
+  return Error(msg);
 }
 
 std::string readme_type_for(const fs::path& readme) {
@@ -178,11 +149,14 @@ std::int64_t resolve_epoch(const std::optional<std::int64_t>& given) {
   return v;
 }
 
+// METADATA from the metadata lines and the README; a problem names `source`.
 std::string render_metadata(const std::string& name, const std::string& canonical_version,
                             const std::string& metadata_file_text, const std::string& readme,
-                            const std::string& readme_type) {
+                            const std::string& readme_type, const std::string& source) {
   std::string body;
-  auto headers = parse_header_lines(metadata_file_text, &body);
+  std::vector<std::string> problems;
+  auto headers = parse_headers(metadata_file_text, "METADATA", problems, &body);
+  if (!problems.empty()) throw metadata_error(source, problems);
   if (body.find_first_not_of(" \t\r\n") != std::string::npos)
     throw Error("the metadata file has text after a blank line; pass the long description with --readme instead");
   std::string mv = "2.1";
@@ -257,17 +231,12 @@ Prepared prepare(const PackOptions& o) {
     readme = read_all(o.readme, "README");
     if (readme_type.empty()) readme_type = readme_type_for(o.readme);
   }
-  w.metadata = render_metadata(o.name, version->canonical, o.metadata, readme, readme_type);
+  const std::string source = o.metadata_source + (o.readme.empty() ? "" : " and --readme '" + o.readme.string() + "'");
+  w.metadata = render_metadata(o.name, version->canonical, o.metadata, readme, readme_type, source);
   // The same parse verify-wheel applies, so pack never writes a METADATA that
   // add or publish would refuse later (a Requires-Python that is not a specifier
   // set, a README that is not UTF-8, ...).
-  if (const auto problems = check_core_metadata(w.metadata); !problems.empty()) {
-    std::string msg = "the METADATA built from " + o.metadata_source +
-                      (o.readme.empty() ? std::string() : " and --readme '" + o.readme.string() + "'") +
-                      " would not parse for pip and twine; fix those files:";
-    for (const auto& p : problems) msg += "\n  - " + p;
-    throw Error(msg);
-  }
+  if (const auto problems = check_core_metadata(w.metadata); !problems.empty()) throw metadata_error(source, problems);
   w.files = walk_tree(o.tree);
   return w;
 }
@@ -411,7 +380,7 @@ std::vector<PackResult> pack_wheels(const std::vector<PackOptions>& wheels) {
 
   // Durable before visible: every wheel is fsynced before the first rename; a
   // failure here removes them all.
-  for (auto& out : outs) out->sync();
+  parallel_for(outs.size(), dopt.jobs, [&](std::size_t k) { outs[k]->sync(); });
   std::set<fs::path> dirs;
   for (auto& out : outs) {
     out->publish(false);

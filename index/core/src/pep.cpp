@@ -4,6 +4,8 @@
 // they share; one file keeps one answer per question (ctest/data/pep440-cases.json).
 #include "ffpa/core/pep.h"
 
+#include "ffpa/core/utf8.h"
+
 #include <cctype>
 #include <regex>
 
@@ -12,12 +14,6 @@ namespace {
 
 bool is_alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
 char lower(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
-
-std::string lowered(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = lower(c);
-  return out;
-}
 
 // "007" -> "7", "0" -> "0": packaging stores release/pre/post/dev numbers as ints.
 std::string strip_zeros(std::string_view digits) {
@@ -38,18 +34,6 @@ bool tag_chars_ok(std::string_view s) {
   for (char c : s)
     if (!(is_alnum(c) || c == '_' || c == '.')) return false;
   return true;
-}
-
-std::vector<std::string> split(std::string_view s, char sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (;;) {
-    size_t pos = s.find(sep, start);
-    out.emplace_back(s.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start));
-    if (pos == std::string_view::npos) break;
-    start = pos + 1;
-  }
-  return out;
 }
 
 }  // namespace
@@ -158,7 +142,7 @@ std::optional<Version> parse_pep440(std::string_view raw_input, std::string* why
     }
   }
   if (m[3].matched) {
-    std::string l = lowered(m[3].str());
+    std::string l = lower_ascii(m[3].str());
     if (l == "alpha") l = "a";
     else if (l == "beta") l = "b";
     else if (l == "c" || l == "pre" || l == "preview") l = "rc";
@@ -180,7 +164,7 @@ std::optional<Version> parse_pep440(std::string_view raw_input, std::string* why
     std::string seg;
     auto flush = [&]() {
       if (!local.empty()) local += '.';
-      local += all_digits(seg) ? strip_zeros(seg) : lowered(seg);
+      local += all_digits(seg) ? strip_zeros(seg) : lower_ascii(seg);
       seg.clear();
     };
     for (char c : m[10].str()) {

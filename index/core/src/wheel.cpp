@@ -5,10 +5,8 @@
 
 #include <cctype>
 #include <map>
-#include <memory>
 #include <set>
 
-#include "ffpa/core/elf.h"
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
 #include "ffpa/core/manylinux.h"
@@ -18,37 +16,6 @@
 #include "ffpa/core/zipread.h"
 
 namespace ffpa::core {
-
-std::vector<std::pair<std::string, std::string>> parse_header_lines(std::string_view text, std::string* body) {
-  std::vector<std::pair<std::string, std::string>> out;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t eol = text.find('\n', pos);
-    size_t next = eol == std::string_view::npos ? text.size() : eol + 1;
-    std::string_view line = text.substr(pos, (eol == std::string_view::npos ? text.size() : eol) - pos);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.empty()) {
-      pos = next;
-      if (body) *body = std::string(text.substr(pos));
-      return out;
-    }
-    if ((line.front() == ' ' || line.front() == '\t') && !out.empty()) {
-      out.back().second += "\n" + std::string(line);
-    } else {
-      size_t colon = line.find(':');
-      if (colon == std::string_view::npos) {
-        out.emplace_back(std::string(line), std::string());
-      } else {
-        std::string_view value = line.substr(colon + 1);
-        while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-        out.emplace_back(std::string(line.substr(0, colon)), std::string(value));
-      }
-    }
-    pos = next;
-  }
-  if (body) body->clear();
-  return out;
-}
 
 std::vector<std::vector<std::string>> parse_csv(std::string_view text) {
   std::vector<std::vector<std::string>> rows;
@@ -118,21 +85,10 @@ std::string csv_line(const std::vector<std::string>& fields) {
   return out;
 }
 
-namespace {
-
-std::string lower_ascii(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
-}
-
-// Header section of an RFC 822 style file, strictly: every line up to the first
-// empty one is "Key: value" (Key of letters, digits and '-') or a continuation
-// starting with a space or tab. `what` names the file in problems.
-std::vector<std::pair<std::string, std::string>> parse_headers_strict(std::string_view text, const std::string& what,
-                                                                      std::vector<std::string>& problems) {
+std::vector<std::pair<std::string, std::string>> parse_headers(std::string_view text, const std::string& what,
+                                                               std::vector<std::string>& problems, std::string* body) {
   std::vector<std::pair<std::string, std::string>> out;
+  if (body) body->clear();
   const std::size_t bad = first_invalid_utf8(text);
   if (bad != std::string_view::npos) {
     problems.push_back(what + " is not valid UTF-8 (byte " + printable(text.substr(bad, 1)) + " at offset " +
@@ -151,7 +107,10 @@ std::vector<std::pair<std::string, std::string>> parse_headers_strict(std::strin
     std::string_view line = text.substr(pos, (eol == std::string_view::npos ? text.size() : eol) - pos);
     pos = next;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.empty()) break;  // the body follows
+    if (line.empty()) {  // the body follows
+      if (body) *body = std::string(text.substr(pos));
+      break;
+    }
     const std::string at = what + " line " + std::to_string(line_no);
     bool control = false;
     for (char ch : line) {
@@ -167,9 +126,7 @@ std::vector<std::pair<std::string, std::string>> parse_headers_strict(std::strin
     }
     // U+0085, U+2028 and U+2029 end a line for str.splitlines, which older email
     // parsers (and other readers of these files) use.
-    for (const char* sep : {"\xc2\x85", "\xe2\x80\xa8", "\xe2\x80\xa9"})
-      if (line.find(sep) != std::string_view::npos) control = true;
-    if (control) {
+    if (has_unicode_line_break(line)) {
       problems.push_back(at + " contains U+0085, U+2028 or U+2029, where Python's str.splitlines ends a line; keep "
                          "header values on one line of plain text");
       continue;
@@ -202,6 +159,8 @@ std::vector<std::pair<std::string, std::string>> parse_headers_strict(std::strin
   return out;
 }
 
+namespace {
+
 // Core metadata fields (1.0 to 2.5, as packaging knows them), lowercase.
 // `multi`: may appear more than once.
 struct FieldRule {
@@ -227,7 +186,7 @@ constexpr const char* kMetadataVersions[] = {"1.0", "1.1", "1.2", "2.1", "2.2", 
 
 std::vector<std::string> check_core_metadata(std::string_view text, std::vector<std::pair<std::string, std::string>>* fields) {
   std::vector<std::string> problems;
-  auto h = parse_headers_strict(text, "METADATA", problems);
+  auto h = parse_headers(text, "METADATA", problems);
   std::map<std::string, std::string> seen;  // lower-case name -> first spelling
   for (const auto& [k, v] : h) {
     const std::string key = lower_ascii(k);
@@ -344,9 +303,7 @@ std::vector<std::vector<std::string>> record_rows(std::string_view text, std::ve
       const auto c = static_cast<unsigned char>(ch);
       if (c == '\r' || c == 0x0b || c == 0x0c || (c >= 0x1c && c <= 0x1e)) boundary = true;
     }
-    for (const char* sep : {"\xc2\x85", "\xe2\x80\xa8", "\xe2\x80\xa9"})
-      if (line.find(sep) != std::string_view::npos) boundary = true;
-    if (boundary) {
+    if (boundary || has_unicode_line_break(line)) {
       problems.push_back(at + " contains a character where pip's RECORD reader (str.splitlines) ends a line (\\r, "
                          "\\v, \\f, \\x1c-\\x1e, U+0085, U+2028, U+2029): pip would read other rows; rebuild the wheel");
       continue;
@@ -491,7 +448,7 @@ WheelCheck verify_wheel(int fd, const std::filesystem::path& whl) {
   std::string wheel_txt, metadata_txt, record_txt;
   if (read_member(di_prefix + "WHEEL", wheel_txt)) {
     std::vector<std::string> wp;
-    auto h = parse_headers_strict(wheel_txt, "WHEEL", wp);
+    auto h = parse_headers(wheel_txt, "WHEEL", wp);
     check_wheel_headers(h, wp);
     for (auto& p : wp) problem(std::move(p));
     const std::string wv = first_header(h, "Wheel-Version");
@@ -528,18 +485,8 @@ WheelCheck verify_wheel(int fd, const std::filesystem::path& whl) {
 
   // Which ELF machine the platform tags allow; problems with the tags themselves
   // are reported once the members are known to hold binaries.
-  std::vector<std::string> platforms;
-  if (fn) {
-    std::string p = fn->platform;
-    for (std::size_t start = 0;;) {
-      const std::size_t dot = p.find('.', start);
-      platforms.push_back(p.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
-      if (dot == std::string::npos) break;
-      start = dot + 1;
-    }
-  }
+  const std::vector<std::string> platforms = fn ? split(fn->platform, '.') : std::vector<std::string>{};
   auto check_binary = [&](const ZipMember& m, std::string_view head) {
-    if (!fn) return;
     for (const auto& plat : platforms)
       if (std::string why = compiled_file_problem(m.name, head, plat); !why.empty()) problem(std::move(why));
   };

@@ -159,10 +159,11 @@ core::Release run_release(const core::Release& p, const fs::path& staging, std::
     sums += w.sha256 + "  " + w.file + "\n";
   }
   const fs::path out = p.out_dir;
+  std::vector<std::pair<fs::path, std::string>> files;  // written together, once the wheels are
   if (m.channel && std::any_of(m.wheels.begin(), m.wheels.end(), [](const auto& w) { return w.kind == "cuda"; })) {
     const std::string text = requirements_text(m);
     m.requirements = core::ReleaseFile{"requirements-" + *m.channel + ".txt", core::sha256_hex(text), text.size()};
-    core::write_file_atomic(out / m.requirements->file, text);
+    files.emplace_back(out / m.requirements->file, text);
     sums += m.requirements->sha256 + "  " + m.requirements->file + "\n";
   }
 
@@ -176,8 +177,8 @@ core::Release run_release(const core::Release& p, const fs::path& staging, std::
       log << "warning: " << p.out_dir << " also holds " << f
           << ", which is not part of this build; remove it or use -DFFPA_RELEASE_DIST=<dir>\n";
   }
-  core::write_file_atomic(out / "ffpa-release-manifest.json", core::manifest_to_json(m));
-  core::write_file_atomic(out / "SHA256SUMS", sums);
+  files.emplace_back(out / "ffpa-release-manifest.json", core::manifest_to_json(m));
+  files.emplace_back(out / "SHA256SUMS", sums);
 
   // The build log kept with acceptance reports (docs/release.md): which commit,
   // toolchain and plan produced these files.
@@ -194,7 +195,8 @@ core::Release run_release(const core::Release& p, const fs::path& staging, std::
   for (std::size_t i = 0; i < p.wheels.size(); ++i)
     blog += "  [" + p.wheels[i].tree + "] --tag " + p.wheels[i].tags + " --version " + p.wheels[i].version + " -> " +
             m.wheels[i].file + "\n";
-  core::write_file_atomic(out / "ffpa-build.log", blog + "\nSHA256SUMS\n" + sums);
+  files.emplace_back(out / "ffpa-build.log", blog + "\nSHA256SUMS\n" + sums);
+  core::write_files_atomic(files);
 
   if (p.site_dir) render_local_site(p, packed, log);
 

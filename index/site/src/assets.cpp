@@ -5,16 +5,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "ffpa/core/atomic.h"
 #include "ffpa/core/error.h"
 #include "ffpa/site/index.h"
-#include "ffpa/site/model.h"
 #include "ffpa/site/process.h"
 #include "ffpa/site/publish.h"
 

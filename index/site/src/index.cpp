@@ -1,26 +1,20 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-// Over 500 lines on purpose: one channel's whole lifecycle (load and check every page,
-// plan every byte of a mutation, write it under the lock, verify what pip reads) stays
-// in one file so that every writer goes through the same read-plan-write path.
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
+// One channel's whole lifecycle (load and check every page, plan every byte of a
+// mutation, write it under the lock, verify what pip reads) in one file, so that
+// every writer goes through the same read-plan-write path.
 #include "ffpa/site/index.h"
-
-#include <algorithm>
-#include <atomic>
-#include <fstream>
-#include <map>
-#include <ostream>
-#include <set>
-#include <sstream>
 
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
+#include <set>
+#include <sstream>
 
 #include "ffpa/core/atomic.h"
 #include "ffpa/core/error.h"
@@ -36,14 +30,6 @@ using ffpa::core::Error;
 
 namespace {
 std::atomic<std::uint64_t> g_hashed{0};
-
-std::optional<std::string> read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // A file of the channel the engine did not write, or a page it cannot read, named
 // as git would show it (relative to the site root).
@@ -84,7 +70,7 @@ fs::path engine_dir(const fs::path& root) {
   if (fs::is_directory(dotgit, ec)) return dotgit;
   if (fs::is_regular_file(dotgit, ec)) {
     // A linked worktree or a submodule: ".git" is a file saying "gitdir: <path>".
-    if (auto text = read_text(dotgit); text && text->rfind("gitdir: ", 0) == 0) {
+    if (auto text = ffpa::core::read_file(dotgit); text && text->rfind("gitdir: ", 0) == 0) {
       std::string p = text->substr(8);
       while (!p.empty() && (p.back() == '\n' || p.back() == '\r')) p.pop_back();
       const fs::path gd(p);
@@ -188,7 +174,8 @@ PreparedWheel packed_wheel(const ffpa::core::PackResult& r) {
   w.sha256 = r.sha256;
   w.size = r.size;
   w.metadata = r.metadata;
-  w.derive(ffpa::core::parse_header_lines(r.metadata));
+  std::vector<std::string> none;  // pack wrote only METADATA check_core_metadata accepts
+  w.derive(ffpa::core::parse_headers(r.metadata, "METADATA", none));
   return w;
 }
 
@@ -302,7 +289,7 @@ ProjectPage load_project(const IndexLocation& loc, const std::string& normalized
     auto wf = ffpa::core::parse_wheel_filename(fn);
     return wf && ffpa::core::normalize_project_name(wf->name) == normalized;
   };
-  if (auto j = read_text(dir / "index.json")) {
+  if (auto j = ffpa::core::read_file(dir / "index.json")) {
     nlohmann::json parsed;
     try {
       parsed = nlohmann::json::parse(*j);
@@ -320,7 +307,7 @@ ProjectPage load_project(const IndexLocation& loc, const std::string& normalized
   }
   ProjectPage page;
   page.name = normalized;
-  if (auto html = read_text(dir / "index.html")) {
+  if (auto html = ffpa::core::read_file(dir / "index.html")) {
     // One-time import of a page written by the old scripts: the only time HTML is read.
     // What pip would follow is checked here, because the page becomes the JSON truth.
     for (const auto& a : parse_anchors(*html)) {
@@ -372,16 +359,28 @@ ProjectPage load_project(const IndexLocation& loc, const std::string& normalized
   return page;
 }
 
+namespace {
+
+// The file a temp name of write_file_atomic ("." + final name + ".tmp." + 6 mkstemp
+// characters) is written for, or "" when `name` is not one.
+std::string temp_target(const std::string& name) {
+  const std::size_t n = name.size();
+  if (n < 1 + 5 + 6 || name[0] != '.' || name.compare(n - 11, 5, ".tmp.") != 0 ||
+      !std::all_of(name.end() - 6, name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }))
+    return "";
+  return name.substr(1, n - 12);
+}
+
+}  // namespace
+
 bool is_engine_temp(const std::string& name) {
-  // write_file_atomic's temp names: "." + final name + ".tmp." + 6 mkstemp characters.
-  for (const char* final_name : {"index.json", "index.html"}) {
-    const std::string head = "." + std::string(final_name) + ".tmp.";
-    if (name.size() == head.size() + 6 && name.compare(0, head.size(), head) == 0 &&
-        std::all_of(name.begin() + static_cast<std::ptrdiff_t>(head.size()), name.end(),
-                    [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }))
-      return true;
-  }
-  return false;
+  const std::string target = temp_target(name);
+  return target == "index.json" || target == "index.html";
+}
+
+bool is_metadata_temp(const std::string& name) {
+  const std::string target = temp_target(name);
+  return target.size() > 13 && target.compare(target.size() - 13, 13, ".whl.metadata") == 0;
 }
 
 ChannelState read_channel(const IndexLocation& loc, const std::optional<std::string>& release_url) {
@@ -452,12 +451,6 @@ ChannelState read_channel(const IndexLocation& loc, const std::optional<std::str
   return st;
 }
 
-std::vector<std::string> list_projects(const IndexLocation& loc) {
-  std::vector<std::string> out;
-  for (const auto& [name, page] : read_channel(loc).pages) out.push_back(name);
-  return out;
-}
-
 std::vector<fs::path> remove_stale_temps(const IndexLocation& loc, const SiteLock&) {
   // Under the lock no writer is running, so every temp file is a dead writer's.
   auto stale = read_channel(loc).stale_temps;
@@ -482,9 +475,9 @@ std::vector<fs::path> metadata_leftovers(const fs::path& dir, const std::map<std
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (!is_metadata_temp(name) || !it->is_regular_file(ec) || it->is_symlink(ec)) continue;
-    const std::string final_name = name.substr(1, name.size() - 1 - 11);  // ".tmp.XXXXXX"
+    const std::string final_name = temp_target(name);
     const std::string wheel = final_name.substr(0, final_name.size() - 9);  // ".metadata"
-    const auto marker = read_text(it->path()), written = read_text(dir / final_name);
+    const auto marker = ffpa::core::read_file(it->path()), written = ffpa::core::read_file(dir / final_name);
     const auto l = listed.find(wheel);
     const bool advertised = l != listed.end() && marker && l->second == ffpa::core::sha256_hex(*marker);
     if (marker && written && *marker == *written && !advertised) out.push_back(dir / final_name);
@@ -672,14 +665,6 @@ void check_writable(const IndexPlan& plan) {
   }
 }
 
-bool is_metadata_temp(const std::string& name) {
-  // write_file_atomic's temp name of "<wheel>.metadata": "." + that + ".tmp." + 6 characters.
-  const std::string tail = ".whl.metadata.tmp.";
-  return name.size() > 1 + tail.size() + 6 && name[0] == '.' &&
-         name.compare(name.size() - 6 - tail.size(), tail.size(), tail) == 0 &&
-         std::all_of(name.end() - 6, name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; });
-}
-
 std::size_t apply_plan(const IndexPlan& plan) {
   struct Undo {
     fs::path path;
@@ -696,7 +681,7 @@ std::size_t apply_plan(const IndexPlan& plan) {
     for (const auto& [path, data] : plan.writes) {
       if (i == plan.metadata_writes && plan.metadata_writes > 0) kill_point("add-metadata");
       const bool metadata = i++ < plan.metadata_writes;
-      auto cur = read_text(path);
+      auto cur = ffpa::core::read_file(path);
       if (cur && *cur == data) continue;
       for (fs::path d = path.parent_path(); !d.empty() && !fs::exists(d); d = d.parent_path()) made_dirs.push_back(d);
       std::error_code ec;
@@ -942,17 +927,17 @@ std::size_t verify_index(const PageSource& src, const std::string& assets, std::
       const std::string rel = label + "/" + n + "/index.html";
       if (!fs::exists(loc.project_dir(n) / "index.json"))
         page_mismatch(rel, "has no index.json beside it (a legacy page, not yet imported)");
-      else if (read_text(loc.project_dir(n) / "index.html") != render_project_html(page))
+      else if (ffpa::core::read_file(loc.project_dir(n) / "index.html") != render_project_html(page))
         page_mismatch(rel, "is not what its index.json renders to (edited by hand, or a write was interrupted)");
-      else if (read_text(loc.project_dir(n) / "index.json") != to_json(page).dump(1) + "\n")
+      else if (ffpa::core::read_file(loc.project_dir(n) / "index.json") != to_json(page).dump(1) + "\n")
         page_mismatch(label + "/" + n + "/index.json",
                       "is not what ffpa-index writes for its entries (a key, value or layout it does not write, "
                       "which JSON clients such as uv read)");
     }
     if (!names.empty() || fs::exists(loc.channel_dir() / "index.html")) {
-      if (read_text(loc.channel_dir() / "index.html") != render_root_html(names))
+      if (ffpa::core::read_file(loc.channel_dir() / "index.html") != render_root_html(names))
         page_mismatch(label + "/index.html", "does not list exactly the channel's projects");
-      if (read_text(loc.channel_dir() / "index.json") != root_json(names))
+      if (ffpa::core::read_file(loc.channel_dir() / "index.json") != root_json(names))
         page_mismatch(label + "/index.json", "does not list exactly the channel's projects");
     }
   } else {
@@ -968,7 +953,7 @@ std::size_t verify_index(const PageSource& src, const std::string& assets, std::
         log << "MISSING  " << url << " (" << why << ")\n";
         return std::nullopt;
       }
-      return read_text(*p);
+      return ffpa::core::read_file(*p);
     };
     std::vector<std::string> names;
     if (auto root = get(base + "index.json")) {

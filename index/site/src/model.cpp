@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <map>
 #include <set>
 
 #include "ffpa/core/error.h"

@@ -1,9 +1,8 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 #include "ffpa/site/process.h"
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,11 +16,11 @@
 
 namespace ffpa::site {
 
-ProcResult run_process(const std::vector<std::string>& argv, const ProcOptions& opt) {
+ProcResult run_process(const std::vector<std::string>& argv) {
   ProcResult r;
   if (argv.empty()) return r;
-  int out_p[2], err_p[2], in_p[2];
-  if (pipe(out_p) != 0 || pipe(err_p) != 0 || pipe(in_p) != 0) {
+  int out_p[2], err_p[2];
+  if (pipe(out_p) != 0 || pipe(err_p) != 0) {
     r.status = 127;
     r.err = std::string("pipe: ") + std::strerror(errno);
     return r;
@@ -31,39 +30,25 @@ ProcResult run_process(const std::vector<std::string>& argv, const ProcOptions& 
   cargv.push_back(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
-    dup2(in_p[0], 0);
+    const int null_in = open("/dev/null", O_RDONLY);  // no tool may wait for input
+    dup2(null_in, 0);
     dup2(out_p[1], 1);
     dup2(err_p[1], 2);
-    for (int fd : {in_p[0], in_p[1], out_p[0], out_p[1], err_p[0], err_p[1]}) close(fd);
-    if (opt.cwd && chdir(opt.cwd->c_str()) != 0) _exit(127);
+    for (int fd : {null_in, out_p[0], out_p[1], err_p[0], err_p[1]}) close(fd);
     execvp(cargv[0], cargv.data());
     const std::string msg = std::string("cannot run ") + argv[0] + ": " + std::strerror(errno) + "\n";
     (void)!write(2, msg.data(), msg.size());
     _exit(127);
   }
-  close(in_p[0]);
   close(out_p[1]);
   close(err_p[1]);
   if (pid < 0) {
-    close(in_p[1]);
     close(out_p[0]);
     close(err_p[0]);
     r.status = 127;
     r.err = std::string("fork: ") + std::strerror(errno);
     return r;
   }
-  // Writing stdin up front is fine for the small inputs we send; SIGPIPE is ignored
-  // so a child that does not read it cannot kill us.
-  signal(SIGPIPE, SIG_IGN);
-  if (opt.stdin_data) {
-    std::size_t off = 0;
-    while (off < opt.stdin_data->size()) {
-      const ssize_t n = write(in_p[1], opt.stdin_data->data() + off, opt.stdin_data->size() - off);
-      if (n <= 0) break;
-      off += static_cast<std::size_t>(n);
-    }
-  }
-  close(in_p[1]);
   pollfd fds[2] = {{out_p[0], POLLIN, 0}, {err_p[0], POLLIN, 0}};
   std::string* sinks[2] = {&r.out, &r.err};
   int open_fds = 2;

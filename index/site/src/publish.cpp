@@ -1,35 +1,25 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-// The four steps of spec/release.md section 4 (publish); the pure upload of section 5
-// is publish_pure.cpp, the shared checks publish_support.cpp, the site repository
-// site_repo.h.
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
+// Publishing (docs/release.md): the four steps of a CUDA release (publish) and the
+// pure upload (publish-pure), the checks they share, and the site repository they
+// merge into and push (driven through the git CLI, tool_program FFPA_GIT).
 #include "ffpa/site/publish.h"
-#include "ffpa/site/publish.h"
-
-#include <nlohmann/json.hpp>
-#include <algorithm>
 
 #include <signal.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
-#include <map>
 #include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "ffpa/core/atomic.h"
 #include "ffpa/core/error.h"
-#include "ffpa/core/hash.h"
 #include "ffpa/core/pep.h"
 #include "ffpa/core/utf8.h"
-#include "ffpa/core/zipread.h"
 #include "ffpa/site/index.h"
-#include "ffpa/site/model.h"
 #include "ffpa/site/process.h"
-
-#include "publish_support.h"
-#include "site_repo.h"
 
 namespace ffpa::site {
 
@@ -45,7 +35,284 @@ void kill_point(const char* step) {
   }
 }
 
-using namespace detail;  // NOLINT(google-build-using-namespace): this file's own helpers
+namespace {
+
+// What a dry run prints for the release and its uploads: the store's exact commands
+// (or what a store that runs none does), and what is there already.
+void print_release_commands(std::ostream& out, AssetStore& store, const ReleaseSpec& rs, bool exists,
+                            const std::vector<fs::path>& files, const std::set<std::string>& identical, bool clobber) {
+  if (exists) out << "  # release " << rs.tag << " exists; not created again\n";
+  else if (auto c = store.create_command(rs); !c.empty()) out << "  " << format_command(c) << "\n";
+  else out << "  # create release " << rs.tag << " in " << store.spec() << " (target " << rs.target << ")\n";
+  for (const auto& f : files) {
+    const std::string name = f.filename().string();
+    if (identical.count(name)) out << "  # " << name << " already published with these bytes; skipped\n";
+    else if (auto c = store.upload_command(rs.tag, f, clobber); !c.empty()) out << "  " << format_command(c) << "\n";
+    else out << "  # copy " << name << " into " << store.spec() << "/" << rs.tag << "\n";
+  }
+}
+
+struct Problems {
+  std::vector<std::string> list;
+  void add(std::string s) { list.push_back(std::move(s)); }
+  void add(const std::vector<std::string>& v) { list.insert(list.end(), v.begin(), v.end()); }
+};
+
+bool force_upload() {
+  const char* f = std::getenv("FFPA_FORCE_UPLOAD");
+  return f && std::string(f) == "1";
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// --- guards: pure checks, nothing touched --------------------------------------
+
+ffpa::core::Version parse_tag(const std::string& tag, std::string_view shape) {
+  std::string why;
+  auto v = tag.size() > 1 && tag[0] == 'v' ? ffpa::core::parse_pep440(tag.substr(1), &why) : std::nullopt;
+  if (!v) throw Error("tag '" + tag + "' is not " + std::string(shape));
+  // One version, one tag: v01.0.0+cu13 or vv1.0.0+cu13 would be a second release of 1.0.0+cu13.
+  if (tag != "v" + v->canonical)
+    throw Error("tag '" + tag + "' is not the canonical spelling of version " + v->canonical + "; pass --tag v" +
+                v->canonical);
+  return *v;
+}
+
+// Which channels exist is data: the "channels" of the release matrix in the source
+// checkout (cmake/release-matrix.json), the file configure and the docs check read too.
+void check_channel(const std::string& channel, const fs::path& source_dir) {
+  bool ok = channel.size() > 2 && channel.rfind("cu", 0) == 0 &&
+            channel.find_first_not_of("0123456789", 2) == std::string::npos;
+  if (!ok) throw Error("channel '" + channel + "' is not cu<CUDA major> (cu13 for CUDA 13.x)");
+  const fs::path matrix = source_dir / "cmake" / "release-matrix.json";
+  const auto text = ffpa::core::read_file(matrix);
+  if (!text) return;  // not an ffpa-attn checkout: the publish target checked the channel at configure
+  std::vector<std::string> known;
+  try {
+    const nlohmann::json doc = nlohmann::json::parse(*text);
+    for (const auto& c : doc.at("channels")) known.push_back(c.get<std::string>());
+  } catch (const std::exception& e) {
+    throw Error(matrix.string() + " does not list the channels (" + e.what() + "); restore it from git");
+  }
+  if (std::find(known.begin(), known.end(), channel) == known.end()) {
+    std::string list;
+    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    throw Error("there is no " + channel + " channel: the channels that exist are " + list + " (" + matrix.string() +
+                "); a new CUDA major gets its channel there first (docs/release.md section 9)");
+  }
+}
+
+std::string notes_for(const std::string& project, const std::string& version, const std::string& channel,
+                      const std::string& site_url, const std::string& prefix) {
+  const std::string idx = (site_url.empty() ? std::string("<site-url>") : site_url) + "/" + prefix + "/" + channel + "/";
+  std::string public_v = version.substr(0, version.find('+'));
+  return "Install the CUDA " + channel.substr(2) + " build (Linux x86_64):\n\n"
+         "```\npip install " + project + "==" + version + " --index-url " + idx +
+         " --extra-index-url https://pypi.org/simple\n```\n\n"
+         "Without CUDA (pure Python, from PyPI):\n\n```\npip install -U " + project + "==" + public_v + "\n```\n";
+}
+
+std::string resolve_target(const std::string& given, const fs::path& source_dir, Problems& pb) {
+  if (!given.empty()) {
+    // The tag must point at the commit the wheels were built from, and that commit
+    // must exist: an unknown sha (all zeros) would make a tag of nothing.
+    auto r = run_process({tool_program("FFPA_GIT", "git"), "-C", source_dir.string(), "rev-parse", "--verify",
+                          "--quiet", "--end-of-options", given + "^{commit}"});
+    if (r.status == 0) return trim(r.out);
+    pb.add("--target '" + ffpa::core::printable(given) + "' is not a commit of " + source_dir.string() +
+           "; pass the release commit (git -C " + shell_quote(source_dir.string()) +
+           " rev-parse HEAD), or --source-dir the checkout that holds it");
+    return given;
+  }
+  auto r = run_process({tool_program("FFPA_GIT", "git"), "-C", source_dir.string(), "rev-parse", "HEAD"});
+  if (r.status != 0) {
+    pb.add("cannot find the release commit (git rev-parse HEAD in " + source_dir.string() +
+           " failed); pass --target <sha> or --source-dir <checkout>");
+    return {};
+  }
+  return trim(r.out);
+}
+
+void print_problems(const Problems& pb, std::ostream& err, const char* what) {
+  err << what << ": refused, nothing was created:\n";
+  for (const auto& p : pb.list) err << "  - " << p << "\n";
+}
+
+// Compares the release's present assets with what this run would upload. Fills
+// `identical` with names already there with the same bytes.
+void check_release(AssetStore& store, const std::string& tag, const std::map<std::string, std::string>& want,
+                   bool force, std::set<std::string>& identical, Problems& pb, bool& exists) {
+  auto assets = store.list_assets(tag);
+  exists = assets.has_value();
+  if (!assets) return;
+  for (const auto& name : *assets) {
+    auto it = want.find(name);
+    if (it == want.end()) {
+      pb.add("release " + tag + " already holds " + name +
+             ", which this publish does not have; the tag must hold exactly these files: delete that asset "
+             "or publish a new version");
+      continue;
+    }
+    const std::string have = store.asset_sha256(tag, name);
+    if (have == it->second) identical.insert(name);
+    else if (!force)
+      pb.add(name + " is already published with different contents in release " + tag + " (asset sha256 " +
+             have + ", this file " + it->second + "); publish a new version, or set FFPA_FORCE_UPLOAD=1");
+  }
+}
+
+
+
+
+class SiteRepo {
+ public:
+  SiteRepo(fs::path dir, std::string remote, std::string branch)
+      : dir_(fs::absolute(std::move(dir)).lexically_normal()), remote_(std::move(remote)),
+        branch_(std::move(branch)), git_(tool_program("FFPA_GIT", "git")) {}
+
+  ProcResult git(std::vector<std::string> args) const {
+    args.insert(args.begin(), {git_, "-C", dir_.string()});
+    return run_process(args);
+  }
+  std::vector<std::string> cmd(std::vector<std::string> args) const {
+    args.insert(args.begin(), {"git", "-C", dir_.string()});
+    return args;
+  }
+  const fs::path& dir() const { return dir_; }
+
+  std::vector<std::string> preflight(const std::string& channel_rel) const {
+    if (find_program(git_).empty()) return {"git not found; install git (or set FFPA_GIT)"};
+    std::vector<std::string> p;
+    auto top = git({"rev-parse", "--show-toplevel"});
+    if (top.status != 0)
+      return {"--site-repo " + dir_.string() + " is not a git work tree; clone the site: git clone -b " +
+              branch_ + " <site remote> " + dir_.string()};
+    std::error_code ec;
+    if (fs::canonical(trim(top.out), ec) != fs::canonical(dir_, ec))
+      return {"--site-repo " + dir_.string() + " is inside the work tree " + trim(top.out) +
+              ", not its top level; pass the top level of the site checkout"};
+    auto br = git({"symbolic-ref", "--short", "HEAD"});
+    if (trim(br.out) != branch_)
+      p.push_back("site repository is on '" + trim(br.out) + "', not " + branch_ + "; run: " +
+                  format_command(cmd({"checkout", branch_})));
+    if (git({"remote", "get-url", remote_}).status != 0)
+      p.push_back("site repository has no remote '" + remote_ + "'; run: " +
+                  format_command(cmd({"remote", "add", remote_, "<url>"})));
+    if (std::string why = unwritable_dir_problem(engine_dir(dir_)); !why.empty())
+      p.push_back("site repository: " + why + " (the commit and the staged .metadata files are written there)");
+    if (std::error_code ec; fs::exists(engine_dir(dir_) / "index.lock", ec))
+      p.push_back("a git command is running in the site repository, or one was killed: " +
+                  (engine_dir(dir_) / "index.lock").string() + " exists; once no git command runs there, "
+                  "remove it (rm " + shell_quote((engine_dir(dir_) / "index.lock").string()) + ") and re-run");
+    for (const char* op : {"rebase-merge", "rebase-apply", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD"}) {
+      std::error_code ec;
+      if (fs::exists(engine_dir(dir_) / op, ec))
+        p.push_back("the site repository is in the middle of a " +
+                    std::string(op[0] == 'r' ? "rebase" : op[0] == 'M' ? "merge" : op[0] == 'C' ? "cherry-pick" : "revert") +
+                    "; finish or abort it (git -C " + shell_quote(dir_.string()) + " status says how), then re-run");
+    }
+    if (std::string why = unwritable_dir_problem(dir_ / channel_rel); !why.empty())
+      p.push_back("site repository: " + why);
+    if (trim(git({"config", "user.email"}).out).empty())
+      p.push_back("no git identity in the site repository; run: " +
+                  format_command(cmd({"config", "user.email", "you@example.com"})) + " (and user.name)");
+    // Changes outside the channel would be swept into nothing (we add only the
+    // channel) but would make the next pull --rebase fail; ask for a clean tree.
+    for (const auto& path : changed_paths())
+      if (path.rfind(channel_rel + "/", 0) != 0)
+        p.push_back("site repository has uncommitted changes outside " + channel_rel + ": " + path +
+                    "; commit or remove them first");
+    return p;
+  }
+
+  // Paths with uncommitted changes (staged, unstaged, untracked), relative to the
+  // work tree, exactly as git spells them (-z: no quoting to undo).
+  std::vector<std::string> changed_paths() const {
+    auto st = git({"status", "--porcelain", "-z", "--untracked-files=all", "--no-renames"});
+    std::vector<std::string> out;
+    std::size_t pos = 0;
+    while (pos < st.out.size()) {
+      const auto end = st.out.find('\0', pos);
+      const std::string rec = st.out.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+      pos = end == std::string::npos ? st.out.size() : end + 1;
+      if (rec.size() > 3) out.push_back(rec.substr(3));
+    }
+    return out;
+  }
+
+  // Changes in the channel that this publish will not write: a foreign file
+  // (an untracked whl/cu13/.env) or another project's page edited by hand would
+  // otherwise be committed and pushed with the index.
+  std::vector<std::string> foreign_changes(const std::string& channel_rel, const std::set<std::string>& ours) const {
+    std::vector<std::string> p;
+    for (const auto& path : changed_paths()) {
+      if (path.rfind(channel_rel + "/", 0) != 0 || ours.count(path)) continue;
+      if (is_engine_temp(fs::path(path).filename().string())) continue;  // removed before step 1
+      p.push_back("site repository has an uncommitted change in " + channel_rel + " that this publish does not "
+                  "write: " + ffpa::core::printable(path) + "; commit it, restore it (git -C " +
+                  shell_quote(dir_.string()) + " checkout -- <path>) or move it away, then re-run");
+    }
+    return p;
+  }
+
+  // The subset of `paths` git tracks (for staging removals of tracked files).
+  std::vector<std::string> tracked(const std::vector<std::string>& paths) const {
+    if (paths.empty()) return {};
+    std::vector<std::string> args = {"ls-files", "-z", "--"};
+    args.insert(args.end(), paths.begin(), paths.end());
+    auto r = git(args);
+    std::vector<std::string> out;
+    std::istringstream in(r.out);
+    for (std::string s; std::getline(in, s, '\0');)
+      if (!s.empty()) out.push_back(s);
+    return out;
+  }
+
+  void fetch(std::ostream& out) const {
+    auto r = git({"fetch", "--quiet", remote_, branch_});
+    if (r.status != 0)
+      out << "warning: " << format_command(cmd({"fetch", remote_, branch_})) << " failed: " << trim(r.err)
+          << "\n";
+  }
+
+  bool remote_branch_exists() const {
+    return git({"rev-parse", "--verify", "--quiet", "refs/remotes/" + remote_ + "/" + branch_}).status == 0;
+  }
+
+  int count(const std::string& range) const {
+    auto r = git({"rev-list", "--count", range});
+    return r.status == 0 ? std::atoi(r.out.c_str()) : -1;
+  }
+
+  // A checkout that is merely behind (no local commits) is moved up first, so the
+  // push that follows is a fast-forward.
+  void fast_forward_if_behind(std::ostream& out) const {
+    if (!remote_branch_exists()) return;
+    const std::string up = remote_ + "/" + branch_;
+    if (count("HEAD.." + up) > 0 && count(up + "..HEAD") == 0) {
+      auto r = git({"merge", "--ff-only", "--quiet", up});
+      if (r.status != 0)
+        throw Error("cannot fast-forward the site repository to " + up + ": " + trim(r.err) +
+                    "; run: " + format_command(cmd({"pull", "--ff-only", remote_, branch_})));
+      out << "site repository fast-forwarded to " << up << "\n";
+    }
+  }
+
+  std::string recovery() const {
+    return "  " + format_command(cmd({"pull", "--rebase", remote_, branch_})) + "\n  " +
+           format_command(cmd({"push", remote_, branch_})) + "\n";
+  }
+
+ private:
+  fs::path dir_;
+  std::string remote_, branch_, git_;
+};
+
+}  // namespace
+
 
 // --- publish -------------------------------------------------------------------
 
@@ -196,25 +463,10 @@ struct PublishRun {
     for (const auto& w : wheels) out << "  wheel    " << w.name.filename() << "  sha256=" << w.sha256 << "\n";
     out << "commands:\n";
     if (store) {
-      ReleaseSpec rs{opt.tag, target, notes, false};
-      if (release_exists) out << "  # release " << opt.tag << " exists; not created again\n";
-      else if (auto c = store->create_command(rs); !c.empty()) out << "  " << format_command(c) << "\n";
-      else out << "  # create release " << opt.tag << " in " << store->spec() << " (target " << target << ")\n";
-      for (const auto& w : wheels) {
-        for (const fs::path& f : {staged(w), md_path(w)}) {
-          if (identical.count(f.filename().string())) {
-            out << "  # " << f.filename().string() << " already published with these bytes; skipped\n";
-            continue;
-          }
-          if (auto c = store->upload_command(opt.tag, f, force); !c.empty()) out << "  " << format_command(c) << "\n";
-          else out << "  # copy " << f.filename().string() << " into " << store->spec() << "/" << opt.tag << "\n";
-        }
-      }
-      for (const auto& f : opt.extra_assets) {
-        if (identical.count(f.filename().string())) continue;
-        if (auto c = store->upload_command(opt.tag, f, force); !c.empty()) out << "  " << format_command(c) << "\n";
-        else out << "  # copy " << f.filename().string() << " into " << store->spec() << "/" << opt.tag << "\n";
-      }
+      std::vector<fs::path> files;
+      for (const auto& w : wheels) files.insert(files.end(), {staged(w), md_path(w)});
+      files.insert(files.end(), opt.extra_assets.begin(), opt.extra_assets.end());
+      print_release_commands(out, *store, {opt.tag, target, notes, false}, release_exists, files, identical, force);
     }
     std::vector<std::string> add_cmd = {"add", "-A", "--"};
     add_cmd.insert(add_cmd.end(), stage.begin(), stage.end());
@@ -353,6 +605,170 @@ int publish(const PublishOptions& opt, std::ostream& out, std::ostream& err) {
   run.steps_release_and_upload();
   run.step_merge_index();
   return run.step_commit_and_push();
+}
+
+
+// --- publish-pure ---------------------------------------------------------------
+
+std::string simple_url_for(const std::string& repository_url) {
+  std::string u = repository_url;
+  if (u.find("://upload.pypi.org/") != std::string::npos) return "https://pypi.org/simple/";
+  if (u.find("://test.pypi.org/") != std::string::npos) return "https://test.pypi.org/simple/";
+  while (!u.empty() && u.back() == '/') u.pop_back();
+  const std::string legacy = "/legacy";
+  if (u.size() > legacy.size() && u.compare(u.size() - legacy.size(), legacy.size(), legacy) == 0)
+    u.resize(u.size() - legacy.size());
+  return u + "/simple/";
+}
+
+namespace {
+
+// Files of `project` at version `v` (or a version PEP 440 calls equal: PyPI refuses
+// 1.0 once 1.0.0 is there) listed by a simple index (name -> sha256 or "").
+// nullopt when the index could not be asked; the reason goes to `why`.
+std::optional<std::map<std::string, std::string>> files_on_index(const std::string& simple, const std::string& project,
+                                                                 const ffpa::core::Version& v, std::string& why) {
+  std::string base = simple;
+  if (base.back() != '/') base += '/';
+  const TempDir scratch("ffpa-simple-");
+  const fs::path tmp = scratch.path() / "page.html";
+  auto r = run_process({tool_program("FFPA_CURL", "curl"), "-sSL", "-o", tmp.string(), "-w", "%{http_code}",
+                        "-H", "Accept: text/html", base + project + "/"});
+  std::map<std::string, std::string> out;
+  if (r.status != 0) {
+    why = trim(r.err);
+    return std::nullopt;
+  }
+  const std::string code = trim(r.out);
+  if (code == "404") return out;
+  if (code != "200") {
+    why = "HTTP " + code + " from " + base + project + "/";
+    return std::nullopt;
+  }
+  for (const auto& a : parse_anchors(ffpa::core::read_file(tmp).value_or(""))) {
+    const auto slash = a.href.rfind('/');
+    std::string fn = url_decode(slash == std::string::npos ? a.href : a.href.substr(slash + 1));
+    std::string ver;
+    if (auto wf = ffpa::core::parse_wheel_filename(fn)) ver = wf->version;
+    else if (auto dash = fn.rfind('-'); dash != std::string::npos && fn.size() > 7 &&
+                                        fn.compare(fn.size() - 7, 7, ".tar.gz") == 0)
+      ver = fn.substr(dash + 1, fn.size() - 7 - dash - 1);
+    auto pv = ffpa::core::parse_pep440(ver);
+    if (pv && ffpa::core::version_identity(*pv) == ffpa::core::version_identity(v)) out[fn] = a.sha256;
+  }
+  return out;
+}
+
+}  // namespace
+
+int publish_pure(const PurePublishOptions& opt, std::ostream& out, std::ostream& err) {
+  const auto tagv = parse_tag(opt.tag, "v<version>, e.g. v0.2.5 (the pure release has no local part)");
+  PreparedWheel w = prepare_wheel(opt.wheel);
+  const std::string fn = w.name.filename();
+  if (w.version.is_dev || w.version.is_pre)
+    throw Error("refusing to publish a pre-release wheel: " + fn + " (version " + w.version.canonical +
+                "); build the pure profile with a release version");
+  if (!w.version.local.empty())
+    throw Error(fn + " carries the local version '+" + w.version.local +
+                "'; PyPI rejects local versions: upload the pure wheel (built by the pure profile) instead");
+  if (w.name.python != "py3" || w.name.abi != "none" || w.name.platform != "any")
+    throw Error(fn + " is not a py3-none-any wheel; publish-pure uploads only the pure wheel");
+  if (w.version.canonical != tagv.canonical)
+    throw Error("tag '" + opt.tag + "' does not name version '" + w.version.canonical + "'; pass --tag v" +
+                w.version.canonical);
+  // Everything below reads and uploads the verified bytes (PrivateCopy), staged under
+  // the wheel's own name: never the path given, which may hold other bytes by now.
+  const TempDir stage("ffpa-pure-");
+  const fs::path wheel = stage.path() / fn;
+  w.bytes->write_to(wheel);
+  Problems pb;
+  const std::string twine = tool_program("FFPA_TWINE", "twine");
+  if (find_program(twine).empty())
+    pb.add("twine not found as '" + twine + "'; run tools/bootstrap (it installs .venv) or set FFPA_TWINE");
+  if (find_program(tool_program("FFPA_CURL", "curl")).empty())
+    pb.add("curl not found; install curl (or set FFPA_CURL) to check the upload target");
+  const std::string simple = opt.simple_url.empty() ? simple_url_for(opt.repository_url) : opt.simple_url;
+  bool on_index = false;
+  if (pb.list.empty()) {
+    std::string why;
+    auto files = files_on_index(simple, w.project, w.version, why);
+    if (!files) {
+      pb.add("cannot ask " + simple + " whether " + w.version.canonical + " exists (" + why +
+             "); check the network or pass --simple-url");
+    } else if (!files->empty()) {
+      auto it = files->find(fn);
+      if (files->size() == 1 && it != files->end() && it->second == w.sha256) {
+        on_index = true;  // a re-run after the upload step: converge
+      } else {
+        std::string names;
+        for (const auto& [n, h] : *files) names += (names.empty() ? "" : ", ") + n;
+        pb.add("version " + w.version.canonical + " of " + w.project + " is already on " + simple + " (" + names +
+               "); versions there cannot be overwritten: publish a new version");
+      }
+    }
+  }
+  std::unique_ptr<AssetStore> store;
+  std::string target;
+  std::set<std::string> identical;
+  bool release_exists = false;
+  if (!opt.assets.empty()) {
+    store = make_asset_store(opt.assets);
+    pb.add(store->preflight());
+    pb.add(store->preflight_release(opt.tag));
+    target = resolve_target(opt.target, opt.source_dir, pb);
+    if (pb.list.empty())
+      check_release(*store, opt.tag, {{fn, w.sha256}}, force_upload(), identical, pb, release_exists);
+  }
+  if (!pb.list.empty()) {
+    print_problems(pb, err, "publish-pure");
+    return 1;
+  }
+  const std::vector<std::string> upload = {twine, "upload", "--non-interactive", "--disable-progress-bar",
+                                           "--repository-url", opt.repository_url, wheel.string()};
+  const std::string notes = "```\npip install -U " + w.project + "==" + w.version.canonical + "\n```\n";
+  ReleaseSpec rs{opt.tag, target, notes, true};
+  if (opt.dry_run) {
+    out << "publish-pure plan (dry run; nothing is changed)\n  wheel " << fn << "  sha256=" << w.sha256
+        << "\ncommands:\n";
+    if (on_index) out << "  # " << fn << " is already on " << simple << " with these bytes; not uploaded again\n";
+    else out << "  " << format_command(upload) << "\n";
+    if (store) print_release_commands(out, *store, rs, release_exists, {wheel}, identical, false);
+    return 0;
+  }
+  if (on_index) {
+    out << "[1/2] " << fn << " already on " << simple << "; skipped\n";
+  } else {
+    auto r = run_process(upload);
+    if (r.status != 0) {
+      const std::string all = r.out + r.err;
+      err << "publish-pure: twine upload failed:\n" << all;
+      if (all.find("403") != std::string::npos)
+        err << "HTTP 403: the token lacks upload rights on project " << w.project
+            << "; use a token scoped to it (TWINE_PASSWORD, user __token__)\n";
+      return 1;
+    }
+    out << "[1/2] uploaded " << fn << " to " << opt.repository_url << "\n";
+  }
+  kill_point("pypi");
+  if (store) {
+    if (!store->list_assets(opt.tag)) {
+      store->create_release(rs);
+      out << "[2/2] created release " << opt.tag << " at " << target << "\n";
+    }
+    kill_point("release");
+    auto present = store->list_assets(opt.tag).value_or(std::vector<std::string>{});
+    if (std::find(present.begin(), present.end(), fn) == present.end()) {
+      store->upload(opt.tag, wheel, false);
+      out << "[2/2] uploaded " << fn << " to release " << opt.tag << "\n";
+    } else if (store->asset_sha256(opt.tag, fn) != w.sha256) {
+      if (!force_upload())
+        throw Error(fn + " is already published with different contents in release " + opt.tag +
+                    "; publish a new version, or set FFPA_FORCE_UPLOAD=1");
+      store->upload(opt.tag, wheel, true);
+    }
+  }
+  out << "published " << w.project << " " << w.version.canonical << "\n";
+  return 0;
 }
 
 }  // namespace ffpa::site

@@ -125,7 +125,9 @@ TEST(Csv, QuotesLikePythonCsv) {
 
 TEST(Headers, ParsesContinuationsAndBody) {
   std::string body;
-  const auto h = parse_header_lines("A: 1\nB: two\n  more\n\nthe body\n", &body);
+  std::vector<std::string> problems;
+  const auto h = parse_headers("A: 1\nB: two\n  more\n\nthe body\n", "X", problems, &body);
+  EXPECT_TRUE(problems.empty());
   ASSERT_EQ(h.size(), 2u);
   EXPECT_EQ(h[1].second, "two\n  more");
   EXPECT_EQ(body, "the body\n");

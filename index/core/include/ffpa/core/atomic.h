@@ -2,8 +2,11 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace ffpa::core {
 
@@ -16,6 +19,10 @@ std::string write_error_text(int err);
 // temp file in the same directory + fsync + rename (+ fsync of the directory).
 // The temp file is removed on any failure.
 void write_file_atomic(const std::filesystem::path& p, std::string_view data);
+
+// Several files, each as write_file_atomic writes one, all made durable before the
+// first becomes visible, and each directory fsynced once.
+void write_files_atomic(const std::vector<std::pair<std::filesystem::path, std::string>>& files);
 
 // A temp file beside `final_path` that is renamed over it by commit() and
 // removed by the destructor otherwise; for writers that stream large outputs.
@@ -46,6 +53,9 @@ class AtomicOutput {
   int fd_ = -1;
   bool committed_ = false;
 };
+
+// The whole file, or nullopt (errno set) when it cannot be opened or read.
+std::optional<std::string> read_file(const std::filesystem::path& p);
 
 // fsync of a directory (makes renames in it durable); errors are ignored.
 void fsync_directory(const std::filesystem::path& dir);

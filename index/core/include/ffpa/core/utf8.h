@@ -1,5 +1,6 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-// Strict UTF-8 validation, as Python's bytes.decode("utf-8") does it: no overlong
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
+// The text rules every name and text file the engine reads obeys. Strict UTF-8
+// validation, as Python's bytes.decode("utf-8") does it: no overlong
 // forms, no surrogates (U+D800..U+DFFF), nothing above U+10FFFF. Every name and
 // text file the engine reads from a wheel passes through it, because pip, twine and
 // check-wheel-contents decode them the same way and fail (or decode as cp437)
@@ -8,6 +9,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ffpa::core {
 
@@ -45,16 +47,38 @@ inline std::size_t first_invalid_utf8(std::string_view s) {
 
 inline bool is_valid_utf8(std::string_view s) { return first_invalid_utf8(s) == std::string_view::npos; }
 
+// U+0085, U+2028, U+2029: where Python's str.splitlines ends a line (pip reads RECORD
+// that way, older email parsers headers) although '\n' does not.
+inline bool has_unicode_line_break(std::string_view s) {
+  for (const char* sep : {"\xc2\x85", "\xe2\x80\xa8", "\xe2\x80\xa9"})
+    if (s.find(sep) != std::string_view::npos) return true;
+  return false;
+}
+
+inline std::string lower_ascii(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
+inline std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  for (std::size_t start = 0;;) {
+    const std::size_t pos = s.find(sep, start);
+    out.emplace_back(s.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start));
+    if (pos == std::string_view::npos) return out;
+    start = pos + 1;
+  }
+}
+
 // The text as is when it is valid UTF-8 without control characters or line breaks; otherwise
 // with every byte outside printable ASCII written as \xNN, so a message about a
 // hostile name shows its bytes instead of corrupting the terminal.
 inline std::string printable(std::string_view s) {
-  bool clean = is_valid_utf8(s);
+  bool clean = is_valid_utf8(s) && !has_unicode_line_break(s);  // those line breaks shown as bytes too
   for (char ch : s)
     if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) clean = false;
-  // U+0085, U+2028, U+2029: line breaks too (str.splitlines), shown as bytes.
-  for (const char* sep : {"\xc2\x85", "\xe2\x80\xa8", "\xe2\x80\xa9"})
-    if (s.find(sep) != std::string_view::npos) clean = false;
   if (clean) return std::string(s);
   static const char* hex = "0123456789abcdef";
   std::string out;

@@ -62,11 +62,15 @@ std::vector<std::string> check_core_metadata(std::string_view text,
 // ffpa::core::Error when the wheel has no single {name}-{version}.dist-info/METADATA.
 std::string read_wheel_metadata(const std::filesystem::path& whl);
 
-// RFC 822 style "Key: value" lines as the core metadata files use them; continuation
-// lines (leading whitespace) are folded into the previous value. Parsing stops at the
-// first empty line; `body`, when given, receives the rest.
-std::vector<std::pair<std::string, std::string>> parse_header_lines(std::string_view text,
-                                                                    std::string* body = nullptr);
+// The header section of an RFC 822 style file (METADATA, WHEEL, pack's metadata
+// input), strictly: valid UTF-8 without NUL; every line up to the first empty one is
+// "Key: value" (Key of letters, digits and '-', the value not ending in whitespace) or
+// a continuation starting with a space or tab (kept, after a '\n', in the value), with
+// no control character or str.splitlines line break. What is not is added to
+// `problems`, named by `what`; `body`, when given, receives what follows the empty line.
+std::vector<std::pair<std::string, std::string>> parse_headers(std::string_view text, const std::string& what,
+                                                               std::vector<std::string>& problems,
+                                                               std::string* body = nullptr);
 
 // RECORD is CSV (Python's csv module, minimal quoting, '\n' line ends).
 std::vector<std::vector<std::string>> parse_csv(std::string_view text);

@@ -25,11 +25,12 @@ struct CompressedEntry {
   std::string data;
 };
 
-// zlib's default level. Measured on the release's kernel library (index/bench/README.md:
-// libffpa_kernels.so, 1.5 MB stripped): level 6 writes it 3.9% smaller than level 1 for
-// 0.05 s more, once per release since the CUDA wheels share the compressed bytes;
-// level 9 buys another 0.2% for twice the time.
-inline constexpr int kDefaultDeflateLevel = 6;
+// Level 1, measured on the release's kernel library (index/bench/README.md:
+// libffpa_kernels.so, 1.5 MB stripped; one pack, wall s / wheel MB): level 1
+// 0.05 / 0.917, level 6 0.10 / 0.881, level 9 0.16 / 0.879. Level 6 would buy 3.9% of
+// size for twice the pack time and miss the pack-time target against `wheel pack`;
+// --level 6 remains for a size-first build.
+inline constexpr int kDefaultDeflateLevel = 1;
 
 struct DeflateOptions {
   int level = kDefaultDeflateLevel;  // 0..9

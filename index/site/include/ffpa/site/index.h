@@ -177,7 +177,6 @@ struct IndexPlan {
 // another project, or (legacy) carries a non-hex hash or an href that is not a URL
 // pip may follow.
 ProjectPage load_project(const IndexLocation& loc, const std::string& normalized);
-std::vector<std::string> list_projects(const IndexLocation& loc);
 
 // The whole channel, read and checked: every project page, and the problems that
 // make a writer refuse (anything in the channel the engine did not write, a page

@@ -1,9 +1,8 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 // Running the external tools the backends drive (git, gh, twine, curl): argv
 // vectors, never a shell, so file names with odd characters cannot inject anything.
 #pragma once
 #include <filesystem>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,12 +13,8 @@ struct ProcResult {
   std::string out, err;  // captured stdout and stderr
 };
 
-struct ProcOptions {
-  std::optional<std::filesystem::path> cwd;
-  std::optional<std::string> stdin_data;
-};
-
-ProcResult run_process(const std::vector<std::string>& argv, const ProcOptions& opt = {});
+// Runs argv with stdin from /dev/null and captures its output.
+ProcResult run_process(const std::vector<std::string>& argv);
 
 // POSIX shell quoting, so a printed command can be pasted as is.
 std::string shell_quote(const std::string& s);
