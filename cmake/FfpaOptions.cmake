@@ -1,6 +1,6 @@
 # FfpaOptions.cmake: every cache option of the build, with per-profile defaults.
 #
-# Profiles (spec/release.md section 2):
+# Profiles (docs/release.md, README):
 #   full  kernels for the fixed release arch set and head dims of
 #         cmake/release-matrix.json, every
 #         interpreter found, plus the pure wheel; release version, committed sources

@@ -1,4 +1,4 @@
-# FfpaPublish: the explicit publishing targets (spec/release.md sections 4 and 5).
+# FfpaPublish: the explicit publishing targets (docs/release.md sections 3 and 4).
 # None is part of ALL: publishing is always asked for by name.
 #
 #   publish       create release vV+CHANNEL, upload the CUDA wheels, merge the index in
@@ -116,7 +116,7 @@ function(ffpa_add_publish_targets)
         COMMAND ${CMAKE_COMMAND} -E false)
   endif()
 
-  # Release notes (issue 13): checked before anything is published, attached once the
+  # Release notes (FfpaReleaseNotes.cmake): checked before anything is published, attached once the
   # engine has created the release. Only a release version has them: the engine refuses a
   # dev/pre-release version with its own message, which a missing-notes error would hide.
   set(notes_check "")

@@ -1,4 +1,4 @@
-# FfpaReleaseGuards.cmake: the guards of spec/release.md section 3 that apply at
+# FfpaReleaseGuards.cmake: the guards of docs/release.md that apply at
 # configure time. Each stops with a message that names the fix. The messages keep
 # the substance of the old release scripts' messages, which users know.
 

@@ -1,4 +1,4 @@
-# FfpaReleaseNotes: release notes from git history (issue 13 item 6; docs/release.md
+# FfpaReleaseNotes: release notes from git history (docs/release.md
 # section 4). The `release-notes` target writes <dist>/RELEASE_NOTES.md with git-cliff
 # (pinned in tools/requirements.txt) and tools/cliff.toml: the changes since the
 # previous release tag, grouped, then the install lines. It is written for review: edit

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Release acceptance against the local site, as spec/release.md section 6 asks.
+"""Release acceptance against the local site (docs/release.md section 5).
 
 Subcommands (each writes RESULTS/<check>.json for the closing summary):
   download   pip download ffpa-attn==V+CHANNEL from the served index, once per

@@ -4,12 +4,12 @@
   check_committed.py [--check hygiene|contract]... [--notebooks-dir notebooks] [--package-dir python]
   check_committed.py --clear [--notebooks-dir notebooks]
 
-hygiene (spec/notebooks.md section 1): valid nbformat, no outputs, no execution counts,
+hygiene (docs/colab.md): valid nbformat, no outputs, no execution counts,
 no execution metadata, no deprecated API names. The deprecated names come from
 ffpa_attn.deprecations in --package-dir (the source tree's package by default), never
 from a list kept here.
 
-contract (issue 12, item 7): the notebooks are edited as notebooks, and which ffpa_attn
+contract: the notebooks are edited as notebooks, and which ffpa_attn
 they import is decided by the kernel's environment, not by the notebook:
   - quickstart and head_dim_sweep open with the install cell (``%pip install ffpa-attn``
     guarded by ``importlib.util.find_spec("ffpa_attn") is None``), then ``import ffpa_attn``;
@@ -117,7 +117,7 @@ def contract_problems(name: str, nb) -> list[str]:
         for pattern in COLAB_INPUTS:
             if not pattern.search(first[1]):
                 found.append(f"{name} cell {first[0]}: the first code cell must define {pattern.pattern!r} "
-                             "(spec/notebooks.md section 1: the smoke runner passes both through the environment)")
+                             "(docs/colab.md section 1: the smoke runner passes both through the environment)")
         if not any(IMPORT_LINE.search(source) for _, source in code):
             found.append(f"{name}: no cell does `import ffpa_attn`")
         if "ffpa-acceptance.json" not in code[-1][1]:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run the three notebooks against an installed ffpa-attn wheel (or a built package dir).
 
-spec/notebooks.md sections 2-4. This file runs and checks; smoke_env.py beside it
+docs/colab.md section 1. This file runs and checks; smoke_env.py beside it
 prepares the interpreter and the wheel and decides each kernel's environment, which is
 how a notebook is told what to import (the notebooks themselves just `import
 ffpa_attn`). Profiles:
@@ -61,7 +61,7 @@ PROBE_PREFIX = "FFPA-SMOKE-PROBE "
 RESULTS_MARKER = ".ffpa-notebook-smoke"
 PACKAGE_NAME = "ffpa-attn"
 
-# Fields of spec/notebooks.md section 4 that acceptance.json must carry (dotted paths).
+# Fields that acceptance.json must carry (dotted paths; docs/colab.md lists them).
 ACCEPTANCE_FIELDS = (
     "python.version", "numpy.before_install", "numpy.after_install", "torch.before_install",
     "torch.after_install", "wheel.file", "wheel.sha256", "source_commit", "times.download_s",
@@ -293,7 +293,7 @@ def execute_notebook(name: str, nb: Any, setup: Setup, kernel: str, out: Path, t
 
 def check_acceptance(data: dict[str, Any], setup: Setup, executed: dict[str, Any], report: Report) -> None:
     missing = [f for f in ACCEPTANCE_FIELDS if not get_field(data, f)[0]]
-    report.check("acceptance: every field of spec section 4 present", not missing, f"missing {missing}")
+    report.check("acceptance: every field of the report present", not missing, f"missing {missing}")
     report.check("acceptance: restart_required is null and restart_performed false",
                  data.get("restart_required") is None and data.get("restart_performed") is False,
                  f"restart_required={data.get('restart_required')!r}, restart_performed={data.get('restart_performed')!r}")

@@ -1,5 +1,5 @@
 """The environment the notebook smoke's kernels run in: the interpreter, the wheel and
-what each notebook's kernel gets in its environment (spec/notebooks.md section 3).
+what each notebook's kernel gets in its environment (docs/colab.md section 1).
 
 notebook_smoke.py runs and checks the notebooks; this module decides what they run
 against, which is what the notebooks no longer decide themselves:

@@ -1,4 +1,4 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the ELF reader on arbitrary bytes. pack, platform-tag and
 // verify-wheel run it on every ELF file of a tree or wheel, so a malformed or
 // hostile .so must be refused with ffpa::core::Error, never crash, hang or

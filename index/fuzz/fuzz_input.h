@@ -1,4 +1,4 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The engine's readers take paths, not buffers: they read wheels of several GiB
 // by seeking, never whole. So each fuzz input goes through a real file, which also

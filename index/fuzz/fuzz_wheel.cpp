@@ -1,4 +1,4 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: ffpa::core::verify_wheel (the check behind verify-wheel, add
 // and publish) and read_wheel_metadata on arbitrary bytes. verify_wheel promises
 // never to throw; read_wheel_metadata may only refuse with ffpa::core::Error.

@@ -1,4 +1,4 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: ffpa::core::ZipReader on arbitrary bytes. An input may be
 // refused (ffpa::core::Error); anything else that escapes (std::bad_alloc,
 // std::length_error, ...) or any sanitizer report is a bug, because the reader is

@@ -1,4 +1,4 @@
-# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 """Writes zip archives byte by byte, including the ones no zip library would write:
 local headers that disagree with the central directory, forged sizes, extra
 central entries, prepended or appended bytes, broken ZIP64 records. The hostile

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 """Differential test of `ffpa-index verify-wheel` against pip (the tool venv's and
 a pip 23.x), uv and Windows/macOS path semantics (Python's ntpath, case folding and
 Unicode normalisation) on crafted wheels: the zip layer, claims, spellings,

@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
-# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-"""The engine's PEP 440 and PEP 508 checks against packaging's (issue 10, items 3
-and 4): verify-wheel refuses METADATA whose Requires-Python or Requires-Dist
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
+"""The engine's PEP 440 and PEP 508 checks against packaging's: verify-wheel refuses METADATA whose Requires-Python or Requires-Dist
 packaging would not parse, and compares versions as packaging's Version does. Each
 string below is judged by both; any disagreement fails. (One deliberate difference
 is built into the oracle: an empty specifier set is refused, since an empty

@@ -96,7 +96,7 @@ def main():
     (pkg / "__init__.py").write_text('GREETING = "hello from the wheel"\n')
     (pkg / "data.txt").write_text("payload\n" * 1000)
     meta = work / "meta.txt"
-    meta.write_text("Summary: ffpa-index self test\nRequires-Python: >=3.10\nLicense: BSD-3-Clause\n")
+    meta.write_text("Summary: ffpa-index self test\nRequires-Python: >=3.10\nLicense: Apache-2.0\n")
     readme = work / "README.md"
     readme.write_text("# selftest\n\nA *markdown* description.\n")
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-"""Sizes claimed, not proven (issue 10, item 2): small wheels whose headers claim
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
+"""Sizes claimed, not proven: small wheels whose headers claim
 gigabytes, and a real 1 GiB member, checked by ffpa-index under a 300 MiB address
 space limit (RLIMIT_AS, what `ulimit -v` sets). Every forged claim must end in a
 clean refusal naming it (exit 1, no bad_alloc, no crash); the honest 1 GiB member

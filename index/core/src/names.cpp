@@ -1,4 +1,4 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 // Member names as every installer and operating system reads them (names.h). The
 // Windows rules follow Python's ntpath.isreserved (3.13), which the differential test
 // (index/tests/hostile_wheels.py) runs on the same names.

@@ -1,4 +1,4 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 // Over 500 lines on purpose: every PEP grammar the engine reads (440 versions and
 // specifiers, 503 names, 508 requirements, 427 file names) with the canonical spellings
 // they share; one file keeps one answer per question (ctest/data/pep440-cases.json).
@@ -520,7 +520,7 @@ std::optional<WheelFilename> parse_wheel_filename(std::string_view fn, std::stri
   return w;
 }
 
-// --- version equality as pip sees it (added for index/site, issue 10 item 3) ------
+// --- version equality as pip sees it (for index/site) ---------------------------------
 
 std::string version_identity(const Version& v) {
   // canonical is "[E!]N(.N)*[rest]"; trailing ".0" release numbers do not count.

@@ -1,4 +1,4 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 // Over 500 lines on purpose: verify-wheel is one pass over the archive (RECORD, METADATA,
 // WHEEL, ELF members against the tag) whose checks share the member stream.
 #include "ffpa/core/wheel.h"

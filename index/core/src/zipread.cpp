@@ -1,4 +1,4 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 // A strict zip reader (over 500 lines on purpose: every consistency check between the
 // end records, the central directory and the local headers sits beside the parse it guards). pip installs what Python's zipfile reads: it walks the
 // central directory by its byte size (not by the end record's count), cuts names at

@@ -1,4 +1,4 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 // Asset stores: a plain directory (tests, local mirrors) and GitHub releases via gh.
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
-# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-"""Issue 10 items 8-9 with real kills: `add` into a large page is SIGKILLed at random
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
+"""One lock per site and the all-or-nothing add, with real kills: `add` into a large page is SIGKILLed at random
 points (temp file half written, JSON renamed but HTML not, ...); the next run removes
 the dead run's temp files, converges (both wheels listed, every page exactly what its
 JSON renders to), and nothing is left under $TMPDIR. Every run also

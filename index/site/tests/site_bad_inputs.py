@@ -1,4 +1,4 @@
-# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 """Bad inputs are refused with the spec's message and change nothing on disk."""
 import shutil
 
@@ -54,7 +54,7 @@ cases = [
      "--index-prefix '/tmp' is not a relative path", {}),
     (["add", "--index-dir", site, "--release-url", "https://x/", good, changed], "two different files named", {}),
     (["publish", "--tag", "v0.2.5+cu13", "--wheels", good, changed, *common], "two different files named", {}),
-    # Issue 10 item 12: a --target that is not a commit of --source-dir.
+    # A --target that is not a commit of --source-dir.
     (["publish", "--tag", "v0.2.7+cu13", "--wheels", other, *common, "--target", "0" * 40],
      f"--target '{'0' * 40}' is not a commit of {src}", {}),
     (["publish", "--tag", "v0.2.7+cu13", "--wheels", other, *common, "--target", "no-such-ref"],
@@ -73,7 +73,7 @@ for args, message, env in cases:
     check(tree_hash(site, remote, assets) == before, f"{message!r}: something changed on disk")
     print(f"refused as expected: {message}")
 
-# Issue 10 item 12: importing a hand-written page refuses what pip must not follow,
+# Importing a hand-written page refuses what pip must not follow,
 # naming the anchor and the reason; nothing is imported or written.
 for bad, message in ((f'href="javascript:alert(1)//{{fn}}#sha256={"a" * 64}"', "refused: a javascript: URL"),
                      (f'href="https://h/{{fn}}#sha256={"g" * 64}"', "not 64 hex digits")):

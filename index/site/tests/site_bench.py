@@ -1,5 +1,5 @@
-# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-"""Scale benchmark (issue 5 item 9): merge 6 new wheels into an index listing 10,000
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
+"""Scale benchmark: merge 6 new wheels into an index listing 10,000
 files; check that only the 6 are hashed; time it against our own full regeneration
 (every page re-rendered from the JSON) and against dumb-pypi doing the same
 incremental update from the same file list, in the same run."""

@@ -1,4 +1,4 @@
-# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 """cmake/FfpaPublish.cmake: the publish target, configured by cache variables and fed
 by a release manifest, publishes into a dir: store and a local site remote; the
 targets exist and are not part of ALL."""

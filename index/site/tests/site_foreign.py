@@ -1,5 +1,5 @@
-# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-"""Issue 10 items 9 and 11: publish commits only what it wrote, and foreign content in
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
+"""Publish commits only what it wrote, and foreign content in
 a channel is refused before anything is printed or written.
 - an untracked whl/cu13/.env, or another project's page edited by hand, makes publish
   refuse and name it; nothing is created;

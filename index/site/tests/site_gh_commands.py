@@ -1,4 +1,4 @@
-# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 """The gh backend's exact command lines: printed by --dry-run (which runs only the
 read-only gh auth status / gh release view), then run through FFPA_GH pointing at a
 stub that records argv (and answers "release not found" to view, as gh does)."""

@@ -1,4 +1,4 @@
-# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 """CTest fixture: `start ROOT STATE` runs `python -m http.server --bind 127.0.0.1` on a
 free port serving ROOT (detached, bounded by `timeout`), writing STATE/port and
 STATE/pid; `stop STATE` ends it. Tests read STATE/port."""

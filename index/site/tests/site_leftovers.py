@@ -1,4 +1,4 @@
-# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 """What add lists is what it checked, and a failed add leaves nothing behind.
 
 One read: add verifies, hashes, measures and reads METADATA from one private copy of the

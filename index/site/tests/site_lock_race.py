@@ -1,5 +1,5 @@
-# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-"""Issue 10 item 8: one lock per site, whatever the spelling of its path. 20 rounds of
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
+"""One lock per site, whatever the spelling of its path. 20 rounds of
 two `add` runs racing on one site, each spelling the site differently (site, site/,
 ./site, a symlink) and with its own TMPDIR; then rounds where add races yank, unyank,
 render and publish. After every round both runs succeeded, every entry is present,

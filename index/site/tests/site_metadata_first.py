@@ -1,5 +1,5 @@
-# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-"""Issue 10 item 4: METADATA must parse before anything is written. A wheel whose
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
+"""METADATA must parse before anything is written. A wheel whose
 METADATA says "Requires-Python: >=3.10\\xff" (not UTF-8; twine rejects it) is refused
 by add and by publish with a message naming it, never an internal error; add writes
 no page (not even for the good wheel given with it), and publish creates no release,

@@ -1,5 +1,5 @@
-# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-"""Issue 10 item 5: preflight covers every later step. What steps 1-4 need is checked
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
+"""Preflight covers every later step. What steps 1-4 need is checked
 before step 1, so each of these is refused with nothing created: a 240-character
 wheel name (its <wheel>.metadata temp file would not fit a file name), an asset store
 that cannot be written, a site whose channel directory cannot be created, a site

@@ -1,4 +1,4 @@
-# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 """Two releases published in turn into a fresh site repo (local bare remote) and a
 dir: asset store, served over HTTP on loopback; read back by pip download and pip
 install --require-hashes; verify catches tampering; yank, remove, mirror."""

@@ -1,4 +1,4 @@
-# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 """Fault injection: a publish SIGKILLed at each step boundary (FFPA_PUBLISH_KILL_AT)
 and re-run converges: the index parses, lists every file once with its hash, the
 release holds exactly the wheels and their .metadata, and the remote has the commit."""

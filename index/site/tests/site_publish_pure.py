@@ -1,4 +1,4 @@
-# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 """publish-pure against a real pypiserver on loopback: twine uploads, the plain vV
 release targets the commit explicitly, a re-run converges, and the same version with
 other bytes is refused (by our check, and by the server when twine is run directly)."""

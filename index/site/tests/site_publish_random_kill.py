@@ -1,5 +1,5 @@
-# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-"""Issue 10 item 5 with real kills: a publish SIGKILLed at a random moment (not only at
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
+"""Preflight and convergence with real kills: a publish SIGKILLed at a random moment (not only at
 the step boundaries site.publish_kill uses) either did nothing or is finished by
 running the same command again: the pages equal what their JSON renders to and every
 file hashes (verify), the release holds exactly the wheels and their .metadata (no

@@ -1,4 +1,4 @@
-# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 """A rejected push of the site branch prints the exact recovery commands, and running
 them as printed finishes the publish."""
 import subprocess

@@ -1,5 +1,5 @@
-# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-"""Issue 10 item 3: one version, one spelling. Once v1.0.0+cu13 is published, wheels
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
+"""One version, one spelling. Once v1.0.0+cu13 is published, wheels
 spelled 01.0.0, v1.0.0 or FFPA_Attn are refused by add and publish with nothing
 written, the tag must be the canonical v1.0.0+cu13, and "already published with
 different contents" compares canonical versions: a legacy entry spelled 01.0.0 and a

@@ -1,4 +1,4 @@
-# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 """Shared helpers of the index/site script tests: small valid wheels, a site
 repository with a local bare remote, the CLI runner and a tree fingerprint."""
 import base64

@@ -1,4 +1,4 @@
-# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 """The engine serves only URLs it wrote. A page records its release
 URL ("_ffpa-release-url"); every file's url must be the one derived from it and the
 file name. An index.json edited to point an entry elsewhere (another host, a

@@ -1,5 +1,5 @@
-# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-"""Issue 10 item 10: verify reads what pip reads. A hand-edited index.html whose anchor
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
+"""Verify reads what pip reads. A hand-edited index.html whose anchor
 points at another (genuine) wheel with that wheel's hash passed verify before, since
 only the JSON was checked; now every served page must be exactly what its JSON
 renders to, in the site directory and, for a served site, over HTTP (index.json and

@@ -1,4 +1,4 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
@@ -195,7 +195,7 @@ TEST(SiteIndex, LegacyPageImportedOnceThenJsonRules) {
   fs::remove_all(root);
 }
 
-// Issue 10 item 12: what pip would follow out of an imported page is checked.
+// What pip would follow out of an imported page is checked.
 TEST(SiteModel, AnchorUrlsAndHashes) {
   EXPECT_EQ(url_problem("https://h/x.whl", true), "");
   EXPECT_EQ(url_problem("file:///srv/x.whl", true), "");
@@ -267,7 +267,7 @@ TEST(SiteIndex, LegacyImportRefusesScriptHrefsAndNonHexHashes) {
   EXPECT_NE(notes.find("not a project page"), std::string::npos) << notes;
 }
 
-// Issue 10 item 3: versions PEP 440 calls equal share one key, whatever the spelling.
+// Versions PEP 440 calls equal share one key, whatever the spelling.
 TEST(SiteModel, VersionIdentityPadsReleaseNumbers) {
   auto key = [](const char* v) { return ffpa::core::version_identity(*ffpa::core::parse_pep440(v)); };
   EXPECT_EQ(key("1.0.0+cu13"), key("1.0+cu13"));
@@ -282,7 +282,7 @@ TEST(SiteModel, VersionIdentityPadsReleaseNumbers) {
   EXPECT_EQ(key("0.0"), "0");
 }
 
-// Issue 10 item 3: the same version and tags under another spelling is the same file.
+// The same version and tags under another spelling is the same file.
 TEST(SiteIndex, AnotherSpellingOfAListedVersionIsRefused) {
   TempSite t("spelling");
   IndexLocation loc{t.root, "whl", "cu13"};
@@ -319,7 +319,7 @@ TEST(SiteIndex, AnotherSpellingOfAListedVersionIsRefused) {
   EXPECT_EQ(written["files"][0]["filename"], w.name.filename());
 }
 
-// Issue 10 item 8: one lock per site, whatever the spelling; it writes nothing.
+// One lock per site, whatever the spelling; it writes nothing.
 TEST(SiteIndex, OneLockPerSiteWhateverTheSpelling) {
   namespace fs = std::filesystem;
   TempSite t("lock");

@@ -1,4 +1,4 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 // Test helper for pep_vs_packaging.py: reads one case per line from stdin and
 // prints 1 or 0 per line, so the engine's PEP 440/508 checks can be compared with
 // packaging's on the same strings. Not installed.

@@ -1,4 +1,4 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 // A small shared library with real libstdc++/glibc versioned symbol needs, used
 // by the ELF and manylinux tests (they compare with auditwheel on it).
 #include <string>

@@ -1,4 +1,4 @@
-/* Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+/* Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
  * A C library whose glibc needs differ from the C++ one: pthread_create (in libc
  * with GLIBC_2.34 since glibc 2.34) and getrandom (GLIBC_2.25), so the
  * auditwheel comparison covers a second, newer policy. */

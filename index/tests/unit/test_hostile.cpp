@@ -1,5 +1,5 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-// Issue 10: the engine trusts nothing it reads. Unit-level checks of the strict
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
+// The engine trusts nothing it reads (index/README.md). Unit-level checks of the strict
 // zip reader, the canonical spellings, METADATA parsing, ELF against platform
 // tags and pack's tree walk. The differential proof against pip and uv is
 // index/tests/hostile_wheels.py; these keep each rule testable under ASan.

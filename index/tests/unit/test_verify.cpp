@@ -1,4 +1,4 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 // verify_wheel against wheels tampered with in specific ways; each must be caught.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 // The one rule for the names of the files a wheel installs, shared by the zip reader
 // (verify-wheel, add, publish) and pack. A pure wheel installs on Windows, macOS and
 // Linux, and pip reads RECORD line by line (str.splitlines) and as CSV, so a name is

@@ -1,4 +1,4 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 // Python packaging grammars: PEP 508 names and requirements, PEP 503
 // normalisation, PEP 440 versions and specifiers, PEP 427/625 wheel file names.
 #pragma once
@@ -64,7 +64,7 @@ std::string canonical_wheel_filename(const WheelFilename& w);
 // the canonical file name, e.g. "the version '01.0.0' is not canonical ...".
 std::string wheel_filename_spelling_problem(const WheelFilename& w);
 
-// --- version equality as pip sees it (added for index/site, issue 10 item 3) ------
+// --- version equality as pip sees it (for index/site) ---------------------------------
 // The key two versions share exactly when PEP 440 calls them equal: release segments
 // compare zero-padded, so "1.0", "1.0.0" and "01.0.0" all have the key "1",
 // although canonical_version keeps "1.0" and "1.0.0" apart (as str() of packaging's

@@ -1,4 +1,4 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 // A channel of the self-hosted index: <root>/<prefix>/<channel>/index.html (projects)
 // and <root>/<prefix>/<channel>/<project>/index.{json,html}. Every mutation loads the
 // whole channel, computes the new state and every byte it will write in memory,

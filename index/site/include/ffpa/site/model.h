@@ -1,4 +1,4 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 // The project page model. Its JSON form (PEP 691, api-version 1.1 with the PEP 700
 // fields) is the source of truth; the PEP 503 HTML page is rendered from it and never
 // read back, except once to import a legacy page that has no JSON beside it.

@@ -1,5 +1,5 @@
-// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-// Publishing (spec/release.md sections 3-5): pluggable asset stores and the site
+// Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
+// Publishing (docs/release.md sections 3-4): pluggable asset stores and the site
 // repository, the CUDA-channel publish and the pure-wheel publish.
 //
 // Convergence after an interruption comes from making every step idempotent against
