@@ -10,6 +10,7 @@ fixtures below read them and fail with the variable's name when one is missing.
     http_server   a loopback HTTP server: http_server(root) -> base URL ("http://127.0.0.1:PORT/")
     venv_for      one clean venv per interpreter and purpose, made once per session:
                   venv_for(python, "install") -> its python (created with pip)
+    package       a fixture project of ctest/packages copied into place: package("selftest", dest) -> dest
     run           subprocess.run with text output captured, argv items str()-ed
 """
 
@@ -51,6 +52,16 @@ def work(request) -> Path:
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
     return d
+
+
+@pytest.fixture(scope="session")
+def package():
+    def copy(name: str, dest: Path) -> Path:
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(REPO / "ctest" / "packages" / name, dest)
+        return Path(dest)
+
+    return copy
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):

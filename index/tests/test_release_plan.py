@@ -26,15 +26,12 @@ METADATA = "Summary: test\nRequires-Python: >=3.10\n"
 
 
 @pytest.fixture
-def staged(work, ffpa_env):
-    """The staging directory of a plan: a pure tree and a CUDA tree whose kernel
-    library is a real ELF shared object (platform tag "auto" reads it)."""
-    stage = work / "stage"
-    for tree in ("wheel_pure", "wheel_cp312"):
-        (stage / tree / "ffpa_attn").mkdir(parents=True)
-        (stage / tree / "ffpa_attn" / "__init__.py").write_text("VERSION = '1.2.3'\n")
+def staged(work, ffpa_env, package):
+    """The staging directory of a plan (ctest/packages/release-stage): a pure tree and
+    a CUDA tree whose kernel library is a real ELF shared object (platform tag "auto"
+    reads it)."""
+    stage = package("release-stage", work / "stage")
     shutil.copy(ffpa_env("TESTLIB"), stage / "wheel_cp312" / "ffpa_attn" / "libffpa_kernels.so")
-    (work / "README.md").write_text("# test\n")
     return stage
 
 
@@ -45,7 +42,7 @@ def plan_for(work: Path, **over) -> dict:
         "toolchain": {"cmake": "3.25.1", "gcc": "12.2.0", "nvcc": "13.0"},
         "channel": "cu13", "cuda_version": "1.2.3+cu13", "fatbin_compression": "size",
         "archs": ["89", "120f"], "head_dims": [64, 128], "dtypes": ["fp16", "bf16"],
-        "metadata": METADATA, "readme": str(work / "README.md"), "forbid_paths": ["/nonexistent/build/dir"],
+        "metadata": METADATA, "readme": str(work / "stage" / "README.md"), "forbid_paths": ["/nonexistent/build/dir"],
         "out_dir": str(work / "dist"), "site_dir": str(work / "site"),
         "wheels": [
             {"kind": "pure", "tree": "wheel_pure", "tags": "py3-none-any", "version": "1.2.3"},

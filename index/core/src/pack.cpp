@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <unordered_map>
 
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
@@ -324,22 +325,17 @@ std::vector<PackResult> pack_wheels(const std::vector<PackOptions>& wheels) {
   }
 
   // Distinct contents: a file is the content of an earlier one only if its bytes
-  // compare equal (a proof rather than a fingerprint); its sha256, CRC, size and
-  // compressed bytes are then those of the first, so N CUDA wheels cost about one.
+  // compare equal (the map compares them; its hash only finds the candidate): a proof
+  // rather than a fingerprint. Its sha256, CRC, size and compressed bytes are then
+  // those of the first, so N CUDA wheels cost about one.
   std::vector<std::size_t> content_of(flat.size());
   std::vector<std::string_view> distinct;
   {
-    std::map<std::size_t, std::vector<std::size_t>> by_size;  // size -> distinct ids
+    std::unordered_map<std::string_view, std::size_t> id_of;
     for (std::size_t f = 0; f < flat.size(); ++f) {
-      auto& same_size = by_size[views[f].size()];
-      auto it = std::find_if(same_size.begin(), same_size.end(), [&](std::size_t d) { return distinct[d] == views[f]; });
-      if (it == same_size.end()) {
-        same_size.push_back(distinct.size());
-        distinct.push_back(views[f]);
-        content_of[f] = distinct.size() - 1;
-      } else {
-        content_of[f] = *it;
-      }
+      const auto [it, fresh] = id_of.emplace(views[f], distinct.size());
+      if (fresh) distinct.push_back(views[f]);
+      content_of[f] = it->second;
     }
   }
   const std::vector<CompressedEntry> compressed = compress_members(distinct, dopt);

@@ -1,6 +1,8 @@
 # Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
-"""Shared helpers of the index/site script tests: small valid wheels, a site
-repository with a local bare remote, the CLI runner and a tree fingerprint."""
+"""Shared helpers of the index/site pytest modules (test_*.py beside this file): small
+valid wheels, a site repository with a local bare remote, the CLI runner and a tree
+fingerprint. The loopback HTTP server and the work directory come from
+ctest/pytest_ffpa.py."""
 import base64
 import hashlib
 import os
@@ -15,13 +17,11 @@ PY = os.environ.get("FFPA_TOOLS_PYTHON", sys.executable)
 
 
 def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
+    raise AssertionError(msg)
 
 
 def check(cond, msg):
-    if not cond:
-        fail(msg)
+    assert cond, msg
 
 
 def sha256(path):

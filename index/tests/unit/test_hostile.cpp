@@ -2,7 +2,7 @@
 // The engine trusts nothing it reads (index/README.md). Unit-level checks of the strict
 // zip reader, the canonical spellings, METADATA parsing, ELF against platform
 // tags and pack's tree walk. The differential proof against pip and uv is
-// index/tests/hostile_wheels.py; these keep each rule testable under ASan.
+// index/tests/test_hostile_vs_pip.py; these keep each rule testable under ASan.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -8,7 +8,6 @@ Requires-Python says nothing.)"""
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 
@@ -69,25 +68,16 @@ def packaging_canonical(s: str) -> str:
         return "!"
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--probe", required=True)
-    args = ap.parse_args()
+def test_pep_vs_packaging(ffpa_env):
     diffs = []
     for kind, items, oracle in [("spec", SPECS, lambda s: "1" if packaging_spec(s) else "0"),
                                 ("req", REQS, lambda s: "1" if packaging_req(s) else "0"),
                                 ("same", SAME, lambda s: "1" if Version(s.split("|")[0]) == Version(s.split("|")[1]) else "0"),
                                 ("canonical", CANONICAL, packaging_canonical)]:
-        for s, ours in zip(items, probe(args.probe, kind, items), strict=True):
+        for s, ours in zip(items, probe(ffpa_env("PEP_PROBE"), kind, items), strict=True):
             theirs = oracle(s)
             if ours != theirs:
                 diffs.append(f"{kind} {s!r}: engine {ours}, packaging {theirs}")
     total = len(SPECS) + len(REQS) + len(SAME) + len(CANONICAL)
     print(f"{total} strings judged by the engine and by packaging; {len(diffs)} disagreement(s)")
-    for d in diffs:
-        print(" - " + d)
-    return 1 if diffs else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    assert not diffs, "\n".join(" - " + d for d in diffs)

@@ -1,9 +1,8 @@
 """Packs small trees with the ffpa-index CLI and checks the wheels with Python's
 own tools: zipfile reads them (including a ZIP64 one), RECORD is recomputed with
-hashlib, packaging parses the names, and pip installs the wheel into a fresh venv
-where it is imported. Registered in CTest with label `wheel`.
+hashlib, packaging parses the names, and pip installs the wheel into a clean venv
+where it is imported. The tree is the fixture project ctest/packages/selftest.
 """
-import argparse
 import base64
 import csv
 import email.parser
@@ -12,21 +11,16 @@ import io
 import os
 import shutil
 import subprocess
-import sys
-import venv
 import zipfile
 from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 EPOCH = 1700000000
-failures = []
 
 
 def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
+    assert cond, msg
 
 
 def pack(ffpa_index, tree, out, *extra, version="0.3.0", tag="py3-none-any", meta=None, readme=None):
@@ -35,8 +29,7 @@ def pack(ffpa_index, tree, out, *extra, version="0.3.0", tag="py3-none-any", met
     if readme:
         cmd += ["--readme", str(readme)]
     res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode != 0:
-        sys.exit(f"pack failed: {res.stderr}")
+    assert res.returncode == 0, f"pack failed: {res.stderr}"
     return Path(res.stdout.strip())
 
 
@@ -81,24 +74,13 @@ def check_wheel(whl: Path, expect_files: dict):
         return z.infolist(), meta
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ffpa-index", required=True)
-    ap.add_argument("--work", required=True, type=Path)
-    a = ap.parse_args()
-    work = a.work
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+def test_roundtrip_pip(ffpa_env, work, package, venv_for):
+    class a:  # noqa: N801  (the engine, as the checks below call it)
+        ffpa_index = ffpa_env("INDEX")
 
-    tree = work / "tree"
+    project = package("selftest", work / "project")
+    tree, meta, readme = project / "tree", project / "meta.txt", project / "README.md"
     pkg = tree / "ffpa_index_selftest"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text('GREETING = "hello from the wheel"\n')
-    (pkg / "data.txt").write_text("payload\n" * 1000)
-    meta = work / "meta.txt"
-    meta.write_text("Summary: ffpa-index self test\nRequires-Python: >=3.10\nLicense: Apache-2.0\n")
-    readme = work / "README.md"
-    readme.write_text("# selftest\n\nA *markdown* description.\n")
 
     expect = {"ffpa_index_selftest/__init__.py": (pkg / "__init__.py").read_bytes(),
               "ffpa_index_selftest/data.txt": (pkg / "data.txt").read_bytes()}
@@ -133,10 +115,8 @@ def main():
         raw = f.read()
     check(b"PK\x06\x06" in raw and b"PK\x06\x07" in raw, "forced ZIP64: end record and locator present")
 
-    # pip installs it into a fresh venv, and the package imports from there.
-    env_dir = work / "venv"
-    venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
-    py = env_dir / "bin" / "python"
+    # pip installs it into a clean venv, and the package imports from there.
+    py = venv_for(ffpa_env("TOOLS_PYTHON"), "roundtrip")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     res = subprocess.run([py, "-m", "pip", "install", "--no-index", "--no-deps", str(whl)],
@@ -153,14 +133,3 @@ def main():
     res = subprocess.run([a.ffpa_index, "verify-wheel", str(whl), str(local), str(big), str(forced)],
                          capture_output=True, text=True)
     check(res.returncode == 0, f"verify-wheel: {res.stdout}")
-
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        return 1
-    print("all wheel round-trip checks passed")
-    shutil.rmtree(work, ignore_errors=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -6,30 +6,19 @@ tag of the tree, packs the wheel with `auto`, and auditwheel (the reference
 implementation of the manylinux policy, from the pinned tool venv) must report
 the same manylinux_2_Y as the constraint. Registered in CTest with label `wheel`.
 """
-import argparse
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ffpa-index", required=True)
-    ap.add_argument("--so", required=True, type=Path, action="append")
-    ap.add_argument("--work", required=True, type=Path)
-    a = ap.parse_args()
-    shutil.rmtree(a.work, ignore_errors=True)
-    seen = set()
-    for i, so in enumerate(a.so):
-        tag = compare(a.ffpa_index, so, a.work / f"case{i}")
-        if tag is None:
-            return 1
-        seen.add(tag)
-    print("tags compared:", sorted(seen))
-    shutil.rmtree(a.work, ignore_errors=True)
-    return 0
+
+@pytest.mark.parametrize("which", ["TESTLIB", "TESTLIB_C"])
+def test_platform_tag_as_auditwheel(ffpa_env, work, which):
+    """Each test library: platform-tag, pack --tag ...-auto and auditwheel agree."""
+    assert compare(ffpa_env("INDEX"), Path(ffpa_env(which)), work) is not None
 
 
 def compare(ffpa_index, so, work):
@@ -79,5 +68,4 @@ def compare(ffpa_index, so, work):
     return ours
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+

@@ -25,7 +25,6 @@ the engine is stricter than the oracle, the sweep says so and why.
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
 import csv
 import glob
@@ -39,6 +38,7 @@ import struct
 import subprocess
 import sys
 import time
+import types
 import unicodedata
 import zipfile
 import zlib
@@ -591,19 +591,14 @@ def make_venv(base_python: str, d: Path, inst: Installer, env: dict, bystander: 
     return snapshot(d)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ffpa-index", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--python", default=sys.executable, help="interpreter whose pip installs the wheels")
-    ap.add_argument("--old-pip-venv", help="where the pinned pip 23.x venv is kept (default: beside --work)")
-    ap.add_argument("--only", help="run only the cases whose name matches this regex (no sweep, no venvs)")
-    ap.add_argument("--requirements", default=str(Path(__file__).resolve().parents[2] / "tools" / "requirements.txt"))
-    args = ap.parse_args()
+def test_hostile_vs_pip(ffpa_env, work):
+    """Every crafted wheel: refused as expected, or installed exactly as RECORD lists by
+    every installer. $FFPA_OLD_PIP_VENV keeps the pip 23.x venv between runs;
+    $FFPA_ONLY (a regex) runs only the matching cases, without the sweep and the venvs."""
+    args = types.SimpleNamespace(
+        ffpa_index=ffpa_env("INDEX"), python=sys.executable, old_pip_venv=os.environ.get("FFPA_OLD_PIP_VENV"),
+        only=os.environ.get("FFPA_ONLY"), requirements=str(Path(__file__).resolve().parents[2] / "tools" / "requirements.txt"))
     started = time.monotonic()
-    work = Path(args.work)
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
     env = dict(os.environ, PIP_CACHE_DIR=str(work / "pip-cache"), UV_CACHE_DIR=str(work / "uv-cache"),
                PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1")
     uv = shutil.which("uv", path=str(Path(args.python).parent))
@@ -688,8 +683,8 @@ def main() -> int:
             print(line)
     phases["evidence"] = time.monotonic() - started - sum(phases.values())
     if args.only:
-        print("\n".join(failures) or "only: no failure")
-        return 1 if failures else 0
+        assert not failures, "\n".join(failures)
+        return
     # The sweep: single names and pairs, engine against oracle.
     sweep_dir = work / "sweep"
     sweep_dir.mkdir()
@@ -743,13 +738,4 @@ def main() -> int:
           f"lists by {', '.join(i.label for i in installers)} (and uninstalled exactly); {n_sweep} names/pairs swept "
           f"against the oracle; {time.monotonic() - started:.0f} s (" +
           ", ".join(f"{k} {v:.0f} s" for k, v in phases.items()) + ", venvs the rest)")
-    if failures:
-        print(f"\n{len(failures)} failure(s):")
-        for f in failures:
-            print(" - " + f)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    assert not failures, f"{len(failures)} failure(s):\n" + "\n".join(" - " + f for f in failures)
