@@ -4,7 +4,6 @@
 # environment variables, and a work directory of its own under <build>/pytest-work
 # (so tests of different modules never share scratch state and may run in parallel).
 include_guard(GLOBAL)
-get_filename_component(_FFPA_PYTEST_CTEST_DIR "${CMAKE_CURRENT_LIST_DIR}" ABSOLUTE)
 
 # ffpa_add_pytest(<name> <module>
 #                 [SELECT <expr>]          pytest -k: the tests of <module> this CTest test runs
@@ -30,6 +29,6 @@ function(ffpa_add_pytest name module)
   set_tests_properties(${name} PROPERTIES
     LABELS "${arg_LABELS}" TIMEOUT ${arg_TIMEOUT}
     ENVIRONMENT "FFPA_TEST_WORK=${CMAKE_BINARY_DIR}/pytest-work/${name};PYTHONDONTWRITEBYTECODE=1;${arg_ENV}"
-    ENVIRONMENT_MODIFICATION "PYTHONPATH=path_list_prepend:${_FFPA_PYTEST_CTEST_DIR}"
+    ENVIRONMENT_MODIFICATION "PYTHONPATH=path_list_prepend:${CMAKE_CURRENT_FUNCTION_LIST_DIR}"
     ${arg_PROPERTIES})
 endfunction()

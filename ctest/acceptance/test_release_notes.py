@@ -1,11 +1,9 @@
-#!/usr/bin/env python3
 """The release-notes machinery (cmake/FfpaReleaseNotes.cmake, tools/cliff.toml) on a
 scratch git repository: two release tags and a handful of commits, plus the tags that
 must not split the range (a CUDA tag vV+cu13 and a pre-release tag).
 
-  check_release_notes.py --cmake CMAKE --module cmake/FfpaReleaseNotes.cmake
-                         --config tools/cliff.toml --git-cliff GIT_CLIFF --work DIR
-                         --ffpa-index BIN [--tools-bin DIR]
+Inputs: $FFPA_CMAKE, $FFPA_GIT_CLIFF, $FFPA_INDEX (the module and the configuration are
+this checkout's cmake/FfpaReleaseNotes.cmake and tools/cliff.toml).
 
 Proves: `write` covers exactly <previous release tag>..<release commit>, grouped, with
 the install lines of the version; the manifest's commit ends the range; a tag already on
@@ -19,7 +17,6 @@ preflight shows the notes step, and the releases end with the notes attached.
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -30,11 +27,11 @@ import socket
 import subprocess
 import sys
 import time
+import types
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import ffpa_manifest  # noqa: E402  (the shared manifest helper)
+import ffpa_manifest  # the shared manifest helper
 
 failures: list[str] = []
 
@@ -156,20 +153,14 @@ ffpa_add_publish_targets(VERSION 0.3.0 CHANNEL cu13 WHEELS_DIR "{dist}" CLI "{a.
         server.wait(timeout=10)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cmake", required=True)
-    ap.add_argument("--module", type=Path, required=True)
-    ap.add_argument("--config", type=Path, required=True)
-    ap.add_argument("--git-cliff", required=True)
-    ap.add_argument("--work", type=Path, required=True)
-    ap.add_argument("--ffpa-index", required=True, help="the engine, for the publish targets' end-to-end part")
-    ap.add_argument("--tools-bin", type=Path, default=Path(sys.executable).parent,
-                    help="where pypi-server and twine are (default: beside this Python)")
-    a = ap.parse_args()
-    if not Path(a.git_cliff).exists():
-        raise SystemExit(f"{a.git_cliff} is missing: run tools/bootstrap (tools/requirements.txt pins git-cliff)")
-    shutil.rmtree(a.work, ignore_errors=True)
+def test_release_notes(ffpa_env, work):
+    repo_root = Path(__file__).resolve().parents[2]
+    a = types.SimpleNamespace(cmake=ffpa_env("CMAKE"), module=repo_root / "cmake" / "FfpaReleaseNotes.cmake",
+                              config=repo_root / "tools" / "cliff.toml", git_cliff=ffpa_env("GIT_CLIFF"), work=work,
+                              ffpa_index=ffpa_env("INDEX"), tools_bin=Path(sys.executable).parent)
+    assert Path(a.git_cliff).exists(), \
+        f"{a.git_cliff} is missing: run tools/bootstrap (tools/requirements.txt pins git-cliff)"
+    failures.clear()
     repo = a.work / "repo"
     repo.mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
@@ -323,11 +314,4 @@ def main() -> int:
 
     publish_targets(a, repo, c_last_in_manifest)
 
-    print(f"\n{'release notes: OK' if not failures else 'release notes: FAILED'}")
-    for f in failures:
-        print("FAIL: " + f)
-    return 1 if failures else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    assert not failures, "\n".join(failures)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """pip and uv, as docs/install.md tells users to run them, against the served site and a
 PyPI stand-in that holds a HIGHER pure ffpa-attn (as the real PyPI does for a dev build,
 and for anyone installing an older CUDA release).
@@ -20,14 +19,13 @@ installer resolves for a machine the CUDA wheel cannot serve (glibc 2.28; a CPyt
 without a CUDA wheel): pip and uv's unsafe-best-match the pure V, uv with our index
 first an error that names the wheels it found.
 
-  check_installers.py --dist DIST --port-file PORT --results DIR --work DIR
-                      --ffpa-index BIN [--python PY ...] [--uv UV] [--pypi-server PS]
-
-Writes RESULTS/installers.json for acceptance.summary. Exit 0 only when every case held.
+Inputs: $FFPA_DIST, $FFPA_SITE (served on loopback by the http_server fixture,
+ctest/pytest_ffpa.py), $FFPA_RESULTS, $FFPA_INDEX, $FFPA_PYTHONS (os.pathsep-separated;
+default the tools Python). Writes RESULTS/installers.json for acceptance.summary; passes
+only when every case held.
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -38,13 +36,15 @@ import socket
 import subprocess
 import sys
 import time
+import types
 import urllib.request
 import zipfile
 from pathlib import Path
 
+import ffpa_manifest  # the shared manifest reader
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "ctest"))
-import ffpa_manifest  # noqa: E402  (the shared manifest reader)
 
 PROBE = r'''
 import json, sys
@@ -91,7 +91,7 @@ def requirement_pin(name: str) -> str:
     for line in (REPO / "tools" / "requirements.txt").read_text().splitlines():
         if line.lower().startswith(name + "=="):
             return line.strip()
-    raise SystemExit(f"tools/requirements.txt pins no {name}; add '{name}==X.Y.Z' there")
+    pytest.fail(f"tools/requirements.txt pins no {name}; add '{name}==X.Y.Z' there")
 
 
 def free_port() -> int:
@@ -118,16 +118,16 @@ def higher_pure_wheel(pure: Path, version: str, ffpa_index: str, work: Path, out
     info = tree / "ffpa_attn" / "_build_info.py"
     text, n = re.subn(r'^VERSION = ".*"$', f'VERSION = "{version}"', info.read_text(), flags=re.M)
     if n != 1:
-        raise SystemExit(f"{info} has no VERSION line: the stand-in cannot say its version")
+        pytest.fail(f"{info} has no VERSION line: the stand-in cannot say its version")
     info.write_text(text)
     r = run([ffpa_index, "pack", "--tree", tree, "--name", "ffpa-attn", "--version", version,
              "--tag", "py3-none-any", "--metadata", work / "higher-METADATA", "--out-dir", out,
              "--source-date-epoch", "1700000000"])
     made = out / f"ffpa_attn-{version}-py3-none-any.whl"
     if r.returncode != 0 or not made.exists():
-        raise SystemExit(f"ffpa-index pack could not build the stand-in wheel {made.name}")
+        pytest.fail(f"ffpa-index pack could not build the stand-in wheel {made.name}")
     if run([ffpa_index, "verify-wheel", made]).returncode != 0:
-        raise SystemExit(f"the stand-in wheel {made} does not verify")
+        pytest.fail(f"the stand-in wheel {made} does not verify")
     return made
 
 
@@ -149,7 +149,7 @@ class PypiServer:
             except OSError:
                 time.sleep(0.1)
         self.stop()
-        raise SystemExit(f"pypiserver did not come up on 127.0.0.1:{self.port}; see {log}")
+        pytest.fail(f"pypiserver did not come up on 127.0.0.1:{self.port}; see {log}")
 
     def stop(self) -> None:
         try:
@@ -160,36 +160,28 @@ class PypiServer:
         self.log.close()
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dist", type=Path, required=True)
-    ap.add_argument("--port-file", type=Path, required=True, help="the site fixture's port file")
-    ap.add_argument("--results", type=Path, required=True)
-    ap.add_argument("--work", type=Path, required=True)
-    ap.add_argument("--ffpa-index", required=True)
-    ap.add_argument("--python", action="append", default=[])
-    ap.add_argument("--uv", default=str(Path(sys.executable).parent / "uv"))
-    ap.add_argument("--pypi-server", default=str(Path(sys.executable).parent / "pypi-server"))
-    a = ap.parse_args()
-    pythons = a.python or [sys.executable]
+def test_installers(ffpa_env, work, http_server):
+    a = types.SimpleNamespace(
+        dist=Path(ffpa_env("DIST")), results=Path(ffpa_env("RESULTS")), work=work, ffpa_index=ffpa_env("INDEX"),
+        uv=str(Path(sys.executable).parent / "uv"), pypi_server=str(Path(sys.executable).parent / "pypi-server"))
+    served = http_server(Path(ffpa_env("SITE")))
+    pythons = [p for p in os.environ.get("FFPA_PYTHONS", "").split(os.pathsep) if p] or [sys.executable]
     for exe, fix in ((a.uv, "uv"), (a.pypi_server, "pypiserver")):
         if not Path(exe).exists():
-            raise SystemExit(f"{exe} is missing: run tools/bootstrap (tools/requirements.txt pins {fix})")
+            pytest.fail(f"{exe} is missing: run tools/bootstrap (tools/requirements.txt pins {fix})")
 
     mpath = a.dist / "ffpa-release-manifest.json"
     if not mpath.exists():
-        raise SystemExit(f"{mpath} is missing: build the wheels first (cmake --build --preset <preset>)")
+        pytest.fail(f"{mpath} is missing: build the wheels first (cmake --build --preset <preset>)")
     m = ffpa_manifest.load(mpath)
     version, cuda_version, channel = m["version"], m["cuda_version"], m["channel"]
     public = version.split("+")[0]          # what a user pins: ==V matches V and V+local
     pure = [w for w in m["wheels"] if w["kind"] == "pure"]
     if len(pure) != 1:
-        raise SystemExit(f"need exactly one pure wheel in {mpath}, have {[w['file'] for w in pure]}")
+        pytest.fail(f"need exactly one pure wheel in {mpath}, have {[w['file'] for w in pure]}")
     pure_file = pure[0]["file"]
     higher = f"{int(public.split('.')[0]) + 1}.0.0"
 
-    shutil.rmtree(a.work, ignore_errors=True)
-    a.work.mkdir(parents=True)
     pkgs = a.work / "pypi-packages"
     pkgs.mkdir()
     higher_pure_wheel(a.dist / pure_file, higher, a.ffpa_index, a.work, pkgs)
@@ -203,12 +195,12 @@ def main() -> int:
                  "--python-version", tag[2] + "." + tag[3:], "--platform", "manylinux_2_17_x86_64",
                  "--platform", "manylinux2014_x86_64", "-d", numpy_cache])
         if r.returncode != 0:
-            raise SystemExit(f"could not fetch {numpy_pin} for {tag} from PyPI into {numpy_cache} "
+            pytest.fail(f"could not fetch {numpy_pin} for {tag} from PyPI into {numpy_cache} "
                              "(the stand-in needs it); check the network, or put the wheel there by hand")
     for f in numpy_cache.glob("numpy-*.whl"):
         shutil.copy2(f, pkgs)
 
-    site = f"http://127.0.0.1:{a.port_file.read_text().strip()}/whl/{channel}/"
+    site = f"{served}whl/{channel}/"
     env = clean_env()
     server = PypiServer(a.pypi_server, pkgs, a.work / "pypiserver.log")
     pypi = server.url
@@ -402,8 +394,4 @@ def main() -> int:
     (a.results / "installers.json").write_text(json.dumps(
         {"check": "installers", "ok": ok, "cases": cases_out, "problems": problems}, indent=2))
     print(f"installers: {'OK' if ok else 'FAILED'} ({sum(c['ok'] for c in cases_out.values())}/{len(cases_out)} cases)")
-    return 0 if ok else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    assert ok, "\n".join(problems) or "no case ran"

@@ -6,20 +6,22 @@ are tested against the same table, so all three agree.
 """
 
 import json
-import sys
 from pathlib import Path
 
+import pytest
 from packaging.version import InvalidVersion, Version
 
-table = json.loads(Path(sys.argv[1]).read_text())
-bad = []
-for case in table["cases"]:
+TABLE = json.loads((Path(__file__).resolve().parents[1] / "data" / "pep440-cases.json").read_text())
+
+
+@pytest.mark.parametrize("case", TABLE["cases"], ids=lambda c: repr(c["input"]))
+def test_table_is_what_packaging_reads(case):
     try:
         got = str(Version(case["input"]))
     except InvalidVersion:
         got = None
-    if got != case["canonical"]:
-        bad.append(f"{case['input']!r}: packaging says {got!r}, the table says {case['canonical']!r}")
-if bad:
-    sys.exit("pep440 table disagrees with packaging:\n  " + "\n  ".join(bad))
-print(f"pep440 table: {len(table['cases'])} cases agree with packaging")
+    assert got == case["canonical"], f"packaging says {got!r}, the table says {case['canonical']!r}"
+
+
+def test_table_has_cases():
+    assert len(TABLE["cases"]) > 40

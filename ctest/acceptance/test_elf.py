@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Read the ELF files of every CUDA wheel in a dist directory, as a reviewer would.
 
 For each CUDA wheel named in DIST/ffpa-release-manifest.json:
@@ -7,20 +6,20 @@ For each CUDA wheel named in DIST/ffpa-release-manifest.json:
   - no build-tree or source-tree path appears anywhere in a shipped binary;
   - the platform tag in the file name equals what `auditwheel show` computes.
 
-  check_elf.py --dist DIR --forbid PATH [--forbid PATH ...] --work DIR
+Inputs: $FFPA_DIST, and $FFPA_FORBID (os.pathsep-separated paths no binary may hold).
 """
 from __future__ import annotations
 
-import argparse
-import json
+import hashlib
+import os
 import re
 import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import ffpa_manifest  # noqa: E402  (the shared manifest reader)
+
+import ffpa_manifest  # the shared manifest reader
 
 # Libraries every manylinux policy allows (PEP 600 / auditwheel's whitelist).
 WHITELIST = {
@@ -34,29 +33,22 @@ WHITELIST = {
 
 def sh(cmd: list[str]) -> str:
     r = subprocess.run(cmd, text=True, capture_output=True)
-    if r.returncode != 0:
-        raise SystemExit(f"FAILED: {' '.join(cmd)}\n{r.stdout}{r.stderr}")
+    assert r.returncode == 0, f"{' '.join(cmd)}\n{r.stdout}{r.stderr}"
     return r.stdout
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dist", required=True, type=Path)
-    ap.add_argument("--work", required=True, type=Path)
-    ap.add_argument("--forbid", action="append", default=[], help="a path that must not appear in binaries")
-    ap.add_argument("--auditwheel", default=str(Path(sys.executable).parent / "auditwheel"))
-    args = ap.parse_args()
-
-    manifest = ffpa_manifest.load(args.dist / "ffpa-release-manifest.json")
+def test_cuda_wheels_elf(ffpa_env, work):
+    dist = Path(ffpa_env("DIST"))
+    forbid = [f for f in os.environ.get("FFPA_FORBID", "").split(os.pathsep) if f]
+    auditwheel = str(Path(sys.executable).parent / "auditwheel")
+    manifest = ffpa_manifest.load(dist / "ffpa-release-manifest.json")
     cuda = [w for w in manifest["wheels"] if w["kind"] == "cuda"]
-    if not cuda:
-        raise SystemExit(f"no CUDA wheel in {args.dist}/ffpa-release-manifest.json")
+    assert cuda, f"no CUDA wheel in {dist}/ffpa-release-manifest.json"
     failures: list[str] = []
-    shutil.rmtree(args.work, ignore_errors=True)
     klib_hashes = set()
     for w in cuda:
-        whl = args.dist / w["file"]
-        out = args.work / w["file"]
+        whl = dist / w["file"]
+        out = work / w["file"]
         with zipfile.ZipFile(whl) as z:
             z.extractall(out)
             k = z.getinfo("ffpa_attn/libffpa_kernels.so")
@@ -76,14 +68,14 @@ def main() -> int:
                 if lib not in WHITELIST and lib not in shipped:
                     failures.append(f"{w['file']}:{so.name}: NEEDED {lib} is neither whitelisted nor shipped")
             data = so.read_bytes()
-            for f in args.forbid:
+            for f in forbid:
                 if f.encode() in data:
                     failures.append(f"{w['file']}:{so.name}: contains the build path {f}")
             print(f"  {so.name}: RUNPATH={rpath or '(none)'} NEEDED={sh(['patchelf', '--print-needed', str(so)]).split()}")
             if so.name == "libffpa_kernels.so":
-                klib_hashes.add(__import__("hashlib").sha256(data).hexdigest())
+                klib_hashes.add(hashlib.sha256(data).hexdigest())
         claimed = w["file"].rsplit("-", 1)[1].removesuffix(".whl")
-        shown = sh([args.auditwheel, "show", str(whl)])
+        shown = sh([auditwheel, "show", str(whl)])
         flat = " ".join(shown.split())
         m = re.search(r'consistent with the following platform tag: "([^"]+)"', flat)
         if not m:
@@ -94,11 +86,5 @@ def main() -> int:
             print(f"  platform tag {claimed} == auditwheel show")
     if len(klib_hashes) != 1:
         failures.append(f"libffpa_kernels.so differs between CUDA wheels ({len(klib_hashes)} variants): it must be built once")
-    for f in failures:
-        print("FAIL: " + f)
     print(f"{len(cuda)} CUDA wheel(s) read; {len(failures)} problem(s)")
-    return 1 if failures else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    assert not failures, "\n".join(failures)

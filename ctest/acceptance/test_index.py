@@ -1,19 +1,19 @@
-#!/usr/bin/env python3
-"""Release acceptance against the local site (docs/release.md section 5).
+"""Release acceptance against the local site (docs/release.md section 5), served on
+loopback by the http_server fixture (ctest/pytest_ffpa.py).
 
-Subcommands (each writes RESULTS/<check>.json for the closing summary):
+Tests, one CTest test each (pytest -k; each writes RESULTS/<check>.json for the
+closing summary):
   download   pip download ffpa-attn==V+CHANNEL from the served index, once per
              interpreter with that interpreter's own pip; sha256 equals dist/'s
   resolve    CUDA index as --index-url, a real pypiserver holding the pure wheel as
              --extra-index-url: pip picks V+CHANNEL; asked for ===V it gets the pure one
   sha256     SHA256SUMS, the manifest, the files and the index anchors all agree
   bench      python -m ffpa_attn.bench --backend cuda ... in a venv with the CUDA
-             wheel; exit 77 (SKIPPED) when the machine has no CUDA device
+             wheel; skipped (CTest: SKIPPED) when the machine has no CUDA device
   summary    every check's outcome, the wheel names and their hashes
 """
 from __future__ import annotations
 
-import argparse
 import html.parser
 import json
 import os
@@ -23,10 +23,12 @@ import socket
 import subprocess
 import sys
 import time
+import types
 import urllib.request
 from pathlib import Path
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import ffpa_manifest  # noqa: E402  (the shared manifest reader)
+
+import ffpa_manifest  # the shared manifest reader
+import pytest
 
 SKIP = 77
 
@@ -45,7 +47,7 @@ def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
 def manifest(dist: Path) -> dict:
     p = dist / "ffpa-release-manifest.json"
     if not p.exists():
-        raise SystemExit(f"{p} is missing: build the wheels first (cmake --build --preset <preset>)")
+        pytest.fail(f"{p} is missing: build the wheels first (cmake --build --preset <preset>)")
     return ffpa_manifest.load(p)
 
 
@@ -74,7 +76,7 @@ def py_tag(py: str) -> str:
 
 def cmd_download(a) -> int:
     m = manifest(a.dist)
-    base = f"http://127.0.0.1:{a.port_file.read_text().strip()}/whl/{m['channel']}/"
+    base = f"{a.base}whl/{m['channel']}/"
     want = f"ffpa-attn=={m['cuda_version']}"
     got, problems = {}, []
     for py in a.python:
@@ -114,7 +116,7 @@ def cmd_resolve(a) -> int:
     tag = py_tag(a.python[0])
     cuda = [w["file"] for w in m["wheels"] if w["kind"] == "cuda" and f"-{tag}-{tag}-" in w["file"]]
     if len(pure) != 1 or len(cuda) != 1:
-        raise SystemExit(f"need one pure and one {tag} CUDA wheel in the manifest, have {pure} {cuda}")
+        pytest.fail(f"need one pure and one {tag} CUDA wheel in the manifest, have {pure} {cuda}")
     pkgs = a.work / "pypiserver-packages"
     shutil.rmtree(pkgs, ignore_errors=True)
     pkgs.mkdir(parents=True)
@@ -133,8 +135,8 @@ def cmd_resolve(a) -> int:
             except OSError:
                 time.sleep(0.1)
         else:
-            raise SystemExit("pypiserver did not come up on 127.0.0.1")
-        index = f"http://127.0.0.1:{a.port_file.read_text().strip()}/whl/{m['channel']}/"
+            pytest.fail("pypiserver did not come up on 127.0.0.1")
+        index = f"{a.base}whl/{m['channel']}/"
         # A public pin (no local part) matches both builds and pip ranks the local
         # +CHANNEL one higher. For dev builds V itself has a local part, so the public
         # part of V is what a user would pin.
@@ -232,7 +234,7 @@ def cmd_bench(a) -> int:
     tag = py_tag(py)
     cuda = [w for w in m["wheels"] if w["kind"] == "cuda" and f"-{tag}-{tag}-" in w["file"]]
     if not cuda:
-        raise SystemExit(f"no {tag} CUDA wheel in {a.dist}")
+        pytest.fail(f"no {tag} CUDA wheel in {a.dist}")
     venv = a.work / "bench-venv"
     shutil.rmtree(venv, ignore_errors=True)
     subprocess.run([py, "-m", "venv", str(venv)], check=True)
@@ -294,24 +296,38 @@ def cmd_summary(a) -> int:
     return 1 if failed else 0
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["download", "resolve", "sha256", "bench", "summary"])
-    ap.add_argument("--dist", type=Path, required=True)
-    ap.add_argument("--site", type=Path)
-    ap.add_argument("--port-file", type=Path)
-    ap.add_argument("--python", action="append", default=[])
-    ap.add_argument("--work", type=Path)
-    ap.add_argument("--results", type=Path, required=True)
-    ap.add_argument("--pypi-server", default=str(Path(sys.executable).parent / "pypi-server"))
-    ap.add_argument("--checks", nargs="*", default=[])
-    ap.add_argument("--notebook-results", type=Path, help="results dirs of the notebook smoke, one per profile")
-    a = ap.parse_args()
-    if a.work:
-        a.work.mkdir(parents=True, exist_ok=True)
-    return {"download": cmd_download, "resolve": cmd_resolve, "sha256": cmd_sha256,
-            "bench": cmd_bench, "summary": cmd_summary}[a.command](a)
+@pytest.fixture
+def a(ffpa_env, work, http_server):
+    """What every check reads: the release directory, the local site (served), the
+    interpreters ($FFPA_PYTHONS, os.pathsep-separated), the results directory."""
+    site = Path(os.environ["FFPA_SITE"]) if os.environ.get("FFPA_SITE") else None
+    return types.SimpleNamespace(
+        dist=Path(ffpa_env("DIST")), site=site, base=http_server(site) if site else None,
+        python=[p for p in os.environ.get("FFPA_PYTHONS", sys.executable).split(os.pathsep) if p],
+        work=work, results=Path(ffpa_env("RESULTS")),
+        pypi_server=str(Path(sys.executable).parent / "pypi-server"),
+        checks=os.environ.get("FFPA_CHECKS", "").split(),
+        notebook_results=Path(os.environ["FFPA_NOTEBOOK_RESULTS"]) if os.environ.get("FFPA_NOTEBOOK_RESULTS") else None)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def test_download(a):
+    assert cmd_download(a) == 0
+
+
+def test_resolve(a):
+    assert cmd_resolve(a) == 0
+
+
+def test_sha256(a):
+    assert cmd_sha256(a) == 0
+
+
+def test_bench(a):
+    rc = cmd_bench(a)
+    if rc == SKIP:
+        pytest.skip("no CUDA device on this machine; the bench smoke needs a GPU")
+    assert rc == 0
+
+
+def test_summary(a):
+    assert cmd_summary(a) == 0
