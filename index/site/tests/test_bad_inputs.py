@@ -2,14 +2,11 @@
 """Bad inputs are refused with the spec's message and change nothing on disk."""
 import shutil
 
-from site_testlib import check, fresh_dir, make_site, make_source, make_wheel, run, tree_hash
+from site_testlib import check, make_wheel, run, tree_hash
 
 
-def test_bad_inputs():
-    work = fresh_dir("bad")
-    remote, site = make_site(work)
-    src, head = make_source(work)
-    assets = work / "assets"
+def test_bad_inputs(release_site):
+    work, remote, site, src, head, assets, tmp, env = release_site
     dist = work / "dist"
     good = make_wheel(dist, "0.2.5+cu13")
     common = ["--site-repo", site, "--assets", f"dir:{assets}", "--release-url", "https://example.invalid/{tag}/",

@@ -10,14 +10,12 @@ import sys
 from pathlib import Path
 
 
-def test_cmake_targets():
+def test_cmake_targets(release_site):
     sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "ctest"))
     import ffpa_manifest  # noqa: E402  (the shared manifest helper)
     from site_testlib import check, check_index_consistent, fresh_dir, git, make_site, make_source, make_wheel, sha256
 
-    work = fresh_dir("cmake")
-    remote, site = make_site(work)
-    src, head = make_source(work)
+    work, remote, site, src, head, assets, tmp, env = release_site
     dist = work / "dist"
     wheels = [make_wheel(dist, "0.2.5+cu13", tag=f"{t}-{t}-manylinux_2_28_x86_64") for t in ("cp311", "cp312")]
     pure = make_wheel(dist, "0.2.5", tag="py3-none-any")

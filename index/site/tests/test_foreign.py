@@ -10,21 +10,13 @@ a channel is refused before anything is printed or written.
   render refuse with nothing like "removed ..." printed;
 - a --reason that is not UTF-8 is refused with a message, not an internal error;
 - nothing is left under $TMPDIR."""
-import os
 import shutil
 
-from site_testlib import (check, check_index_consistent, expect_refusal, fresh_dir, git, make_site, make_source,
-                          make_wheel, run, sha256, verify_pages)
+from site_testlib import check, check_index_consistent, expect_refusal, git, make_wheel, run, sha256, verify_pages
 
 
-def test_foreign():
-    work = fresh_dir("foreign")
-    remote, site = make_site(work)
-    src, head = make_source(work)
-    assets = work / "assets"
-    tmp = work / "tmp"
-    tmp.mkdir()
-    env = {"TMPDIR": str(tmp)}
+def test_foreign(release_site):
+    work, remote, site, src, head, assets, tmp, env = release_site
     roots = (site, remote, assets)
     channel = site / "whl" / "cu13"
     expected = {}

@@ -8,13 +8,11 @@ either TMPDIR."""
 import os
 import subprocess
 
-from site_testlib import CLI, check, fresh_dir, load_page, make_site, make_source, make_wheel, sha256, verify_pages
+from site_testlib import CLI, check, load_page, make_wheel, sha256, verify_pages
 
 
-def test_lock_race():
-    work = fresh_dir("race")
-    remote, site = make_site(work)
-    src, head = make_source(work)
+def test_lock_race(release_site):
+    work, remote, site, src, head, assets, tmp, env = release_site
     (work / "link").symlink_to(site, target_is_directory=True)
     spellings = ["site", "site/", "./site", "link", str(site), "./link/"]
     tmpdirs = [work / "tmp-a", work / "tmp-b"]
@@ -22,7 +20,6 @@ def test_lock_race():
         t.mkdir()
     # One directory verify can hash everything from: the wheels given to add in dist/, and
     # the dir: store's releases beside it (publish keeps each release in <store>/<tag>/).
-    assets = work / "assets"
     dist = assets / "dist"
     URL = "https://example.invalid/dl/"
     expected = {}

@@ -4,15 +4,11 @@ METADATA says "Requires-Python: >=3.10\\xff" (not UTF-8; twine rejects it) is re
 by add and by publish with a message naming it, never an internal error; add writes
 no page (not even for the good wheel given with it), and publish creates no release,
 uploads nothing and commits nothing."""
-from site_testlib import (check, check_index_consistent, expect_refusal, fresh_dir, make_site, make_source,
-                          make_wheel, run, sha256)
+from site_testlib import check, check_index_consistent, expect_refusal, make_wheel, run, sha256
 
 
-def test_metadata_first():
-    work = fresh_dir("metadata")
-    remote, site = make_site(work)
-    src, head = make_source(work)
-    assets = work / "assets"
+def test_metadata_first(release_site):
+    work, remote, site, src, head, assets, tmp, env = release_site
     roots = (site, remote, assets)
     first = make_wheel(work / "first", "0.9.0+cu13")
     common = ["--site-repo", site, "--assets", f"dir:{assets}", "--release-url", "https://example.invalid/{tag}/",

@@ -8,15 +8,11 @@ The longest name that fits (234 characters) publishes end to end."""
 import os
 import subprocess
 
-from site_testlib import (check, check_index_consistent, expect_refusal, fresh_dir, git, make_site, make_source,
-                          make_wheel, run, sha256)
+from site_testlib import check, check_index_consistent, expect_refusal, git, make_site, make_wheel, run, sha256
 
 
-def test_preflight():
-    work = fresh_dir("preflight")
-    remote, site = make_site(work)
-    src, head = make_source(work)
-    assets = work / "assets"
+def test_preflight(release_site):
+    work, remote, site, src, head, assets, tmp, env = release_site
 
 
     def long_wheel(total, n22):

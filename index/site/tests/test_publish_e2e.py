@@ -7,8 +7,7 @@ import os
 import pathlib
 import subprocess
 
-from site_testlib import (PY, check, check_index_consistent, fail, fresh_dir, git, make_site, make_wheel,
-                          run, sha256)
+from site_testlib import PY, check, check_index_consistent, fresh_dir, git, make_site, make_wheel, run, sha256
 
 
 def test_publish_e2e(http_server):

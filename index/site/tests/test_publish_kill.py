@@ -5,8 +5,7 @@ release holds exactly the wheels and their .metadata, and the remote has the com
 import json
 import signal
 
-from site_testlib import (check, check_index_consistent, fresh_dir, git, make_site, make_source, make_wheel, run,
-                          sha256)
+from site_testlib import check, check_index_consistent, fresh_dir, git, make_site, make_source, make_wheel, run, sha256
 
 
 def test_publish_kill():

@@ -3,14 +3,11 @@
 them as printed finishes the publish."""
 import subprocess
 
-from site_testlib import (check, check_index_consistent, fresh_dir, git, make_site, make_source, make_wheel, run,
-                          sha256)
+from site_testlib import check, check_index_consistent, git, make_wheel, run, sha256
 
 
-def test_publish_reject():
-    work = fresh_dir("reject")
-    remote, site = make_site(work)
-    src, head = make_source(work)
+def test_publish_reject(release_site):
+    work, remote, site, src, head, assets, tmp, env = release_site
     wheels = [make_wheel(work / "dist", "0.2.5+cu13")]
     args = ["publish", "--tag", "v0.2.5+cu13", "--wheels", *wheels, "--site-repo", site, "--assets",
             f"dir:{work / 'assets'}", "--release-url", "https://example.invalid/{tag}/", "--target", head, "--source-dir", src]

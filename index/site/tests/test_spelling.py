@@ -6,16 +6,12 @@ different contents" compares canonical versions: a legacy entry spelled 01.0.0 a
 new 1.0.0 of the same tags are the same file."""
 import hashlib
 
-from site_testlib import (check, check_index_consistent, expect_refusal, fresh_dir, make_site, make_source,
-                          make_wheel, run, sha256, verify_pages)
+from site_testlib import check, check_index_consistent, expect_refusal, make_site, make_wheel, run, sha256, verify_pages
 
 
-def test_spelling():
+def test_spelling(release_site):
     TAG = "cp312-cp312-manylinux_2_28_x86_64"
-    work = fresh_dir("spelling")
-    remote, site = make_site(work)
-    src, head = make_source(work)
-    assets = work / "assets"
+    work, remote, site, src, head, assets, tmp, env = release_site
     roots = (site, remote, assets)
     good = make_wheel(work / "dist", "1.0.0+cu13", tag=TAG)
     common = ["--site-repo", site, "--assets", f"dir:{assets}", "--release-url", "https://example.invalid/{tag}/",

@@ -14,15 +14,12 @@ import pathlib
 import subprocess
 import zipfile
 
-from site_testlib import PY, check, expect_refusal, fresh_dir, make_site, make_source, make_wheel, run, sha256, tree_hash
+from site_testlib import PY, check, expect_refusal, make_wheel, run, sha256
 
 
-def test_urls(http_server):
-    work = fresh_dir("urls")
+def test_urls(http_server, release_site):
+    work, remote, site, src, head, assets, tmp, env = release_site
     base = http_server(work).rstrip("/")  # serves the work directory on loopback
-    remote, site = make_site(work)
-    src, head = make_source(work)
-    assets = work / "assets"
     release_url = f"{base}/assets/{{tag}}/"
     w25 = make_wheel(work / "dist", "0.2.5+cu13")
     run(["publish", "--tag", "v0.2.5+cu13", "--wheels", w25, "--site-repo", site, "--assets", f"dir:{assets}",

@@ -8,18 +8,12 @@ import os
 import pathlib
 import re
 
-from site_testlib import check, fresh_dir, make_site, make_source, make_wheel, run
+from site_testlib import check, make_wheel, run
 
 
-def test_verify_pages(http_server):
-    work = fresh_dir("verify-pages")
+def test_verify_pages(http_server, release_site):
+    work, remote, site, src, head, assets, tmp, env = release_site
     base = http_server(work).rstrip("/")  # serves the work directory on loopback
-    remote, site = make_site(work)
-    src, head = make_source(work)
-    assets = work / "assets"
-    tmp = work / "tmp"
-    tmp.mkdir()
-    env = {"TMPDIR": str(tmp)}
     for v in ("0.2.5", "0.2.6"):
         w = make_wheel(work / "dist", f"{v}+cu13")
         run(["publish", "--tag", f"v{v}+cu13", "--wheels", w, "--site-repo", site, "--assets", f"dir:{assets}",
