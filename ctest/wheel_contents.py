@@ -9,12 +9,13 @@ wheels that are then alike (the CUDA wheels) are listed once.
     python ctest/wheel_contents.py DIST --compare listing.txt  # exit 1 on any difference
 
 The release's wheels must keep their members, METADATA and WHEEL across changes to
-the engine (only the version and the commit may differ); ctest/release/
-test_wheel_contents.py holds the ci tree to the listing committed in
-ctest/data/wheel-contents.txt.
+the engine (only the version and the commit may differ);
+the test wheel.contents (ctest/acceptance/test_wheel_contents.py) holds the ci tree's
+wheels to the listing committed in ctest/data/wheel-contents.txt.
 """
 import argparse
 import difflib
+import json
 import re
 import sys
 import zipfile
@@ -32,8 +33,11 @@ _MACHINE = [(re.compile(r"cp3\d+"), "cp3XY"), (re.compile(r"cpython-3\d+"), "cpy
 
 
 def listing(dist: Path, readme: str, exact: bool = False) -> str:
+    """The listing of the wheels the release manifest in `dist` names (a release
+    directory may also hold older builds' wheels)."""
     sections = []
-    for whl in sorted(dist.glob("*.whl")):
+    manifest = json.loads((dist / "ffpa-release-manifest.json").read_text())
+    for whl in sorted(dist / w["file"] for w in manifest["wheels"]):
         out = []
         m = _VERSION.match(whl.name)
         if not m:
