@@ -130,17 +130,21 @@ std::string ZipWriter::records(const std::string& e_name, std::uint32_t mode, st
   const bool utf8 = std::any_of(e_name.begin(), e_name.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; });
   const std::uint16_t flags = utf8 ? 0x0800 : 0;
 
+  // The fields the local and the central header share, from "version needed" to the name's length.
+  auto shared = [&](std::string& h) {
+    put16(h, needed);
+    put16(h, flags);
+    put16(h, method);
+    put16(h, dos_time_);
+    put16(h, dos_date_);
+    put32(h, crc);
+    put32(h, sizes64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(csize));
+    put32(h, sizes64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(size));
+    put16(h, static_cast<std::uint16_t>(e_name.size()));
+  };
   std::string local;
   put32(local, 0x04034b50);
-  put16(local, needed);
-  put16(local, flags);
-  put16(local, method);
-  put16(local, dos_time_);
-  put16(local, dos_date_);
-  put32(local, crc);
-  put32(local, sizes64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(csize));
-  put32(local, sizes64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(size));
-  put16(local, static_cast<std::uint16_t>(e_name.size()));
+  shared(local);
   put16(local, sizes64 ? 20 : 0);
   local += e_name;
   if (sizes64) {
@@ -166,15 +170,7 @@ std::string ZipWriter::records(const std::string& e_name, std::uint32_t mode, st
   std::string& c = central_;
   put32(c, 0x02014b50);
   put16(c, static_cast<std::uint16_t>((3 << 8) | needed));  // made by: Unix, so external_attr holds the mode
-  put16(c, needed);
-  put16(c, flags);
-  put16(c, method);
-  put16(c, dos_time_);
-  put16(c, dos_date_);
-  put32(c, crc);
-  put32(c, sizes64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(csize));
-  put32(c, sizes64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(size));
-  put16(c, static_cast<std::uint16_t>(e_name.size()));
+  shared(c);
   put16(c, static_cast<std::uint16_t>(extra.size()));
   put16(c, 0);  // comment
   put16(c, 0);  // disk
