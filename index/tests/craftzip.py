@@ -54,14 +54,19 @@ class Entry:
         return 0x800 if any(b >= 0x80 for b in self.name) else 0
 
 
-def local_record(e: Entry, raw: bytes) -> bytes:
-    crc = zlib.crc32(e.data) if e.lcrc is None else e.lcrc
-    csize, usize = e.lsizes if e.lsizes is not None else (len(raw), len(e.data))
-    name = e.name if e.lname is None else e.lname
-    extra = e.lextra
+def _crc_sizes_extra(e: Entry, raw: bytes, crc, sizes, extra: bytes):
+    """The CRC, sizes and extra field one header records (either header may lie)."""
+    crc = zlib.crc32(e.data) if crc is None else crc
+    csize, usize = sizes if sizes is not None else (len(raw), len(e.data))
     if e.zip64:
         extra = struct.pack("<HHQQ", 1, 16, usize, csize) + extra
         csize = usize = SAT32
+    return crc, csize, usize, extra
+
+
+def local_record(e: Entry, raw: bytes) -> bytes:
+    crc, csize, usize, extra = _crc_sizes_extra(e, raw, e.lcrc, e.lsizes, e.lextra)
+    name = e.name if e.lname is None else e.lname
     return struct.pack(
         "<IHHHHHIIIHH",
         0x04034B50,
@@ -79,13 +84,8 @@ def local_record(e: Entry, raw: bytes) -> bytes:
 
 
 def central_record(e: Entry, raw: bytes, offset: int) -> bytes:
-    crc = zlib.crc32(e.data) if e.ccrc is None else e.ccrc
-    csize, usize = e.csizes if e.csizes is not None else (len(raw), len(e.data))
+    crc, csize, usize, extra = _crc_sizes_extra(e, raw, e.ccrc, e.csizes, e.cextra)
     offset = offset if e.coffset is None else e.coffset
-    extra = e.cextra
-    if e.zip64:
-        extra = struct.pack("<HHQQ", 1, 16, usize, csize) + extra
-        csize = usize = SAT32
     return struct.pack(
         "<IHHHHHHIIIHHHHHII",
         0x02014B50,

@@ -29,6 +29,16 @@ FileEntry entry(const std::string& fn, const std::string& sha = std::string(64, 
   return e;
 }
 
+// A wheel as add sees it, without a file behind it (plan_add reads only these fields).
+PreparedWheel prepared(const std::string& fn) {
+  PreparedWheel w;
+  w.name = *ffpa::core::parse_wheel_filename(fn);
+  w.version = *ffpa::core::parse_pep440(w.name.version);
+  w.project = "ffpa-attn";
+  w.sha256 = std::string(64, 'b');
+  return w;
+}
+
 }  // namespace
 
 TEST(SiteModel, EscapesEveryAttributeAndText) {
@@ -294,11 +304,7 @@ TEST(SiteIndex, AnotherSpellingOfAListedVersionIsRefused) {
   page.refresh_versions();
   std::filesystem::create_directories(loc.project_dir("ffpa-attn"));
   std::ofstream(loc.project_dir("ffpa-attn") / "index.json") << to_json(page).dump(1);
-  PreparedWheel w;
-  w.name = *ffpa::core::parse_wheel_filename("ffpa_attn-1.0.0+cu13-cp312-cp312-manylinux_2_28_x86_64.whl");
-  w.version = *ffpa::core::parse_pep440("1.0.0+cu13");
-  w.project = "ffpa-attn";
-  w.sha256 = std::string(64, 'b');
+  const PreparedWheel w = prepared("ffpa_attn-1.0.0+cu13-cp312-cp312-manylinux_2_28_x86_64.whl");
   AddOptions opt;
   opt.release_url = "https://example.invalid/dl/";
   try {
@@ -416,11 +422,7 @@ TEST(SiteIndex, AddAndRenderRefuseForeignUrlsAndWriteNothing) {
   EXPECT_THROW(render_all(loc, std::nullopt, log, lock), ffpa::core::Error);
   // Pointing the channel elsewhere does not launder the foreign entry either.
   EXPECT_THROW(render_all(loc, std::string("https://h/dl/{tag}/"), log, lock), ffpa::core::Error);
-  PreparedWheel w;
-  w.name = *ffpa::core::parse_wheel_filename("ffpa_attn-0.2.6+cu13-cp312-cp312-manylinux_2_28_x86_64.whl");
-  w.version = *ffpa::core::parse_pep440("0.2.6+cu13");
-  w.project = "ffpa-attn";
-  w.sha256 = std::string(64, 'b');
+  const PreparedWheel w = prepared("ffpa_attn-0.2.6+cu13-cp312-cp312-manylinux_2_28_x86_64.whl");
   AddOptions opt;
   opt.release_url = "https://h/dl/{tag}/";
   try {

@@ -146,14 +146,7 @@ TEST(Manylinux, PackAutoTagsAndRefusesAnUnderclaim) {
   ffpa::test::TempDir d("ml_pack");
   fs::create_directories(d / "tree/ffpa_attn");
   fs::copy_file(FFPA_TEST_SO, d / "tree/ffpa_attn/_C.cpython-312-x86_64-linux-gnu.so");
-  PackOptions o;
-  o.tree = d / "tree";
-  o.name = "ffpa-attn";
-  o.version = "0.3.0+cu13";
-  o.tag = "cp312-cp312-auto";
-  o.metadata = "Summary: s\nRequires-Python: >=3.10\n";
-  o.out_dir = d / "out";
-  o.source_date_epoch = 1700000000;
+  PackOptions o = ffpa::test::pack_options(d.path(), "0.3.0+cu13", "cp312-cp312-auto");
   const auto r = pack_wheel(o);
   const auto dec = decide_manylinux(d / "tree");
   EXPECT_EQ(r.wheel.filename(), "ffpa_attn-0.3.0+cu13-cp312-cp312-" + dec.tag + ".whl");

@@ -442,13 +442,7 @@ class PackHostile : public ::testing::Test {
   PackOptions opts;
   void SetUp() override {
     write_file(dir / "tree/ffpa_attn/__init__.py", "x = 1\n");
-    opts.tree = dir / "tree";
-    opts.name = "ffpa-attn";
-    opts.version = "1.0.0";
-    opts.tag = "py3-none-any";
-    opts.metadata = "Summary: s\nRequires-Python: >=3.10\n";
-    opts.out_dir = dir / "out";
-    opts.source_date_epoch = 1700000000;
+    opts = ffpa::test::pack_options(dir.path(), "1.0.0", "py3-none-any");
   }
   std::string refusal() {
     try {

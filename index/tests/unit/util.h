@@ -10,6 +10,8 @@
 #include <sstream>
 #include <string>
 
+#include "ffpa/core/pack.h"
+
 namespace ffpa::test {
 
 namespace fs = std::filesystem;
@@ -39,6 +41,20 @@ inline void write_file(const fs::path& p, const std::string& data) {
   fs::create_directories(p.parent_path());
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
   out << data;
+}
+
+// Options for packing <dir>/tree into <dir>/out: project ffpa-attn, the smallest
+// METADATA pack accepts, a fixed SOURCE_DATE_EPOCH.
+inline ffpa::core::PackOptions pack_options(const fs::path& dir, const std::string& version, const std::string& tag) {
+  ffpa::core::PackOptions o;
+  o.tree = dir / "tree";
+  o.name = "ffpa-attn";
+  o.version = version;
+  o.tag = tag;
+  o.metadata = "Summary: s\nRequires-Python: >=3.10\n";
+  o.out_dir = dir / "out";
+  o.source_date_epoch = 1700000000;
+  return o;
 }
 
 inline std::string slurp(const fs::path& p) {
