@@ -137,3 +137,16 @@ def make_venv(path: Path, with_pip: bool = True) -> Path:
     """A fresh venv at `path` (removed first); returns its python."""
     venv.EnvBuilder(with_pip=with_pip, clear=True).create(path)
     return path / "bin" / "python"
+
+
+def publish_probe_project(proj: Path, modules: str | Path, args: str) -> Path:
+    """A CMake project in `proj` that includes FfpaPublish from `modules` and calls
+    ffpa_add_publish_targets(<args>): the publishing targets without the whole build."""
+    proj.mkdir()
+    (proj / "CMakeLists.txt").write_text(f"""cmake_minimum_required(VERSION 3.25)
+project(publish_probe NONE)
+list(APPEND CMAKE_MODULE_PATH "{modules}")
+include(FfpaPublish)
+ffpa_add_publish_targets({args})
+""")
+    return proj

@@ -32,6 +32,7 @@ import urllib.request
 from pathlib import Path
 
 import ffpa_manifest  # the shared manifest helper
+from pytest_ffpa import publish_probe_project
 
 failures: list[str] = []
 
@@ -95,15 +96,9 @@ def publish_targets(a, repo: Path, commit: str) -> None:
                 break
             except OSError:
                 time.sleep(0.1)
-        proj = work / "proj"
-        proj.mkdir()
-        (proj / "CMakeLists.txt").write_text(f"""cmake_minimum_required(VERSION 3.25)
-project(notes_probe NONE)
-list(APPEND CMAKE_MODULE_PATH "{a.module.resolve().parent}")
-include(FfpaPublish)
-ffpa_add_publish_targets(VERSION 0.3.0 CHANNEL cu13 WHEELS_DIR "{dist}" CLI "{a.ffpa_index}" DOCS "{docs}"
-                         SOURCE_DIR "{repo}" NOTES "{notes}")
-""")
+        proj = publish_probe_project(work / "proj", a.module.resolve().parent,
+                                     f'VERSION 0.3.0 CHANNEL cu13 WHEELS_DIR "{dist}" CLI "{a.ffpa_index}" '
+                                     f'DOCS "{docs}" SOURCE_DIR "{repo}" NOTES "{notes}"')
         build = work / "build"
         r = subprocess.run([a.cmake, "-S", proj, "-B", build, f"-DFFPA_SITE_REPO={site}",
                             f"-DFFPA_ASSETS=dir:{work / 'assets'}", "-DFFPA_RELEASE_URL=https://example.invalid/{tag}/",

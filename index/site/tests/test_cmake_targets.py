@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pytest_ffpa import publish_probe_project
+
 
 def test_cmake_targets(release_site):
     sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "ctest"))
@@ -26,15 +28,9 @@ def test_cmake_targets(release_site):
     docs = work / "docs"
     docs.mkdir()
     (docs / "install.md").write_text("pip install ffpa-attn --index-url https://x/whl/cu13/\n")
-    proj = work / "proj"
-    proj.mkdir()
-    (proj / "CMakeLists.txt").write_text(f"""cmake_minimum_required(VERSION 3.25)
-project(publish_probe NONE)
-list(APPEND CMAKE_MODULE_PATH "{os.environ['FFPA_CMAKE_MODULES']}")
-include(FfpaPublish)
-ffpa_add_publish_targets(VERSION 0.2.5 CHANNEL cu13 WHEELS_DIR "{dist}" CLI "{os.environ['FFPA_SITE_CLI']}"
-                         DOCS "{docs}" SOURCE_DIR "{src}")
-""")
+    proj = publish_probe_project(work / "proj", os.environ["FFPA_CMAKE_MODULES"],
+                                 f'VERSION 0.2.5 CHANNEL cu13 WHEELS_DIR "{dist}" CLI "{os.environ["FFPA_SITE_CLI"]}" '
+                                 f'DOCS "{docs}" SOURCE_DIR "{src}"')
     build = work / "build"
     subprocess.run(["cmake", "-S", str(proj), "-B", str(build), f"-DFFPA_SITE_REPO={site}",
                     f"-DFFPA_ASSETS=dir:{work / 'assets'}", "-DFFPA_RELEASE_URL=https://example.invalid/{tag}/"],
