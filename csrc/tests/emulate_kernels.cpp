@@ -17,9 +17,11 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "attention_ref.h"
+#include "ffpa/cute/fwd_kernel.cuh"
 #include "ffpa/fwd_kernel_mma.cuh"
 #include "ffpa/fwd_kernel_simt.cuh"
 #include "ffpa/tma_geometry.h"
@@ -243,8 +245,11 @@ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
-void tma_load(void* smem_dst, const CUtensorMap* map, const int (&c)[4], uint64_t* bar) {
-  if (map == nullptr || !map->encoded) fail("cp.async.bulk.tensor with a tensor map that was never encoded");
+void tma_load(void* smem_dst, const CUtensorMap* map_bytes, const int (&c)[4], uint64_t* bar) {
+  if (map_bytes == nullptr) fail("cp.async.bulk.tensor without a tensor map");
+  const TensorMapRecord rec = read_map(map_bytes);
+  const TensorMapRecord* map = &rec;
+  if (!map->encoded) fail("cp.async.bulk.tensor with a tensor map that was never encoded");
   check_smem(smem_dst, 128, map->swizzle_128b ? 1024 : 128,
              "TMA destination outside shared memory or not aligned (1024 bytes with the 128-byte swizzle)");
   MBar& m = mbar_at(bar, "cp.async.bulk.tensor");
@@ -304,13 +309,15 @@ CUtensorMap encode_tiled(const void* base, const ffpa::TmaGeometry& g) {
   for (int i = 0; i < 4; ++i)
     if (g.box[i] == 0 || g.box[i] > 256) fail("tensor map: a box dim is 0 or above 256");
   if (g.box[0] * 2 > 128) fail("tensor map: the inner box is wider than the 128-byte swizzle span");
-  CUtensorMap m;
+  TensorMapRecord m;
   m.base = base;
   for (int i = 0; i < 4; ++i) m.dims[i] = g.dims[i], m.box[i] = g.box[i];
   for (int i = 0; i < 3; ++i) m.strides[i] = g.strides[i];
   m.swizzle_128b = true;
   m.encoded = true;
-  return m;
+  CUtensorMap out;
+  write_map(&out, m);
+  return out;
 }
 
 void (*g_body)(const ffpa::FwdParams&) = nullptr;
@@ -398,9 +405,27 @@ template <int D, typename T>
 void simt_body(const ffpa::FwdParams& p) {
   ffpa::ffpa_fwd_simt_kernel<D, T>(p);
 }
+template <typename Traits, ffpa::Load kLoad>
+void cute_body(const ffpa::FwdParams& p) {
+  ffpa::ffpa_fwd_cute_kernel<Traits, kLoad>(p, g_maps);
+}
 
-enum class Kind { kMma, kSimt, kTma };
-const char* kind_name(Kind k) { return k == Kind::kMma ? "mma" : k == Kind::kTma ? "tma" : "simt"; }
+enum class Kind { kMma, kSimt, kTma, kCute, kCuteTma };
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::kMma:
+      return "mma";
+    case Kind::kSimt:
+      return "simt";
+    case Kind::kTma:
+      return "tma";
+    case Kind::kCute:
+      return "cute";
+    case Kind::kCuteTma:
+      return "cute_tma";
+  }
+  return "unknown";
+}
 
 struct Case {
   int d;
@@ -412,6 +437,22 @@ struct Case {
   bool f16acc = false;   // fp16 accumulation (fp16 inputs, mma / tma)
   bool pv_step = false;  // with f16acc on mma: the per-mma P V form
 };
+
+// One launch of the CuTe kernel (cp.async or TMA feed) with traits CT: its grid, block
+// and shared memory, and for the TMA feed the launcher's maps (ffpa/tma_geometry.h,
+// boxes of kBlockM / kBlockN rows) encoded by the model of the driver call.
+template <typename CT>
+void launch_cute(const Case& c, const ffpa::FwdParams& p) {
+  const emu::Dim3 grid{unsigned((c.nq + CT::kBlockM - 1) / CT::kBlockM), unsigned(c.hq), unsigned(c.b)};
+  if (c.kind == Kind::kCuteTma) {
+    g_maps.q = emu::encode_tiled(p.q, ffpa::tma_geometry(p, ffpa::TmaOperand::kQ, CT::kBlockM));
+    g_maps.k = emu::encode_tiled(p.k, ffpa::tma_geometry(p, ffpa::TmaOperand::kK, CT::kBlockN));
+    g_maps.v = emu::encode_tiled(p.v, ffpa::tma_geometry(p, ffpa::TmaOperand::kV, CT::kBlockN));
+    emu::launch(&cute_body<CT, ffpa::Load::kTma>, p, grid, CT::kNThreads, CT::kSmemBytesTma);
+  } else {
+    emu::launch(&cute_body<CT, ffpa::Load::kCpAsync>, p, grid, CT::kNThreads, CT::kSmemBytes);
+  }
+}
 
 template <int D, typename T>
 bool run_case(const Case& c, std::mt19937& rng) {
@@ -437,7 +478,7 @@ bool run_case(const Case& c, std::mt19937& rng) {
   std::vector<float> ref_o(q.size()), ref_lse(static_cast<size_t>(B) * c.hq * c.nq);
   ffpa::ref::attention(pr, q.data(), k.data(), v.data(), ref_o.data(), ref_lse.data());
 
-  std::vector<T> om(qm.size(), T{0xffff});
+  std::vector<T> om(qm.size(), ffpa::from_bits<T>(0xffff));
   std::vector<float> lse(ref_lse.size(), NAN);
   // Inputs sit in arrays with no slack, so an out-of-range read is a fault.
   emu::g_ranges = {{reinterpret_cast<const unsigned char*>(qm.data()), qm.size() * 2},
@@ -470,6 +511,14 @@ bool run_case(const Case& c, std::mt19937& rng) {
     g_maps.v = emu::encode_tiled(p.v, ffpa::tma_geometry(p, ffpa::TmaOperand::kV, Traits::kBlockN));
     emu::launch(c.f16acc ? &tma_body<Traits, true> : &tma_body<Traits, false>, p, grid, Traits::kNThreads,
                 Traits::kSmemBytesTma);
+  } else if (c.kind == Kind::kCute || c.kind == Kind::kCuteTma) {
+    if (!c.f16acc) {
+      launch_cute<ffpa::DefaultCuteFwdTraits<D, T, false>>(c, p);
+    } else if constexpr (std::is_same_v<T, __half>) {
+      launch_cute<ffpa::DefaultCuteFwdTraits<D, T, true>>(c, p);
+    } else {
+      emu::fail("fp16 accumulation takes fp16 inputs");
+    }
   } else {
     constexpr int R = ffpa::FwdSimtTraits::kRowsPerBlock;
     emu::launch(&simt_body<D, T>, p, {unsigned((c.nq + R - 1) / R), unsigned(c.hq), unsigned(B)},
@@ -622,6 +671,12 @@ int main(int argc, char** argv) {
   if (wants("mma")) runs.push_back({Kind::kMma, false, false});
   if (wants("simt")) runs.push_back({Kind::kSimt, false, false});
   if (wants("tma")) runs.push_back({Kind::kTma, false, false});
+  if (wants("cute")) runs.push_back({Kind::kCute, false, false});
+  if (wants("cute_tma")) runs.push_back({Kind::kCuteTma, false, false});
+  if (wants("cute_f16acc")) {
+    runs.push_back({Kind::kCute, true, false});
+    runs.push_back({Kind::kCuteTma, true, false});
+  }
   if (wants("f16acc")) {
     runs.push_back({Kind::kMma, true, false});
     runs.push_back({Kind::kMma, true, true});
