@@ -57,7 +57,7 @@ from .errors import (
 
 __all__ = ["ffpa_attn_func", "last_kernel", "IMPLS", "ACCUMS", "cuda_wheel_hint", "release_channel"]
 
-IMPLS = ("auto", "mma", "simt", "tma")
+IMPLS = ("auto", "mma", "simt", "tma", "cute", "cute_tma")
 # Accumulator precision of the tensor-core kernels (mma, tma; auto when it picks one).
 ACCUMS = ("fp32", "fp16")
 
@@ -273,7 +273,7 @@ def _cuda_forward(
     impls = cuda.COMPILED_IMPLS or ("mma", "simt")
     if impl != "auto" and impl not in impls:
         why = ""
-        if impl == "tma":
+        if impl in ("tma", "cute_tma"):
             why = (f" (TMA code needs an arch >= 90; this build has archs {list(cuda.COMPILED_ARCHS)}: rebuild "
                    "with e.g. -DFFPA_CUDA_ARCHS=\"89;120f\" as the release does, or \"90a\" for Hopper)")
         raise UnsupportedImplError(f"impl={impl!r} is not in this build{why}; choose one of {['auto', *impls]}")

@@ -38,29 +38,37 @@ struct CuteTile {
   static_assert(kStages >= 2, "at least one K / V step in flight while another is consumed");
 };
 
-// The default configuration of a head dim: persist-D up to 256, split-D above.
+// The default configuration of a head dim and accumulator: persist-D up to 256,
+// split-D above.
 //   D = 64        128 x 64 tiles, 4 warps (two 16-row mma tiles per warp)
 //   D = 128..256  64 x 64 tiles, 4 warps; Q, K and V tiles of 8..32 KiB each
 //                 (D = 256: 96 KiB with the K and V buffers, under the 99 KiB a block
-//                 may use on sm_89 and the sm_120 family)
+//                 may use on sm_89 and the sm_120 family). With fp16 accumulation
+//                 D = 256 takes 32-key blocks: S in fp16 and fp32 next to 128 fp32 O
+//                 registers spilled 28-200 bytes on sm_120f with 64 keys (nvcc 13.0)
 //   D = 320..512  split-D with the 4x2 warp layout (8 warps; each holds D / 2 columns
-//                 of O: 128 fp32 registers at D = 512), three 64-column stages
+//                 of O: 128 fp32 registers at D = 512), three 64-column stages; with
+//                 fp16 accumulation 32-key blocks (D = 512, cp.async feed, 64 keys:
+//                 52 bytes of spills on sm_120f, 8 on sm_90)
 //   D > 512       split-D with the 2x4 layout (32 query rows), O <= 128 registers
 // Registers and spills per instance: ffpa.kernels.no_spills, docs/perf.md.
 struct CuteTileParams {
   int block_m, block_n, block_d, warps_m, warps_d, stages;
 };
-constexpr CuteTileParams cute_default_tile(int head_dim) {
+constexpr CuteTileParams cute_default_tile(int head_dim, bool f16_acc) {
   return head_dim <= 64    ? CuteTileParams{128, 64, head_dim, 4, 1, 2}
-         : head_dim <= 256 ? CuteTileParams{64, 64, head_dim, 4, 1, 2}
-         : head_dim <= 512 ? CuteTileParams{64, 64, 64, 4, 2, 3}
+         : head_dim <= 192 ? CuteTileParams{64, 64, head_dim, 4, 1, 2}
+         : head_dim <= 256 ? CuteTileParams{64, f16_acc ? 32 : 64, head_dim, 4, 1, 2}
+         : head_dim <= 512 ? CuteTileParams{64, f16_acc ? 32 : 64, 64, 4, 2, 3}
                            : CuteTileParams{32, 64, 64, 2, 4, 3};
 }
 
-template <int kHeadDim>
-using DefaultCuteTile =
-    CuteTile<cute_default_tile(kHeadDim).block_m, cute_default_tile(kHeadDim).block_n,
-             cute_default_tile(kHeadDim).block_d, cute_default_tile(kHeadDim).warps_m,
-             cute_default_tile(kHeadDim).warps_d, cute_default_tile(kHeadDim).stages>;
+template <int kHeadDim, bool kF16Acc>
+struct DefaultCuteTileOf {
+  static constexpr CuteTileParams kP = cute_default_tile(kHeadDim, kF16Acc);
+  using type = CuteTile<kP.block_m, kP.block_n, kP.block_d, kP.warps_m, kP.warps_d, kP.stages>;
+};
+template <int kHeadDim, bool kF16Acc>
+using DefaultCuteTile = typename DefaultCuteTileOf<kHeadDim, kF16Acc>::type;
 
 }  // namespace ffpa

@@ -116,6 +116,6 @@ struct CuteFwdTraits {
 // The instance a (head dim, element type, accumulator) compiles: the table's tile
 // (config.h) and the sm_80+ atoms.
 template <int kHeadDim, typename T, bool kF16Acc>
-using DefaultCuteFwdTraits = CuteFwdTraits<kHeadDim, T, DefaultCuteTile<kHeadDim>, Sm80Atoms<T, kF16Acc>>;
+using DefaultCuteFwdTraits = CuteFwdTraits<kHeadDim, T, DefaultCuteTile<kHeadDim, kF16Acc>, Sm80Atoms<T, kF16Acc>>;
 
 }  // namespace ffpa
