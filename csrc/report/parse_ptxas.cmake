@@ -1,5 +1,6 @@
 # cmake -DLOGS=<log|log|...> -DOUT_DIR=<dir> -P parse_ptxas.cmake
-# Turns ptxas -v logs (one per instance and arch, named <instance>.sm_<arch>.log) into
+# Turns the ptxas -v output of the library's compiles (one log per instance,
+# <instance>.log, every arch of the build in it: ptxas_capture.cmake) into
 # kernel_resources.txt (a table) and kernel_resources.json:
 #   {"kernels": [{"instance", "arch", "kernel" (mma|tma|simt|cute|cute_tma, -f16acc
 #                 for fp16 accumulation, -stub for the TMA kernels below sm_90),
@@ -45,17 +46,22 @@ set(json_items "")
 set(total_spill 0)
 foreach(log IN LISTS logs)
   get_filename_component(base "${log}" NAME)
-  if(NOT base MATCHES "^(ffpa_fwd_d([0-9]+)_(fp16|bf16)(_cute_tma|_cute)?)\\.sm_([0-9a-z]+)\\.log$")
+  if(NOT base MATCHES "^(ffpa_fwd_d([0-9]+)_(fp16|bf16)(_cute_tma|_cute)?)\\.log$")
     message(FATAL_ERROR "parse_ptxas.cmake: unexpected log name ${base}")
   endif()
   set(instance "${CMAKE_MATCH_1}")
   set(head_dim "${CMAKE_MATCH_2}")
-  set(arch "${CMAKE_MATCH_5}")
+  if(NOT EXISTS "${log}")
+    message(FATAL_ERROR "parse_ptxas.cmake: ${log} is missing: the library object of ${instance} was compiled "
+                        "without the report's launcher (an older build tree); rebuild it, e.g. touch its "
+                        "generated source and build ffpa_kernels")
+  endif()
   file(STRINGS "${log}" lines)
   set(kernel "")
   foreach(line IN LISTS lines)
-    if(line MATCHES "Compiling entry function '([^']+)'")
+    if(line MATCHES "Compiling entry function '([^']+)' for 'sm_([0-9a-z]+)'")
       set(mangled "${CMAKE_MATCH_1}")
+      set(arch "${CMAKE_MATCH_2}")
       # ffpa_fwd_kernel<Traits, Load, kF16Acc, kPvForm>: Load 0 = cp.async ("mma"),
       # 1 = TMA ("tma"; "tma-stub" below sm_90, where it is a trap stub); kF16Acc adds
       # "-f16acc".

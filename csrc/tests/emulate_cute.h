@@ -11,6 +11,20 @@
 #endif
 
 namespace emu {
+// kKTransAtom: ldmatrix.trans under the non-transposing atom's traits (below).
+struct LdsmX4RunsTrans : ffpa::cute_ops::LdsmX4 {
+  static void copy(cute::uint128_t const& smem_row, uint32_t& d0, uint32_t& d1, uint32_t& d2, uint32_t& d3) {
+    ffpa::cute_ops::LdsmX4Trans::copy(smem_row, d0, d1, d2, d3);
+  }
+};
+}  // namespace emu
+
+namespace cute {
+template <>
+struct Copy_Traits<emu::LdsmX4RunsTrans> : Copy_Traits<SM75_U32x4_LDSM_N> {};
+}  // namespace cute
+
+namespace emu {
 namespace {
 
 template <typename Traits, ffpa::Load kLoad>
@@ -20,10 +34,10 @@ void cute_body(const ffpa::FwdParams& p) {
 
 // The launcher's geometry (ffpa/tma_geometry.h, boxes of kBlockM / kBlockN rows), its
 // grid, block and shared memory (cute/launch.cuh), the kernel run by the emulator.
-template <typename CT>
-void launch_traits(const CuteLaunch& c, const ffpa::FwdParams& p) {
+template <typename CT, bool kTma>
+void launch_feed(const CuteLaunch& c, const ffpa::FwdParams& p) {
   const Dim3 grid{unsigned((c.nq + CT::kBlockM - 1) / CT::kBlockM), unsigned(c.hq), unsigned(c.b)};
-  if (c.tma) {
+  if constexpr (kTma) {
     g_tma_maps.q = encode_tiled(p.q, ffpa::tma_geometry(p, ffpa::TmaOperand::kQ, CT::kBlockM));
     g_tma_maps.k = encode_tiled(p.k, ffpa::tma_geometry(p, ffpa::TmaOperand::kK, CT::kBlockN));
     g_tma_maps.v = encode_tiled(p.v, ffpa::tma_geometry(p, ffpa::TmaOperand::kV, CT::kBlockN));
@@ -32,13 +46,12 @@ void launch_traits(const CuteLaunch& c, const ffpa::FwdParams& p) {
     launch(&cute_body<CT, ffpa::Load::kCpAsync>, p, grid, CT::kNThreads, CT::kSmemBytes);
   }
 }
+template <typename CT>
+void launch_traits(const CuteLaunch& c, const ffpa::FwdParams& p) {
+  if (c.tma) return launch_feed<CT, true>(c, p);
+  launch_feed<CT, false>(c, p);
+}
 
-// kKTransAtom: ldmatrix.trans under the non-transposing atom's traits.
-struct LdsmX4RunsTrans : ffpa::cute_ops::LdsmX4 {
-  static void copy(cute::uint128_t const& smem_row, uint32_t& d0, uint32_t& d1, uint32_t& d2, uint32_t& d3) {
-    ffpa::cute_ops::LdsmX4Trans::copy(smem_row, d0, d1, d2, d3);
-  }
-};
 template <typename T>
 struct KTransAtoms : ffpa::Sm80Atoms<T, false> {
   using SmemCopyB = LdsmX4RunsTrans;
@@ -48,31 +61,33 @@ struct Fp16AtomAtoms : ffpa::Sm80Atoms<T, false> {
   using MmaOp = ffpa::cute_ops::Mma16816F32<__half>;
 };
 
-// The breakage variants are compiled for the head dims the breakage runs use only
-// (64: 4x1 persist-D; 320: 4x2 split-D), to keep the emulator's build short.
+// The breakage variants are compiled only for what the breakage runs use
+// (emulate_kernels.cpp, run_cute_breakages), to keep the emulator's build short.
 template <int D, typename T>
 void launch_variant(const CuteLaunch& c, const ffpa::FwdParams& p) {
   using Tile = ffpa::DefaultCuteTile<D, false>;
+  constexpr bool kFp16 = std::is_same_v<T, __half>;
   if (c.variant == CuteVariant::kDefault) {
     if (!c.f16acc) return launch_traits<ffpa::DefaultCuteFwdTraits<D, T, false>>(c, p);
-    if constexpr (std::is_same_v<T, __half>) return launch_traits<ffpa::DefaultCuteFwdTraits<D, T, true>>(c, p);
+    if constexpr (kFp16) return launch_traits<ffpa::DefaultCuteFwdTraits<D, T, true>>(c, p);
     fail("fp16 accumulation takes fp16 inputs");
   }
-  if constexpr (D == 64 || D == 320) {
-    switch (c.variant) {
-      case CuteVariant::kSwizzle64:
-        return launch_traits<ffpa::CuteFwdTraits<D, T, Tile, ffpa::Sm80Atoms<T, false>, 2>>(c, p);
-      case CuteVariant::kKTransAtom:
-        return launch_traits<ffpa::CuteFwdTraits<D, T, Tile, KTransAtoms<T>>>(c, p);
-      case CuteVariant::kWarpOrderDMajor:
-        return launch_traits<ffpa::CuteFwdTraits<D, T, Tile, ffpa::Sm80Atoms<T, false>, 3, true>>(c, p);
-      case CuteVariant::kFp16AtomForBf16:
-        return launch_traits<ffpa::CuteFwdTraits<D, T, Tile, Fp16AtomAtoms<T>>>(c, p);
-      case CuteVariant::kDefault:
-        break;
-    }
+  if constexpr (D == 64 && kFp16) {
+    if (c.variant == CuteVariant::kSwizzle64 && c.tma)
+      return launch_feed<ffpa::CuteFwdTraits<D, T, Tile, ffpa::Sm80Atoms<T, false>, 2>, true>(c, p);
+    if (c.variant == CuteVariant::kKTransAtom && !c.tma)
+      return launch_feed<ffpa::CuteFwdTraits<D, T, Tile, KTransAtoms<T>>, false>(c, p);
   }
-  fail("this CuTe breakage variant is compiled for head dims 64 and 320 only");
+  if constexpr (D == 64 && !kFp16) {
+    if (c.variant == CuteVariant::kFp16AtomForBf16 && !c.tma)
+      return launch_feed<ffpa::CuteFwdTraits<D, T, Tile, Fp16AtomAtoms<T>>, false>(c, p);
+  }
+  if constexpr (D == 320 && kFp16) {
+    if (c.variant == CuteVariant::kWarpOrderDMajor && !c.tma)
+      return launch_feed<ffpa::CuteFwdTraits<D, T, Tile, ffpa::Sm80Atoms<T, false>, 3, true>, false>(c, p);
+  }
+  fail("this CuTe breakage variant is not compiled for this head dim, dtype and feed "
+       "(emulate_cute.h: the combinations the breakage runs use)");
 }
 
 }  // namespace

@@ -28,6 +28,7 @@ extern ffpa::TmaMaps g_tma_maps;
 //   kWarpOrderDMajor  the tiled MMA's warps laid out row-major while the kernel's row
 //                   max / sum exchange assumes CuTe's column-major order (4x2, D > 256)
 //   kFp16AtomForBf16  bf16 data through the fp16 mma atom (bf16 cases)
+// Each is compiled for the head dim, dtype and feed its run uses (emulate_cute.h).
 enum class CuteVariant { kDefault, kSwizzle64, kKTransAtom, kWarpOrderDMajor, kFp16AtomForBf16 };
 
 struct CuteLaunch {

@@ -66,8 +66,15 @@ struct CuteFwdTraits {
   // V as the B operand of P V: (columns of the step, keys), a view of the same bytes.
   using SmemLayoutVt = decltype(cute::composition(
       SmemLayoutKV{}, cute::make_layout(cute::Shape<cute::Int<kBlockD>, cute::Int<kBlockN>>{}, cute::GenRowMajor{})));
+  // P (4x2, 2x4 only): 64-column atoms, or for 32-key blocks 8 x 32 atoms with the
+  // 64-byte swizzle (vector v of row r in v ^ (r % 4)). Written and read (ldmatrix) by
+  // this kernel alone, so any swizzle is correct; these keep the reads cheap.
+  using SmemAtomP = std::conditional_t<
+      kBlockN % 64 == 0, SmemAtom,
+      decltype(cute::composition(cute::Swizzle<2, 3, 2>{},
+                                 cute::Layout<cute::Shape<cute::_8, cute::_32>, cute::Stride<cute::_32, cute::_1>>{}))>;
   using SmemLayoutP =
-      decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockM>, cute::Int<kBlockN>>{}));
+      decltype(cute::tile_to_shape(SmemAtomP{}, cute::Shape<cute::Int<kBlockM>, cute::Int<kBlockN>>{}));
 
   static constexpr int kQElems = kBlockM * kHeadDim;
   static constexpr int kKVElems = kBlockN * kBlockD;
