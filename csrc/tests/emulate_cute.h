@@ -27,9 +27,9 @@ struct Copy_Traits<emu::LdsmX4RunsTrans> : Copy_Traits<SM75_U32x4_LDSM_N> {};
 namespace emu {
 namespace {
 
-template <typename Traits, ffpa::Load kLoad>
+template <typename Spec, ffpa::Load kLoad>
 void cute_body(const ffpa::FwdParams& p) {
-  ffpa::ffpa_fwd_cute_kernel<Traits, kLoad>(p, g_tma_maps);
+  ffpa::ffpa_fwd_cute_kernel<Spec, kLoad>(p, g_tma_maps);
 }
 
 // The launcher's geometry (ffpa/tma_geometry.h, boxes of kBlockM / kBlockN rows), its
@@ -68,26 +68,27 @@ void launch_variant(const CuteLaunch& c, const ffpa::FwdParams& p) {
   using Tile = ffpa::DefaultCuteTile<D, false>;
   constexpr bool kFp16 = std::is_same_v<T, __half>;
   if (c.variant == CuteVariant::kDefault) {
-    if (!c.f16acc) return launch_traits<ffpa::DefaultCuteFwdTraits<D, T, false>>(c, p);
-    if constexpr (kFp16) return launch_traits<ffpa::DefaultCuteFwdTraits<D, T, true>>(c, p);
+    if (!c.f16acc) return launch_traits<ffpa::DefaultCuteFwdSpec<D, T, false>>(c, p);
+    if constexpr (kFp16) return launch_traits<ffpa::DefaultCuteFwdSpec<D, T, true>>(c, p);
     fail("fp16 accumulation takes fp16 inputs");
   }
   if constexpr (D == 64 && kFp16) {
     if (c.variant == CuteVariant::kSwizzle64 && c.tma)
-      return launch_feed<ffpa::CuteFwdTraits<D, T, Tile, ffpa::Sm80Atoms<T, false>, 2>, true>(c, p);
+      return launch_feed<ffpa::CuteFwdSpec<D, T, Tile, ffpa::Sm80Atoms<T, false>, 2>, true>(c, p);
     if (c.variant == CuteVariant::kKTransAtom && !c.tma)
-      return launch_feed<ffpa::CuteFwdTraits<D, T, Tile, KTransAtoms<T>>, false>(c, p);
+      return launch_feed<ffpa::CuteFwdSpec<D, T, Tile, KTransAtoms<T>>, false>(c, p);
   }
   if constexpr (D == 64 && !kFp16) {
     if (c.variant == CuteVariant::kFp16AtomForBf16 && !c.tma)
-      return launch_feed<ffpa::CuteFwdTraits<D, T, Tile, Fp16AtomAtoms<T>>, false>(c, p);
+      return launch_feed<ffpa::CuteFwdSpec<D, T, Tile, Fp16AtomAtoms<T>>, false>(c, p);
   }
   if constexpr (D == 320 && kFp16) {
     if (c.variant == CuteVariant::kWarpOrderDMajor && !c.tma)
-      return launch_feed<ffpa::CuteFwdTraits<D, T, Tile, ffpa::Sm80Atoms<T, false>, 3, true>, false>(c, p);
+      return launch_feed<ffpa::CuteFwdSpec<D, T, Tile, ffpa::Sm80Atoms<T, false>, 3, true>, false>(c, p);
   }
-  fail("this CuTe breakage variant is not compiled for this head dim, dtype and feed "
-       "(emulate_cute.h: the combinations the breakage runs use)");
+  fail(
+      "this CuTe breakage variant is not compiled for this head dim, dtype and feed "
+      "(emulate_cute.h: the combinations the breakage runs use)");
 }
 
 }  // namespace

@@ -27,6 +27,16 @@
 #include "ffpa/tma.cuh"
 #include "ffpa/utils.cuh"
 
+// The operations are __host__ __device__ like CuTe's own (CuTe's callers are), with
+// their instruction on the device side only: nvcc's host pass compiles an empty body.
+// The CPU emulator (a host compiler, no __CUDACC__) takes the device side, where the
+// wrappers are its models.
+#if defined(__CUDA_ARCH__) || !defined(__CUDACC__)
+#define FFPA_CUTE_OP_BODY 1
+#else
+#define FFPA_CUTE_OP_BODY 0
+#endif
+
 namespace ffpa {
 namespace cute_ops {
 
@@ -37,14 +47,15 @@ struct Mma16816F32 {
   using ARegisters = uint32_t[4];
   using BRegisters = uint32_t[2];
   using CRegisters = float[4];
-  __device__ __forceinline__ static void fma(float& d0, float& d1, float& d2, float& d3, uint32_t const& a0,
-                                             uint32_t const& a1, uint32_t const& a2, uint32_t const& a3,
-                                             uint32_t const& b0, uint32_t const& b1, float const& c0, float const& c1,
-                                             float const& c2, float const& c3) {
+  CUTE_HOST_DEVICE static void fma(float& d0, float& d1, float& d2, float& d3, uint32_t const& a0, uint32_t const& a1,
+                                   uint32_t const& a2, uint32_t const& a3, uint32_t const& b0, uint32_t const& b1,
+                                   float const& c0, float const& c1, float const& c2, float const& c3) {
+#if FFPA_CUTE_OP_BODY
     float d[4] = {c0, c1, c2, c3};
     const uint32_t a[4] = {a0, a1, a2, a3};
     Mma16816<T>::run(d, a, b0, b1);
     d0 = d[0], d1 = d[1], d2 = d[2], d3 = d[3];
+#endif
   }
 };
 
@@ -54,13 +65,15 @@ struct Mma16816F16 {
   using ARegisters = uint32_t[4];
   using BRegisters = uint32_t[2];
   using CRegisters = uint32_t[2];
-  __device__ __forceinline__ static void fma(uint32_t& d0, uint32_t& d1, uint32_t const& a0, uint32_t const& a1,
-                                             uint32_t const& a2, uint32_t const& a3, uint32_t const& b0,
-                                             uint32_t const& b1, uint32_t const& c0, uint32_t const& c1) {
+  CUTE_HOST_DEVICE static void fma(uint32_t& d0, uint32_t& d1, uint32_t const& a0, uint32_t const& a1,
+                                   uint32_t const& a2, uint32_t const& a3, uint32_t const& b0, uint32_t const& b1,
+                                   uint32_t const& c0, uint32_t const& c1) {
+#if FFPA_CUTE_OP_BODY
     uint32_t d[2] = {c0, c1};
     const uint32_t a[4] = {a0, a1, a2, a3};
     Mma16816F16Acc::run(d, a, b0, b1);
     d0 = d[0], d1 = d[1];
+#endif
   }
 };
 
@@ -68,11 +81,13 @@ struct Mma16816F16 {
 struct LdsmX4 {
   using SRegisters = cute::uint128_t[1];
   using DRegisters = uint32_t[4];
-  __device__ __forceinline__ static void copy(cute::uint128_t const& smem_row, uint32_t& d0, uint32_t& d1,
-                                              uint32_t& d2, uint32_t& d3) {
+  CUTE_HOST_DEVICE static void copy(cute::uint128_t const& smem_row, uint32_t& d0, uint32_t& d1, uint32_t& d2,
+                                    uint32_t& d3) {
+#if FFPA_CUTE_OP_BODY
     uint32_t r[4];
     ldmatrix_x4(r, &smem_row);
     d0 = r[0], d1 = r[1], d2 = r[2], d3 = r[3];
+#endif
   }
 };
 
@@ -80,11 +95,13 @@ struct LdsmX4 {
 struct LdsmX4Trans {
   using SRegisters = cute::uint128_t[1];
   using DRegisters = uint32_t[4];
-  __device__ __forceinline__ static void copy(cute::uint128_t const& smem_row, uint32_t& d0, uint32_t& d1,
-                                              uint32_t& d2, uint32_t& d3) {
+  CUTE_HOST_DEVICE static void copy(cute::uint128_t const& smem_row, uint32_t& d0, uint32_t& d1, uint32_t& d2,
+                                    uint32_t& d3) {
+#if FFPA_CUTE_OP_BODY
     uint32_t r[4];
     ldmatrix_x4_trans(r, &smem_row);
     d0 = r[0], d1 = r[1], d2 = r[2], d3 = r[3];
+#endif
   }
 };
 
@@ -93,8 +110,10 @@ struct LdsmX4Trans {
 struct CpAsync16 {
   using SRegisters = cute::uint128_t[1];
   using DRegisters = cute::uint128_t[1];
-  __device__ __forceinline__ static void copy(cute::uint128_t const& gmem_src, cute::uint128_t& smem_dst, bool pred) {
+  CUTE_HOST_DEVICE static void copy(cute::uint128_t const& gmem_src, cute::uint128_t& smem_dst, bool pred) {
+#if FFPA_CUTE_OP_BODY
     cp_async_16(&smem_dst, &gmem_src, pred);
+#endif
   }
 };
 
@@ -105,9 +124,11 @@ struct CpAsync16 {
 // not by CuTe's make_tma_copy, so the launcher, the mma kernel's TMA feed and the
 // emulator share one encoding.
 struct TmaLoad4d {
-  __device__ __forceinline__ static void copy(const CUtensorMap* map, uint64_t* bar, void* smem_dst, int c0, int c1,
-                                              int c2, int c3) {
+  CUTE_HOST_DEVICE static void copy(const CUtensorMap* map, uint64_t* bar, void* smem_dst, int c0, int c1, int c2,
+                                    int c3) {
+#if FFPA_CUTE_OP_BODY
     tma_load_4d(smem_dst, map, c0, c1, c2, c3, bar);
+#endif
   }
 };
 

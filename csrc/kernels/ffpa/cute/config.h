@@ -58,7 +58,8 @@ struct CuteTileParams {
 constexpr CuteTileParams cute_default_tile(int head_dim, bool f16_acc) {
   return head_dim <= 64    ? CuteTileParams{128, 64, head_dim, 4, 1, 2}
          : head_dim <= 192 ? CuteTileParams{64, 64, head_dim, 4, 1, 2}
-         : head_dim <= 256 ? (f16_acc ? CuteTileParams{64, 32, head_dim, 4, 2, 2} : CuteTileParams{64, 64, head_dim, 4, 1, 2})
+         : head_dim <= 256
+             ? (f16_acc ? CuteTileParams{64, 32, head_dim, 4, 2, 2} : CuteTileParams{64, 64, head_dim, 4, 1, 2})
          : head_dim <= 384 ? (f16_acc ? CuteTileParams{64, 32, 64, 4, 2, 3} : CuteTileParams{64, 64, 64, 4, 2, 3})
          : head_dim <= 512 ? (f16_acc ? CuteTileParams{32, 64, 64, 2, 4, 3} : CuteTileParams{64, 64, 64, 4, 2, 3})
                            : CuteTileParams{32, 64, 64, 2, 4, 3};

@@ -12,23 +12,23 @@
 
 namespace ffpa {
 
-template <typename Traits, Load kLoad, DType kDType>
+template <typename Spec, Load kLoad, DType kDType>
 Status launch_fwd_cute(const FwdParams& params) {
   constexpr bool kTma = kLoad == Load::kTma;
   TmaMaps maps{};  // the cp.async feed has none
   if constexpr (kTma) {
-    Status st = encode_tma_maps(params, kDType, Traits::kBlockM, Traits::kBlockN, &maps);
+    Status st = encode_tma_maps(params, kDType, Spec::kBlockM, Spec::kBlockN, &maps);
     if (!st.ok()) return st;
   }
-  constexpr int kSmem = kTma ? Traits::kSmemBytesTma : Traits::kSmemBytes;
-  const auto kernel = &ffpa_fwd_cute_kernel<Traits, kLoad>;
+  constexpr int kSmem = kTma ? Spec::kSmemBytesTma : Spec::kSmemBytes;
+  const auto kernel = &ffpa_fwd_cute_kernel<Spec, kLoad>;
   Status st = smem_opt_in(kernel, kSmem);
   if (!st.ok()) return st;
-  const dim3 grid((params.nq + Traits::kBlockM - 1) / Traits::kBlockM, params.hq, params.b);
+  const dim3 grid((params.nq + Spec::kBlockM - 1) / Spec::kBlockM, params.hq, params.b);
   void* args[] = {const_cast<FwdParams*>(&params), &maps};
-  return launch_status(cudaLaunchKernel(kernel, grid, dim3(Traits::kNThreads), args, kSmem,
-                                        static_cast<cudaStream_t>(params.stream)),
-                       kTma ? "cute_tma forward kernel launch" : "cute forward kernel launch");
+  return launch_status(
+      cudaLaunchKernel(kernel, grid, dim3(Spec::kNThreads), args, kSmem, static_cast<cudaStream_t>(params.stream)),
+      kTma ? "cute_tma forward kernel launch" : "cute forward kernel launch");
 }
 
 // fp16 accumulation is compiled for fp16 instances only (api.cu refuses it for bf16
@@ -40,7 +40,7 @@ Status run_fwd_cute(const FwdParams& params) {
     if constexpr (kF16Acc && kDType != DType::kFp16) {
       return Status{ErrorKind::kDType, "fp16 accumulation needs fp16 inputs"};
     } else {
-      return launch_fwd_cute<DefaultCuteFwdTraits<kHeadDim, T, kF16Acc>, kLoad, kDType>(params);
+      return launch_fwd_cute<DefaultCuteFwdSpec<kHeadDim, T, kF16Acc>, kLoad, kDType>(params);
     }
   });
 }
