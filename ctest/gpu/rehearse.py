@@ -38,8 +38,9 @@ Cases:
                 naming the subset command, nothing is built, the run fails, the
                 summary says so
 The cold kernels-only build of the CuTe kernels takes minutes on two cores, so the
-runs get a larger budget than the GPU image's default (REHEARSAL_BUDGET); the phases
-keep their own limits otherwise.
+runs build two head dims (REHEARSAL_DIMS: a persist-D and a split-D one) and get a
+larger budget than the GPU image's default (REHEARSAL_BUDGET); the phases keep their
+own limits otherwise.
 """
 
 from __future__ import annotations
@@ -60,6 +61,10 @@ ALLOWED_OUT = {"summary.json", "summary.md", "bench.csv", "bench.png", "logs.tar
 # What the device tool carries besides the tree (64 MiB in all).
 CARRY_LIMIT = 64 * 1024 * 1024
 REHEARSAL_BUDGET = 900
+# Head dims the rehearsal builds: one persist-D (64) and one split-D (320, the 4x2 warp
+# layout) CuTe kernel. The CuTe instances take minutes on two cores; the full release
+# set is built by the ci tree (every arch of the release) and by the GPU run itself.
+REHEARSAL_DIMS = (64, 320)
 HIDDEN_PACKAGES = ("OpenSSL", "ZLIB", "nlohmann_json", "GTest")
 IMAGE_PACKAGES = ("numpy", "pybind11", "pytest")
 
@@ -163,6 +168,7 @@ def run_case(work: Path, case: str) -> int:
         "FFPA_DEVICE_CHECK_COMMIT": commit.strip() or "unknown",  # the carried tree has no .git
         "FFPA_DEVICE_CHECK_BUDGET": str(REHEARSAL_BUDGET),
         "FFPA_DEVICE_CHECK_TIMEOUTS": f"build={REHEARSAL_BUDGET - 120}",
+        "FFPA_DEVICE_CHECK_DIMS": ";".join(str(d) for d in REHEARSAL_DIMS),
         "FFPA_DEVICE_CHECK_CMAKE_ARGS": " ".join(cmake_args),
         "FFPA_DEVICE_CHECK_JOBS": os.environ.get("FFPA_DEVICE_CHECK_JOBS", str(os.cpu_count() or 2)),
         # The tools venv must not be reachable through PATH either.
@@ -232,6 +238,8 @@ def run_case(work: Path, case: str) -> int:
                     re.M)[1]
     n_subset = re.search(r"^files=(\d+)$", (tree / ".cutlass" / "SUBSET.txt").read_text(), re.M)[1]
     gpu_check = (scratch / "build" / "gpu-check.txt").read_text()
+    check(f"head_dims={','.join(str(d) for d in REHEARSAL_DIMS)}" in gpu_check.splitlines(),
+          "gpu-check.txt: the head dims asked for")
     for line in (f"cutlass={tree / '.cutlass' / 'include'}", f"cutlass_version={pin}", "cutlass_source=subset",
                  f"cutlass_files={n_subset}"):
         check(line in gpu_check.splitlines(), f"gpu-check.txt: {line}")
@@ -264,7 +272,8 @@ def run_case(work: Path, case: str) -> int:
           f"the runner planned {corr['total']} cases and launched none")
     groups = corr["by_group"]
     matrix = json.loads((REPO / "cmake" / "release-matrix.json").read_text())
-    dims = [str(d) for d in matrix["head_dims"]]
+    check(set(REHEARSAL_DIMS) <= set(matrix["head_dims"]), f"the rehearsal's head dims {REHEARSAL_DIMS} are release ones")
+    dims = [str(d) for d in REHEARSAL_DIMS]
     for d in dims:
         for dt in ("fp16", "bf16"):
             check(f"D{d}-{dt}" in groups, f"group D{d}-{dt} is planned")
@@ -307,7 +316,7 @@ def run_case(work: Path, case: str) -> int:
     else:
         check("binding=no (none: no Python.h under" in env_txt, "no binding without Python.h, and it says why")
         check(phases["bench-sdpa"]["status"] in ("ok", "ok (exit 77)"), "the SDPA script ran its plan")
-        check("sdpa plan: D=512 fp16 causal=1" in (state / "logs" / "bench-sdpa.log").read_text(),
+        check(f"sdpa plan: D={REHEARSAL_DIMS[-1]} fp16 causal=1" in (state / "logs" / "bench-sdpa.log").read_text(),
               "the SDPA script plans the same shapes")
     return 0
 

@@ -39,17 +39,22 @@ struct CuteTile {
 };
 
 // The default configuration of a head dim and accumulator: persist-D up to 256,
-// split-D above.
+// split-D above. Register counts and spills are ptxas's (nvcc 13.0); the sm_120f
+// compiles are the tightest (they take up to 255 registers where sm_89 / sm_90 take
+// 200-240), so the choices below are the largest tiles with no spill there.
 //   D = 64        128 x 64 tiles, 4 warps (two 16-row mma tiles per warp)
 //   D = 128..256  64 x 64 tiles, 4 warps; Q, K and V tiles of 8..32 KiB each
 //                 (D = 256: 96 KiB with the K and V buffers, under the 99 KiB a block
-//                 may use on sm_89 and the sm_120 family). With fp16 accumulation
-//                 D = 256 takes 32-key blocks: S in fp16 and fp32 next to 128 fp32 O
-//                 registers spilled 28-200 bytes on sm_120f with 64 keys (nvcc 13.0)
+//                 may use on sm_89 and the sm_120 family). D = 256 takes 32-key blocks
+//                 (64 keys: 76 bytes of spills on sm_120f, the 128 fp32 O registers
+//                 next to S and P). With fp16 accumulation D = 192 and 256 take the
+//                 4x2 layout with 32-key blocks (S in fp16 and fp32 next to the O
+//                 registers: 20 bytes of spills at D = 192 with 4x1, even with 32 keys)
 //   D = 320..512  split-D with the 4x2 warp layout (8 warps; each holds D / 2 columns
 //                 of O: 128 fp32 registers at D = 512), three 64-column stages; with
-//                 fp16 accumulation 32-key blocks (D = 512, cp.async feed, 64 keys:
-//                 52 bytes of spills on sm_120f, 8 on sm_90)
+//                 fp16 accumulation 32-key blocks at D = 320 and the 2x4 layout at
+//                 D = 512 (4x2 with 64 keys spilled 52 bytes on sm_120f when the K
+//                 steps were unrolled)
 //   D > 512       split-D with the 2x4 layout (32 query rows), O <= 128 registers
 // Registers and spills per instance: ffpa.kernels.no_spills, docs/perf.md.
 struct CuteTileParams {
@@ -57,9 +62,11 @@ struct CuteTileParams {
 };
 constexpr CuteTileParams cute_default_tile(int head_dim, bool f16_acc) {
   return head_dim <= 64    ? CuteTileParams{128, 64, head_dim, 4, 1, 2}
-         : head_dim <= 192 ? CuteTileParams{64, 64, head_dim, 4, 1, 2}
-         : head_dim <= 256
+         : head_dim <= 128 ? CuteTileParams{64, 64, head_dim, 4, 1, 2}
+         : head_dim <= 192
              ? (f16_acc ? CuteTileParams{64, 32, head_dim, 4, 2, 2} : CuteTileParams{64, 64, head_dim, 4, 1, 2})
+         : head_dim <= 256
+             ? (f16_acc ? CuteTileParams{64, 32, head_dim, 4, 2, 2} : CuteTileParams{64, 32, head_dim, 4, 1, 2})
          : head_dim <= 384 ? (f16_acc ? CuteTileParams{64, 32, 64, 4, 2, 3} : CuteTileParams{64, 64, 64, 4, 2, 3})
          : head_dim <= 512 ? (f16_acc ? CuteTileParams{32, 64, 64, 2, 4, 3} : CuteTileParams{64, 64, 64, 4, 2, 3})
                            : CuteTileParams{32, 64, 64, 2, 4, 3};

@@ -32,17 +32,22 @@
 #include "ffpa/tma.cuh"
 #include "ffpa/utils.cuh"
 
-// The kernel body exists in device code (nvcc's device passes, and the CPU emulator,
-// which compiles everything with a host compiler); nvcc's host pass only needs the
-// kernel's declaration and the spec (spec.h) to register and launch it, so its front
-// end never instantiates the body's CuTe algebra. CuTe's headers are included in every
-// pass all the same: the device pass registers the __device__ variables they declare
-// (libcu++'s customization-point objects), which the host side must then see.
-#include "ffpa/cute/traits.cuh"
+// The kernel body and CuTe exist in device code (nvcc's device passes, and the CPU
+// emulator, which compiles everything with a host compiler); nvcc's host pass only
+// needs the kernel's declaration and the spec (spec.h) to register and launch it, so
+// it never parses CuTe (about a quarter of a CuTe instance's compile time otherwise).
+// It does include the libcu++ headers that declare the __device__ variables CuTe's
+// headers bring (libcu++'s customization-point objects, in_place, piecewise_construct;
+// CuTe's _ and product): the device pass registers them, and the host stub names them.
 #if defined(__CUDA_ARCH__) || !defined(__CUDACC__)
 #define FFPA_CUTE_DEVICE_CODE 1
+#include "ffpa/cute/traits.cuh"
 #else
 #define FFPA_CUTE_DEVICE_CODE 0
+#include <cuda/std/iterator>
+#include <cuda/std/utility>
+#include <cute/int_tuple.hpp>   // cute::product
+#include <cute/underscore.hpp>  // cute::_
 #endif
 
 namespace ffpa {
@@ -319,180 +324,185 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
       Tensor rP = make_tensor<Element>(acc_mma.layout());
       Tensor tOrP = make_tensor(rP.data(), cute_fwd::acc_as_a(rP.layout()));
 
-#pragma unroll
-      for (int step = 0; step < kSteps; ++step) {
-        // cp.async: this step's group has landed once at most kStages - 2 newer ones are
-        // pending. kTma: the stage's barrier completed this fill's phase. The block
-        // barrier also guarantees every warp finished the step that last read the stage
-        // refilled next.
+      // One pipeline step (step s of the KV block: K chunk s, then V chunk s - kNChunks):
+      // cp.async: this step's group has landed once at most kStages - 2 newer ones are
+      // pending. kTma: the stage's barrier completed this fill's phase. The block barrier
+      // also guarantees every warp finished the step that last read the stage refilled
+      // next. Returns the stage to read.
+      auto advance = [&](int step) {
         if constexpr (kTma) {
           mbar_wait(bars + read_stage, phase);
         } else {
           cp_async_wait<kStages - 2>();
         }
         __syncthreads();
-        {
-          const int ahead = step + kStages - 1;
-          issue(ahead % kSteps, n_block + ahead / kSteps, write_stage);
-          write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
-        }
+        const int ahead = step + kStages - 1;
+        issue(ahead % kSteps, n_block + ahead / kSteps, write_stage);
+        write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
         const int stage = read_stage;
         read_stage = read_stage + 1 == kStages ? 0 : read_stage + 1;
         if (read_stage == 0) phase ^= 1u;
+        return stage;
+      };
 
-        if (step < kNChunks) {
-          // ---- S += Q[:, chunk] . K[:, chunk]^T, one mma k-step at a time, the B
-          // fragments one ldmatrix.x4 (two n-tiles) at a time.
-          Tensor sK = stage_kv(stage);
-          Tensor tSsK = s2r_b_thr.partition_S(sK);         // (CPY, CPY_N, kKSteps)
-          Tensor tSrK = thr_mma.partition_fragment_B(sK);  // (MMA, MMA_N, kKSteps)
-          Tensor tSrK_cv = s2r_b_thr.retile_D(tSrK);
-          Tensor tSrK_g = cute_fwd::group_mode<1, 2>(tSrK);  // (MMA, (2, MMA_N / 2), kKSteps)
-          Tensor acc_g = cute_fwd::group_mode<2, 2>(acc_mma);
+      // K steps. Rolled for split-D: S's registers are the same for every chunk, only
+      // shared-memory addresses move (a rolled loop roughly halves the split-D
+      // instances' code and compile time; docs/perf.md). The V steps below stay
+      // unrolled: each chunk adds into its own O registers.
+#pragma unroll 1
+      for (int chunk = 0; chunk < kNChunks; ++chunk) {
+        const int stage = advance(chunk);
+        // ---- S += Q[:, chunk] . K[:, chunk]^T, one mma k-step at a time, the B
+        // fragments one ldmatrix.x4 (two n-tiles) at a time.
+        Tensor sK = stage_kv(stage);
+        Tensor tSsK = s2r_b_thr.partition_S(sK);         // (CPY, CPY_N, kKSteps)
+        Tensor tSrK = thr_mma.partition_fragment_B(sK);  // (MMA, MMA_N, kKSteps)
+        Tensor tSrK_cv = s2r_b_thr.retile_D(tSrK);
+        Tensor tSrK_g = cute_fwd::group_mode<1, 2>(tSrK);  // (MMA, (2, MMA_N / 2), kKSteps)
+        Tensor acc_g = cute_fwd::group_mode<2, 2>(acc_mma);
 #pragma unroll
-          for (int ks = 0; ks < kKSteps; ++ks) {
-            copy(s2r_a, tSsQ(_, _, step * kKSteps + ks), tSrQ_cv(_, _, ks));
+        for (int ks = 0; ks < kKSteps; ++ks) {
+          copy(s2r_a, tSsQ(_, _, chunk * kKSteps + ks), tSrQ_cv(_, _, ks));
 #pragma unroll
-            for (int p = 0; p < size<1>(tSsK); ++p) {
-              copy(s2r_b, tSsK(_, p, ks), tSrK_cv(_, p, ks));
-              gemm(tiled_mma, tSrQ(_, _, ks), tSrK_g(_, make_coord(_, p), ks), acc_g(_, _, make_coord(_, p)));
-            }
+          for (int p = 0; p < size<1>(tSsK); ++p) {
+            copy(s2r_b, tSsK(_, p, ks), tSrK_cv(_, p, ks));
+            gemm(tiled_mma, tSrQ(_, _, ks), tSrK_g(_, make_coord(_, p), ks), acc_g(_, _, make_coord(_, p)));
           }
+        }
+      }
 
-          if (step == kNChunks - 1) {
-            if constexpr (kF16Acc) {
-              Tensor h = recast<uint32_t>(acc_mma);
+      if constexpr (kF16Acc) {
+        Tensor h = recast<uint32_t>(acc_mma);
 #pragma unroll
-              for (int j = 0; j < size(h); ++j) unpack_half2(h(j), acc_s(2 * j), acc_s(2 * j + 1));
-            }
-            // ---- online softmax on the finished S tile.
-            Tensor s_rc = make_tensor(acc_s.data(), cute_fwd::acc_rowcol(acc_s.layout()));
-            const bool need_mask = n0 + kBlockN > nkv || (params.causal && n0 + kBlockN - 1 > m0 + causal_offset);
-            float blk_max[kRows];
+        for (int j = 0; j < size(h); ++j) unpack_half2(h(j), acc_s(2 * j), acc_s(2 * j + 1));
+      }
+      // ---- online softmax on the finished S tile.
+      Tensor s_rc = make_tensor(acc_s.data(), cute_fwd::acc_rowcol(acc_s.layout()));
+      const bool need_mask = n0 + kBlockN > nkv || (params.causal && n0 + kBlockN - 1 > m0 + causal_offset);
+      float blk_max[kRows];
 #pragma unroll
-            for (int r = 0; r < kRows; ++r) {
-              blk_max[r] = -INFINITY;
+      for (int r = 0; r < kRows; ++r) {
+        blk_max[r] = -INFINITY;
 #pragma unroll
-              for (int c = 0; c < size<1>(s_rc); ++c) {
-                float x = s_rc(r, c) * params.scale_log2;
-                if (need_mask) {
-                  const int row = m0 + get<0>(tScS_rc(r, c));
-                  const int col = n0 + get<1>(tScS_rc(r, c));
-                  if (col >= nkv || (params.causal && col > row + causal_offset)) x = -INFINITY;
-                }
-                s_rc(r, c) = x;
-                blk_max[r] = fmaxf(blk_max[r], x);
-              }
-              blk_max[r] = quad_max(blk_max[r]);
-            }
-            if constexpr (kNWarpsD > 1) {
-              // The warps of a row group hold different key columns: combine their
-              // maxima so that all of them scale P and O by the same row max.
-              if ((tid & 3) == 0) {
+        for (int c = 0; c < size<1>(s_rc); ++c) {
+          float x = s_rc(r, c) * params.scale_log2;
+          if (need_mask) {
+            const int row = m0 + get<0>(tScS_rc(r, c));
+            const int col = n0 + get<1>(tScS_rc(r, c));
+            if (col >= nkv || (params.causal && col > row + causal_offset)) x = -INFINITY;
+          }
+          s_rc(r, c) = x;
+          blk_max[r] = fmaxf(blk_max[r], x);
+        }
+        blk_max[r] = quad_max(blk_max[r]);
+      }
+      if constexpr (kNWarpsD > 1) {
+        // The warps of a row group hold different key columns: combine their
+        // maxima so that all of them scale P and O by the same row max.
+        if ((tid & 3) == 0) {
 #pragma unroll
-                for (int r = 0; r < kRows; ++r) smem_red[warp_d * kBlockM + get<0>(tScS_rc(r, 0))] = blk_max[r];
-              }
-              __syncthreads();
+          for (int r = 0; r < kRows; ++r) smem_red[warp_d * kBlockM + get<0>(tScS_rc(r, 0))] = blk_max[r];
+        }
+        __syncthreads();
 #pragma unroll
-              for (int r = 0; r < kRows; ++r)
+        for (int r = 0; r < kRows; ++r)
 #pragma unroll
-                for (int w = 0; w < kNWarpsD; ++w)
-                  blk_max[r] = fmaxf(blk_max[r], smem_red[w * kBlockM + get<0>(tScS_rc(r, 0))]);
-            }
-            float corr[kRows];
+          for (int w = 0; w < kNWarpsD; ++w)
+            blk_max[r] = fmaxf(blk_max[r], smem_red[w * kBlockM + get<0>(tScS_rc(r, 0))]);
+      }
+      float corr[kRows];
 #pragma unroll
-            for (int r = 0; r < kRows; ++r) {
-              const float new_max = fmaxf(row_max[r], blk_max[r]);
-              // A row with no visible key yet keeps max -inf; 0 as the base there makes
-              // exp2(-inf - base) = 0 instead of NaN.
-              const float base = new_max == -INFINITY ? 0.f : new_max;
-              corr[r] = fast_exp2(row_max[r] - base);
-              row_max[r] = new_max;
-              float blk_sum = 0.f;
+      for (int r = 0; r < kRows; ++r) {
+        const float new_max = fmaxf(row_max[r], blk_max[r]);
+        // A row with no visible key yet keeps max -inf; 0 as the base there makes
+        // exp2(-inf - base) = 0 instead of NaN.
+        const float base = new_max == -INFINITY ? 0.f : new_max;
+        corr[r] = fast_exp2(row_max[r] - base);
+        row_max[r] = new_max;
+        float blk_sum = 0.f;
 #pragma unroll
-              for (int c = 0; c < size<1>(s_rc); ++c) {
-                const float p = fast_exp2(s_rc(r, c) - base);
-                s_rc(r, c) = p;
-                blk_sum += p;
-              }
-              row_sum[r] = row_sum[r] * corr[r] + blk_sum;
-            }
+        for (int c = 0; c < size<1>(s_rc); ++c) {
+          const float p = fast_exp2(s_rc(r, c) - base);
+          s_rc(r, c) = p;
+          blk_sum += p;
+        }
+        row_sum[r] = row_sum[r] * corr[r] + blk_sum;
+      }
 #pragma unroll
-            for (int c = 0; c < kNChunks; ++c) {
-              Tensor o_rc = make_tensor(acc_o(_, _, _, c).data(), cute_fwd::acc_rowcol(acc_o(_, _, _, c).layout()));
+      for (int c = 0; c < kNChunks; ++c) {
+        Tensor o_rc = make_tensor(acc_o(_, _, _, c).data(), cute_fwd::acc_rowcol(acc_o(_, _, _, c).layout()));
 #pragma unroll
-              for (int r = 0; r < kRows; ++r)
+        for (int r = 0; r < kRows; ++r)
 #pragma unroll
-                for (int cc = 0; cc < size<1>(o_rc); ++cc) o_rc(r, cc) *= corr[r];
-            }
-            // P to 16 bits: in registers (4x1), or published to shared memory for the
-            // other warps of the row group; the barrier of the next pipeline step makes
-            // the whole P tile visible before any P V step reads it.
-            if constexpr (kNWarpsD == 1) {
-              Tensor p32 = recast<uint32_t>(rP);
+          for (int cc = 0; cc < size<1>(o_rc); ++cc) o_rc(r, cc) *= corr[r];
+      }
+      // P to 16 bits: in registers (4x1), or published to shared memory for the
+      // other warps of the row group; the barrier of the next pipeline step makes
+      // the whole P tile visible before any P V step reads it.
+      if constexpr (kNWarpsD == 1) {
+        Tensor p32 = recast<uint32_t>(rP);
 #pragma unroll
-              for (int j = 0; j < size(p32); ++j) p32(j) = ET::pack(acc_s(2 * j), acc_s(2 * j + 1));
-            } else {
-              Tensor tSsP = thr_mma.partition_C(sP);
+        for (int j = 0; j < size(p32); ++j) p32(j) = ET::pack(acc_s(2 * j), acc_s(2 * j + 1));
+      } else {
+        Tensor tSsP = thr_mma.partition_C(sP);
 #pragma unroll
-              for (int j = 0; j < size(acc_s) / 2; ++j)
-                *reinterpret_cast<uint32_t*>(&tSsP(2 * j)) = ET::pack(acc_s(2 * j), acc_s(2 * j + 1));
+        for (int j = 0; j < size(acc_s) / 2; ++j)
+          *reinterpret_cast<uint32_t*>(&tSsP(2 * j)) = ET::pack(acc_s(2 * j), acc_s(2 * j + 1));
+      }
+
+#pragma unroll
+      for (int chunk = 0; chunk < kNChunks; ++chunk) {
+        const int stage = advance(kNChunks + chunk);
+        Tensor sVt = stage_vt(stage);
+        Tensor tOsVt = s2r_bt_thr.partition_S(sVt);        // (CPY, CPY_N, kPvKSteps)
+        Tensor tOrVt = thr_mma.partition_fragment_B(sVt);  // (MMA, MMA_N, kPvKSteps)
+        Tensor tOrVt_cv = s2r_bt_thr.retile_D(tOrVt);
+        Tensor tOrVt_g = cute_fwd::group_mode<1, 2>(tOrVt);
+        Tensor acc_c = acc_o(_, _, _, chunk);
+        Tensor acc_g = cute_fwd::group_mode<2, 2>(acc_c);
+        // 4x2 / 2x4: P from shared memory as the A operand.
+        Tensor tOsP = s2r_a_thr.partition_S(sP);          // (CPY, CPY_M, kPvKSteps)
+        Tensor tOrPs = thr_mma.partition_fragment_A(sP);  // (MMA, MMA_M, kPvKSteps)
+        Tensor tOrPs_cv = s2r_a_thr.retile_D(tOrPs);
+        auto a_operand = [&](int ks) {
+          if constexpr (kNWarpsD == 1) {
+            return tOrP(_, _, ks);
+          } else {
+            copy(s2r_a, tOsP(_, _, ks), tOrPs_cv(_, _, ks));
+            return tOrPs(_, _, ks);
+          }
+        };
+        if constexpr (!kF16Acc) {
+#pragma unroll
+          for (int ks = 0; ks < kPvKSteps; ++ks) {
+            auto a = a_operand(ks);
+#pragma unroll
+            for (int p = 0; p < size<1>(tOsVt); ++p) {
+              copy(s2r_bt, tOsVt(_, p, ks), tOrVt_cv(_, p, ks));
+              gemm(tiled_mma, a, tOrVt_g(_, make_coord(_, p), ks), acc_g(_, _, make_coord(_, p)));
             }
           }
         } else {
-          // ---- O[:, chunk] += P . V[:, chunk]
-          const int chunk = step - kNChunks;
-          Tensor sVt = stage_vt(stage);
-          Tensor tOsVt = s2r_bt_thr.partition_S(sVt);        // (CPY, CPY_N, kPvKSteps)
-          Tensor tOrVt = thr_mma.partition_fragment_B(sVt);  // (MMA, MMA_N, kPvKSteps)
-          Tensor tOrVt_cv = s2r_bt_thr.retile_D(tOrVt);
-          Tensor tOrVt_g = cute_fwd::group_mode<1, 2>(tOrVt);
-          Tensor acc_c = acc_o(_, _, _, chunk);
-          Tensor acc_g = cute_fwd::group_mode<2, 2>(acc_c);
-          // 4x2 / 2x4: P from shared memory as the A operand.
-          Tensor tOsP = s2r_a_thr.partition_S(sP);          // (CPY, CPY_M, kPvKSteps)
-          Tensor tOrPs = thr_mma.partition_fragment_A(sP);  // (MMA, MMA_M, kPvKSteps)
-          Tensor tOrPs_cv = s2r_a_thr.retile_D(tOrPs);
-          auto a_operand = [&](int ks) {
-            if constexpr (kNWarpsD == 1) {
-              return tOrP(_, _, ks);
-            } else {
-              copy(s2r_a, tOsP(_, _, ks), tOrPs_cv(_, _, ks));
-              return tOrPs(_, _, ks);
-            }
-          };
-          if constexpr (!kF16Acc) {
+          // One n-tile pair at a time: its fp16 partial over the block's keys lives in
+          // two registers per mma tile, then adds into the fp32 O.
+#pragma unroll
+          for (int p = 0; p < size<1>(tOsVt); ++p) {
+            Tensor acc_h = make_fragment_like<half_t>(acc_g(_, _, make_coord(_, p)));
+            clear(acc_h);
 #pragma unroll
             for (int ks = 0; ks < kPvKSteps; ++ks) {
               auto a = a_operand(ks);
-#pragma unroll
-              for (int p = 0; p < size<1>(tOsVt); ++p) {
-                copy(s2r_bt, tOsVt(_, p, ks), tOrVt_cv(_, p, ks));
-                gemm(tiled_mma, a, tOrVt_g(_, make_coord(_, p), ks), acc_g(_, _, make_coord(_, p)));
-              }
+              copy(s2r_bt, tOsVt(_, p, ks), tOrVt_cv(_, p, ks));
+              gemm(tiled_mma, a, tOrVt_g(_, make_coord(_, p), ks), acc_h);
             }
-          } else {
-            // One n-tile pair at a time: its fp16 partial over the block's keys lives in
-            // two registers per mma tile, then adds into the fp32 O.
+            Tensor h = recast<uint32_t>(acc_h);
+            Tensor o = acc_g(_, _, make_coord(_, p));
 #pragma unroll
-            for (int p = 0; p < size<1>(tOsVt); ++p) {
-              Tensor acc_h = make_fragment_like<half_t>(acc_g(_, _, make_coord(_, p)));
-              clear(acc_h);
-#pragma unroll
-              for (int ks = 0; ks < kPvKSteps; ++ks) {
-                auto a = a_operand(ks);
-                copy(s2r_bt, tOsVt(_, p, ks), tOrVt_cv(_, p, ks));
-                gemm(tiled_mma, a, tOrVt_g(_, make_coord(_, p), ks), acc_h);
-              }
-              Tensor h = recast<uint32_t>(acc_h);
-              Tensor o = acc_g(_, _, make_coord(_, p));
-#pragma unroll
-              for (int j = 0; j < size(h); ++j) {
-                float lo, hi;
-                unpack_half2(h(j), lo, hi);
-                o(2 * j) += lo;
-                o(2 * j + 1) += hi;
-              }
+            for (int j = 0; j < size(h); ++j) {
+              float lo, hi;
+              unpack_half2(h(j), lo, hi);
+              o(2 * j) += lo;
+              o(2 * j + 1) += hi;
             }
           }
         }
