@@ -229,6 +229,20 @@ status = {0: "passed", 77: "skipped (no GPU)", 124: "timed out", 125: "not run"}
 json.dump({"status": status, "detail": "pytest -m gpu python/tests (logs/python-gpu.log)"}, open(sys.argv[1], "w"))
 PY
   fi
+  # ---- torch rows (python/tests/gpu_torch_check.py): torch.compile with no graph break,
+  # CUDA graph capture and replay, the fused backward against SDPA's gradients, the
+  # pure wheel's SDPA fallback, peak memory of forward + backward against SDPA's own.
+  # Without a GPU (or torch) the module skips: exit 77, expected only with --no-gpu.
+  if [ "$binding" = yes ]; then
+    ok="0"; [ "$mode" = no-gpu ] && ok="0 77"
+    PYTHONPATH="$build/python" FFPA_PYTEST_ALL_SKIPPED_RC=77 FFPA_TORCH_GPU_REPORT="$state/torch_gpu.json" \
+      phase torch-gpu 60 "$ok" -- "$python" -m pytest -q -s -p no:cacheprovider -m gpu \
+      "$repo/python/tests/gpu_torch_check.py"
+    rc=$?
+    [[ " $ok " == *" $rc "* ]] || failed=1
+    grep -h '^\[torch-gpu\] ' "$logs/torch-gpu.log" 2>/dev/null | sed 's/^/  /'
+  fi
+  # ---- end of the torch rows ----
   dry=(); [ "$mode" = no-gpu ] && dry=(--dry-run)
   phase bench-cpp 60 -- "$runner" --bench-csv "$state/bench_cpp.csv" \
     --bench-n 8192 --bench-h 32 --bench-warmup 3 --bench-iters 10 ${dry[@]+"${dry[@]}"} || failed=1

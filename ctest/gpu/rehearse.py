@@ -247,7 +247,7 @@ def run_case(work: Path, case: str) -> int:
           "env.txt names the CUTLASS headers the build used")
     if case == "gpu-mode":
         check(proc.returncode == 1, f"no CUDA device behind nvidia-smi fails the run (exit {proc.returncode})")
-        for name in ("correctness", "python-gpu", "bench-cpp", "bench", "bench-causal"):
+        for name in ("correctness", "python-gpu", "torch-gpu", "bench-cpp", "bench", "bench-causal"):
             check(phases.get(name, {}).get("status", "").startswith("failed"),
                   f"GPU phase {name} ran and failed cleanly: {phases.get(name)}")
         check(summary["status"] == "failed" and summary["env"]["gpu"] == "NVIDIA H200", "summary: failed, on the H200")
@@ -312,6 +312,7 @@ def run_case(work: Path, case: str) -> int:
         check(phases["binding-import"]["status"] == "ok", "the staged package loads its binding")
         check(phases["python-gpu"]["status"] == "ok (exit 77)", "pytest -m gpu ran and skipped everything")
         check(summary["pytest_gpu"]["status"] == "skipped (no GPU)", "summary reports the GPU tests as skipped")
+        check(phases["torch-gpu"]["status"] == "ok (exit 77)", "the torch rows ran and skipped everything")
         check(phases["bench-help"]["status"] == "ok", "python -m ffpa_attn.bench runs")
     else:
         check("binding=no (none: no Python.h under" in env_txt, "no binding without Python.h, and it says why")

@@ -1,6 +1,8 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
 // ffpa-index: command-line front end of the release engine. Wheel commands are
 // handled here; index and publishing commands are forwarded to ffpa::site.
+#include <signal.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
@@ -89,12 +91,18 @@ const char* const kVerifyHelp =
     "\n"
     "Checks each wheel as an attacker's would be checked, so that what pip installs is exactly RECORD:\n"
     "  - the zip structure: no byte another reader (pip's zipfile, uv) could read differently: the whole\n"
-    "    central directory, local headers equal to it, no prepended/appended/hidden bytes, safe UTF-8\n"
-    "    member names, sizes proven against the archive and the limits (index/README.md);\n"
-    "  - every RECORD hash and size (members streamed: memory stays flat), every member listed;\n"
+    "    central directory, local headers equal to it, no prepended/appended/hidden bytes, sizes\n"
+    "    proven against the archive and the limits (index/README.md);\n"
+    "  - member names every OS and installer reads as the same single file: no directory entries,\n"
+    "    ASCII only, no Windows device names, reserved characters or trailing dots/spaces, no two names\n"
+    "    one file on a case-insensitive system, no file that is also a directory (index/README.md);\n"
+    "  - RECORD written as Python's csv writes it, every hash and size (members streamed: memory stays\n"
+    "    flat), every member listed and no row naming anything else (a directory);\n"
     "  - the file name spelled canonically (ffpa_attn-1.0.0-..., PEP 427/625) and equal to the WHEEL Tag\n"
-    "    lines and the METADATA Name/Version; the .dist-info layout;\n"
-    "  - METADATA parses (UTF-8, 'Key: value' headers, Requires-Python, Requires-Dist, ...);\n"
+    "    lines and the METADATA Name/Version, header names in any case as pip reads them; the\n"
+    "    .dist-info layout;\n"
+    "  - METADATA and WHEEL parse (UTF-8, 'Key: value' headers, no value ending in whitespace, each\n"
+    "    single-use field once in any spelling, Requires-Python, Requires-Dist, ...);\n"
     "  - every ELF file and .so matches the platform tag's machine and class (none in a pure wheel).\n"
     "Exit status 1 with the list of problems when any wheel fails.\n";
 
@@ -350,6 +358,10 @@ int list_cmd(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) would kill the engine with SIGXFSZ mid-write, with no
+  // message and no cleanup. Ignored, the write fails with EFBIG instead and is reported
+  // (and undone) like a full disk.
+  ::signal(SIGXFSZ, SIG_IGN);
   if (argc < 2) {
     std::cerr << kTopHelp;
     return 2;

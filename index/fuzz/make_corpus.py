@@ -15,6 +15,12 @@ mutate from there:
                  unsupported method. Used by the zip target.
   corpus/elf/    tiny shared objects and an executable from the system C compiler,
                  with SONAME, DT_NEEDED, RUNPATH or RPATH and GLIBC version needs.
+  corpus/wheel/crafted-*.whl  wheels written byte by byte by index/tests/craftzip.py,
+                 one per class of name, RECORD and header defect the verifier refuses
+                 (directory entries and rows, line boundaries, header case, trailing
+                 whitespace, names that collide on another OS) plus two it accepts (a
+                 quoted comma in a name, CRLF RECORD lines): mutations start on both
+                 sides of each rule. --crafted-only rewrites just these.
 regress-* files in these directories are fixed findings, kept as seeds; this
 script leaves them alone.
 Needs: cc (gcc or clang) and Python 3.8+ (standard library only).
@@ -98,6 +104,35 @@ def build_wheels(ffpa_index, so, work, out):
     pack(ffpa_index, tree, meta, readme, out / "manylinux.whl", "py3-none-manylinux_2_17_x86_64")
 
 
+def build_crafted(out):
+    """Seeds named as fuzz_wheel.cpp names a pure input (ffpa_fuzz-1.0-py3-none-any)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from craftzip import Archive, wheel_entries  # noqa: E402 - the tests' byte-level writer
+
+    pkg = [(b"ffpa_fuzz/__init__.py", b"x = 1\n"), (b"ffpa_fuzz/core.py", b"def f():\n    return 2\n")]
+    meta = b"Metadata-Version: 2.1\nName: ffpa-fuzz\nVersion: 1.0\nSummary: crafted seed\n"
+    wheel = b"Wheel-Version: 1.0\nGenerator: craftzip\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+
+    def seed(name, files=(), **kw):
+        kw.setdefault("metadata", meta)
+        ents = wheel_entries(pkg + list(files), name="ffpa_fuzz", version="1.0", **kw)
+        (out / f"crafted-{name}.whl").write_bytes(Archive(ents).build())
+
+    seed("dir-entry-and-row", [(b"nvidia/", b""), (b"nvidia/x.py", b"1\n")], record_extra="nvidia/,,\n")
+    seed("record-splitlines", [(b"ffpa_fuzz/a\xe2\x80\xa8b.py", b"1\n")])
+    seed("case-collision", [(b"ffpa_fuzz/Core.py", b"1\n")])
+    seed("file-and-directory", [(b"ffpa_fuzz/x", b"1\n"), (b"ffpa_fuzz/x/y.py", b"2\n")])
+    seed("device-name", [(b"ffpa_fuzz/con.py", b"1\n"), (b"ffpa_fuzz/a.", b"2\n")])
+    seed("lowercase-name", metadata=meta.replace(b"Name: ffpa-fuzz", b"name: other"))
+    seed("name-trailing-space", metadata=meta.replace(b"ffpa-fuzz\n", b"ffpa-fuzz \n"))
+    seed("wheel-lowercase-keys", wheel=wheel.replace(b"Root-Is-Purelib", b"root-is-purelib"))
+    seed("comma-name-accepted", [(b"ffpa_fuzz/a,b.py", b"1\n")])
+    ents = wheel_entries(pkg, name="ffpa_fuzz", version="1.0", metadata=meta)
+    rec = ents[-1]
+    ents[-1] = type(rec)(**{**rec.__dict__, "data": rec.data.replace(b"\n", b"\r\n")})
+    (out / "crafted-crlf-record-accepted.whl").write_bytes(Archive(ents).build())
+
+
 class Unseekable(io.RawIOBase):
     """A write-only stream: zipfile then writes data descriptors (flag bit 3)."""
 
@@ -140,10 +175,16 @@ def build_zips(out):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ffpa-index", required=True, type=Path, help="the ffpa-index binary")
+    ap.add_argument("--ffpa-index", type=Path, help="the ffpa-index binary (not needed with --crafted-only)")
     ap.add_argument("--cc", default="cc", help="C compiler for the ELF seeds (default: cc)")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "corpus")
+    ap.add_argument("--crafted-only", action="store_true", help="rewrite only corpus/wheel/crafted-*.whl")
     args = ap.parse_args()
+    if args.crafted_only:
+        (args.out / "wheel").mkdir(parents=True, exist_ok=True)
+        build_crafted(args.out / "wheel")
+        print("make_corpus: crafted seeds written")
+        return
     # Files are overwritten in place: the regress-* seeds (fixed findings) beside
     # them are not this script's to remove.
     dirs = {k: args.out / k for k in ("wheel", "zip", "elf")}
@@ -153,6 +194,7 @@ def main():
         work = Path(tmp)
         so = build_elves(args.cc, work, dirs["elf"])
         build_wheels(args.ffpa_index.resolve(), so, work, dirs["wheel"])
+    build_crafted(dirs["wheel"])
     build_zips(dirs["zip"])
     total = sum(f.stat().st_size for d in dirs.values() for f in d.iterdir())
     print(f"make_corpus: {sum(1 for d in dirs.values() for _ in d.iterdir())} seeds, {total} bytes in {args.out}")

@@ -7,7 +7,9 @@ wheel tests build every input with this, so no binary fixture is committed."""
 from __future__ import annotations
 
 import base64
+import csv
 import dataclasses
+import io
 import hashlib
 import struct
 import zlib
@@ -151,8 +153,15 @@ def record_digest(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
+def csv_line(*fields) -> str:
+    """One RECORD row as Python's csv module writes it (minimal quoting, '\\n')."""
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerow(fields)
+    return out.getvalue()
+
+
 def record_line(name: str, data: bytes) -> str:
-    return f"{name},{record_digest(data)},{len(data)}\n"
+    return csv_line(name, record_digest(data), len(data))
 
 
 METADATA = "Metadata-Version: 2.1\nName: ffpa-attn\nVersion: {version}\nSummary: crafted\nRequires-Python: >=3.10\n"
@@ -165,22 +174,27 @@ def wheel_entries(
     version: str = "1.0.0",
     tag: str = "py3-none-any",
     metadata: bytes | None = None,
+    wheel: bytes | None = None,
     record_extra: str = "",
     unlisted: tuple[bytes, ...] = (),
+    record: str | None = None,
 ) -> list[Entry]:
     """A wheel's entries: `files`, then METADATA, WHEEL and RECORD (listing every
-    file except those in `unlisted`, plus `record_extra` lines)."""
+    file except those in `unlisted`, plus `record_extra` lines; or `record` as is).
+    A name ending in '/' is a directory entry."""
     di = f"{name}-{version}.dist-info"
     meta = metadata if metadata is not None else METADATA.format(version=version).encode()
     purelib = "true" if tag.endswith("-any") else "false"
-    wheel = f"Wheel-Version: 1.0\nGenerator: craftzip\nRoot-Is-Purelib: {purelib}\nTag: {tag}\n".encode()
-    record = ""
-    for n, d in files:
-        if n not in unlisted:
-            record += record_line(n.decode("utf-8", "surrogateescape"), d)
-    record += record_line(f"{di}/METADATA", meta) + record_line(f"{di}/WHEEL", wheel) + record_extra
-    record += f"{di}/RECORD,,\n"
-    entries = [Entry(n, d) for n, d in files]
+    if wheel is None:
+        wheel = f"Wheel-Version: 1.0\nGenerator: craftzip\nRoot-Is-Purelib: {purelib}\nTag: {tag}\n".encode()
+    if record is None:
+        record = ""
+        for n, d in files:
+            if n not in unlisted and not n.endswith(b"/"):
+                record += record_line(n.decode("utf-8", "surrogateescape"), d)
+        record += record_line(f"{di}/METADATA", meta) + record_line(f"{di}/WHEEL", wheel) + record_extra
+        record += f"{di}/RECORD,,\n"
+    entries = [Entry(n, d, external_attr=(0o40755 << 16) | 0x10) if n.endswith(b"/") else Entry(n, d) for n, d in files]
     entries += [Entry(f"{di}/METADATA".encode(), meta), Entry(f"{di}/WHEEL".encode(), wheel),
                 Entry(f"{di}/RECORD".encode(), record.encode("utf-8", "surrogateescape"))]
     return entries

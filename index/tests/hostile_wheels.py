@@ -1,32 +1,51 @@
 #!/usr/bin/env python3
 # Copyright (c) ffpa-attn authors. SPDX-License-Identifier: BSD-3-Clause
-"""Differential test of `ffpa-index verify-wheel` against pip (and uv, when it is
-installed in the tool venv) on crafted wheels (issue 10, items 1, 3, 4, 6, 12).
+"""Differential test of `ffpa-index verify-wheel` against pip (the tool venv's and
+a pip 23.x), uv and Windows/macOS path semantics (Python's ntpath, case folding and
+Unicode normalisation) on crafted wheels: the zip layer, claims, spellings,
+METADATA, ELF against the tag, directory entries and RECORD rows, line and field
+boundaries, header case, values with whitespace, names that collide on another OS.
 
 Every case is a wheel written byte by byte by craftzip.py. The rule under test:
 either verify-wheel refuses the wheel (exit 1, a message naming the problem), or
-`pip install --no-deps --target` installs exactly the files RECORD lists (uv too).
-Each case also states which of the two we expect, and the refusal's message, so a
-weakened check fails here even when pip happens to agree. For refused cases the
-log shows what pip would have done with the wheel, as evidence of why it matters.
+every installer (`pip install --no-deps --target`, both pips and uv) installs
+exactly the files RECORD lists; and, in a venv that already holds a bystander
+package with files under nvidia/, installing then uninstalling the wheel (pip and
+uv) adds exactly its own files and removes exactly them again. Each case also
+states which of the two we expect, and the refusal's message, so a weakened check
+fails here even when pip happens to agree. For refused cases the log shows what
+pip would have done with the wheel, as evidence of why it matters.
+
+Names are also judged by an oracle built from the other operating systems' rules
+(ntpath.isreserved/splitdrive/normpath of Python 3.13, str.casefold, NFC/NFD,
+str.splitlines): whatever the oracle says another OS reads differently must be
+refused, in the cases below and in a sweep of single names and name pairs; where
+the engine is stricter than the oracle, the sweep says so and why.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import csv
+import glob
+import hashlib
 import io
+import json
 import os
 import re
 import shutil
 import struct
 import subprocess
 import sys
+import time
+import unicodedata
+import zipfile
 import zlib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from craftzip import SAT32, Archive, Entry, elf_header, record_line, wheel_entries  # noqa: E402
+from craftzip import SAT32, Archive, Entry, elf_header, record_digest, record_line, wheel_entries  # noqa: E402
 
 PKG = [(b"ffpa_attn/__init__.py", b"x = 1\n"), (b"ffpa_attn/core.py", b"def f():\n    return 2\n")]
 GOOD_NAME = "ffpa_attn-1.0.0-py3-none-any.whl"
@@ -55,7 +74,9 @@ def cases():
     g = good()
     yield "good", GOOD_NAME, Archive(g).build(), "accept"
     yield "good_zip64_records", GOOD_NAME, Archive([Entry(**{**e.__dict__, "zip64": True}) for e in g], zip64_end=True).build(), "accept"
-    yield "good_utf8_name", GOOD_NAME, Archive(wheel_entries(PKG + [("ffpa_attn/données.py".encode(), b"y = 1\n")])).build(), "accept"
+    # Valid, flagged UTF-8, and still refused: macOS stores it decomposed (NFD), and
+    # the oracle below shows the collisions case folding and normalisation make.
+    yield "utf8_name_non_ascii", GOOD_NAME, Archive(wheel_entries(PKG + [("ffpa_attn/données.py".encode(), b"y = 1\n")])).build(), r"holds non-ASCII characters"
     yield "good_stored", GOOD_NAME, Archive([Entry(**{**e.__dict__, "method": 0}) for e in g]).build(), "accept"
     yield "good_data_dir", GOOD_NAME, Archive(wheel_entries(PKG + [(b"ffpa_attn-1.0.0.data/purelib/extra_mod.py", b"y = 1\n"),
                                                                    (b"ffpa_attn-1.0.0.data/scripts/ffpa-tool", b"#!python\nprint(1)\n"),
@@ -137,7 +158,7 @@ def cases():
     jg = list(g)
     jg[1] = junk
     yield "junk_after_deflate_stream", GOOD_NAME, Archive(jg).build(), r"bytes follow the end of its deflate stream"
-    yield "directory_entry_with_data", GOOD_NAME, Archive(wheel_entries(PKG) + [Entry(b"ffpa_attn/sub/", b"data")]).build(), r"directory entry with"
+    yield "directory_entry_with_data", GOOD_NAME, Archive(wheel_entries(PKG) + [Entry(b"ffpa_attn/sub/", b"data")]).build(), r"is a directory entry"
 
     # Item 3: one version, one spelling.
     for fname in ["ffpa_attn-01.0.0-py3-none-any.whl", "ffpa_attn-v1.0.0-py3-none-any.whl", "FFPA_Attn-1.0.0-py3-none-any.whl",
@@ -171,33 +192,163 @@ def cases():
 
     # RECORD/member agreement (existing rules, still true under hostile input).
     yield "member_not_in_record", GOOD_NAME, Archive(wheel_entries(PKG + [(EVIL, EVIL_DATA)], unlisted=(EVIL,))).build(), r"'evil\.pth' is not listed in RECORD"
+    yield from above_zip_cases()
+
+
+DI = "ffpa_attn-1.0.0.dist-info"
+META = b"Metadata-Version: 2.1\nName: ffpa-attn\nVersion: 1.0.0\nSummary: crafted\n"
+WHEEL = b"Wheel-Version: 1.0\nGenerator: craftzip\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+
+
+def record_of(files, meta=META, wheel=WHEEL, extra="", line=record_line) -> str:
+    """RECORD text for `files` plus the .dist-info files, rows written by `line`."""
+    out = "".join(line(n.decode("utf-8", "surrogateescape"), d) for n, d in files if not n.endswith(b"/"))
+    return out + line(f"{DI}/METADATA", meta) + line(f"{DI}/WHEEL", wheel) + extra + f"{DI}/RECORD,,\n"
+
+
+def above_zip_cases():
+    """Names, RECORD and headers, above the zip layer (URLs and the site are in
+    index/site/tests/site_urls.py)."""
+    # Directory entries and RECORD rows naming directories. pip keeps such a
+    # row and `pip uninstall` removes the directory, the bystander's files with it.
+    nv = [(b"nvidia/", b""), (b"nvidia/ffpa_hook.py", b"x = 1\n")]
+    yield "dir_entry_and_record_row_nvidia", GOOD_NAME, Archive(wheel_entries(PKG + nv, record_extra="nvidia/,,\n")).build(), r"'nvidia/' is a directory entry"
+    yield "record_row_directory_nvidia", GOOD_NAME, Archive(wheel_entries(PKG, record_extra="nvidia/,,\n")).build(), r"RECORD lists 'nvidia/' which is not in the archive and is a directory entry"
+    yield "record_row_directory_no_slash", GOOD_NAME, Archive(wheel_entries(PKG + [(b"nvidia/ffpa_hook.py", b"x = 1\n")], record_extra="nvidia,,\n")).build(), r"RECORD lists 'nvidia' which is not in the archive and is the directory of"
+    yield "record_row_dot_spelling", GOOD_NAME, Archive(wheel_entries(PKG, record_extra="nvidia/.,,\n")).build(), r"RECORD lists 'nvidia/\.' which is not in the archive and has a '\.' component"
+    yield "record_row_other_spelling_of_member", GOOD_NAME, Archive(wheel_entries(PKG, record_extra=record_line("ffpa_attn//core.py", PKG[1][1]))).build(), r"RECORD lists 'ffpa_attn//core\.py' which is not in the archive"
+    yield "file_is_also_directory", GOOD_NAME, Archive(wheel_entries(PKG + [(b"ffpa_attn/x", b"1\n"), (b"ffpa_attn/x/y.py", b"2\n")])).build(), r"'ffpa_attn/x' is a file and also the directory"
+
+    # Characters a line or field reader treats as a boundary.
+    for label, ch in [("vt", "\x0b"), ("ff", "\x0c"), ("fs", "\x1c"), ("gs", "\x1d"), ("rs", "\x1e"), ("cr", "\r"),
+                      ("nel", "\x85"), ("ls", "\u2028"), ("ps", "\u2029")]:
+        name = f"ffpa_attn/a{ch}b.py".encode()
+        yield f"name_splitlines_{label}", GOOD_NAME, Archive(wheel_entries(PKG + [(name, b"y = 1\n")])).build(), r"control character|non-ASCII"
+        # The same character inside RECORD only (a field, not a name), where pip's
+        # str.splitlines() makes two rows of one.
+        rec = record_of(PKG).replace(f"{DI}/RECORD,,", f"{DI}/RECORD,,{ch}evil.pth,,")
+        yield f"record_splitlines_{label}", GOOD_NAME, Archive(wheel_entries(PKG, metadata=META, record=rec)).build(), r"ends a line|fields, expected 3|not written as"
+    quoted = record_of(PKG, line=lambda n, d: f'"{n}",{record_digest(d)},{len(d)}\n')
+    yield "record_needless_quotes", GOOD_NAME, Archive(wheel_entries(PKG, metadata=META, record=quoted)).build(), r"not written as Python's csv module writes it"
+    midquote = record_of(PKG).replace("ffpa_attn/core.py,", 'ffpa_attn/co"re.py",')
+    yield "record_quote_inside_field", GOOD_NAME, Archive(wheel_entries(PKG, metadata=META, record=midquote)).build(), r"not written as Python's csv module|not listed in RECORD"
+    yield "record_blank_line", GOOD_NAME, Archive(wheel_entries(PKG, metadata=META, record=record_of(PKG).replace("\n", "\n\n", 1))).build(), r"is empty"
+    yield "record_four_fields", GOOD_NAME, Archive(wheel_entries(PKG, metadata=META, record=record_of(PKG).replace(f"{DI}/RECORD,,", f"{DI}/RECORD,,,"))).build(), r"4 fields, expected 3"
+    unquoted_comma = record_of(PKG + [(b"ffpa_attn/a,b.py", b"y = 1\n")], line=lambda n, d: f"{n},{record_digest(d)},{len(d)}\n")
+    yield "record_comma_unquoted", GOOD_NAME, Archive(wheel_entries(PKG + [(b"ffpa_attn/a,b.py", b"y = 1\n")], metadata=META, record=unquoted_comma)).build(), r"4 fields, expected 3"
+    # Accepted: a comma in a name, quoted as csv writes it (pip and uv read it back),
+    # and "\r\n" line ends (csv.writer's default).
+    yield "good_comma_and_space_names", GOOD_NAME, Archive(wheel_entries(PKG + [(b"ffpa_attn/a,b.py", b"y = 1\n"), (b"ffpa_attn/c d.py", b"z = 1\n")])).build(), "accept"
+    yield "good_record_crlf", GOOD_NAME, Archive(wheel_entries(PKG, metadata=META, record=record_of(PKG).replace("\n", "\r\n"))).build(), "accept"
+
+    # Header names are case-insensitive (email.parser); uv reads WHEEL's
+    # names exactly as PEP 427 spells them.
+    def with_meta(m):
+        return Archive(wheel_entries(PKG, metadata=m)).build()
+
+    def with_wheel(w):
+        return Archive(wheel_entries(PKG, wheel=w)).build()
+
+    yield "metadata_lowercase_name_other", GOOD_NAME, with_meta(META.replace(b"Name: ffpa-attn", b"name: other")), r"METADATA Name 'other' does not match"
+    yield "metadata_uppercase_version_other", GOOD_NAME, with_meta(META.replace(b"Version: 1.0.0", b"VERSION: 1.0.1")), r"METADATA Version '1\.0\.1' does not match"
+    yield "metadata_name_twice_two_spellings", GOOD_NAME, with_meta(META + b"NAME: other\n"), r"'NAME' appears more than once \(also as 'Name'"
+    yield "metadata_requires_python_twice", GOOD_NAME, with_meta(META + b"Requires-Python: >=3.10\nrequires-python: <3\n"), r"appears more than once"
+    yield "good_metadata_lowercase_name", GOOD_NAME, with_meta(META.replace(b"Name: ffpa-attn", b"name: ffpa-attn")), "accept"
+    yield "wheel_lowercase_wheel_version", GOOD_NAME, with_wheel(WHEEL.replace(b"Wheel-Version", b"wheel-version")), r"'wheel-version' must be spelled 'Wheel-Version'"
+    yield "wheel_lowercase_root_is_purelib", GOOD_NAME, with_wheel(WHEEL.replace(b"Root-Is-Purelib", b"root-is-purelib")), r"must be spelled 'Root-Is-Purelib'"
+    yield "wheel_purelib_twice", GOOD_NAME, with_wheel(WHEEL + b"Root-Is-Purelib: false\n"), r"'Root-Is-Purelib' appears more than once"
+    yield "wheel_version_twice_two_spellings", GOOD_NAME, with_wheel(b"Wheel-Version: 1.0\nWHEEL-VERSION: 9.0\n" + WHEEL.split(b"\n", 1)[1]), r"must be spelled 'Wheel-Version'|appears more than once"
+    yield "wheel_uppercase_tag", GOOD_NAME, with_wheel(WHEEL.replace(b"Tag:", b"TAG:")), r"must be spelled 'Tag'"
+
+    # Values the installers do not strip: refused, not repaired.
+    yield "metadata_name_trailing_space", GOOD_NAME, with_meta(META.replace(b"ffpa-attn\n", b"ffpa-attn \n")), r"\('Name'\) ends in whitespace"
+    yield "metadata_name_trailing_tab", GOOD_NAME, with_meta(META.replace(b"ffpa-attn\n", b"ffpa-attn\t\n")), r"\('Name'\) ends in whitespace"
+    yield "metadata_version_trailing_space", GOOD_NAME, with_meta(META.replace(b"1.0.0\n", b"1.0.0 \n")), r"\('Version'\) ends in whitespace"
+    yield "metadata_name_u2028", GOOD_NAME, with_meta(META.replace(b"ffpa-attn\n", "ffpa-attn\u2028evil\n".encode())), r"U\+0085, U\+2028 or U\+2029"
+    yield "wheel_version_trailing_space", GOOD_NAME, with_wheel(WHEEL.replace(b"1.0\n", b"1.0 \n")), r"\('Wheel-Version'\) ends in whitespace"
+    yield "good_metadata_leading_blanks", GOOD_NAME, with_meta(META.replace(b"Name: ", b"Name:   \t")), "accept"
+
+    # Names another OS installs differently (more in the sweep, NAME_SWEEP).
+    for label, extra, msg in [
+            ("case_only_duplicate", [(b"ffpa_attn/Core.py", b"z = 1\n")], r"differ only in case"),
+            ("directory_two_cases", [(b"ffpa_attn/Sub/a.py", b"1\n"), (b"ffpa_attn/sub/b.py", b"2\n")], r"also spelled"),
+            ("trailing_dot", [(b"ffpa_attn/core.py.", b"1\n")], r"ends in a dot or a space"),
+            ("trailing_space_dir", [(b"ffpa_attn /x.py", b"1\n")], r"ends in a dot or a space"),
+            ("drive_letter", [(b"C:/ffpa_evil.py", b"1\n")], r"contains ':'"),
+            ("drive_relative", [(b"C:ffpa_evil.py", b"1\n")], r"contains ':'"),
+            ("ntfs_stream", [(b"ffpa_attn/core.py:evil", b"1\n")], r"contains ':'"),
+            ("device_con", [(b"ffpa_attn/con.py", b"1\n")], r"Windows device name"),
+            ("device_nul_space_ext", [(b"ffpa_attn/NUL .tar.gz", b"1\n")], r"Windows device name"),
+            ("device_com1_dir", [(b"ffpa_attn/com1/x.py", b"1\n")], r"Windows device name"),
+            ("device_superscript", [("ffpa_attn/COM\u00b9.py".encode(), b"1\n")], r"non-ASCII"),
+            ("windows_pipe", [(b"ffpa_attn/a|b.py", b"1\n")], r"contains '\|'"),
+            ("windows_quote", [(b'ffpa_attn/a"b.py', b"1\n")], r"contains '\"'"),
+            ("short_name_alias", [(b"FFPA_A~1/__init__.py", b"1\n")], r"8\.3 short name"),
+            ("data_purelib_over_root", [(b"ffpa_attn-1.0.0.data/purelib/ffpa_attn/core.py", b"evil = 1\n")], r"install to the same file"),
+            ("nfd_name", [("ffpa_attn/e\u0301.py".encode(), b"1\n")], r"non-ASCII"),
+    ]:
+        yield f"os_{label}", GOOD_NAME, Archive(wheel_entries(PKG + extra)).build(), msg
+    yield "good_portable_names", GOOD_NAME, Archive(wheel_entries(PKG + [(f"ffpa_attn/{n}".encode(), b"v = 1\n") for n in PORTABLE])).build(), "accept"
+
+
+# Names Windows, macOS and Linux read alike (the oracle agrees): accepted.
+PORTABLE = ["console.py", "com10.py", "lpt10.txt", "conx.py", "auxiliary.py", "nul_.py", "prn-x.py", ".hidden",
+            "x.tar.gz", "-dash.py", "x..y.py", "a b.py", "a;b=c#d%e&f!g.py", "a,b.py", "A_upper.py", "con_/x.py",
+            "deep/er/still/ok.py", "space in/dir.py"]
+
+
+
+# Each name alone under ffpa_attn/ (or at the top when it has a '/' of its own at
+# the front), judged by the engine and by the oracle. `stricter`: the engine refuses
+# what the oracle lets through, and why (index/README.md, "Member names").
+NAME_SWEEP = [(n, None) for n in PORTABLE] + [
+    (n, None) for n in [
+        "con", "CON.py", "con.tar.gz", "nul .txt", "Aux", "prn.py", "com1", "COM9.txt", "lpt1", "LPT5.py", "conin$",
+        "CONOUT$.txt", "com\u00b9", "lpt\u00b3.py", "a.", "a ", "dir./x.py", "dir /x.py", "a<b", "a>b", 'a"b', "a|b",
+        "a?b", "a*b", "x:y", "a\\b.py", "donn\u00e9es.py", "e\u0301.py", "\u212a.py", "stra\u00dfe.py", "a\u2028b.py",
+        "a\u0085b.py", "a\x1cb.py", "a\x0bb.py", "a\x0cb.py", "/C:x.py", "/C:/x.py", "/c:x", "sub/"]
+] + [
+    ("com0", "COM0 and LPT0 are device names on current Windows, beyond ntpath's list"),
+    ("lpt0.txt", "COM0 and LPT0 are device names on current Windows, beyond ntpath's list"),
+    ("/FFPA_A~1/x.py", "an 8.3 short name aliases a directory on volumes that keep them"),
+    ("x~2.py", "an 8.3 short name form"),
+    ("\u6570\u636e.py", "non-ASCII names are refused whole: the engine cannot reproduce every OS's folding tables"),
+    ("a" * 256 + ".py", "longer than NAME_MAX (255 bytes) on Linux and macOS"),
+]
+# Pairs of names that are fine one by one.
+PAIR_SWEEP = [
+    (("ffpa_attn/Core.py", "ffpa_attn/core.py"), None),
+    (("ffpa_attn/Sub/a.py", "ffpa_attn/sub/b.py"), None),
+    (("ffpa_attn/x", "ffpa_attn/x/y.py"), None),
+    (("ffpa_attn/X", "ffpa_attn/x/y.py"), None),
+    (("ffpa_attn-1.0.0.data/purelib/ffpa_attn/core2.py", "ffpa_attn/core2.py"), None),
+    (("ffpa_attn-1.0.0.data/platlib/ffpa_attn/Core3.py", "ffpa_attn/core3.py"), None),
+    (("ffpa_attn/a.py", "ffpa_attn/b.py"), None),
+    (("ffpa_attn-1.0.0.data/scripts/ffpa_attn", "ffpa_attn/x.py"), None),
+]
 
 
 def run(cmd, **kw):
-    return subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=300, **kw)
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, errors="replace", timeout=300, **kw)
 
 
 # Where --target puts the members of {name}-{version}.data/<scheme>/ (pip and uv agree).
 DATA_SCHEMES = {"purelib": "", "platlib": "", "scripts": "bin/", "data": ""}
 
 
+def installed_path(member: str) -> str:
+    parts = member.split("/", 2)
+    if len(parts) == 3 and parts[0].endswith(".data") and parts[1] in DATA_SCHEMES:
+        return DATA_SCHEMES[parts[1]] + parts[2]
+    return member
+
+
 def record_files(whl: Path) -> set[str]:
     """The paths RECORD's list installs to, read by Python's zipfile as pip reads it."""
-    import zipfile
-
     with zipfile.ZipFile(whl) as z:
         name = next(n for n in z.namelist() if n.endswith(".dist-info/RECORD"))
-        rows = csv.reader(io.StringIO(z.read(name).decode("utf-8")))
-        out = set()
-        for r in rows:
-            if not r:
-                continue
-            parts = r[0].split("/", 2)
-            if len(parts) == 3 and parts[0].endswith(".data") and parts[1] in DATA_SCHEMES:
-                out.add(DATA_SCHEMES[parts[1]] + parts[2])
-            else:
-                out.add(r[0])
-        return out
+        rows = csv.reader(z.read(name).decode("utf-8").splitlines())
+        return {installed_path(r[0]) for r in rows if r}
 
 
 def installed_files(target: Path) -> set[str]:
@@ -211,16 +362,233 @@ def installed_files(target: Path) -> set[str]:
     return out
 
 
-def pip_install(python: str, whl: Path, target: Path, env: dict) -> subprocess.CompletedProcess:
-    shutil.rmtree(target, ignore_errors=True)
-    return run([python, "-m", "pip", "install", "--no-deps", "--no-index", "--no-compile", "--disable-pip-version-check",
-                "--target", str(target), str(whl)], env=env)
+# --- the oracle: how Windows, macOS and pip's line reader see a set of names -------
+
+NT_PROBE = r"""
+import json, ntpath, sys
+out = {}
+for n in json.load(sys.stdin):
+    w, r = n.replace("/", "\\"), []
+    if "\\" in n: r.append("a backslash is a separator for ntpath")
+    if ntpath.isreserved(w): r.append("ntpath.isreserved")
+    if ntpath.splitdrive(w)[0]: r.append("ntpath.splitdrive: drive " + ntpath.splitdrive(w)[0])
+    if ntpath.isabs(w): r.append("ntpath.isabs")
+    if ntpath.normpath(w) != w: r.append("ntpath.normpath reads " + ntpath.normpath(w))
+    out[n] = r
+json.dump(out, sys.stdout)
+"""
 
 
-def uv_install(uv: str, python: str, whl: Path, target: Path, env: dict) -> subprocess.CompletedProcess:
-    shutil.rmtree(target, ignore_errors=True)
-    return run([uv, "pip", "install", "--no-deps", "--offline", "--no-config", "--python", python, "--target", str(target),
-                str(whl)], env=env)
+class Oracle:
+    """Python's own readings of member names; `python313` runs ntpath.isreserved
+    (new in Python 3.13), the rest runs here."""
+
+    def __init__(self, python313: str):
+        self.python313 = python313
+        self.nt: dict[str, list[str]] = {}
+
+    def prime(self, names):
+        todo = sorted({n for n in names if n not in self.nt})
+        if todo:
+            r = subprocess.run([self.python313, "-c", NT_PROBE], input=json.dumps(todo), capture_output=True, text=True,
+                               check=True)
+            self.nt.update(json.loads(r.stdout))
+
+    def reasons(self, names: list[str]) -> list[str]:
+        self.prime(names)
+        out = []
+        for n in names:
+            why = list(self.nt[n])
+            if len(("x" + n + "x").splitlines()) > 1:
+                why.append("str.splitlines splits it (pip's RECORD reader)")
+            if any(ord(c) < 0x20 or ord(c) == 0x7F for c in n):
+                why.append("a control character")
+            if unicodedata.normalize("NFD", n) != unicodedata.normalize("NFC", n) or n != unicodedata.normalize("NFC", n):
+                why.append("NFC and NFD differ (macOS stores NFD)")
+            if n.casefold() != n.lower():
+                why.append(f"case folding changes it ({n.casefold()!r})")
+            if n.endswith("/"):
+                why.append("a directory entry (pathlib drops the '/', pip uninstall removes the directory)")
+            out += [f"{n!r}: {w}" for w in why]
+        # As a set: one file on case-insensitive, normalising systems, or one install path.
+        seen: dict[str, str] = {}
+        dirs: dict[str, str] = {}
+        for n in names:
+            key = unicodedata.normalize("NFC", installed_path(n)).casefold()
+            if key in seen:
+                out.append(f"{seen[key]!r} and {n!r} are one file on Windows/macOS or install to one place")
+            seen[key] = n
+            parts = installed_path(n).split("/")
+            for i in range(1, len(parts)):
+                d = "/".join(parts[:i])
+                k = unicodedata.normalize("NFC", d).casefold()
+                if k in dirs and dirs[k] != d:
+                    out.append(f"directory {dirs[k]!r} also spelled {d!r}")
+                dirs.setdefault(k, d)
+        out += [f"{seen[k]!r} is a file and a directory" for k in seen if k in dirs]
+        return out
+
+
+def find_python313() -> str:
+    if sys.version_info >= (3, 13):
+        return sys.executable
+    roots = [os.environ.get("PYENV_ROOT", ""), os.path.expanduser("~/.pyenv")]
+    for c in [shutil.which("python3.13")] + [p for r in roots if r for p in sorted(glob.glob(f"{r}/versions/3.13*/bin/python3.13"))]:
+        if c and subprocess.run([c, "-c", "import ntpath; ntpath.isreserved"], capture_output=True).returncode == 0:
+            return c
+    sys.exit("hostile_wheels: needs a Python 3.13 (ntpath.isreserved) for the Windows oracle: install it (pyenv "
+             "install 3.13) or put python3.13 on PATH")
+
+
+def member_names(data: bytes) -> list[str] | None:
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            return [i.filename if not i.is_dir() else i.filename for i in z.infolist()]
+    except Exception:  # noqa: BLE001 - a zip-layer case: the names are not the point
+        return None
+
+
+# --- installers --------------------------------------------------------------------
+
+def old_pip_pin(requirements: Path) -> list[str]:
+    """The second pip's pin, from tools/requirements.txt ("# pip-old: pip==X --hash=...")."""
+    for line in requirements.read_text().splitlines():
+        if line.startswith("# pip-old: "):
+            return line[len("# pip-old: "):].split()
+    sys.exit(f"hostile_wheels: no '# pip-old:' line in {requirements}")
+
+
+def ensure_old_pip(base_python: str, cache: Path, requirements: Path) -> str:
+    """A venv holding the pinned pip 23.x, made once per build tree and reused."""
+    pin = old_pip_pin(requirements)
+    py = cache / "bin" / "python"
+    stamp = cache / ".pin"
+    if not (py.exists() and stamp.exists() and stamp.read_text() == " ".join(pin)):
+        shutil.rmtree(cache, ignore_errors=True)
+        r = run([base_python, "-m", "venv", cache])
+        if r.returncode != 0:
+            sys.exit(f"hostile_wheels: cannot create {cache}: {r.stderr}")
+        req = cache / "requirements.txt"
+        req.write_text(" ".join(pin) + "\n")
+        r = run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--require-hashes", "-r", req],
+                env=dict(os.environ, PIP_NO_INDEX="0"))
+        if r.returncode != 0:
+            sys.exit(f"hostile_wheels: cannot install {pin[0]} into {cache} (PyPI needed once): {r.stdout}{r.stderr}")
+        stamp.write_text(" ".join(pin))
+    return str(py)
+
+
+class Installer:
+    """One installer: pip of a given interpreter, or uv."""
+
+    def __init__(self, label: str, cmd: list[str], is_uv: bool):
+        self.label, self.cmd, self.is_uv = label, cmd, is_uv
+
+    def target(self, whl: Path, target: Path, python: str, env: dict) -> subprocess.CompletedProcess:
+        shutil.rmtree(target, ignore_errors=True)
+        if self.is_uv:
+            return run(self.cmd + ["pip", "install", "--no-deps", "--offline", "--no-config", "--python", python,
+                                   "--target", target, whl], env=env)
+        return run(self.cmd + ["-m", "pip", "install", "--no-deps", "--no-index", "--no-compile",
+                               "--disable-pip-version-check", "--target", target, whl], env=env)
+
+    def venv_install(self, venv: Path, whl: Path, env: dict, *extra) -> subprocess.CompletedProcess:
+        if self.is_uv:
+            return run(self.cmd + ["pip", "install", "--no-deps", "--offline", "--no-config", "--python",
+                                   venv / "bin" / "python", *extra, whl], env=env)
+        return run(self.cmd + ["-m", "pip", "--python", venv / "bin" / "python", "install", "--no-deps", "--no-index",
+                               "--no-compile", "--disable-pip-version-check", *extra, whl], env=env)
+
+    def venv_uninstall(self, venv: Path, project: str, env: dict) -> subprocess.CompletedProcess:
+        if self.is_uv:
+            return run(self.cmd + ["pip", "uninstall", "--offline", "--no-config", "--python", venv / "bin" / "python",
+                                   project], env=env)
+        return run(self.cmd + ["-m", "pip", "--python", venv / "bin" / "python", "uninstall", "-y",
+                               "--disable-pip-version-check", project], env=env)
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    out = {}
+    for p in root.rglob("*"):
+        if p.is_file() and not p.is_symlink():
+            out[p.relative_to(root).as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+BYSTANDER = [(b"nvidia/cublas/__init__.py", b""), (b"nvidia/cublas/lib/libcublas.so.12.txt", b"not really cuBLAS\n"),
+             (b"nvidia/cuda_runtime/include/cuda.h", b"/* bystander */\n")]
+
+
+def bystander_wheel(d: Path) -> Path:
+    ents = wheel_entries(BYSTANDER, name="nvidia_bystander", version="12.0")
+    meta = b"Metadata-Version: 2.1\nName: nvidia-bystander\nVersion: 12.0\n"
+    ents = wheel_entries(BYSTANDER, name="nvidia_bystander", version="12.0", metadata=meta)
+    whl = d / "nvidia_bystander-12.0-py3-none-any.whl"
+    whl.write_bytes(Archive(ents).build())
+    return whl
+
+
+def site_packages(venv: Path) -> Path:
+    return next((venv / "lib").glob("python3.*")) / "site-packages"
+
+
+def venv_expected(venv: Path, whl: Path) -> set[str]:
+    """Where the wheel's RECORD puts each file in `venv` (paths relative to it)."""
+    sp = site_packages(venv).relative_to(venv).as_posix()
+    out = set()
+    for m in record_files_raw(whl):
+        parts = m.split("/", 2)
+        if len(parts) == 3 and parts[0].endswith(".data") and parts[1] in ("scripts", "data"):
+            out.add(("bin/" if parts[1] == "scripts" else "") + parts[2])
+        else:
+            out.add(f"{sp}/{installed_path(m)}")
+    return out
+
+
+def record_files_raw(whl: Path) -> list[str]:
+    with zipfile.ZipFile(whl) as z:
+        name = next(n for n in z.namelist() if n.endswith(".dist-info/RECORD"))
+        return [r[0] for r in csv.reader(z.read(name).decode("utf-8").splitlines()) if r]
+
+
+def uninstall_round_trip(inst: Installer, venv: Path, whl: Path, env: dict, base: dict[str, str]) -> str | None:
+    """Install then uninstall `whl` in `venv`; None when it added exactly its own files
+    and removed exactly them (the bystander untouched), else what went wrong."""
+    r = inst.venv_install(venv, whl, env)
+    if r.returncode != 0:
+        return f"install failed: {r.stdout}{r.stderr}"
+    after = snapshot(venv)
+    added = set(after) - set(base)
+    changed = sorted(k for k in base if k in after and after[k] != base[k])
+    want = venv_expected(venv, whl)
+    own = {p for p in added - want if p.split("/")[-2].endswith(".dist-info") and p.split("/")[-1] in INSTALLER_OWN}
+    problems = []
+    if changed:
+        problems.append(f"install changed files it does not own: {changed}")
+    if want - added:
+        problems.append(f"install missed {sorted(want - added)}")
+    if added - want - own:
+        problems.append(f"install added files beyond RECORD: {sorted(added - want - own)}")
+    u = inst.venv_uninstall(venv, "ffpa-attn", env)
+    if u.returncode != 0:
+        problems.append(f"uninstall failed: {u.stdout}{u.stderr}")
+    now = snapshot(venv)
+    if now != base:
+        gone = sorted(set(base) - set(now))
+        left = sorted(set(now) - set(base))
+        problems.append(f"after uninstall: removed {gone} (bystander or other files), left {left}")
+    return "; ".join(problems) or None
+
+
+def make_venv(base_python: str, d: Path, inst: Installer, env: dict, bystander: Path) -> dict[str, str]:
+    shutil.rmtree(d, ignore_errors=True)
+    r = run([base_python, "-m", "venv", "--without-pip", d])
+    if r.returncode != 0:
+        sys.exit(f"hostile_wheels: cannot create {d}: {r.stderr}")
+    r = inst.venv_install(d, bystander, env)
+    if r.returncode != 0:
+        sys.exit(f"hostile_wheels: {inst.label} cannot install the bystander: {r.stdout}{r.stderr}")
+    return snapshot(d)
 
 
 def main() -> int:
@@ -228,32 +596,56 @@ def main() -> int:
     ap.add_argument("--ffpa-index", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--python", default=sys.executable, help="interpreter whose pip installs the wheels")
+    ap.add_argument("--old-pip-venv", help="where the pinned pip 23.x venv is kept (default: beside --work)")
+    ap.add_argument("--only", help="run only the cases whose name matches this regex (no sweep, no venvs)")
+    ap.add_argument("--requirements", default=str(Path(__file__).resolve().parents[2] / "tools" / "requirements.txt"))
     args = ap.parse_args()
+    started = time.monotonic()
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     env = dict(os.environ, PIP_CACHE_DIR=str(work / "pip-cache"), UV_CACHE_DIR=str(work / "uv-cache"),
-               PIP_CONFIG_FILE=os.devnull)
+               PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1")
     uv = shutil.which("uv", path=str(Path(args.python).parent))
-    print(f"pip: {run([args.python, '-m', 'pip', '--version']).stdout.strip()}")
-    print(f"uv: {run([uv, '--version']).stdout.strip() if uv else 'not installed in the tool venv; uv comparison skipped'}")
+    if not uv:
+        sys.exit("hostile_wheels: uv is not installed in the tool venv; run tools/bootstrap")
+    old_pip = ensure_old_pip(args.python, Path(args.old_pip_venv or str(work) + "-pip-old"), Path(args.requirements))
+    installers = [Installer("pip", [args.python], False), Installer("pip-old", [old_pip], False), Installer("uv", [uv], True)]
+    for i in installers:
+        v = run(i.cmd + (["--version"] if i.is_uv else ["-m", "pip", "--version"]))
+        print(f"{i.label}: {v.stdout.strip()}")
+    oracle = Oracle(find_python313())
+    print(f"oracle: ntpath of {oracle.python313}")
 
     failures: list[str] = []
     seen = set()
-    n_refused = n_accepted = 0
+    accepted: list[tuple[str, Path]] = []
+    evidence: list[tuple[str, Path]] = []
+    n_refused = 0
+
+    def verify(whl: Path):
+        v = run([args.ffpa_index, "verify-wheel", whl])
+        out = v.stdout + v.stderr
+        if v.returncode not in (0, 1) or re.search(r"internal|std::|bad_alloc|terminate|unexpected failure", out):
+            return None, out
+        return v.returncode == 1, out
+
     for name, fname, data, expect in cases():
         assert name not in seen, f"duplicate case name {name}"
+        if args.only and not re.search(args.only, name):
+            continue
         seen.add(name)
         d = work / name
         d.mkdir()
         whl = d / fname
         whl.write_bytes(data)
-        v = run([args.ffpa_index, "verify-wheel", str(whl)])
-        out = v.stdout + v.stderr
-        if v.returncode not in (0, 1) or re.search(r"internal|std::|bad_alloc|terminate|unexpected failure", out):
-            failures.append(f"{name}: verify-wheel crashed or leaked an internal error (rc {v.returncode}):\n{out}")
+        refused, out = verify(whl)
+        if refused is None:
+            failures.append(f"{name}: verify-wheel crashed or leaked an internal error:\n{out}")
             continue
-        if v.returncode == 1:
+        names = member_names(data)
+        why_os = oracle.reasons(names) if names is not None else []
+        if refused:
             n_refused += 1
             shown = out.strip().splitlines()[1:2]
             print(f"[refused] {name}: {shown[0].strip() if shown else out.strip()}")
@@ -261,31 +653,96 @@ def main() -> int:
                 failures.append(f"{name}: a valid wheel was refused:\n{out}")
             elif not re.search(expect, out):
                 failures.append(f"{name}: refused, but the message does not match /{expect}/:\n{out}")
-            # Evidence: what pip would have done with it.
-            p = pip_install(args.python, whl, d / "pip", env)
-            if p.returncode == 0:
-                extra = installed_files(d / "pip") - record_files(whl) if data else set()
-                print(f"          pip would install it{'; files beyond RECORD: ' + ', '.join(sorted(extra)) if extra else ''}")
+            if why_os:
+                print(f"          oracle: {why_os[0]}")
+            evidence.append((name, whl))
             continue
-        n_accepted += 1
         print(f"[accepted] {name}")
         if expect != "accept":
             failures.append(f"{name}: verify-wheel accepted a wheel it must refuse (/{expect}/)")
+        if why_os:
+            failures.append(f"{name}: verify-wheel accepted names another OS reads otherwise: {why_os}")
+        accepted.append((name, whl))
         listed = record_files(whl)
-        p = pip_install(args.python, whl, d / "pip", env)
+        for inst in installers:
+            p = inst.target(whl, d / inst.label, args.python, env)
+            if p.returncode != 0:
+                failures.append(f"{name}: verify-wheel accepted it but {inst.label} cannot install it:\n{p.stdout}{p.stderr}")
+            elif installed_files(d / inst.label) != listed:
+                got = installed_files(d / inst.label)
+                failures.append(f"{name}: {inst.label} installed {sorted(got - listed)} beyond RECORD and missed {sorted(listed - got)}")
+
+    phases = {"cases": time.monotonic() - started}
+    # Evidence: what pip would have done with each refused wheel (in parallel: each
+    # pip run is mostly interpreter start-up).
+    def pip_would(item):
+        name, whl = item
+        p = installers[0].target(whl, whl.parent / "pip", args.python, env)
         if p.returncode != 0:
-            failures.append(f"{name}: verify-wheel accepted it but pip cannot install it:\n{p.stdout}{p.stderr}")
-        elif installed_files(d / "pip") != listed:
-            got = installed_files(d / "pip")
-            failures.append(f"{name}: pip installed {sorted(got - listed)} beyond RECORD and missed {sorted(listed - got)}")
-        if uv:
-            u = uv_install(uv, args.python, whl, d / "uv", env)
-            if u.returncode != 0:
-                failures.append(f"{name}: verify-wheel accepted it but uv cannot install it:\n{u.stdout}{u.stderr}")
-            elif installed_files(d / "uv") != listed:
-                got = installed_files(d / "uv")
-                failures.append(f"{name}: uv installed {sorted(got - listed)} beyond RECORD and missed {sorted(listed - got)}")
-    print(f"\n{len(seen)} crafted wheels: {n_refused} refused, {n_accepted} accepted and installed exactly as RECORD lists")
+            return f"[evidence] {name}: pip refuses it too"
+        extra = installed_files(whl.parent / "pip") - record_files(whl)
+        return f"[evidence] {name}: pip would install it{'; files beyond RECORD: ' + ', '.join(sorted(extra)) if extra else ''}"
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        for line in pool.map(pip_would, evidence):
+            print(line)
+    phases["evidence"] = time.monotonic() - started - sum(phases.values())
+    if args.only:
+        print("\n".join(failures) or "only: no failure")
+        return 1 if failures else 0
+    # The sweep: single names and pairs, engine against oracle.
+    sweep_dir = work / "sweep"
+    sweep_dir.mkdir()
+    n_sweep = 0
+    for names, stricter in [([n if n.startswith("/") else "ffpa_attn/" + n], s) for n, s in NAME_SWEEP] + \
+                           [(list(p), s) for p, s in PAIR_SWEEP]:
+        names = [n.lstrip("/") for n in names]
+        n_sweep += 1
+        whl = sweep_dir / str(n_sweep) / GOOD_NAME
+        whl.parent.mkdir()
+        files = [(n.encode(), b"v = 1\n") for n in names]
+        whl.write_bytes(Archive(wheel_entries(PKG + files)).build())
+        refused, out = verify(whl)
+        why_os = oracle.reasons([n.decode() for n, _ in PKG + files])
+        shown = ascii(names)
+        if refused is None:
+            failures.append(f"sweep {shown}: verify-wheel crashed:\n{out}")
+        elif why_os and not refused:
+            failures.append(f"sweep {shown}: accepted, but {why_os}")
+        elif not why_os and refused and not stricter:
+            failures.append(f"sweep {shown}: refused, yet every OS reads it alike:\n{out}")
+        elif not why_os and not refused and stricter:
+            failures.append(f"sweep {shown}: expected the engine's stricter refusal ({stricter}); accepted")
+        elif refused and not why_os:
+            print(f"[sweep] {shown}: refused, stricter than the oracle: {stricter}")
+        else:
+            print(f"[sweep] {shown}: {'refused: ' + why_os[0] if refused else 'accepted by both'}")
+
+    phases["sweep"] = time.monotonic() - started - sum(phases.values())
+    # Install and uninstall every accepted wheel beside a bystander under nvidia/.
+    by = bystander_wheel(work)
+    for inst in installers:
+        venv = work / f"venv-{inst.label}"
+        base = make_venv(args.python, venv, inst, env, by)
+        for name, whl in accepted:
+            problem = uninstall_round_trip(inst, venv, whl, env, base)
+            if problem:
+                failures.append(f"{name}: {inst.label} install + uninstall in a venv: {problem}")
+        print(f"[venv] {inst.label}: {len(accepted)} accepted wheels installed and uninstalled beside the nvidia/ bystander")
+    # Evidence for class 2: what pip's uninstall does with a directory row.
+    venv = work / "venv-pip"
+    base = snapshot(venv)
+    for name in ("dir_entry_and_record_row_nvidia", "record_row_directory_nvidia"):
+        whl = work / name / GOOD_NAME
+        problem = uninstall_round_trip(installers[0], venv, whl, env, base)
+        print(f"[evidence] {name} installed by pip anyway: {problem or 'no harm'}")
+        installers[0].venv_install(venv, by, env, "--force-reinstall")
+        installers[0].venv_uninstall(venv, "ffpa-attn", env)
+
+    print(f"\n{len(seen)} crafted wheels: {n_refused} refused, {len(accepted)} accepted and installed exactly as RECORD "
+          f"lists by {', '.join(i.label for i in installers)} (and uninstalled exactly); {n_sweep} names/pairs swept "
+          f"against the oracle; {time.monotonic() - started:.0f} s (" +
+          ", ".join(f"{k} {v:.0f} s" for k, v in phases.items()) + ", venvs the rest)")
     if failures:
         print(f"\n{len(failures)} failure(s):")
         for f in failures:

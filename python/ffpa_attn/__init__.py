@@ -1,9 +1,12 @@
 """ffpa-attn: large-head-dim (up to 1024) attention kernels for CUDA, with a NumPy reference.
 
-Public API: :func:`ffpa_attn_func`, the :class:`FFPAError` hierarchy, the
-:mod:`~ffpa_attn.reference` and :mod:`~ffpa_attn.cuda` modules, :func:`build_info`
-and ``__version__``. ``ffpa_attn.torch_ops`` (the trainable torch wrapper) is loaded
-on first access and needs torch; importing ``ffpa_attn`` itself never imports torch.
+Public API: :func:`ffpa_attn_func` (SDPA's signature: it can replace
+``torch.nn.functional.scaled_dot_product_attention``), :func:`last_kernel`, the
+:class:`FFPAError` hierarchy and the warnings, the :mod:`~ffpa_attn.reference` and
+:mod:`~ffpa_attn.cuda` modules, :func:`build_info` and ``__version__``.
+``ffpa_attn.torch_ops`` (the ``ffpa_attn::attention`` torch op) is loaded on the first
+torch tensor or on first access and needs torch; importing ``ffpa_attn`` itself never
+imports torch.
 """
 
 from __future__ import annotations
@@ -15,16 +18,19 @@ from . import cuda, errors, reference
 from .errors import (
     DeviceError,
     ExtensionNotAvailableError,
+    FFPADeprecationWarning,
     FFPAError,
+    SDPAFallbackWarning,
     ShapeError,
     SlowPathWarning,
     UnsupportedArrayTypeError,
     UnsupportedDTypeError,
+    UnsupportedFeatureError,
     UnsupportedHeadDimError,
     UnsupportedImplError,
     UnsupportedLayoutError,
 )
-from .interface import ffpa_attn_func, last_kernel
+from .interface import FALLBACK_REASONS, ffpa_attn_func, last_kernel
 
 try:
     # Written by CMake at build time (VERSION, SOURCE_COMMIT, SOURCE_DIRTY, CHANNEL,
@@ -42,6 +48,7 @@ __all__ = [
     "reference",
     "ffpa_attn_func",
     "last_kernel",
+    "FALLBACK_REASONS",
     *errors.__all__,
 ]
 
@@ -89,6 +96,6 @@ def build_info() -> dict[str, Any]:
 
 def __getattr__(name: str) -> Any:
     # Lazy submodules: torch_ops/torch_math import torch, bench/deprecations are for tools.
-    if name in ("torch_ops", "torch_math", "bench", "deprecations"):
+    if name in ("torch_ops", "torch_math", "bench", "deprecations", "launch", "routing"):
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,8 +5,13 @@ Backends:
 * ``cuda`` (default): the compiled kernels on the GPU, inputs made with torch (or CuPy
   when torch is absent; then fp16 only). Timed with CUDA events after warm-up. The
   error ``O_err`` is measured against SDPA (torch) or against the fp32 NumPy reference
-  on batch 0 / head 0 (CuPy). Without the extension or a GPU it prints
-  ``extension not available: ...`` / ``no CUDA device: ...`` on stderr and exits 2.
+  on batch 0 / head 0 (CuPy). ``ffpa_attn_func`` runs strict there: a call the kernels
+  cannot take is an error (exit 2), never SDPA timed as FFPA. Without a GPU or with a
+  broken extension it prints ``extension not available: ...`` / ``no CUDA device: ...``
+  on stderr and exits 2. With the pure wheel (no extension), torch and a CUDA GPU it
+  says on stderr that it times SDPA only (``pure wheel: ...``: ffpa_attn_func falls back
+  to SDPA there, reason ``pure_wheel``) and measures that: the FFPA column is
+  ffpa_attn_func (``kernel=sdpa``), the SDPA column SDPA called directly.
 * ``reference``: the NumPy reference in fp32 on inputs rounded to fp16/bf16, checked
   against an fp64 evaluation; small default sizes, for CPUs and for testing the tool.
 
@@ -33,12 +38,13 @@ and ``accum`` as the last CSV column). fp16-accumulation rows are held to atol 5
 (the documented fp16-accumulation tolerance) instead of fp16's 2e-2.
 TFLOPS = 4*B*Hq*Nq*Nkv*D / time (halved for causal); ``SDPA=n/a`` (and the SDPA
 TFLOPS and ratio ``n/a``) without torch. Backward lines (``[... bwd]``, torch only)
-time forward+backward of ``torch_ops.ffpa_attention`` against SDPA, count 3.5x the
-forward FLOPs and report the error of dQ; they run ``torch_ops.ffpa_attention``, whose
-forward is ``impl="auto"`` with fp32 accumulation whatever ``--cuda-impl`` says, and
-their rows say so. Exit status: 0 when every case is within tolerance, 1 when one is
-not, 2 for usage errors (an impl the build or the GPU lacks too) and a missing
-GPU/extension.
+time forward+backward of ``ffpa_attn_func`` (its fused backward) against SDPA, count
+3.5x the forward FLOPs and report the error of dQ; their forward is ``impl="auto"``
+with fp32 accumulation whatever ``--cuda-impl`` says, and their rows say so. Causal
+cases with ``Nq != Nkv`` use the kernels' bottom-right alignment on both sides
+(``torch.nn.attention.bias.causal_lower_right``). Exit status: 0 when every case is
+within tolerance, 1 when one is not, 2 for usage errors (an impl the build or the GPU
+lacks too) and a missing GPU/extension.
 """
 
 from __future__ import annotations
@@ -58,7 +64,7 @@ from typing import Any
 import numpy as np
 
 from . import cuda, reference
-from .errors import UnsupportedImplError
+from .errors import FFPAError, UnsupportedImplError
 
 __all__ = ["ATOL", "ATOL_FP16_ACC", "CUDA_IMPLS", "LINE_RE", "Result", "build_parser", "main", "flops",
            "resolve_cuda_impl"]
@@ -327,7 +333,8 @@ def _check_cuda_available(args: argparse.Namespace) -> None:
         elif cuda.extension() is not None:
             reason = "ffpa_attn._C has no forward kernels compiled in; rebuild with FFPA_HEAD_DIMS set"
         else:
-            reason = f"this installation has no ffpa_attn._C (pure wheel); {cuda_wheel_hint()}"
+            reason = (f"this installation has no ffpa_attn._C (pure wheel); {cuda_wheel_hint()} (with torch and a "
+                      "CUDA GPU this command times torch SDPA instead, which ffpa_attn_func falls back to)")
         raise BenchUnavailable(f"extension not available: {reason}; or run --backend reference")
     if cuda.device_count() == 0:
         raise BenchUnavailable(
@@ -374,11 +381,32 @@ def _time_cuda(fn: Callable[[], Any], warmup: int, iters: int, event: Any, synch
     return float(start.elapsed_time(end)) / iters
 
 
-def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], None]) -> list[Result]:
+def sdpa_only_reason(torch: Any) -> str | None:
+    """Why a cuda run times SDPA only: the pure wheel with torch and a CUDA GPU; else None."""
+    if cuda.extension() is not None or cuda.EXTENSION_IMPORT_ERROR is not None:
+        return None
+    if torch is None or not torch.cuda.is_available():
+        return None
+    from .launch import cuda_wheel_hint
+
+    return ("pure wheel: this installation has no ffpa_attn._C, so ffpa_attn_func runs torch SDPA on CUDA tensors "
+            "(fallback reason 'pure_wheel') and this run times SDPA only: the FFPA column is ffpa_attn_func with "
+            "SDPA behind it (kernel=sdpa), the SDPA column SDPA called directly. To time the FFPA kernels, "
+            + cuda_wheel_hint())
+
+
+def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], None],
+                    sdpa_only: bool = False) -> list[Result]:
     from .interface import ffpa_attn_func, last_kernel
-    from .torch_ops import ffpa_attention
 
     functional = torch.nn.functional
+    # Kernels: strict, so that a call they cannot take fails instead of timing SDPA.
+    strict = not sdpa_only
+    bottom_right = None
+    if args.causal and args.N != args.Nkv:
+        from torch.nn.attention.bias import causal_lower_right
+
+        bottom_right = causal_lower_right(args.N, args.Nkv)
     results: list[Result] = []
     torch_dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
     gen = torch.Generator(device="cuda").manual_seed(args.seed)
@@ -413,7 +441,8 @@ def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], N
                           Nq=args.N, Nkv=args.Nkv, D=d, causal=args.causal)
 
             def run_ffpa() -> Any:
-                return ffpa_attn_func(q, k, v, causal=args.causal, impl=args.impl, accum=args.accum)
+                return ffpa_attn_func(q, k, v, attn_mask=bottom_right, is_causal=args.causal and bottom_right is None,
+                                      enable_gqa=args.Hkv != args.H, impl=args.impl, accum=args.accum, strict=strict)
 
             if not args.no_fwd:
                 atol = _atol(dtype, args.accum)
@@ -434,13 +463,14 @@ def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], N
                 dout = torch.randn(shape_q, generator=gen, device="cuda", dtype=tdt)
 
                 def ffpa_step() -> None:
-                    ffpa_attention(qg, kg, vg, causal=args.causal).backward(dout)
+                    ffpa_attn_func(qg, kg, vg, attn_mask=bottom_right, is_causal=args.causal and bottom_right is None,
+                                   enable_gqa=args.Hkv != args.H, strict=strict).backward(dout)
 
                 def sdpa_step() -> None:
                     sdpa(qg, kg, vg).backward(dout)
 
                 ffpa_step()
-                # ffpa_attention's forward is impl="auto" with fp32 accumulation.
+                # The backward rows' forward is impl="auto" with fp32 accumulation.
                 kernel = last_kernel() or "auto"
                 atol = _atol(dtype, "fp32")
                 dq = qg.grad.detach().clone()
@@ -458,7 +488,11 @@ def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], N
 
 
 def _run_cuda_cupy(args: argparse.Namespace, cupy: Any, log: Callable[[str], None]) -> list[Result]:
-    from .interface import ffpa_attn_func, last_kernel
+    # The kernels themselves (launch.forward: validation, allocation, launch), with their
+    # own bottom-right causal alignment: CuPy has no causal bias to say it through
+    # ffpa_attn_func's SDPA signature.
+    from .interface import last_kernel
+    from .launch import forward as ffpa_attn_kernels
 
     results: list[Result] = []
     if not args.no_bwd and args.verbose:
@@ -473,14 +507,14 @@ def _run_cuda_cupy(args: argparse.Namespace, cupy: Any, log: Callable[[str], Non
         shape_kv = (args.B, args.Hkv, args.Nkv, d)
         q, k, v = (cupy.asarray(rng.standard_normal(s, dtype=np.float32).astype(np.float16))
                    for s in (shape_q, shape_kv, shape_kv))
-        out = ffpa_attn_func(q, k, v, causal=args.causal, impl=args.impl, accum=args.accum)
+        out = ffpa_attn_kernels(q, k, v, args.causal, None, False, args.impl, args.accum)
         kernel = last_kernel() or args.impl
         # Host check on one (batch, head) slice: the full reference at N = 8192 would
         # take minutes on a CPU.
         q0, k0, v0 = (cupy.asnumpy(t[:1, :1]) for t in (q, k, v))
         ref = reference.attention(q0, k0, v0, causal=args.causal)
         err = float(np.max(np.abs(cupy.asnumpy(out[:1, :1]).astype(np.float32) - ref)))
-        ffpa_ms = _time_cuda(lambda: ffpa_attn_func(q, k, v, causal=args.causal, impl=args.impl, accum=args.accum),
+        ffpa_ms = _time_cuda(lambda: ffpa_attn_kernels(q, k, v, args.causal, None, False, args.impl, args.accum),
                              args.warmup, args.iters, cupy.cuda.Event, cupy.cuda.Device().synchronize)
         flop = flops(args.B, args.H, args.N, args.Nkv, d, args.causal)
         atol = _atol("fp16", args.accum)
@@ -491,11 +525,22 @@ def _run_cuda_cupy(args: argparse.Namespace, cupy: Any, log: Callable[[str], Non
 
 
 def _run_cuda(args: argparse.Namespace, log: Callable[[str], None]) -> list[Result]:
-    _check_cuda_available(args)
     try:
         import torch
     except ImportError:
         torch = None
+    reason = sdpa_only_reason(torch)
+    if reason is not None:
+        log(reason)
+        import warnings
+
+        from .errors import SDPAFallbackWarning
+
+        with warnings.catch_warnings():
+            # The line above says it once; the fallback's own warning would repeat it.
+            warnings.simplefilter("ignore", SDPAFallbackWarning)
+            return _run_cuda_torch(args, torch, log, sdpa_only=True)
+    _check_cuda_available(args)
     if torch is not None:
         return _run_cuda_torch(args, torch, log)
     try:
@@ -594,6 +639,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UnsupportedImplError as exc:
         # e.g. --cuda-impl tma on a GPU the build's TMA code does not run on.
         log(f"--cuda-impl {args.cuda_impl}: {exc}")
+        return EXIT_UNAVAILABLE
+    except FFPAError as exc:
+        # A call the kernels cannot take (strict): e.g. a GPU the build has no code for.
+        log(f"ffpa_attn_func: {exc}")
         return EXIT_UNAVAILABLE
 
     for result in results:

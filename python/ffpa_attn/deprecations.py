@@ -1,15 +1,22 @@
-"""Registry of deprecated API names, read by the notebook smoke runner.
+"""Registry of deprecated API names and keywords, read by the notebook smoke runner.
 
 ``DEPRECATED_NAMES`` maps a fully qualified old name to what to write instead. The
 entries are the public names of the earlier ffpa-attn releases (the ``pyffpa`` package
-and its level/accumulator-specific entry points), which took a preallocated output
-and a "level"/"acc" selector instead of returning the result.
+and its level/accumulator-specific entry points, which took a preallocated output and a
+"level"/"acc" selector instead of returning the result) and the torch wrapper that
+``ffpa_attn_func`` itself replaced once it became differentiable.
 
-:func:`find_deprecated_uses` finds them in Python source by resolving imports with
+``DEPRECATED_KEYWORDS`` maps a function's qualified name to its deprecated keywords:
+``ffpa_attn_func(causal=...)``, the keyword before SDPA's signature. The same text is
+the runtime :class:`~ffpa_attn.errors.FFPADeprecationWarning` (:func:`deprecation_message`).
+
+:func:`find_deprecated_uses` finds both in Python source by resolving imports with
 ``ast`` (``import ffpa_attn as fa; fa.ffpa(...)`` is found, a local variable that
-happens to be called ``ffpa`` is not). Notebook cells may contain IPython syntax
-(``!pip``, ``%time``); those lines are blanked before parsing, and a cell that still
-does not parse is scanned token by token for dotted ``ffpa_attn.<name>`` uses.
+happens to be called ``ffpa`` is not; ``fa.ffpa_attn_func(q, k, v, causal=True)`` is
+found through the alias too). Notebook cells may contain IPython syntax (``!pip``,
+``%time``); those lines are blanked before parsing, and a cell that still does not
+parse is scanned token by token for dotted ``ffpa_attn.<name>`` uses (keywords are
+found only in source that parses).
 """
 
 from __future__ import annotations
@@ -20,9 +27,9 @@ import re
 import tokenize
 from collections.abc import Mapping
 
-__all__ = ["DEPRECATED_NAMES", "find_deprecated_uses"]
+__all__ = ["DEPRECATED_KEYWORDS", "DEPRECATED_NAMES", "deprecation_message", "find_deprecated_uses"]
 
-_NEW_CALL = "ffpa_attn.ffpa_attn_func(q, k, v, causal=..., scale=...) (returns the output)"
+_NEW_CALL = "ffpa_attn.ffpa_attn_func(q, k, v, is_causal=..., scale=...) (returns the output)"
 _ACC_NOTE = "fp32 accumulation is the default and fp16 accumulation is not offered"
 
 DEPRECATED_NAMES: dict[str, str] = {
@@ -42,7 +49,30 @@ DEPRECATED_NAMES: dict[str, str] = {
     "ffpa_attn.MMAAccType": f"drop the accumulator argument: {_ACC_NOTE}",
     "ffpa_attn.FP32": f"drop the accumulator argument: {_ACC_NOTE}",
     "ffpa_attn.FP16": f"drop the accumulator argument: {_ACC_NOTE}",
+    "ffpa_attn.torch_ops.ffpa_attention": (
+        "use ffpa_attn.ffpa_attn_func(q, k, v, is_causal=..., scale=..., enable_gqa=True): it is differentiable "
+        "(an O(N)-memory fused backward) and falls back to SDPA for what the kernels do not take"),
+    "ffpa_attn.torch_ops.FFPAAttnFunction": "use ffpa_attn.ffpa_attn_func, which is differentiable",
 }
+
+# ffpa_attn_func's causal= was bottom-right aligned (the kernels' convention); SDPA's
+# is_causal is top-left aligned. They agree when Nq == Nkv, so the replacement names both.
+DEPRECATED_KEYWORDS: dict[str, dict[str, str]] = {
+    "ffpa_attn.ffpa_attn_func": {
+        "causal": ("use is_causal= (SDPA's signature; the same mask when Nq == Nkv, aligned top-left otherwise) "
+                   "or, for causal='s bottom-right alignment when Nq != Nkv, "
+                   "attn_mask=torch.nn.attention.bias.causal_lower_right(Nq, Nkv); causal= still works, "
+                   "bottom-right aligned"),
+    },
+}
+
+
+def deprecation_message(qualified: str, keyword: str | None = None) -> str:
+    """The warning text for a deprecated name (or a deprecated keyword of a function)."""
+    if keyword is None:
+        return f"{qualified} is deprecated: {DEPRECATED_NAMES[qualified]}"
+    short = qualified.rsplit(".", 1)[-1]
+    return f"{short}({keyword}=...) is deprecated: {DEPRECATED_KEYWORDS[qualified][keyword]}"
 
 _MAGIC_LINE = re.compile(r"^\s*[!%]")
 
@@ -58,9 +88,10 @@ def _qualified_module_names(names: Mapping[str, str]) -> set[str]:
 
 
 class _Finder(ast.NodeVisitor):
-    def __init__(self, names: Mapping[str, str]) -> None:
+    def __init__(self, names: Mapping[str, str], keywords: Mapping[str, Mapping[str, str]]) -> None:
         self.names = names
-        self.roots = _qualified_module_names(names)
+        self.keywords = keywords
+        self.roots = _qualified_module_names({**names, **keywords})
         # local name -> qualified name it is bound to by an import
         self.aliases: dict[str, str] = {}
         self.hits: list[tuple[str, int, str]] = []
@@ -99,6 +130,25 @@ class _Finder(ast.NodeVisitor):
             qualified = f"{module}.{alias.name}"
             if not self._check_prefixes(qualified, node.lineno):
                 self.aliases[alias.asname or alias.name] = qualified
+
+    def _resolve(self, node: ast.AST) -> str | None:
+        """The qualified name an expression refers to through the imports, if any."""
+        dotted = _dotted(node)
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        if head not in self.aliases:
+            return None
+        return f"{self.aliases[head]}.{rest}" if rest else self.aliases[head]
+
+    def visit_Call(self, node: ast.Call) -> None:
+        target = self._resolve(node.func)
+        if target in self.keywords:
+            for kw in node.keywords:
+                if kw.arg in self.keywords[target]:
+                    self.hits.append((f"{target}({kw.arg}=)", getattr(kw, "lineno", node.lineno),
+                                      self.keywords[target][kw.arg]))
+        self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         dotted = _dotted(node)
@@ -167,15 +217,20 @@ def _token_scan(source: str, names: Mapping[str, str]) -> list[tuple[str, int, s
 
 
 def find_deprecated_uses(
-    source: str, names: Mapping[str, str] | None = None
+    source: str, names: Mapping[str, str] | None = None,
+    keywords: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[tuple[str, int, str]]:
-    """``[(qualified_name, line, replacement), ...]`` for deprecated names used in ``source``.
+    """``[(qualified_name, line, replacement), ...]`` for deprecated API used in ``source``.
 
-    ``names`` defaults to :data:`DEPRECATED_NAMES`; tests and the smoke runner's own
-    checks may pass another mapping of the same form. Lines are 1-based, in order.
+    ``names`` defaults to :data:`DEPRECATED_NAMES` and ``keywords`` to
+    :data:`DEPRECATED_KEYWORDS` (to none when only ``names`` is given); tests and the
+    smoke runner's own checks may pass other mappings of the same form. A deprecated
+    keyword is reported as ``"ffpa_attn.ffpa_attn_func(causal=)"``. Lines are 1-based,
+    in order.
     """
     registry = DEPRECATED_NAMES if names is None else names
-    if not registry:
+    keyword_registry = (DEPRECATED_KEYWORDS if names is None else {}) if keywords is None else keywords
+    if not registry and not keyword_registry:
         return []
     cleaned = _blank_ipython_magics(source)
     try:
@@ -183,7 +238,7 @@ def find_deprecated_uses(
     except SyntaxError:
         hits = _token_scan(cleaned, registry)
     else:
-        finder = _Finder(registry)
+        finder = _Finder(registry, keyword_registry)
         finder.visit(tree)
         hits = finder.hits
     return sorted(set(hits), key=lambda hit: (hit[1], hit[0]))

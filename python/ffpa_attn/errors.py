@@ -22,7 +22,10 @@ __all__ = [
     "UnsupportedImplError",
     "ShapeError",
     "DeviceError",
+    "UnsupportedFeatureError",
     "SlowPathWarning",
+    "SDPAFallbackWarning",
+    "FFPADeprecationWarning",
 ]
 
 
@@ -62,6 +65,17 @@ class DeviceError(FFPAError, RuntimeError):
     """No CUDA device, or inputs on different devices / on the host where CUDA is needed."""
 
 
+class UnsupportedFeatureError(FFPAError, ValueError):
+    """An argument of SDPA's signature that the kernels do not implement.
+
+    ``attn_mask`` tensors other than a causal bias, ``dropout_p > 0``, inputs that are
+    not 4-D ``[B, H, N, D]`` with one batch size, a value head dim different from the
+    query's. torch tensors go to SDPA for these (with an :class:`SDPAFallbackWarning`)
+    unless ``strict=True`` or ``FFPA_STRICT=1``; NumPy and CuPy arrays, which have no
+    SDPA to go to, raise it.
+    """
+
+
 class SlowPathWarning(UserWarning):
     """``impl="auto"`` ran the SIMT kernel (several times slower than the MMA one).
 
@@ -69,4 +83,23 @@ class SlowPathWarning(UserWarning):
     or row stride that is not a multiple of 8 elements), which ``cp.async`` needs.
     Make the inputs contiguous (or pad the strides) to get the fast kernel, or pass
     ``impl="simt"`` to say the slow kernel is intended.
+    """
+
+
+class SDPAFallbackWarning(UserWarning):
+    """``ffpa_attn_func`` ran ``torch.nn.functional.scaled_dot_product_attention`` instead
+    of the FFPA kernels, for the reason (and with the fix) the message names.
+
+    Shown once per reason per process; ``strict=True`` or ``FFPA_STRICT=1`` raises the
+    matching :class:`FFPAError` instead. ``ffpa_attn.last_kernel(with_reason=True)``
+    returns ``("sdpa", reason)`` after such a call. The reasons are listed in
+    ``ffpa_attn.interface.FALLBACK_REASONS`` and docs/install.md.
+    """
+
+
+class FFPADeprecationWarning(DeprecationWarning):
+    """A deprecated ffpa-attn name or keyword was used; the message says what to write.
+
+    The deprecated API is listed, with its replacement, in
+    :mod:`ffpa_attn.deprecations` (which the notebook checks read too).
     """

@@ -1,88 +1,434 @@
-"""torch integration: a trainable wrapper around the kernel (and ``attention_math``,
-re-exported from :mod:`ffpa_attn.torch_math`).
+"""torch integration: the ``ffpa_attn::attention`` custom op and the torch side of
+``ffpa_attn_func`` (autocast, the SDPA fallback, the backward).
 
-Importing this module imports torch; ``import ffpa_attn`` never does (the package
-imports this module lazily, and only when torch is installed).
+Importing this module imports torch; ``import ffpa_attn`` never does (``ffpa_attn_func``
+imports this module on its first torch tensor).
 
-The CUDA kernels are forward-only. :class:`FFPAAttnFunction` runs the kernel in the
-forward pass and recomputes the backward with plain tensor math (scores and softmax
-in fp32, then the standard gradients), so models can train through it. Memory for the
-backward is O(Nq * Nkv) per head, like unfused attention.
+The op is registered in Python with ``torch.library.custom_op`` (the extension links no
+libtorch and reads tensors through DLPack), with a fake (shape) implementation and an
+autograd formula, so ``torch.compile(fullgraph=True)`` traces a model that calls it as
+one node:
+
+    ffpa_attn::attention(Tensor q, Tensor k, Tensor v, int mask, float scale, str impl,
+                         str accum, str backward) -> (Tensor out, Tensor lse)
+
+``mask`` is 0 (none), 1 (causal, top-left: SDPA's ``is_causal``) or 2 (causal,
+bottom-right: the kernels' and flash-attention's). On CUDA it runs the FFPA kernels on
+the current stream into outputs allocated by torch (so CUDA graphs capture it: no host
+synchronisation, no allocation outside torch's allocator); on the CPU (and for meta
+tensors, through the fake) torch math (torch_math). ``out`` is ``[B, H, N, D]`` over
+``[B, N, H, D]`` memory, the layout SDPA's fused kernels return and the fused
+backward reads; ``lse`` is fp32 ``[B, H, N]`` (fp64 for fp64 CPU inputs) and carries no
+gradient.
+
+The backward (``backward=`` of ffpa_attn_func) starts from the forward's O and LSE:
+
+* ``"auto"``: torch's fused attention backward on CUDA (``aten::_flash_attention_backward``
+  for D <= 256 where torch has flash attention, else
+  ``aten::_efficient_attention_backward``; GQA: flash takes it, the memory-efficient
+  kernel gets K/V expanded to the query heads and the gradients summed back over each
+  group), O(N) memory; elsewhere ``"lse"``.
+* ``"fused"``: the fused backward or an error (CUDA only).
+* ``"lse"``: torch_math.attention_backward_lse, the same math in torch ops a block of
+  query rows at a time (any device; the CPU's backward).
+* ``"recompute"``: the older full ``Nq x Nkv`` recompute from q, k and v.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import Any
 
 import torch
 
-from . import cuda
-from .interface import ffpa_attn_func
-from .torch_math import attention_math, expand_kv, scale_for, softmax_probs
+from . import cuda, launch, routing
+from .deprecations import deprecation_message
+from .errors import DeviceError, ShapeError, UnsupportedDTypeError, UnsupportedImplError
+from .torch_math import (
+    MASK_BOTTOM_RIGHT,
+    MASK_NONE,
+    MASK_TOP_LEFT,
+    attention_backward_lse,
+    attention_backward_recompute,
+    attention_math,
+)
+from .validation import resolve_scale
 
-__all__ = ["attention_math", "FFPAAttnFunction", "ffpa_attention"]
+__all__ = ["FFPAAttnFunction", "attention_math", "dispatch", "ffpa_attention", "sdpa"]
+
+# torch's own SDPA, the builtin behind torch.nn.functional.scaled_dot_product_attention.
+# Taken from torch._C so that `F.scaled_dot_product_attention = ffpa_attn_func` (before or
+# after this import) can never make the fallback call ffpa_attn_func again.
+_SDPA = torch._C._nn.scaled_dot_product_attention
+
+routing._install_compile_hooks(torch.compiler.is_compiling, torch.compiler.assume_constant_result)
+
+_TORCH_DTYPE_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64"}
+_FLASH_MAX_HEAD_DIM = 256  # torch's flash attention kernels take head dims up to 256
 
 
-def _kernel_accepts(q: torch.Tensor) -> bool:
-    return (
-        cuda.CUDA_FWD_AVAILABLE
-        and q.shape[-1] in cuda.COMPILED_HEAD_DIMS
-        and {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(q.dtype) in cuda.COMPILED_DTYPES
-    )
+# --- facts about the machine, asked once (and, under torch.compile, at trace time) ----------
 
 
-class FFPAAttnFunction(torch.autograd.Function):
-    """Forward: the FFPA kernel on CUDA (torch math on CPU). Backward: recomputed math.
+def _clear_caches() -> None:
+    """Forget the asked-once machine facts (tests that install a stand-in extension)."""
+    _extension_device_count_eager.cache_clear()
+    _capability_eager.cache_clear()
 
-    ``apply(q, k, v, causal, scale, allow_fallback)``; gradients flow to q, k and v.
-    """
 
-    @staticmethod
-    def forward(  # type: ignore[override]
-        ctx: Any,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        causal: bool = False,
-        scale: float | None = None,
-        allow_fallback: bool = False,
-    ) -> torch.Tensor:
-        sm_scale = scale_for(q, scale)
-        if q.is_cuda and (not allow_fallback or _kernel_accepts(q)):
-            out = ffpa_attn_func(q, k, v, causal=causal, scale=sm_scale)
+@functools.cache
+def _extension_device_count_eager() -> int:
+    return cuda.device_count()
+
+
+@functools.cache
+def _capability_eager(index: int) -> tuple[int, int]:
+    major, minor = torch.cuda.get_device_capability(index)
+    return int(major), int(minor)
+
+
+_extension_device_count_traced = torch.compiler.assume_constant_result(_extension_device_count_eager)
+_capability_traced = torch.compiler.assume_constant_result(_capability_eager)
+
+
+def _extension_device_count() -> int:
+    return _extension_device_count_traced() if torch.compiler.is_compiling() else _extension_device_count_eager()
+
+
+def _capability(index: int) -> tuple[int, int]:
+    return _capability_traced(index) if torch.compiler.is_compiling() else _capability_eager(index)
+
+
+# --- the custom op -------------------------------------------------------------------------
+
+
+def _lse_dtype(q: torch.Tensor) -> torch.dtype:
+    return torch.float64 if q.dtype == torch.float64 else torch.float32
+
+
+def _empty_outputs(q: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    b, hq, nq, _ = q.shape
+    out = torch.empty((b, nq, hq, v.shape[-1]), dtype=q.dtype, device=q.device).transpose(1, 2)
+    lse = torch.empty((b, hq, nq), dtype=_lse_dtype(q), device=q.device)
+    return out, lse
+
+
+def _cuda_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: int, scale: float, impl: str,
+                    accum: str) -> tuple[torch.Tensor, torch.Tensor]:
+    launch.check({n: launch.describe(t) for n, t in (("q", q), ("k", k), ("v", v))}, impl, accum)
+    out, lse = _empty_outputs(q, v)
+    nq, nkv = q.shape[2], k.shape[2]
+    if mask == MASK_TOP_LEFT and nq != nkv:
+        # The kernels' causal mask is bottom-right aligned; top-left is the same mask on
+        # the first Nq keys (Nq < Nkv), or a causal square on the first Nkv rows and no
+        # mask on the rest (Nq > Nkv). Views: nothing is copied.
+        if nq < nkv:
+            launch.launch(q, k[:, :, :nq], v[:, :, :nq], out, lse, True, scale, impl, accum)
         else:
-            out = attention_math(q, k, v, causal=causal, scale=sm_scale)
-        ctx.save_for_backward(q, k, v)
-        ctx.causal = bool(causal)
-        ctx.scale = sm_scale
-        return out
+            launch.launch(q[:, :, :nkv], k, v, out[:, :, :nkv], lse[:, :, :nkv], True, scale, impl, accum)
+            launch.launch(q[:, :, nkv:], k, v, out[:, :, nkv:], lse[:, :, nkv:], False, scale, impl, accum)
+    else:
+        launch.launch(q, k, v, out, lse, mask != MASK_NONE, scale, impl, accum)
+    return out, lse
 
-    @staticmethod
-    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
-        q, k, v = ctx.saved_tensors
-        hq, hkv = q.shape[1], k.shape[1]
-        with torch.autocast(device_type=q.device.type, enabled=False):
-            q32 = q.float()
-            k32 = expand_kv(k.float(), hq)
-            v32 = expand_kv(v.float(), hq)
-            do = grad_out.float()
-            probs, _ = softmax_probs(q32, k32, ctx.causal, ctx.scale)
-            # O = P V  =>  dV = P^T dO, dP = dO V^T.
-            dv = torch.matmul(probs.transpose(-1, -2), do)
-            dp = torch.matmul(do, v32.transpose(-1, -2))
-            # Softmax Jacobian per row: dS = P * (dP - rowsum(dP * P)); rowsum(dP * P)
-            # equals rowsum(dO * O), the usual flash-attention "delta".
-            delta = (dp * probs).sum(dim=-1, keepdim=True)
-            ds = probs * (dp - delta) * ctx.scale
-            dq = torch.matmul(ds, k32)
-            dk = torch.matmul(ds.transpose(-1, -2), q32)
-            if hkv != hq:
-                # Each kv head served hq // hkv query heads: sum their contributions.
-                group = hq // hkv
-                b, _, nkv, d = dk.shape
-                dk = dk.reshape(b, hkv, group, nkv, d).sum(dim=2)
-                dv = dv.reshape(b, hkv, group, nkv, d).sum(dim=2)
-        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None, None, None
+
+@torch.library.custom_op("ffpa_attn::attention", mutates_args=())
+def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: int, scale: float, impl: str,
+                  accum: str, backward: str) -> tuple[torch.Tensor, torch.Tensor]:
+    if q.device.type == "cuda":
+        return _cuda_attention(q, k, v, mask, scale, impl, accum)
+    result, lse = attention_math(q, k, v, causal=mask, scale=scale, return_lse=True)
+    out, _ = _empty_outputs(q, v)
+    out.copy_(result)
+    routing.note_kernel("torch_math")
+    return out, lse.to(_lse_dtype(q))
+
+
+@_attention_op.register_fake
+def _attention_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: int, scale: float, impl: str,
+                    accum: str, backward: str) -> tuple[torch.Tensor, torch.Tensor]:
+    return _empty_outputs(q, v)
+
+
+def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, torch.Tensor]) -> None:
+    q, k, v, mask, scale, _impl, _accum, backward = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse)
+    ctx.mask = mask
+    ctx.scale = scale
+    ctx.backward = backward
+    # The LSE is an output for inspection; the fused backward has no gradient term for it.
+    ctx.mark_non_differentiable(lse)
+
+
+def _backward(ctx: Any, grad_out: torch.Tensor, _grad_lse: Any) -> tuple[Any, ...]:
+    q, k, v, out, lse = ctx.saved_tensors
+    dq, dk, dv = attention_backward(q, k, v, out, lse, grad_out, ctx.mask, ctx.scale, ctx.backward)
+    return dq, dk, dv, None, None, None, None, None
+
+
+torch.library.register_autograd("ffpa_attn::attention", _backward, setup_context=_setup_context)
+
+
+# --- the backward ----------------------------------------------------------------------------
+
+
+def fused_backward_kind(q: torch.Tensor, k: torch.Tensor, mask: int) -> str | None:
+    """``"flash"``, ``"efficient"`` or None: which torch fused backward takes these inputs."""
+    if q.device.type != "cuda" or q.dtype not in (torch.float16, torch.bfloat16):
+        return None
+    nq, nkv, d = q.shape[2], k.shape[2], q.shape[3]
+    # torch's flash kernels align is_causal bottom-right; top-left only agrees when square.
+    flash_mask_ok = mask != MASK_TOP_LEFT or nq == nkv
+    if (d <= _FLASH_MAX_HEAD_DIM and d % 8 == 0 and flash_mask_ok and _capability(q.device.index or 0) >= (8, 0)
+            and torch.backends.cuda.is_flash_attention_available()):
+        return "flash"
+    return "efficient"
+
+
+def _lse_for_fused(lse: torch.Tensor, mask: int, nq: int, nkv: int, pad_to: int) -> torch.Tensor:
+    # Rows that see no key (bottom-right, Nq > Nkv) have LSE -inf; the fused kernels
+    # compute exp(S - LSE), which is NaN there, and +inf gives the intended P = 0. The
+    # memory-efficient kernel reads the LSE in blocks of 32 rows padded with +inf (its
+    # forward writes it that way).
+    if mask == MASK_BOTTOM_RIGHT and nq > nkv:
+        lse = torch.where(torch.isneginf(lse), math.inf, lse)
+    npad = -(-nq // pad_to) * pad_to
+    if npad == nq and lse.is_contiguous():
+        return lse
+    padded = torch.full((lse.shape[0], lse.shape[1], npad), math.inf, dtype=torch.float32, device=lse.device)
+    padded[:, :, :nq] = lse
+    return padded
+
+
+def _flash_backward(q, k, v, out, lse, grad_out, mask, scale):  # type: ignore[no-untyped-def]
+    nq, nkv = q.shape[2], k.shape[2]
+    dout = grad_out.transpose(1, 2)
+    if dout.stride(-1) != 1:
+        dout = dout.contiguous()
+    unused = torch.empty(0, dtype=torch.int64, device=q.device)  # philox seed/offset: no dropout
+    dq, dk, dv = torch.ops.aten._flash_attention_backward(
+        dout, q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), out.transpose(1, 2),
+        _lse_for_fused(lse, mask, nq, nkv, 1), None, None, nq, nkv, 0.0, mask != MASK_NONE, unused, unused,
+        scale=scale)
+    return dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2)
+
+
+def _efficient_backward(q, k, v, out, lse, grad_out, mask, scale):  # type: ignore[no-untyped-def]
+    b, hq, nq, d = q.shape
+    hkv, nkv = k.shape[1], k.shape[2]
+    group = hq // hkv
+    # The memory-efficient kernel needs one kv head per query head.
+    kx = k if group == 1 else k.repeat_interleave(group, dim=1)
+    vx = v if group == 1 else v.repeat_interleave(group, dim=1)
+    out_t = out.transpose(1, 2)
+    # It reads O with a row stride of H * Dv ([B, N, H, D] memory, what the op allocates).
+    if out_t.stride(3) != 1 or out_t.stride(2) != out.shape[-1] or out_t.stride(1) != hq * out.shape[-1]:
+        out_t = out_t.contiguous()
+    seed = torch.empty((), dtype=torch.int64, device=q.device)  # philox seed/offset: no dropout
+    dq, dk, dv, _ = torch.ops.aten._efficient_attention_backward(
+        grad_out.transpose(1, 2), q.transpose(1, 2), kx.transpose(1, 2), vx.transpose(1, 2), None, out_t, None,
+        None, nq, nkv, _lse_for_fused(lse, mask, nq, nkv, 32), 0.0, seed, seed, int(mask), False, scale=scale)
+    dq, dk, dv = dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2)
+    if group != 1:
+        dk = dk.reshape(b, hkv, group, nkv, d).sum(dim=2)
+        dv = dv.reshape(b, hkv, group, nkv, dv.shape[-1]).sum(dim=2)
+    return dq, dk, dv
+
+
+def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
+                       grad_out: torch.Tensor, mask: int, scale: float,
+                       choice: str = "auto") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dq, dk, dv of the op, by ``choice`` (module docstring)."""
+    if choice == "recompute":
+        return attention_backward_recompute(q, k, v, grad_out, mask, scale)
+    if choice in ("auto", "fused"):
+        kind = fused_backward_kind(q, k, mask)
+        if kind == "flash":
+            return _flash_backward(q, k, v, out, lse, grad_out, mask, scale)
+        if kind == "efficient":
+            return _efficient_backward(q, k, v, out, lse, grad_out, mask, scale)
+        if choice == "fused":
+            raise UnsupportedImplError(
+                f"backward='fused' is torch's fused CUDA attention backward, which takes fp16/bf16 CUDA tensors; "
+                f"got {q.dtype} on {q.device.type}: use backward='auto' (the LSE recompute here) or 'lse'")
+    return attention_backward_lse(q, k, v, out, lse, grad_out, mask, scale)
+
+
+# --- the torch side of ffpa_attn_func --------------------------------------------------------
+
+
+def _causal_bias_kind(attn_mask: Any, nq: int, nkv: int) -> int | None:
+    """The mask kind of a torch.nn.attention.bias.CausalBias of these lengths, else None."""
+    try:
+        from torch.nn.attention.bias import CausalBias, CausalVariant
+    except ImportError:  # pragma: no cover - torch without the module
+        return None
+    if not isinstance(attn_mask, CausalBias):
+        return None
+    if (int(attn_mask.seq_len_q), int(attn_mask.seq_len_kv)) != (nq, nkv):
+        return None
+    if attn_mask.variant == CausalVariant.UPPER_LEFT:
+        return MASK_TOP_LEFT
+    if attn_mask.variant == CausalVariant.LOWER_RIGHT:
+        return MASK_BOTTOM_RIGHT
+    return None
+
+
+def _autocast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    # SDPA is on autocast's lower-precision list: fp32 inputs run in the autocast dtype.
+    device_type = q.device.type
+    if device_type in ("cuda", "cpu") and torch.is_autocast_enabled(device_type):
+        target = torch.get_autocast_dtype(device_type)
+        return tuple(t.to(target) if t.dtype == torch.float32 else t for t in (q, k, v))  # type: ignore[return-value]
+    return q, k, v
+
+
+def _shape_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, enable_gqa: bool) -> str | None:
+    if q.is_nested or k.is_nested or v.is_nested:
+        return "nested tensors"
+    if not (q.dim() == k.dim() == v.dim() == 4):
+        return f"{q.dim()}-D/{k.dim()}-D/{v.dim()}-D inputs (the kernels take 4-D [B, H, N, D])"
+    b, hq, nq, d = q.shape
+    bk, hkv, nkv, dk = k.shape
+    if not (b == bk == v.shape[0]):
+        return f"batch sizes {b}/{bk}/{v.shape[0]} (broadcast)"
+    if v.shape[1] != hkv or v.shape[2] != nkv:
+        return f"k {tuple(k.shape)} and v {tuple(v.shape)} differ in heads or length"
+    if dk != d or v.shape[3] != d:
+        return f"head dims q {d}, k {dk}, v {v.shape[3]} (the kernels need one head dim)"
+    if min(b, hq, nq, nkv, d) == 0:
+        return f"an empty dimension (q {tuple(q.shape)}, k/v {tuple(k.shape)})"
+    if hq != hkv:
+        if enable_gqa and hq % hkv != 0:
+            return f"{hq} query heads and {hkv} kv heads (enable_gqa needs Hq % Hkv == 0)"
+        # Without enable_gqa SDPA broadcasts the head dim: one kv head serving every query
+        # head is grouped-query attention with one group, anything else is not.
+        if not enable_gqa and hkv != 1:
+            return f"{hq} query heads and {hkv} kv heads without enable_gqa=True (SDPA broadcasts heads)"
+    return None
+
+
+def _cuda_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[str, str, str | None] | None:
+    """The first reason the kernels cannot take these CUDA tensors: (reason, detail, fix)."""
+    if any(t.stride(-1) != 1 and t.shape[-1] > 1 for t in (q, k, v)):
+        return "layout", f"strides q {q.stride()}, k {k.stride()}, v {v.stride()}", None
+    problem = launch.extension_problem()
+    if problem is not None:
+        return problem
+    if _extension_device_count() == 0:
+        return "device", "torch has CUDA tensors but the FFPA extension sees no CUDA device", None
+    major, minor = _capability(q.device.index or 0)
+    if not launch.arch_runs((major, minor)):
+        return ("arch", f"this GPU is sm_{major}{minor} and this build has machine code for archs "
+                        f"{list(cuda.COMPILED_ARCHS)} only", None)
+    names = {_TORCH_DTYPE_NAMES.get(t.dtype, str(t.dtype)) for t in (q, k, v)}
+    supported = cuda.COMPILED_DTYPES or ("fp16", "bf16")
+    if len(names) != 1 or not names <= set(supported):
+        return "dtype", f"dtype {'/'.join(sorted(names))}; this build takes {'/'.join(supported)}", None
+    d = q.shape[-1]
+    if d not in cuda.COMPILED_HEAD_DIMS:
+        return "head_dim", f"head dim {d}; this build has {list(cuda.COMPILED_HEAD_DIMS)}", None
+    return None
+
+
+def sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: Any, dropout_p: float,
+         is_causal: bool, scale: float | None, enable_gqa: bool, kind: int | None = None) -> torch.Tensor:
+    """torch's own SDPA (never the patched attribute). ``kind`` is the mask kind when it
+    came from a causal bias or causal=, which torch's builtin is given in its own terms."""
+    if kind is not None:
+        nq, nkv = query.shape[-2], key.shape[-2]
+        attn_mask, is_causal = None, False
+        if kind == MASK_TOP_LEFT or (kind == MASK_BOTTOM_RIGHT and nq == nkv):
+            is_causal = True
+        elif kind == MASK_BOTTOM_RIGHT:
+            # A CausalBias would dispatch on F.scaled_dot_product_attention, which may be
+            # ffpa_attn_func now; the boolean mask means the same to the builtin.
+            attn_mask = torch.ones(nq, nkv, dtype=torch.bool, device=query.device).tril(diagonal=nkv - nq)
+    return _SDPA(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+
+
+def _device_type(t: torch.Tensor) -> str:
+    # One place that reads the device type (the tests stand CPU tensors in for CUDA ones here).
+    return t.device.type
+
+
+def find_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Any, dropout_p: Any,
+                 is_causal: bool, enable_gqa: bool, legacy_causal: bool | None
+                 ) -> tuple[int, int | None, tuple[str, str, str | None] | None]:
+    """``(mask, kind, problem)``: the op's mask kind; the kind to give SDPA in its own terms
+    (None: attn_mask / is_causal as the caller gave them); the first fallback reason as
+    ``(reason, detail, fix or None)``, None when the op takes the call."""
+    device_type = _device_type(q)
+    kind: int | None = None
+    problem: tuple[str, str, str | None] | None = None
+    if device_type not in ("cuda", "cpu", "meta"):
+        problem = ("device_type", f"tensors on {device_type}", None)
+    nq = q.shape[-2] if q.dim() >= 2 else 0
+    nkv = k.shape[-2] if k.dim() >= 2 else 0
+    if attn_mask is None:
+        mask = MASK_TOP_LEFT if is_causal else MASK_NONE
+        if legacy_causal is not None:
+            mask = kind = MASK_BOTTOM_RIGHT if legacy_causal else MASK_NONE
+    else:
+        bias_kind = _causal_bias_kind(attn_mask, nq, nkv)
+        if bias_kind is not None:
+            mask = kind = bias_kind
+        else:
+            mask = MASK_NONE
+            if problem is None:
+                problem = ("attn_mask", f"an attn_mask {type(attn_mask).__name__} of shape "
+                                        f"{tuple(getattr(attn_mask, 'shape', ()))}", None)
+    if problem is None and (not isinstance(dropout_p, (int, float)) or dropout_p != 0):
+        problem = ("dropout", f"dropout_p={dropout_p!r}", None)
+    if problem is None:
+        shape = _shape_problem(q, k, v, enable_gqa)
+        if shape is not None:
+            problem = ("shape", shape, None)
+    if problem is None and device_type == "cuda":
+        problem = _cuda_problem(q, k, v)
+    return mask, kind, problem
+
+
+def dispatch(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: Any, dropout_p: Any,
+             is_causal: bool, scale: float | None, enable_gqa: bool, *, legacy_causal: bool | None, impl: str,
+             accum: str, return_lse: bool, strict: bool | None, backward: str) -> Any:
+    """ffpa_attn_func for torch tensors: the op where the kernels (or the host math) take
+    the call, torch SDPA with a warning where they do not (routing.FALLBACK_REASONS)."""
+    for t in (query, key, value):
+        if not t.is_floating_point():
+            raise UnsupportedDTypeError(
+                f"attention needs floating-point tensors, got {query.dtype}/{key.dtype}/{value.dtype}; cast with "
+                ".half(), .bfloat16() or .float()")
+    if not (query.device == key.device == value.device):
+        raise DeviceError(f"q, k, v must be on one device, got {query.device}/{key.device}/{value.device}; "
+                          "move them with .to(device)")
+    # An explicit kernel choice is a request for that kernel: its errors, not SDPA.
+    strict_mode = routing.strict_enabled(strict) or impl != "auto" or accum != "fp32"
+    q, k, v = _autocast(query, key, value)
+    mask, kind, problem = find_problem(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa, legacy_causal)
+    if problem is not None:
+        reason, detail, fix = problem
+        if strict_mode:
+            raise routing.fallback_error(reason, detail, fix)
+        if return_lse:
+            cls, default_fix = routing.FALLBACK_REASONS[reason]
+            raise cls(f"{detail}: the FFPA kernels cannot take this call and return_lse=True needs them (torch SDPA "
+                      f"returns no LSE); {fix or default_fix}")
+        routing.warn_fallback(reason, detail, fix)
+        routing.note_kernel("sdpa", reason)
+        return sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa, kind)
+    if backward == "fused" and _device_type(q) != "cuda":
+        raise UnsupportedImplError(
+            "backward='fused' is torch's fused CUDA attention backward; these tensors are on "
+            f"{_device_type(q)}: use backward='auto' or 'lse'")
+    sm_scale = resolve_scale(scale, q.shape[-1])
+    out, lse = _attention_op(q, k, v, mask, sm_scale, impl, accum, backward)
+    return (out, lse) if return_lse else out
+
+
+# --- the earlier torch API, kept working --------------------------------------------------------
 
 
 def ffpa_attention(
@@ -93,11 +439,30 @@ def ffpa_attention(
     scale: float | None = None,
     allow_fallback: bool = False,
 ) -> torch.Tensor:
-    """Differentiable attention for training: the kernel forward, a recomputed backward.
+    """Deprecated: ``ffpa_attn_func`` is differentiable. Same behaviour as before: GQA
+    without ``enable_gqa``, bottom-right causal, errors on CUDA inputs the kernels do not
+    take unless ``allow_fallback=True`` (which now means torch SDPA, with a warning)."""
+    routing.warn_deprecated(deprecation_message("ffpa_attn.torch_ops.ffpa_attention"))
+    return _legacy(q, k, v, causal, scale, allow_fallback)
 
-    On CPU tensors the forward is plain torch math. On CUDA it is the FFPA kernel; the
-    kernel's errors (e.g. fp32 inputs: use autocast or .half()) propagate unless
-    ``allow_fallback=True``, which uses torch math for inputs the build cannot take
-    (pure wheel, head dim or dtype not compiled).
+
+def _legacy(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None,
+            allow_fallback: bool) -> torch.Tensor:
+    if q.dim() == 4 and k.dim() == 4 and k.shape[1] and q.shape[1] % k.shape[1]:
+        raise ShapeError(f"the number of query heads ({q.shape[1]}) must be a multiple of the number of kv heads "
+                         f"({k.shape[1]}) for grouped-query attention")
+    return dispatch(q, k, v, None, 0.0, False, scale, True, legacy_causal=bool(causal), impl="auto", accum="fp32",
+                    return_lse=False, strict=not allow_fallback, backward="auto")
+
+
+class FFPAAttnFunction:
+    """Deprecated: ``ffpa_attn_func`` is differentiable (the ``ffpa_attn::attention`` op).
+
+    ``FFPAAttnFunction.apply(q, k, v, causal, scale, allow_fallback)`` keeps working.
     """
-    return FFPAAttnFunction.apply(q, k, v, causal, scale, allow_fallback)
+
+    @staticmethod
+    def apply(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False, scale: float | None = None,
+              allow_fallback: bool = False) -> torch.Tensor:
+        routing.warn_deprecated(deprecation_message("ffpa_attn.torch_ops.FFPAAttnFunction"))
+        return _legacy(q, k, v, causal, scale, allow_fallback)

@@ -27,8 +27,26 @@ except ImportError:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs the CUDA extension and an NVIDIA GPU")
+    config.addinivalue_line("markers", "torch: needs torch (CTest python.torch runs these in .venv-torch)")
+    if os.environ.get("FFPA_PYTEST_REQUIRE_TORCH") == "1":
+        # python.torch: a torch that cannot be imported must fail the run, never skip it.
+        try:
+            import torch  # noqa: F401
+        except ImportError as exc:
+            raise pytest.UsageError(
+                f"FFPA_PYTEST_REQUIRE_TORCH=1 but torch does not import ({exc}); run tools/bootstrap, which "
+                "creates .venv-torch with the torch of tools/notebook-versions.txt") from exc
     # matplotlib's own use of pyparsing deprecations is not ours to fix.
     config.addinivalue_line("filterwarnings", r"ignore::DeprecationWarning:matplotlib(\..*)?")
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    # python.unit (FFPA_PYTEST_WITHOUT_TORCH=1) is the torch-free run: the torch modules
+    # belong to python.torch and are not collected here, rather than collected as skips.
+    if (os.environ.get("FFPA_PYTEST_WITHOUT_TORCH") == "1" and collection_path.suffix == ".py"
+            and collection_path.name.startswith("test_")):
+        return "pytest.mark.torch" in collection_path.read_text(encoding="utf-8") or None
+    return None
 
 
 _OUTCOMES = {"passed": 0, "failed": 0, "skipped": 0}

@@ -246,3 +246,45 @@ def test_impl_the_gpu_cannot_run_exits_2(install_extension, monkeypatch, capsys)
     monkeypatch.setattr(bench, "_run_cuda", refuse)
     assert bench.main(["--backend", "cuda", "--D", "128", "--cuda-impl", "tma"]) == 2
     assert capsys.readouterr().err.startswith("--cuda-impl tma: impl='tma': this library has TMA code for 120f")
+
+
+class _TorchWithGpu:
+    """Just what sdpa_only_reason asks of torch."""
+
+    class cuda:  # noqa: N801 - mirrors torch.cuda
+        available = True
+
+        @classmethod
+        def is_available(cls):
+            return cls.available
+
+
+def test_pure_wheel_with_a_gpu_times_sdpa_and_says_so(no_extension):
+    reason = bench.sdpa_only_reason(_TorchWithGpu)
+    assert reason.startswith("pure wheel: ") and "times SDPA only" in reason and "kernel=sdpa" in reason
+    assert "pip install ffpa-attn --index-url" in reason
+    assert bench.sdpa_only_reason(None) is None  # no torch: nothing to time
+
+
+def test_sdpa_only_needs_the_pure_wheel_and_a_gpu(install_extension, monkeypatch):
+    install_extension()
+    assert bench.sdpa_only_reason(_TorchWithGpu) is None  # the CUDA wheel times its kernels
+    install_extension(broken="undefined symbol: x")
+    assert bench.sdpa_only_reason(_TorchWithGpu) is None  # a broken install is an error, not SDPA
+    install_extension.absent()
+    monkeypatch.setattr(_TorchWithGpu.cuda, "available", False)
+    assert bench.sdpa_only_reason(_TorchWithGpu) is None  # no GPU: extension not available, exit 2
+
+
+def test_sdpa_only_run_is_announced_and_runs(no_extension, monkeypatch, capsys):
+    seen = {}
+
+    def fake_run(args, torch, log, sdpa_only=False):
+        seen["sdpa_only"] = sdpa_only
+        return []
+
+    monkeypatch.setattr(bench, "sdpa_only_reason", lambda torch: "pure wheel: this run times SDPA only")
+    monkeypatch.setattr(bench, "_run_cuda_torch", fake_run)
+    assert bench.main(["--backend", "cuda", "--D", "128", "--no-bwd"]) == 0
+    assert seen == {"sdpa_only": True}
+    assert capsys.readouterr().err.startswith("pure wheel: this run times SDPA only")

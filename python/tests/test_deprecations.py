@@ -72,3 +72,40 @@ def test_custom_registry():
 @pytest.mark.parametrize("source", ["", "\n\n", "pass\n"])
 def test_empty_and_trivial_sources(source):
     assert find_deprecated_uses(source) == []
+
+
+def test_deprecated_keyword_through_imports_and_aliases():
+    src = ("import ffpa_attn as fa\n"
+           "from ffpa_attn import ffpa_attn_func as attend\n"
+           "fa.ffpa_attn_func(q, k, v, causal=True)\n"
+           "attend(q, k, v,\n"
+           "       causal=False)\n"
+           "fa.ffpa_attn_func(q, k, v, is_causal=True)\n"   # the current keyword
+           "other(q, causal=True)\n")                       # not ffpa_attn's
+    assert names(src) == [("ffpa_attn.ffpa_attn_func(causal=)", 3), ("ffpa_attn.ffpa_attn_func(causal=)", 5)]
+    [(_, _, fix)] = find_deprecated_uses("import ffpa_attn\nffpa_attn.ffpa_attn_func(q, k, v, causal=True)\n")
+    assert "is_causal=" in fix and "causal_lower_right" in fix
+
+
+def test_the_earlier_torch_wrapper_is_deprecated():
+    src = ("from ffpa_attn.torch_ops import attention_math, ffpa_attention\n"
+           "import ffpa_attn.torch_ops\n"
+           "ffpa_attn.torch_ops.FFPAAttnFunction.apply(q, k, v)\n")
+    assert names(src) == [("ffpa_attn.torch_ops.ffpa_attention", 1), ("ffpa_attn.torch_ops.FFPAAttnFunction", 3)]
+
+
+def test_runtime_messages_come_from_the_registry():
+    from ffpa_attn.deprecations import DEPRECATED_KEYWORDS, deprecation_message
+
+    text = deprecation_message("ffpa_attn.ffpa_attn_func", "causal")
+    assert text.startswith("ffpa_attn_func(causal=...) is deprecated: ")
+    assert text.endswith(DEPRECATED_KEYWORDS["ffpa_attn.ffpa_attn_func"]["causal"])
+    assert deprecation_message("pyffpa").startswith("pyffpa is deprecated: ")
+
+
+def test_custom_names_registry_scans_no_keywords_unless_given():
+    src = "import ffpa_attn\nffpa_attn.ffpa_attn_func(q, causal=True)\n"
+    assert find_deprecated_uses(src, {"ffpa_attn.old": "x"}) == []
+    assert names(src, {}) == []
+    hits = find_deprecated_uses(src, {}, {"ffpa_attn.ffpa_attn_func": {"causal": "use is_causal"}})
+    assert hits == [("ffpa_attn.ffpa_attn_func(causal=)", 2, "use is_causal")]

@@ -20,6 +20,7 @@ from ffpa_attn import (
     SlowPathWarning,
     UnsupportedArrayTypeError,
     UnsupportedDTypeError,
+    UnsupportedFeatureError,
     UnsupportedHeadDimError,
     UnsupportedImplError,
     UnsupportedLayoutError,
@@ -83,9 +84,9 @@ def test_numpy_inputs_use_the_reference(dtype):
     q = rng.standard_normal((1, 4, 9, 40)).astype(dtype)
     k = rng.standard_normal((1, 2, 11, 40)).astype(dtype)
     v = rng.standard_normal((1, 2, 11, 40)).astype(dtype)
-    out, lse = ffpa_attn_func(q, k, v, causal=True, scale=0.2, return_lse=True)
+    out, lse = ffpa_attn_func(q, k, v, enable_gqa=True, scale=0.2, return_lse=True)
     compute = np.float64 if dtype == np.float64 else np.float32
-    want, want_lse = reference.attention(q, k, v, causal=True, scale=0.2, return_lse=True, dtype=compute)
+    want, want_lse = reference.attention(q, k, v, scale=0.2, return_lse=True, dtype=compute)
     assert out.dtype == dtype and lse.dtype == np.float32 and lse.shape == (1, 4, 9)
     np.testing.assert_allclose(out.astype(np.float64), want, rtol=1e-3, atol=1e-3)
     np.testing.assert_allclose(lse, want_lse, rtol=1e-6)
@@ -196,14 +197,15 @@ def test_impl_not_in_build(install_extension):
 def test_forward_call_contract(install_extension):
     ext = install_extension()
     q, k, v = qkv(b=2, hq=8, hkv=2, nq=33, nkv=70, d=128)
-    out, lse = ffpa_attn_func(q, k, v, causal=True, return_lse=True, impl="simt")
+    out, lse = ffpa_attn_func(q, k, v, attn_mask=None, is_causal=False, enable_gqa=True, return_lse=True,
+                              impl="simt")
     assert len(ext.calls) == 1
     cq, ck, cv, cout, clse, causal, scale, impl = ext.calls[0]
     assert (cq, ck, cv) == (q, k, v)
     assert cout is out and clse is lse
     assert isinstance(out, FakeCudaArray) and out.shape == q.shape and out.dtype == np.float16
     assert lse.shape == (2, 8, 33) and lse.dtype == np.float32
-    assert causal is True and impl == "simt"
+    assert causal is False and impl == "simt"
     assert scale == pytest.approx(1 / np.sqrt(128))
 
 
@@ -284,6 +286,9 @@ class _FakeTorchTensor:
 
 
 def test_tensors_that_require_grad_are_detached_for_export(install_extension, monkeypatch):
+    """The launch layer (what the torch op runs on CUDA) exports tensors detached."""
+    from ffpa_attn import launch
+
     fake_torch = types.ModuleType("torch")
     fake_torch.Tensor = _FakeTorchTensor
     fake_torch.float32 = "torch.float32"
@@ -292,7 +297,7 @@ def test_tensors_that_require_grad_are_detached_for_export(install_extension, mo
     monkeypatch.setitem(sys.modules, "torch", fake_torch)
     ext = install_extension()
     q, k, v = (_FakeTorchTensor((1, 4, 16, 128), requires_grad=True) for _ in range(3))
-    out = ffpa_attn_func(q, k, v)
+    out = launch.forward(q, k, v, False, None, False, "auto", "fp32")
     assert len(ext.calls) == 1 and isinstance(out, _FakeTorchTensor)
     assert all(not t.requires_grad for t in ext.calls[0][:3])
 
@@ -410,3 +415,120 @@ def test_tma_not_in_build_names_the_archs(install_extension):
                                                    r"this build has archs \['89'\]"):
         ffpa_attn_func(*qkv(), impl="tma")
     assert ext.calls == []
+
+
+# --- SDPA's signature on the host and for CuPy-like arrays -------------------------------
+
+
+def _brute_force(q, k, v, allowed, scale=None):
+    """softmax attention with an explicit boolean mask, fp64, GQA by repetition."""
+    group = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, group, axis=1).astype(np.float64), np.repeat(v, group, axis=1).astype(np.float64)
+    s = q.astype(np.float64) @ np.swapaxes(k, -1, -2) * (scale or 1 / np.sqrt(q.shape[-1]))
+    s = np.where(allowed, s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (p / p.sum(axis=-1, keepdims=True)) @ v
+
+
+@pytest.mark.parametrize("nq,nkv", [(6, 6), (5, 11), (11, 5)])
+def test_numpy_is_causal_is_top_left(nq, nkv):
+    rng = np.random.default_rng(nq)
+    q = rng.standard_normal((1, 4, nq, 16))
+    k, v = rng.standard_normal((2, 1, 2, nkv, 16))
+    out, lse = ffpa_attn_func(q, k, v, is_causal=True, enable_gqa=True, return_lse=True)
+    allowed = np.arange(nkv)[None, :] <= np.arange(nq)[:, None]
+    np.testing.assert_allclose(out, _brute_force(q, k, v, allowed), rtol=1e-10, atol=1e-12)
+    assert lse.shape == (1, 4, nq) and np.isfinite(lse).all()
+    from ffpa_attn import last_kernel
+
+    assert last_kernel(with_reason=True) == ("reference", None)
+
+
+def test_numpy_deprecated_causal_is_bottom_right_and_takes_gqa():
+    from ffpa_attn import FFPADeprecationWarning
+
+    rng = np.random.default_rng(2)
+    q = rng.standard_normal((1, 4, 5, 16))
+    k, v = rng.standard_normal((2, 1, 2, 9, 16))
+    with pytest.warns(FFPADeprecationWarning, match=r"ffpa_attn_func\(causal=\.\.\.\) is deprecated"):
+        out = ffpa_attn_func(q, k, v, causal=True)
+    allowed = np.arange(9)[None, :] <= np.arange(5)[:, None] + 4
+    np.testing.assert_allclose(out, _brute_force(q, k, v, allowed), rtol=1e-10, atol=1e-12)
+
+
+def test_grouped_query_needs_enable_gqa_like_sdpa():
+    x = np.zeros((1, 4, 4, 8), np.float32)
+    y = np.zeros((1, 2, 4, 8), np.float32)
+    with pytest.raises(ShapeError, match="enable_gqa=True"):
+        ffpa_attn_func(x, y, y)
+    assert ffpa_attn_func(x, y, y, enable_gqa=True).shape == x.shape
+    one = np.zeros((1, 1, 4, 8), np.float32)  # one kv head is broadcast, as SDPA does
+    assert ffpa_attn_func(x, one, one).shape == x.shape
+
+
+def test_host_arrays_refuse_what_only_sdpa_does():
+    x = np.zeros((1, 2, 4, 8), np.float32)
+    with pytest.raises(UnsupportedFeatureError, match="attn_mask needs torch tensors"):
+        ffpa_attn_func(x, x, x, attn_mask=np.ones((4, 4), bool))
+    with pytest.raises(UnsupportedFeatureError, match="dropout_p=0.5 needs torch tensors"):
+        ffpa_attn_func(x, x, x, dropout_p=0.5)
+    with pytest.raises(UnsupportedArrayTypeError, match="it was causal before: pass is_causal=True"):
+        ffpa_attn_func(x, x, x, True)
+    with pytest.raises(UnsupportedFeatureError, match="SDPA refuses them too"):
+        ffpa_attn_func(x, x, x, np.ones((4, 4), bool), is_causal=True)
+    with pytest.raises(UnsupportedImplError, match="backward must be one of"):
+        ffpa_attn_func(x, x, x, backward="fast")
+
+
+def test_cuda_arrays_is_causal_slices_the_keys(install_extension):
+    """Top-left on Nq < Nkv is the kernels' bottom-right mask on the first Nq keys."""
+    ext = install_extension()
+
+    class Sliceable(FakeCudaArray):
+        def __getitem__(self, index):
+            rows = index[2]
+            return Sliceable((*self.shape[:2], len(range(*rows.indices(self.shape[2]))), self.shape[3]))
+
+    Sliceable.__module__ = "fakecu"
+    q = Sliceable((1, 4, 16, 128))
+    k, v = Sliceable((1, 4, 40, 128)), Sliceable((1, 4, 40, 128))
+    ffpa_attn_func(q, k, v, is_causal=True)
+    cq, ck, cv, _out, _lse, causal, _scale, _impl = ext.calls[-1]
+    assert ck.shape == cv.shape == (1, 4, 16, 128) and causal is True
+    with pytest.raises(UnsupportedFeatureError, match="Nq = 40 > Nkv = 16"):
+        ffpa_attn_func(Sliceable((1, 4, 40, 128)), q, q, is_causal=True)
+
+
+def test_cuda_arrays_without_extension_raise_not_fall_back(no_extension):
+    """CuPy-like arrays have no SDPA to go to: the pure wheel is an error naming the CUDA wheel."""
+    with pytest.raises(ExtensionNotAvailableError, match="pip install ffpa-attn --index-url"):
+        ffpa_attn_func(*qkv(), strict=False)
+
+
+# --- routing: reasons, warnings, strict ----------------------------------------------------
+
+
+def test_every_fallback_reason_has_an_error_and_a_fix():
+    from ffpa_attn import FFPAError, routing
+
+    for reason, (cls, fix) in routing.FALLBACK_REASONS.items():
+        assert issubclass(cls, FFPAError), reason
+        error = routing.fallback_error(reason, "what went wrong", "the fix" if reason == "pure_wheel" else None)
+        assert isinstance(error, cls) and "what went wrong" in str(error) and "FFPA_STRICT=1" in str(error)
+        assert fix or reason == "pure_wheel", reason  # pure_wheel's fix is cuda_wheel_hint(), given by the caller
+
+
+def test_fallback_warning_once_per_reason():
+    from ffpa_attn import SDPAFallbackWarning, routing
+
+    routing._reset_for_tests()
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            routing.warn_fallback("dtype", "fp32 inputs")
+            routing.warn_fallback("head_dim", "head dim 96")
+    assert [w.category for w in caught] == [SDPAFallbackWarning] * 2
+    assert "reason 'dtype'" in str(caught[0].message) and "reason 'head_dim'" in str(caught[1].message)
+    routing._reset_for_tests()

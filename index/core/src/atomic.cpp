@@ -24,6 +24,14 @@ constexpr std::uint64_t kKickBytes = 8u << 20;
 
 }  // namespace
 
+std::string write_error_text(int err) {
+  const std::string what = std::strerror(err);
+  if (err == ENOSPC || err == EDQUOT || err == EFBIG)
+    return what + " (the disk is full, or a quota or file-size limit such as `ulimit -f` is reached); free space "
+                  "or raise the limit, then re-run";
+  return what + "; check that the directory is writable and has free space, then re-run";
+}
+
 void fsync_directory(const std::filesystem::path& dir) {
   // Makes the rename durable; some filesystems refuse fsync on a directory, which
   // is not worth failing a release for.
@@ -60,7 +68,7 @@ void AtomicOutput::write(std::string_view data) {
     ssize_t n = ::write(fd_, p, left);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw Error("cannot write '" + temp_.string() + "': " + errno_text() + "; check free disk space");
+      throw Error("cannot write '" + temp_.string() + "': " + write_error_text(errno));
     }
     p += n;
     left -= static_cast<size_t>(n);
@@ -80,7 +88,7 @@ void AtomicOutput::pwrite(std::uint64_t offset, std::string_view data) {
     ssize_t n = ::pwrite(fd_, p, left, off);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw Error("cannot write '" + temp_.string() + "': " + errno_text() + "; check free disk space");
+      throw Error("cannot write '" + temp_.string() + "': " + write_error_text(errno));
     }
     p += n;
     off += n;
@@ -99,7 +107,7 @@ void AtomicOutput::commit() {
 }
 
 void AtomicOutput::sync() {
-  if (::fsync(fd_) != 0) throw Error("fsync of '" + temp_.string() + "' failed: " + errno_text());
+  if (::fsync(fd_) != 0) throw Error("fsync of '" + temp_.string() + "' failed: " + write_error_text(errno));
   if (::close(fd_) != 0) {
     fd_ = -1;
     throw Error("close of '" + temp_.string() + "' failed: " + errno_text());
@@ -113,6 +121,19 @@ void AtomicOutput::publish(bool fsync_dir_too) {
     throw Error("cannot rename '" + temp_.string() + "' to '" + final_.string() + "': " + errno_text());
   committed_ = true;
   if (fsync_dir_too) fsync_directory(final_.parent_path());
+}
+
+bool AtomicOutput::commit_keeping_marker() {
+  sync();
+  if (::link(temp_.c_str(), final_.c_str()) != 0) {
+    if (errno != EEXIST)
+      throw Error("cannot link '" + temp_.string() + "' to '" + final_.string() + "': " + errno_text());
+    publish();
+    return false;
+  }
+  committed_ = true;
+  fsync_directory(final_.parent_path());
+  return true;
 }
 
 void write_file_atomic(const std::filesystem::path& p, std::string_view data) {

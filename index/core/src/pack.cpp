@@ -25,6 +25,7 @@
 #include "ffpa/core/hash.h"
 #include "ffpa/core/manylinux.h"
 #include "ffpa/core/pep.h"
+#include "ffpa/core/names.h"
 #include "ffpa/core/utf8.h"
 #include "ffpa/core/wheel.h"
 
@@ -163,15 +164,11 @@ std::vector<TreeFile> walk_tree(const fs::path& tree) {
     const fs::path abs = it->path();
     last = abs;
     const std::string rel = abs.lexically_relative(root).generic_string();
-    // pip, twine and check-wheel-contents decode member names as UTF-8 and fail
-    // on anything else, so such a name never reaches a wheel.
-    if (!is_valid_utf8(rel) || std::any_of(rel.begin(), rel.end(), [](char c) {
-          return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-        }))
-      throw Error("'" + printable(rel) + "' in the staged tree is not a valid UTF-8 name (or holds a control "
-                  "character); installers cannot read it from a wheel: rename the file");
-    if (rel.find('\\') != std::string::npos)
-      throw Error("'" + rel + "' contains a backslash, which wheels cannot carry portably; rename it");
+    // The one rule for installed names (names.h), as verify-wheel applies it: a
+    // name some installer or OS reads otherwise never reaches a wheel.
+    if (const std::string why = member_name_problem(it->is_directory() && !it->is_symlink() ? rel + "/x" : rel);
+        !why.empty())
+      throw Error("'" + printable(rel) + "' in the staged tree " + why);
     if (it.depth() == 0 && it->is_directory() && !it->is_symlink()) {
       const std::string top = abs.filename().string();
       if (top.size() > 10 && top.compare(top.size() - 10, 10, ".dist-info") == 0)
@@ -201,6 +198,13 @@ std::vector<TreeFile> walk_tree(const fs::path& tree) {
   }
   if (files.empty())
     throw Error("the tree '" + tree.string() + "' holds no files; stage the package first (cmake --install)");
+  std::vector<std::string> names;
+  for (const auto& f : files) names.push_back(f.rel);
+  if (const auto problems = member_set_problems(names); !problems.empty()) {
+    std::string msg = "the staged tree '" + tree.string() + "' holds names that collide where wheels install:";
+    for (const auto& p : problems) msg += "\n  - " + p;
+    throw Error(msg);
+  }
   std::sort(files.begin(), files.end(), [](const TreeFile& a, const TreeFile& b) { return a.rel < b.rel; });
   return files;
 }

@@ -11,6 +11,7 @@
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
 #include "ffpa/core/manylinux.h"
+#include "ffpa/core/names.h"
 #include "ffpa/core/pep.h"
 #include "ffpa/core/utf8.h"
 #include "ffpa/core/zipread.h"
@@ -163,6 +164,15 @@ std::vector<std::pair<std::string, std::string>> parse_headers_strict(std::strin
                          "one line of printable text");
       continue;
     }
+    // U+0085, U+2028 and U+2029 end a line for str.splitlines, which older email
+    // parsers (and other readers of these files) use.
+    for (const char* sep : {"\xc2\x85", "\xe2\x80\xa8", "\xe2\x80\xa9"})
+      if (line.find(sep) != std::string_view::npos) control = true;
+    if (control) {
+      problems.push_back(at + " contains U+0085, U+2028 or U+2029, where Python's str.splitlines ends a line; keep "
+                         "header values on one line of plain text");
+      continue;
+    }
     if (line.front() == ' ' || line.front() == '\t') {
       if (out.empty()) problems.push_back(at + " is a continuation line with no field before it");
       else out.back().second += "\n" + std::string(line);
@@ -181,7 +191,11 @@ std::vector<std::pair<std::string, std::string>> parse_headers_strict(std::strin
     }
     std::string_view value = line.substr(colon + 1);
     while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+    // Leading blanks are dropped by every reader; trailing ones are kept by
+    // email.parser (pip) and uv, so "Name: ffpa-attn " is another name to them.
+    if (!value.empty() && (value.back() == ' ' || value.back() == '\t'))
+      problems.push_back(at + " ('" + std::string(key) + "') ends in whitespace, which pip and uv keep as part of "
+                         "the value; remove it");
     out.emplace_back(std::string(key), std::string(value));
   }
   return out;
@@ -213,7 +227,7 @@ constexpr const char* kMetadataVersions[] = {"1.0", "1.1", "1.2", "2.1", "2.2", 
 std::vector<std::string> check_core_metadata(std::string_view text, std::vector<std::pair<std::string, std::string>>* fields) {
   std::vector<std::string> problems;
   auto h = parse_headers_strict(text, "METADATA", problems);
-  std::map<std::string, int> seen;
+  std::map<std::string, std::string> seen;  // lower-case name -> first spelling
   for (const auto& [k, v] : h) {
     const std::string key = lower_ascii(k);
     const FieldRule* rule = nullptr;
@@ -223,8 +237,13 @@ std::vector<std::string> check_core_metadata(std::string_view text, std::vector<
       problems.push_back("METADATA: unknown field '" + k + "'; core metadata (up to 2.5) has no such field: remove it");
       continue;
     }
-    if (++seen[key] == 2 && !rule->multi)
-      problems.push_back("METADATA: '" + k + "' appears more than once; it is a single-use field, keep one");
+    // Header names are case-insensitive (email.parser): 'name' repeats 'Name'.
+    auto [first, fresh] = seen.emplace(key, k);
+    if (!fresh && !rule->multi)
+      problems.push_back("METADATA: '" + k + "' appears more than once" +
+                         (first->second != k ? " (also as '" + first->second + "': header names are case-insensitive)"
+                                             : std::string()) +
+                         "; it is a single-use field, keep one");
   }
   auto get = [&](const char* key) -> const std::string* {
     for (const auto& [k, v] : h)
@@ -297,16 +316,79 @@ bool shared_object_name(const std::string& member) {
   return false;
 }
 
+// Header names are case-insensitive, as email.parser (pip) reads them.
 std::string first_header(const std::vector<std::pair<std::string, std::string>>& h, std::string_view key) {
   for (const auto& [k, v] : h)
-    if (k == key) return v;
+    if (lower_ascii(k) == lower_ascii(key)) return v;
   return {};
+}
+
+// WHEEL as both installers read it: pip through email.parser (names in any case, the
+// first of repeated fields), uv by exact name. Only a file both read alike passes:
+// known fields spelled as PEP 427 spells them, each single-use field once.
+void check_wheel_headers(const std::vector<std::pair<std::string, std::string>>& h, std::vector<std::string>& problems) {
+  static constexpr const char* kFields[] = {"Wheel-Version", "Generator", "Root-Is-Purelib", "Tag", "Build"};
+  std::map<std::string, std::string> seen;
+  for (const auto& [k, v] : h) {
+    const std::string key = lower_ascii(k);
+    for (const char* f : kFields) {
+      if (key != lower_ascii(f)) continue;
+      if (k != f)
+        problems.push_back("WHEEL: '" + k + "' must be spelled '" + f +
+                           "': pip reads header names in any case, uv only as PEP 427 spells them");
+      auto [first, fresh] = seen.emplace(key, k);
+      if (!fresh && key != "tag")
+        problems.push_back(std::string("WHEEL: '") + f + "' appears more than once (as '" + first->second + "' and '" + k +
+                           "'); pip reads the first, another reader the last: keep one");
+    }
+  }
+}
+
+// RECORD's rows, as pip reads them (csv.reader over str.splitlines()) and uv (a CSV
+// reader over '\n' lines) alike: only a file written as Python's csv module writes it
+// (one row per '\n' or "\r\n" line, minimal quoting) is read, so no quoting trick or
+// line boundary that one reader honours and another does not gets through.
+std::vector<std::vector<std::string>> record_rows(std::string_view text, std::vector<std::string>& problems) {
+  std::vector<std::vector<std::string>> rows;
+  std::size_t pos = 0, line_no = 0;
+  while (pos < text.size()) {
+    ++line_no;
+    std::size_t eol = text.find('\n', pos);
+    std::string_view line = text.substr(pos, (eol == std::string_view::npos ? text.size() : eol) - pos);
+    pos = eol == std::string_view::npos ? text.size() : eol + 1;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const std::string at = "RECORD line " + std::to_string(line_no);
+    bool boundary = false;
+    for (char ch : line) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (c == '\r' || c == 0x0b || c == 0x0c || (c >= 0x1c && c <= 0x1e)) boundary = true;
+    }
+    for (const char* sep : {"\xc2\x85", "\xe2\x80\xa8", "\xe2\x80\xa9"})
+      if (line.find(sep) != std::string_view::npos) boundary = true;
+    if (boundary) {
+      problems.push_back(at + " contains a character where pip's RECORD reader (str.splitlines) ends a line (\\r, "
+                         "\\v, \\f, \\x1c-\\x1e, U+0085, U+2028, U+2029): pip would read other rows; rebuild the wheel");
+      continue;
+    }
+    auto parsed = parse_csv(line);
+    if (parsed.size() != 1 || csv_line(parsed[0]) != std::string(line) + "\n") {
+      problems.push_back(at + (line.empty() ? std::string(" is empty (csv writers write no empty rows)")
+                                            : " ('" + printable(line.substr(0, 80)) +
+                                                  "') is not written as Python's csv module writes it (minimal quoting)") +
+                         "; installers could read other rows or fields: rebuild the wheel");
+      continue;
+    }
+    rows.push_back(std::move(parsed[0]));
+  }
+  return rows;
 }
 
 }  // namespace
 
-WheelCheck verify_wheel(const std::filesystem::path& whl) {
-  WheelCheck r{true, {}};
+WheelCheck verify_wheel(const std::filesystem::path& whl) { return verify_wheel(-1, whl); }
+
+WheelCheck verify_wheel(int fd, const std::filesystem::path& whl) {
+  WheelCheck r{true, {}, {}, {}};
   auto problem = [&](std::string msg) { r.problems.push_back(std::move(msg)); };
   std::string why;
   auto fn = parse_wheel_filename(whl.filename().string(), &why);
@@ -316,7 +398,7 @@ WheelCheck verify_wheel(const std::filesystem::path& whl) {
 
   std::unique_ptr<ZipReader> zip;
   try {
-    zip = std::make_unique<ZipReader>(whl);
+    zip = fd >= 0 ? std::make_unique<ZipReader>(fd, whl) : std::make_unique<ZipReader>(whl);
   } catch (const std::exception& e) {
     problem(e.what());
     r.ok = false;
@@ -324,7 +406,13 @@ WheelCheck verify_wheel(const std::filesystem::path& whl) {
   }
   const auto& members = zip->members();
 
-  // Member names are already proven safe and unique by ZipReader.
+  // Each member name is already proven safe and unique by ZipReader; together they
+  // must also be distinct files on case-insensitive systems.
+  {
+    std::vector<std::string> names;
+    for (const auto& m : members) names.push_back(m.name);
+    for (auto& p : member_set_problems(names)) problem(std::move(p));
+  }
   const auto dist_infos = top_dirs_with_suffix(members, ".dist-info");
   if (dist_infos.size() != 1) {
     problem("expected exactly one top-level .dist-info directory, found " + std::to_string(dist_infos.size()));
@@ -383,6 +471,7 @@ WheelCheck verify_wheel(const std::filesystem::path& whl) {
   if (read_member(di_prefix + "WHEEL", wheel_txt)) {
     std::vector<std::string> wp;
     auto h = parse_headers_strict(wheel_txt, "WHEEL", wp);
+    check_wheel_headers(h, wp);
     for (auto& p : wp) problem(std::move(p));
     const std::string wv = first_header(h, "Wheel-Version");
     if (wv.rfind("1.", 0) != 0) problem("WHEEL: Wheel-Version is '" + wv + "', expected 1.x");
@@ -390,7 +479,7 @@ WheelCheck verify_wheel(const std::filesystem::path& whl) {
     if (purelib != "true" && purelib != "false") problem("WHEEL: Root-Is-Purelib must be true or false, got '" + purelib + "'");
     std::set<std::string> tag_lines;
     for (const auto& [k, v] : h)
-      if (k == "Tag") tag_lines.insert(v);
+      if (lower_ascii(k) == "tag") tag_lines.insert(v);
     if (fn) {
       auto expanded = fn->tags();
       std::set<std::string> from_name(expanded.begin(), expanded.end());
@@ -405,6 +494,8 @@ WheelCheck verify_wheel(const std::filesystem::path& whl) {
   if (read_member(di_prefix + "METADATA", metadata_txt)) {
     std::vector<std::pair<std::string, std::string>> h;
     for (auto& p : check_core_metadata(metadata_txt, &h)) problem(std::move(p));
+    r.metadata = metadata_txt;
+    r.metadata_fields = h;
     const std::string name = first_header(h, "Name"), version = first_header(h, "Version");
     if (fn) {
       if (!name.empty() && normalize_project_name(name) != normalize_project_name(fn->name))
@@ -460,7 +551,7 @@ WheelCheck verify_wheel(const std::filesystem::path& whl) {
   if (read_member(record_name, record_txt)) {
     if (!is_valid_utf8(record_txt)) problem("RECORD is not valid UTF-8; pip reads it as UTF-8: rebuild the wheel");
     std::map<std::string, std::vector<std::string>> listed;
-    for (auto& row : parse_csv(record_txt)) {
+    for (auto& row : record_rows(record_txt, r.problems)) {
       if (row.size() != 3) {
         problem("RECORD: line with " + std::to_string(row.size()) + " fields, expected 3");
         continue;
@@ -502,8 +593,17 @@ WheelCheck verify_wheel(const std::filesystem::path& whl) {
       if (row[2] != std::to_string(size))
         problem("RECORD: size of '" + m.name + "' is " + std::to_string(size) + ", RECORD says '" + row[2] + "'");
     }
-    for (const auto& [name, row] : listed)
-      if (!zip->find(name)) problem("RECORD lists '" + printable(name) + "' which is not in the archive");
+    // A row naming no member (a directory, another spelling of a member) is refused:
+    // `pip uninstall` removes what RECORD names, a directory with all it holds.
+    for (const auto& [name, row] : listed) {
+      if (zip->find(name)) continue;
+      std::string why = member_name_problem(name);
+      for (const auto& m : members)
+        if (why.empty() && m.name.size() > name.size() && m.name.compare(0, name.size(), name) == 0 && m.name[name.size()] == '/')
+          why = "is the directory of '" + m.name + "': `pip uninstall` would delete it with all it holds, other "
+                "packages' files included; list files only";
+      problem("RECORD lists '" + printable(name) + "' which is not in the archive" + (why.empty() ? "" : " and " + why));
+    }
   }
   r.ok = r.problems.empty();
   return r;

@@ -23,6 +23,7 @@
 #include <numeric>
 
 #include "ffpa/core/error.h"
+#include "ffpa/core/names.h"
 #include "ffpa/core/utf8.h"
 
 namespace ffpa::core {
@@ -59,22 +60,25 @@ std::string octal(std::uint32_t v) {
   return buf;
 }
 
-// pread on a descriptor the object owns.
-class File {
+}  // namespace
+
+// pread on a descriptor the object owns: opened once, so every read of one archive
+// sees the same file whatever happens to its path meanwhile.
+class ZipFileHandle {
  public:
-  explicit File(const std::filesystem::path& p) : path_(p) {
+  explicit ZipFileHandle(const std::filesystem::path& p) : path_(p) {
     fd_ = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) throw Error("cannot open '" + p.string() + "': " + std::strerror(errno) + "; check the path");
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd_);
-      throw Error("'" + p.string() + "' is not a regular file; give the path of a .whl file");
-    }
-    size_ = static_cast<std::uint64_t>(st.st_size);
+    init();
   }
-  ~File() { ::close(fd_); }
-  File(const File&) = delete;
-  File& operator=(const File&) = delete;
+  ZipFileHandle(int fd, const std::filesystem::path& shown) : path_(shown) {
+    fd_ = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (fd_ < 0) throw Error("cannot read '" + shown.string() + "': " + std::strerror(errno));
+    init();
+  }
+  ~ZipFileHandle() { ::close(fd_); }
+  ZipFileHandle(const ZipFileHandle&) = delete;
+  ZipFileHandle& operator=(const ZipFileHandle&) = delete;
   std::uint64_t size() const { return size_; }
   // Exactly len bytes at off; the caller has checked that they lie inside the file.
   std::string read(std::uint64_t off, std::uint64_t len) const {
@@ -98,10 +102,20 @@ class File {
   }
 
  private:
+  void init() {
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd_);
+      throw Error("'" + path_.string() + "' is not a regular file; give the path of a .whl file");
+    }
+    size_ = static_cast<std::uint64_t>(st.st_size);
+  }
   std::filesystem::path path_;
   int fd_ = -1;
   std::uint64_t size_ = 0;
 };
+
+namespace {
 
 // Extra-field blocks that change nothing about which bytes a reader installs
 // (timestamps, owners), plus ZIP64. Anything else is refused: 0x7075 (Info-ZIP
@@ -137,54 +151,32 @@ Zip64Fields parse_extra(std::string_view extra, const std::string& where) {
   return z;
 }
 
-// The rules every member name obeys. `raw` is the name's bytes as stored.
+// The rules every member name obeys. `raw` is the name's bytes as stored: first how
+// the zip stores it (the UTF-8 flag), then the one rule for installed names (names.h).
 void check_name(const std::string& raw, std::uint16_t flags, const std::string& archive) {
   const std::string shown = "'" + archive + "': member name '" + printable(raw) + "'";
   if (raw.empty()) throw Error("'" + archive + "': a member has an empty name; the archive is corrupt");
-  if (raw.find('\0') != std::string::npos)
-    throw Error(shown + " contains a NUL byte (pip would cut the name there and install another file); "
-                "the wheel is malformed, rebuild it");
-  for (char ch : raw) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f)
-      throw Error(shown + " contains a control character; rename the file in the staged tree and rebuild");
-  }
   const bool ascii = std::all_of(raw.begin(), raw.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
-  if (flags & kFlagUtf8) {
-    if (!is_valid_utf8(raw))
-      throw Error(shown + " is flagged UTF-8 (bit 11) but is not valid UTF-8; pip and twine fail on it: rename the "
-                  "file in the staged tree to valid UTF-8 and rebuild");
-  } else if (!ascii) {
+  if (raw.find('\0') == std::string::npos && (flags & kFlagUtf8) && !is_valid_utf8(raw))
+    throw Error(shown + " is flagged UTF-8 (bit 11) but is not valid UTF-8; pip and twine fail on it: rename the "
+                "file in the staged tree to valid UTF-8 and rebuild");
+  if (!(flags & kFlagUtf8) && !ascii)
     throw Error(shown + " holds non-ASCII bytes without the UTF-8 flag (bit 11), so pip would decode it as cp437 "
                 "into another name; rebuild the wheel with ffpa-index pack, which flags UTF-8 names");
-  }
-  if (raw.front() == '/')
-    throw Error(shown + " is absolute; members are relative to the install directory, rebuild the wheel");
-  if (raw.find('\\') != std::string::npos)
-    throw Error(shown + " contains a backslash, which installers treat differently on Windows and Linux; "
-                "rename the file and rebuild");
-  // Components: none empty (except the trailing '/' of a directory entry), '.' or '..'.
-  std::size_t start = 0;
-  for (;;) {
-    const std::size_t slash = raw.find('/', start);
-    const std::string_view part =
-        std::string_view(raw).substr(start, slash == std::string::npos ? std::string::npos : slash - start);
-    const bool last = slash == std::string::npos;
-    if (part == "." || part == "..")
-      throw Error(shown + " has a '" + std::string(part) + "' component, which escapes or aliases the install "
-                  "directory; rebuild the wheel");
-    if (part.empty() && !(last && start > 0))
-      throw Error(shown + " has an empty path component ('//'); pip would install it under a collapsed path "
-                  "that RECORD does not list: rebuild the wheel");
-    if (last) break;
-    start = slash + 1;
-  }
+  if (const std::string why = member_name_problem(raw); !why.empty()) throw Error(shown + " " + why);
 }
 
 }  // namespace
 
-ZipReader::ZipReader(const std::filesystem::path& p, const ZipLimits& limits) : path_(p) {
-  File f(p);
+ZipReader::ZipReader(const std::filesystem::path& p, const ZipLimits& limits)
+    : ZipReader(std::make_shared<const ZipFileHandle>(p), p, limits) {}
+
+ZipReader::ZipReader(int fd, const std::filesystem::path& shown, const ZipLimits& limits)
+    : ZipReader(std::make_shared<const ZipFileHandle>(fd, shown), shown, limits) {}
+
+ZipReader::ZipReader(std::shared_ptr<const ZipFileHandle> file, const std::filesystem::path& p, const ZipLimits& limits)
+    : path_(p), file_(std::move(file)) {
+  const ZipFileHandle& f = *file_;
   const std::uint64_t file_size = f.size();
   const std::string bad = "'" + p.string() + "' is not a valid zip archive";
   if (file_size < 22) throw Error(bad + " (too small)");
@@ -355,8 +347,6 @@ ZipReader::ZipReader(const std::filesystem::path& p, const ZipLimits& limits) : 
       throw Error(where + " claims " + std::to_string(m.size) + " bytes from " + std::to_string(m.compressed_size) +
                   " compressed ones, more than deflate can produce (" + std::to_string(kMaxDeflateRatio) +
                   ":1); the sizes are forged");
-    if (!m.name.empty() && m.name.back() == '/' && m.size != 0)
-      throw Error(where + " is a directory entry with " + std::to_string(m.size) + " bytes of data; the archive is corrupt");
     total += m.size;
     if (total > limits.max_total_size)
       throw Error(bad + ": its members claim more than " + std::to_string(limits.max_total_size) +
@@ -438,7 +428,7 @@ void ZipReader::read_chunks(std::string_view name, const std::function<void(std:
   const ZipMember* m = find(name);
   if (!m) throw Error("'" + path_.string() + "' has no member '" + printable(name) + "'");
   const std::string where = "'" + path_.string() + "': member '" + printable(m->name) + "'";
-  File f(path_);
+  const ZipFileHandle& f = *file_;
   if (f.size() < m->data_offset || f.size() - m->data_offset < m->compressed_size)
     throw Error(where + " lies past the end of the file (it changed since it was opened)");
   uLong crc = crc32(0L, Z_NULL, 0);

@@ -157,8 +157,8 @@ void render_local_site(const Plan& p, const std::vector<site::PreparedWheel>& pr
   std::vector<site::PreparedWheel> cuda, pure;
   for (auto w : prepared) {
     const fs::path copy = tmp / "assets" / w.path.filename();
-    fs::copy_file(w.path, copy, fs::copy_options::overwrite_existing);
-    w.path = copy;  // same bytes: the sha256 measured once still holds
+    w.bytes->write_to(copy);  // the verified bytes: the sha256 measured once holds
+    w.path = copy;
     (w.name.platform == "any" ? pure : cuda).push_back(w);
   }
   std::ostringstream quiet;
@@ -332,7 +332,7 @@ Outcome run_release(const Plan& p, std::ostream& log) {
     mw.size = pw.size;
     mw.sha256 = pw.sha256;
     if (w.kernel_library) {
-      const core::ZipReader zip(pw.path);
+      const core::ZipReader zip(pw.bytes->fd(), pw.path);
       const core::ZipMember* lib = zip.find(*w.kernel_library);
       if (lib == nullptr) throw Error("cannot find " + *w.kernel_library + " in " + mw.file);
       mw.kernel_library_size = lib->size;

@@ -101,9 +101,7 @@ class DirStore final : public AssetStore {
     return {};
   }
 
-  std::string default_release_url(const std::string& tag) const override {
-    return "file://" + root_.string() + "/" + url_encode_segment(tag) + "/";
-  }
+  std::string default_release_url() const override { return "file://" + root_.string() + "/{tag}/"; }
   std::string default_site_url() const override { return ""; }
 
  private:
@@ -190,9 +188,7 @@ class GhStore final : public AssetStore {
     return cmd;
   }
 
-  std::string default_release_url(const std::string& tag) const override {
-    return "https://github.com/" + repo_ + "/releases/download/" + url_encode_segment(tag) + "/";
-  }
+  std::string default_release_url() const override { return "https://github.com/" + repo_ + "/releases/download/{tag}/"; }
   std::string default_site_url() const override {
     std::string owner = owner_;
     std::transform(owner.begin(), owner.end(), owner.begin(), ::tolower);

@@ -33,12 +33,17 @@ const std::map<std::string, std::string>& help_texts() {
        "may hold only the pages ffpa-index writes; otherwise nothing is written. Add, remove, yank,\n"
        "unyank, render and publish of one site take one lock, on the site directory itself (whatever\n"
        "the spelling of its path), and remove temp files a killed run left.\n"
-       "  --release-url URL   base URL the anchors point at (the asset URL is URL + file name);\n"
-       "                      \"{tag}\" is not expanded here: pass the release's own base URL\n"
+       "  --release-url URL   where the files are served from: each anchor is URL + file name, with\n"
+       "                      \"{tag}\" expanded to the file's v<version>. The page records it, and\n"
+       "                      every anchor must derive from it (render and verify refuse any other\n"
+       "                      URL); a page recording another one is refused (move it with render)\n"
        "  --metadata-dir DIR  write <wheel>.metadata into DIR and advertise it (data-core-metadata):\n"
        "                      DIR must be the directory served at --release-url, because pip fetches\n"
        "                      exactly <asset url>.metadata (PEP 658); without it no metadata is advertised\n"
-       "  FFPA_FORCE_UPLOAD=1 replace an entry of the same name with other bytes (otherwise refused)\n"},
+       "  FFPA_FORCE_UPLOAD=1 replace an entry of the same name with other bytes (otherwise refused)\n"
+       "All or nothing: a failed add (disk full, a file-size limit) restores what it wrote; the .metadata\n"
+       "files a killed one left in DIR are removed by the next add --metadata-dir DIR.\n"
+       "  FFPA_PUBLISH_KILL_AT=add-metadata  test hook: SIGKILL once the .metadata files are written\n"},
       {"remove",
        "usage: ffpa-index remove --index-dir DIR [--channel cu13] [--index-prefix whl] --version V\n"
        "                         [--project NAME]\n"
@@ -56,17 +61,22 @@ const std::map<std::string, std::string>& help_texts() {
        "Undo a yank.\n"},
       {"verify",
        "usage: ffpa-index verify (--index-dir DIR | --index-url URL) [--channel cu13] [--index-prefix whl]\n"
-       "                         --assets DIR|URL\n"
+       "                         --assets DIR|URL [--release-url URL]\n"
        "Check what pip reads. The pages: every project's index.html (and the channel's root page) must be\n"
-       "exactly what its index.json renders to, and the channel must hold nothing else; with --index-url\n"
+       "exactly what its index.json renders to, each index.json what the engine writes, every file's URL\n"
+       "the one derived from the page's release URL (and that URL --release-url, when given), and the\n"
+       "channel must hold nothing else; with --index-url\n"
        "(the served site root) both index.json and index.html are fetched over HTTP. The files: recompute\n"
-       "the sha256 of every listed file (and of its .metadata when advertised) from a directory (files\n"
+       "the sha256 and size of every listed file (and of its .metadata when advertised) from a directory (files\n"
        "directly in it, or in one subdirectory per tag as the dir: store keeps them) or from an http(s)\n"
        "base URL (files whose recorded URL starts with it are fetched from that URL, others from URL +\n"
        "file name). Prints PAGE/FOREIGN/SPELLING/OK/MISMATCH/MISSING lines; exit 1 on any problem.\n"},
       {"render",
-       "usage: ffpa-index render --index-dir DIR [--channel cu13] [--index-prefix whl]\n"
-       "Re-render every HTML page of the channel from its index.json (after editing JSON by hand).\n"},
+       "usage: ffpa-index render --index-dir DIR [--channel cu13] [--index-prefix whl] [--release-url URL]\n"
+       "Re-render every HTML page of the channel from its index.json (after editing JSON by hand). A page\n"
+       "whose files' URLs are not the ones derived from its release URL is refused, nothing written.\n"
+       "  --release-url URL  record URL as every page's release URL and derive each file's URL from it:\n"
+       "                     once for a page that records none (a legacy page), or to move the channel\n"},
       {"publish",
        "usage: ffpa-index publish --tag vV+CHANNEL (--wheels WHEEL... | --wheels-dir DIR | --manifest FILE)\n"
        "         --site-repo DIR --assets dir:PATH|gh:OWNER/REPO [--release-url URL] [--channel cu13]\n"
@@ -143,7 +153,7 @@ int cmd_add(int argc, char** argv) {
   std::vector<PreparedWheel> wheels;
   for (const auto& p : a.positional()) wheels.push_back(prepare_wheel(p));
   AddOptions o;
-  o.release_url = expand_release_url(*url, "");
+  o.release_url = *url;
   if (auto md = a.get("--metadata-dir")) {
     o.metadata_dir = fs::path(*md);
     o.core_metadata = true;
@@ -179,7 +189,7 @@ int cmd_remove_yank(int argc, char** argv, const std::string& cmd) {
 }
 
 int cmd_verify(int argc, char** argv) {
-  Args a(argc, argv, with(kLocFlags, {"--assets", "--index-url"}), {}, {});
+  Args a(argc, argv, with(kLocFlags, {"--assets", "--index-url", "--release-url"}), {}, {});
   auto assets = a.get("--assets");
   if (!assets) throw UsageError("--assets DIR|URL is required");
   PageSource src;
@@ -187,6 +197,7 @@ int cmd_verify(int argc, char** argv) {
     throw UsageError("give exactly one of --index-dir DIR (the site checkout) and --index-url URL (the served site)");
   if (a.has("--index-dir")) src.dir = location(a, "verify");
   src.url = a.get_or("--index-url", "");
+  src.release_url = a.get("--release-url");
   src.prefix = a.get_or("--index-prefix", "whl");
   src.channel = a.get_or("--channel", "cu13");
   check_index_path(src.prefix, "--index-prefix");
@@ -198,10 +209,10 @@ int cmd_verify(int argc, char** argv) {
 }
 
 int cmd_render(int argc, char** argv) {
-  Args a(argc, argv, kLocFlags, {}, {});
+  Args a(argc, argv, with(kLocFlags, {"--release-url"}), {}, {});
   const auto loc = location(a, "render");
   const SiteLock lock(loc.root);
-  render_all(loc, std::cout, lock);
+  render_all(loc, a.get("--release-url"), std::cout, lock);
   return 0;
 }
 

@@ -14,10 +14,13 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "ffpa/core/atomic.h"
 #include "ffpa/core/error.h"
@@ -25,6 +28,7 @@
 #include "ffpa/core/utf8.h"
 #include "ffpa/core/wheel.h"
 #include "ffpa/site/process.h"
+#include "ffpa/site/publish.h"
 
 namespace ffpa::site {
 
@@ -39,20 +43,6 @@ std::optional<std::string> read_text(const fs::path& p) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-// Atomic write that skips identical content, so a re-run that changes nothing
-// leaves mtimes and the git tree alone.
-bool write_if_changed(const fs::path& p, const std::string& data) {
-  auto cur = read_text(p);
-  if (cur && *cur == data) return false;
-  std::error_code ec;
-  fs::create_directories(p.parent_path(), ec);
-  if (ec)
-    throw Error("cannot create " + p.parent_path().string() + ": " + ec.message() +
-                "; fix its permissions, then re-run (finished pages are kept, the rest is rewritten)");
-  ffpa::core::write_file_atomic(p, data);
-  return true;
 }
 
 // A file of the channel the engine did not write, or a page it cannot read, named
@@ -161,7 +151,12 @@ PreparedWheel prepare_wheel(const fs::path& p) {
   std::error_code ec;
   if (!fs::is_regular_file(p, ec))
     throw Error("'" + p.string() + "' does not exist or is not a file; build the wheels first");
-  const auto check = ffpa::core::verify_wheel(p);
+  // One read of the file, into a copy nobody else can change: what is verified is
+  // what is hashed, measured, read for METADATA and uploaded, even if the path is
+  // swapped or the file rewritten meanwhile.
+  w.bytes = std::make_shared<const PrivateCopy>(p);
+  ++g_hashed;
+  const auto check = ffpa::core::verify_wheel(w.bytes->fd(), p);
   if (!check.ok) {
     std::string msg = "'" + fn + "' does not verify:";
     for (const auto& pr : check.problems) msg += "\n  - " + pr;
@@ -169,11 +164,11 @@ PreparedWheel prepare_wheel(const fs::path& p) {
            "published as is)";
     throw Error(msg);
   }
-  w.size = fs::file_size(p);
-  w.sha256 = hash_file(p);
-  w.metadata = ffpa::core::read_wheel_metadata(p);
+  w.size = w.bytes->size();
+  w.sha256 = w.bytes->sha256();
+  w.metadata = check.metadata;
   w.metadata_sha256 = ffpa::core::sha256_hex(w.metadata);
-  for (const auto& [k, val] : ffpa::core::parse_header_lines(w.metadata)) {
+  for (const auto& [k, val] : check.metadata_fields) {
     std::string key = k;
     std::transform(key.begin(), key.end(), key.begin(), ::tolower);
     if (key == "requires-python") w.requires_python = val;
@@ -181,11 +176,103 @@ PreparedWheel prepare_wheel(const fs::path& p) {
   return w;
 }
 
+PrivateCopy::PrivateCopy(const fs::path& src) {
+  const int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) throw Error("cannot open '" + src.string() + "': " + std::strerror(errno) + "; check the path");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } close_in{in};
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string dir = tmp && *tmp ? tmp : "/tmp";
+  fd_ = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd_ < 0) {  // a file system without O_TMPFILE: a named file, unlinked at once
+    std::string templ = dir + "/.ffpa-wheel.XXXXXX";
+    fd_ = ::mkostemp(templ.data(), O_CLOEXEC);
+    if (fd_ >= 0) ::unlink(templ.c_str());
+  }
+  if (fd_ < 0)
+    throw Error("cannot create a private copy of '" + src.string() + "' under " + dir + ": " + std::strerror(errno) +
+                "; point TMPDIR at a writable directory");
+  ffpa::core::Sha256 sha;
+  std::vector<char> buf(1 << 20);
+  for (;;) {
+    const ssize_t n = ::read(in, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd_);
+      throw Error("cannot read '" + src.string() + "': " + why);
+    }
+    if (n == 0) break;
+    for (ssize_t done = 0; done < n;) {
+      const ssize_t m = ::write(fd_, buf.data() + done, static_cast<std::size_t>(n - done));
+      if (m < 0 && errno == EINTR) continue;
+      if (m < 0) {
+        const std::string why = ffpa::core::write_error_text(errno);
+        ::close(fd_);
+        throw Error("cannot copy '" + src.string() + "' into a private file under " + dir + ": " + why);
+      }
+      done += m;
+    }
+    sha.update(std::string_view(buf.data(), static_cast<std::size_t>(n)));
+    size_ += static_cast<std::uint64_t>(n);
+  }
+  sha256_ = ffpa::core::to_hex(sha.finish_raw());
+}
+
+PrivateCopy::~PrivateCopy() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void PrivateCopy::write_to(const fs::path& dst) const {
+  ffpa::core::AtomicOutput out(dst);
+  std::vector<char> buf(1 << 20);
+  for (std::uint64_t off = 0; off < size_;) {
+    const ssize_t n = ::pread(fd_, buf.data(), static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), size_ - off)),
+                              static_cast<off_t>(off));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error("cannot read the private copy of " + dst.filename().string() + ": " + std::strerror(errno));
+    out.write(std::string_view(buf.data(), static_cast<std::size_t>(n)));
+    off += static_cast<std::uint64_t>(n);
+  }
+  out.commit();
+}
+
 std::string expand_release_url(const std::string& url, const std::string& tag) {
   std::string out = url;
   const auto at = out.find("{tag}");
   if (at != std::string::npos) out.replace(at, 5, url_encode_segment(tag));
   if (out.empty() || out.back() != '/') out += '/';
+  return out;
+}
+
+std::string normalize_release_url(const std::string& url) {
+  return url.empty() || url.back() == '/' ? url : url + '/';
+}
+
+std::string derive_file_url(const std::string& release_url, const FileEntry& file) {
+  return expand_release_url(release_url, "v" + file.canonical_version) + url_encode_segment(file.filename);
+}
+
+std::vector<std::string> page_url_problems(const ProjectPage& page, const std::string& rel) {
+  std::vector<std::string> out;
+  if (page.files.empty()) return out;
+  if (page.release_url.empty()) {
+    out.push_back(rel + " records no release URL (a legacy or hand-written page), so the engine cannot tell where "
+                  "its files belong; record it with ffpa-index render --release-url URL (the URL the files are "
+                  "served from; \"{tag}\" stands for v<version>)");
+    return out;
+  }
+  for (const auto& f : page.files) {
+    const std::string want = derive_file_url(page.release_url, f);
+    if (f.url != want)
+      out.push_back(rel + ": the url of '" + f.filename + "' is '" + ffpa::core::printable(f.url) +
+                    "', not the '" + want + "' the engine derives from the page's release URL '" + page.release_url +
+                    "' and the file name; pip would fetch whatever that URL serves (another host, file, query or "
+                    "fragment): restore the entry from git history (or point every file at one release URL with "
+                    "ffpa-index render --release-url URL)");
+  }
   return out;
 }
 
@@ -281,7 +368,7 @@ bool is_engine_temp(const std::string& name) {
   return false;
 }
 
-ChannelState read_channel(const IndexLocation& loc) {
+ChannelState read_channel(const IndexLocation& loc, const std::optional<std::string>& release_url) {
   ChannelState st;
   const fs::path cdir = loc.channel_dir();
   std::error_code ec;
@@ -334,7 +421,11 @@ ChannelState read_channel(const IndexLocation& loc) {
       }
       if (!has_page || !clean) continue;
       try {
-        st.pages.emplace(name, load_project(loc, name));
+        ProjectPage page = load_project(loc, name);
+        if (page.release_url.empty() && release_url) page.release_url = normalize_release_url(*release_url);
+        for (auto& p : page_url_problems(page, loc.channel_label() + "/" + name + "/index.json"))
+          st.problems.push_back(std::move(p));
+        st.pages.emplace(name, std::move(page));
       } catch (const Error& err) {
         st.problems.push_back(err.what());
       }
@@ -365,6 +456,27 @@ std::vector<fs::path> remove_stale_temps(const IndexLocation& loc, const SiteLoc
 
 namespace {
 
+// What an add --metadata-dir that was killed left in `dir`: each marker (or temp
+// file) of a .metadata write, and the .metadata file it wrote when no page advertises
+// those bytes. Files of other writers are left alone: a .metadata file goes only
+// when its bytes are exactly the marker's.
+std::vector<fs::path> metadata_leftovers(const fs::path& dir, const std::map<std::string, std::string>& listed) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!is_metadata_temp(name) || !it->is_regular_file(ec) || it->is_symlink(ec)) continue;
+    const std::string final_name = name.substr(1, name.size() - 1 - 11);  // ".tmp.XXXXXX"
+    const std::string wheel = final_name.substr(0, final_name.size() - 9);  // ".metadata"
+    const auto marker = read_text(it->path()), written = read_text(dir / final_name);
+    const auto l = listed.find(wheel);
+    const bool advertised = l != listed.end() && marker && l->second == ffpa::core::sha256_hex(*marker);
+    if (marker && written && *marker == *written && !advertised) out.push_back(dir / final_name);
+    out.push_back(it->path());
+  }
+  return out;
+}
+
 // Serialises the pages and the root into `plan`; a value the JSON cannot hold
 // surfaces here, before anything is written.
 void plan_pages(const IndexLocation& loc, const std::map<std::string, ProjectPage>& all,
@@ -391,10 +503,15 @@ void plan_pages(const IndexLocation& loc, const std::map<std::string, ProjectPag
 IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& wheels, const AddOptions& opt) {
   if (opt.release_url.empty())
     throw Error("no release URL: anchors must point at the release assets; pass --release-url URL");
-  if (const std::string why = url_problem(opt.release_url, !opt.relative_release_url); !why.empty())
+  if (const std::string why = release_url_problem(opt.release_url, opt.relative_release_url); !why.empty())
     throw Error("release URL '" + ffpa::core::printable(opt.release_url) + "' is refused: " + why);
-  ChannelState st = read_channel(loc);
+  const std::string release_url = normalize_release_url(opt.release_url);
+  ChannelState st = read_channel(loc, release_url);
   if (!st.problems.empty()) throw channel_error(loc, st.problems, "add");
+  std::map<std::string, std::string> listed_metadata;  // file name -> sha256 of the .metadata its page advertises
+  for (const auto& [n, page] : st.pages)
+    for (const auto& f : page.files)
+      if (f.core_metadata_sha256) listed_metadata.emplace(f.filename, *f.core_metadata_sha256);
   IndexPlan plan;
   ChangeReport& rep = plan.report;
   std::ostringstream log;
@@ -417,18 +534,19 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
     if (it == st.pages.end()) {
       ProjectPage fresh;
       fresh.name = w.project;
+      fresh.release_url = release_url;
       it = st.pages.emplace(w.project, std::move(fresh)).first;
     }
     ProjectPage& page = it->second;
     touched.insert(w.project);
     FileEntry e;
     e.filename = fn;
-    e.url = opt.release_url + url_encode_segment(fn);
     e.sha256 = w.sha256;
     e.requires_python = w.requires_python;
     e.size = w.size;
     if (opt.core_metadata) e.core_metadata_sha256 = w.metadata_sha256;
     derive_file_fields(e);
+    e.url = derive_file_url(release_url, e);
     FileEntry* cur = page.find(fn);
     if (!cur) {
       // Another spelling of this very file (a legacy or older entry), or of its
@@ -500,9 +618,22 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
       }
     }
   }
-  for (const auto& name : touched) st.pages.at(name).refresh_versions();
+  // Checked last, so that a wheel's own refusal (other bytes, another spelling) is the
+  // one reported.
+  for (const auto& name : touched) {
+    ProjectPage& page = st.pages.at(name);
+    if (page.release_url != release_url)
+      throw Error("refusing to add, nothing was written: " + loc.channel_label() + "/" + name +
+                  " serves its files from the release URL '" + page.release_url + "', not '" + release_url +
+                  "'; pass --release-url '" + page.release_url +
+                  "' (\"{tag}\" stands for each file's v<version>), or move every file first with ffpa-index "
+                  "render --release-url URL");
+    page.refresh_versions();
+  }
   if (opt.metadata_dir) {
     for (const auto& w : wheels) plan.writes.emplace_back(*opt.metadata_dir / (w.name.filename() + ".metadata"), w.metadata);
+    plan.metadata_writes = wheels.size();
+    plan.removals = metadata_leftovers(*opt.metadata_dir, listed_metadata);
   }
   plan_pages(loc, st.pages, touched, plan);
   check_writable(plan);
@@ -525,9 +656,67 @@ void check_writable(const IndexPlan& plan) {
   }
 }
 
+bool is_metadata_temp(const std::string& name) {
+  // write_file_atomic's temp name of "<wheel>.metadata": "." + that + ".tmp." + 6 characters.
+  const std::string tail = ".whl.metadata.tmp.";
+  return name.size() > 1 + tail.size() + 6 && name[0] == '.' &&
+         name.compare(name.size() - 6 - tail.size(), tail.size(), tail) == 0 &&
+         std::all_of(name.end() - 6, name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; });
+}
+
 std::size_t apply_plan(const IndexPlan& plan) {
-  std::size_t n = 0;
-  for (const auto& [path, data] : plan.writes) n += write_if_changed(path, data) ? 1 : 0;
+  struct Undo {
+    fs::path path;
+    std::optional<std::string> before;  // nullopt: the file did not exist
+  };
+  std::vector<Undo> undo;
+  std::vector<fs::path> markers, made_dirs;
+  std::size_t n = 0, i = 0;
+  try {
+    for (const auto& p : plan.removals) {
+      std::error_code ec;
+      fs::remove(p, ec);
+    }
+    for (const auto& [path, data] : plan.writes) {
+      if (i == plan.metadata_writes && plan.metadata_writes > 0) kill_point("add-metadata");
+      const bool metadata = i++ < plan.metadata_writes;
+      auto cur = read_text(path);
+      if (cur && *cur == data) continue;
+      for (fs::path d = path.parent_path(); !d.empty() && !fs::exists(d); d = d.parent_path()) made_dirs.push_back(d);
+      std::error_code ec;
+      fs::create_directories(path.parent_path(), ec);
+      if (ec)
+        throw Error("cannot create " + path.parent_path().string() + ": " + ec.message() +
+                    "; fix its permissions, then re-run");
+      ffpa::core::AtomicOutput out(path);
+      out.write(data);
+      if (metadata && !cur) {
+        if (out.commit_keeping_marker()) markers.push_back(out.temp_path());
+      } else {
+        out.commit();
+      }
+      undo.push_back({path, cur});  // a write that failed changed nothing (temp + rename)
+      ++n;
+    }
+  } catch (...) {
+    // Back to what was there: the pages first (they may advertise a .metadata file).
+    for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
+      std::error_code ec;
+      try {
+        if (it->before) ffpa::core::write_file_atomic(it->path, *it->before);
+        else fs::remove(it->path, ec);
+      } catch (const std::exception&) {
+      }
+    }
+    for (const auto& m : markers) ::unlink(m.c_str());
+    std::sort(made_dirs.begin(), made_dirs.end(), [](const fs::path& a, const fs::path& b) { return a.string() > b.string(); });
+    for (const auto& d : made_dirs) {
+      std::error_code ec;
+      fs::remove(d, ec);  // only when empty
+    }
+    throw;
+  }
+  for (const auto& m : markers) ::unlink(m.c_str());
   return n;
 }
 
@@ -652,9 +841,19 @@ ChangeReport unyank_version(const IndexLocation& loc, const std::string& version
       log, lock);
 }
 
-void render_all(const IndexLocation& loc, std::ostream& log, const SiteLock& lock) {
-  ChannelState st = read_channel(loc);
+void render_all(const IndexLocation& loc, const std::optional<std::string>& release_url, std::ostream& log,
+                const SiteLock& lock) {
+  if (release_url)
+    if (const std::string why = release_url_problem(*release_url, false); !why.empty())
+      throw Error("--release-url '" + ffpa::core::printable(*release_url) + "' is refused: " + why);
+  ChannelState st = read_channel(loc, release_url);
   if (!st.problems.empty()) throw channel_error(loc, st.problems, "render");
+  if (release_url) {
+    for (auto& [n, page] : st.pages) {
+      page.release_url = normalize_release_url(*release_url);
+      for (auto& f : page.files) f.url = derive_file_url(page.release_url, f);
+    }
+  }
   IndexPlan plan;
   std::set<std::string> all;
   for (const auto& [n, p] : st.pages) all.insert(n);
@@ -717,7 +916,7 @@ std::size_t verify_index(const PageSource& src, const std::string& assets, std::
     ChannelState st = read_channel(loc);
     for (const auto& p : st.problems) {
       ++problems;
-      log << "FOREIGN  " << p << "\n";
+      log << (p.find("release URL") != std::string::npos ? "URL      " : "FOREIGN  ") << p << "\n";
     }
     for (const auto& t : st.stale_temps) log << "note     " << t.string() << " is a temp file of a killed run; the next add/render removes it\n";
     pages = std::move(st.pages);
@@ -729,6 +928,10 @@ std::size_t verify_index(const PageSource& src, const std::string& assets, std::
         page_mismatch(rel, "has no index.json beside it (a legacy page, not yet imported)");
       else if (read_text(loc.project_dir(n) / "index.html") != render_project_html(page))
         page_mismatch(rel, "is not what its index.json renders to (edited by hand, or a write was interrupted)");
+      else if (read_text(loc.project_dir(n) / "index.json") != to_json(page).dump(1) + "\n")
+        page_mismatch(label + "/" + n + "/index.json",
+                      "is not what ffpa-index writes for its entries (a key, value or layout it does not write, "
+                      "which JSON clients such as uv read)");
     }
     if (!names.empty() || fs::exists(loc.channel_dir() / "index.html")) {
       if (read_text(loc.channel_dir() / "index.html") != render_root_html(names))
@@ -778,11 +981,30 @@ std::size_t verify_index(const PageSource& src, const std::string& assets, std::
         if (page.name != n) throw Error("it names project '" + page.name + "'");
         if (*h != render_project_html(page))
           page_mismatch(purl + "index.html", "is not what " + purl + "index.json renders to");
+        if (*j != to_json(page).dump(1) + "\n")
+          page_mismatch(purl + "index.json", "is not what ffpa-index writes for its entries (JSON clients read it)");
+        for (const auto& p : page_url_problems(page, purl + "index.json")) {
+          ++problems;
+          log << "URL      " << p << "\n";
+        }
         pages.emplace(n, std::move(page));
       } catch (const std::exception& e) {
         ++problems;
         log << "PAGE     " << purl << "index.json does not load: " << e.what() << "\n";
       }
+    }
+  }
+
+  // The release URL the pages record, against the one expected when given.
+  for (const auto& [n, page] : pages) {
+    if (page.files.empty()) continue;
+    if (src.release_url && page.release_url != normalize_release_url(*src.release_url)) {
+      ++problems;
+      log << "URL      " << label << "/" << n << "/index.json records the release URL '" << page.release_url
+          << "', not the expected '" << normalize_release_url(*src.release_url)
+          << "': its files would be fetched from there; restore the page from git history\n";
+    } else if (!page.release_url.empty()) {
+      log << "note     " << label << "/" << n << ": files derive from the release URL " << page.release_url << "\n";
     }
   }
 
@@ -825,6 +1047,15 @@ std::size_t verify_index(const PageSource& src, const std::string& assets, std::
       if (got != f.sha256) {
         ++problems;
         log << "MISMATCH " << f.filename << ": index says " << f.sha256 << ", asset is " << got << "\n";
+        continue;
+      }
+      std::error_code size_ec;
+      const std::uint64_t size = fs::file_size(*p, size_ec);
+      if (!f.size || *f.size != size) {
+        ++problems;
+        log << "MISMATCH " << f.filename << ": the asset is " << size << " bytes, the index "
+            << (f.size ? "says " + std::to_string(*f.size) : std::string("records no size (PEP 700)"))
+            << "; re-add the wheel (ffpa-index add, same bytes) to record it\n";
         continue;
       }
       if (f.core_metadata_sha256) {

@@ -8,6 +8,7 @@
 
 #include "ffpa/core/error.h"
 #include "ffpa/core/pep.h"
+#include "ffpa/core/utf8.h"
 
 namespace ffpa::site {
 
@@ -76,10 +77,12 @@ json to_json(const ProjectPage& page) {
     if (f.size) e["size"] = *f.size;
     files.push_back(std::move(e));
   }
-  return {{"meta", {{"api-version", kApiVersion}}},
-          {"name", page.name},
-          {"versions", page.versions},
-          {"files", std::move(files)}};
+  json j = {{"meta", {{"api-version", kApiVersion}}},
+            {"name", page.name},
+            {"versions", page.versions},
+            {"files", std::move(files)}};
+  if (!page.release_url.empty()) j["_ffpa-release-url"] = page.release_url;
+  return j;
 }
 
 static const json& need(const json& j, const char* key, std::string_view origin) {
@@ -98,6 +101,12 @@ ProjectPage project_from_json(const json& j, std::string_view origin) {
     if (api.rfind("1.", 0) != 0)
       throw Error(std::string(origin) + ": api-version " + api +
                   " is not 1.x; this ffpa-index only understands PEP 691 v1");
+    if (j.contains("_ffpa-release-url")) {
+      p.release_url = j["_ffpa-release-url"].get<std::string>();
+      if (const std::string why = release_url_problem(p.release_url, true); !why.empty())
+        throw Error(std::string(origin) + ": its release URL '" + ffpa::core::printable(p.release_url) +
+                    "' is refused (" + why + "); restore the page from git history");
+    }
     for (const auto& e : need(j, "files", origin)) {
       FileEntry f;
       f.filename = need(e, "filename", origin).get<std::string>();
@@ -115,7 +124,12 @@ ProjectPage project_from_json(const json& j, std::string_view origin) {
         if (y.is_string()) f.yanked = y.get<std::string>();
         else if (y.is_boolean() && y.get<bool>()) f.yanked = std::string();
       }
-      if (e.contains("size") && e["size"].is_number_unsigned()) f.size = e["size"].get<std::uint64_t>();
+      if (e.contains("size")) {
+        if (!e["size"].is_number_unsigned())
+          throw Error(std::string(origin) + ": size of '" + f.filename +
+                      "' is not a byte count; restore the entry from git history");
+        f.size = e["size"].get<std::uint64_t>();
+      }
       if (!derive_file_fields(f))
         throw Error(std::string(origin) + ": listed file '" + f.filename +
                     "' is not a wheel file name; remove the entry or restore the file from git");
@@ -163,6 +177,61 @@ std::string url_problem(std::string_view url, bool absolute) {
   for (auto& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (scheme != "http" && scheme != "https" && scheme != "file")
     return "a " + scheme + ": URL; anchors may only be http, https or file URLs";
+  return "";
+}
+
+std::string release_url_problem(std::string_view url, bool relative_ok) {
+  const std::size_t tag = url.find("{tag}");
+  std::string plain(url);
+  if (tag != std::string_view::npos) plain.replace(tag, 5, "v1");
+  if (std::string why = url_problem(plain, !relative_ok); !why.empty()) return why;
+  if (plain.find_first_of("{}") != std::string::npos) return "'{' and '}' only appear as the one \"{tag}\"";
+  for (const char c : plain) {
+    if (c == '?' || c == '#')
+      return std::string("it has a ") + (c == '?' ? "query" : "fragment") +
+             " ('" + c + "'): the file name would follow it, and pip reads the first '#sha256=' it meets";
+    if (c == '\\') return "it contains a backslash, which browsers and pip read as '/'";
+    if (c == '%') return "it contains percent-encoding; write the URL plainly (the engine encodes the tag and file name)";
+    if (c == '"' || c == '<' || c == '>' || c == '`' || c == '^' || c == '|') return std::string("it contains '") + c + "'";
+  }
+  std::size_t path = 0;
+  const std::size_t colon = plain.find(':');
+  if (colon != std::string::npos && plain.find('/') > colon) {  // scheme:
+    std::string scheme = plain.substr(0, colon);
+    for (auto& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (plain.compare(colon, 3, "://") != 0 || scheme != plain.substr(0, colon))
+      return "not of the form http(s)://host/path/ or file:///path/ (lower-case scheme, then \"://\")";
+    const std::size_t host = colon + 3, end = plain.find('/', host);
+    if (end == std::string::npos) return "no path after the host; end the URL with '/'";
+    const std::string authority = plain.substr(host, end - host);
+    if (authority.find('@') != std::string::npos)
+      return "it has userinfo ('@' before the host), which hides the real host from readers";
+    if (scheme != "file" && authority.empty()) return "no host";
+    if (authority.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]") !=
+        std::string::npos)
+      return "its host '" + authority + "' is not a plain host name[:port]";
+    path = end + 1;
+  } else if (!plain.empty() && plain.front() == '/') {
+    return "a relative release URL is a path such as ../../../assets/, not starting with '/' (scheme-relative or "
+           "host-relative URLs point wherever the page is served from)";
+  }
+  // Path segments: none empty, and '.' / '..' only in a relative URL's leading part.
+  bool leading = colon == std::string::npos || plain.find('/') < colon;
+  for (std::size_t at = path; at < plain.size();) {
+    const std::size_t slash = plain.find('/', at);
+    const std::string seg = plain.substr(at, (slash == std::string::npos ? plain.size() : slash) - at);
+    if (slash == std::string::npos && seg.empty()) break;
+    if (seg.empty()) return "it has an empty path segment ('//')";
+    if (seg == "..") {
+      if (!leading) return "it has a '..' path segment past the start of a relative path";
+    } else if (seg == ".") {
+      return "it has a '.' path segment";
+    } else {
+      leading = false;
+    }
+    if (slash == std::string::npos) break;
+    at = slash + 1;
+  }
   return "";
 }
 

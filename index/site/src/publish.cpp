@@ -80,6 +80,9 @@ struct PublishRun {
       : opt(o), out(out_), err(err_), site(o.site_repo, o.remote, o.branch) {}
 
   fs::path md_path(const PreparedWheel& w) const { return md_dir / (w.name.filename() + ".metadata"); }
+  // The verified bytes (PrivateCopy) are staged beside the metadata and uploaded from
+  // there: never the path given, which may hold other bytes by now.
+  fs::path staged(const PreparedWheel& w) const { return md_dir / w.name.filename(); }
 
   // Guards first: no tool is run and nothing is read from the network before the
   // inputs are known to be publishable.
@@ -125,8 +128,9 @@ struct PublishRun {
 
   void setup() {
     if (!opt.index_only) store = make_asset_store(opt.assets);
-    release_url =
-        expand_release_url(opt.release_url.empty() ? store->default_release_url(opt.tag) : opt.release_url, opt.tag);
+    // The template, as the page records it: each file's URL expands "{tag}" to its
+    // v<version>, which is this tag (check_inputs holds every wheel to it).
+    release_url = normalize_release_url(opt.release_url.empty() ? store->default_release_url() : opt.release_url);
     site_url = !opt.site_url.empty() ? opt.site_url : store ? store->default_site_url() : "";
     project = wheels.front().project;
     notes = notes_for(project, tagv.canonical, opt.channel, site_url, opt.index_prefix);
@@ -186,7 +190,7 @@ struct PublishRun {
         << "  version  " << tagv.canonical << "\n  channel  " << opt.channel << "\n  tag      " << opt.tag
         << (opt.index_only ? "  (index only: no release, no upload)" : "") << "\n"
         << "  assets   " << (store ? store->spec() : std::string("(mirror)")) << "\n"
-        << "  anchors  " << release_url << "<file>#sha256=<hex>\n"
+        << "  anchors  " << expand_release_url(release_url, opt.tag) << "<file>#sha256=<hex>\n"
         << "  site     " << site.dir().string() << " (" << opt.remote << "/" << opt.branch << "), "
         << channel_rel << "\n";
     for (const auto& w : wheels) out << "  wheel    " << w.name.filename() << "  sha256=" << w.sha256 << "\n";
@@ -197,7 +201,7 @@ struct PublishRun {
       else if (auto c = store->create_command(rs); !c.empty()) out << "  " << format_command(c) << "\n";
       else out << "  # create release " << opt.tag << " in " << store->spec() << " (target " << target << ")\n";
       for (const auto& w : wheels) {
-        for (const fs::path& f : {w.path, md_path(w)}) {
+        for (const fs::path& f : {staged(w), md_path(w)}) {
           if (identical.count(f.filename().string())) {
             out << "  # " << f.filename().string() << " already published with these bytes; skipped\n";
             continue;
@@ -265,7 +269,9 @@ struct PublishRun {
       };
       for (const auto& w : wheels) {
         ffpa::core::write_file_atomic(md_path(w), w.metadata);
-        for (const fs::path& f : {w.path, md_path(w)}) upload_one(f);
+        if (!identical.count(w.name.filename())) w.bytes->write_to(staged(w));
+        for (const fs::path& f : {staged(w), md_path(w)}) upload_one(f);
+        fs::remove(staged(w), ec);
         if (first) kill_point("upload-1");
         first = false;
       }

@@ -105,7 +105,12 @@ int publish_pure(const PurePublishOptions& opt, std::ostream& out, std::ostream&
   if (w.version.canonical != tagv.canonical)
     throw Error("tag '" + opt.tag + "' does not name version '" + w.version.canonical + "'; pass --tag v" +
                 w.version.canonical);
-  const ffpa::core::ZipReader zip(opt.wheel);
+  // Everything below reads and uploads the verified bytes (PrivateCopy), staged under
+  // the wheel's own name: never the path given, which may hold other bytes by now.
+  const TempDir stage("ffpa-pure-");
+  const fs::path wheel = stage.path() / fn;
+  w.bytes->write_to(wheel);
+  const ffpa::core::ZipReader zip(w.bytes->fd(), opt.wheel);
   for (const auto& m : zip.members()) {
     const auto& n = m.name;
     if ((n.size() > 3 && n.compare(n.size() - 3, 3, ".so") == 0) || n.find(".so.") != std::string::npos)
@@ -156,7 +161,7 @@ int publish_pure(const PurePublishOptions& opt, std::ostream& out, std::ostream&
     return 1;
   }
   const std::vector<std::string> upload = {twine, "upload", "--non-interactive", "--disable-progress-bar",
-                                           "--repository-url", opt.repository_url, opt.wheel.string()};
+                                           "--repository-url", opt.repository_url, wheel.string()};
   const std::string notes = "```\npip install -U " + w.project + "==" + w.version.canonical + "\n```\n";
   ReleaseSpec rs{opt.tag, target, notes, true};
   if (opt.dry_run) {
@@ -169,7 +174,7 @@ int publish_pure(const PurePublishOptions& opt, std::ostream& out, std::ostream&
       else if (auto c = store->create_command(rs); !c.empty()) out << "  " << format_command(c) << "\n";
       else out << "  # create release " << opt.tag << " in " << store->spec() << " (target " << target << ")\n";
       if (identical.count(fn)) out << "  # " << fn << " already a release asset; skipped\n";
-      else if (auto c = store->upload_command(opt.tag, opt.wheel, false); !c.empty())
+      else if (auto c = store->upload_command(opt.tag, wheel, false); !c.empty())
         out << "  " << format_command(c) << "\n";
       else out << "  # copy " << fn << " into " << store->spec() << "/" << opt.tag << "\n";
     }
@@ -198,13 +203,13 @@ int publish_pure(const PurePublishOptions& opt, std::ostream& out, std::ostream&
     kill_point("release");
     auto present = store->list_assets(opt.tag).value_or(std::vector<std::string>{});
     if (std::find(present.begin(), present.end(), fn) == present.end()) {
-      store->upload(opt.tag, opt.wheel, false);
+      store->upload(opt.tag, wheel, false);
       out << "[2/2] uploaded " << fn << " to release " << opt.tag << "\n";
     } else if (store->asset_sha256(opt.tag, fn) != w.sha256) {
       if (!force_upload())
         throw Error(fn + " is already published with different contents in release " + opt.tag +
                     "; publish a new version, or set FFPA_FORCE_UPLOAD=1");
-      store->upload(opt.tag, opt.wheel, true);
+      store->upload(opt.tag, wheel, true);
     }
   }
   out << "published " << w.project << " " << w.version.canonical << "\n";

@@ -32,7 +32,7 @@ for i in range(N_VERSIONS):
 assert len(files) == 10000
 files.sort(key=lambda f: f["filename"])
 (page_dir / "index.json").write_text(json.dumps({"meta": {"api-version": "1.1"}, "name": "ffpa-attn",
-                                                 "versions": [], "files": files}, indent=1))
+                                                 "versions": [], "_ffpa-release-url": URL, "files": files}, indent=1))
 run(["render", "--index-dir", site], check_rc=0)
 
 new = [make_wheel(work / "dist", "9.0.0+cu13", tag=f"{t}-{t}-manylinux_2_28_x86_64") for t in TAGS + ["cp39"]]

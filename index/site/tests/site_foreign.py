@@ -83,7 +83,7 @@ check(".tmp." not in git("ls-files", cwd=site), git("ls-files", cwd=site))
 check(git("status", "--porcelain", "--untracked-files=all", cwd=site) == "", "site left dirty")
 check_index_consistent(site, expected)
 stale.write_text("{")
-run(["add", "--index-dir", site, "--release-url", "https://x/", make_wheel(work / "y", "0.2.7+cu13")], env=env,
+run(["add", "--index-dir", site, "--release-url", "https://example.invalid/{tag}/", make_wheel(work / "y", "0.2.7+cu13")], env=env,
     check_rc=0)
 check(not stale.exists(), "add left a stale temp file")
 git("checkout", "--", "whl", cwd=site)

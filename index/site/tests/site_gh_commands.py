@@ -32,7 +32,9 @@ create = [str(stub), "release", "create", "v0.2.5+cu13", "--repo", "xlite-dev/ff
           "--notes", notes, "--latest=false"]
 check("  " + shlex.join(create) + "\n" in p.stdout, f"release create line missing:\n{p.stdout}")
 for w in wheels:
-    up = [str(stub), "release", "upload", "v0.2.5+cu13", str(w), "--repo", "xlite-dev/ffpa-attn"]
+    # The verified copy is uploaded, staged in the site's git directory (never the given path).
+    up = [str(stub), "release", "upload", "v0.2.5+cu13", str(site / ".git" / "ffpa-index-publish" / w.name), "--repo",
+          "xlite-dev/ffpa-attn"]
     check("  " + shlex.join(up) + "\n" in p.stdout, f"upload line for {w.name} missing:\n{p.stdout}")
 check("--title" not in p.stdout, "a title was given")
 recorded = [json.loads(x) for x in log.read_text().splitlines()]

@@ -66,10 +66,10 @@ old_sha = hashlib.sha256(b"old bytes").hexdigest()
     f"{old_name}</a></body></html>\n")
 new = make_wheel(work / "two", "2.0.0+cu13", tag=TAG)
 lassets = legacy_dir / "assets"
-p = expect_refusal(["add", "--index-dir", lsite, "--release-url", "https://x/", new],
+p = expect_refusal(["add", "--index-dir", lsite, "--release-url", "https://example.invalid/old/", new],
                    "already published with different contents", (lsite, lremote))
 check(old_name in p.stderr, p.stderr)
-p = run(["add", "--index-dir", lsite, "--release-url", "https://x/", new], env={"FFPA_FORCE_UPLOAD": "1"}, check_rc=0)
+p = run(["add", "--index-dir", lsite, "--release-url", "https://example.invalid/old/", new], env={"FFPA_FORCE_UPLOAD": "1"}, check_rc=0)
 check_index_consistent(lsite, {new.name: sha256(new)})
 check(old_name in p.stdout, f"the replaced spelling is not named:\n{p.stdout}")
 verify_pages(site, assets)
@@ -79,7 +79,8 @@ check_index_consistent(site, expected)
 dup = lsite / "whl" / "cu13" / "ffpa-attn" / "index.json"
 text = dup.read_text()
 page_json = __import__("json").loads(text)
-twin = dict(page_json["files"][0], filename=page_json["files"][0]["filename"].replace("-2.0.0+", "-2.0+"))
+twin = dict(page_json["files"][0], filename=page_json["files"][0]["filename"].replace("-2.0.0+", "-2.0+"),
+            url=page_json["files"][0]["url"].replace("-2.0.0%2B", "-2.0%2B"))
 page_json["files"].append(twin)
 dup.write_text(__import__("json").dumps(page_json))
 run(["render", "--index-dir", lsite], check_rc=0)

@@ -113,7 +113,7 @@ TEST(SiteUrls, ReleaseAndSimpleUrls) {
   EXPECT_EQ(simple_url_for("http://127.0.0.1:8080/"), "http://127.0.0.1:8080/simple/");
   EXPECT_EQ(simple_url_for("https://test.pypi.org/legacy/"), "https://test.pypi.org/simple/");
   auto gh = make_asset_store("gh:Org/ffpa-attn");
-  EXPECT_EQ(gh->default_release_url("v0.2.5+cu13"),
+  EXPECT_EQ(expand_release_url(gh->default_release_url(), "v0.2.5+cu13"),
             "https://github.com/Org/ffpa-attn/releases/download/v0.2.5%2Bcu13/");
   EXPECT_EQ(gh->default_site_url(), "https://org.github.io/ffpa-attn");
   EXPECT_THROW(make_asset_store("s3:bucket"), ffpa::core::Error);
@@ -155,10 +155,16 @@ TEST(SiteIndex, LegacyPageImportedOnceThenJsonRules) {
   }
   const SiteLock lock(root);
   std::ostringstream log;
-  render_all(loc, log, lock);  // imports the legacy page and writes its JSON
+  // A legacy page records no release URL: render refuses it until told one, and then
+  // only one its anchors derive from.
+  EXPECT_THROW(render_all(loc, std::nullopt, log, lock), ffpa::core::Error);
+  EXPECT_THROW(render_all(loc, std::string("https://h/other/"), log, lock), ffpa::core::Error);
+  EXPECT_FALSE(fs::exists(loc.project_dir("ffpa-attn") / "index.json"));
+  render_all(loc, std::string("https://h/dl"), log, lock);  // imports the legacy page and writes its JSON
   ASSERT_TRUE(fs::exists(loc.project_dir("ffpa-attn") / "index.json"));
   auto page = load_project(loc, "ffpa-attn");
   ASSERT_EQ(page.files.size(), 1u);
+  EXPECT_EQ(page.release_url, "https://h/dl/");
   EXPECT_EQ(page.files[0].filename, fn);
   EXPECT_EQ(page.files[0].sha256, std::string(64, 'd'));
   // From now on the HTML is output only: editing it changes nothing.
@@ -265,6 +271,7 @@ TEST(SiteIndex, AnotherSpellingOfAListedVersionIsRefused) {
   const std::string legacy = "ffpa_attn-01.0.0+cu13-cp312-cp312-manylinux_2_28_x86_64.whl";
   ProjectPage page;
   page.name = "ffpa-attn";
+  page.release_url = "https://example.invalid/dl/";
   page.insert(entry(legacy, std::string(64, 'a')));
   page.refresh_versions();
   std::filesystem::create_directories(loc.project_dir("ffpa-attn"));
@@ -275,7 +282,7 @@ TEST(SiteIndex, AnotherSpellingOfAListedVersionIsRefused) {
   w.project = "ffpa-attn";
   w.sha256 = std::string(64, 'b');
   AddOptions opt;
-  opt.release_url = "https://h/";
+  opt.release_url = "https://example.invalid/dl/";
   try {
     plan_add(loc, {w}, opt);
     FAIL() << "another spelling of a listed file was accepted";
@@ -320,4 +327,99 @@ TEST(SiteIndex, OneLockPerSiteWhateverTheSpelling) {
   EXPECT_TRUE(is_engine_temp(".index.html.tmp.000000"));
   EXPECT_FALSE(is_engine_temp(".index.json.tmp.Ab12C"));
   EXPECT_FALSE(is_engine_temp(".env"));
+}
+
+// The engine lists only the URLs it derives from the page's release
+// URL and the file name; every other url in index.json is refused at add and render
+// and reported by verify.
+TEST(SiteUrls, OnlyDerivedUrlsAreListed) {
+  const std::string fn = "ffpa_attn-0.2.5+cu13-cp312-cp312-manylinux_2_28_x86_64.whl";
+  ProjectPage page;
+  page.name = "ffpa-attn";
+  page.release_url = "https://h/dl/{tag}/";
+  FileEntry e = entry(fn);
+  derive_file_fields(e);
+  EXPECT_EQ(derive_file_url(page.release_url, e), "https://h/dl/v0.2.5%2Bcu13/" + url_encode_segment(fn));
+  const std::string good = derive_file_url(page.release_url, e);
+  for (const std::string& bad : std::vector<std::string>{"https://evil.example/dl/v0.2.5%2Bcu13/" + url_encode_segment(fn),
+                                 "//evil.example/" + url_encode_segment(fn), "https:\\\\h\\dl\\" + fn,
+                                 std::string("https://h/dl/v0.2.5%2Bcu13/ffpa_attn-9.9.9%2Bcu13-cp312-cp312-manylinux_2_28_x86_64.whl"),
+                                 good + "#sha256=" + std::string(64, 'b'), good + "?x=1", good + "/",
+                                 "https://h/dl/v0.2.5+cu13/" + fn, "https://H/dl/v0.2.5%2Bcu13/" + url_encode_segment(fn)}) {
+    ProjectPage p = page;
+    FileEntry f = e;
+    f.url = bad;
+    p.insert(f);
+    const auto problems = page_url_problems(p, "whl/cu13/ffpa-attn/index.json");
+    ASSERT_EQ(problems.size(), 1u) << bad;
+    EXPECT_NE(problems[0].find("not the '" + good + "' the engine derives"), std::string::npos) << problems[0];
+  }
+  ProjectPage ok = page;
+  FileEntry f = e;
+  f.url = good;
+  ok.insert(f);
+  EXPECT_TRUE(page_url_problems(ok, "x").empty());
+  ok.release_url.clear();
+  ASSERT_EQ(page_url_problems(ok, "x").size(), 1u);
+  EXPECT_NE(page_url_problems(ok, "x")[0].find("records no release URL"), std::string::npos);
+}
+
+TEST(SiteUrls, ReleaseUrlsAreOneSpellingOfOnePlace) {
+  for (const char* ok : {"https://github.com/o/r/releases/download/{tag}/", "http://127.0.0.1:8080/assets/{tag}",
+                         "file:///srv/assets/{tag}/", "https://h/dl/"})
+    EXPECT_EQ(release_url_problem(ok, false), "") << ok;
+  EXPECT_EQ(release_url_problem("../../../assets/", true), "");
+  for (const char* bad : {"//evil.example/dl/", "/dl/", "https://user@evil.example/dl/", "https://h/dl/?x=",
+                          "https://h/dl/#frag", "https://h\\dl/", "https://h/dl/%2e%2e/", "https://h/a/../b/",
+                          "https://h/a/./b/", "https://h//b/", "https:h/dl/", "HTTPS://h/dl/", "javascript:alert(1)",
+                          "https://h/{tag}/{tag}/", "https://h/{x}/", "https://h/ dl/", "https://"})
+    EXPECT_NE(release_url_problem(bad, false), "") << bad;
+  EXPECT_NE(release_url_problem("../../../assets/", false), "");
+  EXPECT_NE(release_url_problem("assets/../../x/", true), "");
+}
+
+TEST(SiteIndex, AddAndRenderRefuseForeignUrlsAndWriteNothing) {
+  TempSite t("urls");
+  IndexLocation loc{t.root, "whl", "cu13"};
+  const std::string fn = "ffpa_attn-0.2.5+cu13-cp312-cp312-manylinux_2_28_x86_64.whl";
+  ProjectPage page;
+  page.name = "ffpa-attn";
+  page.release_url = "https://h/dl/{tag}/";
+  FileEntry e = entry(fn);
+  derive_file_fields(e);
+  e.url = "https://evil.example/" + url_encode_segment(fn);
+  page.insert(e);
+  page.refresh_versions();
+  std::filesystem::create_directories(loc.project_dir("ffpa-attn"));
+  const std::string text = to_json(page).dump(1) + "\n";
+  std::ofstream(loc.project_dir("ffpa-attn") / "index.json") << text;
+  const SiteLock lock(t.root);
+  std::ostringstream log;
+  EXPECT_THROW(render_all(loc, std::nullopt, log, lock), ffpa::core::Error);
+  // Pointing the channel elsewhere does not launder the foreign entry either.
+  EXPECT_THROW(render_all(loc, std::string("https://h/dl/{tag}/"), log, lock), ffpa::core::Error);
+  PreparedWheel w;
+  w.name = *ffpa::core::parse_wheel_filename("ffpa_attn-0.2.6+cu13-cp312-cp312-manylinux_2_28_x86_64.whl");
+  w.version = *ffpa::core::parse_pep440("0.2.6+cu13");
+  w.project = "ffpa-attn";
+  w.sha256 = std::string(64, 'b');
+  AddOptions opt;
+  opt.release_url = "https://h/dl/{tag}/";
+  try {
+    plan_add(loc, {w}, opt);
+    FAIL() << "add accepted a page listing a foreign URL";
+  } catch (const ffpa::core::Error& err) {
+    EXPECT_NE(std::string(err.what()).find("https://evil.example/"), std::string::npos) << err.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(loc.project_dir("ffpa-attn") / "index.html"));
+  // Repaired, add derives every URL and refuses another release URL.
+  page.files[0].url = derive_file_url(page.release_url, page.files[0]);
+  std::ofstream(loc.project_dir("ffpa-attn") / "index.json") << to_json(page).dump(1) + "\n";
+  const IndexPlan plan = plan_add(loc, {w}, opt);
+  const auto written = nlohmann::json::parse(plan.writes.at(0).second);
+  EXPECT_EQ(written["_ffpa-release-url"], "https://h/dl/{tag}/");
+  for (const auto& f : written["files"])
+    EXPECT_EQ(f["url"].get<std::string>().rfind("https://h/dl/v0.2.", 0), 0u) << f;
+  opt.release_url = "https://h/other/{tag}/";
+  EXPECT_THROW(plan_add(loc, {w}, opt), ffpa::core::Error);
 }

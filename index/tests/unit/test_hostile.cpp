@@ -16,6 +16,7 @@
 #include "ffpa/core/manylinux.h"
 #include "ffpa/core/pack.h"
 #include "ffpa/core/pep.h"
+#include "ffpa/core/names.h"
 #include "ffpa/core/utf8.h"
 #include "ffpa/core/wheel.h"
 #include "ffpa/core/zipread.h"
@@ -172,8 +173,53 @@ TEST(ZipStrict, RefusesUnsafeNames) {
   }
   write_file(d / "dup.zip", archive_bytes({{"x.py", "1"}, {"x.py", "2"}}));
   EXPECT_NE(refusal(d / "dup.zip").find("appears more than once"), std::string::npos);
-  write_file(d / "dir.zip", archive_bytes({{"pkg/", ""}, {"pkg/données.py", "1"}}));
-  EXPECT_EQ(refusal(d / "dir.zip"), "") << "directory entries and flagged UTF-8 names are fine";
+  // Names another OS or pip's line reader reads otherwise (names.h).
+  const std::vector<std::pair<std::string, std::string>> os_cases = {
+      {"pkg/", "is a directory entry"},
+      {"pkg/donn\xc3\xa9" "es.py", "holds non-ASCII characters"},
+      {"pkg/a\xe2\x80\xa8" "b.py", "holds non-ASCII characters"},  // U+2028: a line break for str.splitlines
+      {"pkg/a\x1c" "b.py", "control character"},
+      {"C:/x.py", "contains ':'"},
+      {"pkg/x.py:stream", "contains ':'"},
+      {"pkg/a|b.py", "contains '|'"},
+      {"pkg/a*.py", "contains '*'"},
+      {"pkg./x.py", "ends in a dot or a space"},
+      {"pkg/x.py ", "ends in a dot or a space"},
+      {"pkg/con.py", "Windows device name"},
+      {"pkg/NUL .tar.gz", "Windows device name"},
+      {"Com7/x.py", "Windows device name"},
+      {"pkg/lpt0", "Windows device name"},
+      {"pkg/CONOUT$.txt", "Windows device name"},
+      {"FFPA_A~1/x.py", "8.3 short name"},
+      {"pkg/" + std::string(256, 'a'), "256 bytes"},
+  };
+  for (const auto& [name, needle] : os_cases) {
+    write_file(d / "n.zip", archive_bytes({{"ok.py", "1"}, {name, "2"}}));
+    EXPECT_NE(refusal(d / "n.zip").find(needle), std::string::npos) << printable(name) << ": " << refusal(d / "n.zip");
+  }
+  // What stays allowed: every ASCII name Windows, macOS and Linux read alike.
+  write_file(d / "ok.zip", archive_bytes({{"pkg/a b,c;d=e#f%g~h.py", "1"}, {"pkg/console.py", "2"}, {"pkg/.hidden", "3"},
+                                          {"pkg/com10.txt", "4"}, {"pkg/x.tar.gz", "5"}}));
+  EXPECT_EQ(refusal(d / "ok.zip"), "");
+}
+
+TEST(MemberNames, SetsThatCollideOnCaseInsensitiveSystems) {
+  auto problems = [](std::vector<std::string> names) {
+    std::string all;
+    for (const auto& p : member_set_problems(names)) all += p + "\n";
+    return all;
+  };
+  EXPECT_EQ(problems({"pkg/a.py", "pkg/b.py", "pkg/sub/c.py", "other/a.py"}), "");
+  EXPECT_NE(problems({"pkg/A.py", "pkg/a.py"}).find("differ only in case"), std::string::npos);
+  EXPECT_NE(problems({"Pkg/a.py", "pkg/b.py"}).find("also spelled 'pkg'"), std::string::npos);
+  EXPECT_NE(problems({"pkg/x", "pkg/x/y.py"}).find("is a file and also the directory"), std::string::npos);
+  EXPECT_NE(problems({"pkg/X", "pkg/x/y.py"}).find("is a file and also the directory"), std::string::npos);
+  EXPECT_NE(problems({"nvidia", "nvidia/cublas/lib/x.so"}).find("'nvidia' is a file"), std::string::npos);
+  EXPECT_NE(problems({"p-1.data/purelib/pkg/a.py", "pkg/a.py"}).find("install to the same file"), std::string::npos);
+  EXPECT_NE(problems({"p-1.data/platlib/pkg/a.py", "p-1.data/purelib/PKG/A.py"}).find("install to the same file"),
+            std::string::npos);
+  // Other schemes have places of their own.
+  EXPECT_EQ(problems({"p-1.data/scripts/pkg", "pkg/a.py", "p-1.data/data/pkg/a.py"}), "");
 }
 
 TEST(ZipStrict, ClaimsAreCheckedAgainstLimitsAndRead) {
@@ -418,10 +464,25 @@ class PackHostile : public ::testing::Test {
 TEST_F(PackHostile, RefusesNamesThatAreNotUtf8) {
   write_file(dir / "tree/ffpa_attn/bad\xff.py", "y = 1\n");
   const std::string msg = refusal();
-  EXPECT_NE(msg.find("'ffpa_attn/bad\\xff.py' in the staged tree is not a valid UTF-8 name"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'ffpa_attn/bad\\xff.py' in the staged tree holds non-ASCII characters"), std::string::npos) << msg;
   EXPECT_EQ(ffpa::test::count_entries(opts.out_dir), 0u);
   fs::remove(dir / "tree/ffpa_attn/bad\xff.py");
+  // Valid UTF-8 is not enough: the names pack writes are the names verify-wheel
+  // accepts (names.h), ASCII and alike on every OS.
   write_file(dir / "tree/ffpa_attn/donn\xc3\xa9" "es.py", "y = 1\n");
+  EXPECT_NE(refusal().find("holds non-ASCII characters"), std::string::npos) << refusal();
+  fs::remove(dir / "tree/ffpa_attn/donn\xc3\xa9" "es.py");
+  write_file(dir / "tree/ffpa_attn/NUL.py", "y = 1\n");
+  EXPECT_NE(refusal().find("Windows device name"), std::string::npos) << refusal();
+  fs::remove(dir / "tree/ffpa_attn/NUL.py");
+  write_file(dir / "tree/ffpa_attn/Core.py", "y = 1\n");
+  write_file(dir / "tree/ffpa_attn/core.py", "y = 2\n");
+  EXPECT_NE(refusal().find("differ only in case"), std::string::npos) << refusal();
+  fs::remove(dir / "tree/ffpa_attn/Core.py");
+  write_file(dir / "tree/ffpa_attn./x.py", "y = 1\n");
+  EXPECT_NE(refusal().find("'ffpa_attn.' in the staged tree has the component 'ffpa_attn.'"), std::string::npos) << refusal();
+  fs::remove_all(dir / "tree/ffpa_attn.");
+  EXPECT_EQ(ffpa::test::count_entries(opts.out_dir), 0u);
   const auto r = pack_wheel(opts);
   EXPECT_TRUE(verify_wheel(r.wheel).ok) << joined(verify_wheel(r.wheel));
 }

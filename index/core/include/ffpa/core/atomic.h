@@ -7,6 +7,11 @@
 
 namespace ffpa::core {
 
+// Why a write failed, with the fix: ENOSPC, EDQUOT and EFBIG (a file-size limit,
+// `ulimit -f`: the engine ignores SIGXFSZ, so the write fails instead of killing it)
+// read as one case, "no room for the file".
+std::string write_error_text(int err);
+
 // Readers see either the old file or the whole new one, never a torn write:
 // temp file in the same directory + fsync + rename (+ fsync of the directory).
 // The temp file is removed on any failure.
@@ -31,6 +36,11 @@ class AtomicOutput {
   // and fsyncs the directory unless told not to (the caller then does it once).
   void sync();
   void publish(bool fsync_directory = true);
+  // Like commit(), but a new file is hard-linked to its final name and the temp file
+  // stays as a marker of the write (true); the caller removes it once the write is
+  // final, and a later run that finds it knows what an interrupted one wrote. An
+  // existing file is replaced by rename as commit() does (false: no marker).
+  bool commit_keeping_marker();
   const std::filesystem::path& final_path() const { return final_; }
 
  private:

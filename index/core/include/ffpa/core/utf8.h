@@ -45,13 +45,16 @@ inline std::size_t first_invalid_utf8(std::string_view s) {
 
 inline bool is_valid_utf8(std::string_view s) { return first_invalid_utf8(s) == std::string_view::npos; }
 
-// The text as is when it is valid UTF-8 without control characters; otherwise
+// The text as is when it is valid UTF-8 without control characters or line breaks; otherwise
 // with every byte outside printable ASCII written as \xNN, so a message about a
 // hostile name shows its bytes instead of corrupting the terminal.
 inline std::string printable(std::string_view s) {
   bool clean = is_valid_utf8(s);
   for (char ch : s)
     if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) clean = false;
+  // U+0085, U+2028, U+2029: line breaks too (str.splitlines), shown as bytes.
+  for (const char* sep : {"\xc2\x85", "\xe2\x80\xa8", "\xe2\x80\xa9"})
+    if (s.find(sep) != std::string_view::npos) clean = false;
   if (clean) return std::string(s);
   static const char* hex = "0123456789abcdef";
   std::string out;

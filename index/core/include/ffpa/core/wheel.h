@@ -12,10 +12,15 @@ namespace ffpa::core {
 struct WheelCheck {
   bool ok;
   std::vector<std::string> problems;
+  // The METADATA file's bytes and headers, read in the same pass over the same open
+  // file (empty when it is missing or unreadable).
+  std::string metadata;
+  std::vector<std::pair<std::string, std::string>> metadata_fields;
 };
 
 // Recomputes every RECORD hash and size, checks that members and RECORD list the
-// same files, that the file name is spelled canonically (PEP 427/625) and agrees
+// same files (RECORD written as Python's csv module writes it, no line boundary of
+// str.splitlines inside a line; member names by names.h, one by one and as a set), that the file name is spelled canonically (PEP 427/625) and agrees
 // with the WHEEL Tag lines and METADATA Name/Version, that METADATA parses
 // (check_core_metadata), that every ELF member (and every .so) matches the
 // platform tag, and that the .dist-info layout is PEP 427's. The archive itself is
@@ -24,6 +29,9 @@ struct WheelCheck {
 // are capped at kMaxDistInfoFile bytes. Never throws: an unreadable archive is one
 // more problem.
 WheelCheck verify_wheel(const std::filesystem::path& whl);
+// The same on the open file `fd` (duplicated, read with pread, never by path); `whl`
+// names it in messages and carries the file name the checks compare with.
+WheelCheck verify_wheel(int fd, const std::filesystem::path& whl);
 
 // The largest METADATA, WHEEL or RECORD file a wheel may carry.
 inline constexpr std::uint64_t kMaxDistInfoFile = std::uint64_t{64} << 20;

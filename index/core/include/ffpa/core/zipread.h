@@ -4,12 +4,15 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
 namespace ffpa::core {
+
+class ZipFileHandle;  // the open archive (zipread.cpp)
 
 struct ZipMember {
   std::string name;
@@ -58,14 +61,18 @@ inline constexpr std::uint64_t kMaxDeflateRatio = 1032;
 //    central directory: no prepended data, gaps or overlaps;
 //  - only stored/deflated, unencrypted entries without data descriptors, with
 //    known extra fields, well-formed ZIP64 fields;
-//  - names: non-empty, no NUL or control characters, valid UTF-8 with flag bit 11
-//    or plain ASCII without it, '/'-relative without '\', '.', '..' or empty
-//    components, each name once;
+//  - names: valid UTF-8 with flag bit 11 or plain ASCII without it, each name
+//    once, and each one a file name every installer and OS reads alike
+//    (member_name_problem, names.h: no directory entries, ASCII, ...);
 //  - claimed sizes within `ZipLimits` and within what the compressed bytes can hold.
-// Each read() inflates in bounded chunks and checks the size and CRC-32.
+// Each read() inflates in bounded chunks and checks the size and CRC-32. The file is
+// opened once: every read goes to that descriptor, whatever happens to the path.
 class ZipReader {
  public:
   explicit ZipReader(const std::filesystem::path& p, const ZipLimits& limits = {});  // throws ffpa::core::Error
+  // Reads the open file `fd` (duplicated; the caller keeps its own); `shown` names it
+  // in messages.
+  ZipReader(int fd, const std::filesystem::path& shown, const ZipLimits& limits = {});
   const std::vector<ZipMember>& members() const { return members_; }
   const ZipMember* find(std::string_view name) const;
   bool used_zip64() const { return zip64_; }
@@ -77,7 +84,9 @@ class ZipReader {
   void read_chunks(std::string_view name, const std::function<void(std::string_view)>& sink) const;
 
  private:
+  ZipReader(std::shared_ptr<const ZipFileHandle> file, const std::filesystem::path& shown, const ZipLimits& limits);
   std::filesystem::path path_;
+  std::shared_ptr<const ZipFileHandle> file_;
   std::vector<ZipMember> members_;
   std::unordered_map<std::string, std::size_t> by_name_;
   bool zip64_ = false;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <iosfwd>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -70,31 +71,70 @@ std::string hash_file(const fs::path& p);
 // ".<wheel>.metadata.tmp.XXXXXX", and that name must fit NAME_MAX (255 bytes).
 inline constexpr std::size_t kMaxWheelFilename = 255 - 21;
 
+// The bytes of a file as one read of it saw them: copied through a single descriptor
+// into a private, unnamed file (O_TMPFILE under $TMPDIR, freed by the kernel when the
+// last descriptor closes, a kill included), hashed and counted on the way. Whatever
+// happens to the original's path afterwards, checks, hashes and uploads read this.
+class PrivateCopy {
+ public:
+  explicit PrivateCopy(const fs::path& src);  // throws ffpa::core::Error naming the fix
+  ~PrivateCopy();
+  PrivateCopy(const PrivateCopy&) = delete;
+  PrivateCopy& operator=(const PrivateCopy&) = delete;
+  int fd() const { return fd_; }
+  std::uint64_t size() const { return size_; }
+  const std::string& sha256() const { return sha256_; }
+  // Writes the copy to `dst` atomically (temp + rename).
+  void write_to(const fs::path& dst) const;
+
+ private:
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+  std::string sha256_;
+};
+
 // A wheel checked and measured once, before any step of add or publish runs.
 struct PreparedWheel {
-  fs::path path;
+  fs::path path;  // as given (messages); the bytes are `bytes`
   ffpa::core::WheelFilename name;
   ffpa::core::Version version;
   std::string project;  // PEP 503 normalised
   std::string sha256;
   std::uint64_t size = 0;
   std::string metadata, metadata_sha256, requires_python;
+  // The bytes that were verified, hashed and measured, and whose METADATA was read.
+  std::shared_ptr<const PrivateCopy> bytes;
 };
 
 // Parses the file name against the wheel grammar and requires its canonical
-// spelling (one version, one file name), verifies the wheel (RECORD, METADATA),
-// bounds the name's length, hashes the file and reads METADATA. Throws
-// ffpa::core::Error with a message that names the fix.
+// spelling (one version, one file name), bounds the name's length, then opens the
+// file once into a PrivateCopy and verifies (RECORD, METADATA), hashes, measures and
+// reads METADATA from that copy alone. Throws ffpa::core::Error with a message that
+// names the fix.
 PreparedWheel prepare_wheel(const fs::path& p);
 
 // "{tag}" in a release URL is replaced by the URL-encoded tag, so one setting serves
 // every release; the result always ends with '/'.
 std::string expand_release_url(const std::string& url, const std::string& tag);
+// The release URL as a page records it: with its trailing '/'.
+std::string normalize_release_url(const std::string& url);
+
+// The one URL of a listed file: the release URL with "{tag}" expanded to the file's
+// release tag (v<canonical version>, the tag publish creates) and the URL-encoded file
+// name appended. Pages list, render and verify no other URL.
+std::string derive_file_url(const std::string& release_url, const FileEntry& file);
+// What is wrong with a page's URLs, one message per problem (empty when none): no
+// recorded release URL, or a file whose url is not the derived one. `rel` names the
+// page in the messages.
+std::vector<std::string> page_url_problems(const ProjectPage& page, const std::string& rel);
 
 // --- mutations ------------------------------------------------------------------
 
 struct AddOptions {
-  std::string release_url;  // anchors are release_url + url-encoded file name
+  // Where the files are served from: each anchor is derive_file_url(release_url, file)
+  // ("{tag}" expands per file). A page that records another release URL is refused:
+  // move it first with render --release-url.
+  std::string release_url;
   // Whether <asset url>.metadata is served (PEP 658): only then may the page carry
   // core-metadata, because pip fetches exactly that URL and fails the install when
   // it is missing. publish uploads the file beside each asset, so it sets this.
@@ -115,7 +155,13 @@ struct ChangeReport {
 // goes to disk. `writes` holds every page the mutation owns, changed or not, so
 // publish can stage exactly these paths.
 struct IndexPlan {
-  std::vector<std::pair<fs::path, std::string>> writes;  // absolute path, content; JSON before HTML
+  // Removed before anything is written: what an interrupted add --metadata-dir left in
+  // the served directory (its markers, and the .metadata files no page lists).
+  std::vector<fs::path> removals;
+  // absolute path, content: the .metadata files first (a page never advertises one
+  // that is not there), then JSON before HTML.
+  std::vector<std::pair<fs::path, std::string>> writes;
+  std::size_t metadata_writes = 0;  // how many of `writes`, from the front, are .metadata files
   ChangeReport report;
   std::string log;  // printed only once the writes are done
 };
@@ -136,7 +182,10 @@ struct ChannelState {
   std::vector<std::string> problems;
   std::vector<fs::path> stale_temps;
 };
-ChannelState read_channel(const IndexLocation& loc);
+// `release_url`: taken as the release URL of pages that record none (add, render
+// --release-url); their files must then derive from it. Without it such a page is a
+// problem, as is any page whose files do not derive from its own release URL.
+ChannelState read_channel(const IndexLocation& loc, const std::optional<std::string>& release_url = std::nullopt);
 // Whether a file name is one of the engine's own temp files (".index.json.tmp.XXXXXX").
 bool is_engine_temp(const std::string& filename);
 // Removes the stale temp files a killed writer left in the channel; returns them.
@@ -148,8 +197,15 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
 // Throws, naming each place and its fix, when a directory the plan writes to cannot
 // be written (plan_add runs it; so do remove, yank, unyank and render).
 void check_writable(const IndexPlan& plan);
-// Writes only the files whose content differs; returns how many it wrote.
+// Writes only the files whose content differs; returns how many it wrote. All or
+// nothing: on a failure (disk full, a file-size limit, a directory that turned
+// read-only) every file it wrote is restored or removed, with the directories it
+// created, and the error is rethrown. A .metadata file new to the served directory
+// carries a marker (".<wheel>.metadata.tmp.XXXXXX") until the pages are written, so
+// that a killed run's leftovers are found and removed by the next add there.
 std::size_t apply_plan(const IndexPlan& plan);
+// Whether a file name is such a marker (or a temp file of a .metadata write).
+bool is_metadata_temp(const std::string& filename);
 ChangeReport add_wheels(const IndexLocation& loc, const std::vector<PreparedWheel>& wheels,
                         const AddOptions& opt, std::ostream& log, const SiteLock&);
 
@@ -164,8 +220,12 @@ ChangeReport yank_version(const IndexLocation& loc, const std::string& version,
 ChangeReport unyank_version(const IndexLocation& loc, const std::string& version,
                             const std::optional<std::string>& project, std::ostream& log, const SiteLock&);
 
-// Re-renders every HTML page (and the root) from the JSON.
-void render_all(const IndexLocation& loc, std::ostream& log, const SiteLock&);
+// Re-renders every HTML page (and the root) from the JSON. Refuses, nothing written,
+// when a page's files do not derive from its release URL. With `release_url`, every
+// page is pointed at it (its files' urls derived anew): the way to record one on a page
+// that has none, or to move the whole channel to another release URL.
+void render_all(const IndexLocation& loc, const std::optional<std::string>& release_url, std::ostream& log,
+                const SiteLock&);
 
 // --- verify ---------------------------------------------------------------------
 
@@ -175,12 +235,16 @@ struct PageSource {
   std::optional<IndexLocation> dir;
   std::string url;  // site root URL; the channel is <url>/<prefix>/<channel>/
   std::string prefix = "whl", channel = "cu13";
+  // When given, the release URL every page must record (--release-url); otherwise
+  // each page's own is used, and printed.
+  std::optional<std::string> release_url;
 };
 
 // Checks what pip reads: every served HTML page must be exactly what its JSON renders
-// to (the root page too), and nothing foreign may sit in the channel. Then recomputes
-// every listed file's sha256 (and the .metadata beside it when the page advertises
-// one) from a directory (files directly in it or one level down, as the dir: asset
+// to and every JSON page what the engine writes (the root page too), every file's URL
+// the one derived from the page's release URL, and nothing foreign may sit in the
+// channel. Then recomputes every listed file's sha256 and size (and the .metadata
+// beside it when the page advertises one) from a directory (files directly in it or one level down, as the dir: asset
 // store keeps them per tag) or an http(s) base URL. Returns the number of problems;
 // each is printed.
 std::size_t verify_index(const PageSource& pages, const std::string& assets, std::ostream& log);

@@ -36,6 +36,12 @@ bool derive_file_fields(FileEntry& e);
 
 struct ProjectPage {
   std::string name;  // PEP 503 normalised
+  // The release URL the files are served from ("{tag}" stands for v<canonical version>
+  // of each file), recorded in the JSON under the private key "_ffpa-release-url"
+  // (PEP 691 reserves keys with a leading underscore). Every file's url must be the
+  // one derive_file_url gives from it; empty when the page records none (a legacy or
+  // hand-written page), which only add and render --release-url accept.
+  std::string release_url;
   std::vector<FileEntry> files;  // sorted by file name
   std::vector<std::string> versions;  // PEP 700, in order of first publication
 
@@ -65,6 +71,12 @@ std::string url_decode(std::string_view s);
 // `absolute` also refuses relative URLs. One rule for the JSON, a legacy page's
 // import and --release-url.
 std::string url_problem(std::string_view url, bool absolute);
+// Why `url` cannot be a release URL (empty when it can): it must be an http(s) or
+// file URL (or, with relative_ok, a path such as ../../../assets/) whose only part
+// that varies is one "{tag}", with no userinfo, query, fragment, backslash,
+// percent-encoding or '.'/'..'/empty path segment, so that the URL the engine derives
+// for a file is the only spelling that reaches it.
+std::string release_url_problem(std::string_view url, bool relative_ok);
 bool is_sha256_hex(std::string_view s);  // 64 lower-case hex digits, as pip compares them
 
 std::string render_project_html(const ProjectPage& page);

@@ -48,7 +48,8 @@ class AssetStore {
   virtual std::vector<std::string> create_command(const ReleaseSpec& r) const = 0;
   virtual std::vector<std::string> upload_command(const std::string& tag, const fs::path& file,
                                                   bool clobber) const = 0;
-  virtual std::string default_release_url(const std::string& tag) const = 0;
+  // Where the store serves a release's assets, "{tag}" standing for the tag.
+  virtual std::string default_release_url() const = 0;
   virtual std::string default_site_url() const = 0;
 };
 

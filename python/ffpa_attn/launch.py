@@ -1,0 +1,341 @@
+"""The compiled kernels (``ffpa_attn._C``) for CUDA arrays of any framework.
+
+Arrays arrive as they are: torch tensors and CuPy arrays (``__cuda_array_interface__``
+or DLPack), strided views included (the kernels take any batch/head/row strides; only
+the head dim must have unit stride). :func:`check` validates everything the extension
+would and raises the :class:`~ffpa_attn.errors.FFPAError` subclasses before anything
+is launched; :func:`launch` runs the kernel on the caller's current stream (the
+binding's rule, csrc/python/binding.cpp) into outputs the caller allocated, so the
+torch custom op (torch_ops) allocates with torch's allocator and CUDA graph capture
+sees no foreign allocation or host synchronisation. :func:`forward` allocates with
+the inputs' own framework (CuPy) and launches.
+
+torch is never imported here: a torch tensor can only exist if the caller already
+imported torch, so it is looked up in ``sys.modules``.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import cuda, routing
+from .errors import (
+    DeviceError,
+    ExtensionNotAvailableError,
+    SlowPathWarning,
+    UnsupportedArrayTypeError,
+    UnsupportedDTypeError,
+    UnsupportedHeadDimError,
+    UnsupportedImplError,
+    UnsupportedLayoutError,
+)
+from .validation import check_4d_shapes, resolve_scale
+
+__all__ = ["ArrayDesc", "arch_runs", "check", "cuda_device_of", "cuda_wheel_hint", "describe",
+           "extension_problem", "forward", "is_torch_tensor", "launch", "release_channel"]
+
+# Why an impl may be missing from a build, for the error that names it; an impl without
+# an entry gets the generic message.
+_TMA_HINT = ("TMA code needs an arch >= 90; this build has archs {archs}: rebuild with e.g. "
+             "-DFFPA_CUDA_ARCHS=\"89;120f\" as the release does, or \"90a\" for Hopper")
+IMPL_BUILD_HINTS = {"tma": _TMA_HINT, "cute_tma": _TMA_HINT}
+
+
+def release_channel() -> str | None:
+    """The CUDA channel of this release (``cu13``): where its CUDA wheels are published.
+
+    Both wheel kinds carry it in ``_build_info.CUDA_CHANNEL`` (the pure wheel too, so
+    that its hints name the right index); None when running from a source tree.
+    """
+    try:
+        from . import _build_info  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return getattr(_build_info, "CUDA_CHANNEL", None)
+
+
+def cuda_wheel_hint() -> str:
+    """How to install the CUDA wheel, for error messages (docs/install.md has the rest)."""
+    channel = release_channel() or "cu<CUDA major>"
+    return (
+        "install the CUDA wheel from the project index: "
+        f"pip install ffpa-attn --index-url <site>/whl/{channel}/ --extra-index-url https://pypi.org/simple "
+        "(see docs/install.md)"
+    )
+
+
+# DLPack device types (dlpack.h DLDeviceType).
+_DL_CUDA = 2
+_DL_CUDA_MANAGED = 13
+
+_TORCH_DTYPE_NAMES = {
+    "torch.float16": "fp16",
+    "torch.bfloat16": "bf16",
+    "torch.float32": "fp32",
+    "torch.float64": "fp64",
+}
+_NUMPY_LIKE_DTYPE_NAMES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64"}
+
+
+@dataclass(frozen=True)
+class ArrayDesc:
+    """What validation needs to know about one device array, framework-neutral."""
+
+    framework: str  # "torch" or the top-level module name of the array type (e.g. "cupy")
+    shape: tuple[int, ...]
+    dtype: str  # fp16 / bf16 / fp32 / fp64 / the framework's own spelling
+    unit_last_stride: bool  # the head dim is packed; other strides may be anything
+    device: int
+
+
+def _torch_module() -> Any | None:
+    return sys.modules.get("torch")
+
+
+def is_torch_tensor(x: Any) -> bool:
+    torch = _torch_module()
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def cuda_device_of(x: Any) -> int | None:
+    """CUDA ordinal of x, or None when x is not (known to be) in CUDA memory."""
+    if is_torch_tensor(x):
+        return int(x.device.index or 0) if x.is_cuda else None
+    dl_device = getattr(x, "__dlpack_device__", None)
+    if dl_device is not None:
+        try:
+            dev_type, dev_id = dl_device()
+        except (TypeError, ValueError, RuntimeError):
+            dev_type, dev_id = None, None
+        if dev_type is not None:
+            if int(dev_type) in (_DL_CUDA, _DL_CUDA_MANAGED):
+                return int(dev_id)
+            return None
+    if hasattr(x, "__cuda_array_interface__"):
+        device = getattr(x, "device", None)
+        return int(getattr(device, "id", 0) or 0)
+    return None
+
+
+def describe(x: Any) -> ArrayDesc:
+    device = cuda_device_of(x)
+    assert device is not None
+    if is_torch_tensor(x):
+        return ArrayDesc(
+            framework="torch",
+            shape=tuple(int(s) for s in x.shape),
+            dtype=_TORCH_DTYPE_NAMES.get(str(x.dtype), str(x.dtype)),
+            unit_last_stride=x.dim() == 0 or int(x.shape[-1]) <= 1 or int(x.stride(-1)) == 1,
+            device=device,
+        )
+    framework = type(x).__module__.split(".")[0]
+    shape = tuple(int(s) for s in getattr(x, "shape", ()))
+    dtype = str(getattr(x, "dtype", "unknown"))
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if cai is not None:
+        # CAI strides are None for C-contiguous arrays (v2+), else bytes per step.
+        strides = cai.get("strides")
+        itemsize = np.dtype(cai["typestr"]).itemsize
+        unit_last = strides is None or not shape or shape[-1] <= 1 or int(strides[-1]) == itemsize
+        if dtype == "unknown":
+            dtype = str(np.dtype(cai["typestr"]))
+    else:
+        # DLPack-only arrays: their strides are read by the extension, which refuses
+        # a non-unit head-dim stride with the same UnsupportedLayoutError.
+        unit_last = True
+    return ArrayDesc(framework, shape, _NUMPY_LIKE_DTYPE_NAMES.get(dtype, dtype), unit_last, device)
+
+
+def extension_problem() -> tuple[str, str, str] | None:
+    """``(reason, what is wrong, fix)`` when the kernels cannot run at all, else None.
+
+    reason is ``"pure_wheel"`` (no ``ffpa_attn._C``) or ``"extension"`` (present but
+    broken, or without forward kernels): the two fallback reasons of routing.
+    """
+    ext = cuda.extension()
+    if ext is not None and cuda.CUDA_FWD_AVAILABLE:
+        return None
+    if cuda.EXTENSION_IMPORT_ERROR is not None:
+        return ("extension",
+                f"the CUDA extension ffpa_attn._C is installed but failed to load ({cuda.EXTENSION_IMPORT_ERROR})",
+                "reinstall the CUDA wheel that matches this Python (pip install --force-reinstall --no-deps "
+                f"ffpa-attn --index-url <site>/whl/{release_channel() or 'cu<CUDA major>'}/) and check that an "
+                "NVIDIA driver for CUDA 13 is installed")
+    if ext is not None:
+        return ("extension", "this build of ffpa_attn._C has no forward kernels compiled in",
+                "rebuild with FFPA_HEAD_DIMS / FFPA_DTYPES set, or " + cuda_wheel_hint())
+    return ("pure_wheel",
+            "CUDA inputs need the compiled extension ffpa_attn._C, which this installation (the pure wheel) "
+            "does not have",
+            cuda_wheel_hint())
+
+
+def _extension_or_raise() -> Any:
+    problem = extension_problem()
+    if problem is None:
+        return cuda.extension()
+    reason, what, fix = problem
+    if reason == "pure_wheel":
+        fix += ", or pass NumPy arrays to use the CPU reference"
+    raise ExtensionNotAvailableError(f"{what}; {fix}")
+
+
+def arch_runs(capability: tuple[int, int]) -> bool:
+    """Whether this build holds machine code a GPU of ``capability`` loads.
+
+    The kernels are compiled as SASS only (``-real``, cmake/FfpaCudaArchs.cmake): a plain
+    arch ``XY`` runs on major X with minor >= Y, a family arch ``XYf`` on the same, an
+    arch-specific ``XYa`` on exactly X.Y. An extension that reports no archs is trusted.
+    """
+    if not cuda.COMPILED_ARCHS:
+        return True
+    major, minor = int(capability[0]), int(capability[1])
+    for token in cuda.COMPILED_ARCHS:
+        m = re.fullmatch(r"(\d+)([af]?)", str(token))
+        if m is None:
+            continue
+        t_major, t_minor = divmod(int(m[1]), 10)
+        if m[2] == "a":
+            if (t_major, t_minor) == (major, minor):
+                return True
+        elif t_major == major and minor >= t_minor:
+            return True
+    return False
+
+
+def check(descs: dict[str, ArrayDesc], impl: str, accum: str) -> tuple[int, int, int, int, int, int]:
+    """Every check before a launch, in the extension's order; returns (B, Hq, Hkv, Nq, Nkv, D)."""
+    dims = check_4d_shapes({n: s.shape for n, s in descs.items()})
+    frameworks = {s.framework for s in descs.values()}
+    if len(frameworks) != 1:
+        raise UnsupportedArrayTypeError(
+            f"q, k, v come from different frameworks ({sorted(frameworks)}); "
+            "convert them to one (e.g. torch.from_dlpack) before calling ffpa_attn_func"
+        )
+    dtypes = {n: s.dtype for n, s in descs.items()}
+    if len(set(dtypes.values())) != 1:
+        raise UnsupportedDTypeError(
+            f"q, k, v must have the same dtype, got {dtypes}; cast them to one of fp16/bf16"
+        )
+    dtype = dtypes["q"]
+    supported = cuda.COMPILED_DTYPES or ("fp16", "bf16")
+    if dtype not in supported:
+        raise UnsupportedDTypeError(
+            f"the CUDA kernels take {'/'.join(supported)} inputs, got {dtype}; cast with "
+            ".half() / .to(torch.bfloat16) (torch) or .astype(cupy.float16), or run under "
+            "torch.autocast; rebuild with FFPA_DTYPES to compile other dtypes"
+        )
+    if accum == "fp16" and dtype != "fp16":
+        raise UnsupportedDTypeError(
+            f"accum='fp16' needs fp16 inputs, got {dtype}: fp16 accumulation exists only in the fp16 "
+            "kernels; cast with .half() or use accum='fp32' (the default)"
+        )
+    for name, s in descs.items():
+        if not s.unit_last_stride:
+            raise UnsupportedLayoutError(
+                f"{name} must have a unit-stride last dim (the head dim D of [B, H, N, D]); other "
+                "strides may be anything (a [B, N, H, D] tensor's .transpose(1, 2) is fine). "
+                "Call .contiguous() (torch) or cupy.ascontiguousarray() first"
+            )
+    devices = {n: s.device for n, s in descs.items()}
+    if len(set(devices.values())) != 1:
+        raise DeviceError(f"q, k, v must be on the same CUDA device, got {devices}; move them with .to(device)")
+    _extension_or_raise()
+    if cuda.device_count() == 0:
+        raise DeviceError(
+            "no CUDA device: the extension sees no GPU (check nvidia-smi, the driver and "
+            "CUDA_VISIBLE_DEVICES), or pass NumPy arrays / CPU tensors to use the CPU path"
+        )
+    d = dims[5]
+    if d not in cuda.COMPILED_HEAD_DIMS:
+        raise UnsupportedHeadDimError(
+            f"head dim {d} was not compiled; this build has {list(cuda.COMPILED_HEAD_DIMS)}. "
+            "Rebuild with -DFFPA_HEAD_DIMS=\"...;" + str(d) + "\" (multiples of 64 up to 1024), "
+            "or pad the head dim to a compiled one"
+        )
+    impls = cuda.COMPILED_IMPLS or ("mma", "simt")
+    if impl != "auto" and impl not in impls:
+        hint = IMPL_BUILD_HINTS.get(impl)
+        why = f" ({hint.format(archs=list(cuda.COMPILED_ARCHS))})" if hint else ""
+        raise UnsupportedImplError(f"impl={impl!r} is not in this build{why}; choose one of {['auto', *impls]}")
+    if accum == "fp16" and not cuda.F16_ACC_AVAILABLE:
+        raise UnsupportedImplError(
+            "accum='fp16' is not in this build (its fp16 accumulation kernels were not compiled, "
+            "F16_ACC_AVAILABLE is False); use accum='fp32', or rebuild with fp16 in FFPA_DTYPES"
+        )
+    return dims
+
+
+def _exportable(x: Any) -> Any:
+    # torch refuses to export a tensor that requires grad through DLPack; the kernel
+    # only reads it, and autograd (torch_ops) owns the gradient.
+    if is_torch_tensor(x) and getattr(x, "requires_grad", False):
+        return x.detach()
+    return x
+
+
+def launch(q: Any, k: Any, v: Any, out: Any, lse: Any, causal: bool, scale: float, impl: str, accum: str) -> str:
+    """``out[...] = attention(q, k, v)`` (and lse when not None) on the current stream.
+
+    The caller has run :func:`check`; ``causal`` is bottom-right aligned (the kernels'
+    convention, docs/perf.md). Returns the kernel that ran and records it for
+    :func:`ffpa_attn.last_kernel`; warns when impl="auto" had to take the SIMT kernel.
+    """
+    ext = _extension_or_raise()
+    qx, kx, vx = (_exportable(t) for t in (q, k, v))
+    used = ext.forward(qx, kx, vx, out, lse, bool(causal), float(scale), impl, accum=accum)
+    kernel = str(used) if used is not None else impl
+    routing.note_kernel(kernel)
+    if impl == "auto" and kernel == "simt":
+        warnings.warn(
+            "impl='auto' ran the SIMT kernel, several times slower than the MMA kernel, because an "
+            "input is not 16-byte aligned (data pointer, or a batch/head/row stride that is not a "
+            "multiple of 8 elements); make the inputs contiguous to get the MMA kernel, or pass "
+            "impl='simt' to choose it explicitly",
+            SlowPathWarning,
+            stacklevel=routing._caller_stacklevel(),
+        )
+    return kernel
+
+
+def _allocate(q: Any, desc: ArrayDesc, lse_shape: tuple[int, int, int], want_lse: bool) -> tuple[Any, Any]:
+    if desc.framework == "torch":
+        torch = _torch_module()
+        out = torch.empty_like(q)
+        lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device) if want_lse else None
+        return out, lse
+    module = sys.modules.get(desc.framework)
+    empty_like = getattr(module, "empty_like", None)
+    empty = getattr(module, "empty", None)
+    if empty_like is None or empty is None:
+        raise UnsupportedArrayTypeError(
+            f"cannot allocate the output for a {type(q).__module__}.{type(q).__name__}: "
+            "ffpa_attn_func allocates with the inputs' framework and knows torch and CuPy; "
+            "convert the inputs with torch.from_dlpack(x) or cupy.from_dlpack(x)"
+        )
+    device_ctx = getattr(getattr(module, "cuda", None), "Device", None)
+    if device_ctx is not None:
+        with device_ctx(desc.device):
+            out = empty_like(q)
+            lse = empty(lse_shape, dtype=np.float32) if want_lse else None
+    else:
+        out = empty_like(q)
+        lse = empty(lse_shape, dtype=np.float32) if want_lse else None
+    return out, lse
+
+
+def forward(q: Any, k: Any, v: Any, causal: bool, scale: float | None, return_lse: bool, impl: str,
+            accum: str) -> Any:
+    """Validate, allocate with the inputs' framework, launch (the path of CuPy-like arrays)."""
+    descs = {name: describe(t) for name, t in (("q", q), ("k", k), ("v", v))}
+    b, hq, _hkv, nq, _nkv, d = check(descs, impl, accum)
+    sm_scale = resolve_scale(scale, d)
+    out, lse = _allocate(q, descs["q"], (b, hq, nq), return_lse)
+    launch(q, k, v, out, lse, causal, sm_scale, impl, accum)
+    return (out, lse) if return_lse else out
