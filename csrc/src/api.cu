@@ -336,6 +336,13 @@ bool mma_f16_acc_runs_on_current_device() noexcept {
   return v > 0 && v < 120;
 }
 
+// The cp.async-fed CuTe kernel is compiled below the sm_120 family only (the
+// kCuteCpAsyncCode note in ffpa/cute/fwd_kernel.cuh).
+bool cute_runs_on_current_device() noexcept {
+  const int v = device_binary_version();
+  return v > 0 && v < 120;
+}
+
 // impl='auto': the one rule (auto_rule() below says it in words; docs/perf.md,
 // "impl='auto'", has the measurements it rests on). Only measured paths are picked:
 // the sm_120 family is where the TMA-fed kernel is the one to take; on sm_90 the
@@ -495,6 +502,10 @@ Status forward(const ForwardArgs& a) {
                                   std::to_string(current_device_cc()) +
                                   "): on the sm_120 family fp16 accumulation runs on the TMA path; use "
                                   "impl='tma' or 'auto'"};
+  }
+  if (impl == Impl::kCute && !cute_runs_on_current_device()) {
+    return {ErrorKind::kImpl, "impl='cute' has no code for this GPU (sm_" + std::to_string(current_device_cc()) +
+                                  "): on the sm_120 family the CuTe kernel is fed by TMA; use impl='cute_tma'"};
   }
   const KernelEntry* entry = find_kernel(static_cast<int>(a.q.shape[3]), a.q.dtype);
   st = entry->launch(p, impl);

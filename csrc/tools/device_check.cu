@@ -395,7 +395,8 @@ Result run_case(const Case& c, GroupCache& cache, uint64_t seed) {
 struct Extras {
   bool tma = false;     // impl=tma cases are planned
   std::string tma_why;  // the reason either way
-  bool cute = false;      // impl=cute cases are planned (the CuTe kernels are compiled)
+  bool cute = false;      // impl=cute cases are planned (compiled, and code for this device)
+  bool cute_refused = false;  // compiled, but not for this device (the sm_120 family)
   bool cute_tma = false;  // impl=cute_tma cases: the CuTe kernels and tma
   std::string cute_why;
   bool f16acc = false;  // accum=fp16 cases are planned
@@ -426,11 +427,15 @@ Extras decide_extras(const ffpa::BuildInfo& info, bool dry_run, int major, int m
   } else {
     e.tma_why = "the device (" + dev + ") loads none of this build's TMA code (TMA archs " + tma_archs + ")";
   }
-  e.cute = info.cute;
+  // impl=cute has no code on the sm_120 family (the CuTe kernel is TMA-fed there):
+  // refused there, which the api group checks.
+  e.cute = info.cute && (dry_run || ffpa::cute_runs_on_current_device());
+  e.cute_refused = info.cute && !e.cute;
   e.cute_tma = info.cute && e.tma;
+  const std::string cute_part = e.cute ? "cute" : "cute refused on " + dev + " (TMA-fed only there)";
   e.cute_why = !info.cute ? "this build has no CuTe kernels"
-               : e.cute_tma ? "cute and cute_tma (CUTLASS " + info.cutlass_version + "; the TMA feed as above)"
-                            : "cute only (CUTLASS " + info.cutlass_version + "); cute_tma: " + e.tma_why;
+               : e.cute_tma ? cute_part + " and cute_tma (CUTLASS " + info.cutlass_version + "; the TMA feed as above)"
+                            : cute_part + " (CUTLASS " + info.cutlass_version + "); cute_tma: " + e.tma_why;
   const bool fp16 = std::find(info.dtypes.begin(), info.dtypes.end(), "fp16") != info.dtypes.end();
   if (!info.f16_acc || !fp16) {
     e.f16acc_why = "this build has no fp16 instances (accum=fp16 takes fp16 inputs only)";
@@ -548,6 +553,8 @@ std::vector<Case> plan_cases(const ffpa::BuildInfo& info, const Extras& x, bool 
     if (!x.tma) api(dt, false, Impl::kTma, Impl::kAuto, false, false, Accum::kFp32, ErrorKind::kImpl, info.archs);
     if (x.cute && !x.cute_tma)
       api(dt, false, Impl::kCuteTma, Impl::kAuto, false, false, Accum::kFp32, ErrorKind::kImpl, info.archs);
+    // On the sm_120 family impl=cute is refused (the CuTe kernel is TMA-fed there).
+    if (x.cute_refused) api(dt, false, Impl::kCute, Impl::kAuto, false, false, Accum::kFp32, ErrorKind::kImpl);
   }
   return cases;
 }

@@ -80,7 +80,8 @@ TMA_ARCHS: tuple[str, ...] = tuple(str(a) for a in _INFO.get("tma_archs", ()))
 # i.e. the fp16 instances were compiled.
 F16_ACC_AVAILABLE: bool = bool(_INFO.get("f16_acc", False))
 # CUDA_CUTE_AVAILABLE: the CuTe kernels (impl="cute", built on CUTLASS's CuTe headers,
-# CUTLASS_VERSION) were compiled. CUDA_CUTE_TMA_AVAILABLE: upstream's flag, True exactly
+# CUTLASS_VERSION) were compiled (impl="cute" runs below the sm_120 family; there the
+# CuTe kernel is TMA-fed only, and the launch refuses "cute" naming "cute_tma"). CUDA_CUTE_TMA_AVAILABLE: upstream's flag, True exactly
 # when both the TMA-fed and the CuTe kernels are compiled in (impl="cute_tma", archs
 # >= 90: TMA_ARCHS).
 CUDA_CUTE_AVAILABLE: bool = bool(_INFO.get("cute", False))

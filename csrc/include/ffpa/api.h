@@ -101,6 +101,10 @@ FFPA_API bool tma_runs_on_current_device() noexcept;
 // binary below the sm_120 family (there fp16 accumulation runs on the TMA feed only;
 // the cp.async form does not fit in 255 registers at D = 256).
 FFPA_API bool mma_f16_acc_runs_on_current_device() noexcept;
+// True when impl=kCute (the cp.async-fed CuTe kernel) has code for the current device:
+// every binary below the sm_120 family (there the CuTe kernel is fed by TMA only,
+// impl=kCuteTma; ffpa/cute/fwd_kernel.cuh says why).
+FFPA_API bool cute_runs_on_current_device() noexcept;
 
 FFPA_API const char* impl_name(Impl impl) noexcept;  // "auto", "mma", "simt", "tma", "cute", "cute_tma"
 FFPA_API const char* accum_name(Accum accum) noexcept;  // "fp32", "fp16"

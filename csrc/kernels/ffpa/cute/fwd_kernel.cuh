@@ -59,6 +59,19 @@ inline constexpr bool kCuteTmaCode = true;
 #else
 inline constexpr bool kCuteTmaCode = false;
 #endif
+// Whether this pass holds the cp.async-fed CuTe kernel (impl cute). Not on the sm_120
+// family: there the CuTe kernel is TMA-fed (impl cute_tma, which has the same tiles),
+// and the cp.async feed's per-thread copy addresses made ptxas spill at D = 128 fp16
+// accumulation and D = 192 / 256 (ffpa.kernels.no_spills); it also cost about half
+// of the CuTe instances' compile time (docs/perf.md, "Build cost of the CuTe paths").
+// api.cu refuses impl='cute' there, naming cute_tma; sm_80-sm_90 keep it (the
+// device check's cute rows on sm_90). Same pattern as fwd_kernel_mma.cuh's
+// kMmaF16AccCompiled.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+inline constexpr bool kCuteCpAsyncCode = false;
+#else
+inline constexpr bool kCuteCpAsyncCode = true;
+#endif
 
 #if FFPA_CUTE_DEVICE_CODE
 namespace cute_fwd {
@@ -108,8 +121,8 @@ template <typename Spec, Load kLoad>
 __global__ void __launch_bounds__(Spec::kNThreads, 1)
     ffpa_fwd_cute_kernel(const FwdParams params, const __grid_constant__ TmaMaps maps) {
 #if FFPA_CUTE_DEVICE_CODE
-  if constexpr (kLoad == Load::kTma && !kCuteTmaCode) {
-    __trap();  // a cute_tma instance below sm_90: never launched (api.cu)
+  if constexpr ((kLoad == Load::kTma && !kCuteTmaCode) || (kLoad == Load::kCpAsync && !kCuteCpAsyncCode)) {
+    __trap();  // a cute_tma instance below sm_90, a cute one on the sm_120 family: never launched (api.cu)
   } else {
     using namespace cute;
     using Traits = CuteFwdTraits<Spec>;
