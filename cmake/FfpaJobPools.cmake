@@ -10,8 +10,9 @@
 #                            Default 6144. Measured here (nvcc 13.0, sm_89 + sm_120f,
 #                            /usr/bin/time -v): the mma/tma/simt instances peak at
 #                            ~0.23 GB, the CuTe instances (ffpa_fwd_d<D>_<t>_cute*.cu) at
-#                            3.5-4.0 GB (cicc instantiating CuTe's layout algebra; the
-#                            D = 256 and 512 fp16 files are the largest); 6 GB is that peak
+#                            3.4-4.0 GB (cicc instantiating CuTe's layout algebra; the
+#                            D = 256 and 512 fp16 files are the largest; the cold release
+#                            build of 2026-12-02: 3.39 GB max RSS); 6 GB is that peak
 #                            x 1.5 (docs/build-cache.md's rule). On these 2-core / 24 GB
 #                            machines the pool stays at 2 (cores: memory allows 3); on the
 #                            16-core / 128 GB GPU image at 16 (memory allows 21). docs/perf.md has the table, docs/build-cache.md says
