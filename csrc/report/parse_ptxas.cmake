@@ -3,7 +3,7 @@
 # <instance>.log, every arch of the build in it: ptxas_capture.cmake) into
 # kernel_resources.txt (a table) and kernel_resources.json:
 #   {"kernels": [{"instance", "arch", "kernel" (mma|tma|simt|cute|cute_tma, -f16acc
-#                 for fp16 accumulation, -stub for the TMA kernels below sm_90),
+#                 for fp16 accumulation, -stub for the trap stubs: TMA below sm_90, cute and mma-f16acc on the sm_120 family),
 #                 "registers", "spill_stores", "spill_loads", "stack_frame",
 #                 "smem_static", "smem_dynamic"}], "total_spill_bytes": N}
 # The kernels' shared memory is dynamic (ptxas reports only static); smem_dynamic
@@ -74,7 +74,9 @@ foreach(log IN LISTS logs)
           string(APPEND kernel "-f16acc")
         endif()
         string(REGEX REPLACE "[a-z]$" "" arch_num "${arch}")
-        if(kernel MATCHES "^tma" AND arch_num LESS 90)
+        # The sm_120 family has no cp.async kernel with fp16 accumulation
+        # (kMmaF16AccCompiled in ffpa/fwd_kernel_mma.cuh): a trap stub there too.
+        if((kernel MATCHES "^tma" AND arch_num LESS 90) OR (kernel STREQUAL "mma-f16acc" AND NOT arch_num LESS 120))
           string(APPEND kernel "-stub")
         endif()
       elseif(mangled MATCHES "ffpa_fwd_cute_kernelI.*CuteTileILi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)EE.*LNS_4LoadE([01])E")
@@ -93,7 +95,9 @@ foreach(log IN LISTS logs)
           string(APPEND kernel "-f16acc")
         endif()
         string(REGEX REPLACE "[a-z]$" "" arch_num "${arch}")
-        if(kernel MATCHES "^cute_tma" AND arch_num LESS 90)
+        # cute_tma below sm_90, cute on the sm_120 family (kCuteCpAsyncCode in
+        # ffpa/cute/fwd_kernel.cuh): trap stubs.
+        if((kernel MATCHES "^cute_tma" AND arch_num LESS 90) OR (kernel MATCHES "^cute(-|$)" AND NOT arch_num LESS 120))
           string(APPEND kernel "-stub")
         endif()
       elseif(mangled MATCHES "ffpa_fwd_simt_kernel")
