@@ -21,12 +21,14 @@
 // misaligned ones; impl=tma and impl=cute_tma run bf16; the documented errors
 // (accum=fp16 with bf16: dtype; with simt: impl; with misaligned auto or cute: layout;
 // impl=tma or cute_tma where the device loads no TMA code: impl, naming the compiled
-// archs); and a stale error left by an unrelated CUDA call does not fail a launch.
+// archs; impl=cute on the sm_120 family, where the CuTe kernel is TMA-fed only: impl);
+// and a stale error left by an unrelated CUDA call does not fail a launch.
 //
 // TMA cases (tma, cute_tma) run when ffpa::tma_runs_on_current_device() (a dry run
 // plans them when the build holds TMA code); otherwise they are not planned, one line
 // says why, and the JSON's "tma" block carries the reason (the summary never counts
-// them as passed). The "cute" block says whether the CuTe cases are planned.
+// them as passed). The "cute" block says whether the CuTe cases are planned (cute:
+// where ffpa::cute_runs_on_current_device(), i.e. below the sm_120 family).
 // fp16-accumulated cases run when the build has fp16 instances (BuildInfo::f16_acc).
 //
 // Errors: abs = max |out - ref|, rel = abs / max |ref| (per case), lse = max
