@@ -5,8 +5,10 @@
 #                CuTe kernel's, impl cute_tma) holds TMA loads (UTMALDG) and mbarrier
 #                operations (SYNCS);
 #   archs < 90:  no function holds a TMA load (their TMA kernels are trap stubs);
-#   every arch:  the CuTe kernels are there, and the cp.async-fed ones (impl cute) copy
-#                with cp.async (LDGSTS) and hold no TMA load;
+#   every arch:  the CuTe kernels are there; below the sm_120 family the cp.async-fed
+#                ones (impl cute) copy with cp.async (LDGSTS) and hold no TMA load; on the
+#                sm_120 family they are trap stubs (kCuteCpAsyncCode in
+#                ffpa/cute/fwd_kernel.cuh): no LDGSTS, no TMA load, no mma;
 #   FP16:        fp16-accumulate mma (HMMA.16816.F16) in every arch.
 # cuobjdump disassembles through nvdisasm, found next to it (PyPI nvidia-cuda-nvdisasm).
 cmake_minimum_required(VERSION 3.25)
@@ -31,11 +33,14 @@ foreach(token IN LISTS tokens)
   set(n_tma_kernels 0)
   set(n_cute 0)
   set(n_cute_tma 0)
+  set(n_cute_stub 0)
   foreach(part IN LISTS parts)
     string(REGEX MATCH "^[^ \t\r\n]+" name "${part}")
     string(REGEX MATCHALL "UTMALDG" tma "${part}")
     string(REGEX MATCHALL "SYNCS\\." syncs "${part}")
     string(REGEX MATCHALL "LDGSTS" ldgsts "${part}")
+    string(REGEX MATCHALL "HMMA" hmma "${part}")
+    list(LENGTH hmma n_hmma)
     list(LENGTH tma n_tma)
     list(LENGTH syncs n_syncs)
     list(LENGTH ldgsts n_ldgsts)
@@ -49,7 +54,13 @@ foreach(token IN LISTS tokens)
       math(EXPR n_cute_tma "${n_cute_tma} + 1")
     elseif(name MATCHES "ffpa_fwd_cute_kernelI.*LNS_4LoadE0E")
       math(EXPR n_cute "${n_cute} + 1")
-      if(n_ldgsts EQUAL 0 OR n_tma GREATER 0)
+      if(base GREATER_EQUAL 120)
+        math(EXPR n_cute_stub "${n_cute_stub} + 1")
+        if(n_ldgsts GREATER 0 OR n_tma GREATER 0 OR n_hmma GREATER 0)
+          list(APPEND bad "sm_${token} ${name} (impl cute) should be a trap stub on the sm_120 family but has "
+                          "${n_ldgsts} LDGSTS, ${n_tma} UTMALDG, ${n_hmma} HMMA")
+        endif()
+      elseif(n_ldgsts EQUAL 0 OR n_tma GREATER 0)
         list(APPEND bad "sm_${token} ${name} (impl cute) has ${n_ldgsts} cp.async (LDGSTS) and ${n_tma} UTMALDG")
       endif()
     endif()
@@ -58,7 +69,7 @@ foreach(token IN LISTS tokens)
     endif()
   endforeach()
   message("sm_${token}: ${n_tma_total} UTMALDG in ${n_tma_kernels} TMA-fed kernels (${n_cute_tma} of them CuTe), "
-          "${n_cute} cp.async-fed CuTe kernels, ${n_f16acc} fp16-accumulate HMMA")
+          "${n_cute} cp.async-fed CuTe kernels (${n_cute_stub} of them trap stubs), ${n_f16acc} fp16-accumulate HMMA")
   if(base LESS 90 AND n_tma_total GREATER 0)
     list(APPEND bad "sm_${token} (< 90) holds TMA loads")
   endif()
