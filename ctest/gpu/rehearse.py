@@ -219,9 +219,12 @@ def run_case(work: Path, case: str) -> int:
     configure_log = (scratch / "state" / "logs" / "configure.log").read_text()
     check("FFPA_COMPONENTS" not in configure_log or "kernels only" in configure_log,
           "configure ran the kernels-only tree")
-    for pkg in HIDDEN_PACKAGES:
-        check(f"CMAKE_DISABLE_FIND_PACKAGE_{pkg}" in configure_log,
-              f"configure never asked for {pkg} (CMake lists the unused CMAKE_DISABLE_FIND_PACKAGE_{pkg})")
+    # CMake lists the unused variables only at the end of a configure that completed;
+    # the no-cutlass case stops at its (expected) error before that.
+    if case != "no-cutlass":
+        for pkg in HIDDEN_PACKAGES:
+            check(f"CMAKE_DISABLE_FIND_PACKAGE_{pkg}" in configure_log,
+                  f"configure never asked for {pkg} (CMake lists the unused CMAKE_DISABLE_FIND_PACKAGE_{pkg})")
 
     env_txt = (scratch / "state" / "env.txt").read_text()
     if case == "no-cutlass":
