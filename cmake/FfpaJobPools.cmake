@@ -7,12 +7,16 @@
 # Cache options:
 #   FFPA_CUDA_COMPILE_JOBS   size of the pool; empty = computed (below). A number wins.
 #   FFPA_CUDA_JOB_MEMORY_MB  memory one heavy nvcc compile may take, for the computation.
-#                            Default 2048. Measured here (nvcc 13.0, one instance for
-#                            sm_89 + sm_120): peak RSS ~0.23 GB for head dim 128 and 512
-#                            alike; 2 GB leaves ~9x headroom for heavier tiles and for
-#                            nvcc --threads, without serialising a many-core CI runner the
-#                            way flash-attention's ~5 GB per job (CUTLASS-sized instances)
-#                            would. docs/build-cache.md says how to re-measure.
+#                            Default 6144. Measured here (nvcc 13.0, sm_89 + sm_120f,
+#                            /usr/bin/time -v): the mma/tma/simt instances peak at
+#                            ~0.23 GB, the CuTe instances (ffpa_fwd_d<D>_<t>_cute*.cu) at
+#                            3.4-4.0 GB (cicc instantiating CuTe's layout algebra; the
+#                            D = 256 and 512 fp16 files are the largest; the cold release
+#                            build of 2026-12-02: 3.39 GB max RSS); 6 GB is that peak
+#                            x 1.5 (docs/build-cache.md's rule). On these 2-core / 24 GB
+#                            machines the pool stays at 2 (cores: memory allows 3); on the
+#                            16-core / 128 GB GPU image at 16 (memory allows 21). docs/perf.md has the table, docs/build-cache.md says
+#                            how to re-measure.
 #
 # Computed size: max(1, min(logical cores, floor(available memory / FFPA_CUDA_JOB_MEMORY_MB))),
 # available memory read at configure time (cmake_host_system_information).
@@ -30,7 +34,7 @@ include_guard(GLOBAL)
 
 set(FFPA_CUDA_COMPILE_JOBS "" CACHE STRING
     "Concurrent CUDA compiles in the kernel job pool (empty: from memory and cores)")
-set(FFPA_CUDA_JOB_MEMORY_MB "2048" CACHE STRING
+set(FFPA_CUDA_JOB_MEMORY_MB "6144" CACHE STRING
     "Memory (MiB) one heavy nvcc compile may take; sizes FFPA_CUDA_COMPILE_JOBS when empty")
 set(FFPA_CUDA_JOB_POOL "ffpa_cuda_compile")
 
@@ -43,7 +47,7 @@ function(_ffpa_job_pools_setup)
 
   if(NOT FFPA_CUDA_JOB_MEMORY_MB MATCHES "^[1-9][0-9]*$")
     message(FATAL_ERROR "FFPA_CUDA_JOB_MEMORY_MB='${FFPA_CUDA_JOB_MEMORY_MB}' is not a positive "
-                        "number of MiB; e.g. -DFFPA_CUDA_JOB_MEMORY_MB=2048.")
+                        "number of MiB; e.g. -DFFPA_CUDA_JOB_MEMORY_MB=6144.")
   endif()
 
   if(NOT FFPA_CUDA_COMPILE_JOBS STREQUAL "")

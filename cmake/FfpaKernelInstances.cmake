@@ -5,11 +5,17 @@
 #     HEAD_DIMS    head dims to compile: multiples of 64 from 64 to 1024
 #     DTYPES       fp16 and/or bf16
 #     OUT_DIR      directory (in the build tree) receiving the generated files
-#     OUT_SOURCES  receives the generated sources: one ffpa_fwd_d<D>_<dtype>.cu per
-#                  (head dim, dtype), each with the single explicit instantiation
-#                  run_fwd<D, dtype>, plus ffpa_compiled_set.cpp, the dispatch table
-#                  the library uses for lookups, error messages and build_info()
+#     OUT_SOURCES  receives the generated sources, per (head dim, dtype):
+#                    ffpa_fwd_d<D>_<dtype>.cu           run_fwd<D, dtype>: the dispatcher
+#                                                       and the mma, tma and simt kernels
+#                    ffpa_fwd_d<D>_<dtype>_cute.cu      run_fwd_cute<D, dtype, kCpAsync>
+#                    ffpa_fwd_d<D>_<dtype>_cute_tma.cu  run_fwd_cute<D, dtype, kTma>
+#                  (one explicit instantiation each: the CuTe kernels are the heavy
+#                  compiles, so each path is its own file and its own job), plus
+#                  ffpa_compiled_set.cpp, the dispatch table the library uses for
+#                  lookups, error messages and build_info()
 #     ARCHS        the FFPA_CUDA_ARCHS tokens, recorded in the compiled set
+#     CUTLASS_VERSION  the CUTLASS headers' version (cmake/FfpaCutlass.cmake), recorded too
 #   Files are only rewritten when their content changes, so reconfiguring (say, for a
 #   new package version) leaves every object up to date.
 
@@ -30,7 +36,7 @@ function(_ffpa_write_if_different path content)
 endfunction()
 
 function(ffpa_generate_kernel_instances)
-  cmake_parse_arguments(PARSE_ARGV 0 ARG "" "OUT_DIR;OUT_SOURCES" "HEAD_DIMS;DTYPES;ARCHS")
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "" "OUT_DIR;OUT_SOURCES;CUTLASS_VERSION" "HEAD_DIMS;DTYPES;ARCHS")
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "ffpa_generate_kernel_instances: unknown arguments: ${ARG_UNPARSED_ARGUMENTS}")
   endif()
@@ -93,7 +99,23 @@ function(ffpa_generate_kernel_instances)
         "template ffpa::Status ffpa::run_fwd<${d}, ffpa::DType::${enum}>(const ffpa::FwdParams&, ffpa::Impl);\n")
       _ffpa_write_if_different("${path}" "${content}")
       list(APPEND sources "${path}")
-      string(APPEND entries "    {${d}, DType::${enum}, &run_fwd<${d}, DType::${enum}>},\n")
+      foreach(feed cute cute_tma)
+        if(feed STREQUAL "cute")
+          set(load "kCpAsync")
+          set(what "the CuTe kernel fed by cp.async (impl cute)")
+        else()
+          set(load "kTma")
+          set(what "the CuTe kernel fed by TMA (impl cute_tma; trap stubs below sm_90)")
+        endif()
+        set(path "${ARG_OUT_DIR}/ffpa_fwd_d${d}_${t}_${feed}.cu")
+        string(CONCAT content
+          "${header}// Head dim ${d}, ${t}: ${what}.\n"
+          "#include \"ffpa/cute/launch.cuh\"\n\n"
+          "template ffpa::Status ffpa::run_fwd_cute<${d}, ffpa::DType::${enum}, ffpa::Load::${load}>(const ffpa::FwdParams&);\n")
+        _ffpa_write_if_different("${path}" "${content}")
+        list(APPEND sources "${path}")
+      endforeach()
+      string(APPEND entries "    {${d}, DType::${enum}, &run_fwd<${d}, DType::${enum}>, true},\n")
     endforeach()
   endforeach()
 
@@ -114,7 +136,8 @@ function(ffpa_generate_kernel_instances)
     "const KernelEntry kCompiledKernels[] = {\n${entries}};\n"
     "const int kNumCompiledKernels = static_cast<int>(sizeof(kCompiledKernels) / sizeof(kCompiledKernels[0]));\n\n"
     "const char* const kCompiledArchs[] = {${archs}};\n"
-    "const int kNumCompiledArchs = ${n_archs};\n\n"
+    "const int kNumCompiledArchs = ${n_archs};\n"
+    "const char* const kCutlassVersion = \"${ARG_CUTLASS_VERSION}\";\n\n"
     "}  // namespace ffpa\n")
   _ffpa_write_if_different("${path}" "${content}")
   list(APPEND sources "${path}")

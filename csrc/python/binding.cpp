@@ -3,10 +3,10 @@
 // the package's own exception classes (ffpa_attn.errors, imported at first raise).
 //
 // forward(q, k, v, out, lse, causal, scale, impl="auto", stream=None, accum="fp32")
-//   impl: "auto", "mma", "simt" or "tma"; accum: "fp32" or "fp16" (the accumulator of
-//   the tensor-core paths; fp16 inputs and impl mma/tma/auto only, which the library
-//   checks). Returns the kernel that ran ("mma", "simt" or "tma"; "auto" when nothing
-//   was launched). accum is the last keyword so that callers of the older signature
+//   impl: "auto", "mma", "simt", "tma", "cute" or "cute_tma" (ffpa::impl_name's
+//   spellings); accum: "fp32" or "fp16" (the accumulator of the tensor-core paths; fp16
+//   inputs and any impl but simt, which the library checks). Returns the kernel that
+//   ran ("auto" when nothing was launched). accum is the last keyword so that callers of the older signature
 //   keep working.
 //   Array protocol: objects with __dlpack__/__dlpack_device__ are read through DLPack
 //   (it carries bf16 and the device); others through __cuda_array_interface__ (v2/v3).
@@ -24,7 +24,8 @@
 //   library's validate_forward), then "no CUDA device", then pointers/devices.
 //
 // build_info(): the compiled set (head dims, dtypes, archs, impls, tma, tma_archs,
-//   f16_acc, ...) without touching a device; its "auto_impl" states the auto rule.
+//   f16_acc, cute, cute_tma, cutlass, ...) without touching a device; its "auto_impl"
+//   states the auto rule (the library's auto_rule()).
 // auto_impl(): the kernel impl="auto" runs on aligned arrays on the current device.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -267,7 +268,8 @@ ffpa::TensorDesc to_desc(const Array& a, const char* name) {
 // Spellings come from the library's impl_name / accum_name: one table of names.
 ffpa::Impl parse_impl(const std::string& impl) {
   std::string known;
-  for (ffpa::Impl i : {ffpa::Impl::kAuto, ffpa::Impl::kMma, ffpa::Impl::kSimt, ffpa::Impl::kTma}) {
+  for (ffpa::Impl i : {ffpa::Impl::kAuto, ffpa::Impl::kMma, ffpa::Impl::kSimt, ffpa::Impl::kTma, ffpa::Impl::kCute,
+                       ffpa::Impl::kCuteTma}) {
     if (impl == ffpa::impl_name(i)) return i;
     known += std::string(known.empty() ? "'" : ", '") + ffpa::impl_name(i) + "'";
   }
@@ -285,7 +287,7 @@ ffpa::Accum parse_accum(const std::string& accum) {
   raise("UnsupportedImplError", "accum='" + accum + "' is not one of " + known);
 }
 
-// Returns the kernel that ran ("mma", "simt" or "tma"; "auto" when nothing was launched).
+// Returns the kernel that ran (ffpa::impl_name; "auto" when nothing was launched).
 std::string forward(py::handle q, py::handle k, py::handle v, py::handle out, py::handle lse, bool causal,
                     double scale, const std::string& impl, py::object stream, const std::string& accum) {
   const ffpa::Impl impl_code = parse_impl(impl);
@@ -349,15 +351,15 @@ py::dict build_info() {
   d["tma"] = info.tma;
   d["tma_archs"] = info.tma_archs;
   d["f16_acc"] = info.f16_acc;
+  d["cute"] = info.cute;
   d["cute_tma"] = info.cute_tma;
+  d["cutlass"] = info.cutlass_version;
   d["cuda_runtime"] = info.cuda_runtime;
   d["impls"] = info.impls;
   // The rule impl='auto' follows, in words. build_info() describes the compiled set and
   // touches no device (ffpa_attn.cuda reads it at import, which must not initialise
   // CUDA); the kernel auto picks on the current device is auto_impl() below.
-  d["auto_impl"] = std::string(info.tma ? "tma on sm_120-family GPUs that this build's TMA code runs on, else mma"
-                                        : "mma") +
-                   "; simt when an array is not 16-byte aligned (fp32 accumulation only)";
+  d["auto_impl"] = std::string(ffpa::auto_rule());
   return d;
 }
 
@@ -381,5 +383,5 @@ PYBIND11_MODULE(_C, m) {
         py::arg("causal"), py::arg("scale"), py::arg("impl") = "auto", py::arg("stream") = py::none(),
         py::arg("accum") = "fp32",
         "out[...] = softmax(q k^T * scale [+ causal]) v on the caller's stream; returns the kernel that ran "
-        "('mma', 'simt' or 'tma'); see csrc/python/binding.cpp.");
+        "(impl spelling); see csrc/python/binding.cpp.");
 }

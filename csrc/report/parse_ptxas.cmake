@@ -1,12 +1,15 @@
 # cmake -DLOGS=<log|log|...> -DOUT_DIR=<dir> -P parse_ptxas.cmake
-# Turns ptxas -v logs (one per instance and arch, named <instance>.sm_<arch>.log) into
+# Turns the ptxas -v output of the library's compiles (one log per instance,
+# <instance>.log, every arch of the build in it: ptxas_capture.cmake) into
 # kernel_resources.txt (a table) and kernel_resources.json:
-#   {"kernels": [{"instance", "arch", "kernel" (mma|tma|simt, -f16acc for fp16
-#                 accumulation, tma-stub below sm_90), "registers",
-#                 "spill_stores", "spill_loads", "stack_frame", "smem_static",
-#                 "smem_dynamic"}], "total_spill_bytes": N}
-# The mma kernel's shared memory is dynamic (ptxas reports only static); smem_dynamic
-# mirrors FwdMmaTraits::kSmemBytes of csrc/kernels/ffpa/kernel_traits.h (3 stages).
+#   {"kernels": [{"instance", "arch", "kernel" (mma|tma|simt|cute|cute_tma, -f16acc
+#                 for fp16 accumulation, -stub for the trap stubs: TMA below sm_90, cute and mma-f16acc on the sm_120 family),
+#                 "registers", "spill_stores", "spill_loads", "stack_frame",
+#                 "smem_static", "smem_dynamic"}], "total_spill_bytes": N}
+# The kernels' shared memory is dynamic (ptxas reports only static); smem_dynamic
+# mirrors FwdMmaTraits::kSmemBytes of csrc/kernels/ffpa/kernel_traits.h (3 stages) for
+# mma/tma, and CuteFwdTraits::kSmemBytes[Tma] of csrc/kernels/ffpa/cute/traits.cuh for
+# the CuTe kernels, computed from the tile their mangled name carries.
 cmake_minimum_required(VERSION 3.25)
 foreach(var LOGS OUT_DIR)
   if(NOT DEFINED ${var})
@@ -43,17 +46,22 @@ set(json_items "")
 set(total_spill 0)
 foreach(log IN LISTS logs)
   get_filename_component(base "${log}" NAME)
-  if(NOT base MATCHES "^(ffpa_fwd_d([0-9]+)_([a-z0-9]+))\\.sm_([0-9a-z]+)\\.log$")
+  if(NOT base MATCHES "^(ffpa_fwd_d([0-9]+)_(fp16|bf16)(_cute_tma|_cute)?)\\.log$")
     message(FATAL_ERROR "parse_ptxas.cmake: unexpected log name ${base}")
   endif()
   set(instance "${CMAKE_MATCH_1}")
   set(head_dim "${CMAKE_MATCH_2}")
-  set(arch "${CMAKE_MATCH_4}")
+  if(NOT EXISTS "${log}")
+    message(FATAL_ERROR "parse_ptxas.cmake: ${log} is missing: the library object of ${instance} was compiled "
+                        "without the report's launcher (an older build tree); rebuild it, e.g. touch its "
+                        "generated source and build ffpa_kernels")
+  endif()
   file(STRINGS "${log}" lines)
   set(kernel "")
   foreach(line IN LISTS lines)
-    if(line MATCHES "Compiling entry function '([^']+)'")
+    if(line MATCHES "Compiling entry function '([^']+)' for 'sm_([0-9a-z]+)'")
       set(mangled "${CMAKE_MATCH_1}")
+      set(arch "${CMAKE_MATCH_2}")
       # ffpa_fwd_kernel<Traits, Load, kF16Acc, kPvForm>: Load 0 = cp.async ("mma"),
       # 1 = TMA ("tma"; "tma-stub" below sm_90, where it is a trap stub); kF16Acc adds
       # "-f16acc".
@@ -66,7 +74,30 @@ foreach(log IN LISTS logs)
           string(APPEND kernel "-f16acc")
         endif()
         string(REGEX REPLACE "[a-z]$" "" arch_num "${arch}")
-        if(kernel MATCHES "^tma" AND arch_num LESS 90)
+        # The sm_120 family has no cp.async kernel with fp16 accumulation
+        # (kMmaF16AccCompiled in ffpa/fwd_kernel_mma.cuh): a trap stub there too.
+        if((kernel MATCHES "^tma" AND arch_num LESS 90) OR (kernel STREQUAL "mma-f16acc" AND NOT arch_num LESS 120))
+          string(APPEND kernel "-stub")
+        endif()
+      elseif(mangled MATCHES "ffpa_fwd_cute_kernelI.*CuteTileILi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)EE.*LNS_4LoadE([01])E")
+        # ffpa_fwd_cute_kernel<CuteFwdTraits<D, T, CuteTile<M, N, Dstep, WM, WD, S>,
+        # Sm80Atoms<T, kF16Acc>, ...>, Load>: Load 0 = cute, 1 = cute_tma.
+        set(cm "${CMAKE_MATCH_1}")
+        set(cn "${CMAKE_MATCH_2}")
+        set(cd "${CMAKE_MATCH_3}")
+        set(cwd "${CMAKE_MATCH_5}")
+        set(cs "${CMAKE_MATCH_6}")
+        set(kernel cute)
+        if(CMAKE_MATCH_7 STREQUAL "1")
+          set(kernel cute_tma)
+        endif()
+        if(mangled MATCHES "Sm80AtomsI[^L]*Lb1E")
+          string(APPEND kernel "-f16acc")
+        endif()
+        string(REGEX REPLACE "[a-z]$" "" arch_num "${arch}")
+        # cute_tma below sm_90, cute on the sm_120 family (kCuteCpAsyncCode in
+        # ffpa/cute/fwd_kernel.cuh): trap stubs.
+        if((kernel MATCHES "^cute_tma" AND arch_num LESS 90) OR (kernel MATCHES "^cute(-|$)" AND NOT arch_num LESS 120))
           string(APPEND kernel "-stub")
         endif()
       elseif(mangled MATCHES "ffpa_fwd_simt_kernel")
@@ -90,6 +121,19 @@ foreach(log IN LISTS logs)
       set(dyn 0)
       if(kernel MATCHES "^mma")
         _mma_dynamic_smem(${head_dim} dyn)
+      elseif(kernel MATCHES "^cute" AND NOT kernel MATCHES "stub$")
+        # (Q + S x K/V + P) x 2 bytes + the row exchange; TMA: 1024 bytes of slack and
+        # S + 1 mbarriers behind the 8-byte-aligned end.
+        set(p 0)
+        set(red 0)
+        if(cwd GREATER 1)
+          math(EXPR p "${cm} * ${cn}")
+          math(EXPR red "${cwd} * ${cm}")
+        endif()
+        math(EXPR dyn "(${cm} * ${head_dim} + ${cs} * ${cn} * ${cd} + ${p}) * 2 + ${red} * 4")
+        if(kernel MATCHES "^cute_tma")
+          math(EXPR dyn "1024 + (${dyn} + 7) / 8 * 8 + (${cs} + 1) * 8")
+        endif()
       elseif(kernel MATCHES "^tma" AND NOT kernel MATCHES "stub$")
         # kSmemBytesTma: 1024 bytes of alignment slack, the 8-byte-aligned end of the
         # cp.async layout, one 8-byte mbarrier per stage.

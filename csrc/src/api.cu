@@ -45,6 +45,10 @@ const char* impl_name(Impl impl) noexcept {
       return "simt";
     case Impl::kTma:
       return "tma";
+    case Impl::kCute:
+      return "cute";
+    case Impl::kCuteTma:
+      return "cute_tma";
   }
   return "unknown";
 }
@@ -120,6 +124,20 @@ bool has_tma_arch() {
   return false;
 }
 
+// Every compiled instance carries its CuTe files (cmake/FfpaKernelInstances.cmake).
+bool has_cute() {
+  if (kNumCompiledKernels == 0) return false;
+  for (int i = 0; i < kNumCompiledKernels; ++i)
+    if (!kCompiledKernels[i].cute) return false;
+  return true;
+}
+
+bool is_tma_impl(Impl impl) { return impl == Impl::kTma || impl == Impl::kCuteTma; }
+// The kernels fed by cp.async or TMA: 16-byte aligned rows, either accumulator.
+bool is_tensor_core_impl(Impl impl) {
+  return impl == Impl::kMma || impl == Impl::kTma || impl == Impl::kCute || impl == Impl::kCuteTma;
+}
+
 }  // namespace
 
 Status validate_forward(const ForwardArgs& a) {
@@ -180,8 +198,9 @@ Status validate_forward(const ForwardArgs& a) {
       return {ErrorKind::kShape, "lse has shape " + shape_str(a.lse.shape, 3) + ", expected [B, Hq, Nq] = " +
                                      shape_str(want, 3)};
   }
-  if (a.impl != Impl::kAuto && a.impl != Impl::kMma && a.impl != Impl::kSimt && a.impl != Impl::kTma)
-    return {ErrorKind::kImpl, "unknown impl code " + std::to_string(int(a.impl)) + "; choose auto, mma, tma or simt"};
+  if (a.impl != Impl::kAuto && a.impl != Impl::kSimt && !is_tensor_core_impl(a.impl))
+    return {ErrorKind::kImpl, "unknown impl code " + std::to_string(int(a.impl)) +
+                                  "; choose auto, mma, tma, simt, cute or cute_tma"};
   if (a.accum != Accum::kFp32 && a.accum != Accum::kFp16)
     return {ErrorKind::kImpl, "unknown accum code " + std::to_string(int(a.accum)) + "; choose fp32 or fp16"};
   const bool f16_acc = a.accum == Accum::kFp16;
@@ -189,15 +208,20 @@ Status validate_forward(const ForwardArgs& a) {
     return {ErrorKind::kDType, std::string("accum='fp16' needs fp16 inputs (got ") + dtype_name(a.q.dtype) +
                                    "): bf16 always accumulates in fp32; drop accum or cast to fp16"};
   if (f16_acc && a.impl == Impl::kSimt)
-    return {ErrorKind::kImpl, "accum='fp16' is an option of the tensor-core paths (impl='mma', 'tma' or "
-                              "'auto'); the SIMT kernel accumulates in fp32"};
-  if (a.impl == Impl::kTma && !has_tma_arch())
-    return {ErrorKind::kImpl, "impl='tma' was not compiled in this build (archs " + compiled_archs_str() +
-                                  "; TMA code needs an arch >= 90): use impl='mma', or rebuild with "
-                                  "-DFFPA_CUDA_ARCHS including 90 or 120f"};
+    return {ErrorKind::kImpl, "accum='fp16' is an option of the tensor-core paths (impl 'mma', 'tma', "
+                              "'cute', 'cute_tma' or 'auto'); the SIMT kernel accumulates in fp32"};
+  if (is_tma_impl(a.impl) && !has_tma_arch())
+    return {ErrorKind::kImpl, std::string("impl='") + impl_name(a.impl) +
+                                  "' was not compiled in this build (archs " + compiled_archs_str() +
+                                  "; TMA code needs an arch >= 90): use impl='" +
+                                  (a.impl == Impl::kTma ? "mma" : "cute") +
+                                  "', or rebuild with -DFFPA_CUDA_ARCHS including 90 or 120f"};
+  if ((a.impl == Impl::kCute || a.impl == Impl::kCuteTma) && !has_cute())
+    return {ErrorKind::kImpl, std::string("impl='") + impl_name(a.impl) +
+                                  "' (the CuTe kernels) was not compiled in this build; use impl='mma' or 'tma'"};
   // cp.async and TMA both need 16-byte aligned rows; auto falls back to SIMT only with
   // fp32 accumulation (the SIMT kernel has no fp16-accumulate variant).
-  if (a.impl == Impl::kMma || a.impl == Impl::kTma || (a.impl == Impl::kAuto && f16_acc)) {
+  if (is_tensor_core_impl(a.impl) || (a.impl == Impl::kAuto && f16_acc)) {
     const std::string why = a.impl == Impl::kAuto ? "accum='fp16' (no SIMT fallback)"
                                                   : std::string("impl='") + impl_name(a.impl) + "'";
     for (int i = 0; i < 4; ++i)
@@ -312,16 +336,34 @@ bool mma_f16_acc_runs_on_current_device() noexcept {
   return v > 0 && v < 120;
 }
 
+// The cp.async-fed CuTe kernel is compiled below the sm_120 family only (the
+// kCuteCpAsyncCode note in ffpa/cute/fwd_kernel.cuh).
+bool cute_runs_on_current_device() noexcept {
+  const int v = device_binary_version();
+  return v > 0 && v < 120;
+}
+
+// impl='auto': the one rule (auto_rule() below says it in words; docs/perf.md,
+// "impl='auto'", has the measurements it rests on). Only measured paths are picked:
+// the sm_120 family is where the TMA-fed kernel is the one to take; on sm_90 the
+// cp.async kernel stays the default until a warp-specialised variant exists. The CuTe
+// paths (cute, cute_tma) have no GPU measurement yet, so auto never picks them.
 Impl resolve_impl(const ForwardArgs& a) {
   if (a.impl != Impl::kAuto) return a.impl;
   const TensorDesc* ts[4] = {&a.q, &a.k, &a.v, &a.out};
   for (const TensorDesc* t : ts)
     if (!mma_aligned(*t)) return Impl::kSimt;
-  // The sm_120 family (consumer Blackwell) is where the TMA-fed kernel is the one to
-  // take; on sm_90 the cp.async kernel stays the default until a warp-specialised
-  // variant exists (docs/perf.md has the measured comparison).
   if (current_device_cc() / 10 == 12 && tma_runs_on_current_device()) return Impl::kTma;
   return Impl::kMma;
+}
+
+const char* auto_rule() noexcept {
+#define FFPA_AUTO_RULE_TAIL                                                                              \
+  "; simt when an array is not 16-byte aligned (fp32 accumulation only); never cute or cute_tma (no GPU " \
+  "measurement of them yet: docs/perf.md)"
+  return has_tma_arch() ? "tma on sm_120-family GPUs that this build's TMA code runs on, else mma" FFPA_AUTO_RULE_TAIL
+                        : "mma" FFPA_AUTO_RULE_TAIL;
+#undef FFPA_AUTO_RULE_TAIL
 }
 
 namespace {
@@ -446,18 +488,24 @@ Status forward(const ForwardArgs& a) {
   DeviceGuard guard(device);
   // Resolved on the arrays' device: auto's choice and TMA's availability depend on it.
   const Impl impl = resolve_impl(a);
-  if (impl == Impl::kTma && !tma_runs_on_current_device()) {
+  if (is_tma_impl(impl) && !tma_runs_on_current_device()) {
     const int cc = current_device_cc();
-    return {ErrorKind::kImpl, "impl='tma' cannot run on this GPU (sm_" + std::to_string(cc) +
+    return {ErrorKind::kImpl, std::string("impl='") + impl_name(impl) + "' cannot run on this GPU (sm_" +
+                                  std::to_string(cc) +
                                   "): this library's TMA code is for archs >= 90 among its compiled archs (" +
-                                  compiled_archs_str() + "), and the device loads none of them; use impl='mma' "
-                                  "or 'auto', or rebuild with -DFFPA_CUDA_ARCHS=" + std::to_string(cc)};
+                                  compiled_archs_str() + "), and the device loads none of them; use impl='" +
+                                  (impl == Impl::kTma ? "mma" : "cute") + "' or 'auto', or rebuild with "
+                                  "-DFFPA_CUDA_ARCHS=" + std::to_string(cc)};
   }
   if (impl == Impl::kMma && a.accum == Accum::kFp16 && !mma_f16_acc_runs_on_current_device()) {
     return {ErrorKind::kImpl, "impl='mma' with accum='fp16' has no code for this GPU (sm_" +
                                   std::to_string(current_device_cc()) +
                                   "): on the sm_120 family fp16 accumulation runs on the TMA path; use "
                                   "impl='tma' or 'auto'"};
+  }
+  if (impl == Impl::kCute && !cute_runs_on_current_device()) {
+    return {ErrorKind::kImpl, "impl='cute' has no code for this GPU (sm_" + std::to_string(current_device_cc()) +
+                                  "): on the sm_120 family the CuTe kernel is fed by TMA; use impl='cute_tma'"};
   }
   const KernelEntry* entry = find_kernel(static_cast<int>(a.q.shape[3]), a.q.dtype);
   st = entry->launch(p, impl);
@@ -479,11 +527,15 @@ BuildInfo build_info() {
   for (int i = 0; i < kNumCompiledArchs; ++i)
     if (is_tma_arch(kCompiledArchs[i])) info.tma_archs.emplace_back(kCompiledArchs[i]);
   info.tma = info.fwd && !info.tma_archs.empty();
+  info.cute = info.fwd && has_cute();
+  // True exactly when both the TMA-fed kernels and the CuTe kernels are compiled in.
+  info.cute_tma = info.cute && info.tma;
   if (info.fwd) info.impls = {"mma", "simt"};
   if (info.tma) info.impls.push_back("tma");
+  if (info.cute) info.impls.push_back("cute");
+  if (info.cute_tma) info.impls.push_back("cute_tma");
   info.f16_acc = std::find(info.dtypes.begin(), info.dtypes.end(), "fp16") != info.dtypes.end();
-  // No CuTe path exists (spec/kernels.md: a later step, with CUTLASS as the dependency).
-  info.cute_tma = false;
+  if (info.cute) info.cutlass_version = kCutlassVersion;
   info.cuda_runtime = std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10);
   return info;
 }

@@ -17,9 +17,11 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "attention_ref.h"
+#include "emu_cute.h"
 #include "ffpa/fwd_kernel_mma.cuh"
 #include "ffpa/fwd_kernel_simt.cuh"
 #include "ffpa/tma_geometry.h"
@@ -31,6 +33,7 @@ alignas(1024) unsigned char smem_raw[256 * 1024];
 namespace emu {
 
 Dim3 g_block_idx, g_grid_dim;
+ffpa::TmaMaps g_tma_maps;
 unsigned char* g_smem = ffpa::smem_raw;
 size_t g_smem_bytes = 0;
 bool g_cp_late = false;
@@ -52,6 +55,12 @@ bool global_readable(const void* p, size_t n) {
   std::fprintf(stderr, "EMULATION FAULT: %s (block %u,%u,%u)\n", what, g_block_idx.x, g_block_idx.y, g_block_idx.z);
   std::exit(3);
 }
+
+// Deliberate breakages (--breakages, --breakages-cute): each models one protocol bug
+// in a kernel's use of the instructions, and the run must then fail. kCpNoWait:
+// cp.async.wait_group returns without waiting (the cp.async feed's missing wait).
+enum class Break { kNone, kNoExpectTx, kShortExpectTx, kWrongParity, kNoWait, kNoFence, kNoSwizzle, kCpNoWait };
+Break g_break = Break::kNone;
 
 struct Copy {
   void* dst;
@@ -124,6 +133,7 @@ void cp_commit() {
 }
 
 void cp_wait(int pending) {
+  if (g_break == Break::kCpNoWait) return;
   Fiber& f = g_fibers[g_cur];
   while (static_cast<int>(f.groups.size()) > pending) {
     for (const Copy& c : f.groups.front()) land(c);
@@ -132,10 +142,6 @@ void cp_wait(int pending) {
 }
 
 // ---- TMA and mbarrier models (emu/ffpa/tma.cuh) ----------------------------------
-// Deliberate breakages (--break NAME): each models one protocol bug in the kernel's
-// use of these instructions, and the run must then fail.
-enum class Break { kNone, kNoExpectTx, kShortExpectTx, kWrongParity, kNoWait, kNoFence, kNoSwizzle };
-Break g_break = Break::kNone;
 
 struct MBar {
   int expected = 0;    // arrivals per phase (mbarrier.init count)
@@ -243,8 +249,11 @@ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
-void tma_load(void* smem_dst, const CUtensorMap* map, const int (&c)[4], uint64_t* bar) {
-  if (map == nullptr || !map->encoded) fail("cp.async.bulk.tensor with a tensor map that was never encoded");
+void tma_load(void* smem_dst, const CUtensorMap* map_bytes, const int (&c)[4], uint64_t* bar) {
+  if (map_bytes == nullptr) fail("cp.async.bulk.tensor without a tensor map");
+  const TensorMapRecord rec = read_map(map_bytes);
+  const TensorMapRecord* map = &rec;
+  if (!map->encoded) fail("cp.async.bulk.tensor with a tensor map that was never encoded");
   check_smem(smem_dst, 128, map->swizzle_128b ? 1024 : 128,
              "TMA destination outside shared memory or not aligned (1024 bytes with the 128-byte swizzle)");
   MBar& m = mbar_at(bar, "cp.async.bulk.tensor");
@@ -304,13 +313,15 @@ CUtensorMap encode_tiled(const void* base, const ffpa::TmaGeometry& g) {
   for (int i = 0; i < 4; ++i)
     if (g.box[i] == 0 || g.box[i] > 256) fail("tensor map: a box dim is 0 or above 256");
   if (g.box[0] * 2 > 128) fail("tensor map: the inner box is wider than the 128-byte swizzle span");
-  CUtensorMap m;
+  TensorMapRecord m;
   m.base = base;
   for (int i = 0; i < 4; ++i) m.dims[i] = g.dims[i], m.box[i] = g.box[i];
   for (int i = 0; i < 3; ++i) m.strides[i] = g.strides[i];
   m.swizzle_128b = true;
   m.encoded = true;
-  return m;
+  CUtensorMap out;
+  write_map(&out, m);
+  return out;
 }
 
 void (*g_body)(const ffpa::FwdParams&) = nullptr;
@@ -379,7 +390,7 @@ void launch(void (*body)(const ffpa::FwdParams&), const ffpa::FwdParams& p, Dim3
 
 namespace {
 
-ffpa::TmaMaps g_maps;  // the TMA launches' maps (the cp.async feed ignores them)
+ffpa::TmaMaps& g_maps = emu::g_tma_maps;  // the TMA launches' maps (the cp.async feed ignores them)
 template <typename Traits, bool kF16Acc>
 void mma_body(const ffpa::FwdParams& p) {
   ffpa::ffpa_fwd_kernel<Traits, ffpa::Load::kCpAsync, kF16Acc, 1>(p, g_maps);
@@ -399,8 +410,22 @@ void simt_body(const ffpa::FwdParams& p) {
   ffpa::ffpa_fwd_simt_kernel<D, T>(p);
 }
 
-enum class Kind { kMma, kSimt, kTma };
-const char* kind_name(Kind k) { return k == Kind::kMma ? "mma" : k == Kind::kTma ? "tma" : "simt"; }
+enum class Kind { kMma, kSimt, kTma, kCute, kCuteTma };
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::kMma:
+      return "mma";
+    case Kind::kSimt:
+      return "simt";
+    case Kind::kTma:
+      return "tma";
+    case Kind::kCute:
+      return "cute";
+    case Kind::kCuteTma:
+      return "cute_tma";
+  }
+  return "unknown";
+}
 
 struct Case {
   int d;
@@ -412,6 +437,21 @@ struct Case {
   bool f16acc = false;   // fp16 accumulation (fp16 inputs, mma / tma)
   bool pv_step = false;  // with f16acc on mma: the per-mma P V form
 };
+
+// One launch of the CuTe kernel of head dim D (its own translation unit per head dim:
+// emu/emu_cute.h).
+emu::CuteVariant g_cute_variant = emu::CuteVariant::kDefault;  // --breakages-cute
+void launch_cute(int d, const Case& c, const ffpa::FwdParams& p) {
+  const emu::CuteLaunch l{c.kind == Kind::kCuteTma, c.bf16, c.f16acc, c.b, c.hq, c.nq, g_cute_variant};
+  switch (d) {
+#define FFPA_EMU_HEAD_DIM(D) \
+  case D:                    \
+    return emu::launch_cute_d##D(l, p);
+#include "emu_head_dims.inc"
+#undef FFPA_EMU_HEAD_DIM
+  }
+  emu::fail("head dim not in the emulator's list");
+}
 
 template <int D, typename T>
 bool run_case(const Case& c, std::mt19937& rng) {
@@ -437,7 +477,7 @@ bool run_case(const Case& c, std::mt19937& rng) {
   std::vector<float> ref_o(q.size()), ref_lse(static_cast<size_t>(B) * c.hq * c.nq);
   ffpa::ref::attention(pr, q.data(), k.data(), v.data(), ref_o.data(), ref_lse.data());
 
-  std::vector<T> om(qm.size(), T{0xffff});
+  std::vector<T> om(qm.size(), ffpa::from_bits<T>(0xffff));
   std::vector<float> lse(ref_lse.size(), NAN);
   // Inputs sit in arrays with no slack, so an out-of-range read is a fault.
   emu::g_ranges = {{reinterpret_cast<const unsigned char*>(qm.data()), qm.size() * 2},
@@ -470,6 +510,8 @@ bool run_case(const Case& c, std::mt19937& rng) {
     g_maps.v = emu::encode_tiled(p.v, ffpa::tma_geometry(p, ffpa::TmaOperand::kV, Traits::kBlockN));
     emu::launch(c.f16acc ? &tma_body<Traits, true> : &tma_body<Traits, false>, p, grid, Traits::kNThreads,
                 Traits::kSmemBytesTma);
+  } else if (c.kind == Kind::kCute || c.kind == Kind::kCuteTma) {
+    launch_cute(D, c, p);
   } else {
     constexpr int R = ffpa::FwdSimtTraits::kRowsPerBlock;
     emu::launch(&simt_body<D, T>, p, {unsigned((c.nq + R - 1) / R), unsigned(c.hq), unsigned(B)},
@@ -520,14 +562,14 @@ bool dispatch(const Case& c, std::mt19937& rng) {
 
 // --release D...: the release's coverage run (label slow): for every head dim, one fp16
 // case (batch 2, causal, GQA 4:2, non-aligned Nq < Nkv) and one bf16 case (batch 2,
-// non-causal, Nq > Nkv) on the cp.async and TMA kernels, and the fp16 case with fp16
-// accumulation on both, with copies completing late.
+// non-causal, Nq > Nkv) on the cp.async and TMA feeds of the mma and the CuTe kernels,
+// and the fp16 case with fp16 accumulation on all four, with copies completing late.
 int run_release(const std::vector<int>& dims) {
   std::mt19937 rng(7);
   int failed = 0, total = 0;
   emu::g_cp_late = true;
   for (int d : dims)
-    for (Kind kind : {Kind::kMma, Kind::kTma}) {
+    for (Kind kind : {Kind::kMma, Kind::kTma, Kind::kCute, Kind::kCuteTma}) {
       Case fp16_case{d, false, true, 70, 100, 4, 2, kind, 2};
       Case bf16_case{d, true, false, 90, 50, 2, 2, kind, 2};
       Case f16acc_case = fp16_case;
@@ -595,22 +637,88 @@ int run_breakages(int d) {
   return wrong ? 1 : 0;
 }
 
+// --breakages-cute: the CuTe kernel's breakages. The instruction-model ones of
+// run_breakages (TMA protocol) on cute_tma, a cp.async wait that does not wait on
+// cute, and the source-level ones (emu::CuteVariant: a swapped traits policy each),
+// every one in a child process with copies landing late; it must make its run fail
+// while the unbroken controls pass.
+int run_cute_breakages() {
+  struct Run {
+    const char* name;
+    Kind kind;
+    int d;
+    bool bf16;
+    emu::Break br;
+    emu::CuteVariant variant;
+  };
+  using B = emu::Break;
+  using V = emu::CuteVariant;
+  const Run runs[] = {
+      {"none (control, cute D=64)", Kind::kCute, 64, false, B::kNone, V::kDefault},
+      {"none (control, cute_tma D=64)", Kind::kCuteTma, 64, false, B::kNone, V::kDefault},
+      {"none (control, cute D=320, 4x2)", Kind::kCute, 320, false, B::kNone, V::kDefault},
+      {"none (control, cute D=64 bf16)", Kind::kCute, 64, true, B::kNone, V::kDefault},
+      {"cute_tma: arrive without expect_tx", Kind::kCuteTma, 64, false, B::kNoExpectTx, V::kDefault},
+      {"cute_tma: expect_tx of half the bytes", Kind::kCuteTma, 64, false, B::kShortExpectTx, V::kDefault},
+      {"cute_tma: wait on the wrong phase parity", Kind::kCuteTma, 64, false, B::kWrongParity, V::kDefault},
+      {"cute_tma: read a stage without waiting on its mbarrier", Kind::kCuteTma, 64, false, B::kNoWait, V::kDefault},
+      {"cute_tma: no fence.mbarrier_init after init", Kind::kCuteTma, 64, false, B::kNoFence, V::kDefault},
+      {"cute_tma: TMA box without the 128-byte swizzle", Kind::kCuteTma, 64, false, B::kNoSwizzle, V::kDefault},
+      {"cute: cp.async.wait_group that does not wait", Kind::kCute, 64, false, B::kCpNoWait, V::kDefault},
+      {"cute_tma: shared tiles with a 64-byte swizzle (wrong swizzle)", Kind::kCuteTma, 64, false, B::kNone,
+       V::kSwizzle64},
+      {"cute: K's copy atom runs ldmatrix.trans under the plain atom's layouts", Kind::kCute, 64, false, B::kNone,
+       V::kKTransAtom},
+      {"cute D=320: warps row-major in the tiled MMA (wrong partition for the 4x2 exchange)", Kind::kCute, 320, false,
+       B::kNone, V::kWarpOrderDMajor},
+      {"cute: bf16 data through the fp16 mma atom", Kind::kCute, 64, true, B::kNone, V::kFp16AtomForBf16},
+  };
+  int wrong = 0;
+  for (const Run& r : runs) {
+    std::fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      emu::g_break = r.br;
+      g_cute_variant = r.variant;
+      emu::g_cp_late = true;
+      std::mt19937 rng(11);
+      const Case c{r.d, r.bf16, true, 83, 141, 2, 1, r.kind};
+      std::_Exit(dispatch(c, rng) ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    const bool passed = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    const bool want_pass = r.br == B::kNone && r.variant == V::kDefault;
+    const bool ok = passed == want_pass;
+    std::printf("[%s] breakage: %s -> %s\n", ok ? (want_pass ? "PASS" : "CAUGHT") : "MISSED", r.name,
+                passed ? "passed" : "failed");
+    if (!ok) ++wrong;
+  }
+  std::printf("%zu CuTe breakage runs, %d wrong\n", sizeof(runs) / sizeof(runs[0]), wrong);
+  return wrong ? 1 : 0;
+}
+
 // ffpa_emulate_kernels [--kinds mma,simt,tma,f16acc] D...   the standard cases (f16acc:
 //                                                            mma in both P V forms, tma)
 // ffpa_emulate_kernels --release D...                         the release coverage run
 // ffpa_emulate_kernels --breakages D                          the TMA protocol breakages
+// ffpa_emulate_kernels --breakages-cute                       the CuTe kernel's breakages
+//   kinds: mma, simt, tma, f16acc, cute, cute_tma, cute_f16acc (cute and cute_tma with
+//   fp16 accumulation)
 int main(int argc, char** argv) {
   std::vector<int> dims;
-  bool release = false, breakages = false;
+  bool release = false, breakages = false, cute_breakages = false;
   std::string kinds = "mma,simt";
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--release") == 0) release = true;
     else if (std::strcmp(argv[i], "--breakages") == 0) breakages = true;
+    else if (std::strcmp(argv[i], "--breakages-cute") == 0) cute_breakages = true;
     else if (std::strcmp(argv[i], "--kinds") == 0 && i + 1 < argc) kinds = argv[++i];
     else dims.push_back(std::atoi(argv[i]));
   }
   if (release) return run_release(dims);
   if (breakages) return run_breakages(dims.empty() ? 64 : dims.front());
+  if (cute_breakages) return run_cute_breakages();
   if (dims.empty()) dims = {64, 128, 320};
   auto wants = [&](const char* k) { return ("," + kinds + ",").find(std::string(",") + k + ",") != std::string::npos; };
   struct Run {
@@ -622,6 +730,12 @@ int main(int argc, char** argv) {
   if (wants("mma")) runs.push_back({Kind::kMma, false, false});
   if (wants("simt")) runs.push_back({Kind::kSimt, false, false});
   if (wants("tma")) runs.push_back({Kind::kTma, false, false});
+  if (wants("cute")) runs.push_back({Kind::kCute, false, false});
+  if (wants("cute_tma")) runs.push_back({Kind::kCuteTma, false, false});
+  if (wants("cute_f16acc")) {
+    runs.push_back({Kind::kCute, true, false});
+    runs.push_back({Kind::kCuteTma, true, false});
+  }
   if (wants("f16acc")) {
     runs.push_back({Kind::kMma, true, false});
     runs.push_back({Kind::kMma, true, true});

@@ -4,11 +4,14 @@ exposing __cuda_array_interface__ and made-up pointers: nothing is dereferenced
 before a launch, and no launch happens here."""
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ffpa_attn import _C, errors
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class FakeCuda:
@@ -35,20 +38,25 @@ def qkvo(d=None, hq=4, hkv=2, nq=100, nkv=77, typestr="<f2"):
 
 def test_build_info():
     info = _C.build_info()
-    assert set(info) == {"head_dims", "dtypes", "archs", "fwd", "tma", "tma_archs", "f16_acc", "cute_tma",
-                         "cuda_runtime", "impls", "auto_impl"}
+    assert set(info) == {"head_dims", "dtypes", "archs", "fwd", "tma", "tma_archs", "f16_acc", "cute", "cute_tma",
+                         "cutlass", "cuda_runtime", "impls", "auto_impl"}
     assert info["head_dims"] == sorted(info["head_dims"]) and info["head_dims"]
     assert all(d % 64 == 0 for d in info["head_dims"])
     assert set(info["dtypes"]) <= {"fp16", "bf16"} and info["dtypes"]
     assert info["archs"] and all(a[:2].isdigit() for a in info["archs"])
     # TMA code exists for exactly the archs >= 90 of the build; fp16 accumulation
-    # wherever fp16 is compiled; no CuTe path.
+    # wherever fp16 is compiled; the CuTe kernels in every kernel build, TMA-fed exactly
+    # when TMA code exists; CUTLASS as pinned (tools/requirements-cutlass.txt).
     want = [a for a in info["archs"] if int(re.match(r"\d+", a)[0]) >= 90]
     assert info["tma_archs"] == want
-    assert info["fwd"] is True and info["tma"] is bool(want) and info["cute_tma"] is False
-    assert info["impls"] == ["mma", "simt"] + (["tma"] if want else [])
+    assert info["fwd"] is True and info["tma"] is bool(want) and info["cute"] is True
+    assert info["cute_tma"] is bool(want)
+    assert info["impls"] == ["mma", "simt"] + (["tma"] if want else []) + ["cute"] + (["cute_tma"] if want else [])
     assert info["f16_acc"] is ("fp16" in info["dtypes"])
     assert info["auto_impl"].startswith("tma on sm_120" if want else "mma")
+    assert "never cute or cute_tma" in info["auto_impl"]
+    pin = re.search(r"^nvidia-cutlass==(\d+\.\d+\.\d+)", (ROOT / "tools" / "requirements-cutlass.txt").read_text(), re.M)
+    assert info["cutlass"] == pin[1]
     assert info["cuda_runtime"].startswith("13.")
 
 
@@ -134,3 +142,21 @@ def test_host_arrays_are_a_device_error():
     host = np.zeros((1, 1, 8, d), np.float16)
     with pytest.raises(errors.DeviceError, match="not in CUDA memory"):
         _C.forward(host, host, host, host, None, False, 0.1, "auto")
+
+
+def test_cute_impls_validate_like_the_other_tensor_core_paths():
+    info = _C.build_info()
+    q, k, v, o = qkvo()
+    d = info["head_dims"][0]
+    misaligned = FakeCuda((2, 4, 100, d), ptr=0x7F0000000002)
+    for impl in ("cute", "cute_tma") if info["cute_tma"] else ("cute",):
+        # cp.async and TMA both need 16-byte aligned rows; fp16 accumulation takes fp16.
+        with pytest.raises(errors.UnsupportedLayoutError, match=f"impl='{impl}'"):
+            _C.forward(misaligned, k, v, o, None, False, 0.1, impl)
+        # Well-formed arguments get as far as the missing device, with either accumulator.
+        for accum in ("fp32", "fp16") if "fp16" in info["dtypes"] else ("fp32",):
+            with pytest.raises(errors.DeviceError, match="no CUDA device"):
+                _C.forward(q, k, v, o, None, False, 0.1, impl, accum=accum)
+    if not info["cute_tma"]:
+        with pytest.raises(errors.UnsupportedImplError, match="impl='cute_tma' was not compiled.*use impl='cute'"):
+            _C.forward(q, k, v, o, None, False, 0.1, "cute_tma")

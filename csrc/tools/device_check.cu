@@ -9,22 +9,26 @@
 //
 // Correctness groups, one per compiled (head dim, dtype), each with B = 2, Hq = 4:
 // causal x {aligned 256/256, Nq < Nkv 200/317, Nq > Nkv 317/200} x {MHA, GQA Hkv = 2}
-// x impl {mma, simt, tma}; [B, N, H, D]-in-memory views (non-contiguous [B, H, N, D]
-// strides); Nkv shorter than one tile with Hkv = 1 (h_ratio 4). fp16 groups also run
-// accum=fp16 on mma and tma over a smaller list (causal x {256/256 MHA, 200/317 GQA,
-// 317/200 GQA, the strided view, the short Nkv}). Then the group "long": N = 4096 and
-// 8192 at D = 128 and 512 (those compiled), both dtypes, causal and not, GQA, on mma
-// and tma (fp16-accumulated too at N = 8192, fp16, non-causal), checked on a sample of
-// rows; and the group "api": impl="auto" picks tma on the sm_120 family when the
-// device loads TMA code, else mma, for aligned arrays and simt (reported through
-// impl_used) for misaligned ones; impl=tma runs bf16; the documented errors
-// (accum=fp16 with bf16: dtype; with simt: impl; with misaligned auto: layout; impl=tma
-// where the device loads no TMA code: impl, naming the compiled archs); and a stale
-// error left by an unrelated CUDA call does not fail a launch.
+// x impl {mma, simt, tma, cute, cute_tma}; [B, N, H, D]-in-memory views (non-contiguous
+// [B, H, N, D] strides); Nkv shorter than one tile with Hkv = 1 (h_ratio 4). fp16
+// groups also run accum=fp16 on mma, tma, cute and cute_tma over a smaller list
+// (causal x {256/256 MHA, 200/317 GQA, 317/200 GQA, the strided view, the short Nkv}).
+// Then the group "long": N = 4096 and 8192 at D = 128 and 512 (those compiled), both
+// dtypes, causal and not, GQA, on mma, tma and cute_tma (fp16-accumulated too at
+// N = 8192, fp16, non-causal), checked on a sample of rows; and the group "api":
+// impl="auto" picks tma on the sm_120 family when the device loads TMA code, else mma
+// (never a CuTe kernel), for aligned arrays and simt (reported through impl_used) for
+// misaligned ones; impl=tma and impl=cute_tma run bf16; the documented errors
+// (accum=fp16 with bf16: dtype; with simt: impl; with misaligned auto or cute: layout;
+// impl=tma or cute_tma where the device loads no TMA code: impl, naming the compiled
+// archs; impl=cute on the sm_120 family, where the CuTe kernel is TMA-fed only: impl);
+// and a stale error left by an unrelated CUDA call does not fail a launch.
 //
-// TMA cases run when ffpa::tma_runs_on_current_device() (a dry run plans them when the
-// build holds TMA code); otherwise they are not planned, one line says why, and the
-// JSON's "tma" block carries the reason (the summary never counts them as passed).
+// TMA cases (tma, cute_tma) run when ffpa::tma_runs_on_current_device() (a dry run
+// plans them when the build holds TMA code); otherwise they are not planned, one line
+// says why, and the JSON's "tma" block carries the reason (the summary never counts
+// them as passed). The "cute" block says whether the CuTe cases are planned (cute:
+// where ffpa::cute_runs_on_current_device(), i.e. below the sm_120 family).
 // fp16-accumulated cases run when the build has fp16 instances (BuildInfo::f16_acc).
 //
 // Errors: abs = max |out - ref|, rel = abs / max |ref| (per case), lse = max
@@ -393,6 +397,10 @@ Result run_case(const Case& c, GroupCache& cache, uint64_t seed) {
 struct Extras {
   bool tma = false;     // impl=tma cases are planned
   std::string tma_why;  // the reason either way
+  bool cute = false;      // impl=cute cases are planned (compiled, and code for this device)
+  bool cute_refused = false;  // compiled, but not for this device (the sm_120 family)
+  bool cute_tma = false;  // impl=cute_tma cases: the CuTe kernels and tma
+  std::string cute_why;
   bool f16acc = false;  // accum=fp16 cases are planned
   bool mma_f16acc = false;  // ... on impl=mma too (not on the sm_120 family: TMA only there)
   std::string f16acc_why;
@@ -421,6 +429,15 @@ Extras decide_extras(const ffpa::BuildInfo& info, bool dry_run, int major, int m
   } else {
     e.tma_why = "the device (" + dev + ") loads none of this build's TMA code (TMA archs " + tma_archs + ")";
   }
+  // impl=cute has no code on the sm_120 family (the CuTe kernel is TMA-fed there):
+  // refused there, which the api group checks.
+  e.cute = info.cute && (dry_run || ffpa::cute_runs_on_current_device());
+  e.cute_refused = info.cute && !e.cute;
+  e.cute_tma = info.cute && e.tma;
+  const std::string cute_part = e.cute ? "cute" : "cute refused on " + dev + " (TMA-fed only there)";
+  e.cute_why = !info.cute ? "this build has no CuTe kernels"
+               : e.cute_tma ? cute_part + " and cute_tma (CUTLASS " + info.cutlass_version + "; the TMA feed as above)"
+                            : cute_part + " (CUTLASS " + info.cutlass_version + "); cute_tma: " + e.tma_why;
   const bool fp16 = std::find(info.dtypes.begin(), info.dtypes.end(), "fp16") != info.dtypes.end();
   if (!info.f16_acc || !fp16) {
     e.f16acc_why = "this build has no fp16 instances (accum=fp16 takes fp16 inputs only)";
@@ -431,7 +448,8 @@ Extras decide_extras(const ffpa::BuildInfo& info, bool dry_run, int major, int m
     std::snprintf(tol, sizeof(tol), " (tolerances rel %g, abs %g, lse %g)", kTolF16Acc.rel, kTolF16Acc.abs,
                   kTolF16Acc.lse);
     e.f16acc_why = std::string("fp16 inputs, accum=fp16 on ") +
-                   (e.mma_f16acc ? (e.tma ? "mma and tma" : "mma") : "tma only (the sm_120 family)") + tol;
+                   (e.mma_f16acc ? (e.tma ? "mma and tma" : "mma") : "tma only (the sm_120 family)") +
+                   (e.cute ? (e.cute_tma ? ", cute and cute_tma" : ", cute") : "") + tol;
   }
   return e;
 }
@@ -445,9 +463,13 @@ std::vector<Case> plan_cases(const ffpa::BuildInfo& info, const Extras& x, bool 
   for (const std::string& s : info.dtypes) dtypes.push_back(s == "fp16" ? ffpa::DType::kFp16 : ffpa::DType::kBf16);
   std::vector<Impl> impls = {Impl::kMma, Impl::kSimt};
   if (x.tma) impls.push_back(Impl::kTma);
+  if (x.cute) impls.push_back(Impl::kCute);
+  if (x.cute_tma) impls.push_back(Impl::kCuteTma);
   std::vector<Impl> f16_impls;
   if (x.mma_f16acc) f16_impls.push_back(Impl::kMma);
   if (x.tma) f16_impls.push_back(Impl::kTma);
+  if (x.cute) f16_impls.push_back(Impl::kCute);
+  if (x.cute_tma) f16_impls.push_back(Impl::kCuteTma);
   for (int d : info.head_dims)
     for (ffpa::DType dt : dtypes) {
       char group[64];
@@ -494,12 +516,14 @@ std::vector<Case> plan_cases(const ffpa::BuildInfo& info, const Extras& x, bool 
             // Adjacent: the impls share the inputs and the sampled reference rows.
             add_long(d, dt, causal, n, n, Impl::kMma, Accum::kFp32);
             if (x.tma) add_long(d, dt, causal, n, n, Impl::kTma, Accum::kFp32);
+            if (x.cute_tma) add_long(d, dt, causal, n, n, Impl::kCuteTma, Accum::kFp32);
             if (!x.f16acc || dt != ffpa::DType::kFp16 || n != 8192 || causal) continue;
             for (Impl impl : f16_impls) add_long(d, dt, causal, n, n, impl, Accum::kFp16);
           }
     // Nq != Nkv at length: a short query block against a long KV (decode-like prefill).
     add_long(long_dims.back(), dtypes[0], true, 1000, 8192, Impl::kMma, Accum::kFp32);
     if (x.tma) add_long(long_dims.back(), dtypes[0], true, 1000, 8192, Impl::kTma, Accum::kFp32);
+    if (x.cute_tma) add_long(long_dims.back(), dtypes[0], true, 1000, 8192, Impl::kCuteTma, Accum::kFp32);
   }
   if (!info.head_dims.empty() && !dtypes.empty()) {
     const int d = info.head_dims.front();
@@ -517,6 +541,9 @@ std::vector<Case> plan_cases(const ffpa::BuildInfo& info, const Extras& x, bool 
     api(dt, false, Impl::kAuto, Impl::kSimt, true, false);
     api(dt, true, Impl::kMma, Impl::kMma, false, true);
     if (x.tma) api(has_bf16 ? ffpa::DType::kBf16 : dt, false, Impl::kTma, Impl::kTma, false, false);
+    if (x.cute_tma) api(has_bf16 ? ffpa::DType::kBf16 : dt, false, Impl::kCuteTma, Impl::kCuteTma, false, false);
+    // The CuTe kernels need 16-byte aligned rows like the other tensor-core paths.
+    if (x.cute) api(dt, false, Impl::kCute, Impl::kAuto, true, false, Accum::kFp32, ErrorKind::kLayout);
     if (has_fp16 && x.f16acc) {
       api(ffpa::DType::kFp16, false, Impl::kAuto, auto_pick, false, false, Accum::kFp16);
       api(ffpa::DType::kFp16, false, Impl::kSimt, Impl::kAuto, false, false, Accum::kFp16, ErrorKind::kImpl);
@@ -526,6 +553,10 @@ std::vector<Case> plan_cases(const ffpa::BuildInfo& info, const Extras& x, bool 
     api(ffpa::DType::kBf16, false, Impl::kMma, Impl::kAuto, false, false, Accum::kFp16, ErrorKind::kDType);
     // Where the device loads no TMA code, impl=tma is refused, naming the compiled archs.
     if (!x.tma) api(dt, false, Impl::kTma, Impl::kAuto, false, false, Accum::kFp32, ErrorKind::kImpl, info.archs);
+    if (x.cute && !x.cute_tma)
+      api(dt, false, Impl::kCuteTma, Impl::kAuto, false, false, Accum::kFp32, ErrorKind::kImpl, info.archs);
+    // On the sm_120 family impl=cute is refused (the CuTe kernel is TMA-fed there).
+    if (x.cute_refused) api(dt, false, Impl::kCute, Impl::kAuto, false, false, Accum::kFp32, ErrorKind::kImpl);
   }
   return cases;
 }
@@ -560,6 +591,8 @@ void write_json(const char* path, const std::string& device, const Extras& x, co
   // Whether the TMA and fp16-accumulated cases are in the plan, and why (either way).
   j += "  \"tma\": {\"planned\": " + std::string(x.tma ? "true" : "false") + ", \"reason\": \"" +
        json_escape(x.tma_why) + "\"},\n";
+  j += "  \"cute\": {\"planned\": " + std::string(x.cute ? "true" : "false") + ", \"cute_tma\": " +
+       std::string(x.cute_tma ? "true" : "false") + ", \"reason\": \"" + json_escape(x.cute_why) + "\"},\n";
   j += "  \"f16_acc\": {\"planned\": " + std::string(x.f16acc ? "true" : "false") + ", \"reason\": \"" +
        json_escape(x.f16acc_why) + "\"},\n";
   j += "  \"groups_done\": " + std::to_string(groups_done) + ",\n  \"groups_total\": " + std::to_string(groups_total) +
@@ -666,7 +699,9 @@ int main(int argc, char** argv) {
   const char* skipped = "skipped, not run and not counted as passed";
   std::printf("TMA cases: %s (%s)\n", extras.tma ? "planned" : skipped, extras.tma_why.c_str());
   std::printf("fp16-accumulated cases: %s (%s)\n", extras.f16acc ? "planned" : skipped, extras.f16acc_why.c_str());
-  if (bench) return run_bench(bo, info, extras.tma, extras.f16acc, extras.mma_f16acc, dry_run);
+  std::printf("CuTe cases: %s (%s)\n", extras.cute ? "planned" : skipped, extras.cute_why.c_str());
+  if (bench)
+    return run_bench(bo, info, extras.tma, extras.f16acc, extras.mma_f16acc, extras.cute, extras.cute_tma, dry_run);
 
   const std::vector<Case> cases = plan_cases(info, extras, quick);
   std::vector<std::string> groups;

@@ -46,12 +46,13 @@ struct BenchOpts {
 };
 
 // Times forward() with CUDA events on fp16 B=1 x H x N x D inputs, causal and not, for
-// each path: impl=mma, impl=tma (when `tma`), and accum=fp16 on each of them (when
-// `f16acc`), and writes `source,D,dtype,causal,B,H,N,kernel,ms,tflops,accum` rows to
+// each path: impl=mma, impl=tma (when `tma`), accum=fp16 on each of them (when
+// `f16acc`), impl=cute (when `cute`), impl=cute_tma and it with accum=fp16 (when
+// `cute_tma`), and writes `source,D,dtype,causal,B,H,N,kernel,ms,tflops,accum` rows to
 // o.csv (kernel: the kernel that ran; the header alone for a dry run, which makes no
 // CUDA call). A path whose launch is refused is reported and skipped (exit 1 at the
 // end). Returns the process exit code.
-int run_bench(const BenchOpts& o, const ffpa::BuildInfo& info, bool tma, bool f16acc, bool mma_f16acc,
-              bool dry_run);
+int run_bench(const BenchOpts& o, const ffpa::BuildInfo& info, bool tma, bool f16acc, bool mma_f16acc, bool cute,
+              bool cute_tma, bool dry_run);
 
 }  // namespace ffpa::check

@@ -35,8 +35,8 @@ __global__ void fill_random(uint16_t* p, int64_t n, uint32_t seed, bool bf16) {
 
 }  // namespace
 
-int run_bench(const BenchOpts& o, const ffpa::BuildInfo& info, bool tma, bool f16acc, bool mma_f16acc,
-              bool dry_run) {
+int run_bench(const BenchOpts& o, const ffpa::BuildInfo& info, bool tma, bool f16acc, bool mma_f16acc, bool cute,
+              bool cute_tma, bool dry_run) {
   std::vector<int> dims;
   for (int d : o.dims.empty() ? info.head_dims : o.dims)
     if (std::find(info.head_dims.begin(), info.head_dims.end(), d) != info.head_dims.end()) dims.push_back(d);
@@ -48,6 +48,9 @@ int run_bench(const BenchOpts& o, const ffpa::BuildInfo& info, bool tma, bool f1
   if (tma) paths.push_back({ffpa::Impl::kTma, ffpa::Accum::kFp32});
   if (f16acc && mma_f16acc) paths.push_back({ffpa::Impl::kMma, ffpa::Accum::kFp16});
   if (f16acc && tma) paths.push_back({ffpa::Impl::kTma, ffpa::Accum::kFp16});
+  if (cute) paths.push_back({ffpa::Impl::kCute, ffpa::Accum::kFp32});
+  if (cute_tma) paths.push_back({ffpa::Impl::kCuteTma, ffpa::Accum::kFp32});
+  if (f16acc && cute_tma) paths.push_back({ffpa::Impl::kCuteTma, ffpa::Accum::kFp16});
   std::string csv = "source,D,dtype,causal,B,H,N,kernel,ms,tflops,accum\n";
   int refused = 0;
   for (int d : dims)

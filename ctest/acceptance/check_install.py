@@ -6,8 +6,11 @@ version pinned in tools/requirements.txt), the wheel with --no-deps, then a prob
 from outside the source tree that imports ffpa_attn and checks what the wheel claims:
 version, source commit, capability flags, the compiled set, where the package was
 imported from, and the NumPy reference against a naive formula. The capability flags
-must follow the compiled set: tma (and tma_archs, and "tma" in impls) exactly for the
-archs >= 90, f16_acc exactly when fp16 was compiled, never cute_tma.
+must follow the compiled set the manifest names: tma (and tma_archs, and "tma" in impls)
+exactly for the archs >= 90, f16_acc exactly when fp16 was compiled, the CuTe kernels
+("cute") in every CUDA wheel, and cute_tma (upstream's CUDA_CUTE_TMA_AVAILABLE, "cute_tma"
+in impls) exactly when both the TMA and the CuTe kernels are there: the release's
+89;120f wheel prints True True True for the runbook's one-line check.
 
   check_install.py --dist DIR --kind pure|cuda --python PY [--python PY ...] --work DIR
 
@@ -38,6 +41,7 @@ out = {
     "file": ffpa_attn.__file__,
     "build_info": {k: v for k, v in ffpa_attn.build_info().items() if isinstance(v, (str, bool, int, float, list, dict, type(None)))},
     "fwd": cuda.CUDA_FWD_AVAILABLE, "tma": cuda.CUDA_TMA_AVAILABLE, "cute_tma": cuda.CUDA_CUTE_TMA_AVAILABLE,
+    "cute": getattr(cuda, "CUDA_CUTE_AVAILABLE", False),
     "f16_acc": cuda.F16_ACC_AVAILABLE, "tma_archs": list(cuda.TMA_ARCHS), "impls": list(cuda.COMPILED_IMPLS),
     "head_dims": list(cuda.COMPILED_HEAD_DIMS), "dtypes": list(cuda.COMPILED_DTYPES), "archs": list(cuda.COMPILED_ARCHS),
 }
@@ -62,26 +66,30 @@ print("PROBE-JSON " + json.dumps(out))
 
 
 def expected_capabilities(archs: list[str], dtypes: list[str]) -> dict:
-    """The capability flags a CUDA wheel of this compiled set must report.
+    """The capability flags a CUDA wheel of this compiled set (the manifest's archs and
+    dtypes) must report.
 
     TMA code exists for the arch tokens >= 90 (their leading number, as the library's
     is_tma_arch reads "90a" or "120f"); fp16 accumulation exists when fp16 was compiled;
-    impls lists tma exactly when tma is true; there is no CuTe path.
+    every kernel build compiles the CuTe kernels (cmake/FfpaKernelInstances.cmake gives
+    each instance its CuTe files), so cute is true and cute_tma is exactly tma; impls
+    lists tma and cute_tma exactly when tma is true.
     """
     tma_archs = [a for a in archs if int(re.match(r"\d*", a)[0] or 0) >= 90]
     return {
         "tma": bool(tma_archs),
         "tma_archs": sorted(tma_archs),
         "f16_acc": "fp16" in dtypes,
-        "impls": sorted(["mma", "simt", *(["tma"] if tma_archs else [])]),
-        "cute_tma": False,
+        "impls": sorted(["mma", "simt", "cute", *(["tma", "cute_tma"] if tma_archs else [])]),
+        "cute": True,
+        "cute_tma": bool(tma_archs),
     }
 
 
 def capability_problems(got: dict, archs: list[str], dtypes: list[str]) -> list[str]:
     want = expected_capabilities(archs, dtypes)
     have = {"tma": got.get("tma"), "tma_archs": sorted(got.get("tma_archs") or []), "f16_acc": got.get("f16_acc"),
-            "impls": sorted(got.get("impls") or []), "cute_tma": got.get("cute_tma")}
+            "impls": sorted(got.get("impls") or []), "cute": got.get("cute"), "cute_tma": got.get("cute_tma")}
     return [f"{key} = {have[key]!r}, but archs {archs} / dtypes {dtypes} compile {want[key]!r}"
             for key in want if have[key] != want[key]]
 
@@ -171,9 +179,10 @@ def main() -> int:
             if got["reference_max_err"] > 1e-5:
                 problems.append(f"reference.attention differs from the naive formula by {got['reference_max_err']}")
             if kind == "pure":
-                if got["fwd"] or got["tma"] or got["cute_tma"] or got["f16_acc"] or got["tma_archs"] or got["impls"]:
+                if (got["fwd"] or got["tma"] or got["cute_tma"] or got["cute"] or got["f16_acc"] or got["tma_archs"]
+                        or got["impls"]):
                     problems.append(f"pure wheel reports CUDA flags fwd={got['fwd']} tma={got['tma']} "
-                                    f"cute_tma={got['cute_tma']} f16_acc={got['f16_acc']} "
+                                    f"cute={got['cute']} cute_tma={got['cute_tma']} f16_acc={got['f16_acc']} "
                                     f"tma_archs={got['tma_archs']} impls={got['impls']}")
                 if got["ext"] is not None:
                     problems.append(f"pure wheel imported an extension: {got['ext']}")
@@ -187,14 +196,16 @@ def main() -> int:
                 if sorted(got["dtypes"]) != sorted(manifest["dtypes"]):
                     problems.append(f"compiled dtypes {got['dtypes']} != manifest {manifest['dtypes']}")
                 # The capability flags follow the compiled set the manifest names (the
-                # release's 89;120f: tma with tma_archs [120f], f16_acc, impls mma/simt/tma).
+                # release's 89;120f: tma with tma_archs [120f], f16_acc, cute and cute_tma,
+                # impls mma/simt/tma/cute/cute_tma).
                 problems += capability_problems(got, list(manifest["archs"]), list(manifest["dtypes"]))
                 if not (got["ext"] or "").startswith(str(venv)):
                     problems.append(f"_C imported from {got['ext']}, not from the venv")
             status = "OK" if not problems else "FAIL"
             print(f"[{status}] {w['file']} on {tag} ({py}): fwd={got['fwd']} head_dims={got['head_dims']} "
                   f"archs={got['archs']} tma={got['tma']} tma_archs={got['tma_archs']} f16_acc={got['f16_acc']} "
-                  f"impls={got['impls']}")
+                  f"cute={got['cute']} impls={got['impls']}; the runbook's check (CUDA_FWD_AVAILABLE, "
+                  f"CUDA_TMA_AVAILABLE, CUDA_CUTE_TMA_AVAILABLE): {got['fwd']} {got['tma']} {got['cute_tma']}")
             for p in problems:
                 failures.append(f"{w['file']} on {tag}: {p}")
             checked.append(w["file"])

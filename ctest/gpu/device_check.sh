@@ -4,22 +4,25 @@
 #   ctest/gpu/device_check.sh [--no-gpu] [--arch A] OUT
 #
 # Needs only what a bare GPU image holds: nvcc, CMake, Ninja and a python3 (torch,
-# numpy, pybind11 and pytest when present; Python.h optional). It configures the
+# numpy, pybind11 and pytest when present; Python.h optional), plus the CUTLASS header
+# subset carried in the tree (.cutlass/, made by `cmake -P cmake/FfpaCutlassSubset.cmake`
+# where the pinned headers are; the image reaches no registry). It configures the
 # kernels-only tree (preset gpu-check: no release engine, so no OpenSSL, zlib,
 # nlohmann_json or GTest) for the present GPU's arch in a scratch directory, builds the
 # kernels and the runner, then the package and its binding (when the interpreter has
 # Python.h and pybind11), and runs, each phase under `timeout` within one time budget:
 #   correctness   the C++ runner: every compiled head dim x dtype x causal x GQA x
-#                 {Nq = Nkv, Nq < Nkv, Nq > Nkv} x {mma, simt, tma}, strided views, long
-#                 sequences (N = 4096/8192 at D = 128/512), fp16 accumulation (fp16, on
-#                 mma and tma), impl=auto, argument-error and stale-error checks, against
-#                 the fp64-accumulated host reference. The tma cases run only where the
-#                 device loads the build's TMA code (archs >= 90); else the log and the
-#                 summary say they were skipped and why
+#                 {Nq = Nkv, Nq < Nkv, Nq > Nkv} x {mma, simt, tma, cute, cute_tma},
+#                 strided views, long sequences (N = 4096/8192 at D = 128/512), fp16
+#                 accumulation (fp16, on mma, tma, cute and cute_tma), impl=auto,
+#                 argument-error and stale-error checks, against the fp64-accumulated
+#                 host reference. The tma and cute_tma cases run only where the device
+#                 loads the build's TMA code (archs >= 90); else the log and the summary
+#                 say they were skipped and why
 #   python-gpu    pytest -m gpu on the package (binding only)
 #   bench-cpp     the kernels timed by the runner with CUDA events (fp16, B=1, H=32,
 #                 N=8192, every compiled head dim, causal and not) on each path: mma,
-#                 tma, and accum=fp16 on both
+#                 tma, accum=fp16 on both, cute, cute_tma and cute_tma with accum=fp16
 #   bench         python -m ffpa_attn.bench against SDPA in the same process (binding),
 #                 else torch SDPA timed by sdpa_bench.py in a separate process
 # OUT receives at most five files, all rewritten as the run goes (a run cut short still
@@ -177,6 +180,15 @@ configure_args=(--preset gpu-check -S "$repo" -B "$build" "-DFFPA_CUDA_ARCHS=$ar
 [ -n "${FFPA_DEVICE_CHECK_CMAKE_ARGS:-}" ] && configure_args+=($FFPA_DEVICE_CHECK_CMAKE_ARGS)
 
 phase configure 90 -- cmake "${configure_args[@]}" || failed=1
+# Which CUTLASS headers the kernels-only build found (cmake/FfpaCutlass.cmake wrote it).
+gc="$build/gpu-check.txt"
+if grep -q '^cutlass=' "$gc" 2>/dev/null; then
+  cutlass_line="$(sed -n 's/^cutlass=//p' "$gc") (CUTLASS $(sed -n 's/^cutlass_version=//p' "$gc"), $(sed -n 's/^cutlass_source=//p' "$gc"), $(sed -n 's/^cutlass_files=//p' "$gc") files)"
+else
+  cutlass_line="not found (logs/configure.log says why and how to carry the subset)"
+fi
+echo "cutlass=$cutlass_line" >> "$state/env.txt"
+echo "  CUTLASS headers: $cutlass_line"
 [ "$failed" = 0 ] && { phase build 200 -- cmake --build "$build" -j "$jobs" --target ffpa_kernels ffpa_device_check || failed=1; }
 runner="$build/bin/ffpa_device_check"
 

@@ -2,6 +2,8 @@
 """The GPU device check rehearsed on a machine without a GPU (CTest label gpu-rehearsal).
 
     rehearse.py venv   --work DIR                 make the stand-in for the GPU image's python3
+    rehearse.py tree   --work DIR --cutlass-dir D --nvcc NVCC
+                                                  make the tree the device tool carries
     rehearse.py run    --work DIR --case CASE     run ctest/gpu/device_check.sh --no-gpu and check OUT
 
 The GPU image has nvcc, CMake, Ninja and a python3 with numpy, pybind11 and pytest (and
@@ -12,8 +14,16 @@ bench's SDPA timing reports that it cannot run). Every case configures with
 CMAKE_DISABLE_FIND_PACKAGE_{OpenSSL,ZLIB,nlohmann_json,GTest} and a missing tools venv,
 so a kernels-only tree that reached for any of them fails here first.
 
+The script runs in a copy of the source tree made the way the lead's device tool
+carries one: the tracked and untracked-not-ignored files (no .git, no .venv, no build
+trees) plus the one carried ignored path, .cutlass/, the CUTLASS header subset made by
+`cmake -P cmake/FfpaCutlassSubset.cmake` (docs/perf.md). With the tools venv out of
+reach, the kernels-only build can only take CUTLASS from that subset; a second copy
+without it must fail at configure, naming the fix.
+
 Cases:
-  with-headers  the binding is built; the runner's plan (with the TMA and fp16-accumulated
+  with-headers  the binding is built; CUTLASS came from the carried subset (gpu-check.txt
+                and env.txt say where, which version, how many files); the runner's plan (with the TMA and fp16-accumulated
                 cases: the arch-90 build holds TMA code), the binding import, pytest -m gpu
                 (all skipped: exit 77), the bench plans (every path: mma, tma, fp16 accum)
   no-headers    Python.h hidden (FFPA_PYTHON_INCLUDE_DIR at an empty directory): no
@@ -24,6 +34,13 @@ Cases:
                 GPU-only path of the script (correctness, pytest -m gpu, both bench
                 runs) runs and, with no CUDA device behind it, fails cleanly: exit 1,
                 each phase named, the summary says failed
+  no-cutlass    the carried tree without .cutlass/: configure fails with the message
+                naming the subset command, nothing is built, the run fails, the
+                summary says so
+The cold kernels-only build of the CuTe kernels takes minutes on two cores, so the
+runs build two head dims (REHEARSAL_DIMS: a persist-D and a split-D one) and get a
+larger budget than the GPU image's default (REHEARSAL_BUDGET); the phases keep their
+own limits otherwise.
 """
 
 from __future__ import annotations
@@ -40,8 +57,14 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "ctest" / "gpu" / "device_check.sh"
 ALLOWED_OUT = {"summary.json", "summary.md", "bench.csv", "bench.png", "logs.tar.gz"}
+# What the device tool carries besides the tree (64 MiB in all).
+CARRY_LIMIT = 64 * 1024 * 1024
+REHEARSAL_BUDGET = 900
+# Head dims the rehearsal builds: one persist-D (64) and one split-D (320, the 4x2 warp
+# layout) CuTe kernel. The CuTe instances take minutes on two cores; the full release
+# set is built by the ci tree (every arch of the release) and by the GPU run itself.
+REHEARSAL_DIMS = (64, 320)
 HIDDEN_PACKAGES = ("OpenSSL", "ZLIB", "nlohmann_json", "GTest")
 IMAGE_PACKAGES = ("numpy", "pybind11", "pytest")
 
@@ -90,10 +113,42 @@ def make_venv(work: Path) -> int:
     return 0
 
 
+def make_tree(work: Path, cutlass_dir: str, nvcc: str) -> int:
+    listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            capture_output=True, text=True, check=True).stdout.split("\0")
+    files = [f for f in listed if f and (REPO / f).is_file()]
+    for name in ("tree", "tree-no-cutlass"):
+        dest = work / name
+        if dest.exists():
+            shutil.rmtree(dest)
+        for f in files:
+            (dest / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / f, dest / f)
+    tree = work / "tree"
+    r = subprocess.run(["cmake", f"-DOUT={tree / '.cutlass'}", f"-DFFPA_CUTLASS_DIR={cutlass_dir}", f"-DNVCC={nvcc}",
+                        "-P", str(tree / "cmake" / "FfpaCutlassSubset.cmake")], capture_output=True, text=True)
+    print(r.stdout + r.stderr)
+    check(r.returncode == 0, "cmake -P cmake/FfpaCutlassSubset.cmake made the subset")
+    subset = (tree / ".cutlass" / "SUBSET.txt").read_text()
+    n = int(re.search(r"^files=(\d+)$", subset, re.M)[1])
+    headers = [p for p in (tree / ".cutlass" / "include").rglob("*") if p.is_file()]
+    check(n == len(headers) and n > 0, f"SUBSET.txt counts the {len(headers)} headers copied")
+    full = sum(1 for p in Path(cutlass_dir).rglob("*") if p.is_file())
+    check(n < full, f"only the headers the kernels include: {n} of the {full} files")
+    carried = sum(p.stat().st_size for p in tree.rglob("*") if p.is_file())
+    check(carried <= CARRY_LIMIT, f"tree + subset = {carried / 2**20:.1f} MiB, within the device tool's 64 MiB")
+    print(f"carried tree: {tree} ({len(files)} files) and {tree / '.cutlass'} ({n} headers)")
+    return 0
+
+
 def run_case(work: Path, case: str) -> int:
     py = work / "image-python" / "bin" / "python"
     if not py.exists():
         fail(f"{py} is missing: the fixture gpu.rehearsal.venv did not run")
+    tree = work / ("tree-no-cutlass" if case == "no-cutlass" else "tree")
+    if not (tree / "ctest" / "gpu" / "device_check.sh").exists():
+        fail(f"{tree} is missing: the fixture gpu.rehearsal.tree did not run")
+    script = tree / "ctest" / "gpu" / "device_check.sh"
     out = work / case / "out"
     scratch = work / case / "scratch"
     for d in (out, scratch):
@@ -106,9 +161,14 @@ def run_case(work: Path, case: str) -> int:
         empty.mkdir(parents=True, exist_ok=True)
         cmake_args.append(f"-DFFPA_PYTHON_INCLUDE_DIR={empty}")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FFPA_", "VIRTUAL_ENV", "PYTHON"))}
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     env.update({
         "FFPA_DEVICE_PYTHON": str(py),
         "FFPA_DEVICE_CHECK_WORK": str(scratch),
+        "FFPA_DEVICE_CHECK_COMMIT": commit.strip() or "unknown",  # the carried tree has no .git
+        "FFPA_DEVICE_CHECK_BUDGET": str(REHEARSAL_BUDGET),
+        "FFPA_DEVICE_CHECK_TIMEOUTS": f"build={REHEARSAL_BUDGET - 120}",
+        "FFPA_DEVICE_CHECK_DIMS": ";".join(str(d) for d in REHEARSAL_DIMS),
         "FFPA_DEVICE_CHECK_CMAKE_ARGS": " ".join(cmake_args),
         "FFPA_DEVICE_CHECK_JOBS": os.environ.get("FFPA_DEVICE_CHECK_JOBS", str(os.cpu_count() or 2)),
         # The tools venv must not be reachable through PATH either.
@@ -129,7 +189,7 @@ def run_case(work: Path, case: str) -> int:
         env["FFPA_DEVICE_CHECK_TIMEOUTS"] = "build=1"
     t0 = time.monotonic()
     mode_args = [] if case == "gpu-mode" else ["--no-gpu", "--arch", "90"]
-    proc = subprocess.run(["bash", str(SCRIPT), *mode_args, str(out)], env=env, capture_output=True, text=True)
+    proc = subprocess.run(["bash", str(script), *mode_args, str(out)], env=env, capture_output=True, text=True)
     took = time.monotonic() - t0
     print(proc.stdout[-6000:])
     print(proc.stderr[-3000:], file=sys.stderr)
@@ -159,10 +219,35 @@ def run_case(work: Path, case: str) -> int:
     configure_log = (scratch / "state" / "logs" / "configure.log").read_text()
     check("FFPA_COMPONENTS" not in configure_log or "kernels only" in configure_log,
           "configure ran the kernels-only tree")
-    for pkg in HIDDEN_PACKAGES:
-        check(f"CMAKE_DISABLE_FIND_PACKAGE_{pkg}" in configure_log,
-              f"configure never asked for {pkg} (CMake lists the unused CMAKE_DISABLE_FIND_PACKAGE_{pkg})")
+    # CMake lists the unused variables only at the end of a configure that completed;
+    # the no-cutlass case stops at its (expected) error before that.
+    if case != "no-cutlass":
+        for pkg in HIDDEN_PACKAGES:
+            check(f"CMAKE_DISABLE_FIND_PACKAGE_{pkg}" in configure_log,
+                  f"configure never asked for {pkg} (CMake lists the unused CMAKE_DISABLE_FIND_PACKAGE_{pkg})")
 
+    env_txt = (scratch / "state" / "env.txt").read_text()
+    if case == "no-cutlass":
+        check(proc.returncode == 1, f"a tree without the CUTLASS subset fails the run (exit {proc.returncode})")
+        check(phases["configure"]["status"].startswith("failed"), f"configure: {phases['configure']['status']}")
+        check("build" not in phases and "correctness" not in phases, "nothing is built or run after it")
+        flat = " ".join(configure_log.split())  # CMake reflows long messages
+        check("the CuTe kernels need CUTLASS" in flat and "cmake -P cmake/FfpaCutlassSubset.cmake" in flat,
+              "configure names the missing headers and the command that makes the subset")
+        check("cutlass=not found" in env_txt, "env.txt says no CUTLASS headers were found")
+        check(summary["status"] == "rehearsal failed", f"summary says the run failed: {summary['status']}")
+        return 0
+    pin = re.search(r"^nvidia-cutlass==(\d+\.\d+\.\d+)", (REPO / "tools" / "requirements-cutlass.txt").read_text(),
+                    re.M)[1]
+    n_subset = re.search(r"^files=(\d+)$", (tree / ".cutlass" / "SUBSET.txt").read_text(), re.M)[1]
+    gpu_check = (scratch / "build" / "gpu-check.txt").read_text()
+    check(f"head_dims={','.join(str(d) for d in REHEARSAL_DIMS)}" in gpu_check.splitlines(),
+          "gpu-check.txt: the head dims asked for")
+    for line in (f"cutlass={tree / '.cutlass' / 'include'}", f"cutlass_version={pin}", "cutlass_source=subset",
+                 f"cutlass_files={n_subset}"):
+        check(line in gpu_check.splitlines(), f"gpu-check.txt: {line}")
+    check(f"cutlass={tree / '.cutlass' / 'include'} (CUTLASS {pin}, subset, {n_subset} files)" in env_txt,
+          "env.txt names the CUTLASS headers the build used")
     if case == "gpu-mode":
         check(proc.returncode == 1, f"no CUDA device behind nvidia-smi fails the run (exit {proc.returncode})")
         for name in ("correctness", "python-gpu", "torch-gpu", "bench-cpp", "bench", "bench-causal"):
@@ -182,7 +267,7 @@ def run_case(work: Path, case: str) -> int:
 
     check(proc.returncode == 0, f"the rehearsal passes (exit {proc.returncode})")
     check(summary["status"] == "rehearsed" and summary["exit_code"] == 0, "summary status rehearsed, exit code 0")
-    check(took < 345 + 30, f"the run kept its time budget ({took:.0f} s)")
+    check(took < REHEARSAL_BUDGET + 30, f"the run kept its time budget ({took:.0f} s)")
     for name in ("configure", "build", "build-binding", "correctness", "bench-cpp"):
         check(phases.get(name, {}).get("status", "").startswith("ok"), f"phase {name}: {phases.get(name)}")
     corr = summary["correctness"]
@@ -190,7 +275,8 @@ def run_case(work: Path, case: str) -> int:
           f"the runner planned {corr['total']} cases and launched none")
     groups = corr["by_group"]
     matrix = json.loads((REPO / "cmake" / "release-matrix.json").read_text())
-    dims = [str(d) for d in matrix["head_dims"]]
+    check(set(REHEARSAL_DIMS) <= set(matrix["head_dims"]), f"the rehearsal's head dims {REHEARSAL_DIMS} are release ones")
+    dims = [str(d) for d in REHEARSAL_DIMS]
     for d in dims:
         for dt in ("fp16", "bf16"):
             check(f"D{d}-{dt}" in groups, f"group D{d}-{dt} is planned")
@@ -198,12 +284,16 @@ def run_case(work: Path, case: str) -> int:
     check(set(corr["tolerances"]) == {"fp16", "bf16", "fp16-acc"},
           "tolerances are stated per dtype and for fp16 accumulation")
     paths = {(g["group"], g["impl"], g["accum"]) for g in corr["by_path"]}
+    impl_accums = (("mma", "fp32"), ("simt", "fp32"), ("tma", "fp32"), ("mma", "fp16"), ("tma", "fp16"),
+                   ("cute", "fp32"), ("cute_tma", "fp32"), ("cute", "fp16"), ("cute_tma", "fp16"))
     for d in dims:
-        for impl, accum in (("mma", "fp32"), ("simt", "fp32"), ("tma", "fp32"), ("mma", "fp16"), ("tma", "fp16")):
+        for impl, accum in impl_accums:
             check((f"D{d}-fp16", impl, accum) in paths, f"D{d}-fp16 plans impl={impl} accum={accum}")
-        check((f"D{d}-bf16", "tma", "fp32") in paths and (f"D{d}-bf16", "mma", "fp16") not in paths,
-              f"D{d}-bf16 plans tma, and no fp16 accumulation")
-    check(("long", "tma", "fp32") in paths, "the long group has tma rows")
+        check((f"D{d}-bf16", "tma", "fp32") in paths and (f"D{d}-bf16", "cute_tma", "fp32") in paths
+              and (f"D{d}-bf16", "mma", "fp16") not in paths, f"D{d}-bf16 plans tma and cute_tma, no fp16 accumulation")
+    check(("long", "tma", "fp32") in paths and ("long", "cute_tma", "fp32") in paths,
+          "the long group has tma and cute_tma rows")
+    check(corr["cute"]["planned"] and corr["cute"]["cases"] > 0, f"the CuTe cases are planned: {corr['cute']['status']}")
     check(corr["tma"]["planned"] and corr["tma"]["cases"] > 0 and corr["f16_acc"]["planned"],
           f"TMA ({corr['tma']['status']}) and fp16 accumulation ({corr['f16_acc']['status']}) are planned")
     md = (out / "summary.md").read_text()
@@ -212,13 +302,14 @@ def run_case(work: Path, case: str) -> int:
     state = scratch / "state"
     corr_log = (state / "logs" / "correctness.log").read_text()
     check("TMA cases: planned (" in corr_log, "the runner says whether the TMA cases run, and why")
+    check("CuTe cases: planned (cute and cute_tma (CUTLASS " in corr_log, "the runner says the CuTe cases run")
     header = (state / "bench_cpp.csv").read_text().splitlines()[0]
     check(header == "source,D,dtype,causal,B,H,N,kernel,ms,tflops,accum", "the runner's bench CSV has its header")
     bench_log = (state / "logs" / "bench-cpp.log").read_text()
-    for impl, accum in (("mma", "fp32"), ("tma", "fp32"), ("mma", "fp16"), ("tma", "fp16")):
+    for impl, accum in (("mma", "fp32"), ("tma", "fp32"), ("mma", "fp16"), ("tma", "fp16"), ("cute", "fp32"),
+                        ("cute_tma", "fp32"), ("cute_tma", "fp16")):
         check(len(re.findall(rf"^bench plan: D=\d+ fp16 causal=[01] impl={impl} accum={accum} ", bench_log, re.M))
               == 2 * len(dims), f"the runner plans impl={impl} accum={accum} at every head dim, causal and not")
-    env_txt = (state / "env.txt").read_text()
     if case == "with-headers":
         check("binding=yes" in env_txt, "the binding was built and imports")
         check(phases["binding-import"]["status"] == "ok", "the staged package loads its binding")
@@ -229,20 +320,26 @@ def run_case(work: Path, case: str) -> int:
     else:
         check("binding=no (none: no Python.h under" in env_txt, "no binding without Python.h, and it says why")
         check(phases["bench-sdpa"]["status"] in ("ok", "ok (exit 77)"), "the SDPA script ran its plan")
-        check("sdpa plan: D=512 fp16 causal=1" in (state / "logs" / "bench-sdpa.log").read_text(),
+        check(f"sdpa plan: D={REHEARSAL_DIMS[-1]} fp16 causal=1" in (state / "logs" / "bench-sdpa.log").read_text(),
               "the SDPA script plans the same shapes")
     return 0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description="rehearse the GPU device check without a GPU")
-    parser.add_argument("action", choices=("venv", "run"))
+    parser.add_argument("action", choices=("venv", "tree", "run"))
     parser.add_argument("--work", type=Path, required=True)
-    parser.add_argument("--case", choices=("with-headers", "no-headers", "time-limits", "gpu-mode"))
+    parser.add_argument("--case", choices=("with-headers", "no-headers", "time-limits", "gpu-mode", "no-cutlass"))
+    parser.add_argument("--cutlass-dir", help="tree: the full CUTLASS include directory to take the subset from")
+    parser.add_argument("--nvcc", default="nvcc", help="tree: nvcc for the subset's include closure")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     if args.action == "venv":
         return make_venv(args.work)
+    if args.action == "tree":
+        if not args.cutlass_dir:
+            parser.error("tree needs --cutlass-dir")
+        return make_tree(args.work, args.cutlass_dir, args.nvcc)
     if not args.case:
         parser.error("run needs --case")
     return run_case(args.work, args.case)

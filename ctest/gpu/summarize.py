@@ -103,7 +103,8 @@ def _tally(g: dict[str, Any], case: dict[str, Any]) -> None:
 
 
 def _extra_status(report: dict[str, Any], key: str, cases: list[dict[str, Any]]) -> dict[str, Any]:
-    """Whether the TMA (key "tma") or fp16-accumulated ("f16_acc") cases ran, and why.
+    """Whether the TMA (key "tma"), fp16-accumulated ("f16_acc") or CuTe ("cute": impl cute
+    and cute_tma) cases ran, and why.
 
     Cases that expect an error are the api group's argument checks, not runs of the
     path, and are left out of the counts. Skipped cases are never counted as passed.
@@ -116,8 +117,9 @@ def _extra_status(report: dict[str, Any], key: str, cases: list[dict[str, Any]])
     reason = str(block.get("reason") or "")
     total = ran = failed = 0
     for case in cases:
-        if case.get("expect_error") in (None, "ok", "") and (
-                case.get("impl") == "tma" if key == "tma" else case.get("accum") == "fp16"):
+        selected = {"tma": case.get("impl") == "tma", "cute": case.get("impl") in ("cute", "cute_tma")}.get(
+            key, case.get("accum") == "fp16")
+        if case.get("expect_error") in (None, "ok", "") and selected:
             total += 1
             ran += bool(case.get("ran"))
             failed += bool(case.get("ran")) and not case.get("pass")
@@ -159,6 +161,7 @@ def summarize_correctness(report: Any) -> dict[str, Any]:
         "groups_total": report.get("groups_total"),
         "tma": _extra_status(report, "tma", cases),
         "f16_acc": _extra_status(report, "f16_acc", cases),
+        "cute": _extra_status(report, "cute", cases),
         "by_group": groups,
         "by_path": list(paths.values()),
         "failed_cases": failed,
@@ -169,7 +172,8 @@ PY_SOURCE = "python -m ffpa_attn.bench (SDPA in the same process)"
 CPP_SOURCE = "C++ runner (CUDA events); SDPA from a separate Python process"
 CPP_SOURCE_PY_SDPA = "C++ runner (CUDA events); SDPA from the python bench's row of the same shape"
 # Table order of the paths: the default path first, then TMA, then fp16 accumulation.
-PATH_ORDER = {("mma", "fp32"): 0, ("tma", "fp32"): 1, ("mma", "fp16"): 2, ("tma", "fp16"): 3}
+PATH_ORDER = {("mma", "fp32"): 0, ("tma", "fp32"): 1, ("mma", "fp16"): 2, ("tma", "fp16"): 3,
+              ("cute", "fp32"): 4, ("cute_tma", "fp32"): 5, ("cute", "fp16"): 6, ("cute_tma", "fp16"): 7}
 
 
 def _rows_from_py_bench(path: Path) -> list[dict[str, Any]]:
@@ -282,12 +286,13 @@ def render_md(summary: dict[str, Any]) -> str:
         out.append("Tolerances: " + "; ".join(
             f"{dt}: rel {v['rel']:g}, abs {v['abs']:g}, lse {v['lse']:g}" for dt, v in tol.items()))
         if "fp16-acc" in tol:
-            out.append("(fp16-acc: fp16 inputs with accum=fp16, on mma and tma.)")
+            out.append("(fp16-acc: fp16 inputs with accum=fp16, on mma, tma, cute and cute_tma.)")
         out.append("rel = max |out - ref| / max |ref| per case; abs = max |out - ref|; lse = max |lse - ref|.")
         out.append("")
     out.append(f"Cases: {c.get('ran', 0)} run of {c.get('total', 'n/a')}, {c.get('failed', 'n/a')} failed; "
                f"groups {c.get('groups_done', 'n/a')}/{c.get('groups_total', 'n/a')} ({c.get('status')})")
-    for key, what in (("tma", "TMA cases (impl=tma)"), ("f16_acc", "fp16-accumulated cases (accum=fp16)")):
+    for key, what in (("tma", "TMA cases (impl=tma)"), ("f16_acc", "fp16-accumulated cases (accum=fp16)"),
+                      ("cute", "CuTe cases (impl=cute, cute_tma)")):
         if c.get(key):
             out.append(f"{what}: {c[key]['status']}")
     out += ["", "| group | impl | accum | cases | ran | failed | max rel | max abs | max lse |",

@@ -89,6 +89,11 @@ def test_gpu_run_with_binding(tmp_path):
     group = next(c["group"] for c in report["cases"] if c["dtype"] == "fp16")
     paths = {(g["group"], g["impl"], g["accum"]) for g in corr["by_path"]}
     want = {("mma", "fp32"), ("simt", "fp32"), ("mma", "fp16")} | ({("tma", "fp32"), ("tma", "fp16")} if tma else set())
+    # The CuTe paths, as the runner's "cute" block plans them (a dry run: cute wherever the
+    # CuTe kernels are compiled, cute_tma where tma is planned too).
+    cute = report["cute"]
+    want |= {("cute", "fp32"), ("cute", "fp16")} if cute["planned"] else set()
+    want |= {("cute_tma", "fp32"), ("cute_tma", "fp16")} if cute["cute_tma"] else set()
     assert {(g, i, a) for g, i, a in paths if g == group} == {(group, i, a) for i, a in want}
     assert not any(i == "simt" and a == "fp16" for g, i, a in paths if g != "api")  # api: refused
     assert (("long", "tma", "fp32") in paths) == tma

@@ -16,12 +16,14 @@ Backends:
   against an fp64 evaluation; small default sizes, for CPUs and for testing the tool.
 
 ``--cuda-impl`` picks the kernel and its accumulator (``CUDA_IMPLS`` maps every
-spelling to ``(impl, accum, dtype)``): ours (``auto``, ``mma``, ``simt``, ``tma``),
-upstream ffpa-attn's (``native`` is its cp.async kernel, our ``mma``; ``fp16``/``bf16``
-are ``auto`` narrowed to that dtype) and the fp16-accumulation kernels in upstream's
-naming (``mma_acc_f16``, ``native_acc_f16``, ``tma_acc_f16``, ``auto_acc_f16``).
-``--accum fp16`` (or upstream's ``f16``) is the same switch for any impl. Upstream's
-CuTe/FP8/FP4 spellings exit 2 with a message: this project has no such kernels.
+spelling to ``(impl, accum, dtype)``): ours (``auto``, ``mma``, ``simt``, ``tma``,
+``cute``, ``cute_tma``), upstream ffpa-attn's (``native`` is its cp.async kernel, our
+``mma``; ``fp16``/``bf16`` are ``auto`` narrowed to that dtype; ``cute`` and
+``cute_tma`` are its CuTe kernels' spellings too) and the fp16-accumulation kernels
+in upstream's naming (``mma_acc_f16``, ``native_acc_f16``, ``tma_acc_f16``,
+``cute_acc_f16``, ``cute_tma_acc_f16``, ``auto_acc_f16``). ``--accum fp16`` (or
+upstream's ``f16``) is the same switch for any impl. Upstream's FP8/FP4 spellings exit
+2 with a message: this project has no such kernels.
 
 With ``--verbose`` each case prints one line (``LINE_RE`` parses it)::
 
@@ -29,8 +31,9 @@ With ``--verbose`` each case prints one line (``LINE_RE`` parses it)::
 allclose(atol=0.02)=True FFPA=12.345ms SDPA=20.100ms TFLOPS=181.20/111.30 1.63x \
 kernel=tma accum=fp32
 
-``kernel`` is the kernel that ran (``last_kernel()``: ``impl="auto"`` resolves to
-tma, mma or simt), ``accum`` its accumulator; the CSV/JSON rows carry both (``impl``,
+``kernel`` is the kernel that ran, i.e. the row's path (``last_kernel()``: mma, tma,
+simt, cute or cute_tma; ``impl="auto"`` resolves to tma, mma or simt), ``accum`` its
+accumulator; the CSV/JSON rows carry both (``impl``,
 and ``accum`` as the last CSV column). fp16-accumulation rows are held to atol 5e-2
 (the documented fp16-accumulation tolerance) instead of fp16's 2e-2.
 TFLOPS = 4*B*Hq*Nq*Nkv*D / time (halved for causal); ``SDPA=n/a`` (and the SDPA
@@ -77,6 +80,9 @@ CUDA_IMPLS: dict[str, tuple[str, str, str | None]] = {
     "mma": ("mma", "fp32", None),
     "simt": ("simt", "fp32", None),
     "tma": ("tma", "fp32", None),
+    # The CuTe kernels (cp.async-fed, and TMA-fed on archs >= 90), upstream's spellings.
+    "cute": ("cute", "fp32", None),
+    "cute_tma": ("cute_tma", "fp32", None),
     # Upstream (xlite-dev/ffpa-attn): "native" is the cp.async-fed kernel without TMA or
     # CuTe, i.e. our mma; "fp16"/"bf16" are aliases of auto that also pick the dtype.
     "native": ("mma", "fp32", None),
@@ -87,9 +93,11 @@ CUDA_IMPLS: dict[str, tuple[str, str, str | None]] = {
     "mma_acc_f16": ("mma", "fp16", None),
     "native_acc_f16": ("mma", "fp16", None),
     "tma_acc_f16": ("tma", "fp16", None),
+    "cute_acc_f16": ("cute", "fp16", None),
+    "cute_tma_acc_f16": ("cute_tma", "fp16", None),
 }
 # Upstream spellings for paths this project does not have.
-_UPSTREAM_ONLY_PREFIXES = ("cute", "fp8", "fp4")
+_UPSTREAM_ONLY_PREFIXES = ("fp8", "fp4")
 # --accum values: ours, and upstream's acc="f32"/"f16".
 _ACCUM_SPELLINGS = {"fp32": "fp32", "fp16": "fp16", "f32": "fp32", "f16": "fp16"}
 EXIT_MISMATCH = 1
@@ -122,7 +130,7 @@ class Result:
     backend: str
     direction: str  # "fwd" or "bwd"
     dtype: str
-    impl: str  # the kernel that ran: "mma"/"tma"/"simt" (cuda), "numpy" (reference)
+    impl: str  # the kernel that ran, the row's path: mma/tma/simt/cute/cute_tma (cuda), "numpy" (reference)
     B: int
     Hq: int
     Hkv: int
@@ -188,8 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--cuda-impl",
         default="auto",
         metavar="IMPL",
-        help="kernel: auto, mma, simt, tma; upstream's native (= mma) and fp16/bf16 (auto, narrowed to that "
-             "dtype); fp16 accumulation: auto_acc_f16, mma_acc_f16, native_acc_f16, tma_acc_f16",
+        help="kernel: auto, mma, simt, tma, cute, cute_tma; upstream's native (= mma) and fp16/bf16 (auto, "
+             "narrowed to that dtype); fp16 accumulation: auto_acc_f16, mma_acc_f16, native_acc_f16, tma_acc_f16, "
+             "cute_acc_f16, cute_tma_acc_f16",
     )
     parser.add_argument(
         "--accum",
@@ -241,8 +250,8 @@ def _finish_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> a
     args.dtypes = [narrowed] if narrowed else (["fp16", "bf16"] if args.dtype == "both" else [args.dtype])
     if args.accum == "fp16":
         if args.impl == "simt":
-            parser.error("fp16 accumulation is for the tensor-core kernels (auto, mma, tma); simt accumulates "
-                         "in fp32 only")
+            parser.error("fp16 accumulation is for the tensor-core kernels (auto, mma, tma, cute, cute_tma); "
+                         "simt accumulates in fp32 only")
         if args.dtypes != ["fp16"]:
             parser.error(f"fp16 accumulation needs fp16 inputs; --dtype {args.dtype} asks for "
                          f"{'/'.join(args.dtypes)}: use --dtype fp16")
@@ -257,8 +266,8 @@ def resolve_cuda_impl(spelling: str, accum: str | None = None) -> tuple[str, str
     if spelling not in CUDA_IMPLS:
         if spelling.startswith(_UPSTREAM_ONLY_PREFIXES):
             raise ValueError(
-                f"--cuda-impl {spelling}: upstream ffpa-attn's CuTe/FP8/FP4 paths are not part of this project "
-                "(CUDA_CUTE_TMA_AVAILABLE is False); use auto, mma (native), simt or tma"
+                f"--cuda-impl {spelling}: upstream ffpa-attn's FP8/FP4 paths are not part of this project; "
+                "use auto, mma (native), simt, tma, cute or cute_tma"
             )
         raise ValueError(f"--cuda-impl {spelling!r} is not one of {', '.join(CUDA_IMPLS)}")
     impl, implied_accum, dtype = CUDA_IMPLS[spelling]

@@ -20,7 +20,9 @@ from typing import Any
 __all__ = [
     "CUDA_FWD_AVAILABLE",
     "CUDA_TMA_AVAILABLE",
+    "CUDA_CUTE_AVAILABLE",
     "CUDA_CUTE_TMA_AVAILABLE",
+    "CUTLASS_VERSION",
     "F16_ACC_AVAILABLE",
     "TMA_ARCHS",
     "COMPILED_HEAD_DIMS",
@@ -77,8 +79,14 @@ TMA_ARCHS: tuple[str, ...] = tuple(str(a) for a in _INFO.get("tma_archs", ()))
 # F16_ACC_AVAILABLE: accum="fp16" (fp16 accumulation in the mma/tma kernels) exists,
 # i.e. the fp16 instances were compiled.
 F16_ACC_AVAILABLE: bool = bool(_INFO.get("f16_acc", False))
-# No CuTe path exists in this project: always False (kept for upstream's flag set).
+# CUDA_CUTE_AVAILABLE: the CuTe kernels (impl="cute", built on CUTLASS's CuTe headers,
+# CUTLASS_VERSION) were compiled (impl="cute" runs below the sm_120 family; there the
+# CuTe kernel is TMA-fed only, and the launch refuses "cute" naming "cute_tma"). CUDA_CUTE_TMA_AVAILABLE: upstream's flag, True exactly
+# when both the TMA-fed and the CuTe kernels are compiled in (impl="cute_tma", archs
+# >= 90: TMA_ARCHS).
+CUDA_CUTE_AVAILABLE: bool = bool(_INFO.get("cute", False))
 CUDA_CUTE_TMA_AVAILABLE: bool = bool(_INFO.get("cute_tma", False))
+CUTLASS_VERSION: str | None = _INFO.get("cutlass") or None
 COMPILED_HEAD_DIMS: tuple[int, ...] = tuple(sorted(int(d) for d in _INFO.get("head_dims", ())))
 COMPILED_DTYPES: tuple[str, ...] = tuple(str(d) for d in _INFO.get("dtypes", ()))
 COMPILED_ARCHS: tuple[str, ...] = tuple(str(a) for a in _INFO.get("archs", ()))

@@ -56,7 +56,7 @@ __all__ = ["ffpa_attn_func", "last_kernel", "IMPLS", "ACCUMS", "BACKWARDS", "FAL
            "cuda_wheel_hint", "release_channel"]
 
 # The kernel choices, one entry each (their build checks: launch.check).
-IMPLS = ("auto", "mma", "simt", "tma")
+IMPLS = ("auto", "mma", "simt", "tma", "cute", "cute_tma")
 # Accumulator precision of the tensor-core kernels (mma, tma; auto when it picks one).
 ACCUMS = ("fp32", "fp16")
 # How the gradient is computed (ffpa_attn.torch_ops): torch's fused attention backward
@@ -159,8 +159,8 @@ def ffpa_attn_func(
 
     * ``impl``: the CUDA kernel, ``"auto"`` (``"tma"`` on sm_120-family GPUs the build
       has TMA code for, else ``"mma"``; ``"simt"`` for arrays that are not 16-byte
-      aligned, with a SlowPathWarning), ``"mma"``, ``"tma"`` or ``"simt"``; ignored on
-      the host.
+      aligned, with a SlowPathWarning), ``"mma"``, ``"tma"``, ``"cute"``, ``"cute_tma"``
+      (the CuTe kernels) or ``"simt"``; ignored on the host.
     * ``accum``: ``"fp32"`` (default) or ``"fp16"``, the tensor-core kernels'
       accumulator (fp16 inputs; within rel 3e-2 / abs 5e-2 of the reference instead of
       1e-2 / 2e-2); refused on the host.

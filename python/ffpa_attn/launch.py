@@ -42,10 +42,9 @@ __all__ = ["ArrayDesc", "arch_runs", "check", "cuda_device_of", "cuda_wheel_hint
 
 # Why an impl may be missing from a build, for the error that names it; an impl without
 # an entry gets the generic message.
-IMPL_BUILD_HINTS = {
-    "tma": "TMA code needs an arch >= 90; this build has archs {archs}: rebuild with e.g. "
-           "-DFFPA_CUDA_ARCHS=\"89;120f\" as the release does, or \"90a\" for Hopper",
-}
+_TMA_HINT = ("TMA code needs an arch >= 90; this build has archs {archs}: rebuild with e.g. "
+             "-DFFPA_CUDA_ARCHS=\"89;120f\" as the release does, or \"90a\" for Hopper")
+IMPL_BUILD_HINTS = {"tma": _TMA_HINT, "cute_tma": _TMA_HINT}
 
 
 def release_channel() -> str | None:

@@ -173,7 +173,8 @@ def note_kernel(kernel: str, reason: str | None = None) -> None:
 def last_kernel(with_reason: bool = False) -> Any:
     """The path of this thread's last ``ffpa_attn_func`` call.
 
-    ``"mma"``, ``"tma"`` or ``"simt"`` (a CUDA kernel), ``"sdpa"`` (torch SDPA, for the
+    ``"mma"``, ``"tma"``, ``"cute"``, ``"cute_tma"`` or ``"simt"`` (a CUDA kernel: the
+    one the extension reports it ran), ``"sdpa"`` (torch SDPA, for the
     fallback reason), ``"torch_math"`` (torch tensors on the CPU, or meta tensors) or
     ``"reference"`` (NumPy arrays); None before the first call. ``with_reason=True``
     returns ``(kernel, reason)``, reason None unless the kernel is ``"sdpa"``.

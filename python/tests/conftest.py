@@ -105,7 +105,7 @@ class FakeExtension(types.ModuleType):
 
 
 # What the release build (archs 89;120f) reports: TMA code for the sm_120 family, fp16
-# accumulation, no CuTe path.
+# accumulation, the CuTe kernels (TMA-fed too).
 DEFAULT_INFO = {
     "head_dims": [64, 128, 256, 320, 512],
     "dtypes": ["fp16", "bf16"],
@@ -114,11 +114,14 @@ DEFAULT_INFO = {
     "tma": True,
     "tma_archs": ["120f"],
     "f16_acc": True,
-    "cute_tma": False,
+    "cute": True,
+    "cute_tma": True,
+    "cutlass": "4.2.0",
     "cuda_runtime": "13.0",
-    "impls": ["mma", "simt", "tma"],
+    "impls": ["mma", "simt", "tma", "cute", "cute_tma"],
     "auto_impl": "tma on sm_120-family GPUs that this build's TMA code runs on, else mma; "
-                 "simt when an array is not 16-byte aligned (fp32 accumulation only)",
+                 "simt when an array is not 16-byte aligned (fp32 accumulation only); never cute or cute_tma "
+                 "(no GPU measurement of them yet: docs/perf.md)",
 }
 
 

@@ -85,9 +85,9 @@ def test_every_cuda_impl_spelling_is_a_kernel_of_the_api():
 @pytest.mark.parametrize(
     "argv,message",
     [
-        (["--cuda-impl", "cute_tma"], "CuTe/FP8/FP4 paths are not part of this project"),
-        (["--cuda-impl", "fp8_smk"], "CuTe/FP8/FP4 paths are not part of this project"),
-        (["--cuda-impl", "fast"], "is not one of auto, mma, simt, tma, native"),
+        (["--cuda-impl", "fp8_smk"], "FP8/FP4 paths are not part of this project"),
+        (["--cuda-impl", "cute_tma_acc_f16", "--accum", "fp32"], "means fp16 accumulation"),
+        (["--cuda-impl", "fast"], "is not one of auto, mma, simt, tma, cute, cute_tma, native"),
         (["--cuda-impl", "tma_acc_f16", "--accum", "fp32"], "means fp16 accumulation"),
         (["--cuda-impl", "simt", "--accum", "fp16"], "simt accumulates in fp32 only"),
         (["--cuda-impl", "mma_acc_f16", "--dtype", "bf16"], "needs fp16 inputs; --dtype bf16"),

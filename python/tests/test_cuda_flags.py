@@ -14,7 +14,8 @@ def test_flags_without_extension(no_extension):
     assert cuda.CUDA_FWD_AVAILABLE is False
     assert cuda.CUDA_TMA_AVAILABLE is False and cuda.TMA_ARCHS == ()
     assert cuda.F16_ACC_AVAILABLE is False
-    assert cuda.CUDA_CUTE_TMA_AVAILABLE is False
+    assert cuda.CUDA_CUTE_TMA_AVAILABLE is False and cuda.CUDA_CUTE_AVAILABLE is False
+    assert cuda.CUTLASS_VERSION is None
     assert cuda.COMPILED_HEAD_DIMS == () and cuda.COMPILED_DTYPES == () and cuda.COMPILED_ARCHS == ()
     assert cuda.COMPILED_IMPLS == ()
     assert cuda.CUDA_RUNTIME is None and cuda.EXTENSION_PATH is None
@@ -30,18 +31,19 @@ def test_flags_of_the_release_build(install_extension):
     assert cuda.CUDA_FWD_AVAILABLE is True
     assert cuda.CUDA_TMA_AVAILABLE is True and cuda.TMA_ARCHS == ("120f",)
     assert cuda.F16_ACC_AVAILABLE is True
-    assert cuda.CUDA_CUTE_TMA_AVAILABLE is False  # there is no CuTe path
+    assert cuda.CUDA_CUTE_AVAILABLE is True and cuda.CUDA_CUTE_TMA_AVAILABLE is True
+    assert cuda.CUTLASS_VERSION == "4.2.0"
     assert cuda.COMPILED_HEAD_DIMS == (64, 128, 256, 320, 512)
     assert cuda.COMPILED_DTYPES == ("fp16", "bf16")
     assert cuda.COMPILED_ARCHS == ("89", "120f")
-    assert cuda.COMPILED_IMPLS == ("mma", "simt", "tma")
+    assert cuda.COMPILED_IMPLS == ("mma", "simt", "tma", "cute", "cute_tma")
     assert cuda.CUDA_RUNTIME == "13.0"
     assert cuda.device_count() == 3
     assert cuda.EXTENSION_PATH == "/fake/ffpa_attn/_C.so"
     info = ffpa_attn.build_info()
     assert info["archs"] == ["89", "120f"] and info["extension_available"] is True
     assert info["tma"] is True and info["tma_archs"] == ["120f"] and info["f16_acc"] is True
-    assert info["impls"] == ["mma", "simt", "tma"]
+    assert info["impls"] == ["mma", "simt", "tma", "cute", "cute_tma"]
     assert info["auto_impl"].startswith("tma on sm_120-family GPUs")
 
 

@@ -417,6 +417,32 @@ def test_tma_not_in_build_names_the_archs(install_extension):
     assert ext.calls == []
 
 
+@pytest.mark.parametrize("impl", ["cute", "cute_tma"])
+def test_cute_paths_run_and_are_reported(install_extension, impl):
+    import warnings
+
+    from ffpa_attn.interface import last_kernel
+
+    ext = install_extension()
+    ext.kernel = impl
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the CuTe kernels are fast paths: no SlowPathWarning
+        ffpa_attn_func(*qkv(), impl=impl, accum="fp16")
+    assert last_kernel() == impl
+    assert ext.calls[-1][7] == impl and ext.call_kwargs[-1] == {"accum": "fp16"}
+
+
+def test_cute_tma_not_in_build_names_the_archs(install_extension):
+    # An sm_89-only build has the cp.async-fed CuTe kernel but no TMA code.
+    ext = install_extension({**DEFAULT_INFO, "archs": ["89"], "tma": False, "tma_archs": [], "cute_tma": False,
+                             "impls": ["mma", "simt", "cute"]})
+    with pytest.raises(UnsupportedImplError, match=r"impl='cute_tma' is not in this build \(TMA code needs an arch "
+                                                   r">= 90; this build has archs \['89'\].*choose one of "
+                                                   r"\['auto', 'mma', 'simt', 'cute'\]"):
+        ffpa_attn_func(*qkv(), impl="cute_tma")
+    assert ext.calls == []
+
+
 # --- SDPA's signature on the host and for CuPy-like arrays -------------------------------
 
 

@@ -20,14 +20,16 @@ enum class DType : int { kFp16 = 0, kBf16 = 1 };
 // kMma: the split-D mma.sync kernel fed by cp.async (sm_80+). kTma: the same split-D
 // kernel fed by the Tensor Memory Accelerator (cp.async.bulk.tensor + mbarrier; code
 // exists only for the archs >= 90 of the build, see BuildInfo::tma_archs). kSimt:
-// the plain fallback. kAuto picks kTma on the sm_120 family when this library holds
-// TMA code for the device, else kMma, and falls back to kSimt when the arrays are
-// not 16-byte aligned (cp.async and TMA need 16-byte aligned rows); kMma/kTma on such
-// arrays is a layout error. The SIMT kernel is several times slower, so the choice is
-// reported (ForwardArgs::impl_used) and the Python layer warns when auto fell back.
-enum class Impl : int { kAuto = 0, kMma = 1, kSimt = 2, kTma = 3 };
+// the plain fallback. kCute: the CuTe kernel (CUTLASS's CuTe layouts, tiled copies
+// and MMA atoms; Q resident in shared memory, persist-D up to D = 256, split-D above)
+// fed by cp.async, every arch. kCuteTma: the same CuTe kernel fed by TMA, archs >= 90.
+// kAuto follows resolve_impl()'s rule (auto_rule() says it in words; docs/perf.md has
+// the measurements it rests on). The SIMT kernel is several times slower, so the
+// choice is reported (ForwardArgs::impl_used) and the Python layer warns when auto
+// fell back to it.
+enum class Impl : int { kAuto = 0, kMma = 1, kSimt = 2, kTma = 3, kCute = 4, kCuteTma = 5 };
 
-// Accumulator precision of the tensor-core paths (kMma, kTma). kFp16: fp16 inputs
+// Accumulator precision of the tensor-core paths (kMma, kTma, kCute, kCuteTma). kFp16: fp16 inputs
 // only, both S = Q K^T and P V accumulate in fp16 (mma.sync ... f16.f16.f16.f16); the
 // softmax and the running O stay fp32. Faster on GPUs whose fp16-accumulate tensor
 // rate is twice the fp32 one (consumer parts), at a stated precision cost.
@@ -75,16 +77,21 @@ struct ForwardArgs {
   Impl impl = Impl::kAuto;
   Accum accum = Accum::kFp32;
   void* stream = nullptr;  // cudaStream_t; nullptr is the legacy default stream
-  // When non-null, forward() stores the kernel it launched (kMma or kSimt; kAuto when
-  // nothing was launched, e.g. an empty problem).
+  // When non-null, forward() stores the kernel it launched (kAuto when nothing was
+  // launched, e.g. an empty problem).
   Impl* impl_used = nullptr;
 };
 
 // The kernel forward() would launch for these arguments on the current device:
 // args.impl unless kAuto; then kSimt when an array lacks the 16-byte alignment
 // cp.async/TMA need (fp32 accumulation only), else kTma on the sm_120 family when
-// tma_runs_on_current_device(), else kMma.
+// tma_runs_on_current_device(), else kMma. The CuTe paths are never auto's pick until
+// a GPU measurement says they are faster (docs/perf.md, "impl='auto'").
 FFPA_API Impl resolve_impl(const ForwardArgs& args);
+
+// resolve_impl()'s rule in words (build_info() of the binding reports it), next to
+// the code, so that the two cannot drift apart.
+FFPA_API const char* auto_rule() noexcept;
 
 // True when this library holds TMA code the current device loads (its selected
 // binary is for sm_90 or newer). False without a device or a driver.
@@ -94,8 +101,12 @@ FFPA_API bool tma_runs_on_current_device() noexcept;
 // binary below the sm_120 family (there fp16 accumulation runs on the TMA feed only;
 // the cp.async form does not fit in 255 registers at D = 256).
 FFPA_API bool mma_f16_acc_runs_on_current_device() noexcept;
+// True when impl=kCute (the cp.async-fed CuTe kernel) has code for the current device:
+// every binary below the sm_120 family (there the CuTe kernel is fed by TMA only,
+// impl=kCuteTma; ffpa/cute/fwd_kernel.cuh says why).
+FFPA_API bool cute_runs_on_current_device() noexcept;
 
-FFPA_API const char* impl_name(Impl impl) noexcept;  // "auto", "mma", "simt", "tma"
+FFPA_API const char* impl_name(Impl impl) noexcept;  // "auto", "mma", "simt", "tma", "cute", "cute_tma"
 FFPA_API const char* accum_name(Accum accum) noexcept;  // "fp32", "fp16"
 
 // Argument checks that touch no CUDA API (shapes, dtypes, strides, head dim): callers
@@ -113,12 +124,14 @@ struct BuildInfo {
   std::vector<int> head_dims;
   std::vector<std::string> dtypes;  // "fp16", "bf16"
   std::vector<std::string> archs;   // FFPA_CUDA_ARCHS tokens, e.g. "89", "120f"
-  std::vector<std::string> impls;   // "mma", "simt", and "tma" when tma
+  std::vector<std::string> impls;   // "mma", "simt", "cute"; "tma" and "cute_tma" when tma
   std::vector<std::string> tma_archs;  // the archs tokens >= 90 (TMA code), e.g. "120f"
   bool fwd = false;
   bool tma = false;      // the TMA-fed kernels were compiled for at least one arch
   bool f16_acc = false;  // Accum::kFp16 is available (fp16 instances exist)
-  bool cute_tma = false;
+  bool cute = false;     // the CuTe kernels were compiled (every instance has them)
+  bool cute_tma = false;  // cute and tma: the TMA-fed CuTe kernels have code
+  std::string cutlass_version;  // the CUTLASS headers the CuTe kernels were built with
   std::string cuda_runtime;  // version of the statically linked CUDA runtime, "13.0"
 };
 

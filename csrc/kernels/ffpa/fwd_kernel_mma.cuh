@@ -30,8 +30,6 @@
 
 namespace ffpa {
 
-enum class Load { kCpAsync, kTma };
-
 // acc (an f32 C fragment) += h (the same fragment accumulated in fp16: two half2).
 __device__ __forceinline__ void add_f16_frag(float (&acc)[4], const uint32_t (&h)[2]) {
   float f[4];

@@ -8,33 +8,13 @@
 #include <string>
 
 #include "ffpa/fwd_kernel_mma.cuh"
+#include "ffpa/launch_common.cuh"
 #include "ffpa/fwd_kernel_simt.cuh"
 #include "ffpa/kernel_traits.h"
 #include "ffpa/params.h"
 #include "ffpa/static_switch.h"
 
 namespace ffpa {
-
-template <DType kDType>
-struct DTypeElement;
-template <>
-struct DTypeElement<DType::kFp16> {
-  using type = __half;
-};
-template <>
-struct DTypeElement<DType::kBf16> {
-  using type = __nv_bfloat16;
-};
-
-Status launch_status(cudaError_t err, const char* what);  // api.cu
-
-// Above 48 KiB of dynamic shared memory a kernel must opt in, per device.
-template <typename Kernel>
-Status smem_opt_in(Kernel kernel, int bytes) {
-  if (bytes <= 48 * 1024) return {};
-  return launch_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
-                       "cudaFuncSetAttribute (shared memory opt-in)");
-}
 
 template <typename Traits, bool kF16Acc>
 Status run_fwd_mma(const FwdParams& params) {
@@ -50,10 +30,6 @@ Status run_fwd_mma(const FwdParams& params) {
                                         static_cast<cudaStream_t>(params.stream)),
                        "mma forward kernel launch");
 }
-
-// api.cu: the tensor maps of a launch (boxes of box_rows_q / box_rows_kv rows by 64
-// columns, 128-byte swizzle, zero fill), encoded through the driver entry point.
-Status encode_tma_maps(const FwdParams& params, DType dtype, int box_rows_q, int box_rows_kv, TmaMaps* maps);
 
 template <typename Traits, bool kF16Acc, DType kDType>
 Status run_fwd_tma(const FwdParams& params) {
@@ -90,6 +66,10 @@ Status run_fwd(const FwdParams& params, Impl impl) {
   return FFPA_IMPL_SWITCH(impl, kImpl, [&] {
     if constexpr (kImpl == Impl::kSimt) {
       return run_fwd_simt<kHeadDim, T>(params);
+    } else if constexpr (kImpl == Impl::kCute) {
+      return run_fwd_cute<kHeadDim, kDType, Load::kCpAsync>(params);  // its own instance file
+    } else if constexpr (kImpl == Impl::kCuteTma) {
+      return run_fwd_cute<kHeadDim, kDType, Load::kTma>(params);
     } else {
       return FFPA_ACCUM_SWITCH(params.accum, kF16Acc, [&] {
         if constexpr (kF16Acc && kDType != DType::kFp16) {

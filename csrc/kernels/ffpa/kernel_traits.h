@@ -3,6 +3,11 @@
 
 namespace ffpa {
 
+// How a kernel's shared-memory tiles are fed (the mma and the CuTe kernels alike):
+// kCpAsync, every thread copies 16-byte vectors (sm_80+); kTma, one thread issues
+// cp.async.bulk.tensor boxes completing on mbarriers (sm_90+).
+enum class Load { kCpAsync, kTma };
+
 // Warp layout along (query rows) x (head dim):
 // - Each warp owns 16 query rows (one mma M tile) and D / kNWarpsD columns of O, i.e.
 //   D / kNWarpsD / 2 fp32 accumulators per thread.

@@ -47,6 +47,7 @@ struct KernelEntry {
   int head_dim;
   DType dtype;
   FwdLauncher launch;
+  bool cute;  // the instance's CuTe files were generated and compiled (impl cute, cute_tma)
 };
 
 // Defined in the generated compiled-set source (cmake/FfpaKernelInstances.cmake).
@@ -54,5 +55,6 @@ extern const KernelEntry kCompiledKernels[];
 extern const int kNumCompiledKernels;
 extern const char* const kCompiledArchs[];
 extern const int kNumCompiledArchs;
+extern const char* const kCutlassVersion;  // the CUTLASS headers the CuTe instances saw
 
 }  // namespace ffpa

@@ -8,7 +8,7 @@
 
 #include "ffpa/api.h"
 
-// IMPL must already be resolved (kAuto replaced by kMma, kTma or kSimt).
+// IMPL must already be resolved (kAuto replaced by a kernel).
 #define FFPA_IMPL_SWITCH(IMPL, CONST_NAME, ...)                                         \
   [&]() -> ::ffpa::Status {                                                             \
     if ((IMPL) == ::ffpa::Impl::kMma) {                                                 \
@@ -20,10 +20,16 @@
     } else if ((IMPL) == ::ffpa::Impl::kSimt) {                                         \
       constexpr ::ffpa::Impl CONST_NAME = ::ffpa::Impl::kSimt;                          \
       return __VA_ARGS__();                                                             \
+    } else if ((IMPL) == ::ffpa::Impl::kCute) {                                         \
+      constexpr ::ffpa::Impl CONST_NAME = ::ffpa::Impl::kCute;                          \
+      return __VA_ARGS__();                                                             \
+    } else if ((IMPL) == ::ffpa::Impl::kCuteTma) {                                      \
+      constexpr ::ffpa::Impl CONST_NAME = ::ffpa::Impl::kCuteTma;                       \
+      return __VA_ARGS__();                                                             \
     } else {                                                                            \
       return ::ffpa::Status{::ffpa::ErrorKind::kImpl,                                   \
                             "internal: unresolved impl " + std::to_string(int(IMPL)) +  \
-                                " reached the kernel switch (expected mma, tma or simt)"}; \
+                                " reached the kernel switch (expected mma, tma, simt, cute or cute_tma)"}; \
     }                                                                                   \
   }()
 

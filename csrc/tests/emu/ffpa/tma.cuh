@@ -10,15 +10,21 @@
 // init visible. The models live in emulate_kernels.cpp (namespace emu).
 #pragma once
 
+#include <cuda.h>  // the real CUtensorMap (128 opaque bytes); CuTe's headers include it too
+
 #include <cstdint>
+#include <cstring>
 
 #include "ffpa/utils.cuh"
 
 #define FFPA_TMA_DEVICE 1
+#undef __grid_constant__
 #define __grid_constant__
 
-// The emulator's tensor map: what cuTensorMapEncodeTiled would have recorded.
-struct CUtensorMap {
+namespace emu {
+// What the emulator's cuTensorMapEncodeTiled records, kept inside the opaque bytes of
+// a real CUtensorMap (as the driver keeps its encoding there).
+struct TensorMapRecord {
   const void* base = nullptr;
   uint64_t dims[4] = {0, 0, 0, 0};
   uint64_t strides[3] = {0, 0, 0};  // bytes, dims 1..3
@@ -26,6 +32,17 @@ struct CUtensorMap {
   bool swizzle_128b = false;
   bool encoded = false;
 };
+static_assert(sizeof(TensorMapRecord) <= sizeof(CUtensorMap), "the record fits a CUtensorMap");
+inline TensorMapRecord read_map(const CUtensorMap* m) {
+  TensorMapRecord r;
+  std::memcpy(&r, m, sizeof(r));
+  return r;
+}
+inline void write_map(CUtensorMap* m, const TensorMapRecord& r) {
+  std::memset(m, 0, sizeof(*m));
+  std::memcpy(m, &r, sizeof(r));
+}
+}  // namespace emu
 
 namespace emu {
 void mbar_init(uint64_t* bar, uint32_t count);

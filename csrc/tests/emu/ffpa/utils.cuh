@@ -11,6 +11,20 @@
 #include <cstring>
 #include <algorithm>
 
+// The real host-side fp16/bf16 types: CUTLASS's headers (the CuTe kernel) include
+// them too, so the emulator uses them rather than stand-ins; every conversion the
+// kernels make still goes through ElemTraits below (the model). Included first: their
+// headers define CUDA's keywords for the host, which the emulator then replaces.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#undef __global__
+#undef __device__
+#undef __host__
+#undef __forceinline__
+#undef __shared__
+#undef __align__
+#undef __launch_bounds__
 #define __global__
 #define __device__
 #define __host__
@@ -55,13 +69,6 @@ void cp_wait(int pending);
 #define gridDim (::emu::g_grid_dim)
 #define __syncthreads() ::emu::syncthreads()
 
-struct __half {
-  uint16_t x;
-};
-struct __nv_bfloat16 {
-  uint16_t x;
-};
-
 namespace ffpa {
 
 using std::min;
@@ -96,21 +103,36 @@ inline uint16_t float_to_bf16(float x) {
   return static_cast<uint16_t>(u >> 16);
 }
 
+// The bits of a 16-bit element, and an element from bits (no conversion).
+template <typename T>
+inline uint16_t bits_of(T x) {
+  uint16_t b;
+  std::memcpy(&b, &x, 2);
+  return b;
+}
+template <typename T>
+inline T from_bits(uint16_t b) {
+  static_assert(sizeof(T) == 2, "16-bit elements");
+  T x;
+  std::memcpy(&x, &b, 2);
+  return x;
+}
+
 template <typename T>
 struct ElemTraits;
 
 template <>
 struct ElemTraits<__half> {
-  static float to_float(__half x) { return half_to_float(x.x); }
+  static float to_float(__half x) { return half_to_float(bits_of(x)); }
   static uint32_t pack(float lo, float hi) { return float_to_half(lo) | (uint32_t(float_to_half(hi)) << 16); }
-  static __half from_float(float x) { return __half{float_to_half(x)}; }
+  static __half from_float(float x) { return from_bits<__half>(float_to_half(x)); }
 };
 
 template <>
 struct ElemTraits<__nv_bfloat16> {
-  static float to_float(__nv_bfloat16 x) { return bf16_to_float(x.x); }
+  static float to_float(__nv_bfloat16 x) { return bf16_to_float(bits_of(x)); }
   static uint32_t pack(float lo, float hi) { return float_to_bf16(lo) | (uint32_t(float_to_bf16(hi)) << 16); }
-  static __nv_bfloat16 from_float(float x) { return __nv_bfloat16{float_to_bf16(x)}; }
+  static __nv_bfloat16 from_float(float x) { return from_bits<__nv_bfloat16>(float_to_bf16(x)); }
 };
 
 inline void cp_async_16(void* smem_dst, const void* gmem_src, bool valid) {
@@ -168,7 +190,7 @@ struct Mma16816 {
     w.b[l][1] = b1;
     emu::warp_sync();
     float A[16][16], B[16][8];
-    auto el = [](uint32_t reg, int h) { return ElemTraits<T>::to_float(T{uint16_t(h ? reg >> 16 : reg & 0xffff)}); };
+    auto el = [](uint32_t reg, int h) { return ElemTraits<T>::to_float(from_bits<T>(uint16_t(h ? reg >> 16 : reg & 0xffff))); };
     for (int ln = 0; ln < 32; ++ln) {
       const int g = ln / 4, t = ln % 4;
       for (int h = 0; h < 2; ++h) {

@@ -1,0 +1,48 @@
+// Launchers of the CuTe kernel (fwd_kernel.cuh): grid and block from the traits, the
+// shared-memory opt-in, the tensor maps of the TMA feed, the accumulator switch. Each
+// generated instance file ffpa_fwd_d<D>_<dtype>_cute[_tma].cu includes this header and
+// explicitly instantiates run_fwd_cute<D, dtype, feed> once.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "ffpa/cute/fwd_kernel.cuh"
+#include "ffpa/launch_common.cuh"
+#include "ffpa/static_switch.h"
+
+namespace ffpa {
+
+template <typename Spec, Load kLoad, DType kDType>
+Status launch_fwd_cute(const FwdParams& params) {
+  constexpr bool kTma = kLoad == Load::kTma;
+  TmaMaps maps{};  // the cp.async feed has none
+  if constexpr (kTma) {
+    Status st = encode_tma_maps(params, kDType, Spec::kBlockM, Spec::kBlockN, &maps);
+    if (!st.ok()) return st;
+  }
+  constexpr int kSmem = kTma ? Spec::kSmemBytesTma : Spec::kSmemBytes;
+  const auto kernel = &ffpa_fwd_cute_kernel<Spec, kLoad>;
+  Status st = smem_opt_in(kernel, kSmem);
+  if (!st.ok()) return st;
+  const dim3 grid((params.nq + Spec::kBlockM - 1) / Spec::kBlockM, params.hq, params.b);
+  void* args[] = {const_cast<FwdParams*>(&params), &maps};
+  return launch_status(
+      cudaLaunchKernel(kernel, grid, dim3(Spec::kNThreads), args, kSmem, static_cast<cudaStream_t>(params.stream)),
+      kTma ? "cute_tma forward kernel launch" : "cute forward kernel launch");
+}
+
+// fp16 accumulation is compiled for fp16 instances only (api.cu refuses it for bf16
+// before any launch).
+template <int kHeadDim, DType kDType, Load kLoad>
+Status run_fwd_cute(const FwdParams& params) {
+  using T = typename DTypeElement<kDType>::type;
+  return FFPA_ACCUM_SWITCH(params.accum, kF16Acc, [&] {
+    if constexpr (kF16Acc && kDType != DType::kFp16) {
+      return Status{ErrorKind::kDType, "fp16 accumulation needs fp16 inputs"};
+    } else {
+      return launch_fwd_cute<DefaultCuteFwdSpec<kHeadDim, T, kF16Acc>, kLoad, kDType>(params);
+    }
+  });
+}
+
+}  // namespace ffpa
