@@ -23,8 +23,12 @@
 #   bench-cpp     the kernels timed by the runner with CUDA events (fp16, B=1, H=32,
 #                 N=8192, every compiled head dim, causal and not) on each path: mma,
 #                 tma, accum=fp16 on both, cute, cute_tma and cute_tma with accum=fp16
-#   bench         python -m ffpa_attn.bench against SDPA in the same process (binding),
-#                 else torch SDPA timed by sdpa_bench.py in a separate process
+#   bench         python -m ffpa_attn.bench against the named baselines in the same
+#                 process (binding): torch SDPA restricted to each backend (flash =
+#                 FlashAttention-2, efficient, cuDNN, math; n/a with torch's reason where
+#                 one refuses the shape) and SDPA's default dispatch named by the kernel
+#                 the profiler saw; else the same baselines timed by sdpa_bench.py in a
+#                 separate process
 # OUT receives at most five files, all rewritten as the run goes (a run cut short still
 # says how far it got): summary.json, summary.md, bench.csv, bench.png, logs.tar.gz
 # (every log and raw result). The build never goes into OUT. Exit 0 only when every
@@ -255,7 +259,7 @@ PY
         # shellcheck disable=SC2086  # $dims is a list of numbers
         PYTHONPATH="$build/python" phase "bench${causal:+-causal}" 90 -- "$python" -m ffpa_attn.bench --backend cuda \
           --no-bwd --B 1 --H 32 --N 8192 --D $dims --dtype fp16 --warmup 3 --iters 10 $causal --verbose \
-          --save-path "$dest" || failed=1
+          --baselines all --save-path "$dest" || failed=1
       done
     else
       PYTHONPATH="$build/python" phase binding-import 30 -- "$python" -c \
@@ -267,7 +271,8 @@ PY
     ok="0"; [ "$mode" = no-gpu ] && ok="0 77"
     sdpa_dims=$(sed -n 's/^head_dims=//p' "$build/gpu-check.txt" 2>/dev/null)
     phase bench-sdpa 90 "$ok" -- "$python" "$repo/ctest/gpu/sdpa_bench.py" --csv "$state/sdpa.csv" \
-      --dims "${sdpa_dims:-64,128,256,320,512}" --n 8192 --h 32 --warmup 3 --iters 10 ${dry[@]+"${dry[@]}"} || true
+      --dims "${sdpa_dims:-64,128,256,320,512}" --n 8192 --h 32 --warmup 3 --iters 10 --baselines all \
+      ${dry[@]+"${dry[@]}"} || true
   fi
 fi
 
