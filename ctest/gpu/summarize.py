@@ -11,7 +11,8 @@ Reads (all optional, so a run cut short at any point still summarizes):
   STATE/bench_py/bench.json       python -m ffpa_attn.bench --save-path (binding present)
   STATE/bench_py_causal/bench.json
   STATE/bench_cpp.csv    the runner's own timings of every path (mma, tma, fp16 accumulation)
-  STATE/sdpa.csv         torch SDPA timed by sdpa_bench.py in a separate process (no binding)
+  STATE/sdpa.csv         the named SDPA baselines timed by sdpa_bench.py in a separate process (no binding)
+  STATE/sweep.csv        the tuning sweep: ffpa_device_check --sweep-csv (FFPA_SWEEP=ON)
 Writes, atomically: OUT/summary.json, OUT/summary.md, OUT/bench.csv and (with
 matplotlib) OUT/bench.png. Standard library only besides the optional plot: a bare
 GPU image's python3 is enough.
@@ -331,6 +332,42 @@ def summarize_bench(state: Path) -> dict[str, Any]:
     return {"rows": rows, "targets": targets, "baselines": baselines, "paths": [f"{k}/{a}" for k, a in paths]}
 
 
+def _float(x: Any) -> float | None:
+    try:
+        return float(x) if x not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def summarize_sweep(state: Path, env: dict[str, str]) -> dict[str, Any]:
+    """The tuning sweep (STATE/sweep.csv from ffpa_device_check --sweep-csv): one row per
+    configuration, and per head dim the fastest correct one of each path and overall.
+
+    A configuration counts only when its status is "ok" (it ran and matched the default);
+    a winner that is not the default is the candidate for the one tile table
+    (csrc/kernels/ffpa/cute/config.h and kernel_traits.h) with this run as its measurement.
+    """
+    rows = []
+    for r in _read_csv(state / "sweep.csv"):
+        rows.append({"D": int(r["D"]), "path": r["path"], "config": r["config"], "default": _truthy(r["default"]),
+                     "ms": _float(r.get("ms")), "tflops": _float(r.get("tflops")), "max_diff": _float(r.get("max_diff")),
+                     "status": r.get("status") or ""})
+    winners = []
+    for d in sorted({r["D"] for r in rows}):
+        mine = [r for r in rows if r["D"] == d]
+        for path in sorted({r["path"] for r in mine}) + [None]:
+            pool = [r for r in mine if (path is None or r["path"] == path) and r["status"] == "ok" and r["tflops"]]
+            if not pool:
+                continue
+            best = max(pool, key=lambda r: r["tflops"])
+            default = next((r for r in mine if r["default"] and r["path"] == best["path"]), None)
+            gain = best["tflops"] / default["tflops"] if default and default.get("tflops") else None
+            winners.append({"D": d, "scope": path or "any path", "path": best["path"], "config": best["config"],
+                            "default": best["default"], "tflops": best["tflops"], "x_default": gain,
+                            "arch": env.get("arch"), "gpu": env.get("gpu"), "commit": env.get("commit")})
+    return {"rows": rows, "winners": winners, "mode": env.get("sweep")}
+
+
 def _fmt(x: Any, spec: str = ".3g") -> str:
     if x is None:
         return "n/a"
@@ -409,6 +446,25 @@ def render_md(summary: dict[str, Any]) -> str:
                        f"{_fmt(t['ratio'], '.2f')} | {t['result']} |")
     else:
         out.append("No bench results.")
+    sw = summary.get("sweep") or {}
+    out += ["", "## Tuning sweep (fp16, fp32 accumulation, B=1, H=32, N=8192, non-causal)", ""]
+    if sw.get("rows"):
+        out.append(f"Sweep: {sw.get('mode')}; arch {env.get('arch', 'n/a')}. Each variant's output was compared with "
+                   "its path's default on two heads (max |diff| <= 2e-2) before it was timed.")
+        out += ["", "| D | path | config | default | ms | TFLOPS | max diff | status |",
+                "|---|---|---|---|---|---|---|---|"]
+        for r in sw["rows"]:
+            out.append(f"| {r['D']} | {r['path']} | {r['config']} | {'yes' if r['default'] else ''} | "
+                       f"{_fmt(r['ms'], '.3f')} | {_fmt(r['tflops'], '.1f')} | {_fmt(r['max_diff'])} | {r['status']} |")
+        out += ["", "Winners (fastest correct configuration; x default: against that path's default in this run):",
+                "", "| D | among | path | config | TFLOPS | x default | is the default |", "|---|---|---|---|---|---|---|"]
+        for w in sw["winners"]:
+            out.append(f"| {w['D']} | {w['scope']} | {w['path']} | {w['config']} | {_fmt(w['tflops'], '.1f')} | "
+                       f"{_fmt(w['x_default'], '.2f')} | {'yes' if w['default'] else 'no'} |")
+        if not sw["winners"]:
+            out.append("(none: no configuration ran; a dry run plans only)")
+    else:
+        out.append("No sweep results" + (f" (sweep: {sw.get('mode')})." if sw.get("mode") else "."))
     return "\n".join(out) + "\n"
 
 
@@ -491,6 +547,7 @@ def main(argv: list[str] | None = None) -> int:
         "pytest_gpu": _read_json(args.state / "pytest-gpu.json"),
         "bench": summarize_bench(args.state),
     }
+    summary["sweep"] = summarize_sweep(args.state, summary["env"])
     args.out.mkdir(parents=True, exist_ok=True)
     _atomic_write(args.out / "summary.json", json.dumps(summary, indent=2) + "\n")
     _atomic_write(args.out / "summary.md", render_md(summary))

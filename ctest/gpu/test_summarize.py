@@ -99,6 +99,8 @@ def test_gpu_run_with_binding(tmp_path):
     group = next(c["group"] for c in report["cases"] if c["dtype"] == "fp16")
     paths = {(g["group"], g["impl"], g["accum"]) for g in corr["by_path"]}
     want = {("mma", "fp32"), ("simt", "fp32"), ("mma", "fp16")} | ({("tma", "fp32"), ("tma", "fp16")} if tma else set())
+    if (report.get("cute") or {}).get("planned"):  # the CuTe kernels, cp.async-fed and (with TMA) TMA-fed
+        want |= {("cute", "fp32"), ("cute", "fp16")} | ({("cute_tma", "fp32"), ("cute_tma", "fp16")} if tma else set())
     assert {(g, i, a) for g, i, a in paths if g == group} == {(group, i, a) for i, a in want}
     assert not any(i == "simt" and a == "fp16" for g, i, a in paths if g != "api")  # api: refused
     assert (("long", "tma", "fp32") in paths) == tma
@@ -212,7 +214,8 @@ def test_tma_and_fp16_acc_paths_from_both_benches(tmp_path):
         assert r["sdpa_tflops"] == 50.0 and r["ratio"] == pytest.approx(tflops / 50.0)
         assert "python bench's row" in r["source"]
     assert summary["bench"]["paths"] == ["mma/fp32", "tma/fp32", "mma/fp16", "tma/fp16"]
-    targets = {(t["D"], t["kernel"], t["accum"]): t for t in summary["bench"]["targets"]}
+    targets = {(t["D"], t["kernel"], t["accum"]): t for t in summary["bench"]["targets"]
+               if t["baseline"] == "sdpa-efficient"}
     assert targets[(512, "mma", "fp32")]["origin"] == "py" and targets[(512, "mma", "fp32")]["result"] == "PASS"
     assert targets[(512, "tma", "fp16")]["ratio"] == pytest.approx(3.0)
     md = (out / "summary.md").read_text()
@@ -284,3 +287,38 @@ def test_sdpa_script_rows_per_baseline(tmp_path):
     with open(out / "bench.csv", newline="") as handle:
         (r,) = list(csv.DictReader(handle))
     assert r["ratio_sdpa_flash"] == "0.8" and r["ratio_sdpa_cudnn"] == "" and r["tflops_sdpa_default"] == "600.0"
+
+
+def test_sweep_table_and_winners(tmp_path):
+    """The sweep's rows as the runner writes them: the fastest correct configuration per
+    head dim and path wins; a wrong or refused one never does, however fast."""
+    state = _state(tmp_path)
+    (state / "env.txt").write_text((state / "env.txt").read_text() + "sweep=full\n")
+    (state / "sweep.csv").write_text(
+        "source,D,path,config,default,ms,tflops,max_diff,status\n"
+        "ffpa-sweep,128,tma,Br=64 Bc=64 Bd=64 (split-D) warps=4x1 stages=3,1,4.0,280.0,0,ok\n"
+        "ffpa-sweep,128,tma,Br=64 Bc=64 Bd=64 (split-D) warps=4x1 stages=4,0,3.5,320.0,0.000488,ok\n"
+        "ffpa-sweep,128,tma,Br=64 Bc=64 Bd=64 (split-D) warps=4x2 stages=3,0,2.0,560.0,0.5,wrong: differs\n"
+        "ffpa-sweep,128,cute_tma,Br=64 Bc=64 Bd=128 (persist-D) warps=4x1 stages=2 box=64x64/64x64,1,3.9,290.0,0,ok\n"
+        "ffpa-sweep,128,cute_tma,Br=128 Bc=64 Bd=128 (persist-D) warps=8x1 stages=2 box=128x64/64x64,0,,,,"
+        "refused: too much shared memory\n"
+        "ffpa-sweep,512,tma,Br=64 Bc=64 Bd=64 (split-D) warps=4x2 stages=3,1,28.0,190.0,0,ok\n")
+    out = tmp_path / "out"
+    summarize.main([str(state), str(out), "--status", "passed"])
+    sweep = json.loads((out / "summary.json").read_text())["sweep"]
+    assert len(sweep["rows"]) == 6 and sweep["mode"] == "full"
+    win = {(w["D"], w["scope"]): w for w in sweep["winners"]}
+    assert win[(128, "tma")]["config"].endswith("stages=4") and win[(128, "tma")]["x_default"] == pytest.approx(320 / 280)
+    assert win[(128, "cute_tma")]["default"] is True  # the refused variant does not win
+    assert win[(128, "any path")]["path"] == "tma" and win[(128, "any path")]["tflops"] == 320.0  # not the wrong 560
+    assert win[(512, "any path")]["default"] and win[(512, "any path")]["arch"] == "90"
+    md = (out / "summary.md").read_text()
+    assert "| 128 | any path | tma | Br=64 Bc=64 Bd=64 (split-D) warps=4x1 stages=4 | 320.0 | 1.14 | no |" in md
+    assert "| refused: too much shared memory |" in md
+
+
+def test_no_sweep_says_so(tmp_path):
+    state = _state(tmp_path)
+    out = tmp_path / "out"
+    summarize.main([str(state), str(out), "--status", "running"])
+    assert "No sweep results." in (out / "summary.md").read_text()
