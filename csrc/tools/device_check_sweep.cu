@@ -95,12 +95,17 @@ int run_sweep(const BenchOpts& o, const char* csv_path, bool dry_run) {
       const ffpa::sweep::Variant* v = ffpa::sweep::get(i);
       if (v->head_dim == d && std::find(paths.begin(), paths.end(), v->path) == paths.end()) paths.push_back(v->path);
     }
-    if (dry_run) {
-      for (const std::string& p : paths)
-        std::printf("sweep plan: D=%d path=%s default %s\n", d, p.c_str(), ffpa::sweep::default_config(p, d).c_str());
-      for (int i = 0; i < n; ++i) {
-        const ffpa::sweep::Variant* v = ffpa::sweep::get(i);
-        if (v->head_dim == d) std::printf("sweep plan: D=%d path=%s %s\n", d, v->path, v->config);
+    if (dry_run) {  // the plan, printed and written as rows with status "planned"
+      for (const std::string& p : paths) {
+        const std::string c = ffpa::sweep::default_config(p, d);
+        std::printf("sweep plan: D=%d path=%s default %s\n", d, p.c_str(), c.c_str());
+        csv += "ffpa-sweep," + std::to_string(d) + "," + p + "," + c + ",1,,,,planned\n";
+        for (int i = 0; i < n; ++i) {
+          const ffpa::sweep::Variant* v = ffpa::sweep::get(i);
+          if (v->head_dim != d || p != v->path) continue;
+          std::printf("sweep plan: D=%d path=%s %s\n", d, v->path, v->config);
+          csv += "ffpa-sweep," + std::to_string(d) + "," + p + "," + v->config + ",0,,,,planned\n";
+        }
       }
       continue;
     }
@@ -212,7 +217,6 @@ write:
   std::printf("sweep: this build has no sweep variants (configure the kernels-only tree with -DFFPA_SWEEP=ON)\n");
   if (!dry_run) bad = 1;
 #endif
-  // A dry run writes the header alone: the rehearsal checks the file's shape.
   if (csv_path != nullptr) {
     FILE* f = std::fopen(csv_path, "w");
     if (f == nullptr || std::fputs(csv.c_str(), f) < 0 || std::fclose(f) != 0) {
