@@ -17,18 +17,20 @@
 # the sweep measures what they cost. SUBSET (the CI rehearsal) keeps the first entry of
 # each kind per head dim.
 set(FFPA_SWEEP_VARIANTS
-  # D = 64: default cute 128x64 persist-D 4x1, 2 stages; mma 4x1, 3 stages
+  # D = 64: default mma 4x1, 3 stages; cute 128x64 persist-D 4x1 (32 rows a warp), 2 stages
   "64|mma|4,1,2" "64|mma|4,1,4" "64|mma|8,1,3"
-  "64|cute|128,64,64,8,1,2" "64|cute|64,64,64,4,1,2" "64|cute|128,64,64,4,1,3"
-  # D = 128: default cute 64x64 persist-D 4x1, 2 stages
+  "64|cute|128,64,64,8,1,2" "64|cute|128,64,64,4,1,3"
+  # D = 128: default cute 64x64 persist-D 4x1 (16 rows a warp), 2 stages. 128x64 with 4
+  # warps is FlashAttention-2's tile (32 rows a warp: each K/V fragment feeds two mma row
+  # tiles, half the ldmatrix per mma; docs/perf.md "Analysis"); split-D with 3 stages
   "128|mma|4,1,2" "128|mma|4,1,4" "128|mma|4,2,3"
-  "128|cute|128,64,128,8,1,2" "128|cute|64,64,64,4,1,3" "128|cute|64,128,128,4,2,2"
-  # D = 320: default split-D 4x2, 3 stages (64 keys)
+  "128|cute|128,64,128,4,1,2" "128|cute|64,64,64,4,1,3"
+  # D = 320: default split-D 4x2, 3 stages (64 keys): a fourth stage; 128-key blocks
   "320|mma|4,2,2" "320|mma|4,2,4" "320|mma|2,4,3"
-  "320|cute|64,64,64,4,2,4" "320|cute|32,64,64,2,4,3" "320|cute|64,128,64,4,2,2"
-  # D = 512: default split-D 4x2, 3 stages (64 keys)
+  "320|cute|64,64,64,4,2,4" "320|cute|64,128,64,4,2,2"
+  # D = 512: default split-D 4x2, 3 stages (64 keys): 32-key blocks; the 2x4 layout
   "512|mma|4,2,2" "512|mma|4,2,4" "512|mma|2,4,3"
-  "512|cute|64,32,64,4,2,3" "512|cute|32,64,64,2,4,3" "512|cute|32,64,64,2,4,4")
+  "512|cute|64,32,64,4,2,3" "512|cute|32,64,64,2,4,3")
 
 function(ffpa_generate_sweep_instances)
   cmake_parse_arguments(PARSE_ARGV 0 ARG "SUBSET" "ARCH;OUT_DIR;OUT_SOURCES" "HEAD_DIMS")

@@ -334,6 +334,7 @@ def sweep_plan(dims: tuple[int, ...], arch: int = 90) -> list[tuple[int, str, bo
     the first variant of each kind per head dim, after each path's default."""
     text = (REPO / "cmake" / "FfpaSweep.cmake").read_text()
     body = text[text.index("set(FFPA_SWEEP_VARIANTS"):]
+    body = re.sub(r"#[^\n]*", "", body)  # comments may quote and parenthesise
     body = body[:body.index('")') + 1]
     entries = re.findall(r'"(\d+)\|(mma|cute)\|[0-9,]+"', body)
     paths = {"mma": "tma" if arch >= 90 else "mma", "cute": "cute_tma" if arch >= 90 else "cute"}
