@@ -223,7 +223,9 @@ def run_case(work: Path, case: str) -> int:
     configure_log = (scratch / "state" / "logs" / "configure.log").read_text()
     check("FFPA_COMPONENTS" not in configure_log or "kernels only" in configure_log,
           "configure ran the kernels-only tree")
-    for pkg in HIDDEN_PACKAGES:
+    # A configure that stops at its CUTLASS check (no-cutlass) never reaches the end where
+    # CMake lists the variables it did not use: nothing to see there.
+    for pkg in HIDDEN_PACKAGES if case != "no-cutlass" else ():
         check(f"CMAKE_DISABLE_FIND_PACKAGE_{pkg}" in configure_log,
               f"configure never asked for {pkg} (CMake lists the unused CMAKE_DISABLE_FIND_PACKAGE_{pkg})")
 
