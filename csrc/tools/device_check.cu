@@ -6,6 +6,8 @@
 //   ffpa_device_check [--json FILE] [--quick] [--dry-run]
 //   ffpa_device_check --bench-csv FILE [--bench-dims 64,128,... (default: all compiled)] [--bench-n 8192]
 //                     [--bench-h 32] [--bench-warmup 3] [--bench-iters 10] [--dry-run]
+//   ffpa_device_check --sweep-csv FILE [--bench-n/-h/-warmup/-iters as above] [--dry-run]
+//                     (the tuning sweep of an FFPA_SWEEP=ON build: device_check_sweep.cu)
 //
 // Correctness groups, one per compiled (head dim, dtype), each with B = 2, Hq = 4:
 // causal x {aligned 256/256, Nq < Nkv 200/317, Nq > Nkv 317/200} x {MHA, GQA Hkv = 2}
@@ -649,8 +651,9 @@ int usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--json FILE] [--quick] [--dry-run]\n"
                "       %s --bench-csv FILE [--bench-dims 64,128,...] [--bench-n N] [--bench-h H]\n"
-               "          [--bench-warmup W] [--bench-iters I] [--dry-run]\n",
-               argv0, argv0);
+               "          [--bench-warmup W] [--bench-iters I] [--dry-run]\n"
+               "       %s --sweep-csv FILE [--bench-n N] [--bench-h H] [--bench-warmup W] [--bench-iters I] [--dry-run]\n",
+               argv0, argv0, argv0);
   return 2;
 }
 
@@ -659,6 +662,7 @@ int usage(const char* argv0) {
 int main(int argc, char** argv) {
   const char* json_path = nullptr;
   bool quick = false, dry_run = false, bench = false;
+  const char* sweep_csv = nullptr;
   BenchOpts bo;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -667,6 +671,7 @@ int main(int argc, char** argv) {
     else if (a == "--quick") quick = true;
     else if (a == "--dry-run") dry_run = true;
     else if (a == "--bench-csv" && has_value) bo.csv = argv[++i], bench = true;
+    else if (a == "--sweep-csv" && has_value) sweep_csv = argv[++i];
     else if (a == "--bench-dims" && has_value) {
       bo.dims = parse_ints(argv[++i]);
       if (bo.dims.empty()) return usage(argv[0]);
@@ -679,6 +684,13 @@ int main(int argc, char** argv) {
     }
   }
   const ffpa::BuildInfo info = ffpa::build_info();
+  if (sweep_csv != nullptr) {
+    if (!dry_run && ffpa::device_count() == 0) {
+      std::printf("SKIPPED: no CUDA device\n");
+      return 77;
+    }
+    return run_sweep(bo, sweep_csv, dry_run);
+  }
   std::string device = "none (dry run)";
   cudaDeviceProp prop{};
   if (!dry_run) {

@@ -55,4 +55,11 @@ struct BenchOpts {
 int run_bench(const BenchOpts& o, const ffpa::BuildInfo& info, bool tma, bool f16acc, bool mma_f16acc, bool cute,
               bool cute_tma, bool dry_run);
 
+// The tuning sweep (device_check_sweep.cu): each variant of an FFPA_SWEEP=ON build timed
+// next to its path's default on fp16 B=1 x H x N x D non-causal inputs; writes
+// `source,D,path,config,default,ms,tflops,max_diff,status` rows to csv_path (a dry run
+// makes no CUDA call: it prints the plan and writes it with status "planned"). Exit 1 when a configuration was refused or
+// wrong, or the build has no variants (not a dry run).
+int run_sweep(const BenchOpts& o, const char* csv_path, bool dry_run);
+
 }  // namespace ffpa::check

@@ -23,8 +23,15 @@
 #   bench-cpp     the kernels timed by the runner with CUDA events (fp16, B=1, H=32,
 #                 N=8192, every compiled head dim, causal and not) on each path: mma,
 #                 tma, accum=fp16 on both, cute, cute_tma and cute_tma with accum=fp16
-#   bench         python -m ffpa_attn.bench against SDPA in the same process (binding),
-#                 else torch SDPA timed by sdpa_bench.py in a separate process
+#   sweep         (last) the tree reconfigured with FFPA_SWEEP=ON: the tuning sweep's
+#                 variant kernels (cmake/FfpaSweep.cmake) built and timed next to each
+#                 path's default; the summary's sweep table and winner per head dim
+#   bench         python -m ffpa_attn.bench against the named baselines in the same
+#                 process (binding): torch SDPA restricted to each backend (flash =
+#                 FlashAttention-2, efficient, cuDNN, math; n/a with torch's reason where
+#                 one refuses the shape) and SDPA's default dispatch named by the kernel
+#                 the profiler saw; else the same baselines timed by sdpa_bench.py in a
+#                 separate process
 # OUT receives at most five files, all rewritten as the run goes (a run cut short still
 # says how far it got): summary.json, summary.md, bench.csv, bench.png, logs.tar.gz
 # (every log and raw result). The build never goes into OUT. Exit 0 only when every
@@ -44,6 +51,8 @@
 #   FFPA_DEVICE_CHECK_CMAKE_ARGS extra configure arguments (word-split)
 #   FFPA_DEVICE_CHECK_WORK       scratch directory (default: a new one under $TMPDIR)
 #   FFPA_DEVICE_CHECK_COMMIT     commit to report when the tree has no .git
+#   FFPA_DEVICE_CHECK_SWEEP      full (default), subset (the first variant of each kind per
+#                                head dim: the CI rehearsal) or off
 #   CMAKE_CUDA_COMPILER          nvcc (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc)
 set -uo pipefail
 
@@ -55,7 +64,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --no-gpu) no_gpu=1 ;;
     --arch) [ $# -ge 2 ] || usage; arch=$2; shift ;;
-    -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,56p' "$0"; exit 0 ;;
     -*) echo "unknown option $1" >&2; usage ;;
     *) [ -z "$out_arg" ] || usage; out_arg=$1 ;;
   esac
@@ -255,7 +264,7 @@ PY
         # shellcheck disable=SC2086  # $dims is a list of numbers
         PYTHONPATH="$build/python" phase "bench${causal:+-causal}" 90 -- "$python" -m ffpa_attn.bench --backend cuda \
           --no-bwd --B 1 --H 32 --N 8192 --D $dims --dtype fp16 --warmup 3 --iters 10 $causal --verbose \
-          --save-path "$dest" || failed=1
+          --baselines all --save-path "$dest" || failed=1
       done
     else
       PYTHONPATH="$build/python" phase binding-import 30 -- "$python" -c \
@@ -267,7 +276,32 @@ PY
     ok="0"; [ "$mode" = no-gpu ] && ok="0 77"
     sdpa_dims=$(sed -n 's/^head_dims=//p' "$build/gpu-check.txt" 2>/dev/null)
     phase bench-sdpa 90 "$ok" -- "$python" "$repo/ctest/gpu/sdpa_bench.py" --csv "$state/sdpa.csv" \
-      --dims "${sdpa_dims:-64,128,256,320,512}" --n 8192 --h 32 --warmup 3 --iters 10 ${dry[@]+"${dry[@]}"} || true
+      --dims "${sdpa_dims:-64,128,256,320,512}" --n 8192 --h 32 --warmup 3 --iters 10 --baselines all \
+      ${dry[@]+"${dry[@]}"} || true
+  fi
+fi
+
+# ---- the tuning sweep (docs/perf.md "Tuning sweep"): the same tree reconfigured with
+# FFPA_SWEEP=ON (cmake/FfpaSweep.cmake: the variant instances for this arch; the default
+# instances are already built, so only the variants compile), then every variant timed
+# next to its path's default. Last, so that a budget cut short costs the sweep first.
+# A variant that is refused or differs from the default is a finding of the sweep's
+# table, not a failed check (the runner exits 1 then: "ok (exit 1)").
+sweep=${FFPA_DEVICE_CHECK_SWEEP:-full}
+case "$sweep" in full|subset|off) ;; *) echo "FFPA_DEVICE_CHECK_SWEEP=$sweep: use full, subset or off" >&2; sweep=off; failed=1 ;; esac
+echo "sweep=$sweep" >> "$state/env.txt"
+if [ "$sweep" != off ] && [ -x "$runner" ]; then
+  subset=$([ "$sweep" = subset ] && echo ON || echo OFF)
+  if phase sweep-build 150 -- sh -c 'cmake -S "$1" -B "$2" -DFFPA_SWEEP=ON -DFFPA_SWEEP_SUBSET="$3" &&
+                                     cmake --build "$2" -j "$4" --target ffpa_device_check' \
+       sweep-build "$repo" "$build" "$subset" "$jobs"; then
+    ok="0 1"; [ "$mode" = no-gpu ] && ok="0"
+    phase sweep 60 "$ok" -- "$runner" --sweep-csv "$state/sweep.csv" --bench-n 8192 --bench-h 32 \
+      --bench-warmup 3 --bench-iters 10 ${dry[@]+"${dry[@]}"}
+    rc=$?
+    [[ " $ok " == *" $rc "* ]] || failed=1
+  else
+    failed=1
   fi
 fi
 

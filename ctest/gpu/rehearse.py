@@ -34,6 +34,7 @@ Cases:
                 GPU-only path of the script (correctness, pytest -m gpu, both bench
                 runs) runs and, with no CUDA device behind it, fails cleanly: exit 1,
                 each phase named, the summary says failed
+  (each of the first four with the sweep's subset: FFPA_DEVICE_CHECK_SWEEP=subset)
   no-cutlass    the carried tree without .cutlass/: configure fails with the message
                 naming the subset command, nothing is built, the run fails, the
                 summary says so
@@ -167,8 +168,11 @@ def run_case(work: Path, case: str) -> int:
         "FFPA_DEVICE_CHECK_WORK": str(scratch),
         "FFPA_DEVICE_CHECK_COMMIT": commit.strip() or "unknown",  # the carried tree has no .git
         "FFPA_DEVICE_CHECK_BUDGET": str(REHEARSAL_BUDGET),
-        "FFPA_DEVICE_CHECK_TIMEOUTS": f"build={REHEARSAL_BUDGET - 120}",
+        "FFPA_DEVICE_CHECK_TIMEOUTS": f"build={REHEARSAL_BUDGET - 120},sweep-build=400",
         "FFPA_DEVICE_CHECK_DIMS": ";".join(str(d) for d in REHEARSAL_DIMS),
+        # The sweep's first variant of each kind per head dim: its build (compiled once,
+        # then taken from the compiler cache by the later cases), plan and summary.
+        "FFPA_DEVICE_CHECK_SWEEP": "subset",
         "FFPA_DEVICE_CHECK_CMAKE_ARGS": " ".join(cmake_args),
         "FFPA_DEVICE_CHECK_JOBS": os.environ.get("FFPA_DEVICE_CHECK_JOBS", str(os.cpu_count() or 2)),
         # The tools venv must not be reachable through PATH either.
@@ -250,7 +254,8 @@ def run_case(work: Path, case: str) -> int:
           "env.txt names the CUTLASS headers the build used")
     if case == "gpu-mode":
         check(proc.returncode == 1, f"no CUDA device behind nvidia-smi fails the run (exit {proc.returncode})")
-        for name in ("correctness", "python-gpu", "torch-gpu", "bench-cpp", "bench", "bench-causal"):
+        check(phases.get("sweep-build", {}).get("status") == "ok", f"the sweep builds: {phases.get('sweep-build')}")
+        for name in ("correctness", "python-gpu", "torch-gpu", "bench-cpp", "bench", "bench-causal", "sweep"):
             check(phases.get(name, {}).get("status", "").startswith("failed"),
                   f"GPU phase {name} ran and failed cleanly: {phases.get(name)}")
         check(summary["status"] == "failed" and summary["env"]["gpu"] == "NVIDIA H200", "summary: failed, on the H200")
@@ -261,6 +266,7 @@ def run_case(work: Path, case: str) -> int:
         check(proc.returncode == 1, f"a timed-out build fails the run (exit {proc.returncode})")
         check(phases["build"]["status"].startswith("timed out"), f"build: {phases['build']['status']}")
         check("correctness" not in phases, "no correctness phase after a failed build")
+        check("sweep-build" not in phases, "no sweep without the runner")
         check(summary["status"] == "rehearsal failed" and summary["exit_code"] == 1,
               f"summary says the run failed: {summary['status']}")
         return 0
@@ -310,6 +316,7 @@ def run_case(work: Path, case: str) -> int:
                         ("cute_tma", "fp32"), ("cute_tma", "fp16")):
         check(len(re.findall(rf"^bench plan: D=\d+ fp16 causal=[01] impl={impl} accum={accum} ", bench_log, re.M))
               == 2 * len(dims), f"the runner plans impl={impl} accum={accum} at every head dim, causal and not")
+    check_sweep(scratch, out, phases, summary)
     if case == "with-headers":
         check("binding=yes" in env_txt, "the binding was built and imports")
         check(phases["binding-import"]["status"] == "ok", "the staged package loads its binding")
@@ -323,6 +330,49 @@ def run_case(work: Path, case: str) -> int:
         check(f"sdpa plan: D={REHEARSAL_DIMS[-1]} fp16 causal=1" in (state / "logs" / "bench-sdpa.log").read_text(),
               "the SDPA script plans the same shapes")
     return 0
+
+
+def sweep_plan(dims: tuple[int, ...], arch: int = 90) -> list[tuple[int, str, bool]]:
+    """(D, path, is the default) per planned sweep row: cmake/FfpaSweep.cmake's subset,
+    the first variant of each kind per head dim, after each path's default."""
+    text = (REPO / "cmake" / "FfpaSweep.cmake").read_text()
+    body = text[text.index("set(FFPA_SWEEP_VARIANTS"):]
+    body = re.sub(r"#[^\n]*", "", body)  # comments may quote and parenthesise
+    body = body[:body.index('")') + 1]
+    entries = re.findall(r'"(\d+)\|(mma|cute)\|[0-9,]+"', body)
+    paths = {"mma": "tma" if arch >= 90 else "mma", "cute": "cute_tma" if arch >= 90 else "cute"}
+    plan = []
+    for d in dims:
+        kinds = []
+        for ed, kind in entries:
+            if int(ed) == d and kind not in kinds:
+                kinds.append(kind)
+        for kind in kinds:
+            plan += [(d, paths[kind], True), (d, paths[kind], False)]
+    return plan
+
+
+def check_sweep(scratch: Path, out: Path, phases: dict, summary: dict) -> None:
+    check(phases.get("sweep-build", {}).get("status") == "ok", f"the sweep builds: {phases.get('sweep-build')}")
+    check(phases.get("sweep", {}).get("status") == "ok", f"the sweep plans: {phases.get('sweep')}")
+    state = scratch / "state"
+    header, *rows = (state / "sweep.csv").read_text().splitlines()
+    check(header == "source,D,path,config,default,ms,tflops,max_diff,status", "the sweep CSV has its header")
+    got = [(int(r.split(",")[1]), r.split(",")[2], r.split(",")[4] == "1") for r in rows]
+    want = sweep_plan(REHEARSAL_DIMS)
+    check(got == want, f"the sweep plans each path's default and the subset's variants: {got}")
+    check(all(r.endswith(",planned") for r in rows), "a dry run plans the sweep, it times nothing")
+    configs = [r.split(",")[3] for r in rows]
+    check(all(re.match(r"Br=\d+ Bc=\d+ Bd=\d+ \((persist|split)-D\) warps=\d+x\d+ stages=\d+", c) for c in configs),
+          f"every row names its configuration: {configs}")
+    check(any("box=" in c for c in configs), "the TMA-fed CuTe rows name their TMA box")
+    md = (out / "summary.md").read_text()
+    check("## Tuning sweep" in md and "| planned |" in md and "(none: no configuration ran; a dry run plans only)" in md,
+          "the summary has the sweep table and says that a dry run has no winner")
+    check(len(summary["sweep"]["rows"]) == len(want) and summary["sweep"]["mode"] == "subset",
+          "summary.json carries the sweep rows")
+    log = (scratch / "state" / "logs" / "sweep-build.log").read_text()
+    check(f"ffpa: sweep: {len(want) // 2} variants (tma, cute_tma)" in log, "configure generated the subset's variants")
 
 
 def main() -> int:

@@ -7,17 +7,23 @@
 The device check uses it when the binding cannot be built (no Python.h): the C++
 runner times the FFPA kernels with CUDA events, and this script times
 ``torch.nn.functional.scaled_dot_product_attention`` on the same shapes (B = 1,
-fp16, causal and not; N == Nkv, so SDPA's top-left causal mask equals our
-bottom-right one). Head dims up to 256 are timed on SDPA's flash backend (the
-target compares against it); larger ones on SDPA's default choice. Writes
-``source,D,dtype,causal,B,H,N,backend,ms,tflops`` rows. Without torch or a GPU it
-writes nothing and exits 77; ``--dry-run`` prints the plan only.
+fp16, causal and not; N == Nkv, so SDPA's top-left causal mask is the kernels'
+one) against every named baseline of ``python -m ffpa_attn.bench`` (SDPA restricted
+to its flash (FlashAttention-2), efficient, cuDNN and math backends, and its default
+dispatch with the kernel the profiler saw; a backend that refuses the shape is a row
+with an empty time and torch's reason). Writes
+``source,D,dtype,causal,B,H,N,backend,ms,tflops,label,kernel,reason`` rows, one per
+shape and baseline (``backend`` is the baseline's name, e.g. ``sdpa-flash``). Without
+torch or a GPU it writes nothing and exits 77; ``--dry-run`` prints the plan only.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import os
 import sys
+from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,13 +34,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--h", type=int, default=32)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--baselines", default="all", help="as python -m ffpa_attn.bench --baselines")
     parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args(argv)
     dims = [int(d) for d in args.dims.replace(";", ",").split(",") if d]
     if args.dry_run:
         for d in dims:
             for causal in (False, True):
-                print(f"sdpa plan: D={d} fp16 causal={int(causal)} B=1 H={args.h} N={args.n}")
+                print(f"sdpa plan: D={d} fp16 causal={int(causal)} B=1 H={args.h} N={args.n} "
+                      f"baselines={args.baselines}")
         return 0
     try:
         import torch
@@ -44,54 +52,51 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("sdpa: torch sees no CUDA device; SDPA is not timed", file=sys.stderr)
         return 77
-    functional = torch.nn.functional
-    try:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-    except ImportError:  # torch < 2.3
-        SDPBackend = sdpa_kernel = None  # noqa: N806
+    # The named baselines are ffpa_attn.bench's (one definition): the package's Python
+    # sources are importable from the tree without the binding.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+    from ffpa_attn.bench import measure_baselines, parse_baselines
 
-    rows = ["source,D,dtype,causal,B,H,N,backend,ms,tflops"]
+    names = parse_baselines(args.baselines)
+    header = ["source", "D", "dtype", "causal", "B", "H", "N", "backend", "ms", "tflops", "label", "kernel", "reason"]
+    rows = []
     for d in dims:
         shape = (1, args.h, args.n, d)
         q, k, v = (torch.randn(shape, device="cuda", dtype=torch.float16) for _ in range(3))
         for causal in (False, True):
-            def run() -> None:
-                functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            def run(causal: bool = causal) -> None:
+                # N == Nkv: SDPA's top-left is_causal is the kernels' causal mask.
+                torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-            backend = "default"
-            if sdpa_kernel is not None and d <= 256:
-                try:
-                    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
-                        run()
-                    backend = "flash"
-                except RuntimeError:
-                    backend = "default"
-
-            def timed() -> float:
+            def timed(fn) -> float:
                 for _ in range(args.warmup):
-                    run()
+                    fn()
                 torch.cuda.synchronize()
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
                 for _ in range(args.iters):
-                    run()
+                    fn()
                 end.record()
                 end.synchronize()
                 return start.elapsed_time(end) / args.iters
 
-            if backend == "flash":
-                with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
-                    ms = timed()
-            else:
-                ms = timed()
             flop = 4.0 * args.h * args.n * args.n * d / (2 if causal else 1)
-            tflops = flop / (ms * 1e-3) / 1e12
-            line = f"sdpa,{d},fp16,{int(causal)},1,{args.h},{args.n},{backend},{ms:.4f},{tflops:.2f}"
-            print(line, flush=True)
-            rows.append(line)
+            with torch.no_grad():
+                measured = measure_baselines(torch, run, flop, timed, names, "cuda")
+            for b in measured:
+                row = ["sdpa", d, "fp16", int(causal), 1, args.h, args.n, b.name,
+                       "" if b.ms is None else f"{b.ms:.4f}", "" if b.tflops is None else f"{b.tflops:.2f}",
+                       b.label, b.kernel or b.op or "", b.reason or ""]
+                print("sdpa: " + ",".join(str(x) for x in row[:10]) + f" {b.label}" + (f" ({b.reason})" if b.reason else ""),
+                      flush=True)
+                rows.append(row)
         del q, k, v
-    with open(args.csv, "w", encoding="utf-8") as handle:
-        handle.write("\n".join(rows) + "\n")
+    tmp = args.csv + ".tmp"
+    with open(tmp, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    os.replace(tmp, args.csv)
     return 0
 
 

@@ -53,6 +53,16 @@ def _py_result(bench, d: int, causal: bool, **extra):
                   accum="fp32")
     values.update(extra)
     names = {f.name for f in dataclasses.fields(bench.Result)}
+    if "baselines" in names and "baselines" not in extra:
+        # As on the H200: FA2 takes D <= 256 only; the default dispatch is the efficient
+        # kernel at D >= 320.
+        big = d >= 320
+        values["baselines"] = [
+            bench.Baseline("sdpa-flash", None, None, reason="refused by torch: head dim > 256") if big
+            else bench.Baseline("sdpa-flash", 12.0, 200.0),
+            bench.Baseline("sdpa-efficient", 20.0, 50.0 if big else 120.0),
+            bench.Baseline("sdpa-default", values["sdpa_ms"], values["sdpa_tflops"],
+                           kernel="fmha_cutlassF_f16_aligned_64x128_rf_sm80" if big else "cudnn_sdpa_sm90")]
     return bench.Result(**{k: v for k, v in values.items() if k in names})
 
 
@@ -111,12 +121,25 @@ def test_gpu_run_with_binding(tmp_path):
     assert len(rows) == 8 and {r["causal"] for r in rows} == {False, True}
     by_d = {(r["D"], r["causal"]): r for r in rows}
     assert by_d[(512, False)]["ratio"] == pytest.approx(2.0)
-    results = {(t["D"], t["result"]) for t in summary["bench"]["targets"]}
-    assert results == {(320, "PASS"), (512, "PASS"), (64, "MISS"), (128, "MISS")}
+    results = {(t["target"][:8], t["D"], t["baseline"], t["result"]) for t in summary["bench"]["targets"]}
+    # Each target's ratio is to its named baseline: FA2 at D = 64/128 (200: 0.5x), the
+    # efficient kernel at D = 320/512 (50: 2.0x), FA2's D = 128 rate at every D.
+    assert results == {("D = 64/1", 64, "FA2(sdpa-flash)", "MISS"), ("D = 64/1", 128, "FA2(sdpa-flash)", "MISS"),
+                       ("D = 320/", 320, "sdpa-efficient", "PASS"), ("D = 320/", 512, "sdpa-efficient", "PASS"),
+                       *{("every D ", d, "FA2(sdpa-flash) at D = 128", "MISS") for d in (64, 128, 320, 512)}}
+    assert {r["sdpa_backend"] for r in rows} == {"sdpa-default[cudnn_sdpa_sm90]",
+                                                 "sdpa-default[fmha_cutlassF_f16_aligned_64x128_rf_sm80]"}
+    assert by_d[(512, False)]["ratios"] == {"sdpa-flash": None, "sdpa-efficient": 2.0, "sdpa-default": 2.0}
+    named = {(x["D"], x["causal"], x["baseline"]): x for x in summary["bench"]["baselines"]}
+    assert named[(512, False, "sdpa-flash")]["status"] == "n/a"
+    assert named[(512, False, "sdpa-flash")]["reason"] == "refused by torch: head dim > 256"
+    assert len(named) == 4 * 2 * 3  # each shape's baselines once, not once per path
     md = (out / "summary.md").read_text()
     assert f"| {group} | mma | fp32 |" in md and f"| {group} | mma | fp16 |" in md and "FAILED: " in md
     assert (f"| {group} | tma | fp16 |" in md) == tma
-    assert "| 512 | fp16 | False | mma | fp32 | py |" in md
+    assert "| 512 | fp16 | False | mma | fp32 | py | 10.000 | 100.0 | n/a | 2.00 | 2.00 |" in md
+    assert "| 512 | fp16 | False | FA2(sdpa-flash) |  | n/a | n/a | n/a: refused by torch: head dim > 256 |" in md
+    assert "x FA2(sdpa-flash) | x sdpa-efficient | x sdpa-default |" in md
     assert "fp16-acc: rel 0.03, abs 0.05, lse 0.05" in md
     assert "TMA cases (impl=tma): " + ("ran: " if tma else "skipped: ") in md
     assert "fp16-accumulated cases (accum=fp16): ran: " in md
@@ -141,7 +164,8 @@ def test_gpu_run_without_binding_merges_cpp_and_sdpa(tmp_path):
     summarize.main([str(state), str(out), "--status", "running"])
     summary = json.loads((out / "summary.json").read_text())
     rows = {(r["D"], r["causal"]): r for r in summary["bench"]["rows"]}
-    assert rows[(512, False)]["ratio"] == pytest.approx(2.0) and rows[(512, False)]["sdpa_backend"] == "default"
+    assert rows[(512, False)]["ratio"] == pytest.approx(2.0)
+    assert rows[(512, False)]["sdpa_backend"] == "sdpa-default"  # an older sdpa_bench.py: kernel not recorded
     assert rows[(512, True)]["ratio"] is None  # SDPA not timed for it: no ratio, not a zero
     assert summary["correctness"] == {"status": "not run"}
     assert "separate Python process" in (out / "summary.md").read_text()
@@ -193,11 +217,13 @@ def test_tma_and_fp16_acc_paths_from_both_benches(tmp_path):
         assert r["sdpa_tflops"] == 50.0 and r["ratio"] == pytest.approx(tflops / 50.0)
         assert "python bench's row" in r["source"]
     assert summary["bench"]["paths"] == ["mma/fp32", "tma/fp32", "mma/fp16", "tma/fp16"]
-    targets = {(t["D"], t["kernel"], t["accum"]): t for t in summary["bench"]["targets"]}
+    targets = {(t["D"], t["kernel"], t["accum"]): t for t in summary["bench"]["targets"]
+               if t["baseline"] == "sdpa-efficient"}
     assert targets[(512, "mma", "fp32")]["origin"] == "py" and targets[(512, "mma", "fp32")]["result"] == "PASS"
     assert targets[(512, "tma", "fp16")]["ratio"] == pytest.approx(3.0)
     md = (out / "summary.md").read_text()
-    assert "| 512 | fp16 | False | tma | fp16 | cpp |" in md and "| 512 | tma | fp32 | 2.40 | PASS |" in md
+    assert "| 512 | fp16 | False | tma | fp16 | cpp |" in md
+    assert "| 512 | tma | fp32 | sdpa-efficient | 2.40 | PASS |" in md
     with open(out / "bench.csv", newline="") as handle:
         assert {(r["kernel"], r["accum"]) for r in csv.DictReader(handle)} >= {("tma", "fp16"), ("mma", "fp32")}
 
@@ -234,3 +260,68 @@ def test_report_of_an_older_runner(tmp_path):
     assert summary["correctness"]["by_path"][0]["accum"] == "fp32"
     assert summary["correctness"]["tma"]["status"].startswith("n/a")
     assert summary["bench"]["rows"][0]["accum"] == "fp32" and summary["bench"]["rows"][0]["ratio"] is None
+
+
+def test_sdpa_script_rows_per_baseline(tmp_path):
+    """sdpa_bench.py's CSV (no binding): one row per shape and named baseline, refusals
+    with an empty time and the reason; the runner's rows take their ratios from it."""
+    state = _state(tmp_path)
+    (state / "bench_cpp.csv").write_text("source,D,dtype,causal,B,H,N,kernel,ms,tflops,accum\n"
+                                         "ffpa-cpp,128,fp16,0,1,32,8192,tma,5.0,300.0,fp32\n")
+    with open(state / "sdpa.csv", "w", newline="") as handle:
+        w = csv.writer(handle)
+        w.writerow(["source", "D", "dtype", "causal", "B", "H", "N", "backend", "ms", "tflops", "label", "kernel",
+                    "reason"])
+        w.writerow(["sdpa", 128, "fp16", 0, 1, 32, 8192, "sdpa-flash", "4.0", "375.00", "FA2(sdpa-flash)", "", ""])
+        w.writerow(["sdpa", 128, "fp16", 0, 1, 32, 8192, "sdpa-cudnn", "", "", "sdpa-cudnn", "",
+                    "refused by torch (sdpa_kernel(SDPBackend.CUDNN_ATTENTION)): no, it says"])
+        w.writerow(["sdpa", 128, "fp16", 0, 1, 32, 8192, "sdpa-default", "2.0", "600.00",
+                    "sdpa-default[cudnn_sdpa_sm90]", "cudnn_sdpa_sm90", ""])
+    out = tmp_path / "out"
+    summarize.main([str(state), str(out), "--status", "passed"])
+    summary = json.loads((out / "summary.json").read_text())
+    (row,) = summary["bench"]["rows"]
+    assert row["ratios"] == {"sdpa-flash": pytest.approx(0.8), "sdpa-cudnn": None, "sdpa-default": pytest.approx(0.5)}
+    assert row["sdpa_backend"] == "sdpa-default[cudnn_sdpa_sm90]"
+    fa2 = [t for t in summary["bench"]["targets"] if t["target"].startswith("D = 64/128")]
+    assert [(t["ratio"], t["result"]) for t in fa2] == [(pytest.approx(0.8), "MISS")]
+    md = (out / "summary.md").read_text()
+    assert "| 128 | fp16 | False | sdpa-cudnn |  | n/a | n/a | n/a: refused by torch" in md
+    with open(out / "bench.csv", newline="") as handle:
+        (r,) = list(csv.DictReader(handle))
+    assert r["ratio_sdpa_flash"] == "0.8" and r["ratio_sdpa_cudnn"] == "" and r["tflops_sdpa_default"] == "600.0"
+
+
+def test_sweep_table_and_winners(tmp_path):
+    """The sweep's rows as the runner writes them: the fastest correct configuration per
+    head dim and path wins; a wrong or refused one never does, however fast."""
+    state = _state(tmp_path)
+    (state / "env.txt").write_text((state / "env.txt").read_text() + "sweep=full\n")
+    (state / "sweep.csv").write_text(
+        "source,D,path,config,default,ms,tflops,max_diff,status\n"
+        "ffpa-sweep,128,tma,Br=64 Bc=64 Bd=64 (split-D) warps=4x1 stages=3,1,4.0,280.0,0,ok\n"
+        "ffpa-sweep,128,tma,Br=64 Bc=64 Bd=64 (split-D) warps=4x1 stages=4,0,3.5,320.0,0.000488,ok\n"
+        "ffpa-sweep,128,tma,Br=64 Bc=64 Bd=64 (split-D) warps=4x2 stages=3,0,2.0,560.0,0.5,wrong: differs\n"
+        "ffpa-sweep,128,cute_tma,Br=64 Bc=64 Bd=128 (persist-D) warps=4x1 stages=2 box=64x64/64x64,1,3.9,290.0,0,ok\n"
+        "ffpa-sweep,128,cute_tma,Br=128 Bc=64 Bd=128 (persist-D) warps=8x1 stages=2 box=128x64/64x64,0,,,,"
+        "refused: too much shared memory\n"
+        "ffpa-sweep,512,tma,Br=64 Bc=64 Bd=64 (split-D) warps=4x2 stages=3,1,28.0,190.0,0,ok\n")
+    out = tmp_path / "out"
+    summarize.main([str(state), str(out), "--status", "passed"])
+    sweep = json.loads((out / "summary.json").read_text())["sweep"]
+    assert len(sweep["rows"]) == 6 and sweep["mode"] == "full"
+    win = {(w["D"], w["scope"]): w for w in sweep["winners"]}
+    assert win[(128, "tma")]["config"].endswith("stages=4") and win[(128, "tma")]["x_default"] == pytest.approx(320 / 280)
+    assert win[(128, "cute_tma")]["default"] is True  # the refused variant does not win
+    assert win[(128, "any path")]["path"] == "tma" and win[(128, "any path")]["tflops"] == 320.0  # not the wrong 560
+    assert win[(512, "any path")]["default"] and win[(512, "any path")]["arch"] == "90"
+    md = (out / "summary.md").read_text()
+    assert "| 128 | any path | tma | Br=64 Bc=64 Bd=64 (split-D) warps=4x1 stages=4 | 320.0 | 1.14 | no |" in md
+    assert "| refused: too much shared memory |" in md
+
+
+def test_no_sweep_says_so(tmp_path):
+    state = _state(tmp_path)
+    out = tmp_path / "out"
+    summarize.main([str(state), str(out), "--status", "running"])
+    assert "No sweep results." in (out / "summary.md").read_text()

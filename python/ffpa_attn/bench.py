@@ -58,7 +58,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -66,8 +66,8 @@ import numpy as np
 from . import cuda, reference
 from .errors import FFPAError, UnsupportedImplError
 
-__all__ = ["ATOL", "ATOL_FP16_ACC", "CUDA_IMPLS", "LINE_RE", "Result", "build_parser", "main", "flops",
-           "resolve_cuda_impl"]
+__all__ = ["ATOL", "ATOL_FP16_ACC", "BASELINES", "CUDA_IMPLS", "LINE_RE", "Baseline", "Result", "build_parser",
+           "main", "flops", "measure_baselines", "resolve_cuda_impl", "sdpa_dispatch_from_events"]
 
 ATOL = {"fp16": 2e-2, "bf16": 5e-2}
 # fp16 accumulation (S = Q K^T and P V summed in fp16) costs precision: its documented
@@ -111,7 +111,9 @@ LINE_RE = re.compile(
     r"FFPA=(?P<ffpa_ms>[0-9.]+)ms SDPA=(?P<sdpa_ms>[0-9.]+ms|n/a) "
     r"TFLOPS=(?P<ffpa_tflops>[0-9.]+)/(?P<sdpa_tflops>[0-9.]+|n/a) (?P<ratio>[0-9.]+x|n/a)"
     # Optional so that the format's original example (no path) still parses.
-    r"(?: kernel=(?P<kernel>[a-z0-9_]+) accum=(?P<accum>fp32|fp16))?$"
+    r"(?: kernel=(?P<kernel>[a-z0-9_]+) accum=(?P<accum>fp32|fp16))?"
+    # The baseline behind SDPA= and the ratio: sdpa-default[<kernel that ran>].
+    r"(?: vs=(?P<baseline>\S+))?$"
 )
 
 _DEFAULTS = {
@@ -123,6 +125,213 @@ _DEFAULTS = {
 
 class BenchUnavailable(Exception):
     """The requested backend cannot run here; the message says why and how to fix it."""
+
+
+# --- named baselines ------------------------------------------------------------------
+#
+# Every ratio names what it was measured against, timed in the same run on the same
+# tensors: torch SDPA restricted to one backend (torch.nn.attention.sdpa_kernel with a
+# single SDPBackend raises when that backend cannot take the shape: the row is then n/a
+# with the reason, never another backend's time), and SDPA's default dispatch with the
+# kernel(s) that actually ran, read from torch.profiler. On CUDA torch's flash backend is
+# FlashAttention-2 (mma.sync, the instruction class of our kernels), hence its label.
+
+# name -> torch.nn.attention.SDPBackend member; sdpa-default has none (torch decides).
+SDPA_BACKENDS: dict[str, str] = {
+    "sdpa-flash": "FLASH_ATTENTION",
+    "sdpa-efficient": "EFFICIENT_ATTENTION",
+    "sdpa-cudnn": "CUDNN_ATTENTION",
+    "sdpa-math": "MATH",
+}
+BASELINES: tuple[str, ...] = (*SDPA_BACKENDS, "sdpa-default")
+# --baselines spellings: the short names, "all" and "none".
+_BASELINE_SPELLINGS = {name.removeprefix("sdpa-"): name for name in BASELINES}
+# A CUDA kernel whose name says it is attention; a dispatch with such kernels is named by
+# them alone (not by the fill/copy kernels around them). The math path has none: it is
+# named by all its kernels (GEMMs, softmax).
+_ATTENTION_KERNEL_RE = re.compile(r"fmha|flash|attn|attention|sdpa|cudnn", re.I)
+_MAX_KERNEL_NAMES = 4
+
+
+@dataclass
+class Baseline:
+    name: str  # one of BASELINES
+    ms: float | None  # None: n/a (reason says why)
+    tflops: float | None
+    kernel: str | None = None  # what ran: short CUDA kernel name(s) joined by "+", or the aten op on CPU
+    op: str | None = None  # the aten op SDPA dispatched to (sdpa-default only)
+    reason: str | None = None  # why n/a
+    device: str = "cuda"
+
+    @property
+    def label(self) -> str:
+        """The name a ratio carries: FA2(sdpa-flash) on CUDA, sdpa-default[<kernel>]."""
+        if self.name == "sdpa-flash" and self.device == "cuda":
+            return "FA2(sdpa-flash)"
+        if self.name == "sdpa-default" and self.kernel:
+            return f"sdpa-default[{self.kernel}]"
+        return self.name
+
+    def ratio(self, ffpa_tflops: float) -> float | None:
+        return ffpa_tflops / self.tflops if self.tflops else None
+
+    def describe(self, ffpa_tflops: float) -> str:
+        if self.ms is None:
+            return f"vs {self.name}: n/a ({self.reason})"
+        return (f"vs {self.name}: {self.ms:.3f}ms {self.tflops:.2f} TFLOPS, "
+                f"{self.ratio(ffpa_tflops):.2f}x {self.label}")
+
+    def row(self, ffpa_tflops: float) -> dict[str, Any]:
+        return {"name": self.name, "label": self.label, "ms": self.ms, "tflops": self.tflops,
+                "ratio": self.ratio(ffpa_tflops), "kernel": self.kernel, "op": self.op,
+                "status": "ran" if self.ms is not None else "n/a", "reason": self.reason}
+
+
+def parse_baselines(spec: str) -> tuple[str, ...]:
+    """``--baselines`` (comma list of flash, efficient, cudnn, math, default; all; none)."""
+    if spec == "all":
+        return BASELINES
+    if spec == "none":
+        return ()
+    names = []
+    for part in (p.strip() for p in spec.split(",")):
+        name = _BASELINE_SPELLINGS.get(part.removeprefix("sdpa-"))
+        if name is None:
+            raise ValueError(f"--baselines {spec!r}: {part!r} is not one of "
+                             f"{', '.join(_BASELINE_SPELLINGS)}, all, none")
+        if name not in names:
+            names.append(name)
+    return tuple(n for n in BASELINES if n in names)
+
+
+def _short_kernel_name(name: str) -> str:
+    """``void ns::flash_fwd_kernel<traits...>(params)`` -> ``flash_fwd_kernel``."""
+    name = name.strip().replace("(anonymous namespace)", "anon")
+    name = name.removeprefix("void ")
+    cut = min((i for i in (name.find("<"), name.find("(")) if i >= 0), default=len(name))
+    short = name[:cut].rsplit("::", 1)[-1].strip()
+    return re.sub(r"\s+", "_", short) or "unnamed"
+
+
+def _is_device_event(event: Any) -> bool:
+    # FunctionEvent.device_type is torch.autograd.DeviceType.CUDA for kernels.
+    return str(getattr(event, "device_type", "")).upper().endswith("CUDA")
+
+
+def sdpa_dispatch_from_events(events: Sequence[Any]) -> tuple[str | None, str | None]:
+    """(aten op, kernel) of one profiled SDPA call, from torch.profiler's events.
+
+    The op is the first ``aten::_...attention...`` op below ``aten::scaled_dot_product_attention``
+    (``aten::_scaled_dot_product_cudnn_attention``, ``..._flash_attention``, ``..._efficient_attention``,
+    ``..._attention_math``, ``..._flash_attention_for_cpu``). The kernel is the short names of the
+    CUDA kernels that ran, in launch order, joined by "+": only the attention kernels when there
+    are any; on a CPU (no device events) the op's name without ``aten::``.
+    """
+    op = None
+    for e in events:
+        name = str(getattr(e, "name", ""))
+        if (name.startswith("aten::_") and "attention" in name and op is None
+                and not _is_device_event(e)):
+            op = name
+    kernels: list[str] = []
+    for e in events:
+        if _is_device_event(e):
+            short = _short_kernel_name(str(e.name))
+            if short.lower().startswith(("memcpy", "memset")):
+                continue
+            if short not in kernels:
+                kernels.append(short)
+    attention = [k for k in kernels if _ATTENTION_KERNEL_RE.search(k)]
+    picked = attention or kernels
+    if picked:
+        kernel = "+".join(picked[:_MAX_KERNEL_NAMES]) + ("+..." if len(picked) > _MAX_KERNEL_NAMES else "")
+    else:
+        kernel = op.removeprefix("aten::") if op else None
+    return op, kernel
+
+
+def _profile_dispatch(torch: Any, call: Callable[[], Any], device: str) -> tuple[str | None, str | None, str | None]:
+    """(op, kernel, why not) of one call under torch.profiler."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+        with profile(activities=activities) as prof:
+            call()
+            if device == "cuda":
+                torch.cuda.synchronize()
+        op, kernel = sdpa_dispatch_from_events(list(prof.events()))
+        return op, kernel, None
+    except Exception as exc:  # the profiler is an observer: its failure must not fail the bench
+        return None, None, f"profiler failed: {type(exc).__name__}: {exc}"
+
+
+def _refusal_reason(backend: str, exc: BaseException, caught: Sequence[Any]) -> str:
+    # SDPA says why a backend declined in UserWarnings ("Flash attention kernel not used
+    # because: ..."); the exception itself only says that no backend was left.
+    why = [" ".join(str(w.message).split()) for w in caught]
+    first = " ".join(str(exc).split())
+    text = "; ".join([first, *why]) if why else first
+    return f"refused by torch (sdpa_kernel(SDPBackend.{backend})): {text[:400]}"
+
+
+def measure_baselines(torch: Any, call: Callable[[], Any], flop: float, time_fn: Callable[[Callable[[], Any]], float],
+                      names: Sequence[str], device: str) -> list[Baseline]:
+    """Time ``call`` (one SDPA computation, forward or forward+backward) per named baseline.
+
+    ``time_fn(fn)`` returns milliseconds per call (CUDA events on a GPU, perf_counter on a
+    CPU). A backend that refuses raises inside sdpa_kernel: its row is n/a with the reason.
+    """
+    import warnings
+
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:
+        SDPBackend = sdpa_kernel = None  # noqa: N806
+    out: list[Baseline] = []
+    for name in names:
+        if name == "sdpa-default":
+            try:
+                ms = time_fn(call)
+            except RuntimeError as exc:
+                out.append(Baseline(name, None, None, reason=f"failed: {' '.join(str(exc).split())[:300]}",
+                                    device=device))
+                continue
+            op, kernel, why = _profile_dispatch(torch, call, device)
+            out.append(Baseline(name, ms, _tflops(flop, ms), kernel=kernel, op=op, reason=why, device=device))
+            continue
+        if sdpa_kernel is None:
+            out.append(Baseline(name, None, None, reason="this torch has no torch.nn.attention.sdpa_kernel",
+                                device=device))
+            continue
+        backend = getattr(SDPBackend, SDPA_BACKENDS[name])
+
+        def restricted(backend: Any = backend) -> Any:
+            with sdpa_kernel(backend):
+                return call()
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                restricted()
+                refusal = None
+            except RuntimeError as exc:
+                refusal = _refusal_reason(SDPA_BACKENDS[name], exc, caught)
+        if refusal is not None:
+            out.append(Baseline(name, None, None, reason=refusal, device=device))
+            continue
+        ms = time_fn(restricted)
+        out.append(Baseline(name, ms, _tflops(flop, ms), device=device))
+    return out
+
+
+def _with_default(names: Sequence[str]) -> tuple[str, ...]:
+    """The CUDA rows always time SDPA's default dispatch: it is the row's SDPA column."""
+    return tuple(names) if "sdpa-default" in names else (*names, "sdpa-default")
+
+
+def _no_baselines(names: Sequence[str], reason: str, device: str) -> list[Baseline]:
+    return [Baseline(n, None, None, reason=reason, device=device) for n in names]
 
 
 @dataclass
@@ -146,6 +355,18 @@ class Result:
     ffpa_tflops: float
     sdpa_tflops: float | None
     accum: str = "fp32"  # the accumulator of the kernel that ran (last: CSV column order)
+    # The named baselines of this case (sdpa-flash, -efficient, -cudnn, -math, -default),
+    # each timed or n/a with the reason. sdpa_ms/sdpa_tflops are the default dispatch's
+    # (what SDPA's users get), named by ``baseline``.
+    baselines: list[Baseline] = field(default_factory=list)
+
+    @property
+    def baseline(self) -> str:
+        """The label of the baseline behind sdpa_ms/sdpa_tflops/speedup."""
+        for b in self.baselines:
+            if b.name == "sdpa-default":
+                return b.label
+        return "sdpa-default"
 
     @property
     def speedup(self) -> float | None:
@@ -165,13 +386,19 @@ class Result:
             f"Nq={self.Nq} Nkv={self.Nkv} D={self.D}{' causal' if self.causal else ''} "
             f"{err_name}={self.err:.6f} allclose(atol={self.atol:g})={self.allclose} "
             f"FFPA={self.ffpa_ms:.3f}ms SDPA={sdpa_ms} TFLOPS={self.ffpa_tflops:.2f}/{sdpa_tf} {ratio} "
-            f"kernel={self.impl} accum={self.accum}"
+            f"kernel={self.impl} accum={self.accum}" + (f" vs={self.baseline}" if self.baselines else "")
         )
 
     def short_line(self) -> str:
-        sdpa = "" if self.sdpa_tflops is None else f" (SDPA {self.sdpa_tflops:.2f}, {self.speedup:.2f}x)"
+        sdpa = ("" if self.sdpa_tflops is None
+                else f" ({self.baseline} {self.sdpa_tflops:.2f}, {self.speedup:.2f}x {self.baseline})"
+                if self.baselines else f" (SDPA {self.sdpa_tflops:.2f}, {self.speedup:.2f}x)")
         return (f"{self.dtype} {self.direction} D={self.D} [{self.impl}, {self.accum} accum]: "
                 f"{self.ffpa_tflops:.2f} TFLOPS{sdpa}")
+
+    def baseline_lines(self) -> list[str]:
+        """One line per named baseline: its time and the ratio naming it, or n/a and why."""
+        return [f"    {b.describe(self.ffpa_tflops)}" for b in self.baselines]
 
 
 def flops(b: int, hq: int, nq: int, nkv: int, d: int, causal: bool) -> float:
@@ -219,6 +446,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--iters", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--verbose", action="store_true", help="one line per case in the documented format")
+    parser.add_argument(
+        "--baselines",
+        default="all",
+        metavar="LIST",
+        help="named baselines timed in the same run: comma list of flash (FA2 on CUDA), efficient, cudnn, math, "
+             "default (SDPA's own dispatch, with the kernel that ran), or all (default) / none. A backend that "
+             "refuses the shape is reported n/a with torch's reason",
+    )
     parser.add_argument("--save-path", default=None, help="directory for bench.csv, bench.json, bench_tflops.png")
     return parser
 
@@ -245,6 +480,7 @@ def _finish_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> a
         parser.error(f"--H ({args.H}) must be a multiple of --Hkv ({args.Hkv})")
     try:
         args.impl, args.accum, narrowed = resolve_cuda_impl(args.cuda_impl, args.accum)
+        args.baseline_names = parse_baselines(args.baselines)
     except ValueError as exc:
         parser.error(str(exc))
     args.dtypes = [narrowed] if narrowed else (["fp16", "bf16"] if args.dtype == "both" else [args.dtype])
@@ -314,11 +550,58 @@ def _run_reference(args: argparse.Namespace, log: Callable[[str], None]) -> list
             err = float(np.max(np.abs(_round_to(out, dtype).astype(np.float64) - truth)))
             atol = ATOL[dtype]
             flop = flops(args.B, args.H, args.N, args.Nkv, d, args.causal)
+            baselines = _cpu_baselines(args, q, k, v, flop)
+            default = next((b for b in baselines if b.name == "sdpa-default"), None)
             results.append(
                 Result("reference", "fwd", dtype, "numpy", args.B, args.H, args.Hkv, args.N, args.Nkv, d,
-                       args.causal, err, atol, err <= atol, ms, None, _tflops(flop, ms), None)
+                       args.causal, err, atol, err <= atol, ms, default and default.ms, _tflops(flop, ms),
+                       default and default.tflops, baselines=baselines)
             )
     return results
+
+
+def _cpu_baselines(args: argparse.Namespace, q: np.ndarray, k: np.ndarray, v: np.ndarray,
+                   flop: float) -> list[Baseline]:
+    """The named SDPA baselines on the CPU, on the reference's own (rounded, fp32) inputs."""
+    if not args.baseline_names:
+        return []
+    try:
+        import torch
+    except ImportError:
+        return _no_baselines(args.baseline_names, "torch is not importable (pip install torch to time SDPA)", "cpu")
+    tq, tk, tv = (torch.from_numpy(np.ascontiguousarray(x)) for x in (q, k, v))
+    call = _sdpa_call(torch, args, tq, tk, tv)
+
+    def time_fn(fn: Callable[[], Any]) -> float:
+        for _ in range(args.warmup):
+            fn()
+        start = time.perf_counter()
+        for _ in range(args.iters):
+            fn()
+        return (time.perf_counter() - start) * 1e3 / args.iters
+
+    with torch.no_grad():
+        return measure_baselines(torch, call, flop, time_fn, args.baseline_names, "cpu")
+
+
+def _sdpa(torch: Any, args: argparse.Namespace, q: Any, k: Any, v: Any) -> Any:
+    """torch SDPA on the bench's case: GQA by repetition, causal with the kernels' alignment."""
+    # Looked up at call time: tests stand in a refusing SDPA through monkeypatch.
+    functional = torch.nn.functional
+    if args.Hkv != args.H:
+        k = k.repeat_interleave(args.H // args.Hkv, dim=1)
+        v = v.repeat_interleave(args.H // args.Hkv, dim=1)
+    if args.causal and args.N != args.Nkv:
+        # ffpa_attn_func's is_causal is SDPA's (top-left); the bench's causal cross-attention
+        # cases use the bottom-right mask on both sides (causal_lower_right).
+        from torch.nn.attention.bias import causal_lower_right
+
+        return functional.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(args.N, args.Nkv))
+    return functional.scaled_dot_product_attention(q, k, v, is_causal=args.causal)
+
+
+def _sdpa_call(torch: Any, args: argparse.Namespace, q: Any, k: Any, v: Any) -> Callable[[], Any]:
+    return lambda: _sdpa(torch, args, q, k, v)
 
 
 # --- cuda backend --------------------------------------------------------------------
@@ -399,7 +682,6 @@ def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], N
                     sdpa_only: bool = False) -> list[Result]:
     from .interface import ffpa_attn_func, last_kernel
 
-    functional = torch.nn.functional
     # Kernels: strict, so that a call they cannot take fails instead of timing SDPA.
     strict = not sdpa_only
     bottom_right = None
@@ -412,19 +694,13 @@ def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], N
     gen = torch.Generator(device="cuda").manual_seed(args.seed)
 
     def sdpa(q: Any, k: Any, v: Any) -> Any:
-        if args.Hkv != args.H:
-            k = k.repeat_interleave(args.H // args.Hkv, dim=1)
-            v = v.repeat_interleave(args.H // args.Hkv, dim=1)
-        if args.causal and args.N != args.Nkv:
-            # SDPA's is_causal is top-left aligned; FFPA follows flash-attention's
-            # bottom-right alignment, so compare against the same mask.
-            from torch.nn.attention.bias import causal_lower_right
-
-            return functional.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(args.N, args.Nkv))
-        return functional.scaled_dot_product_attention(q, k, v, is_causal=args.causal)
+        return _sdpa(torch, args, q, k, v)
 
     def event() -> Any:
         return torch.cuda.Event(enable_timing=True)
+
+    def time_fn(fn: Callable[[], Any]) -> float:
+        return _time_cuda(fn, args.warmup, args.iters, event, torch.cuda.synchronize)
 
     for dtype in args.dtypes:
         tdt = torch_dtypes[dtype]
@@ -452,11 +728,12 @@ def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], N
                     ref = sdpa(q, k, v)
                     err = float((out.float() - ref.float()).abs().max().item())
                     ffpa_ms = _time_cuda(run_ffpa, args.warmup, args.iters, event, torch.cuda.synchronize)
-                    sdpa_ms = _time_cuda(lambda: sdpa(q, k, v), args.warmup, args.iters, event,
-                                         torch.cuda.synchronize)
+                    baselines = measure_baselines(torch, lambda: sdpa(q, k, v), flop, time_fn,
+                                                  _with_default(args.baseline_names), "cuda")
+                default = next(b for b in baselines if b.name == "sdpa-default")
                 results.append(Result(direction="fwd", err=err, atol=atol, allclose=err <= atol, ffpa_ms=ffpa_ms,
-                                      sdpa_ms=sdpa_ms, ffpa_tflops=_tflops(flop, ffpa_ms),
-                                      sdpa_tflops=_tflops(flop, sdpa_ms), accum=args.accum,
+                                      sdpa_ms=default.ms, ffpa_tflops=_tflops(flop, ffpa_ms),
+                                      sdpa_tflops=default.tflops, accum=args.accum, baselines=baselines,
                                       **{**common, "impl": kernel}))
             if not args.no_bwd:
                 qg, kg, vg = (t.detach().requires_grad_(True) for t in (q, k, v))
@@ -478,11 +755,13 @@ def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], N
                 sdpa_step()
                 err = float((dq.float() - qg.grad.float()).abs().max().item())
                 ffpa_ms = _time_cuda(ffpa_step, args.warmup, args.iters, event, torch.cuda.synchronize)
-                sdpa_ms = _time_cuda(sdpa_step, args.warmup, args.iters, event, torch.cuda.synchronize)
                 # backward is about 2.5x the forward FLOPs: 3.5x for forward+backward.
+                baselines = measure_baselines(torch, sdpa_step, 3.5 * flop, time_fn,
+                                              _with_default(args.baseline_names), "cuda")
+                default = next(b for b in baselines if b.name == "sdpa-default")
                 results.append(Result(direction="bwd", err=err, atol=atol, allclose=err <= atol, ffpa_ms=ffpa_ms,
-                                      sdpa_ms=sdpa_ms, ffpa_tflops=_tflops(3.5 * flop, ffpa_ms),
-                                      sdpa_tflops=_tflops(3.5 * flop, sdpa_ms), accum="fp32",
+                                      sdpa_ms=default.ms, ffpa_tflops=_tflops(3.5 * flop, ffpa_ms),
+                                      sdpa_tflops=default.tflops, accum="fp32", baselines=baselines,
                                       **{**common, "impl": kernel}))
     return results
 
@@ -520,7 +799,10 @@ def _run_cuda_cupy(args: argparse.Namespace, cupy: Any, log: Callable[[str], Non
         atol = _atol("fp16", args.accum)
         results.append(Result("cuda", "fwd", "fp16", kernel, args.B, args.H, args.Hkv, args.N, args.Nkv, d,
                               args.causal, err, atol, err <= atol, ffpa_ms, None, _tflops(flop, ffpa_ms), None,
-                              accum=args.accum))
+                              accum=args.accum,
+                              baselines=_no_baselines(args.baseline_names,
+                                                      "torch is not importable (CuPy run): SDPA is not timed",
+                                                      "cuda")))
     return results
 
 
@@ -559,9 +841,30 @@ def _run_cuda(args: argparse.Namespace, log: Callable[[str], None]) -> list[Resu
 
 
 def _row(result: Result) -> dict[str, Any]:
+    """The JSON record of a case: sdpa_* and speedup are the default dispatch's (named by
+    ``baseline``), ``baselines`` every named baseline with its ratio or its reason."""
     row = asdict(result)
     row["speedup"] = result.speedup
+    row["baseline"] = result.baseline
+    row["baselines"] = [b.row(result.ffpa_tflops) for b in result.baselines]
     return row
+
+
+# After accum (the last of the older columns): one CSV row per case and named baseline.
+_BASELINE_COLUMNS = ["baseline", "baseline_label", "baseline_kernel", "baseline_status", "baseline_reason"]
+
+
+def _csv_rows(result: Result) -> list[dict[str, Any]]:
+    base = {k: v for k, v in asdict(result).items() if k != "baselines"}
+    if not result.baselines:
+        return [{**base, "speedup": result.speedup, "baseline": "none", "baseline_label": "none",
+                 "baseline_kernel": None, "baseline_status": "n/a", "baseline_reason": "--baselines none"}]
+    rows = []
+    for b in result.baselines:
+        rows.append({**base, "sdpa_ms": b.ms, "sdpa_tflops": b.tflops, "speedup": b.ratio(result.ffpa_tflops),
+                     "baseline": b.name, "baseline_label": b.label, "baseline_kernel": b.kernel or b.op,
+                     "baseline_status": "ran" if b.ms is not None else "n/a", "baseline_reason": b.reason})
+    return rows
 
 
 def save_results(results: Sequence[Result], save_path: str, config: dict[str, Any],
@@ -569,14 +872,17 @@ def save_results(results: Sequence[Result], save_path: str, config: dict[str, An
     """Write bench.csv, bench.json and (with matplotlib) bench_tflops.png; return the paths."""
     os.makedirs(save_path, exist_ok=True)
     rows = [_row(r) for r in results]
-    # accum came after the others: it stays the last column, so readers of the older
-    # CSV (ctest/gpu/summarize.py) see the same columns in the same places.
-    columns = [f.name for f in fields(Result) if f.name != "accum"] + ["speedup", "accum"]
+    # accum came after the others and the baseline columns after it, so readers of the
+    # older CSV see the same columns in the same places. sdpa_ms, sdpa_tflops and speedup
+    # are the row's baseline's (one row per case and named baseline).
+    columns = ([f.name for f in fields(Result) if f.name not in ("accum", "baselines")] + ["speedup", "accum"]
+               + _BASELINE_COLUMNS)
     csv_path = os.path.join(save_path, "bench.csv")
     with open(csv_path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
-        writer.writerows(rows)
+        for r in results:
+            writer.writerows(_csv_rows(r))
     json_path = os.path.join(save_path, "bench.json")
     from . import build_info
 
@@ -606,12 +912,17 @@ def _plot(results: Sequence[Result], path: str, log: Callable[[str], None]) -> s
         picked = sorted((r for r in results if (r.direction, r.dtype) == (direction, dtype)), key=lambda r: r.D)
         dims = [r.D for r in picked]
         ax.plot(dims, [r.ffpa_tflops for r in picked], marker="o", label=f"FFPA {dtype} {direction}")
-        if any(r.sdpa_tflops is not None for r in picked):
+        names = [n for n in BASELINES if any(b.name == n and b.tflops for r in picked for b in r.baselines)]
+        for name in names:  # one dashed line per named baseline that ran somewhere
+            ys = [next((b.tflops for b in r.baselines if b.name == name and b.tflops), math.nan) for r in picked]
+            label = "FA2(sdpa-flash)" if name == "sdpa-flash" and picked[0].backend == "cuda" else name
+            ax.plot(dims, ys, marker="s", linestyle="--", label=f"{label} {dtype} {direction}")
+        if not names and any(r.sdpa_tflops is not None for r in picked):
             ax.plot(dims, [math.nan if r.sdpa_tflops is None else r.sdpa_tflops for r in picked],
                     marker="s", linestyle="--", label=f"SDPA {dtype} {direction}")
     ax.set_xlabel("head dim D")
     ax.set_ylabel("TFLOPS")
-    ax.set_title("ffpa-attn vs SDPA")
+    ax.set_title("ffpa-attn vs named SDPA baselines")
     ax.grid(True, alpha=0.3)
     if series:
         ax.legend()
@@ -647,6 +958,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     for result in results:
         print(result.line() if args.verbose else result.short_line())
+        for line in result.baseline_lines():
+            print(line)
     if args.save_path:
         config = {k: v for k, v in vars(args).items()}
         for path in save_results(results, args.save_path, config, log):

@@ -162,7 +162,7 @@ def test_cuda_backend_head_dim_must_be_compiled(install_extension, capsys):
 
 def test_reference_backend_verbose_lines(capsys):
     rc = bench.main(["--backend", "reference", "--verbose", "--N", "48", "--H", "2", "--D", "64", "96",
-                     "--dtype", "both", "--iters", "1", "--warmup", "0"])
+                     "--dtype", "both", "--iters", "1", "--warmup", "0", "--baselines", "none"])
     assert rc == 0
     lines = capsys.readouterr().out.strip().split("\n")
     assert len(lines) == 4
@@ -181,7 +181,7 @@ def test_reference_backend_gqa_causal_cross(capsys):
     rc = bench.main(["--backend", "reference", "--verbose", "--N", "20", "--Nkv", "33", "--H", "4", "--Hkv", "2",
                      "--D", "64", "--causal", "--iters", "1", "--warmup", "0", "--no-bwd"])
     assert rc == 0
-    match = bench.LINE_RE.match(capsys.readouterr().out.strip())
+    match = bench.LINE_RE.match(capsys.readouterr().out.strip().split("\n")[0])
     assert match and match["tag"] == "cross-attn" and match["causal"] and match["Hkv"] == "2"
 
 
@@ -206,22 +206,30 @@ def test_flops_and_result_line():
     assert tma.short_line() == "fp16 fwd D=512 [tma, fp16 accum]: 200.00 TFLOPS (SDPA 100.00, 2.00x)"
 
 
-def test_save_path_writes_csv_json_png(tmp_path, capsys):
+def test_save_path_writes_csv_json_png(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises: every baseline n/a, with the reason
     out_dir = tmp_path / "results"
     rc = bench.main(["--backend", "reference", "--N", "32", "--H", "2", "--D", "64", "128", "--iters", "1",
                      "--warmup", "0", "--save-path", str(out_dir)])
     assert rc == 0
     with open(out_dir / "bench.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    assert [r["D"] for r in rows] == ["64", "128"]
+    # One row per case and named baseline.
+    assert [r["D"] for r in rows] == ["64"] * 5 + ["128"] * 5
+    assert [r["baseline"] for r in rows] == list(bench.BASELINES) * 2
+    assert all(r["baseline_status"] == "n/a" and "torch is not importable" in r["baseline_reason"]
+               and r["sdpa_ms"] == "" and r["speedup"] == "" for r in rows)
     with open(out_dir / "bench.csv", newline="") as handle:
         header = next(csv.reader(handle))
-    # The columns readers know keep their places; accum was added at the end.
+    # The columns readers know keep their places; accum was added at the end, the baseline after it.
     assert header == ["backend", "direction", "dtype", "impl", "B", "Hq", "Hkv", "Nq", "Nkv", "D", "causal", "err",
-                      "atol", "allclose", "ffpa_ms", "sdpa_ms", "ffpa_tflops", "sdpa_tflops", "speedup", "accum"]
-    assert [(r["impl"], r["accum"]) for r in rows] == [("numpy", "fp32")] * 2
+                      "atol", "allclose", "ffpa_ms", "sdpa_ms", "ffpa_tflops", "sdpa_tflops", "speedup", "accum",
+                      "baseline", "baseline_label", "baseline_kernel", "baseline_status", "baseline_reason"]
+    assert [(r["impl"], r["accum"]) for r in rows] == [("numpy", "fp32")] * 10
     data = json.loads((out_dir / "bench.json").read_text())
     assert data["config"]["backend"] == "reference" and len(data["results"]) == 2
+    assert [b["name"] for b in data["results"][0]["baselines"]] == list(bench.BASELINES)
+    assert all(b["status"] == "n/a" and b["ms"] is None for r in data["results"] for b in r["baselines"])
     assert all(r["impl"] == "numpy" and r["accum"] == "fp32" for r in data["results"])
     assert data["config"]["impl"] == "auto" and data["config"]["accum"] == "fp32"
     assert "version" in data["build_info"]
@@ -288,3 +296,76 @@ def test_sdpa_only_run_is_announced_and_runs(no_extension, monkeypatch, capsys):
     assert bench.main(["--backend", "cuda", "--D", "128", "--no-bwd"]) == 0
     assert seen == {"sdpa_only": True}
     assert capsys.readouterr().err.startswith("pure wheel: this run times SDPA only")
+
+
+def test_baselines_flag_spellings():
+    assert bench.parse_baselines("all") == bench.BASELINES
+    assert bench.parse_baselines("none") == ()
+    # Any order and either spelling; the result keeps the table's order.
+    assert bench.parse_baselines("default,sdpa-flash,math") == ("sdpa-flash", "sdpa-math", "sdpa-default")
+    with pytest.raises(ValueError, match="'fa3' is not one of flash, efficient, cudnn, math, default"):
+        bench.parse_baselines("flash,fa3")
+
+
+def test_unknown_baseline_exits_2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["--backend", "reference", "--baselines", "xformers"])
+    assert exc.value.code == 2 and "'xformers' is not one of" in capsys.readouterr().err
+
+
+def test_without_torch_every_baseline_says_na_and_why(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "torch", None)
+    rc = bench.main(["--backend", "reference", "--N", "16", "--H", "1", "--D", "64", "--iters", "1", "--warmup", "0",
+                     "--baselines", "flash,default", "--verbose"])
+    assert rc == 0
+    lines = capsys.readouterr().out.strip().split("\n")
+    assert bench.LINE_RE.match(lines[0])["sdpa_ms"] == "n/a"
+    assert lines[1:] == ["    vs sdpa-flash: n/a (torch is not importable (pip install torch to time SDPA))",
+                         "    vs sdpa-default: n/a (torch is not importable (pip install torch to time SDPA))"]
+
+
+def test_result_line_names_its_baseline():
+    fa2 = bench.Baseline("sdpa-flash", 2.0, 100.0, device="cuda")
+    cudnn = bench.Baseline("sdpa-cudnn", None, None, reason="refused by torch: head dim 512", device="cuda")
+    default = bench.Baseline("sdpa-default", 1.0, 400.0, kernel="cudnn_generated_sdpa_sm90", device="cuda")
+    r = bench.Result("cuda", "fwd", "fp16", "tma", 1, 32, 32, 8192, 8192, 128, False, 0.001, 0.02, True,
+                     1.0, 1.0, 200.0, 400.0, baselines=[fa2, cudnn, default])
+    match = bench.LINE_RE.match(r.line())
+    assert match["baseline"] == "sdpa-default[cudnn_generated_sdpa_sm90]" and match["ratio"] == "0.50x"
+    assert r.baseline_lines() == ["    vs sdpa-flash: 2.000ms 100.00 TFLOPS, 2.00x FA2(sdpa-flash)",
+                                  "    vs sdpa-cudnn: n/a (refused by torch: head dim 512)",
+                                  "    vs sdpa-default: 1.000ms 400.00 TFLOPS, 0.50x "
+                                  "sdpa-default[cudnn_generated_sdpa_sm90]"]
+    assert r.short_line().endswith("(sdpa-default[cudnn_generated_sdpa_sm90] 400.00, 0.50x "
+                                   "sdpa-default[cudnn_generated_sdpa_sm90])")
+    # On a CPU torch's flash backend is its CPU kernel, not FlashAttention-2.
+    assert bench.Baseline("sdpa-flash", 1.0, 1.0, device="cpu").label == "sdpa-flash"
+
+
+def test_dispatch_kernel_from_a_fake_profile():
+    from types import SimpleNamespace as Ev
+
+    cuda, cpu = "DeviceType.CUDA", "DeviceType.CPU"
+    events = [Ev(name="aten::scaled_dot_product_attention", device_type=cpu),
+              Ev(name="aten::_scaled_dot_product_flash_attention", device_type=cpu),
+              Ev(name="aten::empty", device_type=cpu),
+              Ev(name="void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int)",
+                 device_type=cuda),
+              Ev(name="void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4>, false>"
+                      "(pytorch_flash::Flash_fwd_params)", device_type=cuda),
+              Ev(name="Memcpy DtoD (Device -> Device)", device_type=cuda)]
+    assert bench.sdpa_dispatch_from_events(events) == ("aten::_scaled_dot_product_flash_attention",
+                                                       "flash_fwd_kernel")
+    # The math path has no attention kernel: all its kernels name it, in launch order.
+    math_events = [Ev(name="aten::_scaled_dot_product_attention_math", device_type=cpu),
+                   Ev(name="sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64", device_type=cuda),
+                   Ev(name="void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, float>(float*)",
+                      device_type=cuda),
+                   Ev(name="sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64", device_type=cuda)]
+    assert bench.sdpa_dispatch_from_events(math_events) == (
+        "aten::_scaled_dot_product_attention_math",
+        "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64+cunn_SoftMaxForward")
+    # A CPU profile has no kernels: the op names what ran.
+    assert bench.sdpa_dispatch_from_events(events[:3]) == ("aten::_scaled_dot_product_flash_attention",
+                                                           "_scaled_dot_product_flash_attention")
+    assert bench.sdpa_dispatch_from_events([]) == (None, None)

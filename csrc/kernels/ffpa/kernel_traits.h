@@ -1,5 +1,8 @@
-// Tile shapes and warp layouts of the split-D forward kernel.
+// Tile shapes and warp layouts of the split-D forward kernel. Which layout and how many
+// stages a head dim compiles: the one table, tile_config.h.
 #pragma once
+
+#include "ffpa/tile_config.h"
 
 namespace ffpa {
 
@@ -27,8 +30,8 @@ template <int kHeadDim>
 struct FwdWarpLayout {
   static_assert(kHeadDim % 64 == 0 && kHeadDim >= 64 && kHeadDim <= 1024,
                 "head dims are multiples of 64 up to 1024 (FFPA_HEAD_DIMS)");
-  static constexpr int kNWarpsD = kHeadDim <= 256 ? 1 : (kHeadDim <= 512 ? 2 : 4);
-  static constexpr int kNWarpsM = kNWarpsD == 4 ? 2 : 4;
+  static constexpr int kNWarpsD = tile_row(kHeadDim, false).mma_warps_d;
+  static constexpr int kNWarpsM = tile_row(kHeadDim, false).mma_warps_m;
 };
 
 template <int kHeadDim_, typename Element_, int kNWarpsM_, int kNWarpsD_, int kStages_>
@@ -104,7 +107,7 @@ struct FwdMmaTraits {
 // uses up to 255 registers x 256 threads: one block (8 warps) per SM either way.
 template <int kHeadDim, typename Element>
 using DefaultFwdMmaTraits = FwdMmaTraits<kHeadDim, Element, FwdWarpLayout<kHeadDim>::kNWarpsM,
-                                         FwdWarpLayout<kHeadDim>::kNWarpsD, 3>;
+                                         FwdWarpLayout<kHeadDim>::kNWarpsD, tile_row(kHeadDim, false).mma_stages>;
 
 // SIMT kernel: one warp per query row, 4 rows per block.
 struct FwdSimtTraits {

@@ -7,6 +7,8 @@
 // CuteTile<...> sets through the same traits; the release instances take the table's.
 #pragma once
 
+#include "ffpa/tile_config.h"
+
 namespace ffpa {
 
 // kBlockM  query rows per block (a multiple of 16 * kNWarpsM: each warp row owns
@@ -38,8 +40,8 @@ struct CuteTile {
   static_assert(kStages >= 2, "at least one K / V step in flight while another is consumed");
 };
 
-// The default configuration of a head dim and accumulator: persist-D up to 256,
-// split-D above. Register counts and spills are ptxas's (nvcc 13.0); the sm_120f
+// The default configuration of a head dim and accumulator (tile_config.h's table):
+// persist-D up to 256, split-D above. Register counts and spills are ptxas's (nvcc 13.0); the sm_120f
 // compiles are the tightest (they take up to 255 registers where sm_89 / sm_90 take
 // 200-240), so the choices below are the largest tiles with no spill there.
 //   D = 64        128 x 64 tiles, 4 warps (two 16-row mma tiles per warp)
@@ -60,16 +62,11 @@ struct CuteTile {
 struct CuteTileParams {
   int block_m, block_n, block_d, warps_m, warps_d, stages;
 };
+// The numbers live in the one table, tile_config.h (with the measurement of each row).
 constexpr CuteTileParams cute_default_tile(int head_dim, bool f16_acc) {
-  return head_dim <= 64    ? CuteTileParams{128, 64, head_dim, 4, 1, 2}
-         : head_dim <= 128 ? CuteTileParams{64, 64, head_dim, 4, 1, 2}
-         : head_dim <= 192
-             ? (f16_acc ? CuteTileParams{64, 32, head_dim, 4, 2, 2} : CuteTileParams{64, 64, head_dim, 4, 1, 2})
-         : head_dim <= 256
-             ? (f16_acc ? CuteTileParams{64, 32, head_dim, 4, 2, 2} : CuteTileParams{64, 32, head_dim, 4, 1, 2})
-         : head_dim <= 384 ? (f16_acc ? CuteTileParams{64, 32, 64, 4, 2, 3} : CuteTileParams{64, 64, 64, 4, 2, 3})
-         : head_dim <= 512 ? (f16_acc ? CuteTileParams{32, 64, 64, 2, 4, 3} : CuteTileParams{64, 64, 64, 4, 2, 3})
-                           : CuteTileParams{32, 64, 64, 2, 4, 3};
+  const TileRow& r = tile_row(head_dim, f16_acc);
+  return CuteTileParams{r.cute_block_m, r.cute_block_n, r.cute_block_d == 0 ? head_dim : r.cute_block_d,
+                        r.cute_warps_m, r.cute_warps_d, r.cute_stages};
 }
 
 template <int kHeadDim, bool kF16Acc>
