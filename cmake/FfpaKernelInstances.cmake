@@ -35,6 +35,30 @@ function(_ffpa_write_if_different path content)
   file(WRITE "${path}" "${content}")
 endfunction()
 
+# Generated CUDA sources, written and given a build-independent identity. nvcc names the
+# internal-linkage device variables of a translation unit (libcu++'s and CuTe's
+# namespace-scope constants, which the CuTe instances pull in) after a hash of the
+# source's absolute path and, in a file whose only definitions are template
+# instantiations, after the compiler's process id: two clean builds in two build
+# directories would then ship different libraries (wheel.cuda.reproducible). Each
+# instance therefore defines one plain hidden function (a stable name for that part),
+# and cudafe++ is told a path relative to the generated directory (the last
+# --orig_src_path_name wins; wheel.cuda.reproducible fails if a new nvcc stops honouring it).
+function(_ffpa_write_cuda_instance path content)
+  if(ARGC GREATER 2)
+    message(FATAL_ERROR "_ffpa_write_cuda_instance: pass the content as one quoted argument")
+  endif()
+  get_filename_component(stem "${path}" NAME_WE)
+  string(MAKE_C_IDENTIFIER "${stem}" anchor)
+  string(CONCAT content "${content}"
+    "\n// A plain external definition: nvcc's internal names in this file stay the same from build to build.\n"
+    "__attribute__((visibility(\"hidden\"))) void ffpa_instance_${anchor}() {}\n")
+  _ffpa_write_if_different("${path}" "${content}")
+  get_filename_component(name "${path}" NAME)
+  set_source_files_properties("${path}" PROPERTIES
+    COMPILE_OPTIONS "$<$<COMPILE_LANGUAGE:CUDA>:SHELL:-Xcudafe --orig_src_path_name=ffpa-generated/${name}>")
+endfunction()
+
 function(ffpa_generate_kernel_instances)
   cmake_parse_arguments(PARSE_ARGV 0 ARG "" "OUT_DIR;OUT_SOURCES;CUTLASS_VERSION" "HEAD_DIMS;DTYPES;ARCHS")
   if(ARG_UNPARSED_ARGUMENTS)
@@ -97,7 +121,7 @@ function(ffpa_generate_kernel_instances)
         "${header}// Head dim ${d}, ${t}: the mma and simt forward kernels of this instance.\n"
         "#include \"ffpa/fwd_launch_template.cuh\"\n\n"
         "template ffpa::Status ffpa::run_fwd<${d}, ffpa::DType::${enum}>(const ffpa::FwdParams&, ffpa::Impl);\n")
-      _ffpa_write_if_different("${path}" "${content}")
+      _ffpa_write_cuda_instance("${path}" "${content}")
       list(APPEND sources "${path}")
       foreach(feed cute cute_tma)
         if(feed STREQUAL "cute")
@@ -112,7 +136,7 @@ function(ffpa_generate_kernel_instances)
           "${header}// Head dim ${d}, ${t}: ${what}.\n"
           "#include \"ffpa/cute/launch.cuh\"\n\n"
           "template ffpa::Status ffpa::run_fwd_cute<${d}, ffpa::DType::${enum}, ffpa::Load::${load}>(const ffpa::FwdParams&);\n")
-        _ffpa_write_if_different("${path}" "${content}")
+        _ffpa_write_cuda_instance("${path}" "${content}")
         list(APPEND sources "${path}")
       endforeach()
       string(APPEND entries "    {${d}, DType::${enum}, &run_fwd<${d}, DType::${enum}>, true},\n")
