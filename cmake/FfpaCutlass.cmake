@@ -65,7 +65,7 @@ function(ffpa_find_cutlass)
   endif()
   ffpa_cutlass_pinned_version(pin)
   get_filename_component(source_dir "${_FFPA_CUTLASS_MODULE_DIR}/.." ABSOLUTE)
-  set(fix "run tools/bootstrap (it installs the pinned nvidia-cutlass ${pin} headers into .venv), or pass "
+  string(CONCAT fix "run tools/bootstrap (it installs the pinned nvidia-cutlass ${pin} headers into .venv), or pass "
           "-DFFPA_CUTLASS_DIR=<an include directory with cute/ and cutlass/ of CUTLASS ${pin}>. A machine "
           "without registry access (the bare GPU image) builds from the header subset: on a machine with the "
           "headers run `cmake -P cmake/FfpaCutlassSubset.cmake` in the source tree and carry its .cutlass/ "
