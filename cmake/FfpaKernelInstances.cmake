@@ -56,7 +56,7 @@ function(_ffpa_write_cuda_instance path content)
   _ffpa_write_if_different("${path}" "${content}")
   get_filename_component(name "${path}" NAME)
   set_source_files_properties("${path}" PROPERTIES
-    COMPILE_OPTIONS "$<$<COMPILE_LANGUAGE:CUDA>:SHELL:-Xcudafe --orig_src_path_name=ffpa-generated/${name}>")
+    COMPILE_OPTIONS "-Xcudafe=--orig_src_path_name=ffpa-generated/${name}")
 endfunction()
 
 function(ffpa_generate_kernel_instances)
