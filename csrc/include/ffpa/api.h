@@ -27,7 +27,31 @@ enum class DType : int { kFp16 = 0, kBf16 = 1 };
 // the measurements it rests on). The SIMT kernel is several times slower, so the
 // choice is reported (ForwardArgs::impl_used) and the Python layer warns when auto
 // fell back to it.
-enum class Impl : int { kAuto = 0, kMma = 1, kSimt = 2, kTma = 3, kCute = 4, kCuteTma = 5 };
+// Low-precision paths (fp16 / bf16 in, the same dtype out; quantised on the GPU by a pass
+// before the kernel, ffpa/lowp/layout.h; accuracy stated in docs/install.md):
+// kCuteFp8: the CuTe kernel with Q K^T and P V on FP8 (e4m3) tensor cores, fed by
+// cp.async (archs >= 89 below the sm_120 family); kCuteTmaFp8: the same fed by TMA
+// (archs >= 90); kFp8: whichever of the two the current device runs (resolve_impl()).
+// kCuteTmaFp4: Q K^T on NVFP4 (e2m1 with ue4m3 scales per 16 elements, the block-scaled
+// mma of the sm_120 family), P V on FP8, TMA-fed; kFp4: the same (the one NVFP4 kernel).
+// kAuto never picks a low-precision path: they trade accuracy for speed.
+enum class Impl : int {
+  kAuto = 0,
+  kMma = 1,
+  kSimt = 2,
+  kTma = 3,
+  kCute = 4,
+  kCuteTma = 5,
+  kCuteFp8 = 6,
+  kCuteTmaFp8 = 7,
+  kFp8 = 8,
+  kCuteTmaFp4 = 9,
+  kFp4 = 10,
+};
+// Every Impl, in enum order: the one list that spellings are parsed from.
+inline constexpr Impl kAllImpls[] = {Impl::kAuto,     Impl::kMma,        Impl::kSimt, Impl::kTma,
+                                     Impl::kCute,     Impl::kCuteTma,    Impl::kCuteFp8,
+                                     Impl::kCuteTmaFp8, Impl::kFp8,      Impl::kCuteTmaFp4, Impl::kFp4};
 
 // Accumulator precision of the tensor-core paths (kMma, kTma, kCute, kCuteTma). kFp16: fp16 inputs
 // only, both S = Q K^T and P V accumulate in fp16 (mma.sync ... f16.f16.f16.f16); the
@@ -105,8 +129,16 @@ FFPA_API bool mma_f16_acc_runs_on_current_device() noexcept;
 // every binary below the sm_120 family (there the CuTe kernel is fed by TMA only,
 // impl=kCuteTma; ffpa/cute/fwd_kernel.cuh says why).
 FFPA_API bool cute_runs_on_current_device() noexcept;
+// True when this library holds FP8 code the current device loads: impl kCuteFp8 below
+// the sm_120 family (sm_89+), kCuteTmaFp8 on sm_90+ (ffpa/arch_rules.h).
+FFPA_API bool fp8_runs_on_current_device(Impl impl) noexcept;
+// True when the NVFP4 kernel (kCuteTmaFp4) has code for the current device: a binary
+// of the sm_120 family compiled for its family-specific target (120f or 120a).
+FFPA_API bool fp4_runs_on_current_device() noexcept;
 
-FFPA_API const char* impl_name(Impl impl) noexcept;  // "auto", "mma", "simt", "tma", "cute", "cute_tma"
+// "auto", "mma", "simt", "tma", "cute", "cute_tma", "cute_fp8", "cute_tma_fp8", "fp8",
+// "cute_tma_fp4", "fp4" (upstream ffpa-attn's spellings where it has them).
+FFPA_API const char* impl_name(Impl impl) noexcept;
 FFPA_API const char* accum_name(Accum accum) noexcept;  // "fp32", "fp16"
 
 // Argument checks that touch no CUDA API (shapes, dtypes, strides, head dim): callers
@@ -124,13 +156,18 @@ struct BuildInfo {
   std::vector<int> head_dims;
   std::vector<std::string> dtypes;  // "fp16", "bf16"
   std::vector<std::string> archs;   // FFPA_CUDA_ARCHS tokens, e.g. "89", "120f"
-  std::vector<std::string> impls;   // "mma", "simt", "cute"; "tma" and "cute_tma" when tma
+  std::vector<std::string> impls;   // the impl spellings with code: "mma", "simt", "cute", "tma",
+                                    // "cute_tma", "cute_fp8", "cute_tma_fp8", "fp8", "cute_tma_fp4", "fp4"
   std::vector<std::string> tma_archs;  // the archs tokens >= 90 (TMA code), e.g. "120f"
   bool fwd = false;
   bool tma = false;      // the TMA-fed kernels were compiled for at least one arch
   bool f16_acc = false;  // Accum::kFp16 is available (fp16 instances exist)
   bool cute = false;     // the CuTe kernels were compiled (every instance has them)
   bool cute_tma = false;  // cute and tma: the TMA-fed CuTe kernels have code
+  bool fp8 = false;       // an FP8 kernel has code for at least one arch (fp8_archs)
+  std::vector<std::string> fp8_archs;  // the archs tokens >= 89, e.g. "89", "120f"
+  bool fp4 = false;       // the NVFP4 kernel has code (fp4_archs)
+  std::vector<std::string> fp4_archs;  // the family-specific sm_120 tokens, e.g. "120f"
   std::string cutlass_version;  // the CUTLASS headers the CuTe kernels were built with
   std::string cuda_runtime;  // version of the statically linked CUDA runtime, "13.0"
 };
