@@ -155,6 +155,15 @@ function(ffpa_generate_kernel_instances)
     # A zero-length array is ill-formed C++; the count says there are none.
     set(archs "nullptr")
   endif()
+  # The low-precision kernels' table (none yet: a one-element array keeps it well formed).
+  set(lowp_entries "")
+  set(n_lowp 0)
+  if(n_lowp EQUAL 0)
+    set(lowp_entries "    {0, nullptr},\n")
+  endif()
+  string(CONCAT lowp_table
+    "const LowpEntry kCompiledLowp[] = {\n${lowp_entries}};\n"
+    "const int kNumCompiledLowp = ${n_lowp};\n\n")
   set(path "${ARG_OUT_DIR}/ffpa_compiled_set.cpp")
   string(CONCAT content
     "${header}// The compiled set: every (head dim, dtype) instance of this build and its archs.\n"
@@ -162,6 +171,7 @@ function(ffpa_generate_kernel_instances)
     "namespace ffpa {\n\n"
     "const KernelEntry kCompiledKernels[] = {\n${entries}};\n"
     "const int kNumCompiledKernels = static_cast<int>(sizeof(kCompiledKernels) / sizeof(kCompiledKernels[0]));\n\n"
+    "${lowp_table}"
     "const char* const kCompiledArchs[] = {${archs}};\n"
     "const int kNumCompiledArchs = ${n_archs};\n"
     "const char* const kCutlassVersion = \"${ARG_CUTLASS_VERSION}\";\n\n"

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "ffpa/api.h"
+#include "ffpa/arch_rules.h"
 #include "ffpa/params.h"
 #include "ffpa/tma.cuh"
 #include "ffpa/tma_geometry.h"
@@ -49,6 +50,16 @@ const char* impl_name(Impl impl) noexcept {
       return "cute";
     case Impl::kCuteTma:
       return "cute_tma";
+    case Impl::kCuteFp8:
+      return "cute_fp8";
+    case Impl::kCuteTmaFp8:
+      return "cute_tma_fp8";
+    case Impl::kFp8:
+      return "fp8";
+    case Impl::kCuteTmaFp4:
+      return "cute_tma_fp4";
+    case Impl::kFp4:
+      return "fp4";
   }
   return "unknown";
 }
@@ -108,9 +119,11 @@ bool mma_aligned(const TensorDesc& t) {
 
 constexpr int kMaxGridYZ = 65535;
 
-// FFPA_CUDA_ARCHS tokens whose code is sm_90 or newer ("90", "90a", "120f", ...):
-// the TMA kernels have real bodies there and trap stubs elsewhere.
-bool is_tma_arch(const char* token) { return std::atoi(token) >= 90; }
+// FFPA_CUDA_ARCHS tokens by what their code holds (ffpa/arch_rules.h): the kernels have
+// real bodies there and trap stubs elsewhere.
+bool is_tma_arch(const char* token) { return sm_has_tma(arch_token_sm(token)); }
+bool is_fp8_arch(const char* token) { return sm_has_fp8(arch_token_sm(token)); }
+bool is_fp4_arch(const char* token) { return sm_has_nvfp4(arch_token_sm(token), arch_token_specific(token)); }
 
 std::string compiled_archs_str() {
   std::string s;
@@ -118,11 +131,12 @@ std::string compiled_archs_str() {
   return s.empty() ? "none" : s;
 }
 
-bool has_tma_arch() {
+bool has_arch(bool (*pred)(const char*)) {
   for (int i = 0; i < kNumCompiledArchs; ++i)
-    if (is_tma_arch(kCompiledArchs[i])) return true;
+    if (pred(kCompiledArchs[i])) return true;
   return false;
 }
+bool has_tma_arch() { return has_arch(is_tma_arch); }
 
 // Every compiled instance carries its CuTe files (cmake/FfpaKernelInstances.cmake).
 bool has_cute() {
@@ -132,10 +146,24 @@ bool has_cute() {
   return true;
 }
 
+// Every compiled head dim has its low-precision kernels (cmake/FfpaKernelInstances.cmake).
+bool has_lowp() { return kNumCompiledLowp > 0; }
+
 bool is_tma_impl(Impl impl) { return impl == Impl::kTma || impl == Impl::kCuteTma; }
-// The kernels fed by cp.async or TMA: 16-byte aligned rows, either accumulator.
+bool is_lowp_impl(Impl impl) {
+  return impl == Impl::kCuteFp8 || impl == Impl::kCuteTmaFp8 || impl == Impl::kFp8 || impl == Impl::kCuteTmaFp4 ||
+         impl == Impl::kFp4;
+}
+bool is_fp4_impl(Impl impl) { return impl == Impl::kCuteTmaFp4 || impl == Impl::kFp4; }
+// The kernels fed by cp.async or TMA: 16-byte aligned rows.
 bool is_tensor_core_impl(Impl impl) {
-  return impl == Impl::kMma || impl == Impl::kTma || impl == Impl::kCute || impl == Impl::kCuteTma;
+  return impl == Impl::kMma || impl == Impl::kTma || impl == Impl::kCute || impl == Impl::kCuteTma ||
+         is_lowp_impl(impl);
+}
+bool is_known_impl(Impl impl) {
+  for (Impl i : kAllImpls)
+    if (i == impl) return true;
+  return false;
 }
 
 }  // namespace
@@ -198,9 +226,11 @@ Status validate_forward(const ForwardArgs& a) {
       return {ErrorKind::kShape, "lse has shape " + shape_str(a.lse.shape, 3) + ", expected [B, Hq, Nq] = " +
                                      shape_str(want, 3)};
   }
-  if (a.impl != Impl::kAuto && a.impl != Impl::kSimt && !is_tensor_core_impl(a.impl))
-    return {ErrorKind::kImpl, "unknown impl code " + std::to_string(int(a.impl)) +
-                                  "; choose auto, mma, tma, simt, cute or cute_tma"};
+  if (!is_known_impl(a.impl)) {
+    std::string known;
+    for (Impl i : kAllImpls) known += std::string(known.empty() ? "" : ", ") + impl_name(i);
+    return {ErrorKind::kImpl, "unknown impl code " + std::to_string(int(a.impl)) + "; choose " + known};
+  }
   if (a.accum != Accum::kFp32 && a.accum != Accum::kFp16)
     return {ErrorKind::kImpl, "unknown accum code " + std::to_string(int(a.accum)) + "; choose fp32 or fp16"};
   const bool f16_acc = a.accum == Accum::kFp16;
@@ -210,6 +240,30 @@ Status validate_forward(const ForwardArgs& a) {
   if (f16_acc && a.impl == Impl::kSimt)
     return {ErrorKind::kImpl, "accum='fp16' is an option of the tensor-core paths (impl 'mma', 'tma', "
                               "'cute', 'cute_tma' or 'auto'); the SIMT kernel accumulates in fp32"};
+  if (f16_acc && is_lowp_impl(a.impl))
+    return {ErrorKind::kImpl, std::string("accum='fp16' is not an option of impl='") + impl_name(a.impl) +
+                                  "': the FP8 / NVFP4 mma accumulates in fp32; drop accum, or use impl 'mma', "
+                                  "'tma', 'cute' or 'cute_tma' for fp16 accumulation"};
+  if (is_lowp_impl(a.impl) && !has_lowp())
+    return {ErrorKind::kImpl, std::string("impl='") + impl_name(a.impl) +
+                                  "' (the FP8 / NVFP4 kernels) was not compiled in this build; use impl='cute_tma', "
+                                  "'tma' or 'mma'"};
+  if (is_lowp_impl(a.impl) && !is_fp4_impl(a.impl) && !has_arch(is_fp8_arch))
+    return {ErrorKind::kImpl, std::string("impl='") + impl_name(a.impl) + "' was not compiled in this build (archs " +
+                                  compiled_archs_str() +
+                                  "; FP8 tensor cores need an arch >= 89): rebuild with -DFFPA_CUDA_ARCHS including "
+                                  "89, 90 or 120f"};
+  if (a.impl == Impl::kCuteTmaFp8 && !has_tma_arch())
+    return {ErrorKind::kImpl, std::string("impl='cute_tma_fp8' was not compiled in this build (archs ") +
+                                  compiled_archs_str() +
+                                  "; TMA code needs an arch >= 90): use impl='fp8' (cp.async-fed below sm_90), or "
+                                  "rebuild with -DFFPA_CUDA_ARCHS including 90 or 120f"};
+  if (is_fp4_impl(a.impl) && !has_arch(is_fp4_arch))
+    return {ErrorKind::kImpl, std::string("impl='") + impl_name(a.impl) + "' was not compiled in this build (archs " +
+                                  compiled_archs_str() +
+                                  "): NVFP4 (the block-scaled mma) runs on the sm_120 family only (RTX 50xx, RTX PRO "
+                                  "Blackwell) and needs its family target: rebuild with -DFFPA_CUDA_ARCHS including "
+                                  "120f, or use impl='fp8'"};
   if (is_tma_impl(a.impl) && !has_tma_arch())
     return {ErrorKind::kImpl, std::string("impl='") + impl_name(a.impl) +
                                   "' was not compiled in this build (archs " + compiled_archs_str() +
@@ -329,18 +383,38 @@ int current_device_cc() {
 
 }  // namespace
 
-bool tma_runs_on_current_device() noexcept { return has_tma_arch() && device_binary_version() >= 90; }
+bool tma_runs_on_current_device() noexcept { return has_tma_arch() && sm_has_tma(device_binary_version()); }
 
+// The cp.async-fed heavy kernels are compiled below the sm_120 family only
+// (ffpa/arch_rules.h).
 bool mma_f16_acc_runs_on_current_device() noexcept {
   const int v = device_binary_version();
-  return v > 0 && v < 120;
+  return v > 0 && sm_has_cp_async_heavy(v);
 }
 
-// The cp.async-fed CuTe kernel is compiled below the sm_120 family only (the
-// kCuteCpAsyncCode note in ffpa/cute/fwd_kernel.cuh).
 bool cute_runs_on_current_device() noexcept {
   const int v = device_binary_version();
-  return v > 0 && v < 120;
+  return v > 0 && sm_has_cp_async_heavy(v);
+}
+
+bool fp8_runs_on_current_device(Impl impl) noexcept {
+  const int v = device_binary_version();
+  if (!has_lowp() || v <= 0 || !sm_has_fp8(v)) return false;
+  if (impl == Impl::kCuteFp8) return sm_has_cp_async_heavy(v);
+  if (impl == Impl::kCuteTmaFp8) return has_tma_arch() && sm_has_tma(v);
+  return false;
+}
+
+// The loaded binary's version says sm_120 for a plain 120 binary and for 120f alike, so
+// the compiled tokens decide: NVFP4 code exists only in a family- or arch-specific one.
+bool fp4_runs_on_current_device() noexcept {
+  const int v = device_binary_version();
+  if (!has_lowp() || v <= 0) return false;
+  for (int i = 0; i < kNumCompiledArchs; ++i)
+    if (is_fp4_arch(kCompiledArchs[i]) && arch_token_sm(kCompiledArchs[i]) / 10 == v / 10 &&
+        arch_token_sm(kCompiledArchs[i]) <= v)
+      return true;
+  return false;
 }
 
 // impl='auto': the one rule (auto_rule() below says it in words; docs/perf.md,
@@ -349,6 +423,9 @@ bool cute_runs_on_current_device() noexcept {
 // cp.async kernel stays the default until a warp-specialised variant exists. The CuTe
 // paths (cute, cute_tma) have no GPU measurement yet, so auto never picks them.
 Impl resolve_impl(const ForwardArgs& a) {
+  // The low-precision aliases name the kernel the device has code for.
+  if (a.impl == Impl::kFp8) return fp8_runs_on_current_device(Impl::kCuteTmaFp8) ? Impl::kCuteTmaFp8 : Impl::kCuteFp8;
+  if (a.impl == Impl::kFp4) return Impl::kCuteTmaFp4;
   if (a.impl != Impl::kAuto) return a.impl;
   const TensorDesc* ts[4] = {&a.q, &a.k, &a.v, &a.out};
   for (const TensorDesc* t : ts)
@@ -427,6 +504,13 @@ Status encode_tma_maps(const FwdParams& p, DType dtype, int box_rows_q, int box_
   return st;
 }
 
+Status run_fwd_lowp(const FwdParams& p, DType dtype, Impl impl) {
+  for (int i = 0; i < kNumCompiledLowp; ++i)
+    if (kCompiledLowp[i].head_dim == p.head_dim) return kCompiledLowp[i].launch(p, dtype, impl);
+  return {ErrorKind::kHeadDim, "internal: no low-precision kernel for head dim " + std::to_string(p.head_dim) +
+                                   " although the head dim was compiled"};
+}
+
 Status forward(const ForwardArgs& a) {
   if (a.impl_used != nullptr) *a.impl_used = Impl::kAuto;
   Status st = validate_forward(a);
@@ -482,6 +566,7 @@ Status forward(const ForwardArgs& a) {
   p.scale_log2 = a.scale * 1.4426950408889634f;
   p.causal = a.causal;
   p.accum = a.accum;
+  p.out_dtype = a.out.dtype;
   p.head_dim = static_cast<int>(a.q.shape[3]);
   p.stream = a.stream;
 
@@ -506,6 +591,28 @@ Status forward(const ForwardArgs& a) {
   if (impl == Impl::kCute && !cute_runs_on_current_device()) {
     return {ErrorKind::kImpl, "impl='cute' has no code for this GPU (sm_" + std::to_string(current_device_cc()) +
                                   "): on the sm_120 family the CuTe kernel is fed by TMA; use impl='cute_tma'"};
+  }
+  if ((impl == Impl::kCuteFp8 || impl == Impl::kCuteTmaFp8) && !fp8_runs_on_current_device(impl)) {
+    const int cc = current_device_cc();
+    return {ErrorKind::kImpl,
+            std::string("impl='") + impl_name(a.impl) + "' has no code for this GPU (sm_" + std::to_string(cc) + "): " +
+                (!sm_has_fp8(cc) ? "FP8 tensor cores need sm_89 or newer (Ada, Hopper, Blackwell); use impl='cute_tma', "
+                                   "'tma' or 'mma'"
+                 : impl == Impl::kCuteFp8
+                     ? "on the sm_120 family the FP8 kernel is fed by TMA; use impl='fp8' or 'cute_tma_fp8'"
+                     : "the TMA-fed FP8 kernel needs sm_90 or newer; use impl='fp8' or 'cute_fp8'") +
+                " (compiled archs: " + compiled_archs_str() + ")"};
+  }
+  if (impl == Impl::kCuteTmaFp4 && !fp4_runs_on_current_device()) {
+    return {ErrorKind::kImpl, std::string("impl='") + impl_name(a.impl) + "' has no code for this GPU (sm_" +
+                                  std::to_string(current_device_cc()) +
+                                  "): NVFP4 runs on the sm_120 family only (RTX 50xx, RTX PRO Blackwell; compiled "
+                                  "archs: " + compiled_archs_str() + "); use impl='fp8' for FP8 on sm_89 and newer"};
+  }
+  if (is_lowp_impl(impl)) {
+    st = run_fwd_lowp(p, a.q.dtype, impl);
+    if (st.ok() && a.impl_used != nullptr) *a.impl_used = impl;
+    return st;
   }
   const KernelEntry* entry = find_kernel(static_cast<int>(a.q.shape[3]), a.q.dtype);
   st = entry->launch(p, impl);
@@ -534,6 +641,28 @@ BuildInfo build_info() {
   if (info.tma) info.impls.push_back("tma");
   if (info.cute) info.impls.push_back("cute");
   if (info.cute_tma) info.impls.push_back("cute_tma");
+  for (int i = 0; i < kNumCompiledArchs; ++i) {
+    if (is_fp8_arch(kCompiledArchs[i])) info.fp8_archs.emplace_back(kCompiledArchs[i]);
+    if (is_fp4_arch(kCompiledArchs[i])) info.fp4_archs.emplace_back(kCompiledArchs[i]);
+  }
+  info.fp8 = info.fwd && has_lowp() && !info.fp8_archs.empty();
+  info.fp4 = info.fwd && has_lowp() && !info.fp4_archs.empty();
+  if (info.fp8) {
+    // cute_fp8 where an FP8 arch below the sm_120 family is compiled, cute_tma_fp8 where a
+    // TMA one is (ffpa/arch_rules.h).
+    bool cp = false, tma = false;
+    for (const std::string& t : info.fp8_archs) {
+      cp |= sm_has_cp_async_heavy(arch_token_sm(t.c_str()));
+      tma |= sm_has_tma(arch_token_sm(t.c_str()));
+    }
+    if (cp) info.impls.push_back("cute_fp8");
+    if (tma) info.impls.push_back("cute_tma_fp8");
+    info.impls.push_back("fp8");
+  }
+  if (info.fp4) {
+    info.impls.push_back("cute_tma_fp4");
+    info.impls.push_back("fp4");
+  }
   info.f16_acc = std::find(info.dtypes.begin(), info.dtypes.end(), "fp16") != info.dtypes.end();
   if (info.cute) info.cutlass_version = kCutlassVersion;
   info.cuda_runtime = std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10);

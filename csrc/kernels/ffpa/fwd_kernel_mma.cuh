@@ -23,6 +23,7 @@
 
 #include <cmath>
 
+#include "ffpa/arch_rules.h"
 #include "ffpa/kernel_traits.h"
 #include "ffpa/params.h"
 #include "ffpa/tma.cuh"
@@ -57,11 +58,7 @@ inline constexpr bool kPvPerStepDefault = true;
 #else
 inline constexpr bool kPvPerStepDefault = false;
 #endif
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
-inline constexpr bool kMmaF16AccCompiled = false;
-#else
-inline constexpr bool kMmaF16AccCompiled = true;
-#endif
+inline constexpr bool kMmaF16AccCompiled = kDeviceCpAsyncHeavy;  // ffpa/arch_rules.h
 
 // The kernel, for both feeds. The tensor maps travel as a __grid_constant__ parameter
 // (the TMA unit reads them from the kernel's parameter space by address; the cp.async

@@ -34,6 +34,12 @@ struct FwdParams {
   bool causal = false;     // bottom-right aligned (see api.h)
   Accum accum = Accum::kFp32;  // kFp16: fp16 instances on the mma / tma paths only
 
+  // The low-precision kernels (FP8 / NVFP4): the workspace holding the quantised operands
+  // (ffpa/lowp/layout.h gives the offsets) and the output's element type (one kernel per
+  // head dim writes fp16 or bf16; q, k and v are read only by the quantisation pass).
+  const unsigned char* lowp_ws = nullptr;
+  DType out_dtype = DType::kFp16;
+
   void* stream = nullptr;  // cudaStream_t
 };
 
@@ -50,9 +56,26 @@ struct KernelEntry {
   bool cute;  // the instance's CuTe files were generated and compiled (impl cute, cute_tma)
 };
 
+// One compiled head dim's low-precision kernels (FP8 fed by cp.async and by TMA, NVFP4):
+// dtype-independent, so one entry per head dim; launch runs the quantisation pass and the
+// kernel of a resolved low-precision impl on inputs of the given dtype.
+using LowpLauncher = Status (*)(const FwdParams&, DType, Impl);
+template <int kHeadDim>
+Status run_fwd_lowp_d(const FwdParams& params, DType dtype, Impl impl);
+
+struct LowpEntry {
+  int head_dim;
+  LowpLauncher launch;
+};
+
+// Dispatch to the low-precision entry of params.head_dim (api.cu).
+Status run_fwd_lowp(const FwdParams& params, DType dtype, Impl impl);
+
 // Defined in the generated compiled-set source (cmake/FfpaKernelInstances.cmake).
 extern const KernelEntry kCompiledKernels[];
 extern const int kNumCompiledKernels;
+extern const LowpEntry kCompiledLowp[];
+extern const int kNumCompiledLowp;
 extern const char* const kCompiledArchs[];
 extern const int kNumCompiledArchs;
 extern const char* const kCutlassVersion;  // the CUTLASS headers the CuTe instances saw

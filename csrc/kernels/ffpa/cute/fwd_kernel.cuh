@@ -26,6 +26,7 @@
 
 #include <cmath>
 
+#include "ffpa/arch_rules.h"
 #include "ffpa/cute/spec.h"
 #include "ffpa/kernel_traits.h"  // Load
 #include "ffpa/params.h"
@@ -67,11 +68,7 @@ inline constexpr bool kCuteTmaCode = false;
 // api.cu refuses impl='cute' there, naming cute_tma; sm_80-sm_90 keep it (the
 // device check's cute rows on sm_90). Same pattern as fwd_kernel_mma.cuh's
 // kMmaF16AccCompiled.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
-inline constexpr bool kCuteCpAsyncCode = false;
-#else
-inline constexpr bool kCuteCpAsyncCode = true;
-#endif
+inline constexpr bool kCuteCpAsyncCode = kDeviceCpAsyncHeavy;  // ffpa/arch_rules.h
 
 #if FFPA_CUTE_DEVICE_CODE
 namespace cute_fwd {
