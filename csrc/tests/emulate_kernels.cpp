@@ -705,7 +705,9 @@ int run_cute_breakages() {
 // ffpa_emulate_kernels --breakages-cute                       the CuTe kernel's breakages
 //   kinds: mma, simt, tma, f16acc, cute, cute_tma, cute_f16acc (cute and cute_tma with
 //   fp16 accumulation)
+int run_lowp_quant_tests();  // emulate_lowp_quant.cpp
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--lowp-quant") == 0) return run_lowp_quant_tests();
   std::vector<int> dims;
   bool release = false, breakages = false, cute_breakages = false;
   std::string kinds = "mma,simt";
