@@ -703,6 +703,7 @@ int run_cute_breakages() {
 // ffpa_emulate_kernels --release D...                         the release coverage run
 // ffpa_emulate_kernels --breakages D                          the TMA protocol breakages
 // ffpa_emulate_kernels --breakages-cute                       the CuTe kernel's breakages
+// ffpa_emulate_kernels --lowp-quant                           the low-precision quantisation pass
 //   kinds: mma, simt, tma, f16acc, cute, cute_tma, cute_f16acc (cute and cute_tma with
 //   fp16 accumulation)
 int run_lowp_quant_tests();  // emulate_lowp_quant.cpp

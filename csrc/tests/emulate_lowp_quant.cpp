@@ -350,8 +350,9 @@ Outcome run_variant(const QuantCase& c, bool report) {
 }  // namespace
 
 // GQA and MHA, Nq / Nkv off the tiles, batch 2, BHND with padded rows and BNHD views,
-// fp16 and bf16, D = 64 and 320 (several 64-column chunks and 64-channel V^T tiles), both
-// Q K^T precisions, tiles of 16 to 128 rows; then the breakages.
+// fp16 and bf16, D = 64 and 320 (several 64-column chunks and 64-channel V^T tiles) and
+// 128 / 192 / 512, both Q K^T precisions, tiles of 16 to 128 rows, a 1000-token K / V (the
+// statistics' slots sum many rows); then the breakages.
 int run_lowp_quant_tests() {
   const QuantCase cases[] = {
       {"gqa", false, LowpQK::kFp8, 64, 2, 4, 2, 83, 141, 64, 64, false, 8},
@@ -360,6 +361,9 @@ int run_lowp_quant_tests() {
       {"d320-view", true, LowpQK::kFp8, 320, 2, 2, 2, 50, 97, 128, 64, true, 16},
       {"aligned", false, LowpQK::kNvfp4, 64, 1, 2, 2, 64, 128, 64, 64, false, 0},
       {"small-tiles", true, LowpQK::kFp8, 64, 1, 3, 1, 45, 33, 16, 32, false, 8},
+      {"long-kv", false, LowpQK::kNvfp4, 128, 1, 8, 2, 100, 1000, 128, 64, true, 8},
+      {"d192", true, LowpQK::kFp8, 192, 1, 2, 1, 40, 300, 64, 128, false, 0},
+      {"d512", false, LowpQK::kFp8, 512, 1, 1, 1, 33, 70, 64, 64, false, 0},
   };
   int failed = 0;
   for (const QuantCase& c : cases) {
