@@ -3,11 +3,14 @@
 // the package's own exception classes (ffpa_attn.errors, imported at first raise).
 //
 // forward(q, k, v, out, lse, causal, scale, impl="auto", stream=None, accum="fp32")
-//   impl: "auto", "mma", "simt", "tma", "cute" or "cute_tma" (ffpa::impl_name's
-//   spellings); accum: "fp32" or "fp16" (the accumulator of the tensor-core paths; fp16
-//   inputs and any impl but simt, which the library checks). Returns the kernel that
-//   ran ("auto" when nothing was launched). accum is the last keyword so that callers of the older signature
-//   keep working.
+//   impl: one of ffpa::kAllImpls by its ffpa::impl_name spelling: "auto", "mma", "simt",
+//   "tma", "cute", "cute_tma", and the low-precision "cute_fp8", "cute_tma_fp8", "fp8"
+//   (the library picks one of the two FP8 kernels for the device), "cute_tma_fp4",
+//   "fp4"; accum: "fp32" or "fp16" (the accumulator of the fp16/bf16 tensor-core paths:
+//   fp16 inputs, and neither simt nor a low-precision impl, which the library checks).
+//   Returns the kernel that ran ("auto" when nothing was launched; for "fp8" the FP8
+//   kernel it resolved to). accum is the last keyword so that callers of the older
+//   signature keep working.
 //   Array protocol: objects with __dlpack__/__dlpack_device__ are read through DLPack
 //   (it carries bf16 and the device); others through __cuda_array_interface__ (v2/v3).
 //   Stream (the kernel runs there, asynchronously):
@@ -24,8 +27,9 @@
 //   library's validate_forward), then "no CUDA device", then pointers/devices.
 //
 // build_info(): the compiled set (head dims, dtypes, archs, impls, tma, tma_archs,
-//   f16_acc, cute, cute_tma, cutlass, ...) without touching a device; its "auto_impl"
-//   states the auto rule (the library's auto_rule()).
+//   f16_acc, cute, cute_tma, fp8, fp8_archs, fp4, fp4_archs, cutlass, ...) without
+//   touching a device; its "auto_impl" states the auto rule (the library's auto_rule();
+//   auto never picks a low-precision impl).
 // auto_impl(): the kernel impl="auto" runs on aligned arrays on the current device.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -266,10 +270,10 @@ ffpa::TensorDesc to_desc(const Array& a, const char* name) {
 }
 
 // Spellings come from the library's impl_name / accum_name: one table of names.
+// kAllImpls is the library's one list of impls, so a new impl needs no edit here.
 ffpa::Impl parse_impl(const std::string& impl) {
   std::string known;
-  for (ffpa::Impl i : {ffpa::Impl::kAuto, ffpa::Impl::kMma, ffpa::Impl::kSimt, ffpa::Impl::kTma, ffpa::Impl::kCute,
-                       ffpa::Impl::kCuteTma}) {
+  for (ffpa::Impl i : ffpa::kAllImpls) {
     if (impl == ffpa::impl_name(i)) return i;
     known += std::string(known.empty() ? "'" : ", '") + ffpa::impl_name(i) + "'";
   }
@@ -353,6 +357,10 @@ py::dict build_info() {
   d["f16_acc"] = info.f16_acc;
   d["cute"] = info.cute;
   d["cute_tma"] = info.cute_tma;
+  d["fp8"] = info.fp8;
+  d["fp8_archs"] = info.fp8_archs;
+  d["fp4"] = info.fp4;
+  d["fp4_archs"] = info.fp4_archs;
   d["cutlass"] = info.cutlass_version;
   d["cuda_runtime"] = info.cuda_runtime;
   d["impls"] = info.impls;
