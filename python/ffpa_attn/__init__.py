@@ -62,7 +62,8 @@ def build_info() -> dict[str, Any]:
     pure wheel), ``toolchain`` (cmake/gcc/nvcc versions), ``profile`` (None when the
     package runs from a source tree), then the extension's own ``build_info()`` keys
     (``head_dims``, ``dtypes``, ``archs``, ``fwd``, ``tma``, ``tma_archs``, ``f16_acc``,
-    ``cute_tma``, ``cuda_runtime``, ``impls``; empty/False without it; ``auto_impl``,
+    ``cute``, ``cute_tma``, ``fp8``, ``fp8_archs``, ``fp4``, ``fp4_archs``, ``cuda_runtime``,
+    ``impls``; empty/False without it; ``auto_impl``,
     the rule ``impl="auto"`` follows in words, when the extension reports it; the
     kernel it picks on the current GPU is :func:`ffpa_attn.cuda.auto_impl`) and
     ``extension_available``, ``extension_path``, ``extension_import_error``.
@@ -80,7 +81,12 @@ def build_info() -> dict[str, Any]:
             "tma": cuda.CUDA_TMA_AVAILABLE,
             "tma_archs": list(cuda.TMA_ARCHS),
             "f16_acc": cuda.F16_ACC_AVAILABLE,
+            "cute": cuda.CUDA_CUTE_AVAILABLE,
             "cute_tma": cuda.CUDA_CUTE_TMA_AVAILABLE,
+            "fp8": cuda.CUDA_FP8_AVAILABLE,
+            "fp8_archs": list(cuda.FP8_ARCHS),
+            "fp4": cuda.CUDA_FP4_AVAILABLE,
+            "fp4_archs": list(cuda.FP4_ARCHS),
             "cuda_runtime": cuda.CUDA_RUNTIME,
             "impls": list(cuda.COMPILED_IMPLS),
         }

@@ -22,20 +22,40 @@ spelling to ``(impl, accum, dtype)``): ours (``auto``, ``mma``, ``simt``, ``tma`
 ``cute_tma`` are its CuTe kernels' spellings too) and the fp16-accumulation kernels
 in upstream's naming (``mma_acc_f16``, ``native_acc_f16``, ``tma_acc_f16``,
 ``cute_acc_f16``, ``cute_tma_acc_f16``, ``auto_acc_f16``). ``--accum fp16`` (or
-upstream's ``f16``) is the same switch for any impl. Upstream's FP8/FP4 spellings exit
-2 with a message: this project has no such kernels.
+upstream's ``f16``) is the same switch for any fp16/bf16 tensor-core impl. The
+low-precision paths, upstream's spellings and ours: ``fp8`` (the FP8 kernel the GPU
+has), ``cute_fp8`` (cp.async-fed), ``cute_tma_fp8`` (TMA-fed), ``fp4`` =
+``cute_tma_fp4`` (NVFP4); fp16/bf16 inputs as ``--dtype`` says, fp32 accumulation only
+(``--accum fp16`` is refused with them). Other upstream FP8/FP4 variants exit 2 naming
+these.
 
 With ``--verbose`` each case prints one line (``LINE_RE`` parses it)::
 
     [self-attn fp16] B=1 Hq=32 Hkv=32 Nq=8192 Nkv=8192 D=512 O_err=0.000977 \
 allclose(atol=0.02)=True FFPA=12.345ms SDPA=20.100ms TFLOPS=181.20/111.30 1.63x \
-kernel=tma accum=fp32
+kernel=tma accum=fp32 vs=sdpa-default[<kernel>] \
+cos=0.999998 rel_l1=1.234e-03 max_abs=9.766e-04 ref=b0:h0,10,21,31
 
 ``kernel`` is the kernel that ran, i.e. the row's path (``last_kernel()``: mma, tma,
-simt, cute or cute_tma; ``impl="auto"`` resolves to tma, mma or simt), ``accum`` its
+simt, cute, cute_tma, cute_fp8, cute_tma_fp8 or cute_tma_fp4; ``impl="auto"``
+resolves to tma, mma or simt, ``fp8`` to one of the FP8 kernels), ``accum`` its
 accumulator; the CSV/JSON rows carry both (``impl``,
-and ``accum`` as the last CSV column). fp16-accumulation rows are held to atol 5e-2
+and ``accum`` as the last of the older CSV columns). fp16-accumulation rows are held to atol 5e-2
 (the documented fp16-accumulation tolerance) instead of fp16's 2e-2.
+
+Accuracy columns (forward rows): ``cos`` (cosine similarity), ``rel_l1``
+(sum|o - r| / sum|r|) and ``max_abs`` (max |o - r|) of the output against a float64
+reference computed on the same (fp16/bf16) inputs. At N = 8192 a full fp64 reference
+would cost minutes, so the cuda backend computes it on a slice, named by ``ref``:
+batch 0 and up to four evenly spaced query heads (first and last included, so that
+grouped-query cases reach several kv heads), e.g. ``ref=b0:h0,10,21,31`` (CuPy runs:
+batch 0, head 0, on the host, ``ref=b0:h0``); the reference backend on all of it
+(``ref=all``). Low-precision rows (the impls of
+``validation.LOWP_IMPLS``) whose precision has a bound in ``LOWP_BOUNDS`` are judged by
+it and say so at the end of their line (``bound(cos>=C,rel_l1<=R)=True``): their exit
+status follows that verdict, while ``O_err``/``allclose`` still report the max abs
+error against SDPA with the dtype's atol. Without a bound (none is stated before the
+measurement, docs/install.md) they are judged by ``allclose`` like every row.
 TFLOPS = 4*B*Hq*Nq*Nkv*D / time (halved for causal); ``SDPA=n/a`` (and the SDPA
 TFLOPS and ratio ``n/a``) without torch. Backward lines (``[... bwd]``, torch only)
 time forward+backward of ``ffpa_attn_func`` (its fused backward) against SDPA, count
@@ -43,8 +63,8 @@ time forward+backward of ``ffpa_attn_func`` (its fused backward) against SDPA, c
 with fp32 accumulation whatever ``--cuda-impl`` says, and their rows say so. Causal
 cases with ``Nq != Nkv`` use the kernels' bottom-right alignment on both sides
 (``torch.nn.attention.bias.causal_lower_right``). Exit status: 0 when every case is
-within tolerance, 1 when one is not, 2 for usage errors (an impl the build or the GPU
-lacks too) and a missing GPU/extension.
+within tolerance (a low-precision row: within its bound), 1 when one is not, 2 for
+usage errors (an impl the build or the GPU lacks too) and a missing GPU/extension.
 """
 
 from __future__ import annotations
@@ -65,14 +85,27 @@ import numpy as np
 
 from . import cuda, reference
 from .errors import FFPAError, UnsupportedImplError
+from .validation import LOWP_IMPLS
 
-__all__ = ["ATOL", "ATOL_FP16_ACC", "BASELINES", "CUDA_IMPLS", "LINE_RE", "Baseline", "Result", "build_parser",
-           "main", "flops", "measure_baselines", "resolve_cuda_impl", "sdpa_dispatch_from_events"]
+__all__ = ["ATOL", "ATOL_FP16_ACC", "BASELINES", "CUDA_IMPLS", "LINE_RE", "LOWP_BOUNDS", "Baseline", "Result",
+           "accuracy", "build_parser", "main", "flops", "measure_baselines", "reference_heads", "resolve_cuda_impl",
+           "sdpa_dispatch_from_events"]
 
 ATOL = {"fp16": 2e-2, "bf16": 5e-2}
 # fp16 accumulation (S = Q K^T and P V summed in fp16) costs precision: its documented
 # tolerance is rel 3e-2 / abs 5e-2 against fp32 accumulation's 1e-2 / 2e-2.
 ATOL_FP16_ACC = 5e-2
+# The low-precision rows' accuracy bounds against the float64 reference, per precision of
+# validation.LOWP_IMPLS ("fp8", "fp4"): (minimum cosine similarity, maximum relative L1 or
+# None). Empty until the measurement states them in docs/install.md ("Accuracy bounds";
+# python/tests/test_bench.py holds the two tables to the same values): the paths' goals
+# are for inputs with outlier channels, and the bench's standard-normal inputs are not
+# those, so no number is assumed here. A row whose precision has a bound is judged by it
+# (its max abs error against SDPA is still printed, not held to the fp16 paths' atol); a
+# row without one is judged like every other row, by allclose.
+LOWP_BOUNDS: dict[str, tuple[float, float | None]] = {}
+# Query heads of batch 0 in the cuda backend's fp64 reference (reference_heads).
+REFERENCE_HEADS = 4
 
 # --cuda-impl spelling -> (impl, accum, dtype it narrows to or None).
 CUDA_IMPLS: dict[str, tuple[str, str, str | None]] = {
@@ -95,9 +128,12 @@ CUDA_IMPLS: dict[str, tuple[str, str, str | None]] = {
     "tma_acc_f16": ("tma", "fp16", None),
     "cute_acc_f16": ("cute", "fp16", None),
     "cute_tma_acc_f16": ("cute_tma", "fp16", None),
+    # The low-precision paths (fp32 accumulation only): upstream's fp8, cute_tma_fp8, fp4,
+    # cute_tma_fp4 and our cute_fp8 (the cp.async-fed FP8 kernel), the C API's spellings.
+    **{impl: (impl, "fp32", None) for impl in LOWP_IMPLS},
 }
-# Upstream spellings for paths this project does not have.
-_UPSTREAM_ONLY_PREFIXES = ("fp8", "fp4")
+# Upstream's other FP8/FP4 variants (its quantisation options) are not kernels of ours.
+_UPSTREAM_LOWP_VARIANT = re.compile(r"(^|_)fp[48](_|$)")
 # --accum values: ours, and upstream's acc="f32"/"f16".
 _ACCUM_SPELLINGS = {"fp32": "fp32", "fp16": "fp16", "f32": "fp32", "f16": "fp16"}
 EXIT_MISMATCH = 1
@@ -113,7 +149,11 @@ LINE_RE = re.compile(
     # Optional so that the format's original example (no path) still parses.
     r"(?: kernel=(?P<kernel>[a-z0-9_]+) accum=(?P<accum>fp32|fp16))?"
     # The baseline behind SDPA= and the ratio: sdpa-default[<kernel that ran>].
-    r"(?: vs=(?P<baseline>\S+))?$"
+    r"(?: vs=(?P<baseline>\S+))?"
+    # Forward rows: accuracy against the float64 reference on the slice ``ref``.
+    r"(?: cos=(?P<cos>\S+) rel_l1=(?P<rel_l1>\S+) max_abs=(?P<max_abs>\S+) ref=(?P<ref>\S+))?"
+    # Low-precision rows: the bounds of LOWP_BOUNDS they are held to, and the verdict.
+    r"(?: bound\((?P<bound>[^)]*)\)=(?P<bound_ok>True|False))?$"
 )
 
 _DEFAULTS = {
@@ -339,7 +379,7 @@ class Result:
     backend: str
     direction: str  # "fwd" or "bwd"
     dtype: str
-    impl: str  # the kernel that ran, the row's path: mma/tma/simt/cute/cute_tma (cuda), "numpy" (reference)
+    impl: str  # the kernel that ran, the row's path: mma, tma, cute_fp8, ... (cuda), "numpy" (reference)
     B: int
     Hq: int
     Hkv: int
@@ -359,6 +399,38 @@ class Result:
     # each timed or n/a with the reason. sdpa_ms/sdpa_tflops are the default dispatch's
     # (what SDPA's users get), named by ``baseline``.
     baselines: list[Baseline] = field(default_factory=list)
+    # Accuracy against the float64 reference on the slice ``ref`` (forward rows; None for
+    # the backward ones): cosine similarity, relative L1, max abs error.
+    cos: float | None = None
+    rel_l1: float | None = None
+    max_abs: float | None = None
+    ref: str | None = None
+    # "fp8" / "fp4" for the rows of a low-precision impl (held to LOWP_BOUNDS), else None.
+    lowp: str | None = None
+
+    @property
+    def bound(self) -> tuple[float, float | None] | None:
+        """The (min cosine, max relative L1) this low-precision row is held to, else None."""
+        return LOWP_BOUNDS.get(self.lowp) if self.lowp else None
+
+    @property
+    def bound_ok(self) -> bool | None:
+        """Whether a low-precision row is within its bound (None for the other rows)."""
+        bound = self.bound
+        if bound is None:
+            return None
+        min_cos, max_rel_l1 = bound
+        # NaN fails both comparisons: a NaN output is never within bounds.
+        if self.cos is None or not self.cos >= min_cos:
+            return False
+        return max_rel_l1 is None or (self.rel_l1 is not None and self.rel_l1 <= max_rel_l1)
+
+    @property
+    def passed(self) -> bool:
+        """The row's verdict, behind the exit status: the bound for low-precision rows (their
+        max abs error against SDPA is reported, not held to the fp16 paths' atol), else allclose."""
+        ok = self.bound_ok
+        return self.allclose if ok is None else ok
 
     @property
     def baseline(self) -> str:
@@ -387,7 +459,20 @@ class Result:
             f"{err_name}={self.err:.6f} allclose(atol={self.atol:g})={self.allclose} "
             f"FFPA={self.ffpa_ms:.3f}ms SDPA={sdpa_ms} TFLOPS={self.ffpa_tflops:.2f}/{sdpa_tf} {ratio} "
             f"kernel={self.impl} accum={self.accum}" + (f" vs={self.baseline}" if self.baselines else "")
+            + self._accuracy_columns()
         )
+
+    def _accuracy_columns(self) -> str:
+        if self.cos is None:
+            return ""
+        text = (f" cos={self.cos:.6f} rel_l1={_fmt_e(self.rel_l1)} max_abs={_fmt_e(self.max_abs)} "
+                f"ref={self.ref or 'n/a'}")
+        bound = self.bound
+        if bound is not None:
+            min_cos, max_rel_l1 = bound
+            limits = f"cos>={min_cos:g}" + (f",rel_l1<={max_rel_l1:g}" if max_rel_l1 is not None else "")
+            text += f" bound({limits})={self.bound_ok}"
+        return text
 
     def short_line(self) -> str:
         sdpa = ("" if self.sdpa_tflops is None
@@ -399,6 +484,44 @@ class Result:
     def baseline_lines(self) -> list[str]:
         """One line per named baseline: its time and the ratio naming it, or n/a and why."""
         return [f"    {b.describe(self.ffpa_tflops)}" for b in self.baselines]
+
+
+def _fmt_e(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3e}"
+
+
+def accuracy(out: Any, ref: Any) -> tuple[float, float, float]:
+    """``(cosine similarity, relative L1, max abs error)`` of ``out`` against ``ref``.
+
+    Relative L1 is ``sum|out - ref| / sum|ref|``. Both are float64 arrays of one shape,
+    NumPy or torch (any device: only operators and ``.sum()``/``.max()`` are used, and
+    the three results come back as Python floats). A zero vector has cosine 1 against a
+    zero vector and 0 against anything else; relative L1 against a zero ``ref`` is 0 when
+    ``out`` is zero too, else infinite.
+    """
+    diff = abs(out - ref)
+    dot, out_sq, ref_sq = float((out * ref).sum()), float((out * out).sum()), float((ref * ref).sum())
+    if out_sq == 0.0 or ref_sq == 0.0:
+        cos = 1.0 if out_sq == ref_sq else 0.0
+    else:
+        cos = dot / math.sqrt(out_sq * ref_sq)
+    l1, ref_l1 = float(diff.sum()), float(abs(ref).sum())
+    rel_l1 = (0.0 if l1 == 0.0 else math.inf) if ref_l1 == 0.0 else l1 / ref_l1
+    return cos, rel_l1, float(diff.max())
+
+
+def reference_heads(hq: int, count: int = REFERENCE_HEADS) -> list[int]:
+    """The query heads of the cuda backend's fp64 reference: up to ``count`` of them, evenly
+    spaced with the first and the last included (grouped-query cases reach several kv heads)."""
+    if hq <= count:
+        return list(range(hq))
+    if count <= 1:
+        return [0]
+    return sorted({round(i * (hq - 1) / (count - 1)) for i in range(count)})
+
+
+def _ref_label(heads: Sequence[int]) -> str:
+    return "b0:h" + ",".join(str(h) for h in heads)
 
 
 def flops(b: int, hq: int, nq: int, nkv: int, d: int, causal: bool) -> float:
@@ -425,7 +548,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="IMPL",
         help="kernel: auto, mma, simt, tma, cute, cute_tma; upstream's native (= mma) and fp16/bf16 (auto, "
              "narrowed to that dtype); fp16 accumulation: auto_acc_f16, mma_acc_f16, native_acc_f16, tma_acc_f16, "
-             "cute_acc_f16, cute_tma_acc_f16",
+             "cute_acc_f16, cute_tma_acc_f16; low precision (fp32 accumulation, accuracy columns with --verbose): "
+             "fp8, cute_fp8, cute_tma_fp8, fp4, cute_tma_fp4",
     )
     parser.add_argument(
         "--accum",
@@ -488,6 +612,9 @@ def _finish_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> a
         if args.impl == "simt":
             parser.error("fp16 accumulation is for the tensor-core kernels (auto, mma, tma, cute, cute_tma); "
                          "simt accumulates in fp32 only")
+        if args.impl in LOWP_IMPLS:
+            parser.error(f"--cuda-impl {args.cuda_impl}: the FP8 / NVFP4 kernels accumulate in fp32 only; drop "
+                         "--accum fp16, or use mma, tma, cute or cute_tma for fp16 accumulation")
         if args.dtypes != ["fp16"]:
             parser.error(f"fp16 accumulation needs fp16 inputs; --dtype {args.dtype} asks for "
                          f"{'/'.join(args.dtypes)}: use --dtype fp16")
@@ -500,10 +627,10 @@ def _finish_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> a
 def resolve_cuda_impl(spelling: str, accum: str | None = None) -> tuple[str, str, str | None]:
     """``--cuda-impl`` (and ``--accum``) -> ``(impl, accum, dtype or None)``; ValueError names the fix."""
     if spelling not in CUDA_IMPLS:
-        if spelling.startswith(_UPSTREAM_ONLY_PREFIXES):
+        if _UPSTREAM_LOWP_VARIANT.search(spelling):
             raise ValueError(
-                f"--cuda-impl {spelling}: upstream ffpa-attn's FP8/FP4 paths are not part of this project; "
-                "use auto, mma (native), simt, tma, cute or cute_tma"
+                f"--cuda-impl {spelling}: not a low-precision path of this project (an upstream ffpa-attn variant?); "
+                f"its FP8 / NVFP4 spellings are {', '.join(LOWP_IMPLS)}"
             )
         raise ValueError(f"--cuda-impl {spelling!r} is not one of {', '.join(CUDA_IMPLS)}")
     impl, implied_accum, dtype = CUDA_IMPLS[spelling]
@@ -547,7 +674,7 @@ def _run_reference(args: argparse.Namespace, log: Callable[[str], None]) -> list
                 out = run()
             ms = (time.perf_counter() - start) * 1e3 / args.iters
             truth = reference.attention(q, k, v, causal=args.causal, dtype=np.float64)
-            err = float(np.max(np.abs(_round_to(out, dtype).astype(np.float64) - truth)))
+            cos, rel_l1, err = accuracy(_round_to(out, dtype).astype(np.float64), truth)
             atol = ATOL[dtype]
             flop = flops(args.B, args.H, args.N, args.Nkv, d, args.causal)
             baselines = _cpu_baselines(args, q, k, v, flop)
@@ -555,7 +682,8 @@ def _run_reference(args: argparse.Namespace, log: Callable[[str], None]) -> list
             results.append(
                 Result("reference", "fwd", dtype, "numpy", args.B, args.H, args.Hkv, args.N, args.Nkv, d,
                        args.causal, err, atol, err <= atol, ms, default and default.ms, _tflops(flop, ms),
-                       default and default.tflops, baselines=baselines)
+                       default and default.tflops, baselines=baselines, cos=cos, rel_l1=rel_l1, max_abs=err,
+                       ref="all")
             )
     return results
 
@@ -573,12 +701,7 @@ def _cpu_baselines(args: argparse.Namespace, q: np.ndarray, k: np.ndarray, v: np
     call = _sdpa_call(torch, args, tq, tk, tv)
 
     def time_fn(fn: Callable[[], Any]) -> float:
-        for _ in range(args.warmup):
-            fn()
-        start = time.perf_counter()
-        for _ in range(args.iters):
-            fn()
-        return (time.perf_counter() - start) * 1e3 / args.iters
+        return _time_host(fn, args.warmup, args.iters)
 
     with torch.no_grad():
         return measure_baselines(torch, call, flop, time_fn, args.baseline_names, "cpu")
@@ -638,9 +761,12 @@ def _check_cuda_available(args: argparse.Namespace) -> None:
         )
     impls = cuda.COMPILED_IMPLS or ("mma", "simt")
     if args.impl != "auto" and args.impl not in impls:
+        from .launch import impl_build_hint
+
+        hint = impl_build_hint(args.impl)
         raise BenchUnavailable(
-            f"--cuda-impl {args.cuda_impl} ({args.impl}) not in this build (archs {list(cuda.COMPILED_ARCHS)}); "
-            f"available: {['auto', *impls]}"
+            f"--cuda-impl {args.cuda_impl} ({args.impl}) not in this build (archs {list(cuda.COMPILED_ARCHS)})"
+            + (f": {hint}" if hint else "") + f"; available: {['auto', *impls]}"
         )
     if args.accum == "fp16" and not cuda.F16_ACC_AVAILABLE:
         raise BenchUnavailable("fp16 accumulation is not in this build (F16_ACC_AVAILABLE is False); "
@@ -664,6 +790,43 @@ def _time_cuda(fn: Callable[[], Any], warmup: int, iters: int, event: Any, synch
     return float(start.elapsed_time(end)) / iters
 
 
+def _time_host(fn: Callable[[], Any], warmup: int, iters: int) -> float:
+    for _ in range(warmup):
+        fn()
+    start = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    return (time.perf_counter() - start) * 1e3 / iters
+
+
+def _torch_reference(torch: Any, q: Any, k: Any, v: Any, heads: Sequence[int], causal: bool,
+                     rows_per_block: int = 1024) -> Any:
+    """float64 attention of batch 0's query ``heads`` ([len(heads), Nq, D]), on q's device.
+
+    Causal is bottom-right aligned (the bench's convention on both sides; top-left when
+    Nq == Nkv is the same mask); rows that see no key are 0, as the kernels write them.
+    Query rows go a block at a time, so at most ``rows_per_block x Nkv`` scores exist.
+    """
+    from .torch_math import MASK_BOTTOM_RIGHT, causal_allowed
+
+    group = q.shape[1] // k.shape[1]
+    nq, nkv, d = q.shape[2], k.shape[2], q.shape[3]
+    scale = 1.0 / math.sqrt(d)
+    out = []
+    for h in heads:
+        qh, kh, vh = q[0, h].double(), k[0, h // group].double(), v[0, h // group].double()
+        blocks = []
+        for start in range(0, nq, rows_per_block):
+            rows = slice(start, min(start + rows_per_block, nq))
+            s = (qh[rows] @ kh.transpose(0, 1)) * scale
+            if causal:
+                allowed = causal_allowed(nq, nkv, MASK_BOTTOM_RIGHT, s.device, rows)
+                s = s.masked_fill(~allowed, -math.inf)
+            blocks.append(torch.softmax(s, dim=-1).nan_to_num(0.0) @ vh)
+        out.append(torch.cat(blocks))
+    return torch.stack(out)
+
+
 def sdpa_only_reason(torch: Any) -> str | None:
     """Why a cuda run times SDPA only: the pure wheel with torch and a CUDA GPU; else None."""
     if cuda.extension() is not None or cuda.EXTENSION_IMPORT_ERROR is not None:
@@ -678,9 +841,16 @@ def sdpa_only_reason(torch: Any) -> str | None:
             + cuda_wheel_hint())
 
 
+# The torch device of the cuda backend. Only the tests change it ("cpu": a CPU torch with a
+# stand-in ffpa_attn_func runs this path end to end; timing then uses perf_counter).
+_TORCH_DEVICE = "cuda"
+
+
 def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], None],
                     sdpa_only: bool = False) -> list[Result]:
     from .interface import ffpa_attn_func, last_kernel
+
+    device = _TORCH_DEVICE
 
     # Kernels: strict, so that a call they cannot take fails instead of timing SDPA.
     strict = not sdpa_only
@@ -691,7 +861,9 @@ def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], N
         bottom_right = causal_lower_right(args.N, args.Nkv)
     results: list[Result] = []
     torch_dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
-    gen = torch.Generator(device="cuda").manual_seed(args.seed)
+    gen = torch.Generator(device=device).manual_seed(args.seed)
+    lowp = LOWP_IMPLS.get(args.impl)
+    heads = reference_heads(args.H)
 
     def sdpa(q: Any, k: Any, v: Any) -> Any:
         return _sdpa(torch, args, q, k, v)
@@ -700,6 +872,8 @@ def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], N
         return torch.cuda.Event(enable_timing=True)
 
     def time_fn(fn: Callable[[], Any]) -> float:
+        if device != "cuda":
+            return _time_host(fn, args.warmup, args.iters)
         return _time_cuda(fn, args.warmup, args.iters, event, torch.cuda.synchronize)
 
     for dtype in args.dtypes:
@@ -707,9 +881,9 @@ def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], N
         for d in args.D:
             shape_q = (args.B, args.H, args.N, d)
             shape_kv = (args.B, args.Hkv, args.Nkv, d)
-            q = torch.randn(shape_q, generator=gen, device="cuda", dtype=tdt)
-            k = torch.randn(shape_kv, generator=gen, device="cuda", dtype=tdt)
-            v = torch.randn(shape_kv, generator=gen, device="cuda", dtype=tdt)
+            q = torch.randn(shape_q, generator=gen, device=device, dtype=tdt)
+            k = torch.randn(shape_kv, generator=gen, device=device, dtype=tdt)
+            v = torch.randn(shape_kv, generator=gen, device=device, dtype=tdt)
             flop = flops(args.B, args.H, args.N, args.Nkv, d, args.causal)
             # The kernel that really ran (impl="auto" resolves to tma, mma or simt) goes
             # into the CSV/JSON "impl" column; it is known after the first call.
@@ -727,17 +901,22 @@ def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], N
                     kernel = last_kernel() or args.impl
                     ref = sdpa(q, k, v)
                     err = float((out.float() - ref.float()).abs().max().item())
-                    ffpa_ms = _time_cuda(run_ffpa, args.warmup, args.iters, event, torch.cuda.synchronize)
+                    # The fp64 reference on batch 0 and a few heads, the same inputs.
+                    truth = _torch_reference(torch, q, k, v, heads, args.causal)
+                    cos, rel_l1, max_abs = accuracy(out[0, heads].double(), truth)
+                    del truth
+                    ffpa_ms = time_fn(run_ffpa)
                     baselines = measure_baselines(torch, lambda: sdpa(q, k, v), flop, time_fn,
-                                                  _with_default(args.baseline_names), "cuda")
+                                                  _with_default(args.baseline_names), device)
                 default = next(b for b in baselines if b.name == "sdpa-default")
                 results.append(Result(direction="fwd", err=err, atol=atol, allclose=err <= atol, ffpa_ms=ffpa_ms,
                                       sdpa_ms=default.ms, ffpa_tflops=_tflops(flop, ffpa_ms),
                                       sdpa_tflops=default.tflops, accum=args.accum, baselines=baselines,
-                                      **{**common, "impl": kernel}))
+                                      cos=cos, rel_l1=rel_l1, max_abs=max_abs, ref=_ref_label(heads),
+                                      lowp=lowp if kernel != "sdpa" else None, **{**common, "impl": kernel}))
             if not args.no_bwd:
                 qg, kg, vg = (t.detach().requires_grad_(True) for t in (q, k, v))
-                dout = torch.randn(shape_q, generator=gen, device="cuda", dtype=tdt)
+                dout = torch.randn(shape_q, generator=gen, device=device, dtype=tdt)
 
                 def ffpa_step() -> None:
                     ffpa_attn_func(qg, kg, vg, attn_mask=bottom_right, is_causal=args.causal and bottom_right is None,
@@ -754,10 +933,10 @@ def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], N
                 qg.grad = None
                 sdpa_step()
                 err = float((dq.float() - qg.grad.float()).abs().max().item())
-                ffpa_ms = _time_cuda(ffpa_step, args.warmup, args.iters, event, torch.cuda.synchronize)
+                ffpa_ms = time_fn(ffpa_step)
                 # backward is about 2.5x the forward FLOPs: 3.5x for forward+backward.
                 baselines = measure_baselines(torch, sdpa_step, 3.5 * flop, time_fn,
-                                              _with_default(args.baseline_names), "cuda")
+                                              _with_default(args.baseline_names), device)
                 default = next(b for b in baselines if b.name == "sdpa-default")
                 results.append(Result(direction="bwd", err=err, atol=atol, allclose=err <= atol, ffpa_ms=ffpa_ms,
                                       sdpa_ms=default.ms, ffpa_tflops=_tflops(3.5 * flop, ffpa_ms),
@@ -788,11 +967,11 @@ def _run_cuda_cupy(args: argparse.Namespace, cupy: Any, log: Callable[[str], Non
                    for s in (shape_q, shape_kv, shape_kv))
         out = ffpa_attn_kernels(q, k, v, args.causal, None, False, args.impl, args.accum)
         kernel = last_kernel() or args.impl
-        # Host check on one (batch, head) slice: the full reference at N = 8192 would
-        # take minutes on a CPU.
+        # Host check on one (batch, head) slice, in fp64 (the full reference at N = 8192
+        # would take minutes on a CPU); the NumPy reference's causal is bottom-right.
         q0, k0, v0 = (cupy.asnumpy(t[:1, :1]) for t in (q, k, v))
-        ref = reference.attention(q0, k0, v0, causal=args.causal)
-        err = float(np.max(np.abs(cupy.asnumpy(out[:1, :1]).astype(np.float32) - ref)))
+        ref = reference.attention(q0, k0, v0, causal=args.causal, dtype=np.float64)
+        cos, rel_l1, err = accuracy(cupy.asnumpy(out[:1, :1]).astype(np.float64), ref)
         ffpa_ms = _time_cuda(lambda: ffpa_attn_kernels(q, k, v, args.causal, None, False, args.impl, args.accum),
                              args.warmup, args.iters, cupy.cuda.Event, cupy.cuda.Device().synchronize)
         flop = flops(args.B, args.H, args.N, args.Nkv, d, args.causal)
@@ -802,7 +981,9 @@ def _run_cuda_cupy(args: argparse.Namespace, cupy: Any, log: Callable[[str], Non
                               accum=args.accum,
                               baselines=_no_baselines(args.baseline_names,
                                                       "torch is not importable (CuPy run): SDPA is not timed",
-                                                      "cuda")))
+                                                      "cuda"),
+                              cos=cos, rel_l1=rel_l1, max_abs=err, ref=_ref_label([0]),
+                              lowp=LOWP_IMPLS.get(args.impl)))
     return results
 
 
@@ -847,15 +1028,19 @@ def _row(result: Result) -> dict[str, Any]:
     row["speedup"] = result.speedup
     row["baseline"] = result.baseline
     row["baselines"] = [b.row(result.ffpa_tflops) for b in result.baselines]
+    row["bound_ok"] = result.bound_ok
     return row
 
 
 # After accum (the last of the older columns): one CSV row per case and named baseline.
 _BASELINE_COLUMNS = ["baseline", "baseline_label", "baseline_kernel", "baseline_status", "baseline_reason"]
+# After those: the accuracy against the fp64 reference, and the low-precision verdict.
+_ACCURACY_COLUMNS = ["cos", "rel_l1", "max_abs", "ref", "lowp", "bound_ok"]
 
 
 def _csv_rows(result: Result) -> list[dict[str, Any]]:
     base = {k: v for k, v in asdict(result).items() if k != "baselines"}
+    base["bound_ok"] = result.bound_ok
     if not result.baselines:
         return [{**base, "speedup": result.speedup, "baseline": "none", "baseline_label": "none",
                  "baseline_kernel": None, "baseline_status": "n/a", "baseline_reason": "--baselines none"}]
@@ -875,8 +1060,9 @@ def save_results(results: Sequence[Result], save_path: str, config: dict[str, An
     # accum came after the others and the baseline columns after it, so readers of the
     # older CSV see the same columns in the same places. sdpa_ms, sdpa_tflops and speedup
     # are the row's baseline's (one row per case and named baseline).
-    columns = ([f.name for f in fields(Result) if f.name not in ("accum", "baselines")] + ["speedup", "accum"]
-               + _BASELINE_COLUMNS)
+    # The accuracy columns came last, after the baseline ones.
+    columns = ([f.name for f in fields(Result) if f.name not in ("accum", "baselines", *_ACCURACY_COLUMNS)]
+               + ["speedup", "accum"] + _BASELINE_COLUMNS + _ACCURACY_COLUMNS)
     csv_path = os.path.join(save_path, "bench.csv")
     with open(csv_path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns)
@@ -964,10 +1150,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = {k: v for k, v in vars(args).items()}
         for path in save_results(results, args.save_path, config, log):
             log(f"wrote {path}")
-    failed = [r for r in results if not r.allclose]
+    failed = [r for r in results if not r.passed]
     for result in failed:
-        log(f"MISMATCH: {result.direction} {result.dtype} D={result.D} ({result.impl}, {result.accum} accum) "
-            f"err={result.err:.6f} > atol={result.atol:g}")
+        if result.bound is not None:
+            min_cos, max_rel_l1 = result.bound
+            cos = "n/a" if result.cos is None else f"{result.cos:.6f}"
+            log(f"MISMATCH: {result.direction} {result.dtype} D={result.D} ({result.impl}, {result.lowp}) "
+                f"cos={cos} rel_l1={_fmt_e(result.rel_l1)} outside the bound cos >= {min_cos:g}"
+                + (f", rel_l1 <= {max_rel_l1:g}" if max_rel_l1 is not None else "") + f" (ref {result.ref})")
+        else:
+            log(f"MISMATCH: {result.direction} {result.dtype} D={result.D} ({result.impl}, {result.accum} accum) "
+                f"err={result.err:.6f} > atol={result.atol:g}")
     return EXIT_MISMATCH if failed else 0
 
 

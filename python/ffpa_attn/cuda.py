@@ -22,6 +22,10 @@ __all__ = [
     "CUDA_TMA_AVAILABLE",
     "CUDA_CUTE_AVAILABLE",
     "CUDA_CUTE_TMA_AVAILABLE",
+    "CUDA_FP8_AVAILABLE",
+    "CUDA_FP4_AVAILABLE",
+    "FP8_ARCHS",
+    "FP4_ARCHS",
     "CUTLASS_VERSION",
     "F16_ACC_AVAILABLE",
     "TMA_ARCHS",
@@ -87,6 +91,20 @@ F16_ACC_AVAILABLE: bool = bool(_INFO.get("f16_acc", False))
 CUDA_CUTE_AVAILABLE: bool = bool(_INFO.get("cute", False))
 CUDA_CUTE_TMA_AVAILABLE: bool = bool(_INFO.get("cute_tma", False))
 CUTLASS_VERSION: str | None = _INFO.get("cutlass") or None
+# The low-precision paths (fp16/bf16 in, the same dtype out, fp32 accumulation; never picked
+# by impl="auto"; docs/install.md, "Low-precision paths"). CUDA_FP8_AVAILABLE: an FP8 (e4m3)
+# kernel has code for at least one arch of FP8_ARCHS (the build's archs >= 89): impl="fp8",
+# "cute_fp8" (cp.async-fed, archs below the sm_120 family) and "cute_tma_fp8" (TMA-fed,
+# archs >= 90), whichever COMPILED_IMPLS lists. CUDA_FP4_AVAILABLE: the NVFP4 kernel
+# (impl="fp4" / "cute_tma_fp4") has code for FP4_ARCHS, the build's family-specific sm_120
+# targets (120f; plain 120 cannot hold the block-scaled mma). The *_ARCHS tuples are the
+# extension's fp8_archs / fp4_archs: the archs such code is for, listed even in a build
+# whose low-precision kernels were not compiled (the flag is False then). Which GPU runs
+# which kernel is decided at launch (UnsupportedImplError naming the GPUs that have it).
+CUDA_FP8_AVAILABLE: bool = bool(_INFO.get("fp8", False))
+CUDA_FP4_AVAILABLE: bool = bool(_INFO.get("fp4", False))
+FP8_ARCHS: tuple[str, ...] = tuple(str(a) for a in _INFO.get("fp8_archs", ()))
+FP4_ARCHS: tuple[str, ...] = tuple(str(a) for a in _INFO.get("fp4_archs", ()))
 COMPILED_HEAD_DIMS: tuple[int, ...] = tuple(sorted(int(d) for d in _INFO.get("head_dims", ())))
 COMPILED_DTYPES: tuple[str, ...] = tuple(str(d) for d in _INFO.get("dtypes", ()))
 COMPILED_ARCHS: tuple[str, ...] = tuple(str(a) for a in _INFO.get("archs", ()))
@@ -116,7 +134,8 @@ def auto_impl() -> str | None:
     """The kernel ``impl="auto"`` runs for 16-byte aligned inputs on the current device.
 
     ``"tma"`` on an sm_120-family GPU when this build's TMA code runs there, else
-    ``"mma"``; None without the extension or a device. Unlike the flags above this asks
+    ``"mma"`` (never a CuTe or a low-precision kernel); None without the extension or a
+    device. Unlike the flags above this asks
     the device (the extension's ``auto_impl()``, the same rule its forward() applies),
     so it is a function, evaluated when called. Misaligned inputs take ``"simt"`` under
     fp32 accumulation (see :class:`~ffpa_attn.errors.SlowPathWarning`).

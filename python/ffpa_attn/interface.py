@@ -50,14 +50,17 @@ from .errors import (
 )
 from .launch import cuda_wheel_hint, release_channel
 from .routing import FALLBACK_REASONS, last_kernel
-from .validation import check_4d_shapes, resolve_scale
+from .validation import LOWP_IMPLS, check_4d_shapes, check_accum, resolve_scale
 
-__all__ = ["ffpa_attn_func", "last_kernel", "IMPLS", "ACCUMS", "BACKWARDS", "FALLBACK_REASONS",
+__all__ = ["ffpa_attn_func", "last_kernel", "IMPLS", "LOWP_IMPLS", "ACCUMS", "BACKWARDS", "FALLBACK_REASONS",
            "cuda_wheel_hint", "release_channel"]
 
-# The kernel choices, one entry each (their build checks: launch.check).
-IMPLS = ("auto", "mma", "simt", "tma", "cute", "cute_tma")
-# Accumulator precision of the tensor-core kernels (mma, tma; auto when it picks one).
+# The kernel choices, one entry each, in the order of the C API's Impl enum (the spellings
+# of ffpa::impl_name, csrc/src/api.cu; their build checks: launch.check). The last five are
+# the low-precision paths (validation.LOWP_IMPLS), never picked by "auto".
+IMPLS = ("auto", "mma", "simt", "tma", "cute", "cute_tma", *LOWP_IMPLS)
+# Accumulator precision of the fp16/bf16 tensor-core kernels (mma, tma, cute, cute_tma; auto
+# when it picks one); the SIMT and the low-precision kernels accumulate in fp32 only.
 ACCUMS = ("fp32", "fp16")
 # How the gradient is computed (ffpa_attn.torch_ops): torch's fused attention backward
 # from the forward's O and LSE where it takes the input, the same math in torch ops a
@@ -72,11 +75,7 @@ def _check_choices(impl: str, accum: str, backward: str) -> None:
         raise UnsupportedImplError(
             f"accum must be one of {list(ACCUMS)}, got {accum!r} (the accumulator of the CUDA tensor-core kernels)"
         )
-    if accum == "fp16" and impl == "simt":
-        raise UnsupportedImplError(
-            "accum='fp16' is for the tensor-core kernels (impl 'auto', 'mma', 'tma'); the SIMT kernel "
-            "accumulates in fp32 only: drop accum or pick another impl"
-        )
+    check_accum(impl, accum)
     if backward not in BACKWARDS:
         raise UnsupportedImplError(f"backward must be one of {list(BACKWARDS)}, got {backward!r}")
 
@@ -160,10 +159,15 @@ def ffpa_attn_func(
     * ``impl``: the CUDA kernel, ``"auto"`` (``"tma"`` on sm_120-family GPUs the build
       has TMA code for, else ``"mma"``; ``"simt"`` for arrays that are not 16-byte
       aligned, with a SlowPathWarning), ``"mma"``, ``"tma"``, ``"cute"``, ``"cute_tma"``
-      (the CuTe kernels) or ``"simt"``; ignored on the host.
-    * ``accum``: ``"fp32"`` (default) or ``"fp16"``, the tensor-core kernels'
+      (the CuTe kernels) or ``"simt"``; or a low-precision path, which ``"auto"`` never
+      picks: ``"fp8"`` (FP8 e4m3 tensor cores, sm_89 and later: ``"cute_fp8"``, fed by
+      cp.async, below the sm_120 family, ``"cute_tma_fp8"``, fed by TMA, on sm_90 and
+      later) or ``"fp4"`` = ``"cute_tma_fp4"`` (NVFP4, the sm_120 family only); same
+      inputs and output dtype, fp32 accumulation, within the accuracy docs/install.md
+      states. Ignored on the host (NumPy and CPU torch compute in fp32 or fp64).
+    * ``accum``: ``"fp32"`` (default) or ``"fp16"``, the fp16/bf16 tensor-core kernels'
       accumulator (fp16 inputs; within rel 3e-2 / abs 5e-2 of the reference instead of
-      1e-2 / 2e-2); refused on the host.
+      1e-2 / 2e-2); refused with ``impl="simt"``, a low-precision impl, and on the host.
     * ``return_lse``: also return the fp32 [B, Hq, Nq] log-sum-exp (no gradient flows
       through it); needs the kernels or the host path (SDPA has no LSE).
     * ``strict``: True raises the :class:`~ffpa_attn.FFPAError` instead of falling back

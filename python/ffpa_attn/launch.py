@@ -35,16 +35,52 @@ from .errors import (
     UnsupportedImplError,
     UnsupportedLayoutError,
 )
-from .validation import check_4d_shapes, resolve_scale
+from .validation import LOWP_IMPLS, check_4d_shapes, check_accum, resolve_scale
 
-__all__ = ["ArrayDesc", "arch_runs", "check", "cuda_device_of", "cuda_wheel_hint", "describe",
-           "extension_problem", "forward", "is_torch_tensor", "launch", "release_channel"]
+__all__ = ["ArrayDesc", "IMPL_BUILD_HINTS", "arch_runs", "check", "cuda_device_of", "cuda_wheel_hint", "describe",
+           "extension_problem", "forward", "impl_build_hint", "is_torch_tensor", "launch", "release_channel"]
 
 # Why an impl may be missing from a build, for the error that names it; an impl without
-# an entry gets the generic message.
+# an entry gets the generic message. The arch rules are ffpa/arch_rules.h's (csrc/kernels):
+# TMA from sm_90, FP8 tensor cores from sm_89 (fed by cp.async below the sm_120 family,
+# by TMA from sm_90), NVFP4 only in code for the sm_120 family's family target (120f).
 _TMA_HINT = ("TMA code needs an arch >= 90; this build has archs {archs}: rebuild with e.g. "
              "-DFFPA_CUDA_ARCHS=\"89;120f\" as the release does, or \"90a\" for Hopper")
-IMPL_BUILD_HINTS = {"tma": _TMA_HINT, "cute_tma": _TMA_HINT}
+_FP8_HINT = ("FP8 tensor cores need an arch >= 89; this build has archs {archs}: rebuild with "
+             "-DFFPA_CUDA_ARCHS including 89, 90 or 120f")
+_FP4_HINT = ("NVFP4 (the block-scaled mma) runs on the sm_120 family only (RTX 50xx, RTX PRO Blackwell) and "
+             "needs its family target 120f; this build has archs {archs}: rebuild with -DFFPA_CUDA_ARCHS "
+             "including 120f, or use impl='fp8'")
+IMPL_BUILD_HINTS = {
+    "tma": _TMA_HINT,
+    "cute_tma": _TMA_HINT,
+    "fp8": _FP8_HINT,
+    "cute_fp8": ("the cp.async-fed FP8 kernel needs an arch >= 89 below the sm_120 family (there FP8 is "
+                 "TMA-fed: impl='fp8' or 'cute_tma_fp8'); this build has archs {archs}: rebuild with "
+                 "-DFFPA_CUDA_ARCHS including 89"),
+    "cute_tma_fp8": ("the TMA-fed FP8 kernel needs an arch >= 90 (impl='fp8' takes the cp.async-fed one "
+                     "below sm_90); this build has archs {archs}: rebuild with -DFFPA_CUDA_ARCHS including "
+                     "90 or 120f"),
+    "cute_tma_fp4": _FP4_HINT,
+    "fp4": _FP4_HINT,
+}
+
+
+def impl_build_hint(impl: str) -> str:
+    """Why ``impl`` is not in this build and what to do, or "" when nothing specific is known."""
+    precision = LOWP_IMPLS.get(impl)
+    if precision is not None:
+        # The build has archs for the path (the extension's fp8_archs / fp4_archs) but not its
+        # kernels: the archs are not what is missing.
+        archs, available, flag = ((cuda.FP8_ARCHS, cuda.CUDA_FP8_AVAILABLE, "CUDA_FP8_AVAILABLE")
+                                  if precision == "fp8" else
+                                  (cuda.FP4_ARCHS, cuda.CUDA_FP4_AVAILABLE, "CUDA_FP4_AVAILABLE"))
+        if archs and not available:
+            return (f"the FP8 / NVFP4 kernels were not compiled in this build (archs {list(cuda.COMPILED_ARCHS)}, "
+                    f"cuda.{flag} is False): install a build whose cuda.{flag} is True, or use impl='cute_tma', "
+                    "'tma' or 'mma'")
+    hint = IMPL_BUILD_HINTS.get(impl)
+    return hint.format(archs=list(cuda.COMPILED_ARCHS)) if hint else ""
 
 
 def release_channel() -> str | None:
@@ -259,10 +295,12 @@ def check(descs: dict[str, ArrayDesc], impl: str, accum: str) -> tuple[int, int,
             "Rebuild with -DFFPA_HEAD_DIMS=\"...;" + str(d) + "\" (multiples of 64 up to 1024), "
             "or pad the head dim to a compiled one"
         )
+    # The library's order: the accumulator's impl rules, then what the build has.
+    check_accum(impl, accum)
     impls = cuda.COMPILED_IMPLS or ("mma", "simt")
     if impl != "auto" and impl not in impls:
-        hint = IMPL_BUILD_HINTS.get(impl)
-        why = f" ({hint.format(archs=list(cuda.COMPILED_ARCHS))})" if hint else ""
+        hint = impl_build_hint(impl)
+        why = f" ({hint})" if hint else ""
         raise UnsupportedImplError(f"impl={impl!r} is not in this build{why}; choose one of {['auto', *impls]}")
     if accum == "fp16" and not cuda.F16_ACC_AVAILABLE:
         raise UnsupportedImplError(

@@ -42,7 +42,11 @@ __all__ = ["FALLBACK_REASONS", "STRICT_ENV", "fallback_error", "last_kernel", "n
 STRICT_ENV = "FFPA_STRICT"
 
 # reason -> (the FFPAError strict mode raises, the fix the warning and the error name).
-# Ordered as the checks run: the first reason that applies is the one reported.
+# Ordered as the checks run: the first reason that applies is the one reported. None of
+# them is about the impl: an explicit impl (the low-precision ones included) is strict, so
+# these raise for it, and an impl the build or the GPU lacks is launch.check's or the
+# library's UnsupportedImplError, never a fallback (a low-precision request must not
+# quietly become SDPA's fp16 numbers, nor SDPA's speed be reported as FP8's).
 FALLBACK_REASONS: dict[str, tuple[type[FFPAError], str]] = {
     "device_type": (DeviceError, "the kernels run on CUDA tensors (and the host path on CPU ones): move the "
                                  "tensors with .cuda()"),
@@ -173,8 +177,10 @@ def note_kernel(kernel: str, reason: str | None = None) -> None:
 def last_kernel(with_reason: bool = False) -> Any:
     """The path of this thread's last ``ffpa_attn_func`` call.
 
-    ``"mma"``, ``"tma"``, ``"cute"``, ``"cute_tma"`` or ``"simt"`` (a CUDA kernel: the
-    one the extension reports it ran), ``"sdpa"`` (torch SDPA, for the
+    ``"mma"``, ``"tma"``, ``"cute"``, ``"cute_tma"``, ``"simt"``, or a low-precision
+    ``"cute_fp8"``, ``"cute_tma_fp8"``, ``"cute_tma_fp4"`` (a CUDA kernel: the one the
+    extension reports it ran; ``impl="fp8"`` resolves to one of the two FP8 kernels,
+    ``"fp4"`` to ``"cute_tma_fp4"``), ``"sdpa"`` (torch SDPA, for the
     fallback reason), ``"torch_math"`` (torch tensors on the CPU, or meta tensors) or
     ``"reference"`` (NumPy arrays); None before the first call. ``with_reason=True``
     returns ``(kernel, reason)``, reason None unless the kernel is ``"sdpa"``.

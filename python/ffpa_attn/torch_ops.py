@@ -13,7 +13,10 @@ one node:
                          str accum, str backward) -> (Tensor out, Tensor lse)
 
 ``mask`` is 0 (none), 1 (causal, top-left: SDPA's ``is_causal``) or 2 (causal,
-bottom-right: the kernels' and flash-attention's). On CUDA it runs the FFPA kernels on
+bottom-right: the kernels' and flash-attention's). ``impl`` and ``accum`` are handed to
+the kernels as they are (every spelling of ``interface.IMPLS``, the low-precision
+``fp8`` / ``fp4`` paths included; launch.check validates them); the fake and the
+autograd formula do not depend on them. On CUDA it runs the FFPA kernels on
 the current stream into outputs allocated by torch (so CUDA graphs capture it: no host
 synchronisation, no allocation outside torch's allocator); on the CPU (and for meta
 tensors, through the fake) torch math (torch_math). ``out`` is ``[B, H, N, D]`` over
@@ -32,6 +35,11 @@ The backward (``backward=`` of ffpa_attn_func) starts from the forward's O and L
 * ``"lse"``: torch_math.attention_backward_lse, the same math in torch ops a block of
   query rows at a time (any device; the CPU's backward).
 * ``"recompute"``: the older full ``Nq x Nkv`` recompute from q, k and v.
+
+A low-precision forward (``impl="fp8"``, ``"fp4"``, ...) has the same backward: it is fed
+the forward's O and LSE in the input dtype and fp32 like any other, and recomputes
+``P`` from q and k in fp16/bf16 (or fp32), so the quantisation error reaches the gradients
+only through O and the LSE.
 """
 
 from __future__ import annotations

@@ -8,9 +8,42 @@ from __future__ import annotations
 
 import math
 
-from .errors import ShapeError
+from .errors import ShapeError, UnsupportedImplError
 
-__all__ = ["check_4d_shapes", "resolve_scale"]
+__all__ = ["F16_ACC_IMPLS", "LOWP_IMPLS", "check_accum", "check_4d_shapes", "resolve_scale"]
+
+# The low-precision impls (the C API's kCuteFp8 ... kFp4, csrc/include/ffpa/api.h) and the
+# precision of their Q K^T: fp16/bf16 in, the same dtype out, P V on FP8 (e4m3) in both,
+# fp32 accumulation only. "fp8" is the alias the library resolves to cute_fp8 or
+# cute_tma_fp8 for the device, "fp4" the one NVFP4 kernel. impl="auto" never picks one:
+# they trade accuracy for speed (docs/install.md, "Low-precision paths").
+LOWP_IMPLS: dict[str, str] = {
+    "cute_fp8": "fp8",
+    "cute_tma_fp8": "fp8",
+    "fp8": "fp8",
+    "cute_tma_fp4": "fp4",
+    "fp4": "fp4",
+}
+# The impls that take accum="fp16": the fp16/bf16 tensor-core kernels (auto when it picks one).
+F16_ACC_IMPLS = ("auto", "mma", "tma", "cute", "cute_tma")
+
+
+def check_accum(impl: str, accum: str) -> None:
+    """The impl rules of accum="fp16", as the library's validate_forward states them
+    (csrc/src/api.cu): neither the SIMT kernel nor a low-precision one has it."""
+    if accum != "fp16":
+        return
+    if impl in LOWP_IMPLS:
+        raise UnsupportedImplError(
+            f"accum='fp16' is not an option of impl={impl!r}: the FP8 / NVFP4 mma accumulates in fp32; drop "
+            "accum, or use impl 'mma', 'tma', 'cute' or 'cute_tma' for fp16 accumulation"
+        )
+    if impl == "simt":
+        choices = ", ".join(repr(i) for i in F16_ACC_IMPLS)
+        raise UnsupportedImplError(
+            f"accum='fp16' is for the tensor-core kernels (impl {choices}); the SIMT kernel accumulates in "
+            "fp32 only: drop accum or pick another impl"
+        )
 
 
 def check_4d_shapes(shapes: dict[str, tuple[int, ...]]) -> tuple[int, int, int, int, int, int]:

@@ -8,7 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import math
+import re
+
+import numpy as np
 import pytest
+from conftest import DEFAULT_INFO, SOURCE_ROOT
 
 import ffpa_attn
 from ffpa_attn import bench, cuda
@@ -67,6 +72,13 @@ def test_cuda_impl_dtype_spelling_selects_the_dtype(impl):
         (["--cuda-impl", "fp16", "--accum", "fp16"], "auto", "fp16"),
         (["--cuda-impl", "mma_acc_f16", "--accum", "f16"], "mma", "fp16"),
         (["--cuda-impl", "simt", "--accum", "f32"], "simt", "fp32"),
+        # the low-precision paths: upstream's spellings and our cute_fp8, fp32 accumulation only
+        (["--cuda-impl", "fp8"], "fp8", "fp32"),
+        (["--cuda-impl", "cute_fp8"], "cute_fp8", "fp32"),
+        (["--cuda-impl", "cute_tma_fp8"], "cute_tma_fp8", "fp32"),
+        (["--cuda-impl", "fp4"], "fp4", "fp32"),
+        (["--cuda-impl", "cute_tma_fp4", "--accum", "f32"], "cute_tma_fp4", "fp32"),
+        (["--cuda-impl", "fp8", "--accum", "fp32", "--dtype", "both"], "fp8", "fp32"),
     ],
 )
 def test_cuda_impl_spellings_map_to_impl_and_accum(argv, impl, accum):
@@ -82,10 +94,22 @@ def test_every_cuda_impl_spelling_is_a_kernel_of_the_api():
         assert impl in IMPLS and accum in ACCUMS and dtype in (None, "fp16", "bf16"), spelling
 
 
+def test_every_impl_of_the_api_is_a_cuda_impl_spelling():
+    """The low-precision impls included: no impl of ffpa_attn_func is missing from the bench."""
+    from ffpa_attn.interface import IMPLS
+
+    assert set(IMPLS) <= set(bench.CUDA_IMPLS)
+    for impl in ("fp8", "cute_fp8", "cute_tma_fp8", "fp4", "cute_tma_fp4"):
+        assert bench.CUDA_IMPLS[impl] == (impl, "fp32", None)
+
+
 @pytest.mark.parametrize(
     "argv,message",
     [
-        (["--cuda-impl", "fp8_smk"], "FP8/FP4 paths are not part of this project"),
+        (["--cuda-impl", "fp8_smk"], "its FP8 / NVFP4 spellings are cute_fp8, cute_tma_fp8, fp8, cute_tma_fp4, fp4"),
+        (["--cuda-impl", "sage_fp4"], "not a low-precision path of this project"),
+        (["--cuda-impl", "fp8", "--accum", "fp16"], "the FP8 / NVFP4 kernels accumulate in fp32 only"),
+        (["--cuda-impl", "cute_tma_fp4", "--accum", "f16"], "the FP8 / NVFP4 kernels accumulate in fp32 only"),
         (["--cuda-impl", "cute_tma_acc_f16", "--accum", "fp32"], "means fp16 accumulation"),
         (["--cuda-impl", "fast"], "is not one of auto, mma, simt, tma, cute, cute_tma, native"),
         (["--cuda-impl", "tma_acc_f16", "--accum", "fp32"], "means fp16 accumulation"),
@@ -110,6 +134,28 @@ def test_cuda_backend_impl_not_in_build(install_extension, capsys):
                        "impls": ["mma", "simt"]})
     assert bench.main(["--backend", "cuda", "--D", "128", "--cuda-impl", "tma"]) == 2
     assert "--cuda-impl tma (tma) not in this build (archs ['89'])" in capsys.readouterr().err
+
+
+def test_cuda_backend_lowp_kernels_not_in_build(install_extension, capsys):
+    """The release's archs without the low-precision kernels (build_info's fp8/fp4 False): exit 2 naming it."""
+    install_extension({**DEFAULT_INFO, "fp8": False, "fp8_archs": ["89", "120f"], "fp4": False,
+                       "fp4_archs": ["120f"]})
+    for impl, flag in (("fp8", "CUDA_FP8_AVAILABLE"), ("cute_tma_fp4", "CUDA_FP4_AVAILABLE")):
+        assert bench.main(["--backend", "cuda", "--D", "128", "--cuda-impl", impl]) == 2
+        err = capsys.readouterr().err
+        assert f"--cuda-impl {impl} ({impl}) not in this build (archs ['89', '120f']): the FP8 / NVFP4 kernels " \
+               f"were not compiled in this build" in err
+        assert f"cuda.{flag} is False" in err
+
+
+def test_cuda_backend_fp4_needs_the_sm120_family(install_extension, capsys):
+    install_extension({**DEFAULT_INFO, "archs": ["89"], "tma": False, "tma_archs": [], "cute_tma": False,
+                       "fp8": True, "fp8_archs": ["89"], "fp4": False, "fp4_archs": [],
+                       "impls": ["mma", "simt", "cute", "cute_fp8", "fp8"]})
+    assert bench.main(["--backend", "cuda", "--D", "128", "--cuda-impl", "fp4"]) == 2
+    err = capsys.readouterr().err
+    assert "NVFP4 (the block-scaled mma) runs on the sm_120 family only" in err and "120f" in err
+    assert "available: ['auto', 'mma', 'simt', 'cute', 'cute_fp8', 'fp8']" in err
 
 
 def test_cuda_backend_fp16_accum_not_in_build(install_extension, capsys):
@@ -175,6 +221,12 @@ def test_reference_backend_verbose_lines(capsys):
         assert (match["B"], match["Hq"], match["Hkv"], match["Nq"], match["Nkv"]) == ("1", "2", "2", "48", "48")
     assert [bench.LINE_RE.match(x)["atol"] for x in lines] == ["0.02", "0.02", "0.05", "0.05"]
     assert lines[0].startswith("[self-attn fp16] B=1 Hq=2 Hkv=2 Nq=48 Nkv=48 D=64 O_err=")
+    for line in lines:
+        # The accuracy columns against the fp64 reference, here on the whole output.
+        match = bench.LINE_RE.match(line)
+        assert match["ref"] == "all" and match["bound"] is None and match["bound_ok"] is None
+        assert 0.9999 < float(match["cos"]) <= 1.0 and 0 < float(match["rel_l1"]) < 5e-3
+        assert float(match["max_abs"]) == pytest.approx(float(match["err"]), abs=1e-6, rel=2e-3)
 
 
 def test_reference_backend_gqa_causal_cross(capsys):
@@ -224,13 +276,18 @@ def test_save_path_writes_csv_json_png(tmp_path, capsys, monkeypatch):
     # The columns readers know keep their places; accum was added at the end, the baseline after it.
     assert header == ["backend", "direction", "dtype", "impl", "B", "Hq", "Hkv", "Nq", "Nkv", "D", "causal", "err",
                       "atol", "allclose", "ffpa_ms", "sdpa_ms", "ffpa_tflops", "sdpa_tflops", "speedup", "accum",
-                      "baseline", "baseline_label", "baseline_kernel", "baseline_status", "baseline_reason"]
+                      "baseline", "baseline_label", "baseline_kernel", "baseline_status", "baseline_reason",
+                      "cos", "rel_l1", "max_abs", "ref", "lowp", "bound_ok"]
     assert [(r["impl"], r["accum"]) for r in rows] == [("numpy", "fp32")] * 10
+    assert all(float(r["cos"]) > 0.9999 and r["ref"] == "all" and r["lowp"] == "" and r["bound_ok"] == ""
+               for r in rows)
     data = json.loads((out_dir / "bench.json").read_text())
     assert data["config"]["backend"] == "reference" and len(data["results"]) == 2
     assert [b["name"] for b in data["results"][0]["baselines"]] == list(bench.BASELINES)
     assert all(b["status"] == "n/a" and b["ms"] is None for r in data["results"] for b in r["baselines"])
     assert all(r["impl"] == "numpy" and r["accum"] == "fp32" for r in data["results"])
+    assert all(r["cos"] > 0.9999 and r["max_abs"] == r["err"] and r["lowp"] is None and r["bound_ok"] is None
+               for r in data["results"])
     assert data["config"]["impl"] == "auto" and data["config"]["accum"] == "fp32"
     assert "version" in data["build_info"]
     png = out_dir / "bench_tflops.png"
@@ -369,3 +426,146 @@ def test_dispatch_kernel_from_a_fake_profile():
     assert bench.sdpa_dispatch_from_events(events[:3]) == ("aten::_scaled_dot_product_flash_attention",
                                                            "_scaled_dot_product_flash_attention")
     assert bench.sdpa_dispatch_from_events([]) == (None, None)
+
+
+# --- accuracy columns and the low-precision rows ----------------------------------------
+
+
+def test_accuracy_metrics():
+    rng = np.random.default_rng(0)
+    ref = rng.standard_normal((2, 3, 5))
+    assert bench.accuracy(ref.copy(), ref) == (pytest.approx(1.0), 0.0, 0.0)
+    cos, rel_l1, max_abs = bench.accuracy(2 * ref, ref)  # same direction, twice the size
+    assert cos == pytest.approx(1.0) and rel_l1 == pytest.approx(1.0) and max_abs == pytest.approx(np.abs(ref).max())
+    out = ref + np.where(np.arange(ref.size).reshape(ref.shape) == 7, 0.5, 0.0)
+    cos, rel_l1, max_abs = bench.accuracy(out, ref)
+    assert rel_l1 == pytest.approx(0.5 / np.abs(ref).sum()) and max_abs == pytest.approx(0.5)
+    assert cos == pytest.approx(float((out * ref).sum() / np.sqrt((out * out).sum() * (ref * ref).sum())))
+    assert bench.accuracy(np.array([1.0, 0.0]), np.array([0.0, 1.0]))[0] == 0.0  # orthogonal
+    assert bench.accuracy(-ref, ref)[0] == pytest.approx(-1.0)
+    zero = np.zeros(4)
+    assert bench.accuracy(zero, zero) == (1.0, 0.0, 0.0)
+    assert bench.accuracy(np.ones(4), zero)[:2] == (0.0, math.inf)
+    nan = bench.accuracy(np.array([np.nan, 1.0]), np.array([1.0, 1.0]))
+    assert math.isnan(nan[0]) and math.isnan(nan[1])
+
+
+@pytest.mark.parametrize("hq,heads", [(32, [0, 10, 21, 31]), (4, [0, 1, 2, 3]), (3, [0, 1, 2]), (5, [0, 1, 3, 4]),
+                                      (1, [0])])
+def test_reference_heads_are_spread_over_the_query_heads(hq, heads):
+    assert bench.reference_heads(hq) == heads
+
+
+# Bounds for these tests only (LOWP_BOUNDS is empty until the measurement states the real ones).
+TEST_BOUNDS = {"fp8": (0.999, 3e-2), "fp4": (0.99, None)}
+
+
+@pytest.fixture
+def bounds(monkeypatch):
+    monkeypatch.setattr(bench, "LOWP_BOUNDS", dict(TEST_BOUNDS))
+
+
+def _lowp_result(cos, rel_l1, lowp="fp8", err=0.03, impl="cute_tma_fp8"):
+    return bench.Result("cuda", "fwd", "fp16", impl, 1, 32, 8, 8192, 8192, 512, False, err, 0.02, err <= 0.02,
+                        5.0, 20.0, 400.0, 100.0, cos=cos, rel_l1=rel_l1, max_abs=0.0312, ref="b0:h0,10,21,31",
+                        lowp=lowp)
+
+
+def test_lowp_line_carries_accuracy_columns_and_the_bound(bounds):
+    line = _lowp_result(0.999612, 1.2344e-2).line()
+    assert line.endswith("kernel=cute_tma_fp8 accum=fp32 cos=0.999612 rel_l1=1.234e-02 max_abs=3.120e-02 "
+                         "ref=b0:h0,10,21,31 bound(cos>=0.999,rel_l1<=0.03)=True")
+    match = bench.LINE_RE.match(line)
+    assert match, line
+    assert (match["kernel"], match["cos"], match["rel_l1"], match["max_abs"], match["ref"]) == (
+        "cute_tma_fp8", "0.999612", "1.234e-02", "3.120e-02", "b0:h0,10,21,31")
+    assert (match["bound"], match["bound_ok"], match["allclose"]) == ("cos>=0.999,rel_l1<=0.03", "True", "False")
+    # With the named baseline in between, the columns still parse.
+    with_baseline = _lowp_result(0.9995, 1e-2)
+    with_baseline.baselines = [bench.Baseline("sdpa-default", 20.0, 100.0, kernel="flash_fwd_kernel")]
+    match = bench.LINE_RE.match(with_baseline.line())
+    assert match["baseline"] == "sdpa-default[flash_fwd_kernel]" and match["cos"] == "0.999500"
+    # NVFP4 is held to its cosine only.
+    fp4 = _lowp_result(0.9931, 0.08, lowp="fp4", impl="cute_tma_fp4")
+    assert fp4.line().endswith(" bound(cos>=0.99)=True") and fp4.passed
+
+
+@pytest.mark.parametrize(
+    "cos,rel_l1,lowp,passed",
+    [
+        (0.9995, 0.02, "fp8", True),  # within: its max abs error (0.03 > atol) does not decide
+        (0.9985, 0.02, "fp8", False),  # cosine below the bound
+        (0.9995, 0.031, "fp8", False),  # relative L1 above the bound
+        (float("nan"), float("nan"), "fp8", False),  # a NaN output is never within
+        (0.989, 0.0, "fp4", False),
+        (0.991, 0.5, "fp4", True),
+    ],
+)
+def test_lowp_rows_are_judged_by_their_bound(bounds, cos, rel_l1, lowp, passed):
+    result = _lowp_result(cos, rel_l1, lowp=lowp)
+    assert result.bound == TEST_BOUNDS[lowp]
+    assert result.bound_ok is passed and result.passed is passed
+    assert bench.LINE_RE.match(result.line())["bound_ok"] == str(passed)
+
+
+def test_other_rows_keep_allclose_as_their_verdict(bounds):
+    result = _lowp_result(0.5, 0.9, lowp=None, impl="tma")
+    assert result.bound is None and result.bound_ok is None and result.passed is False  # err 0.03 > atol 0.02
+    match = bench.LINE_RE.match(result.line())
+    assert match["cos"] == "0.500000" and match["bound"] is None
+
+
+@pytest.mark.parametrize("err,passed", [(0.03, False), (0.01, True)])
+def test_lowp_rows_without_a_stated_bound_are_judged_by_allclose(monkeypatch, err, passed):
+    monkeypatch.setattr(bench, "LOWP_BOUNDS", {"fp4": (0.99, None)})  # none for fp8
+    result = _lowp_result(0.9999, 1e-3, err=err)
+    assert result.bound is None and result.bound_ok is None and result.passed is passed
+    match = bench.LINE_RE.match(result.line())
+    assert match["cos"] == "0.999900" and match["bound"] is None and match["allclose"] == str(passed)
+
+
+@pytest.mark.parametrize("cos,rc", [(0.9995, 0), (0.99, 1)])
+def test_exit_status_of_lowp_rows_follows_the_bound(install_extension, monkeypatch, bounds, capsys, cos, rc):
+    install_extension({**DEFAULT_INFO, "fp8": True, "fp8_archs": ["89", "120f"],
+                       "impls": [*DEFAULT_INFO["impls"], "cute_fp8", "cute_tma_fp8", "fp8"]})
+    monkeypatch.setattr(bench, "_run_cuda", lambda args, log: [_lowp_result(cos, 0.02)])
+    assert bench.main(["--backend", "cuda", "--D", "512", "--cuda-impl", "fp8", "--verbose"]) == rc
+    out, err = capsys.readouterr()
+    assert bench.LINE_RE.match(out.splitlines()[0])["bound_ok"] == str(rc == 0)
+    if rc:
+        assert "MISMATCH: fwd fp16 D=512 (cute_tma_fp8, fp8) cos=0.990000 rel_l1=2.000e-02 outside the bound " \
+               "cos >= 0.999, rel_l1 <= 0.03 (ref b0:h0,10,21,31)" in err
+    else:
+        assert "MISMATCH" not in err
+
+
+def _docs_bounds(text):
+    """The bounds table of docs/install.md's "Accuracy bounds": {precision: (cos, rel_l1)}, the rows that
+    state a bound ("-" marks one not stated yet)."""
+    section = text.split("### Accuracy bounds", 1)[1].split("\n#", 1)[0]
+    rows = re.findall(r"^\| (FP8|NVFP4) \([^|]*\| ([^|]*) \| ([^|]*) \|$", section, re.M)
+    assert [r[0] for r in rows] == ["FP8", "NVFP4"], section
+    stated = {}
+    for precision, cos, rel_l1 in rows:
+        if cos.strip() == "-" and rel_l1.strip() == "-":
+            continue
+        cos_match = re.fullmatch(r">= ([0-9.e-]+)", cos.strip())
+        rel_match = re.fullmatch(r"<= ([0-9.e-]+)|none", rel_l1.strip())
+        assert cos_match and rel_match, (cos, rel_l1)
+        stated["fp8" if precision == "FP8" else "fp4"] = (
+            float(cos_match[1]), float(rel_match[1]) if rel_match[1] else None)
+    return stated
+
+
+def test_lowp_bounds_are_the_ones_docs_install_states():
+    """docs/install.md's bounds table and bench.LOWP_BOUNDS say the same (both empty until measured)."""
+    text = (SOURCE_ROOT.parent / "docs" / "install.md").read_text(encoding="utf-8")
+    assert _docs_bounds(text) == bench.LOWP_BOUNDS
+
+
+def test_the_docs_bounds_reader_reads_a_filled_table():
+    """The reader above can fail: a filled-in table is read as stated."""
+    table = ("### Accuracy bounds\n\n| path | cosine similarity | relative L1 |\n|---|---|---|\n"
+             "| FP8 (`fp8`, `cute_fp8`, `cute_tma_fp8`) | >= 0.9985 | <= 4e-2 |\n"
+             "| NVFP4 (`fp4`, `cute_tma_fp4`) | >= 0.99 | none |\n\n### Next\n")
+    assert _docs_bounds(table) == {"fp8": (0.9985, 4e-2), "fp4": (0.99, None)}

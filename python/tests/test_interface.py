@@ -6,6 +6,7 @@ and __dlpack_device__; the extension by the conftest FakeExtension.
 
 from __future__ import annotations
 
+import re
 import sys
 import types
 
@@ -441,6 +442,123 @@ def test_cute_tma_not_in_build_names_the_archs(install_extension):
                                                    r"\['auto', 'mma', 'simt', 'cute'\]"):
         ffpa_attn_func(*qkv(), impl="cute_tma")
     assert ext.calls == []
+
+
+# --- the low-precision paths ------------------------------------------------------------
+
+# A release-like build with the FP8 and NVFP4 kernels (archs 89;120f): build_info's impls.
+LOWP_INFO = {**DEFAULT_INFO, "fp8": True, "fp8_archs": ["89", "120f"], "fp4": True, "fp4_archs": ["120f"],
+             "impls": [*DEFAULT_INFO["impls"], "cute_fp8", "cute_tma_fp8", "fp8", "cute_tma_fp4", "fp4"]}
+
+
+def test_impls_are_the_c_apis_spellings_in_enum_order():
+    """interface.IMPLS and the library's impl_name table (csrc/src/api.cu) are one list."""
+    from conftest import SOURCE_ROOT
+
+    from ffpa_attn.interface import IMPLS, LOWP_IMPLS
+
+    api = (SOURCE_ROOT.parent / "csrc" / "src" / "api.cu").read_text(encoding="utf-8")
+    body = api.split("const char* impl_name(Impl impl) noexcept {", 1)[1].split("\n}\n", 1)[0]
+    assert tuple(re.findall(r'case Impl::k\w+:\s*return "([a-z0-9_]+)";', body)) == IMPLS
+    assert tuple(LOWP_IMPLS) == IMPLS[-5:] == ("cute_fp8", "cute_tma_fp8", "fp8", "cute_tma_fp4", "fp4")
+
+
+@pytest.mark.parametrize("impl,ran", [("fp8", "cute_tma_fp8"), ("cute_fp8", "cute_fp8"),
+                                      ("cute_tma_fp8", "cute_tma_fp8"), ("fp4", "cute_tma_fp4"),
+                                      ("cute_tma_fp4", "cute_tma_fp4")])
+def test_lowp_impls_reach_the_extension_and_report_the_kernel(install_extension, impl, ran):
+    import warnings
+
+    from ffpa_attn.interface import last_kernel
+
+    ext = install_extension(LOWP_INFO)
+    ext.kernel = ran  # the library resolves fp8 / fp4 to the kernel it launched
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an explicit fast path: no SlowPathWarning
+        ffpa_attn_func(*qkv(), impl=impl)
+    assert ext.calls[-1][7] == impl and ext.call_kwargs[-1] == {"accum": "fp32"}
+    assert last_kernel() == ran
+    out, lse = ffpa_attn_func(*qkv(), impl=impl, return_lse=True)  # the LSE is requested like any other's
+    assert ext.calls[-1][4] is lse and lse.shape == (1, 4, 16)
+
+
+@pytest.mark.parametrize("impl", ["fp8", "cute_fp8", "cute_tma_fp8", "fp4", "cute_tma_fp4"])
+def test_fp16_accum_with_a_lowp_impl_is_refused_everywhere(install_extension, impl):
+    ext = install_extension(LOWP_INFO)
+    message = (rf"accum='fp16' is not an option of impl='{impl}': the FP8 / NVFP4 mma accumulates in fp32; drop "
+               r"accum, or use impl 'mma', 'tma', 'cute' or 'cute_tma' for fp16 accumulation")
+    for args in (qkv(), (np.zeros((1, 1, 4, 8), np.float16),) * 3):
+        with pytest.raises(UnsupportedImplError, match=message):
+            ffpa_attn_func(*args, impl=impl, accum="fp16")
+    assert ext.calls == []
+
+
+def test_launch_check_refuses_fp16_accum_with_a_lowp_impl(install_extension):
+    """The torch op calls launch.check directly: the same refusal there."""
+    from ffpa_attn import launch
+
+    install_extension(LOWP_INFO)
+    descs = {n: launch.describe(a) for n, a in zip("qkv", qkv())}
+    with pytest.raises(UnsupportedImplError, match="accum='fp16' is not an option of impl='fp8'"):
+        launch.check(descs, "fp8", "fp16")
+    with pytest.raises(UnsupportedImplError, match="the SIMT kernel accumulates in fp32"):
+        launch.check(descs, "simt", "fp16")
+    assert launch.check(descs, "fp8", "fp32") == (1, 4, 4, 16, 16, 128)
+
+
+def test_lowp_kernels_not_compiled_are_named(install_extension):
+    # The release's archs, but a build without the low-precision kernels (build_info's fp8/fp4 False).
+    ext = install_extension({**DEFAULT_INFO, "fp8": False, "fp8_archs": ["89", "120f"], "fp4": False,
+                             "fp4_archs": ["120f"]})
+    for impl, flag in (("fp8", "CUDA_FP8_AVAILABLE"), ("cute_fp8", "CUDA_FP8_AVAILABLE"),
+                       ("fp4", "CUDA_FP4_AVAILABLE")):
+        with pytest.raises(UnsupportedImplError,
+                           match=rf"impl='{impl}' is not in this build \(the FP8 / NVFP4 kernels were not compiled in "
+                                 rf"this build \(archs \['89', '120f'\], cuda.{flag} is False\): install a build "
+                                 rf"whose cuda.{flag} is True, or use impl='cute_tma', 'tma' or 'mma'\)"):
+            ffpa_attn_func(*qkv(), impl=impl)
+    assert ext.calls == []
+
+
+def test_lowp_impls_the_archs_lack_name_the_arch(install_extension):
+    # sm_89 only: FP8 cp.async-fed, no TMA and no NVFP4.
+    ext = install_extension({**DEFAULT_INFO, "archs": ["89"], "tma": False, "tma_archs": [], "cute_tma": False,
+                             "fp8": True, "fp8_archs": ["89"], "fp4": False, "fp4_archs": [],
+                             "impls": ["mma", "simt", "cute", "cute_fp8", "fp8"]})
+    with pytest.raises(UnsupportedImplError, match=r"impl='fp4' is not in this build \(NVFP4 \(the block-scaled mma\) "
+                                                   r"runs on the sm_120 family only.*needs its family target 120f; this "
+                                                   r"build has archs \['89'\]"):
+        ffpa_attn_func(*qkv(), impl="fp4")
+    with pytest.raises(UnsupportedImplError, match=r"impl='cute_tma_fp8' is not in this build \(the TMA-fed FP8 "
+                                                   r"kernel needs an arch >= 90.*choose one of \['auto', 'mma', "
+                                                   r"'simt', 'cute', 'cute_fp8', 'fp8'\]"):
+        ffpa_attn_func(*qkv(), impl="cute_tma_fp8")
+    # sm_120f only: FP8 is TMA-fed there, the cp.async-fed kernel has no code.
+    install_extension({**LOWP_INFO, "archs": ["120f"], "fp8_archs": ["120f"],
+                       "impls": ["mma", "simt", "tma", "cute", "cute_tma", "cute_tma_fp8", "fp8", "cute_tma_fp4",
+                                 "fp4"]})
+    with pytest.raises(UnsupportedImplError, match=r"impl='cute_fp8' is not in this build \(the cp.async-fed FP8 "
+                                                   r"kernel needs an arch >= 89 below the sm_120 family \(there FP8 "
+                                                   r"is TMA-fed: impl='fp8' or 'cute_tma_fp8'\)"):
+        ffpa_attn_func(*qkv(), impl="cute_fp8")
+    # Archs below 89: no FP8 code at all.
+    install_extension({**DEFAULT_INFO, "archs": ["80"], "tma": False, "tma_archs": [], "cute_tma": False,
+                       "impls": ["mma", "simt", "cute"]})
+    with pytest.raises(UnsupportedImplError, match=r"impl='fp8' is not in this build \(FP8 tensor cores need an "
+                                                   r"arch >= 89; this build has archs \['80'\]"):
+        ffpa_attn_func(*qkv(), impl="fp8")
+    assert ext.calls == []
+
+
+def test_lowp_impls_are_ignored_on_the_host():
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((1, 2, 8, 16)).astype(np.float32)
+    from ffpa_attn.interface import last_kernel
+
+    want = ffpa_attn_func(q, q, q, is_causal=True)
+    for impl in ("fp8", "fp4"):
+        np.testing.assert_array_equal(ffpa_attn_func(q, q, q, is_causal=True, impl=impl), want)
+        assert last_kernel() == "reference"
 
 
 # --- SDPA's signature on the host and for CuPy-like arrays -------------------------------
