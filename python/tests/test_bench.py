@@ -497,6 +497,7 @@ def test_lowp_line_carries_accuracy_columns_and_the_bound(bounds):
         (0.9985, 0.02, "fp8", False),  # cosine below the bound
         (0.9995, 0.031, "fp8", False),  # relative L1 above the bound
         (float("nan"), float("nan"), "fp8", False),  # a NaN output is never within
+        (float("nan"), float("nan"), "fp4", False),  # not even without a relative L1 bound
         (0.989, 0.0, "fp4", False),
         (0.991, 0.5, "fp4", True),
     ],
