@@ -10,6 +10,12 @@
 #                                                       and the mma, tma and simt kernels
 #                    ffpa_fwd_d<D>_<dtype>_cute.cu      run_fwd_cute<D, dtype, kCpAsync>
 #                    ffpa_fwd_d<D>_<dtype>_cute_tma.cu  run_fwd_cute<D, dtype, kTma>
+#                  and per head dim, the low-precision kernels (dtype-independent):
+#                    ffpa_fwd_d<D>_lowp.cu              run_fwd_lowp_d<D>: workspace,
+#                                                       quantisation, dispatch (light)
+#                    ffpa_fwd_d<D>_fp8.cu               FP8 CuTe kernel fed by cp.async
+#                    ffpa_fwd_d<D>_fp8_tma.cu           FP8 CuTe kernel fed by TMA
+#                    ffpa_fwd_d<D>_fp4_tma.cu           NVFP4 CuTe kernel (TMA)
 #                  (one explicit instantiation each: the CuTe kernels are the heavy
 #                  compiles, so each path is its own file and its own job), plus
 #                  ffpa_compiled_set.cpp, the dispatch table the library uses for
@@ -112,7 +118,34 @@ function(ffpa_generate_kernel_instances)
   set(header "// auto-generated from ${_FFPA_INSTANCES_GENERATOR}, do not edit.\n")
   set(sources "")
   set(entries "")
+  set(lowp_entries "")
   foreach(d IN LISTS head_dims)
+    # The low-precision kernels of this head dim (trap stubs where an arch lacks the
+    # instructions or the feed: ffpa/arch_rules.h).
+    set(path "${ARG_OUT_DIR}/ffpa_fwd_d${d}_lowp.cu")
+    string(CONCAT content
+      "${header}// Head dim ${d}: the low-precision launcher (workspace, quantisation pass, kernel dispatch).\n"
+      "#include \"ffpa/lowp/launch.cuh\"\n\n"
+      "template ffpa::Status ffpa::run_fwd_lowp_d<${d}>(const ffpa::FwdParams&, ffpa::DType, ffpa::Impl);\n")
+    _ffpa_write_cuda_instance("${path}" "${content}")
+    list(APPEND sources "${path}")
+    foreach(kind "fp8|kFp8|kCpAsync|the FP8 CuTe kernel fed by cp.async (impl cute_fp8; stubs on the sm_120 family and below sm_89)"
+                 "fp8_tma|kFp8|kTma|the FP8 CuTe kernel fed by TMA (impl cute_tma_fp8; stubs below sm_90)"
+                 "fp4_tma|kNvfp4|kTma|the NVFP4 CuTe kernel (impl cute_tma_fp4; stubs outside the sm_120 family's 120f / 120a)")
+      string(REPLACE "|" ";" kind "${kind}")
+      list(GET kind 0 suffix)
+      list(GET kind 1 qk)
+      list(GET kind 2 load)
+      list(GET kind 3 what)
+      set(path "${ARG_OUT_DIR}/ffpa_fwd_d${d}_${suffix}.cu")
+      string(CONCAT content
+        "${header}// Head dim ${d}: ${what}.\n"
+        "#include \"ffpa/cute/launch.cuh\"\n\n"
+        "template ffpa::Status ffpa::run_fwd_lowp_kernel<${d}, ffpa::LowpQK::${qk}, ffpa::Load::${load}>(const ffpa::FwdParams&);\n")
+      _ffpa_write_cuda_instance("${path}" "${content}")
+      list(APPEND sources "${path}")
+    endforeach()
+    string(APPEND lowp_entries "    {${d}, &run_fwd_lowp_d<${d}>},\n")
     foreach(t IN LISTS dtypes)
       if(t STREQUAL "fp16")
         set(enum "kFp16")
@@ -155,12 +188,8 @@ function(ffpa_generate_kernel_instances)
     # A zero-length array is ill-formed C++; the count says there are none.
     set(archs "nullptr")
   endif()
-  # The low-precision kernels' table (none yet: a one-element array keeps it well formed).
-  set(lowp_entries "")
-  set(n_lowp 0)
-  if(n_lowp EQUAL 0)
-    set(lowp_entries "    {0, nullptr},\n")
-  endif()
+  # The low-precision kernels' table: one entry per head dim.
+  list(LENGTH head_dims n_lowp)
   string(CONCAT lowp_table
     "const LowpEntry kCompiledLowp[] = {\n${lowp_entries}};\n"
     "const int kNumCompiledLowp = ${n_lowp};\n\n")

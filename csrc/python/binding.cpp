@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "ffpa/api.h"
+#include "ffpa/tolerance.h"
 
 namespace py = pybind11;
 
@@ -361,6 +362,20 @@ py::dict build_info() {
   d["fp8_archs"] = info.fp8_archs;
   d["fp4"] = info.fp4;
   d["fp4_archs"] = info.fp4_archs;
+  // The accuracy every path is held to (ffpa/tolerance.h, the one table): the package's
+  // tests, its bench and the notebooks read these.
+  py::dict tolerances;
+  for (const ffpa::Tolerance& t : ffpa::kTolerances) {
+    py::dict row;
+    row["rtol"] = t.rtol;
+    row["atol"] = t.atol;
+    row["lse"] = t.lse;
+    row["min_cos"] = t.min_cos;
+    row["max_rel_l1"] = t.max_rel_l1;
+    row["max_gain_err"] = t.max_gain_err;
+    tolerances[t.name] = row;
+  }
+  d["tolerances"] = tolerances;
   d["cutlass"] = info.cutlass_version;
   d["cuda_runtime"] = info.cuda_runtime;
   d["impls"] = info.impls;

@@ -476,10 +476,15 @@ Status encode_one(PFN_cuTensorMapEncodeTiled_v12000 encode, CUtensorMap* map, co
   const cuuint64_t strides[3] = {g.strides[0], g.strides[1], g.strides[2]};
   const cuuint32_t box[4] = {g.box[0], g.box[1], g.box[2], g.box[3]};
   const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
-  const CUresult r = encode(map, dtype == DType::kFp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                            4, const_cast<void*>(data), dims, strides, box, elem_strides,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUtensorMapDataType type = g.elem_bytes == 1         ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                   : dtype == DType::kFp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                           : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const CUtensorMapSwizzle swizzle = g.swizzle_bytes == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                                     : g.swizzle_bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                                             : CU_TENSOR_MAP_SWIZZLE_32B;
+  const CUresult r = encode(map, type, 4, const_cast<void*>(data), dims, strides, box, elem_strides,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     return {ErrorKind::kLayout, std::string("cuTensorMapEncodeTiled refused ") + name + " (CUresult " +
                                     std::to_string(int(r)) + ", byte strides " + std::to_string(g.strides[0]) +
@@ -509,6 +514,24 @@ Status run_fwd_lowp(const FwdParams& p, DType dtype, Impl impl) {
     if (kCompiledLowp[i].head_dim == p.head_dim) return kCompiledLowp[i].launch(p, dtype, impl);
   return {ErrorKind::kHeadDim, "internal: no low-precision kernel for head dim " + std::to_string(p.head_dim) +
                                    " although the head dim was compiled"};
+}
+
+Status encode_lowp_tma_maps(const FwdParams& p, int box_rows_q, int box_rows_kv, int box_rows_vt, int slab_bytes,
+                            TmaMaps* maps) {
+  PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  Status st = tensor_map_encoder(&encode);
+  if (!st.ok()) return st;
+  std::memset(maps, 0, sizeof(*maps));
+  const LowpLayout& l = p.lowp;
+  st = encode_one(encode, &maps->q, "q (quantised)", p.lowp_ws + l.q8, DType::kFp16,
+                  lowp_tma_geometry(l, TmaOperand::kQ, box_rows_q, slab_bytes));
+  if (st.ok() && p.nkv > 0)
+    st = encode_one(encode, &maps->k, "k (quantised)", p.lowp_ws + l.k8, DType::kFp16,
+                    lowp_tma_geometry(l, TmaOperand::kK, box_rows_kv, slab_bytes));
+  if (st.ok() && p.nkv > 0)
+    st = encode_one(encode, &maps->v, "v^T (quantised)", p.lowp_ws + l.vt8, DType::kFp16,
+                    lowp_tma_geometry(l, TmaOperand::kV, box_rows_vt, slab_bytes));
+  return st;
 }
 
 Status forward(const ForwardArgs& a) {

@@ -5,6 +5,7 @@
 
 #include "emu_cute.h"
 #include "ffpa/cute/fwd_kernel.cuh"
+#include "ffpa/tma_geometry.h"
 
 #ifndef FFPA_EMU_CUTE_D
 #error "define FFPA_EMU_CUTE_D (the head dim) before including emulate_cute.h"
@@ -91,6 +92,59 @@ void launch_variant(const CuteLaunch& c, const ffpa::FwdParams& p) {
       "(emulate_cute.h: the combinations the breakage runs use)");
 }
 
+// The low-precision kernel: the launcher's maps (lowp_tma_geometry) and geometry.
+template <typename Spec, bool kTma>
+void launch_lowp_feed(const ffpa::FwdParams& p) {
+  const Dim3 grid{unsigned((p.nq + Spec::kBlockM - 1) / Spec::kBlockM), unsigned(p.hq), unsigned(p.b)};
+  if constexpr (kTma) {
+    const ffpa::LowpLayout& l = p.lowp;
+    g_tma_maps.q = encode_tiled(p.lowp_ws + l.q8,
+                                ffpa::lowp_tma_geometry(l, ffpa::TmaOperand::kQ, Spec::kBlockM, Spec::kQKSlabBytes));
+    if (p.nkv > 0) {
+      g_tma_maps.k = encode_tiled(p.lowp_ws + l.k8, ffpa::lowp_tma_geometry(l, ffpa::TmaOperand::kK, Spec::kBlockN,
+                                                                            Spec::kQKSlabBytes));
+      g_tma_maps.v = encode_tiled(p.lowp_ws + l.vt8, ffpa::lowp_tma_geometry(l, ffpa::TmaOperand::kV, Spec::kBlockD,
+                                                                             Spec::kQKSlabBytes));
+    }
+    launch(&cute_body<Spec, ffpa::Load::kTma>, p, grid, Spec::kNThreads, Spec::kSmemBytesTma);
+  } else {
+    launch(&cute_body<Spec, ffpa::Load::kCpAsync>, p, grid, Spec::kNThreads, Spec::kSmemBytes);
+  }
+}
+
+struct TruncateP : ffpa::LowpNoBreak {
+  static constexpr bool kTruncateP = true;
+};
+struct SwapSfLanes : ffpa::LowpNoBreak {
+  static constexpr bool kSwapSfLanes = true;
+};
+struct ReverseSfBytes : ffpa::LowpNoBreak {
+  static constexpr bool kReverseSfBytes = true;
+};
+template <int D, ffpa::LowpQK kQK, typename Break>
+using BrokenLowpSpec = ffpa::CuteFwdSpec<D, __half, ffpa::DefaultLowpTile<D>, ffpa::LowpAtoms<kQK, Break>>;
+
+template <int D>
+void launch_lowp(const LowpLaunch& c, const ffpa::FwdParams& p) {
+  using ffpa::Impl;
+  using ffpa::LowpQK;
+  if (c.variant != LowpVariant::kDefault) {
+    if constexpr (D == 64) {
+      if (c.variant == LowpVariant::kTruncateP && c.impl == Impl::kCuteFp8)
+        return launch_lowp_feed<BrokenLowpSpec<D, LowpQK::kFp8, TruncateP>, false>(p);
+      if (c.variant == LowpVariant::kSwapSfLanes && c.impl == Impl::kCuteTmaFp4)
+        return launch_lowp_feed<BrokenLowpSpec<D, LowpQK::kNvfp4, SwapSfLanes>, true>(p);
+      if (c.variant == LowpVariant::kReverseSfBytes && c.impl == Impl::kCuteTmaFp4)
+        return launch_lowp_feed<BrokenLowpSpec<D, LowpQK::kNvfp4, ReverseSfBytes>, true>(p);
+    }
+    fail("this low-precision breakage variant is not compiled for this head dim and impl (emulate_cute.h)");
+  }
+  if (c.impl == Impl::kCuteFp8) return launch_lowp_feed<ffpa::DefaultLowpFwdSpec<D, LowpQK::kFp8>, false>(p);
+  if (c.impl == Impl::kCuteTmaFp8) return launch_lowp_feed<ffpa::DefaultLowpFwdSpec<D, LowpQK::kFp8>, true>(p);
+  if (c.impl == Impl::kCuteTmaFp4) return launch_lowp_feed<ffpa::DefaultLowpFwdSpec<D, LowpQK::kNvfp4>, true>(p);
+  fail("not a low-precision kernel impl");
+}
+
 }  // namespace
 
 #define FFPA_EMU_CAT2(a, b) a##b
@@ -101,6 +155,10 @@ void FFPA_EMU_CAT(launch_cute_d, FFPA_EMU_CUTE_D)(const CuteLaunch& c, const ffp
   } else {
     launch_variant<FFPA_EMU_CUTE_D, __half>(c, p);
   }
+}
+
+void FFPA_EMU_CAT(launch_lowp_d, FFPA_EMU_CUTE_D)(const LowpLaunch& c, const ffpa::FwdParams& p) {
+  launch_lowp<FFPA_EMU_CUTE_D>(c, p);
 }
 
 }  // namespace emu

@@ -254,11 +254,15 @@ void tma_load(void* smem_dst, const CUtensorMap* map_bytes, const int (&c)[4], u
   const TensorMapRecord rec = read_map(map_bytes);
   const TensorMapRecord* map = &rec;
   if (!map->encoded) fail("cp.async.bulk.tensor with a tensor map that was never encoded");
-  check_smem(smem_dst, 128, map->swizzle_128b ? 1024 : 128,
-             "TMA destination outside shared memory or not aligned (1024 bytes with the 128-byte swizzle)");
+  // The swizzle pattern repeats every 8 rows of the span: 1024 / 512 / 256 bytes, where
+  // the destination must start.
+  check_smem(smem_dst, 128, map->swizzle_bytes * 8,
+             "TMA destination outside shared memory or not aligned (8 x the swizzle span: 1024 bytes with the "
+             "128-byte swizzle)");
   MBar& m = mbar_at(bar, "cp.async.bulk.tensor");
   (void)m;
-  const size_t row_bytes = map->box[0] * 2;
+  const size_t eb = map->elem_bytes;
+  const size_t row_bytes = map->box[0] * eb;
   const size_t rows = size_t(map->box[1]) * map->box[2] * map->box[3];
   TmaCopy copy{static_cast<unsigned char*>(smem_dst), std::vector<unsigned char>(row_bytes * rows), bar};
   for (const TmaCopy& other : g_tma_in_flight)
@@ -276,17 +280,20 @@ void tma_load(void* smem_dst, const CUtensorMap* map_bytes, const int (&c)[4], u
           const int64_t g0 = int64_t(c[0]) + e;
           uint16_t v = 0;  // out of bounds: zero (CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
           if (row_in && g0 >= 0 && g0 < int64_t(map->dims[0])) {
-            const auto* src = static_cast<const unsigned char*>(map->base) + g0 * 2 + g1 * map->strides[0] +
+            const auto* src = static_cast<const unsigned char*>(map->base) + g0 * eb + g1 * map->strides[0] +
                               g2 * map->strides[1] + g3 * map->strides[2];
-            if (!global_readable(src, 2)) fail("TMA box reads outside the input arrays");
-            std::memcpy(&v, src, 2);
+            if (!global_readable(src, eb)) fail("TMA box reads outside the input arrays");
+            std::memcpy(&v, src, eb);
           }
-          // The 128-byte swizzle: within each 1024-byte atom, 16-byte chunk j of row
-          // r lands in chunk j ^ (r % 8) (the destination is 1024-aligned).
-          size_t off = r * row_bytes + e * 2;
-          if (map->swizzle_128b && g_break != Break::kNoSwizzle)
-            off = r * row_bytes + ((((e * 2) / 16) ^ (r % 8)) * 16) + (e * 2) % 16;
-          std::memcpy(copy.bytes.data() + off, &v, 2);
+          // The swizzle (the destination is aligned to its period): address bits [4, 4 + B)
+          // XOR bits [7, 7 + B), B = log2(span / 16); with 128-byte rows, 16-byte chunk j
+          // of row r lands in chunk j ^ (r % 8), with 64-byte rows in j ^ (r / 2 % 4).
+          size_t off = r * row_bytes + e * eb;
+          if (g_break != Break::kNoSwizzle) {
+            const size_t mask = map->swizzle_bytes / 16 - 1;
+            off ^= ((off >> 7) & mask) << 4;
+          }
+          std::memcpy(copy.bytes.data() + off, &v, eb);
         }
       }
   ++g_progress;
@@ -301,8 +308,9 @@ void check_no_tma_in_flight(const void* p, size_t n) {
       fail("shared memory read while a TMA copy into it is in flight (read before its mbarrier phase completed)");
 }
 
-// cuTensorMapEncodeTiled's checks on what the kernel uses (rank 4, 2-byte elements,
-// SWIZZLE_128B, no interleave), then the record.
+// cuTensorMapEncodeTiled's checks on what the kernels use (rank 4, 2- or 1-byte elements,
+// the 128-, 64- or 32-byte swizzle with the box row as wide as it, no interleave), then
+// the record.
 CUtensorMap encode_tiled(const void* base, const ffpa::TmaGeometry& g) {
   if (reinterpret_cast<uintptr_t>(base) % 16 != 0) fail("tensor map: global address not 16-byte aligned");
   for (int i = 0; i < 4; ++i)
@@ -312,12 +320,15 @@ CUtensorMap encode_tiled(const void* base, const ffpa::TmaGeometry& g) {
       fail("tensor map: a stride is not a multiple of 16 bytes or not below 2^40");
   for (int i = 0; i < 4; ++i)
     if (g.box[i] == 0 || g.box[i] > 256) fail("tensor map: a box dim is 0 or above 256");
-  if (g.box[0] * 2 > 128) fail("tensor map: the inner box is wider than the 128-byte swizzle span");
+  if (g.elem_bytes != 1 && g.elem_bytes != 2) fail("tensor map: element size other than 1 or 2 bytes");
+  if (g.swizzle_bytes != 128 && g.swizzle_bytes != 64 && g.swizzle_bytes != 32) fail("tensor map: unknown swizzle");
+  if (g.box[0] * g.elem_bytes > g.swizzle_bytes) fail("tensor map: the inner box is wider than the swizzle span");
   TensorMapRecord m;
   m.base = base;
   for (int i = 0; i < 4; ++i) m.dims[i] = g.dims[i], m.box[i] = g.box[i];
   for (int i = 0; i < 3; ++i) m.strides[i] = g.strides[i];
-  m.swizzle_128b = true;
+  m.elem_bytes = g.elem_bytes;
+  m.swizzle_bytes = g.swizzle_bytes;
   m.encoded = true;
   CUtensorMap out;
   write_map(&out, m);
@@ -704,11 +715,23 @@ int run_cute_breakages() {
 // ffpa_emulate_kernels --breakages D                          the TMA protocol breakages
 // ffpa_emulate_kernels --breakages-cute                       the CuTe kernel's breakages
 // ffpa_emulate_kernels --lowp-quant                           the low-precision quantisation pass
+// ffpa_emulate_kernels --lowp D... | --lowp-accuracy D... | --lowp-breakages
+//                                                             the low-precision kernels (emulate_lowp.cpp)
 //   kinds: mma, simt, tma, f16acc, cute, cute_tma, cute_f16acc (cute and cute_tma with
 //   fp16 accumulation)
 int run_lowp_quant_tests();  // emulate_lowp_quant.cpp
+int run_lowp_cases(const std::vector<int>& dims);  // emulate_lowp.cpp
+int run_lowp_accuracy(const std::vector<int>& dims);
+int run_lowp_breakages();
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--lowp-quant") == 0) return run_lowp_quant_tests();
+  if (argc > 1 && std::strcmp(argv[1], "--lowp-breakages") == 0) return run_lowp_breakages();
+  if (argc > 1 && (std::strcmp(argv[1], "--lowp") == 0 || std::strcmp(argv[1], "--lowp-accuracy") == 0)) {
+    std::vector<int> lowp_dims;
+    for (int i = 2; i < argc; ++i) lowp_dims.push_back(std::atoi(argv[i]));
+    if (lowp_dims.empty()) lowp_dims = {64, 320};
+    return std::strcmp(argv[1], "--lowp") == 0 ? run_lowp_cases(lowp_dims) : run_lowp_accuracy(lowp_dims);
+  }
   std::vector<int> dims;
   bool release = false, breakages = false, cute_breakages = false;
   std::string kinds = "mma,simt";

@@ -1,4 +1,4 @@
-# The low-precision paths' CPU tests (issue 21), included by csrc/CMakeLists.txt inside
+# The low-precision paths' CPU tests, included by csrc/CMakeLists.txt inside
 # if(FFPA_BUILD_TESTING) once the emulator (ffpa_emulate_kernels) and tests_dir exist.
 
 # The number formats of kernels/ffpa/lowp/numerics.h against CUDA's host conversions
@@ -17,3 +17,14 @@ set_tests_properties(ffpa.kernels.lowp_numerics PROPERTIES LABELS unit)
 target_sources(ffpa_emulate_kernels PRIVATE "${tests_dir}/emulate_lowp_quant.cpp")
 add_test(NAME ffpa.kernels.emulated_lowp_quant COMMAND ffpa_emulate_kernels --lowp-quant)
 set_tests_properties(ffpa.kernels.emulated_lowp_quant PROPERTIES LABELS unit TIMEOUT 300)
+
+# The low-precision kernels themselves (the quantisation pass, then the CuTe kernel with
+# the FP8 or NVFP4 atoms) against the double-precision reference, held to ffpa/tolerance.h's
+# bounds: the case list of every impl at a 4x1 and a 4x2 head dim, then the breakages (pass,
+# kernel and scale layout) must each fail.
+target_sources(ffpa_emulate_kernels PRIVATE "${tests_dir}/emulate_lowp.cpp")
+add_test(NAME ffpa.kernels.emulated_lowp COMMAND ffpa_emulate_kernels --lowp 64 320)
+set_tests_properties(ffpa.kernels.emulated_lowp PROPERTIES LABELS unit TIMEOUT 600)
+add_test(NAME ffpa.kernels.emulated_lowp_breakages COMMAND ffpa_emulate_kernels --lowp-breakages)
+set_tests_properties(ffpa.kernels.emulated_lowp_breakages PROPERTIES LABELS unit TIMEOUT 300
+  PASS_REGULAR_EXPRESSION "8 lowp breakage runs, 0 wrong")

@@ -39,7 +39,8 @@ def qkvo(d=None, hq=4, hkv=2, nq=100, nkv=77, typestr="<f2"):
 def test_build_info():
     info = _C.build_info()
     assert set(info) == {"head_dims", "dtypes", "archs", "fwd", "tma", "tma_archs", "f16_acc", "cute", "cute_tma",
-                         "cutlass", "cuda_runtime", "impls", "auto_impl"}
+                         "fp8", "fp8_archs", "fp4", "fp4_archs", "tolerances", "cutlass", "cuda_runtime", "impls",
+                         "auto_impl"}
     assert info["head_dims"] == sorted(info["head_dims"]) and info["head_dims"]
     assert all(d % 64 == 0 for d in info["head_dims"])
     assert set(info["dtypes"]) <= {"fp16", "bf16"} and info["dtypes"]
@@ -51,7 +52,21 @@ def test_build_info():
     assert info["tma_archs"] == want
     assert info["fwd"] is True and info["tma"] is bool(want) and info["cute"] is True
     assert info["cute_tma"] is bool(want)
-    assert info["impls"] == ["mma", "simt"] + (["tma"] if want else []) + ["cute"] + (["cute_tma"] if want else [])
+    # FP8 code on archs >= 89: fed by cp.async below the sm_120 family, by TMA from 90 on;
+    # NVFP4 on the sm_120 family's specific targets (120f, 120a) only.
+    sm = {a: int(re.match(r"\d+", a)[0]) for a in info["archs"]}
+    fp8 = [a for a in info["archs"] if sm[a] >= 89]
+    fp4 = [a for a in info["archs"] if 120 <= sm[a] < 130 and a[-1] in "af"]
+    assert info["fp8_archs"] == fp8 and info["fp8"] is bool(fp8)
+    assert info["fp4_archs"] == fp4 and info["fp4"] is bool(fp4)
+    lowp = ((["cute_fp8"] if any(sm[a] < 120 for a in fp8) else [])
+            + (["cute_tma_fp8"] if any(sm[a] >= 90 for a in fp8) else []) + (["fp8"] if fp8 else [])
+            + (["cute_tma_fp4", "fp4"] if fp4 else []))
+    assert info["impls"] == (["mma", "simt"] + (["tma"] if want else []) + ["cute"] + (["cute_tma"] if want else [])
+                             + lowp)
+    tol = info["tolerances"]
+    assert set(tol) == {"fp16", "bf16", "fp16_acc", "fp8", "fp4"}
+    assert tol["fp16"]["atol"] == pytest.approx(2e-2) and tol["fp8"]["min_cos"] > 0.99
     assert info["f16_acc"] is ("fp16" in info["dtypes"])
     assert info["auto_impl"].startswith("tma on sm_120" if want else "mma")
     assert "never cute or cute_tma" in info["auto_impl"]

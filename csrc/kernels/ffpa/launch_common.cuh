@@ -38,11 +38,25 @@ Status smem_opt_in(Kernel kernel, int bytes) {
 // api.cu: the tensor maps of a launch (boxes of box_rows_q / box_rows_kv rows by 64
 // columns, 128-byte swizzle, zero fill), encoded through the driver entry point.
 Status encode_tma_maps(const FwdParams& params, DType dtype, int box_rows_q, int box_rows_kv, TmaMaps* maps);
+// api.cu: the low-precision kernel's maps over the workspace's byte arrays (ffpa/
+// tma_geometry.h, lowp_tma_geometry): Q / K boxes of slab_bytes x box rows, V^T boxes of
+// 64 tokens x box_rows_vt channels.
+Status encode_lowp_tma_maps(const FwdParams& params, int box_rows_q, int box_rows_kv, int box_rows_vt, int slab_bytes,
+                            TmaMaps* maps);
 
 // The CuTe kernel of one (head dim, dtype) and feed (kCpAsync: impl cute, kTma: impl
 // cute_tma), either accumulator; defined in ffpa/cute/launch.cuh and instantiated in
 // the instance files ffpa_fwd_d<D>_<dtype>_cute[_tma].cu (cmake/FfpaKernelInstances.cmake).
 template <int kHeadDim, DType kDType, Load kLoad>
 Status run_fwd_cute(const FwdParams& params);
+
+// The low-precision CuTe kernel of one head dim, Q K^T precision and feed, on a quantised
+// workspace (params.lowp_ws / params.lowp); defined in ffpa/cute/launch.cuh and
+// instantiated in ffpa_fwd_d<D>_fp8[_tma].cu / _fp4_tma.cu.
+template <int kHeadDim, LowpQK kQK, Load kLoad>
+Status run_fwd_lowp_kernel(const FwdParams& params);
+
+// The quantisation pass (ffpa/lowp/quant.cuh) for inputs of dtype (src/lowp_quant.cu).
+Status quantize_lowp(const FwdParams& params, DType dtype, unsigned char* workspace);
 
 }  // namespace ffpa

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "ffpa/api.h"
+#include "ffpa/lowp/layout.h"
 
 namespace ffpa {
 
@@ -38,6 +39,7 @@ struct FwdParams {
   // (ffpa/lowp/layout.h gives the offsets) and the output's element type (one kernel per
   // head dim writes fp16 or bf16; q, k and v are read only by the quantisation pass).
   const unsigned char* lowp_ws = nullptr;
+  LowpLayout lowp;
   DType out_dtype = DType::kFp16;
 
   void* stream = nullptr;  // cudaStream_t

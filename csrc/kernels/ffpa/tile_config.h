@@ -24,6 +24,10 @@ struct TileRow {
   bool f16_acc;      // fp16 accumulation (the CuTe rows differ; the mma rows are shared)
   int mma_warps_m, mma_warps_d, mma_stages;
   int cute_block_m, cute_block_n, cute_block_d, cute_warps_m, cute_warps_d, cute_stages;  // block_d 0: = D
+  // The low-precision CuTe kernel (FP8 / NVFP4; 64-key blocks always: a V^T row of 64
+  // e4m3 tokens is one 64-byte swizzle slab). The same in both rows of a head dim (it
+  // accumulates in fp32 either way).
+  int lowp_block_m, lowp_block_d, lowp_warps_m, lowp_warps_d, lowp_stages;  // block_d 0: = D
   const char* measured;
 };
 
@@ -37,38 +41,41 @@ struct TileRow {
 //        accumulation D = 192/256 take 4x2 with 32 keys (20 bytes of spills with 4x1 at
 //        D = 192), D = 320 32-key blocks and D = 512 the 2x4 layout (4x2 with 64 keys
 //        spilled 52 bytes on sm_120f).
+//   lowp: the CuTe kernel's shapes with 64-key blocks; persist-D to D = 256 with 4x2 warps
+//        at D = 256 (64 fp32 O registers per thread next to S and the e4m3 P), split-D
+//        above as the 16-bit rows. Estimates (no spills: ptxas), never timed.
 inline constexpr TileRow kTileTable[] = {
     // D <= 64
-    {64, false, 4, 1, 3, 128, 64, 0, 4, 1, 2,
+    {64, false, 4, 1, 3, 128, 64, 0, 4, 1, 2, 128, 0, 4, 1, 2,
      "H200 run 3 (65d3f63): tma 239.2 TFLOPS (mma 199.5), against sdpa-default[kernel not recorded] 488.5; "
      "sm_89/sm_120: estimate"},
-    {64, true, 4, 1, 3, 128, 64, 0, 4, 1, 2, "H200 run 3: tma fp16-acc 213.9 TFLOPS; sm_89/sm_120: estimate"},
+    {64, true, 4, 1, 3, 128, 64, 0, 4, 1, 2, 128, 0, 4, 1, 2, "H200 run 3: tma fp16-acc 213.9 TFLOPS; sm_89/sm_120: estimate"},
     // D <= 128
-    {128, false, 4, 1, 3, 64, 64, 0, 4, 1, 2,
+    {128, false, 4, 1, 3, 64, 64, 0, 4, 1, 2, 64, 0, 4, 1, 2,
      "H200 run 3 (65d3f63): tma 287.9 TFLOPS (mma 209.9), against sdpa-default[kernel not recorded] 666.5; "
      "sm_89/sm_120: estimate"},
-    {128, true, 4, 1, 3, 64, 64, 0, 4, 1, 2, "H200 run 3: tma fp16-acc 208.4 TFLOPS; sm_89/sm_120: estimate"},
+    {128, true, 4, 1, 3, 64, 64, 0, 4, 1, 2, 64, 0, 4, 1, 2, "H200 run 3: tma fp16-acc 208.4 TFLOPS; sm_89/sm_120: estimate"},
     // D <= 192
-    {192, false, 4, 1, 3, 64, 64, 0, 4, 1, 2,
+    {192, false, 4, 1, 3, 64, 64, 0, 4, 1, 2, 64, 0, 4, 1, 2,
      "H200 run 1 (4fe514a): mma 233.8 TFLOPS; cute: not yet timed; sm_89/sm_120: estimate"},
-    {192, true, 4, 1, 3, 64, 32, 0, 4, 2, 2, "estimate: no spills on sm_120f (ptxas); not yet timed"},
+    {192, true, 4, 1, 3, 64, 32, 0, 4, 2, 2, 64, 0, 4, 1, 2, "estimate: no spills on sm_120f (ptxas); not yet timed"},
     // D <= 256
-    {256, false, 4, 1, 3, 64, 32, 0, 4, 1, 2,
+    {256, false, 4, 1, 3, 64, 32, 0, 4, 1, 2, 64, 0, 4, 2, 2,
      "H200 run 1 (4fe514a): mma 228.8 TFLOPS; cute: not yet timed; sm_89/sm_120: estimate"},
-    {256, true, 4, 1, 3, 64, 32, 0, 4, 2, 2, "estimate: no spills on sm_120f (ptxas); not yet timed"},
+    {256, true, 4, 1, 3, 64, 32, 0, 4, 2, 2, 64, 0, 4, 2, 2, "estimate: no spills on sm_120f (ptxas); not yet timed"},
     // D <= 384 (the release's 320)
-    {384, false, 4, 2, 3, 64, 64, 64, 4, 2, 3,
+    {384, false, 4, 2, 3, 64, 64, 64, 4, 2, 3, 64, 64, 4, 2, 3,
      "H200 run 3 (65d3f63): tma 185.7 TFLOPS (mma 155.5), 1.37x sdpa-default[kernel not recorded] 135.4; "
      "sm_89/sm_120: estimate"},
-    {384, true, 4, 2, 3, 64, 32, 64, 4, 2, 3, "H200 run 3: tma fp16-acc 163.0 TFLOPS; sm_89/sm_120: estimate"},
+    {384, true, 4, 2, 3, 64, 32, 64, 4, 2, 3, 64, 64, 4, 2, 3, "H200 run 3: tma fp16-acc 163.0 TFLOPS; sm_89/sm_120: estimate"},
     // D <= 512
-    {512, false, 4, 2, 3, 64, 64, 64, 4, 2, 3,
+    {512, false, 4, 2, 3, 64, 64, 64, 4, 2, 3, 64, 64, 4, 2, 3,
      "H200 run 3 (65d3f63): tma 189.9 TFLOPS (mma 168.8), 1.43x sdpa-default[kernel not recorded] 132.4; "
      "sm_89/sm_120: estimate"},
-    {512, true, 4, 2, 3, 32, 64, 64, 2, 4, 3, "H200 run 3: tma fp16-acc 166.8 TFLOPS; sm_89/sm_120: estimate"},
+    {512, true, 4, 2, 3, 32, 64, 64, 2, 4, 3, 64, 64, 4, 2, 3, "H200 run 3: tma fp16-acc 166.8 TFLOPS; sm_89/sm_120: estimate"},
     // D <= 1024 (2x4: 32 query rows; a 4x4 layout would need 512 threads x ~200 registers)
-    {1024, false, 2, 4, 3, 32, 64, 64, 2, 4, 3, "estimate: emulation only (csrc/tests/emu), never on a GPU"},
-    {1024, true, 2, 4, 3, 32, 64, 64, 2, 4, 3, "estimate: emulation only (csrc/tests/emu), never on a GPU"},
+    {1024, false, 2, 4, 3, 32, 64, 64, 2, 4, 3, 64, 64, 2, 4, 3, "estimate: emulation only (csrc/tests/emu), never on a GPU"},
+    {1024, true, 2, 4, 3, 32, 64, 64, 2, 4, 3, 64, 64, 2, 4, 3, "estimate: emulation only (csrc/tests/emu), never on a GPU"},
 };
 
 // The row of a head dim and accumulator. Head dims above the table are refused by the

@@ -9,6 +9,10 @@
 //           span) of `rows` rows; the kernel's coordinates are {d0, row0, head, batch}
 // An extent-1 dim is never stepped over, so its stride (which frameworks leave
 // arbitrary there, 0 included) is replaced by the packed one.
+// The low-precision kernel's maps (lowp_tma_geometry) are over the quantisation pass's
+// packed byte arrays (ffpa/lowp/layout.h): Q and K as {row bytes, N, H, B} with boxes one
+// swizzle slab wide (64 bytes: 64 e4m3, 32 bytes: 64 NVFP4 values), V^T as
+// {nkv_pad, D, Hkv, B} with boxes of 64 tokens x the kernel's V step of channels.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +25,8 @@ struct TmaGeometry {
   uint64_t dims[4];
   uint64_t strides[3];  // bytes
   uint32_t box[4];
+  uint32_t elem_bytes = 2;       // 2: fp16 / bf16; 1: the low-precision byte arrays
+  uint32_t swizzle_bytes = 128;  // the box's swizzle span: 128, 64 or 32 (= the box row)
 };
 
 enum class TmaOperand { kQ, kK, kV };
@@ -49,6 +55,29 @@ inline TmaGeometry tma_geometry(const FwdParams& p, TmaOperand which, int box_ro
   g.box[1] = static_cast<uint32_t>(box_rows);
   g.box[2] = 1;
   g.box[3] = 1;
+  return g;
+}
+
+inline TmaGeometry lowp_tma_geometry(const LowpLayout& l, TmaOperand which, int box_rows, int slab_bytes) {
+  const bool vt = which == TmaOperand::kV;
+  const bool q = which == TmaOperand::kQ;
+  const uint64_t inner = vt ? uint64_t(l.nkv_pad) : uint64_t(l.qk_row_bytes);
+  const uint64_t rows = vt ? uint64_t(l.d) : uint64_t(q ? l.nq : l.nkv);
+  const uint64_t heads = uint64_t(q ? l.hq : l.hkv);
+  TmaGeometry g{};
+  g.dims[0] = inner;
+  g.dims[1] = rows;
+  g.dims[2] = heads;
+  g.dims[3] = uint64_t(l.b);
+  g.strides[0] = inner;
+  g.strides[1] = inner * rows;
+  g.strides[2] = inner * rows * heads;
+  g.box[0] = static_cast<uint32_t>(vt ? kVtPad : slab_bytes);
+  g.box[1] = static_cast<uint32_t>(box_rows);
+  g.box[2] = 1;
+  g.box[3] = 1;
+  g.elem_bytes = 1;
+  g.swizzle_bytes = static_cast<uint32_t>(vt ? kVtPad : slab_bytes);
   return g;
 }
 

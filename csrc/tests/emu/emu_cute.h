@@ -39,7 +39,19 @@ struct CuteLaunch {
   CuteVariant variant;
 };
 
-#define FFPA_EMU_HEAD_DIM(D) void launch_cute_d##D(const CuteLaunch& c, const ffpa::FwdParams& p);
+// The low-precision CuTe kernel on a workspace the quantisation pass filled
+// (p.lowp_ws, p.lowp); impl: cute_fp8, cute_tma_fp8 or cute_tma_fp4. Its breakages
+// (ffpa/cute/spec.h's LowpNoBreak policy swapped, D = 64 only): P rounded toward zero,
+// NVFP4 scales of rows g and g + 8 in each other's lanes, a row's scales in reverse order.
+enum class LowpVariant { kDefault, kTruncateP, kSwapSfLanes, kReverseSfBytes };
+struct LowpLaunch {
+  ffpa::Impl impl;
+  LowpVariant variant;
+};
+
+#define FFPA_EMU_HEAD_DIM(D)                                                  \
+  void launch_cute_d##D(const CuteLaunch& c, const ffpa::FwdParams& p); \
+  void launch_lowp_d##D(const LowpLaunch& c, const ffpa::FwdParams& p);
 #include "emu_head_dims.inc"
 #undef FFPA_EMU_HEAD_DIM
 

@@ -20,10 +20,13 @@
 #include <cute/atom/copy_traits_sm75.hpp>
 #include <cute/atom/mma_atom.hpp>
 #include <cute/atom/mma_traits_sm80.hpp>
+#include <cute/atom/mma_traits_sm89.hpp>
 // clang-format on
 
 #include <cstdint>
 
+#include "ffpa/lowp/layout.h"
+#include "ffpa/lowp/mma.cuh"
 #include "ffpa/tma.cuh"
 #include "ffpa/utils.cuh"
 
@@ -73,6 +76,24 @@ struct Mma16816F16 {
     const uint32_t a[4] = {a0, a1, a2, a3};
     Mma16816F16Acc::run(d, a, b0, b1);
     d0 = d[0], d1 = d[1];
+#endif
+  }
+};
+
+// mma.sync.m16n8k32.row.col e4m3 x e4m3, fp32 accumulation (ffpa/lowp/mma.cuh).
+struct Mma16832E4m3F32 {
+  using DRegisters = float[4];
+  using ARegisters = uint32_t[4];
+  using BRegisters = uint32_t[2];
+  using CRegisters = float[4];
+  CUTE_HOST_DEVICE static void fma(float& d0, float& d1, float& d2, float& d3, uint32_t const& a0, uint32_t const& a1,
+                                   uint32_t const& a2, uint32_t const& a3, uint32_t const& b0, uint32_t const& b1,
+                                   float const& c0, float const& c1, float const& c2, float const& c3) {
+#if FFPA_CUTE_OP_BODY
+    float d[4] = {c0, c1, c2, c3};
+    const uint32_t a[4] = {a0, a1, a2, a3};
+    Mma16832E4m3::run(d, a, b0, b1);
+    d0 = d[0], d1 = d[1], d2 = d[2], d3 = d[3];
 #endif
   }
 };
@@ -148,6 +169,28 @@ struct Sm80Atoms {
   using Tma = cute_ops::TmaLoad4d;
   static constexpr int kMmaK = 16;
   static constexpr bool kF16Accum = kF16Acc;
+  static constexpr bool kLowp = false;
+};
+
+// The low-precision atom set (ffpa/lowp/layout.h): Q K^T on e4m3 (kQK = kFp8, the FP8 mma
+// below) or on NVFP4 (kNvfp4: the block-scaled mma of ffpa/lowp/mma.cuh, which the kernel
+// calls itself because its scale registers are no operand of CuTe's MMA atom; its A and B
+// bytes partition like the FP8 mma's, 64 e2m1 values per 32-byte k step), P V on e4m3.
+// Operand tiles are bytes; V arrives transposed ([d][tokens]), so every shared -> register
+// copy is the non-transposing ldmatrix. kMmaK: the k extent of one mma in bytes (32).
+template <LowpQK kQK_, typename Break_>
+struct LowpAtoms {
+  using Break = Break_;  // LowpNoBreak but in the emulator's breakage runs (spec.h)
+  using MmaOp = cute_ops::Mma16832E4m3F32;
+  using SmemCopyA = cute_ops::LdsmX4;
+  using SmemCopyB = cute_ops::LdsmX4;
+  using SmemCopyBTrans = cute_ops::LdsmX4;  // V^T is already k-contiguous
+  using GmemCopy = cute_ops::CpAsync16;
+  using Tma = cute_ops::TmaLoad4d;
+  static constexpr int kMmaK = 32;
+  static constexpr bool kF16Accum = false;
+  static constexpr bool kLowp = true;
+  static constexpr LowpQK kQK = kQK_;
 };
 
 }  // namespace ffpa
@@ -160,6 +203,9 @@ template <>
 struct MMA_Traits<ffpa::cute_ops::Mma16816F32<__nv_bfloat16>> : MMA_Traits<SM80_16x8x16_F32BF16BF16F32_TN> {};
 template <>
 struct MMA_Traits<ffpa::cute_ops::Mma16816F16> : MMA_Traits<SM80_16x8x16_F16F16F16F16_TN> {};
+
+template <>
+struct MMA_Traits<ffpa::cute_ops::Mma16832E4m3F32> : MMA_Traits<SM89_16x8x32_F32E4M3E4M3F32_TN> {};
 
 template <>
 struct Copy_Traits<ffpa::cute_ops::LdsmX4> : Copy_Traits<SM75_U32x4_LDSM_N> {};

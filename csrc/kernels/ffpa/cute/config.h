@@ -77,4 +77,19 @@ struct DefaultCuteTileOf {
 template <int kHeadDim, bool kF16Acc>
 using DefaultCuteTile = typename DefaultCuteTileOf<kHeadDim, kF16Acc>::type;
 
+// The low-precision kernel's tile of a head dim (tile_config.h's lowp columns; 64-key
+// blocks).
+constexpr CuteTileParams lowp_default_tile(int head_dim) {
+  const TileRow& r = tile_row(head_dim, false);
+  return CuteTileParams{r.lowp_block_m, 64, r.lowp_block_d == 0 ? head_dim : r.lowp_block_d,
+                        r.lowp_warps_m, r.lowp_warps_d, r.lowp_stages};
+}
+template <int kHeadDim>
+struct DefaultLowpTileOf {
+  static constexpr CuteTileParams kP = lowp_default_tile(kHeadDim);
+  using type = CuteTile<kP.block_m, kP.block_n, kP.block_d, kP.warps_m, kP.warps_d, kP.stages>;
+};
+template <int kHeadDim>
+using DefaultLowpTile = typename DefaultLowpTileOf<kHeadDim>::type;
+
 }  // namespace ffpa

@@ -29,6 +29,9 @@
 #include "ffpa/arch_rules.h"
 #include "ffpa/cute/spec.h"
 #include "ffpa/kernel_traits.h"  // Load
+#include "ffpa/lowp/layout.h"
+#include "ffpa/lowp/mma.cuh"
+#include "ffpa/lowp/numerics.h"
 #include "ffpa/params.h"
 #include "ffpa/tma.cuh"
 #include "ffpa/utils.cuh"
@@ -108,27 +111,121 @@ __device__ __forceinline__ auto group_mode(Tensor&& t) {
   }
 }
 
+// Low precision, 4x1: P (fp32 accumulator fragments of S, values in [0, 1]) to e4m3 of
+// P * 448, straight into the P V mma's A fragments. The lane holds columns {2t, 2t + 1} of
+// each 8-column n-tile; with V^T's tokens permuted (lowp/layout.h, vt_column) the A
+// fragment of k step ks is, register j = r + 2h (row half r, k half h), the pairs of
+// n-tiles 4 ks + 2h and 4 ks + 2h + 1 of row half r, in that order: no shuffle.
+// Two probabilities to e4m3 codes of P * 448 (the hardware's cvt.rn.satfinite; the
+// emulator's truncating breakage aside).
+struct LowpCvtTruncate : LowpCvtExact {
+  static constexpr bool kRoundNearestEven = false;
+};
+template <class Break>
+__device__ __forceinline__ uint32_t p_e4m3x2(float lo, float hi) {
+  if constexpr (Break::kTruncateP) {
+    return pack_e4m3x2(float_to_e4m3_as<LowpCvtTruncate>(lo * kE4m3Max),
+                       float_to_e4m3_as<LowpCvtTruncate>(hi * kE4m3Max));
+  } else {
+    return cvt_e4m3x2(lo * kE4m3Max, hi * kE4m3Max);
+  }
+}
+
+template <class Break, class AccS, class FragA>
+__device__ __forceinline__ void pack_p_e4m3(AccS const& acc_s, FragA& frag) {
+  cute::Tensor a32 = cute::recast<uint32_t>(frag);  // ((1, 2, 2), MMA_M, kPvKSteps): registers a0..a3
+  constexpr int kM = decltype(cute::size<1>(acc_s))::value;
+  constexpr int kK = decltype(cute::size<2>(frag))::value;
+#pragma unroll
+  for (int i = 0; i < kM; ++i)
+#pragma unroll
+    for (int ks = 0; ks < kK; ++ks)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int r = j & 1, na = 4 * ks + 2 * (j >> 1);
+        const uint32_t lo = p_e4m3x2<Break>(acc_s(2 * r, i, na), acc_s(2 * r + 1, i, na));
+        const uint32_t hi = p_e4m3x2<Break>(acc_s(2 * r, i, na + 1), acc_s(2 * r + 1, i, na + 1));
+        a32(j, i, ks) = lo | (hi << 16);
+      }
+}
+
+// NVFP4: S += Q K^T for one ldmatrix pair of n-tiles (2p, 2p + 1) at k step `kstep` (64
+// values of D: four ue4m3 scales per row), through the block-scaled mma, which takes each
+// row's scales in a register (ffpa/lowp/mma.cuh: A row g from lanes 4g, row g + 8 from
+// lanes 4g + 1, B column g from lane 4g). The scales come from the workspace's q_sf / k_sf
+// (L1-resident: 4 bytes per row and k step); rows past nq / nkv get zero scales.
+template <int kHeadDim, class Break, class RowCol, class FragA, class FragB, class FragC>
+__device__ __forceinline__ void nvfp4_qk_pair(const FwdParams& params, int64_t q_bh, int64_t k_bh, int m0, int n0,
+                                              int kstep, int p, RowCol const& tScS_rc, FragA const& a,
+                                              FragB const& b, FragC&& c) {
+  constexpr int kSfPerRow = kHeadDim / kNvfp4Block;
+  const LowpLayout& lw = params.lowp;
+  const int lane = threadIdx.x % 32;
+  const unsigned char* q_sf = params.lowp_ws + lw.q_sf + q_bh * params.nq * kSfPerRow + kstep * 4;
+  const unsigned char* k_sf = params.lowp_ws + lw.k_sf + k_bh * params.nkv * kSfPerRow + kstep * 4;
+  cute::Tensor ra = cute::recast<uint32_t>(a);  // ((1, 2, 2), MMA_M)
+  cute::Tensor rb = cute::recast<uint32_t>(b);  // ((1, 2), 2)
+  constexpr int kM = decltype(cute::size<1>(a))::value;
+  uint32_t sfb[2];
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    // B's column g of this n-tile: the tile's first column (the lane's C column 2t, less 2t) plus g.
+    const int key = n0 + cute::get<1>(tScS_rc(0, 2 * (2 * p + e))) - 2 * (lane % 4) + lane / 4;
+    sfb[e] = key < params.nkv ? *reinterpret_cast<const uint32_t*>(k_sf + int64_t(key) * kSfPerRow) : 0u;
+  }
+  constexpr int kSfRowLane = Break::kSwapSfLanes ? 1 : 0;
+#pragma unroll
+  for (int i = 0; i < kM; ++i) {
+    const int row = m0 + cute::get<0>(tScS_rc(2 * i + ((lane & 1) ^ kSfRowLane), 0));  // 4g: row g, 4g + 1: g + 8
+    uint32_t sfa = row < params.nq ? *reinterpret_cast<const uint32_t*>(q_sf + int64_t(row) * kSfPerRow) : 0u;
+    if constexpr (Break::kReverseSfBytes)
+      sfa = (sfa >> 24) | ((sfa >> 8) & 0xff00u) | ((sfa << 8) & 0xff0000u) | (sfa << 24);
+    const uint32_t regs_a[4] = {ra(0, i), ra(1, i), ra(2, i), ra(3, i)};
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float d[4] = {c(0, i, e), c(1, i, e), c(2, i, e), c(3, i, e)};
+      Mma16864Nvf4::run(d, regs_a, rb(0, e), rb(1, e), sfa, sfb[e]);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) c(j, i, e) = d[j];
+    }
+  }
+}
+
 }  // namespace cute_fwd
 #endif  // FFPA_CUTE_DEVICE_CODE
+
+// The low-precision instances' own stub rule: FP8 code needs sm_89, NVFP4 the sm_120
+// family's specific targets (ffpa/arch_rules.h); elsewhere they trap, never launched.
+template <typename Spec>
+inline constexpr bool kLowpCode = !Spec::kLowp || (Spec::kNvfp4 ? kDeviceNvfp4 : kDeviceFp8);
 
 // The kernel, for both feeds. Same parameter passing as the mma kernel (the tensor
 // maps as a __grid_constant__ by value, used in place; the cp.async feed ignores them).
 // Template arguments never depend on __CUDA_ARCH__ (ffpa.kernels.kernel_names).
+// Low precision (Spec::kLowp, ffpa/lowp/layout.h): Q, K and V^T are the quantisation
+// pass's byte tiles in params.lowp_ws; S is rescaled by the Q and K block scales, P goes
+// to e4m3 (P * 448) in the P V mma's A layout (V^T's token permutation makes that a
+// register-local pack), O is rescaled by V's channel scales / 448 and written as
+// params.out_dtype says, and the LSE gets the smoothing's shift back.
 template <typename Spec, Load kLoad>
 __global__ void __launch_bounds__(Spec::kNThreads, 1)
     ffpa_fwd_cute_kernel(const FwdParams params, const __grid_constant__ TmaMaps maps) {
 #if FFPA_CUTE_DEVICE_CODE
-  if constexpr ((kLoad == Load::kTma && !kCuteTmaCode) || (kLoad == Load::kCpAsync && !kCuteCpAsyncCode)) {
-    __trap();  // a cute_tma instance below sm_90, a cute one on the sm_120 family: never launched (api.cu)
+  if constexpr ((kLoad == Load::kTma && !kCuteTmaCode) || (kLoad == Load::kCpAsync && !kCuteCpAsyncCode) ||
+                !kLowpCode<Spec>) {
+    __trap();  // e.g. a cute_tma instance below sm_90, a cute one on the sm_120 family: never launched (api.cu)
   } else {
     using namespace cute;
     using Traits = CuteFwdTraits<Spec>;
     using T = typename Traits::T;
     using Element = typename Traits::Element;
+    using ElementV = typename Traits::ElementV;
     using Atoms = typename Traits::Atoms;
     using ET = ElemTraits<T>;
     constexpr bool kTma = kLoad == Load::kTma;
     constexpr bool kF16Acc = Traits::kF16Acc;
+    constexpr bool kLowp = Traits::kLowp;
+    constexpr bool kNvfp4 = Traits::kNvfp4;
     constexpr int kHeadDim = Traits::kHeadDim;
     constexpr int kBlockM = Traits::kBlockM;
     constexpr int kBlockN = Traits::kBlockN;
@@ -140,7 +237,12 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
     constexpr int kSteps = Traits::kStepsPerBlock;
     constexpr int kKSteps = Traits::kKSteps;
     constexpr int kPvKSteps = Traits::kPvKSteps;
-    constexpr int kSlabs = kBlockD / 64;  // TMA boxes per K / V step
+    constexpr int kQKCols = Traits::kQKCols;        // Q / K tile columns (elements of Element)
+    constexpr int kKStepCols = Traits::kKStepCols;  // columns of one K step
+    // Columns per swizzle slab (one TMA box wide): 64 16-bit or e4m3 columns, 32 NVFP4 bytes.
+    constexpr int kSlabCols = (kLowp ? Traits::kQKSlabBytes : 128) / int(sizeof(Element));
+    static_assert(!kNvfp4 || kTma, "the NVFP4 kernel is TMA-fed (the sm_120 family)");
+    static_assert(!kLowp || !kF16Acc, "the low-precision mma accumulates in fp32");
 
     // Both feeds: tiles from a 1024-byte aligned base (the swizzle acts on address bits
     // up to 9; the launch reserved the slack).
@@ -151,9 +253,9 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
       smem_base += (Traits::kAlign - addr % Traits::kAlign) % Traits::kAlign;
     }
     Element* const smem_q = reinterpret_cast<Element*>(smem_base);
-    Element* const smem_kv = smem_q + Traits::kQElems;
-    Element* const smem_p = smem_kv + kStages * Traits::kKVElems;
-    float* const smem_red = reinterpret_cast<float*>(smem_p + Traits::kPElems);  // [kNWarpsD][kBlockM]
+    unsigned char* const smem_kv = smem_base + Traits::kQBytes;
+    ElementV* const smem_p = reinterpret_cast<ElementV*>(smem_kv + kStages * Traits::kStageBytes);
+    float* const smem_red = reinterpret_cast<float*>(smem_kv + kStages * Traits::kStageBytes + Traits::kPBytes);
     // kTma: bars[s] for K / V stage s, bars[kStages] for Q.
     uint64_t* const bars = reinterpret_cast<uint64_t*>(smem_base + Traits::kBarOffset);
 
@@ -168,33 +270,59 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
     const int nq = params.nq;
     const int nkv = params.nkv;
     const int m0 = m_block * kBlockM;
+    const LowpLayout& lw = params.lowp;  // kLowp only
+    const int64_t q_bh = int64_t(batch) * params.hq + head;     // (batch, head) index of the packed arrays
+    const int64_t k_bh = int64_t(batch) * params.hkv + kv_head;  // (batch, kv head)
 
-    // ---- global tensors of this (batch, head): (rows, D), unit stride along D.
-    const Element* const q_ptr =
-        static_cast<const Element*>(params.q) + batch * params.q_batch_stride + head * params.q_head_stride;
-    const Element* const k_ptr =
-        static_cast<const Element*>(params.k) + batch * params.k_batch_stride + kv_head * params.k_head_stride;
-    const Element* const v_ptr =
-        static_cast<const Element*>(params.v) + batch * params.v_batch_stride + kv_head * params.v_head_stride;
-    Element* const o_ptr =
-        static_cast<Element*>(params.o) + batch * params.o_batch_stride + head * params.o_head_stride;
-    Tensor mQ = make_tensor(make_gmem_ptr(q_ptr),
-                            make_layout(make_shape(nq, Int<kHeadDim>{}), make_stride(params.q_row_stride, _1{})));
-    Tensor mK = make_tensor(make_gmem_ptr(k_ptr),
-                            make_layout(make_shape(nkv, Int<kHeadDim>{}), make_stride(params.k_row_stride, _1{})));
-    Tensor mV = make_tensor(make_gmem_ptr(v_ptr),
-                            make_layout(make_shape(nkv, Int<kHeadDim>{}), make_stride(params.v_row_stride, _1{})));
+    // ---- global tensors of this (batch, head): (rows, D), unit stride along D. Low
+    // precision: the packed byte arrays of the workspace, and V^T as (D, nkv_pad).
+    auto gmem_operands = [&] {
+      if constexpr (kLowp) {
+        const unsigned char* ws = params.lowp_ws;
+        const Element* q_ptr = reinterpret_cast<const Element*>(ws + lw.q8) + q_bh * nq * kQKCols;
+        const Element* k_ptr = reinterpret_cast<const Element*>(ws + lw.k8) + k_bh * nkv * kQKCols;
+        const ElementV* vt_ptr = reinterpret_cast<const ElementV*>(ws + lw.vt8) + k_bh * kHeadDim * lw.nkv_pad;
+        return cute::make_tuple(
+            make_tensor(make_gmem_ptr(q_ptr), make_layout(make_shape(nq, Int<kQKCols>{}), make_stride(Int<kQKCols>{}, _1{}))),
+            make_tensor(make_gmem_ptr(k_ptr), make_layout(make_shape(nkv, Int<kQKCols>{}), make_stride(Int<kQKCols>{}, _1{}))),
+            make_tensor(make_gmem_ptr(vt_ptr),
+                        make_layout(make_shape(Int<kHeadDim>{}, lw.nkv_pad), make_stride(lw.nkv_pad, _1{}))));
+      } else {
+        const Element* const q_ptr =
+            static_cast<const Element*>(params.q) + batch * params.q_batch_stride + head * params.q_head_stride;
+        const Element* const k_ptr =
+            static_cast<const Element*>(params.k) + batch * params.k_batch_stride + kv_head * params.k_head_stride;
+        const Element* const v_ptr =
+            static_cast<const Element*>(params.v) + batch * params.v_batch_stride + kv_head * params.v_head_stride;
+        return cute::make_tuple(
+            make_tensor(make_gmem_ptr(q_ptr),
+                        make_layout(make_shape(nq, Int<kHeadDim>{}), make_stride(params.q_row_stride, _1{}))),
+            make_tensor(make_gmem_ptr(k_ptr),
+                        make_layout(make_shape(nkv, Int<kHeadDim>{}), make_stride(params.k_row_stride, _1{}))),
+            make_tensor(make_gmem_ptr(v_ptr),
+                        make_layout(make_shape(nkv, Int<kHeadDim>{}), make_stride(params.v_row_stride, _1{}))));
+      }
+    };
+    auto g_operands = gmem_operands();
+    auto mQ = cute::get<0>(g_operands);
+    auto mK = cute::get<1>(g_operands);
+    auto mV = cute::get<2>(g_operands);  // V (16-bit) or V^T (low precision)
+    using OutElement = typename CuteElement<T>::type;  // 2 bytes: fp16 or bf16 (low precision: out_dtype says)
+    OutElement* const o_ptr =
+        static_cast<OutElement*>(params.o) + batch * params.o_batch_stride + head * params.o_head_stride;
     Tensor mO = make_tensor(make_gmem_ptr(o_ptr),
                             make_layout(make_shape(nq, Int<kHeadDim>{}), make_stride(params.o_row_stride, _1{})));
 
     // ---- shared tensors
-    Tensor sQ = make_tensor(make_smem_ptr(smem_q), typename Traits::SmemLayoutQ{});  // (kBlockM, D)
+    Tensor sQ = make_tensor(make_smem_ptr(smem_q), typename Traits::SmemLayoutQ{});  // (kBlockM, kQKCols)
     Tensor sP = make_tensor(make_smem_ptr(smem_p), typename Traits::SmemLayoutP{});  // (kBlockM, kBlockN)
-    auto stage_kv = [&](int s) {  // (kBlockN, kBlockD): a K or V step
-      return make_tensor(make_smem_ptr(smem_kv + s * Traits::kKVElems), typename Traits::SmemLayoutKV{});
+    auto stage_kv = [&](int s) {  // (kBlockN, kKStepCols): a K step
+      return make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem_kv + s * Traits::kStageBytes)),
+                         typename Traits::SmemLayoutKV{});
     };
-    auto stage_vt = [&](int s) {  // (kBlockD, kBlockN): the same V bytes as P V's B operand
-      return make_tensor(make_smem_ptr(smem_kv + s * Traits::kKVElems), typename Traits::SmemLayoutVt{});
+    auto stage_vt = [&](int s) {  // (kBlockD, kBlockN): a V step as P V's B operand
+      return make_tensor(make_smem_ptr(reinterpret_cast<ElementV*>(smem_kv + s * Traits::kStageBytes)),
+                         typename Traits::SmemLayoutVt{});
     };
 
     // Keys beyond the last row's causal limit are never needed (bottom-right alignment:
@@ -208,34 +336,35 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
     }
 
     // ---- loads. cp.async: every thread, its slice of the tiled copy, rows outside
-    // [0, nq) / [0, nkv) zero-filled. TMA: thread 0 alone, one box per 64-column slab
-    // (out-of-bounds rows read as zeros), all of a tile completing on one mbarrier.
+    // [0, nq) / [0, nkv) zero-filled. TMA: thread 0 alone, one box per slab (out-of-bounds
+    // rows read as zeros), all of a tile completing on one mbarrier.
     typename Traits::GmemTiledCopy g2s;
-    auto g2s_thr = g2s.get_slice(tid);
-    auto copy_rows = [&](auto const& gsrc, auto& sdst, int row0, int rows_valid) {
+    typename Traits::GmemTiledCopyV g2s_v;
+    auto copy_rows = [&](auto const& tiled, auto const& gsrc, auto& sdst, int row0, int rows_valid) {
+      auto thr = tiled.get_slice(tid);
       Tensor cid = make_identity_tensor(shape(gsrc));  // flat (rows, columns), like the global tile
-      Tensor tg = g2s_thr.partition_S(gsrc);
-      Tensor ts = g2s_thr.partition_D(sdst);
-      Tensor tc = g2s_thr.partition_S(cid);
+      Tensor tg = thr.partition_S(gsrc);
+      Tensor ts = thr.partition_D(sdst);
+      Tensor tc = thr.partition_S(cid);
 #pragma unroll
       for (int m = 0; m < size<1>(ts); ++m) {
         const bool valid = row0 + get<0>(tc(0, m, 0)) < rows_valid;
 #pragma unroll
-        for (int k = 0; k < size<2>(ts); ++k) copy(g2s.with(valid), tg(_, m, k), ts(_, m, k));
+        for (int k = 0; k < size<2>(ts); ++k) copy(tiled.with(valid), tg(_, m, k), ts(_, m, k));
       }
     };
     auto load_q = [&]() {
       if constexpr (kTma) {
         if (tid == 0) {
           uint64_t* const bar = bars + kStages;
-          mbar_arrive_expect_tx(bar, Traits::kQElems * 2);
+          mbar_arrive_expect_tx(bar, Traits::kQBytes);
 #pragma unroll
-          for (int c = 0; c < kHeadDim / 64; ++c)
-            Atoms::Tma::copy(&maps.q, bar, &sQ(0, c * 64), c * 64, m0, head, batch);
+          for (int c = 0; c < kQKCols / kSlabCols; ++c)
+            Atoms::Tma::copy(&maps.q, bar, &sQ(0, c * kSlabCols), c * kSlabCols, m0, head, batch);
         }
       } else {
-        Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(m_block, 0));
-        copy_rows(gQ, sQ, m0, nq);
+        Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kQKCols>>{}, make_coord(m_block, 0));
+        copy_rows(g2s, gQ, sQ, m0, nq);
         cp_async_commit();
       }
     };
@@ -244,17 +373,47 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
     auto load_step = [&](int step, int n_block, int stage) {
       const bool is_k = step < kNChunks;
       const int chunk = is_k ? step : step - kNChunks;
-      Tensor s = stage_kv(stage);
       if constexpr (kTma) {
         uint64_t* const bar = bars + stage;
-        mbar_arrive_expect_tx(bar, Traits::kKVElems * 2);
+        if constexpr (kLowp) {
+          // K: kKStepCols bytes in slabs; V^T: one box of 64 tokens x kBlockD channels.
+          if (is_k) {
+            mbar_arrive_expect_tx(bar, Traits::kKBytes);
+            Tensor s = stage_kv(stage);
 #pragma unroll
-        for (int j = 0; j < kSlabs; ++j)
-          Atoms::Tma::copy(is_k ? &maps.k : &maps.v, bar, &s(0, j * 64), chunk * kBlockD + j * 64, n_block * kBlockN,
-                           kv_head, batch);
+            for (int j = 0; j < kKStepCols / kSlabCols; ++j)
+              Atoms::Tma::copy(&maps.k, bar, &s(0, j * kSlabCols), chunk * kKStepCols + j * kSlabCols,
+                               n_block * kBlockN, kv_head, batch);
+          } else {
+            mbar_arrive_expect_tx(bar, Traits::kVBytes);
+            Tensor s = stage_vt(stage);
+            Atoms::Tma::copy(&maps.v, bar, &s(0, 0), n_block * kBlockN, chunk * kBlockD, kv_head, batch);
+          }
+        } else {
+          Tensor s = stage_kv(stage);
+          mbar_arrive_expect_tx(bar, Traits::kKBytes);
+#pragma unroll
+          for (int j = 0; j < kKStepCols / kSlabCols; ++j)
+            Atoms::Tma::copy(is_k ? &maps.k : &maps.v, bar, &s(0, j * kSlabCols), chunk * kBlockD + j * kSlabCols,
+                             n_block * kBlockN, kv_head, batch);
+        }
       } else {
-        Tensor g = local_tile(is_k ? mK : mV, Shape<Int<kBlockN>, Int<kBlockD>>{}, make_coord(n_block, chunk));
-        copy_rows(g, s, n_block * kBlockN, nkv);
+        if constexpr (kLowp) {
+          if (is_k) {
+            Tensor s = stage_kv(stage);
+            copy_rows(g2s, local_tile(mK, Shape<Int<kBlockN>, Int<kKStepCols>>{}, make_coord(n_block, chunk)), s,
+                      n_block * kBlockN, nkv);
+          } else {
+            // V^T rows are channels (all valid); its tokens are padded with zeros.
+            Tensor s = stage_vt(stage);
+            copy_rows(g2s_v, local_tile(mV, Shape<Int<kBlockD>, Int<kBlockN>>{}, make_coord(chunk, n_block)), s, 0,
+                      kHeadDim);
+          }
+        } else {
+          Tensor s = stage_kv(stage);
+          Tensor g = local_tile(is_k ? mK : mV, Shape<Int<kBlockN>, Int<kBlockD>>{}, make_coord(n_block, chunk));
+          copy_rows(g2s, g, s, n_block * kBlockN, nkv);
+        }
       }
     };
     auto issue = [&](int step, int n_block, int stage) {  // no-op past the last block
@@ -272,12 +431,15 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
     auto s2r_a = make_tiled_copy_A(typename Traits::SmemCopyAtomA{}, tiled_mma);
     auto s2r_b = make_tiled_copy_B(typename Traits::SmemCopyAtomB{}, tiled_mma);
     auto s2r_bt = make_tiled_copy_B(typename Traits::SmemCopyAtomBTrans{}, tiled_mma);
+    auto s2r_p = make_tiled_copy_A(typename Traits::SmemCopyAtomP{}, tiled_mma);
     auto s2r_a_thr = s2r_a.get_slice(tid);
     auto s2r_b_thr = s2r_b.get_slice(tid);
     auto s2r_bt_thr = s2r_bt.get_slice(tid);
+    auto s2r_p_thr = s2r_p.get_slice(tid);
 
-    Tensor tSsQ = s2r_a_thr.partition_S(sQ);  // (CPY, CPY_M, D / 16)
-    Tensor tSrQ = thr_mma.partition_fragment_A(local_tile(sQ, Shape<Int<kBlockM>, Int<kBlockD>>{}, make_coord(0, 0)));
+    Tensor tSsQ = s2r_a_thr.partition_S(sQ);  // (CPY, CPY_M, QK k-steps over all of D)
+    Tensor tSrQ =
+        thr_mma.partition_fragment_A(local_tile(sQ, Shape<Int<kBlockM>, Int<kKStepCols>>{}, make_coord(0, 0)));
     Tensor tSrQ_cv = s2r_a_thr.retile_D(tSrQ);  // (CPY, CPY_M, kKSteps)
 
     // Accumulator coordinates: (row, column) of every S element within the block.
@@ -294,6 +456,11 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
     float row_sum[kRows];  // partial: this thread's columns only, reduced at the end
 #pragma unroll
     for (int r = 0; r < kRows; ++r) row_max[r] = -INFINITY, row_sum[r] = 0.f;
+
+    // Low precision: the Q block's scale (S's rescale folds it with the softmax scale).
+    float qk_scale_log2 = params.scale_log2;
+    if constexpr (kLowp)
+      qk_scale_log2 *= reinterpret_cast<const float*>(params.lowp_ws + lw.q_scale)[q_bh * lw.nq_blocks + m_block];
 
     if constexpr (kTma) {
       if (tid == 0) {
@@ -330,9 +497,18 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
           return make_tensor(acc_mma.data(), acc_mma.layout());
         }
       }();
-      // 4x1: P in registers, in the A-operand layout of P V.
+      // 4x1: P in registers, in the A-operand layout of P V (16-bit: the accumulator
+      // layout read as A; low precision: e4m3 bytes packed into the A fragment below).
       Tensor rP = make_tensor<Element>(acc_mma.layout());
       Tensor tOrP = make_tensor(rP.data(), cute_fwd::acc_as_a(rP.layout()));
+      // Low precision, 4x1: (MMA, MMA_M, kPvKSteps) e4m3, packed by pack_p_e4m3.
+      auto tOrP8 = [&] {
+        if constexpr (kLowp && kNWarpsD == 1) {
+          return thr_mma.partition_fragment_A(sP);
+        } else {
+          return 0;
+        }
+      }();
 
       // One pipeline step (step s of the KV block: K chunk s, then V chunk s - kNChunks):
       // cp.async: this step's group has landed once at most kStages - 2 newer ones are
@@ -376,7 +552,13 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
 #pragma unroll
           for (int p = 0; p < size<1>(tSsK); ++p) {
             copy(s2r_b, tSsK(_, p, ks), tSrK_cv(_, p, ks));
-            gemm(tiled_mma, tSrQ(_, _, ks), tSrK_g(_, make_coord(_, p), ks), acc_g(_, _, make_coord(_, p)));
+            if constexpr (kNvfp4) {
+              cute_fwd::nvfp4_qk_pair<kHeadDim, typename Atoms::Break>(params, q_bh, k_bh, m0, n0, chunk * kKSteps + ks, p, tScS_rc,
+                                                tSrQ(_, _, ks),
+                                                tSrK_g(_, make_coord(_, p), ks), acc_g(_, _, make_coord(_, p)));
+            } else {
+              gemm(tiled_mma, tSrQ(_, _, ks), tSrK_g(_, make_coord(_, p), ks), acc_g(_, _, make_coord(_, p)));
+            }
           }
         }
       }
@@ -386,7 +568,11 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
 #pragma unroll
         for (int j = 0; j < size(h); ++j) unpack_half2(h(j), acc_s(2 * j), acc_s(2 * j + 1));
       }
-      // ---- online softmax on the finished S tile.
+      // ---- online softmax on the finished S tile (low precision: S rescaled by the Q
+      // and K block scales).
+      float s_scale = qk_scale_log2;
+      if constexpr (kLowp)
+        s_scale *= reinterpret_cast<const float*>(params.lowp_ws + lw.k_scale)[k_bh * lw.nkv_blocks + n_block];
       Tensor s_rc = make_tensor(acc_s.data(), cute_fwd::acc_rowcol(acc_s.layout()));
       const bool need_mask = n0 + kBlockN > nkv || (params.causal && n0 + kBlockN - 1 > m0 + causal_offset);
       float blk_max[kRows];
@@ -395,7 +581,7 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
         blk_max[r] = -INFINITY;
 #pragma unroll
         for (int c = 0; c < size<1>(s_rc); ++c) {
-          float x = s_rc(r, c) * params.scale_log2;
+          float x = s_rc(r, c) * s_scale;
           if (need_mask) {
             const int row = m0 + get<0>(tScS_rc(r, c));
             const int col = n0 + get<1>(tScS_rc(r, c));
@@ -446,10 +632,24 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
 #pragma unroll
           for (int cc = 0; cc < size<1>(o_rc); ++cc) o_rc(r, cc) *= corr[r];
       }
-      // P to 16 bits: in registers (4x1), or published to shared memory for the
-      // other warps of the row group; the barrier of the next pipeline step makes
-      // the whole P tile visible before any P V step reads it.
-      if constexpr (kNWarpsD == 1) {
+      // P to 16 bits or e4m3: in registers (4x1), or published to shared memory for the
+      // other warps of the row group; the barrier of the next pipeline step makes the
+      // whole P tile visible before any P V step reads it.
+      if constexpr (kLowp && kNWarpsD == 1) {
+        cute_fwd::pack_p_e4m3<typename Atoms::Break>(acc_s, tOrP8);
+      } else if constexpr (kLowp) {
+        // Each (column 2t, 2t + 1) pair lands at V^T's permuted columns (lowp/layout.h),
+        // still adjacent, so that the A fragment ldmatrix reads from sP meets V^T's order.
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
+#pragma unroll
+          for (int c = 0; c < size<1>(s_rc); c += 2) {
+            const int col = get<1>(tScS_rc(r, c));
+            const int pcol = (col & ~(kVtGroup - 1)) | vt_column(col & (kVtGroup - 1));
+            *reinterpret_cast<uint16_t*>(&sP(get<0>(tScS_rc(r, c)), pcol)) =
+                uint16_t(cute_fwd::p_e4m3x2<typename Atoms::Break>(s_rc(r, c), s_rc(r, c + 1)));
+          }
+      } else if constexpr (kNWarpsD == 1) {
         Tensor p32 = recast<uint32_t>(rP);
 #pragma unroll
         for (int j = 0; j < size(p32); ++j) p32(j) = ET::pack(acc_s(2 * j), acc_s(2 * j + 1));
@@ -471,14 +671,16 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
         Tensor acc_c = acc_o(_, _, _, chunk);
         Tensor acc_g = cute_fwd::group_mode<2, 2>(acc_c);
         // 4x2 / 2x4: P from shared memory as the A operand.
-        Tensor tOsP = s2r_a_thr.partition_S(sP);          // (CPY, CPY_M, kPvKSteps)
+        Tensor tOsP = s2r_p_thr.partition_S(sP);          // (CPY, CPY_M, kPvKSteps)
         Tensor tOrPs = thr_mma.partition_fragment_A(sP);  // (MMA, MMA_M, kPvKSteps)
-        Tensor tOrPs_cv = s2r_a_thr.retile_D(tOrPs);
+        Tensor tOrPs_cv = s2r_p_thr.retile_D(tOrPs);
         auto a_operand = [&](int ks) {
-          if constexpr (kNWarpsD == 1) {
+          if constexpr (kNWarpsD == 1 && kLowp) {
+            return tOrP8(_, _, ks);
+          } else if constexpr (kNWarpsD == 1) {
             return tOrP(_, _, ks);
           } else {
-            copy(s2r_a, tOsP(_, _, ks), tOrPs_cv(_, _, ks));
+            copy(s2r_p, tOsP(_, _, ks), tOrPs_cv(_, _, ks));
             return tOrPs(_, _, ks);
           }
         };
@@ -551,29 +753,52 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
     Tensor cO = make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockD>>{});
     Tensor tOcO = thr_mma.partition_C(cO);
     Tensor tOcO_rc = make_tensor(tOcO.data(), cute_fwd::acc_rowcol(tOcO.layout()));
+    // Low precision: O's channel d is in units of v_scale[d] / 448 (V^T's scale, P's 448).
+    const float* const v_scale =
+        kLowp ? reinterpret_cast<const float*>(params.lowp_ws + lw.v_scale) + k_bh * kHeadDim : nullptr;
+    auto store_o = [&](auto elem_traits) {
+      using OT = decltype(elem_traits);
 #pragma unroll
-    for (int c = 0; c < kNChunks; ++c) {
-      Tensor gO = local_tile(mO, Shape<Int<kBlockM>, Int<kBlockD>>{}, make_coord(m_block, c));
-      Tensor tOgO = thr_mma.partition_C(gO);
-      Tensor o_rc = make_tensor(acc_o(_, _, _, c).data(), cute_fwd::acc_rowcol(acc_o(_, _, _, c).layout()));
-      Tensor g_rc = make_tensor(tOgO.data(), cute_fwd::acc_rowcol(tOgO.layout()));
+      for (int c = 0; c < kNChunks; ++c) {
+        Tensor gO = local_tile(mO, Shape<Int<kBlockM>, Int<kBlockD>>{}, make_coord(m_block, c));
+        Tensor tOgO = thr_mma.partition_C(gO);
+        Tensor o_rc = make_tensor(acc_o(_, _, _, c).data(), cute_fwd::acc_rowcol(acc_o(_, _, _, c).layout()));
+        Tensor g_rc = make_tensor(tOgO.data(), cute_fwd::acc_rowcol(tOgO.layout()));
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        if (m0 + get<0>(tOcO_rc(r, 0)) >= nq) continue;
-          // Columns (r, 2n) and (r, 2n + 1) are one 32-bit pair.
+        for (int r = 0; r < kRows; ++r) {
+          if (m0 + get<0>(tOcO_rc(r, 0)) >= nq) continue;
+            // Columns (r, 2n) and (r, 2n + 1) are one 32-bit pair.
 #pragma unroll
-        for (int n = 0; n < size<1>(o_rc) / 2; ++n)
-          *reinterpret_cast<uint32_t*>(&g_rc(r, 2 * n)) =
-              ET::pack(o_rc(r, 2 * n) * inv[r], o_rc(r, 2 * n + 1) * inv[r]);
+          for (int n = 0; n < size<1>(o_rc) / 2; ++n) {
+            float lo = o_rc(r, 2 * n) * inv[r], hi = o_rc(r, 2 * n + 1) * inv[r];
+            if constexpr (kLowp) {
+              const int col = c * kBlockD + get<1>(tOcO_rc(r, 2 * n));
+              lo *= v_scale[col] * (1.f / kE4m3Max);
+              hi *= v_scale[col + 1] * (1.f / kE4m3Max);
+            }
+            *reinterpret_cast<uint32_t*>(&g_rc(r, 2 * n)) = OT::pack(lo, hi);
+          }
+        }
       }
+    };
+    if constexpr (kLowp) {
+      if (params.out_dtype == DType::kBf16) {
+        store_o(ElemTraits<__nv_bfloat16>{});
+      } else {
+        store_o(ElemTraits<__half>{});
+      }
+    } else {
+      store_o(ET{});
     }
     if (params.lse != nullptr && (tid & 3) == 0 && warp_d == 0) {
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         const int row = m0 + get<0>(tScS_rc(r, 0));
         if (row >= nq) continue;
-        // row_max is max(s * scale * log2 e); back to natural log: * ln 2.
-        const float lse = total[r] > 0.f ? row_max[r] * 0.6931471805599453f + logf(total[r]) : -INFINITY;
+        // row_max is max(s * scale * log2 e); back to natural log: * ln 2. Low precision:
+        // plus the K smoothing's scale * q . mean(K) (lowp/layout.h).
+        float lse = total[r] > 0.f ? row_max[r] * 0.6931471805599453f + logf(total[r]) : -INFINITY;
+        if constexpr (kLowp) lse += reinterpret_cast<const float*>(params.lowp_ws + lw.lse_shift)[q_bh * nq + row];
         params.lse[batch * params.lse_batch_stride + head * params.lse_head_stride +
                    static_cast<int64_t>(row) * params.lse_row_stride] = lse;
       }

@@ -45,4 +45,27 @@ Status run_fwd_cute(const FwdParams& params) {
   });
 }
 
+// The low-precision kernel on the workspace the caller quantised (lowp/launch.cuh).
+template <int kHeadDim, LowpQK kQK, Load kLoad>
+Status run_fwd_lowp_kernel(const FwdParams& params) {
+  using Spec = DefaultLowpFwdSpec<kHeadDim, kQK>;
+  constexpr bool kTma = kLoad == Load::kTma;
+  TmaMaps maps{};
+  if constexpr (kTma) {
+    Status st = encode_lowp_tma_maps(params, Spec::kBlockM, Spec::kBlockN, Spec::kBlockD, Spec::kQKSlabBytes, &maps);
+    if (!st.ok()) return st;
+  }
+  constexpr int kSmem = kTma ? Spec::kSmemBytesTma : Spec::kSmemBytes;
+  const auto kernel = &ffpa_fwd_cute_kernel<Spec, kLoad>;
+  Status st = smem_opt_in(kernel, kSmem);
+  if (!st.ok()) return st;
+  const dim3 grid((params.nq + Spec::kBlockM - 1) / Spec::kBlockM, params.hq, params.b);
+  void* args[] = {const_cast<FwdParams*>(&params), &maps};
+  return launch_status(
+      cudaLaunchKernel(kernel, grid, dim3(Spec::kNThreads), args, kSmem, static_cast<cudaStream_t>(params.stream)),
+      kQK == LowpQK::kNvfp4 ? "cute_tma_fp4 forward kernel launch"
+      : kTma               ? "cute_tma_fp8 forward kernel launch"
+                           : "cute_fp8 forward kernel launch");
+}
+
 }  // namespace ffpa

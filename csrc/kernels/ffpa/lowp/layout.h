@@ -28,6 +28,14 @@
 #include <cstddef>
 #include <cstdint>
 
+// The kernels call the token permutation too (nvcc without --expt-relaxed-constexpr calls
+// only __host__ __device__ constexpr functions from device code).
+#if defined(__CUDACC__)
+#define FFPA_LAYOUT_HD __host__ __device__
+#else
+#define FFPA_LAYOUT_HD
+#endif
+
 namespace ffpa {
 
 // The precision of a low-precision kernel's Q K^T (P V is e4m3 in both).
@@ -44,12 +52,12 @@ inline constexpr int kVtPad = 64;       // nkv_pad is a multiple of this (the ke
 // mma's A fragment wants columns 4t..4t+3 (a0, a1) and 16+4t..16+4t+3 (a2, a3). Storing
 // token 16h + 8i + 2t + e at column 16h + 4t + 2i + e makes the lane's own values the
 // A fragment, in register order.
-constexpr int vt_column(int token_in_group) {
+FFPA_LAYOUT_HD constexpr int vt_column(int token_in_group) {
   const int h = token_in_group >> 4, i = (token_in_group >> 3) & 1, t = (token_in_group >> 1) & 3,
             e = token_in_group & 1;
   return 16 * h + 4 * t + 2 * i + e;
 }
-constexpr int vt_token(int column_in_group) {
+FFPA_LAYOUT_HD constexpr int vt_token(int column_in_group) {
   const int h = column_in_group >> 4, t = (column_in_group >> 2) & 3, i = (column_in_group >> 1) & 1,
             e = column_in_group & 1;
   return 16 * h + 8 * i + 2 * t + e;

@@ -1,7 +1,7 @@
 // CPU emulation of csrc/kernels/ffpa/tma.cuh for emulate_kernels.cpp: the same
 // interface, each instruction replaced by a model of the PTX ISA's semantics
 // (mbarrier phases, arrival counts and transaction bytes; cp.async.bulk.tensor boxes
-// with out-of-bounds zero fill and the 128-byte swizzle). Stricter than the hardware
+// with out-of-bounds zero fill and the 128-, 64- and 32-byte swizzles). Stricter than the hardware
 // where a kernel bug would otherwise pass silently: a complete_tx beyond the bytes
 // the phase expects fails (the hardware tolerates a transiently negative count, but
 // this kernel always expects before it issues), as does any shared-memory read that
@@ -29,7 +29,8 @@ struct TensorMapRecord {
   uint64_t dims[4] = {0, 0, 0, 0};
   uint64_t strides[3] = {0, 0, 0};  // bytes, dims 1..3
   uint32_t box[4] = {0, 0, 0, 0};
-  bool swizzle_128b = false;
+  uint32_t elem_bytes = 2;     // 2 (fp16 / bf16) or 1 (the low-precision byte arrays)
+  uint32_t swizzle_bytes = 0;  // 128, 64 or 32: the box row's swizzle span
   bool encoded = false;
 };
 static_assert(sizeof(TensorMapRecord) <= sizeof(CUtensorMap), "the record fits a CUtensorMap");

@@ -1,0 +1,325 @@
+// CPU emulation of the low-precision forward (FP8 fed by cp.async and by TMA, NVFP4): the
+// real quantisation pass (ffpa/lowp/quant.cuh) and the real CuTe kernel with a
+// low-precision spec (ffpa/cute/fwd_kernel.cuh) run by the emulator's fibers, the FP8 and
+// block-scaled mma modelled (emu/ffpa/lowp/mma.cuh), against the double-precision host
+// reference on the same fp16 / bf16 inputs. Accuracy is judged as the tolerance table says
+// (ffpa/tolerance.h: cosine similarity, relative L1, max abs, LSE), on inputs with the
+// outliers real models have: a few K channels carrying offsets 10 to 50 times the rest
+// (the smoothing's case), as well as plain unit-normal noise.
+//   ffpa_emulate_kernels --lowp D...            the case list, every low-precision impl
+//   ffpa_emulate_kernels --lowp-accuracy D...   the accuracy table (docs/install.md)
+//   ffpa_emulate_kernels --lowp-breakages       deliberate breakages must fail
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attention_ref.h"
+#include "emu_cute.h"
+#include "ffpa/cute/config.h"
+#include "ffpa/lowp/quant.cuh"
+#include "ffpa/tolerance.h"
+
+namespace emu {
+// emulate_kernels.cpp's: copies land at their wait, not at issue; what cp.async may read.
+extern bool g_cp_late;
+struct Range {
+  const unsigned char* p;
+  size_t n;
+};
+extern std::vector<Range> g_ranges;
+}  // namespace emu
+
+int run_lowp_cases(const std::vector<int>& dims);
+int run_lowp_accuracy(const std::vector<int>& dims);
+int run_lowp_breakages();
+
+namespace {
+
+using ffpa::Impl;
+using ffpa::LowpLayout;
+using ffpa::LowpQK;
+
+// What the emulated quantisation kernels reach besides FwdParams.
+LowpLayout g_layout;
+unsigned char* g_ws = nullptr;
+
+template <typename T, typename Variant>
+void stats_body(const ffpa::FwdParams& p) {
+  ffpa::ffpa_lowp_kv_stats_kernel<T, Variant>(p, g_layout, g_ws);
+}
+template <typename T, typename Variant>
+void quant_body(const ffpa::FwdParams& p) {
+  ffpa::ffpa_lowp_quant_kernel<T, Variant>(p, g_layout, g_ws);
+}
+
+// Breakages of the pass and the workspace (the kernel's own are emu::LowpVariant).
+enum class PassBreak { kNone, kNoSmoothing, kNoVtPermutation, kNoLseShift };
+struct NoSmoothing : ffpa::LowpQuantExact {
+  static constexpr bool kSmoothK = false;
+};
+struct NoVtPermutation : ffpa::LowpQuantExact {
+  static constexpr bool kPermuteVt = false;
+};
+
+template <typename T, typename Variant>
+void quantize(const ffpa::FwdParams& p) {
+  using G = ffpa::LowpQuantGeometry;
+  emu::launch(&stats_body<T, Variant>, p, {unsigned(p.head_dim / G::kStatsCols), unsigned(p.hkv), unsigned(p.b)},
+              G::kThreads, G::kStatsSmemBytes);
+  emu::launch(&quant_body<T, Variant>, p, {unsigned(ffpa::lowp_quant_blocks(g_layout)), 1, 1}, G::kThreads,
+              G::kQuantSmemBytes);
+}
+
+void launch_kernel(int d, const emu::LowpLaunch& l, const ffpa::FwdParams& p) {
+  switch (d) {
+#define FFPA_EMU_HEAD_DIM(D) \
+  case D:                    \
+    return emu::launch_lowp_d##D(l, p);
+#include "emu_head_dims.inc"
+#undef FFPA_EMU_HEAD_DIM
+  }
+  emu::fail("head dim not in the emulator's list");
+}
+
+const char* impl_label(Impl i) {
+  return i == Impl::kCuteFp8 ? "cute_fp8" : i == Impl::kCuteTmaFp8 ? "cute_tma_fp8" : "cute_tma_fp4";
+}
+
+enum class Inputs { kNormal, kOutlierK };
+
+struct LowpCase {
+  int d;
+  Impl impl;
+  bool bf16;
+  bool causal;
+  int b, hq, hkv, nq, nkv;
+  Inputs inputs;
+  emu::LowpVariant variant = emu::LowpVariant::kDefault;
+  PassBreak pass = PassBreak::kNone;
+};
+
+struct Metrics {
+  double cos = 0, rel_l1 = 0, max_abs = 0, lse = 0, gain = 0;
+};
+
+template <typename T>
+Metrics run_typed(const LowpCase& c, std::mt19937& rng) {
+  using ET = ffpa::ElemTraits<T>;
+  const int D = c.d;
+  std::normal_distribution<float> dist(0.f, 1.f);
+  // K outliers: four channels of every (batch, kv head) offset by 10, 20, 35 and 50 (signs
+  // random) on top of their noise, as the K channel outliers of real models are.
+  std::vector<float> offset(static_cast<size_t>(c.b) * c.hkv * D, 0.f);
+  if (c.inputs == Inputs::kOutlierK) {
+    const float mags[4] = {10.f, 20.f, 35.f, 50.f};
+    std::uniform_int_distribution<int> pick(0, D - 1);
+    for (int bh = 0; bh < c.b * c.hkv; ++bh)
+      for (float m : mags) offset[size_t(bh) * D + pick(rng)] = (rng() & 1) ? m : -m;
+  }
+  auto make = [&](int H, int N, bool is_k, std::vector<float>& f, std::vector<T>& m) {
+    f.resize(static_cast<size_t>(c.b) * H * N * D);
+    m.resize(f.size());
+    for (size_t i = 0; i < f.size(); ++i) {
+      const size_t bh = i / (size_t(N) * D);
+      const float x = dist(rng) + (is_k ? offset[bh * D + i % D] : 0.f);
+      m[i] = ET::from_float(x);
+      f[i] = ET::to_float(m[i]);
+    }
+  };
+  std::vector<float> q, k, v;
+  std::vector<T> qm, km, vm;
+  make(c.hq, c.nq, false, q, qm);
+  make(c.hkv, c.nkv, true, k, km);
+  make(c.hkv, c.nkv, false, v, vm);
+  ffpa::ref::Problem pr;
+  pr.b = c.b, pr.hq = c.hq, pr.hkv = c.hkv, pr.nq = c.nq, pr.nkv = c.nkv, pr.d = D, pr.causal = c.causal;
+  pr.scale = 1.f / std::sqrt(static_cast<float>(D));
+  std::vector<float> ref_o(q.size()), ref_lse(static_cast<size_t>(c.b) * c.hq * c.nq);
+  ffpa::ref::attention(pr, q.data(), k.data(), v.data(), ref_o.data(), ref_lse.data());
+
+  ffpa::FwdParams p;
+  p.q = qm.data(), p.k = km.data(), p.v = vm.data();
+  p.q_batch_stride = int64_t(c.hq) * c.nq * D, p.q_head_stride = int64_t(c.nq) * D, p.q_row_stride = D;
+  p.k_batch_stride = int64_t(c.hkv) * c.nkv * D, p.k_head_stride = int64_t(c.nkv) * D, p.k_row_stride = D;
+  p.v_batch_stride = p.k_batch_stride, p.v_head_stride = p.k_head_stride, p.v_row_stride = D;
+  p.o_batch_stride = p.q_batch_stride, p.o_head_stride = p.q_head_stride, p.o_row_stride = D;
+  p.lse_batch_stride = int64_t(c.hq) * c.nq, p.lse_head_stride = c.nq, p.lse_row_stride = 1;
+  p.b = c.b, p.hq = c.hq, p.hkv = c.hkv, p.nq = c.nq, p.nkv = c.nkv, p.h_ratio = c.hq / c.hkv;
+  p.scale = pr.scale;
+  p.scale_log2 = pr.scale * 1.4426950408889634f;
+  p.causal = c.causal;
+  p.head_dim = D;
+  p.out_dtype = c.bf16 ? ffpa::DType::kBf16 : ffpa::DType::kFp16;
+  const ffpa::CuteTileParams tile = ffpa::lowp_default_tile(D);
+  const LowpQK qk = c.impl == Impl::kCuteTmaFp4 ? LowpQK::kNvfp4 : LowpQK::kFp8;
+  p.lowp = ffpa::lowp_layout(qk, c.b, c.hq, c.hkv, c.nq, c.nkv, D, tile.block_m, tile.block_n);
+  // The workspace as cudaMallocAsync would leave it: garbage (0xab) where the pass writes nothing.
+  std::vector<unsigned char> ws_mem(p.lowp.bytes + 256, 0xab);
+  unsigned char* ws = ws_mem.data() + (256 - reinterpret_cast<uintptr_t>(ws_mem.data()) % 256) % 256;
+  p.lowp_ws = ws;
+  g_layout = p.lowp;
+  g_ws = ws;
+  std::vector<T> om(qm.size(), ffpa::from_bits<T>(0xffff));
+  std::vector<float> lse(ref_lse.size(), NAN);
+  p.o = om.data();
+  p.lse = lse.data();
+  // The kernel's cp.async and TMA reads must stay inside the workspace.
+  emu::g_ranges = {{reinterpret_cast<const unsigned char*>(qm.data()), qm.size() * sizeof(T)},
+                   {reinterpret_cast<const unsigned char*>(km.data()), km.size() * sizeof(T)},
+                   {reinterpret_cast<const unsigned char*>(vm.data()), vm.size() * sizeof(T)},
+                   {ws, p.lowp.bytes}};
+  if (c.pass == PassBreak::kNoSmoothing) {
+    quantize<T, NoSmoothing>(p);
+  } else if (c.pass == PassBreak::kNoVtPermutation) {
+    quantize<T, NoVtPermutation>(p);
+  } else {
+    quantize<T, ffpa::LowpQuantExact>(p);
+  }
+  if (c.pass == PassBreak::kNoLseShift)  // the smoothing's correction of the LSE forgotten
+    std::memset(ws + p.lowp.lse_shift, 0, size_t(c.b) * c.hq * c.nq * sizeof(float));
+  launch_kernel(D, {c.impl, c.variant}, p);
+
+  Metrics m;
+  double dot = 0, no = 0, nr = 0, l1 = 0, l1r = 0;
+  for (size_t i = 0; i < om.size(); ++i) {
+    const double o = ET::to_float(om[i]), r = ref_o[i];
+    dot += o * r, no += o * o, nr += r * r;
+    l1 += std::fabs(o - r), l1r += std::fabs(r);
+    const double e = std::fabs(o - r);
+    m.max_abs = std::isnan(e) ? INFINITY : std::max(m.max_abs, e);
+  }
+  m.cos = no > 0 && nr > 0 ? dot / std::sqrt(no * nr) : (no == nr ? 1.0 : 0.0);
+  m.gain = nr > 0 ? dot / nr : 1.0;
+  m.rel_l1 = l1r > 0 ? l1 / l1r : l1;
+  if (std::isnan(m.cos) || std::isnan(m.rel_l1) || std::isnan(m.gain)) m.cos = 0, m.rel_l1 = INFINITY, m.gain = 0;
+  for (size_t i = 0; i < lse.size(); ++i) {
+    const double e = (std::isinf(ref_lse[i]) && lse[i] == ref_lse[i]) ? 0.0 : std::fabs(lse[i] - ref_lse[i]);
+    m.lse = std::isnan(e) ? INFINITY : std::max(m.lse, e);
+  }
+  return m;
+}
+
+bool within(const LowpCase& c, const Metrics& m) {
+  const ffpa::Tolerance& t = ffpa::tolerance(c.impl == Impl::kCuteTmaFp4 ? "fp4" : "fp8");
+  return m.cos >= t.min_cos && m.rel_l1 <= t.max_rel_l1 && m.max_abs <= t.atol && m.lse <= t.lse &&
+         std::fabs(m.gain - 1.0) <= t.max_gain_err;
+}
+
+bool run(const LowpCase& c, std::mt19937& rng, Metrics* out = nullptr) {
+  const Metrics m = c.bf16 ? run_typed<__nv_bfloat16>(c, rng) : run_typed<__half>(c, rng);
+  const bool ok = within(c, m);
+  std::printf("[%s] D=%d %s causal=%d B=%d Nq=%d Nkv=%d Hq=%d Hkv=%d impl=%s inputs=%s copies=%s cos=%.5f "
+              "rel_l1=%.4f max_abs=%.4f lse_err=%.4f gain=%.4f\n",
+              ok ? "PASS" : "FAIL", c.d, c.bf16 ? "bf16" : "fp16", c.causal, c.b, c.nq, c.nkv, c.hq, c.hkv,
+              impl_label(c.impl), c.inputs == Inputs::kOutlierK ? "outlier-k" : "normal",
+              emu::g_cp_late ? "late" : "early", m.cos, m.rel_l1, m.max_abs, m.lse, m.gain);
+  std::fflush(stdout);
+  if (out != nullptr) *out = m;
+  return ok;
+}
+
+constexpr Impl kLowpImpls[] = {Impl::kCuteFp8, Impl::kCuteTmaFp8, Impl::kCuteTmaFp4};
+
+}  // namespace
+
+// The case list of every low-precision impl: non-aligned Nq / Nkv over several KV blocks
+// with GQA, a KV length shorter than one tile, Nq > Nkv (causal rows that see no key),
+// batch 2 in bf16; copies landing at issue and late; causal and not.
+int run_lowp_cases(const std::vector<int>& dims) {
+  std::mt19937 rng(23);
+  int failed = 0, total = 0;
+  for (int d : dims)
+    for (Impl impl : kLowpImpls)
+      for (bool late : {false, true})
+        for (bool causal : {false, true}) {
+          emu::g_cp_late = late;
+          const LowpCase cases[] = {
+              {d, impl, false, causal, 1, 2, 1, 83, 141, Inputs::kOutlierK},
+              {d, impl, false, causal, 1, 1, 1, 19, 23, Inputs::kNormal},
+              {d, impl, false, causal, 1, 1, 1, 70, 40, Inputs::kOutlierK},
+              {d, impl, true, causal, 2, 2, 2, 64, 128, Inputs::kOutlierK},
+          };
+          for (const LowpCase& c : cases) {
+            ++total;
+            if (!run(c, rng)) ++failed;
+          }
+        }
+  std::printf("%d lowp cases, %d failed\n", total, failed);
+  return failed ? 1 : 0;
+}
+
+// The accuracy table: per head dim and impl, fp16 inputs, 256 queries over 256 keys, two
+// heads, both input kinds; one markdown row each (docs/install.md quotes them).
+int run_lowp_accuracy(const std::vector<int>& dims) {
+  std::mt19937 rng(5);
+  int failed = 0;
+  std::vector<std::string> rows;
+  for (int d : dims)
+    for (Impl impl : kLowpImpls)
+      for (Inputs in : {Inputs::kNormal, Inputs::kOutlierK}) {
+        const LowpCase c{d, impl, false, false, 1, 2, 2, 256, 256, in};
+        Metrics m;
+        if (!run(c, rng, &m)) ++failed;
+        char buf[256];
+        std::snprintf(buf, sizeof(buf), "| %d | %s | %s | %.5f | %.4f | %.4f | %.4f | %.4f |", d, impl_label(impl),
+                      in == Inputs::kOutlierK ? "outlier K" : "normal", m.cos, m.rel_l1, m.max_abs, m.lse, m.gain);
+        rows.emplace_back(buf);
+      }
+  std::printf("\n| D | impl | inputs | cos | rel L1 | max abs | LSE err | gain |\n|---|---|---|---|---|---|---|---|\n");
+  for (const std::string& r : rows) std::printf("%s\n", r.c_str());
+  std::printf("%d accuracy rows out of bounds\n", failed);
+  return failed ? 1 : 0;
+}
+
+// Each deliberate breakage runs one case in a child process with copies landing late and
+// must fail (a fault or results outside the bounds); the controls must pass.
+int run_lowp_breakages() {
+  struct Break {
+    const char* name;
+    Impl impl;
+    emu::LowpVariant variant;
+    PassBreak pass;
+    bool want_pass;
+  };
+  using V = emu::LowpVariant;
+  const Break runs[] = {
+      {"none (control, cute_fp8)", Impl::kCuteFp8, V::kDefault, PassBreak::kNone, true},
+      {"none (control, cute_tma_fp4)", Impl::kCuteTmaFp4, V::kDefault, PassBreak::kNone, true},
+      {"K quantised without its smoothing (outlier channels)", Impl::kCuteFp8, V::kDefault, PassBreak::kNoSmoothing,
+       false},
+      {"V^T without the token permutation P's register pack assumes", Impl::kCuteFp8, V::kDefault,
+       PassBreak::kNoVtPermutation, false},
+      {"the LSE without the smoothing's shift", Impl::kCuteTmaFp8, V::kDefault, PassBreak::kNoLseShift, false},
+      {"P to e4m3 rounding toward zero", Impl::kCuteFp8, V::kTruncateP, PassBreak::kNone, false},
+      {"NVFP4 scales of rows g and g + 8 in each other's lanes", Impl::kCuteTmaFp4, V::kSwapSfLanes, PassBreak::kNone,
+       false},
+      {"NVFP4 scales of a row in reverse byte order", Impl::kCuteTmaFp4, V::kReverseSfBytes, PassBreak::kNone, false},
+  };
+  int wrong = 0;
+  for (const Break& r : runs) {
+    std::fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      emu::g_cp_late = true;
+      std::mt19937 rng(11);
+      const LowpCase c{64, r.impl, false, true, 1, 2, 1, 83, 141, Inputs::kOutlierK, r.variant, r.pass};
+      std::_Exit(run(c, rng) ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    const bool passed = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    const bool ok = passed == r.want_pass;
+    std::printf("[%s] breakage: %s -> %s\n", ok ? (r.want_pass ? "PASS" : "CAUGHT") : "MISSED", r.name,
+                passed ? "passed" : "failed");
+    if (!ok) ++wrong;
+  }
+  std::printf("%zu lowp breakage runs, %d wrong\n", sizeof(runs) / sizeof(runs[0]), wrong);
+  return wrong ? 1 : 0;
+}
