@@ -2,8 +2,11 @@
 # Turns the ptxas -v output of the library's compiles (one log per instance,
 # <instance>.log, every arch of the build in it: ptxas_capture.cmake) into
 # kernel_resources.txt (a table) and kernel_resources.json:
-#   {"kernels": [{"instance", "arch", "kernel" (mma|tma|simt|cute|cute_tma, -f16acc
-#                 for fp16 accumulation, -stub for the trap stubs: TMA below sm_90, cute and mma-f16acc on the sm_120 family),
+#   {"kernels": [{"instance", "arch", "kernel" (mma|tma|simt|cute|cute_tma|cute_fp8|
+#                 cute_tma_fp8|cute_tma_fp4, -f16acc for fp16 accumulation, -stub for the
+#                 trap stubs: TMA below sm_90, cute and mma-f16acc on the sm_120 family,
+#                 FP8 below sm_89, NVFP4 outside the sm_120 family's 120f / 120a:
+#                 ffpa/arch_rules.h),
 #                 "registers", "spill_stores", "spill_loads", "stack_frame",
 #                 "smem_static", "smem_dynamic"}], "total_spill_bytes": N}
 # The kernels' shared memory is dynamic (ptxas reports only static); smem_dynamic
@@ -46,7 +49,7 @@ set(json_items "")
 set(total_spill 0)
 foreach(log IN LISTS logs)
   get_filename_component(base "${log}" NAME)
-  if(NOT base MATCHES "^(ffpa_fwd_d([0-9]+)_(fp16|bf16)(_cute_tma|_cute)?)\\.log$")
+  if(NOT base MATCHES "^(ffpa_fwd_d([0-9]+)_((fp16|bf16)(_cute_tma|_cute)?|lowp|fp8|fp8_tma|fp4_tma))\\.log$")
     message(FATAL_ERROR "parse_ptxas.cmake: unexpected log name ${base}")
   endif()
   set(instance "${CMAKE_MATCH_1}")
@@ -77,6 +80,30 @@ foreach(log IN LISTS logs)
         # The sm_120 family has no cp.async kernel with fp16 accumulation
         # (kMmaF16AccCompiled in ffpa/fwd_kernel_mma.cuh): a trap stub there too.
         if((kernel MATCHES "^tma" AND arch_num LESS 90) OR (kernel STREQUAL "mma-f16acc" AND NOT arch_num LESS 120))
+          string(APPEND kernel "-stub")
+        endif()
+      elseif(mangled MATCHES "ffpa_fwd_cute_kernelI.*CuteTileILi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)EE.*LowpAtomsILNS_6LowpQKE([01])E.*LNS_4LoadE([01])E")
+        # The low-precision kernel: LowpAtoms<kQK> (0 FP8, 1 NVFP4), Load 0 = cute_fp8,
+        # 1 = cute_tma_fp8 / cute_tma_fp4. Byte tiles: Q and K at 8 or 4 bits, V^T and P
+        # at 8 (CuteFwdSpec in ffpa/cute/spec.h).
+        set(cm "${CMAKE_MATCH_1}")
+        set(cn "${CMAKE_MATCH_2}")
+        set(cd "${CMAKE_MATCH_3}")
+        set(cwd "${CMAKE_MATCH_5}")
+        set(cs "${CMAKE_MATCH_6}")
+        set(qk_bits 8)
+        if(CMAKE_MATCH_7 STREQUAL "1")
+          set(qk_bits 4)
+          set(kernel cute_tma_fp4)
+        elseif(CMAKE_MATCH_8 STREQUAL "1")
+          set(kernel cute_tma_fp8)
+        else()
+          set(kernel cute_fp8)
+        endif()
+        string(REGEX REPLACE "[a-z]$" "" arch_num "${arch}")
+        if((kernel STREQUAL "cute_fp8" AND (arch_num LESS 89 OR NOT arch_num LESS 120))
+           OR (kernel STREQUAL "cute_tma_fp8" AND arch_num LESS 90)
+           OR (kernel STREQUAL "cute_tma_fp4" AND NOT (arch MATCHES "^12[0-9][af]$")))
           string(APPEND kernel "-stub")
         endif()
       elseif(mangled MATCHES "ffpa_fwd_cute_kernelI.*CuteTileILi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)EE.*LNS_4LoadE([01])E")
@@ -121,6 +148,26 @@ foreach(log IN LISTS logs)
       set(dyn 0)
       if(kernel MATCHES "^mma")
         _mma_dynamic_smem(${head_dim} dyn)
+      elseif(kernel MATCHES "fp[48]$")
+        # Q + S x max(K step, V^T step) + P bytes + the row exchange; TMA as below.
+        set(p 0)
+        set(red 0)
+        if(cwd GREATER 1)
+          math(EXPR p "${cm} * ${cn}")
+          math(EXPR red "${cwd} * ${cm}")
+        endif()
+        math(EXPR kbytes "${cn} * ${cd} * ${qk_bits} / 8")
+        math(EXPR vbytes "${cn} * ${cd}")
+        set(stage ${vbytes})
+        if(kbytes GREATER vbytes)
+          set(stage ${kbytes})
+        endif()
+        math(EXPR dyn "${cm} * ${head_dim} * ${qk_bits} / 8 + ${cs} * ${stage} + ${p} + ${red} * 4")
+        if(kernel MATCHES "^cute_tma")
+          math(EXPR dyn "1024 + (${dyn} + 7) / 8 * 8 + (${cs} + 1) * 8")
+        else()
+          math(EXPR dyn "1024 + ${dyn}")
+        endif()
       elseif(kernel MATCHES "^cute" AND NOT kernel MATCHES "stub$")
         # (Q + S x K/V + P) x 2 bytes + the row exchange; TMA: 1024 bytes of slack and
         # S + 1 mbarriers behind the 8-byte-aligned end.
@@ -133,6 +180,8 @@ foreach(log IN LISTS logs)
         math(EXPR dyn "(${cm} * ${head_dim} + ${cs} * ${cn} * ${cd} + ${p}) * 2 + ${red} * 4")
         if(kernel MATCHES "^cute_tma")
           math(EXPR dyn "1024 + (${dyn} + 7) / 8 * 8 + (${cs} + 1) * 8")
+        else()
+          math(EXPR dyn "1024 + ${dyn}")  # kSmemBytes: the alignment slack as well
         endif()
       elseif(kernel MATCHES "^tma" AND NOT kernel MATCHES "stub$")
         # kSmemBytesTma: 1024 bytes of alignment slack, the 8-byte-aligned end of the

@@ -255,24 +255,29 @@ int run_lowp_cases(const std::vector<int>& dims) {
   return failed ? 1 : 0;
 }
 
-// The accuracy table: per head dim and impl, fp16 inputs, 256 queries over 256 keys, two
-// heads, both input kinds; one markdown row each (docs/install.md quotes them).
+// The accuracy table: per head dim, FP8 (the cp.async feed: the TMA feed computes the same
+// numbers, and the case list runs both) and NVFP4, fp16 and bf16 inputs, 256 queries over
+// 256 keys, two heads, both input kinds; one markdown row each (docs/install.md quotes
+// them).
 int run_lowp_accuracy(const std::vector<int>& dims) {
   std::mt19937 rng(5);
   int failed = 0;
   std::vector<std::string> rows;
-  for (int d : dims)
-    for (Impl impl : kLowpImpls)
-      for (Inputs in : {Inputs::kNormal, Inputs::kOutlierK}) {
-        const LowpCase c{d, impl, false, false, 1, 2, 2, 256, 256, in};
-        Metrics m;
-        if (!run(c, rng, &m)) ++failed;
-        char buf[256];
-        std::snprintf(buf, sizeof(buf), "| %d | %s | %s | %.5f | %.4f | %.4f | %.4f | %.4f |", d, impl_label(impl),
-                      in == Inputs::kOutlierK ? "outlier K" : "normal", m.cos, m.rel_l1, m.max_abs, m.lse, m.gain);
-        rows.emplace_back(buf);
-      }
-  std::printf("\n| D | impl | inputs | cos | rel L1 | max abs | LSE err | gain |\n|---|---|---|---|---|---|---|---|\n");
+  for (Impl impl : {Impl::kCuteFp8, Impl::kCuteTmaFp4})
+    for (bool bf16 : {false, true})
+      for (int d : dims)
+        for (Inputs in : {Inputs::kNormal, Inputs::kOutlierK}) {
+          const LowpCase c{d, impl, bf16, false, 1, 2, 2, 256, 256, in};
+          Metrics m;
+          if (!run(c, rng, &m)) ++failed;
+          char buf[256];
+          std::snprintf(buf, sizeof(buf), "| %s | %s | %d | %s | %.5f | %.4f | %.4f | %.4f | %.4f |",
+                        impl == Impl::kCuteTmaFp4 ? "NVFP4" : "FP8", bf16 ? "bf16" : "fp16", d,
+                        in == Inputs::kOutlierK ? "outlier K" : "normal", m.cos, m.rel_l1, m.max_abs, m.lse, m.gain);
+          rows.emplace_back(buf);
+        }
+  std::printf("\n| path | dtype | D | inputs | cosine similarity | relative L1 | max abs | LSE max abs | gain |\n"
+              "|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string& r : rows) std::printf("%s\n", r.c_str());
   std::printf("%d accuracy rows out of bounds\n", failed);
   return failed ? 1 : 0;

@@ -28,3 +28,19 @@ set_tests_properties(ffpa.kernels.emulated_lowp PROPERTIES LABELS unit TIMEOUT 6
 add_test(NAME ffpa.kernels.emulated_lowp_breakages COMMAND ffpa_emulate_kernels --lowp-breakages)
 set_tests_properties(ffpa.kernels.emulated_lowp_breakages PROPERTIES LABELS unit TIMEOUT 300
   PASS_REGULAR_EXPRESSION "8 lowp breakage runs, 0 wrong")
+
+# The instructions themselves, per arch and kernel, in the built library (cuobjdump):
+# QMMA e4m3 in the FP8 kernels of sm_89 (HMMA after e4m3 unpacks on sm_90), OMMA.SF e2m1
+# with ue4m3 scales in the NVFP4 kernels of the sm_120 family's 120f, stubs elsewhere.
+if(FFPA_CUOBJDUMP)
+  add_test(NAME ffpa.kernels.lowp_sass
+           COMMAND "${CMAKE_COMMAND}" "-DCUOBJDUMP=${FFPA_CUOBJDUMP}" "-DLIBRARY=$<TARGET_FILE:ffpa_kernels>"
+                   "-DARCHS=${ffpa_archs_arg}" -P "${tests_dir}/check_lowp_sass.cmake")
+  set_tests_properties(ffpa.kernels.lowp_sass PROPERTIES LABELS unit)
+endif()
+
+# The accuracy table of docs/install.md ("Measured accuracy"): every release head dim, FP8
+# and NVFP4, both dtypes and input kinds, 256 x 256, against the same bounds (slow).
+add_test(NAME ffpa.kernels.emulated_lowp_accuracy COMMAND ffpa_emulate_kernels --lowp-accuracy ${FFPA_RELEASE_HEAD_DIMS})
+set_tests_properties(ffpa.kernels.emulated_lowp_accuracy PROPERTIES LABELS slow TIMEOUT 1800
+  PASS_REGULAR_EXPRESSION "0 accuracy rows out of bounds")

@@ -44,6 +44,7 @@ __version__: str = str(getattr(_build_info, "VERSION", "0+unknown"))
 __all__ = [
     "__version__",
     "build_info",
+    "tolerance",
     "cuda",
     "reference",
     "ffpa_attn_func",
@@ -53,6 +54,28 @@ __all__ = [
 ]
 
 _BUILD_FIELDS = ("VERSION", "SOURCE_COMMIT", "SOURCE_DIRTY", "CHANNEL", "TOOLCHAIN", "PROFILE")
+
+
+def tolerance(path: str) -> dict[str, float]:
+    """The accuracy a path is held to, against the fp32 / fp64 reference on the same inputs.
+
+    ``path``: ``"fp16"``, ``"bf16"``, ``"fp16_acc"`` (fp16 accumulation), ``"fp8"``,
+    ``"fp4"``. Keys: ``rtol`` / ``atol`` (elementwise, ``|out - ref| <= atol + rtol
+    |ref|``), ``lse`` (max LSE error), and for the low-precision paths ``min_cos``
+    (cosine similarity), ``max_rel_l1`` (``sum |out - ref| / sum |ref|``) and
+    ``max_gain_err`` (``|sum(out ref) / sum(ref^2) - 1|``); 0 where unused. The one table
+    is csrc/include/ffpa/tolerance.h; both wheels carry it (docs/install.md states it).
+    """
+    table = getattr(_build_info, "TOLERANCES", None)
+    if table is None:
+        raise FFPAError(
+            "ffpa_attn runs from a source tree without its generated _build_info.py, which carries the "
+            "tolerance table: build the package (cmake --workflow --preset dev) and import it from "
+            "build/dev/python, or install a wheel"
+        )
+    if path not in table:
+        raise ValueError(f"no tolerance for {path!r}; the paths are {', '.join(table)}")
+    return {key: float(value) for key, value in table[path].items()}
 
 
 def build_info() -> dict[str, Any]:
@@ -94,6 +117,9 @@ def build_info() -> dict[str, Any]:
     # Keys the extension reports beyond the documented ones are passed through.
     for key, value in cuda.extension_info().items():
         info.setdefault(key, value)
+    table = getattr(_build_info, "TOLERANCES", None)
+    if table is not None:
+        info["tolerances"] = {path: dict(row) for path, row in table.items()}
     info["extension_available"] = cuda.extension() is not None
     info["extension_path"] = cuda.EXTENSION_PATH
     info["extension_import_error"] = cuda.EXTENSION_IMPORT_ERROR

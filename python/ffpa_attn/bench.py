@@ -83,7 +83,7 @@ from typing import Any
 
 import numpy as np
 
-from . import cuda, reference
+from . import cuda, reference, tolerance
 from .errors import FFPAError, UnsupportedImplError
 from .validation import LOWP_IMPLS
 
@@ -91,19 +91,20 @@ __all__ = ["ATOL", "ATOL_FP16_ACC", "BASELINES", "CUDA_IMPLS", "LINE_RE", "LOWP_
            "accuracy", "build_parser", "main", "flops", "measure_baselines", "reference_heads", "resolve_cuda_impl",
            "sdpa_dispatch_from_events"]
 
-ATOL = {"fp16": 2e-2, "bf16": 5e-2}
-# fp16 accumulation (S = Q K^T and P V summed in fp16) costs precision: its documented
-# tolerance is rel 3e-2 / abs 5e-2 against fp32 accumulation's 1e-2 / 2e-2.
-ATOL_FP16_ACC = 5e-2
+# Every tolerance below is read from the one table (csrc/include/ffpa/tolerance.h, carried
+# by both wheels: ffpa_attn.tolerance()).
+ATOL = {"fp16": tolerance("fp16")["atol"], "bf16": tolerance("bf16")["atol"]}
+# fp16 accumulation (S = Q K^T and P V summed in fp16) costs precision: its own, looser
+# tolerance.
+ATOL_FP16_ACC = tolerance("fp16_acc")["atol"]
 # The low-precision rows' accuracy bounds against the float64 reference, per precision of
 # validation.LOWP_IMPLS ("fp8", "fp4"): (minimum cosine similarity, maximum relative L1 or
-# None). Empty until the measurement states them in docs/install.md ("Accuracy bounds";
-# python/tests/test_bench.py holds the two tables to the same values): the paths' goals
-# are for inputs with outlier channels, and the bench's standard-normal inputs are not
-# those, so no number is assumed here. A row whose precision has a bound is judged by it
-# (its max abs error against SDPA is still printed, not held to the fp16 paths' atol); a
-# row without one is judged like every other row, by allclose.
-LOWP_BOUNDS: dict[str, tuple[float, float | None]] = {}
+# None); docs/install.md ("Accuracy bounds") states the same (python/tests/test_bench.py
+# holds the two to the same values). A row whose precision has a bound is judged by it
+# (its max abs error against SDPA is still printed, not held to the fp16 paths' atol).
+LOWP_BOUNDS: dict[str, tuple[float, float | None]] = {
+    path: (tolerance(path)["min_cos"], tolerance(path)["max_rel_l1"] or None) for path in ("fp8", "fp4")
+}
 # Query heads of batch 0 in the cuda backend's fp64 reference (reference_heads).
 REFERENCE_HEADS = 4
 

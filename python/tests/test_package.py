@@ -170,3 +170,39 @@ def test_modules_import_in_one_direction():
     for module in sorted(graph):
         if module != "__init__":
             visit(module, [])
+
+
+def test_tolerance_reads_the_generated_table(monkeypatch):
+    generated = types.ModuleType("ffpa_attn._build_info")
+    generated.TOLERANCES = {"fp8": {"rtol": 0.0, "atol": 0.25, "lse": 0.1, "min_cos": 0.998, "max_rel_l1": 0.06,
+                                    "max_gain_err": 0.015}}
+    try:
+        pkg = _with_build_info(monkeypatch, generated)
+        assert pkg.tolerance("fp8")["min_cos"] == 0.998
+        assert pkg.build_info()["tolerances"]["fp8"]["atol"] == 0.25
+        with pytest.raises(ValueError, match="the paths are fp8"):
+            pkg.tolerance("fp7")
+        pkg = _with_build_info(monkeypatch, None)
+        with pytest.raises(pkg.FFPAError, match="cmake --workflow --preset dev"):
+            pkg.tolerance("fp16")
+    finally:
+        monkeypatch.undo()
+        importlib.reload(ffpa_attn)
+
+
+def test_the_tolerance_table_is_the_headers():
+    """The generated table is csrc/include/ffpa/tolerance.h's, read here independently (and,
+    where the extension is built, the one its build_info() exports)."""
+    header = (SOURCE_ROOT.parent / "csrc" / "include" / "ffpa" / "tolerance.h").read_text()
+    rows = re.findall(r'^\s*\{"([a-z0-9_]+)", ([^}]*)\},', header, re.M)
+    fields = ("rtol", "atol", "lse", "min_cos", "max_rel_l1", "max_gain_err")
+    want = {name: dict(zip(fields, (float(v.strip().rstrip("f")) for v in values.split(",")), strict=True))
+            for name, values in rows}
+    assert set(want) == {"fp16", "bf16", "fp16_acc", "fp8", "fp4"}
+    assert {path: ffpa_attn.tolerance(path) for path in want} == want
+    extension = ffpa_attn.cuda.extension()
+    if extension is not None:
+        exported = extension.build_info()["tolerances"]
+        assert set(exported) == set(want)
+        for path, row in want.items():
+            assert exported[path] == pytest.approx(row, rel=1e-6)  # float32 in the extension
