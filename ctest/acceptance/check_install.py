@@ -43,6 +43,7 @@ out = {
     "fwd": cuda.CUDA_FWD_AVAILABLE, "tma": cuda.CUDA_TMA_AVAILABLE, "cute_tma": cuda.CUDA_CUTE_TMA_AVAILABLE,
     "cute": getattr(cuda, "CUDA_CUTE_AVAILABLE", False),
     "f16_acc": cuda.F16_ACC_AVAILABLE, "tma_archs": list(cuda.TMA_ARCHS), "impls": list(cuda.COMPILED_IMPLS),
+    "fp8": getattr(cuda, "CUDA_FP8_AVAILABLE", False), "fp4": getattr(cuda, "CUDA_FP4_AVAILABLE", False),
     "head_dims": list(cuda.COMPILED_HEAD_DIMS), "dtypes": list(cuda.COMPILED_DTYPES), "archs": list(cuda.COMPILED_ARCHS),
 }
 try:
@@ -73,23 +74,35 @@ def expected_capabilities(archs: list[str], dtypes: list[str]) -> dict:
     is_tma_arch reads "90a" or "120f"); fp16 accumulation exists when fp16 was compiled;
     every kernel build compiles the CuTe kernels (cmake/FfpaKernelInstances.cmake gives
     each instance its CuTe files), so cute is true and cute_tma is exactly tma; impls
-    lists tma and cute_tma exactly when tma is true.
+    lists tma and cute_tma exactly when tma is true. The low-precision kernels come with
+    every head dim too: FP8 has code on the tokens >= 89 (cute_fp8 below the sm_120 family,
+    cute_tma_fp8 from 90), NVFP4 on the sm_120 family's family- or arch-specific tokens
+    (120f, 120a: plain 120 cannot hold its block-scaled mma).
     """
-    tma_archs = [a for a in archs if int(re.match(r"\d*", a)[0] or 0) >= 90]
+    sm = {a: int(re.match(r"\d*", a)[0] or 0) for a in archs}
+    tma_archs = [a for a in archs if sm[a] >= 90]
+    fp8_archs = [a for a in archs if sm[a] >= 89]
+    fp4_archs = [a for a in archs if 120 <= sm[a] < 130 and a[-1:] in ("a", "f")]
+    lowp = [*(["cute_fp8"] if any(sm[a] < 120 for a in fp8_archs) else []),
+            *(["cute_tma_fp8"] if any(sm[a] >= 90 for a in fp8_archs) else []),
+            *(["fp8"] if fp8_archs else []), *(["cute_tma_fp4", "fp4"] if fp4_archs else [])]
     return {
         "tma": bool(tma_archs),
         "tma_archs": sorted(tma_archs),
         "f16_acc": "fp16" in dtypes,
-        "impls": sorted(["mma", "simt", "cute", *(["tma", "cute_tma"] if tma_archs else [])]),
+        "impls": sorted(["mma", "simt", "cute", *(["tma", "cute_tma"] if tma_archs else []), *lowp]),
         "cute": True,
         "cute_tma": bool(tma_archs),
+        "fp8": bool(fp8_archs),
+        "fp4": bool(fp4_archs),
     }
 
 
 def capability_problems(got: dict, archs: list[str], dtypes: list[str]) -> list[str]:
     want = expected_capabilities(archs, dtypes)
     have = {"tma": got.get("tma"), "tma_archs": sorted(got.get("tma_archs") or []), "f16_acc": got.get("f16_acc"),
-            "impls": sorted(got.get("impls") or []), "cute": got.get("cute"), "cute_tma": got.get("cute_tma")}
+            "impls": sorted(got.get("impls") or []), "cute": got.get("cute"), "cute_tma": got.get("cute_tma"),
+            "fp8": got.get("fp8"), "fp4": got.get("fp4")}
     return [f"{key} = {have[key]!r}, but archs {archs} / dtypes {dtypes} compile {want[key]!r}"
             for key in want if have[key] != want[key]]
 

@@ -22,7 +22,10 @@ RELEASE = (["89", "120f"], ["fp16", "bf16"])
 def test_release_set_expects_true_true_true() -> None:
     release = expected_capabilities(*RELEASE)
     assert release["tma"] is True and release["cute_tma"] is True and release["cute"] is True, release
-    assert release["impls"] == ["cute", "cute_tma", "mma", "simt", "tma"], release["impls"]
+    assert release["impls"] == ["cute", "cute_fp8", "cute_tma", "cute_tma_fp4", "cute_tma_fp8", "fp4", "fp8", "mma",
+                                "simt", "tma"], release["impls"]
+    # FP8 on sm_89 (cp.async) and the sm_120 family (TMA), NVFP4 on 120f.
+    assert release["fp8"] is True and release["fp4"] is True
     assert release["tma_archs"] == ["120f"]
     assert release["f16_acc"] is True  # fp16 in the dtypes
 
@@ -30,12 +33,21 @@ def test_release_set_expects_true_true_true() -> None:
 def test_sm89_only_has_cute_without_cute_tma() -> None:
     ada = expected_capabilities(["89"], ["bf16"])
     assert ada["tma"] is False and ada["cute_tma"] is False and ada["cute"] is True, ada
-    assert ada["impls"] == ["cute", "mma", "simt"] and ada["f16_acc"] is False, ada["impls"]
+    assert ada["impls"] == ["cute", "cute_fp8", "fp8", "mma", "simt"] and ada["f16_acc"] is False, ada["impls"]
+    assert ada["fp8"] is True and ada["fp4"] is False  # no NVFP4 below the sm_120 family
 
 
 def test_hopper_build_has_cute_tma() -> None:
     hopper = expected_capabilities(["90a"], ["fp16"])
     assert hopper["cute_tma"] is True and hopper["tma_archs"] == ["90a"], hopper
+    assert "cute_fp8" in hopper["impls"] and "cute_tma_fp8" in hopper["impls"] and hopper["fp4"] is False
+
+
+def test_plain_120_has_no_nvfp4() -> None:
+    # ptxas refuses the block-scaled mma for plain sm_120: only 120f / 120a hold it.
+    plain = expected_capabilities(["120"], ["fp16"])
+    assert plain["fp4"] is False and "fp4" not in plain["impls"] and plain["fp8"] is True
+    assert "cute_fp8" not in plain["impls"]  # the sm_120 family's FP8 kernel is TMA-fed
 
 
 def test_wrong_flags_are_reported() -> None:
@@ -49,3 +61,5 @@ def test_wrong_flags_are_reported() -> None:
     assert capability_problems({**good, "cute": False}, *RELEASE) != []
     ada = expected_capabilities(["89"], ["bf16"])
     assert capability_problems({**ada, "cute_tma": True}, ["89"], ["bf16"]) != []
+    # A release wheel without its NVFP4 kernels is reported.
+    assert any(p.startswith("fp4 = False") for p in capability_problems({**good, "fp4": False}, *RELEASE))
