@@ -1,6 +1,6 @@
 // ffpa_device_check: the GPU correctness matrix against the fp64-accumulated host
 // reference, and the kernels' own timings (for images without Python headers; in
-// device_check_bench.cu). About 700 lines: the case plan, the runner and the
+// device_check_bench.cu). About 900 lines: the case plan, the runner and the
 // incremental JSON report describe one matrix and change together.
 //
 //   ffpa_device_check [--json FILE] [--quick] [--dry-run]
@@ -15,31 +15,55 @@
 // [B, H, N, D] strides); Nkv shorter than one tile with Hkv = 1 (h_ratio 4). fp16
 // groups also run accum=fp16 on mma, tma, cute and cute_tma over a smaller list
 // (causal x {256/256 MHA, 200/317 GQA, 317/200 GQA, the strided view, the short Nkv}).
+// After each, its low-precision group "lowp-D<d>-<dtype>": causal x the low-precision
+// kernels the device runs (cute_fp8, cute_tma_fp8, cute_tma_fp4) x a short list of the
+// same shapes (fp16: 256/256 MHA and 200/317 GQA on "outlier K" inputs, then 256/256
+// MHA, 200/317 GQA, 317/200 GQA, the strided view and the short Nkv on the plain ones;
+// bf16: the two outlier-K shapes, 317/200 GQA and the short Nkv). Outlier-K inputs add,
+// per (batch, kv head), offsets of +-10, 20, 35 and 50 to four K channels, the K channel
+// outliers of real models that the scheme's smoothing of K is for (the CPU emulator's
+// inputs, csrc/tests/emulate_lowp.cpp); the plain cases share the 16-bit group's inputs
+// and references, so only the outlier-K ones cost host time.
 // Then the group "long": N = 4096 and 8192 at D = 128 and 512 (those compiled), both
 // dtypes, causal and not, GQA, on mma, tma and cute_tma (fp16-accumulated too at
-// N = 8192, fp16, non-causal), checked on a sample of rows; and the group "api":
+// N = 8192, fp16, non-causal), checked on a sample of rows, and the low-precision kernels
+// at N = 8192 (the first dtype, non-causal at each long head dim; causal on outlier-K
+// inputs at the largest); and the group "api":
 // impl="auto" picks tma on the sm_120 family when the device loads TMA code, else mma
 // (never a CuTe kernel), for aligned arrays and simt (reported through impl_used) for
-// misaligned ones; impl=tma and impl=cute_tma run bf16; the documented errors
-// (accum=fp16 with bf16: dtype; with simt: impl; with misaligned auto or cute: layout;
-// impl=tma or cute_tma where the device loads no TMA code: impl, naming the compiled
-// archs; impl=cute on the sm_120 family, where the CuTe kernel is TMA-fed only: impl);
-// and a stale error left by an unrelated CUDA call does not fail a launch.
+// misaligned ones; impl=tma and impl=cute_tma run bf16; impl=fp8 runs the FP8 kernel the
+// device has (cute_tma_fp8 where TMA runs, else cute_fp8; impl_used) and impl=fp4 the
+// NVFP4 one; the documented errors (accum=fp16 with bf16: dtype; with simt or a
+// low-precision impl: impl; with misaligned auto, cute or fp8: layout; impl=tma or
+// cute_tma where the device loads no TMA code: impl, naming the compiled archs;
+// impl=cute (and cute_fp8) on the sm_120 family, where the CuTe kernels are TMA-fed only:
+// impl; impl=fp4 without NVFP4 code for the device: impl, naming the sm_120 family; impl=fp8
+// without FP8 code: impl); and a stale error left by an unrelated CUDA call does not fail
+// a launch.
 //
 // TMA cases (tma, cute_tma) run when ffpa::tma_runs_on_current_device() (a dry run
 // plans them when the build holds TMA code); otherwise they are not planned, one line
 // says why, and the JSON's "tma" block carries the reason (the summary never counts
 // them as passed). The "cute" block says whether the CuTe cases are planned (cute:
-// where ffpa::cute_runs_on_current_device(), i.e. below the sm_120 family).
-// fp16-accumulated cases run when the build has fp16 instances (BuildInfo::f16_acc).
+// where ffpa::cute_runs_on_current_device(), i.e. below the sm_120 family). The "lowp"
+// block does the same for the low-precision kernels (ffpa::fp8_runs_on_current_device(),
+// ffpa::fp4_runs_on_current_device(); a dry run plans each where the build's archs hold
+// its code). fp16-accumulated cases run when the build has fp16 instances
+// (BuildInfo::f16_acc).
 //
-// Errors: abs = max |out - ref|, rel = abs / max |ref| (per case), lse = max
-// |lse - ref|. A case passes when rel, abs and lse are within the tolerances of its
-// dtype and accumulator (kTol*, also written into the JSON); a case that expects an
-// error passes when forward() returns that error kind and launches nothing. --json
-// FILE is rewritten atomically after every group, so a run cut short says how far it
-// got. --dry-run makes no CUDA call: it prints and writes the plan (the rehearsal on
-// machines without a GPU).
+// Errors against the reference, over the checked rows: abs = max |out - ref|, rel = abs /
+// max |ref| (per case), lse = max |lse - ref|; for the low-precision cases also cos (cosine
+// similarity of out with ref), rel_l1 = sum |out - ref| / sum |ref| and gain = sum out * ref
+// / sum ref^2. Every bound comes from the one table, ffpa/tolerance.h (its row per path is
+// the case's "tolerance" in the JSON, and the JSON's "tolerances" block is the table). A
+// 16-bit case passes when rel <= rtol, abs <= atol and lse <= lse of its row (abs <= atol
+// alone implies the table's elementwise |out - ref| <= atol + rtol |ref|); a low-precision
+// case when cos >= min_cos, rel_l1 <= max_rel_l1, abs <= atol, lse <= lse and |gain - 1| <=
+// max_gain_err (csrc/tests/emulate_lowp.cpp judges the CPU emulation the same way); a case
+// that expects an error passes when forward() returns that error kind and launches
+// nothing. --json FILE is rewritten atomically after every group, so a run cut short says
+// how far it got. --dry-run makes no CUDA call: it prints and writes the plan (the
+// rehearsal on machines without a GPU).
 // Exit: 0 all passed (or dry run), 1 a case failed, 2 usage or CUDA errors, 77 no GPU.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -58,6 +82,7 @@
 #include "attention_ref.h"
 #include "device_check.h"
 #include "ffpa/api.h"
+#include "ffpa/tolerance.h"
 
 using ffpa::check::row_offset;
 using ffpa::check::set_desc;
@@ -66,17 +91,24 @@ using ffpa::check::run_bench;
 
 namespace {
 
-struct Tolerance {
-  float rel, abs, lse;
-};
-// fp16: 11-bit mantissa inputs/outputs, P rounded to fp16 before the PV mma; bf16:
-// 8-bit mantissa, so about 8x the rounding of fp16. abs is the spec's allclose atol.
-constexpr Tolerance kTolFp16{1e-2f, 2e-2f, 2e-2f};
-constexpr Tolerance kTolBf16{3e-2f, 5e-2f, 5e-2f};
-// accum=fp16 (fp16 inputs only): S = Q K^T and P V accumulate in fp16, so partial
-// sums round to a 10-bit mantissa, about 8x the rounding of fp32-accumulated fp16
-// results, as bf16 is to fp16: the bf16 bounds.
-constexpr Tolerance kTolF16Acc{3e-2f, 5e-2f, 5e-2f};
+constexpr bool same_name(const char* a, const char* b) {
+  while (*a != 0 && *a == *b) ++a, ++b;
+  return *a == *b;
+}
+// ffpa::tolerance() answers its first row for a name it does not know: each row this
+// runner reads must exist under its name.
+constexpr bool has_row(const char* name) { return same_name(ffpa::tolerance(name).name, name); }
+static_assert(has_row("fp16") && has_row("bf16") && has_row("fp16_acc") && has_row("fp8") && has_row("fp4"),
+              "ffpa/tolerance.h lost a row the device check judges by");
+static_assert(ffpa::tolerance("fp8").min_cos > 0.f && ffpa::tolerance("fp4").min_cos > 0.f,
+              "the low-precision rows of ffpa/tolerance.h state their cosine bound");
+
+bool is_lowp(ffpa::Impl i) {
+  using ffpa::Impl;
+  return i == Impl::kCuteFp8 || i == Impl::kCuteTmaFp8 || i == Impl::kFp8 || i == Impl::kCuteTmaFp4 ||
+         i == Impl::kFp4;
+}
+bool is_fp4(ffpa::Impl i) { return i == ffpa::Impl::kCuteTmaFp4 || i == ffpa::Impl::kFp4; }
 
 struct Case {
   std::string group;
@@ -96,11 +128,16 @@ struct Case {
   // expect_in_message.
   ffpa::ErrorKind expect_error = ffpa::ErrorKind::kOk;
   std::vector<std::string> expect_in_message = {};
+  // K with four outlier channels per (batch, kv head) (the low-precision cases; see the top).
+  bool outlier_k = false;
 };
 
-const Tolerance& tolerance(const Case& c) {
-  if (c.accum == ffpa::Accum::kFp16) return kTolF16Acc;
-  return c.dtype == ffpa::DType::kFp16 ? kTolFp16 : kTolBf16;
+// The row of ffpa/tolerance.h a case is judged by.
+const ffpa::Tolerance& tolerance(const Case& c) {
+  if (is_fp4(c.impl)) return ffpa::tolerance("fp4");
+  if (is_lowp(c.impl)) return ffpa::tolerance("fp8");
+  if (c.accum == ffpa::Accum::kFp16) return ffpa::tolerance("fp16_acc");
+  return ffpa::tolerance(c.dtype == ffpa::DType::kFp16 ? "fp16" : "bf16");
 }
 
 const char* error_kind_name(ffpa::ErrorKind k) {
@@ -118,10 +155,11 @@ const char* error_kind_name(ffpa::ErrorKind k) {
 
 std::string case_name(const Case& c) {
   char buf[400];
-  std::snprintf(buf, sizeof(buf), "D=%d %s causal=%d B=%d Nq=%d Nkv=%d Hq=%d Hkv=%d layout=%s impl=%s%s%s%s%s%s",
+  std::snprintf(buf, sizeof(buf), "D=%d %s causal=%d B=%d Nq=%d Nkv=%d Hq=%d Hkv=%d layout=%s impl=%s%s%s%s%s%s%s",
                 c.d, ffpa::dtype_name(c.dtype), c.causal ? 1 : 0, c.b, c.nq, c.nkv, c.hq, c.hkv,
                 c.bnhd ? "bnhd" : "bhnd", ffpa::impl_name(c.impl),
-                c.accum == ffpa::Accum::kFp16 ? " accum=fp16" : "", c.misalign ? " misaligned" : "",
+                c.accum == ffpa::Accum::kFp16 ? " accum=fp16" : "", c.outlier_k ? " inputs=outlier-k" : "",
+                c.misalign ? " misaligned" : "",
                 c.stale_error ? " stale-error" : "", c.expect_error != ffpa::ErrorKind::kOk ? " expect-error=" : "",
                 c.expect_error != ffpa::ErrorKind::kOk ? error_kind_name(c.expect_error) : "");
   return buf;
@@ -154,6 +192,9 @@ float from_bits(uint16_t bits, ffpa::DType t) {
 struct Result {
   bool ok = true;
   float abs_err = 0.f, rel_err = 0.f, lse_err = 0.f, max_ref = 0.f;
+  // Over the checked rows: cosine similarity, relative L1 and gain (see the top); the
+  // low-precision cases are judged by them.
+  double cos = NAN, rel_l1 = NAN, gain = NAN;
   std::string impl_used = "-";
   std::string error_kind = "ok";  // the kind forward() returned
   std::string error;
@@ -217,16 +258,21 @@ struct Reference {
   std::vector<int> rows;
   std::vector<float> out, lse;
 };
+// The cache lives as long as consecutive cases share a scope: a low-precision group
+// "lowp-D<d>-<dtype>" shares the inputs and references of the 16-bit group "D<d>-<dtype>"
+// that precedes it (its plain-input cases cost no host time).
+std::string cache_scope(const std::string& group) { return group.rfind("lowp-", 0) == 0 ? group.substr(5) : group; }
+
 struct GroupCache {
-  std::string group;
+  std::string group;  // the scope (cache_scope)
   std::vector<std::pair<std::string, std::shared_ptr<Inputs>>> inputs;
   std::vector<std::pair<std::string, std::shared_ptr<Reference>>> refs;
 };
 
 std::string input_key(const Case& c) {
   char buf[160];
-  std::snprintf(buf, sizeof(buf), "%d %d %d %d %d %d %d %d %d", c.d, int(c.dtype), c.b, c.nq, c.nkv, c.hq, c.hkv,
-                int(c.bnhd), int(c.misalign));
+  std::snprintf(buf, sizeof(buf), "%d %d %d %d %d %d %d %d %d %d", c.d, int(c.dtype), c.b, c.nq, c.nkv, c.hq, c.hkv,
+                int(c.bnhd), int(c.misalign), int(c.outlier_k));
   return buf;
 }
 
@@ -239,28 +285,48 @@ std::shared_ptr<T> find_cached(std::vector<std::pair<std::string, std::shared_pt
 
 Result run_case(const Case& c, GroupCache& cache, uint64_t seed) {
   const int B = c.b, D = c.d;
-  if (cache.group != c.group) cache = GroupCache{c.group, {}, {}};
+  if (cache.group != cache_scope(c.group)) cache = GroupCache{cache_scope(c.group), {}, {}};
   const int64_t pad = c.misalign ? 1 : 0;  // elements before the array in its allocation
   const std::string ikey = input_key(c);
   std::shared_ptr<Inputs> in = find_cached(cache.inputs, ikey);
   if (!in) {
     in = std::make_shared<Inputs>();
     Normal dist(seed);
-    auto make = [&](int H, int N, std::vector<float>& logical, std::vector<uint16_t>& mem) {
+    // Outlier K: four distinct channels of every (batch, kv head) offset by 10, 20, 35 and
+    // 50, signs drawn, on top of their noise (csrc/tests/emulate_lowp.cpp's inputs).
+    std::vector<float> k_offset(static_cast<size_t>(B) * c.hkv * D, 0.f);
+    if (c.outlier_k) {
+      uint64_t h = seed ^ 0x6a09e667f3bcc909ull;
+      auto draw = [&h]() {
+        uint64_t z = (h += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+      };
+      for (int bh = 0; bh < B * c.hkv; ++bh)
+        for (float m : {10.f, 20.f, 35.f, 50.f}) {
+          float* row = &k_offset[static_cast<size_t>(bh) * D];
+          int ch = static_cast<int>(draw() % D);
+          while (row[ch] != 0.f) ch = (ch + 1) % D;
+          row[ch] = (draw() & 1) ? m : -m;
+        }
+    }
+    auto make = [&](int H, int N, std::vector<float>& logical, std::vector<uint16_t>& mem, const float* offset) {
       logical.assign(static_cast<size_t>(B) * H * N * D, 0.f);
       mem.assign(logical.size() + pad, 0);
       for (int bi = 0; bi < B; ++bi)
         for (int hi = 0; hi < H; ++hi)
           for (int ni = 0; ni < N; ++ni)
             for (int di = 0; di < D; ++di) {
-              const uint16_t bits = to_bits(dist(), c.dtype);
+              const float shift = offset != nullptr ? offset[(static_cast<size_t>(bi) * H + hi) * D + di] : 0.f;
+              const uint16_t bits = to_bits(dist() + shift, c.dtype);
               logical[(((static_cast<size_t>(bi) * H + hi) * N + ni) * D) + di] = from_bits(bits, c.dtype);
               mem[pad + row_offset(c.bnhd, H, N, D, bi, hi, ni) + di] = bits;
             }
     };
-    make(c.hq, c.nq, in->q, in->qm);
-    make(c.hkv, c.nkv, in->k, in->km);
-    make(c.hkv, c.nkv, in->v, in->vm);
+    make(c.hq, c.nq, in->q, in->qm, nullptr);
+    make(c.hkv, c.nkv, in->k, in->km, c.outlier_k ? k_offset.data() : nullptr);
+    make(c.hkv, c.nkv, in->v, in->vm, nullptr);
     cache.inputs.emplace_back(ikey, in);
   }
   const std::vector<uint16_t>&qm = in->qm, &km = in->km, &vm = in->vm;
@@ -363,6 +429,7 @@ Result run_case(const Case& c, GroupCache& cache, uint64_t seed) {
     std::vector<float> lse(lse_elems);
     CHECK_CUDA(cudaMemcpy(om.data(), dout, om.size() * 2, cudaMemcpyDeviceToHost));
     CHECK_CUDA(cudaMemcpy(lse.data(), dlse, lse.size() * 4, cudaMemcpyDeviceToHost));
+    double dot = 0, n_out = 0, n_ref = 0, l1 = 0, l1_ref = 0;
     for (int bi = 0; bi < B; ++bi)
       for (int hi = 0; hi < c.hq; ++hi)
         for (int ri = 0; ri < nr; ++ri) {
@@ -374,6 +441,8 @@ Result run_case(const Case& c, GroupCache& cache, uint64_t seed) {
             const float err = std::fabs(got - want);
             r.abs_err = std::isnan(err) ? INFINITY : std::max(r.abs_err, err);
             r.max_ref = std::max(r.max_ref, std::fabs(want));
+            dot += double(got) * want, n_out += double(got) * got, n_ref += double(want) * want;
+            l1 += err, l1_ref += std::fabs(want);
           }
           const float want = ref_lse[li];
           const float got = lse[(static_cast<size_t>(bi) * c.hq + hi) * c.nq + ni];
@@ -383,8 +452,28 @@ Result run_case(const Case& c, GroupCache& cache, uint64_t seed) {
     // A case whose reference is all zeros (every row fully masked) has no scale:
     // relative error is then the absolute one.
     r.rel_err = r.max_ref > 0.f ? r.abs_err / r.max_ref : r.abs_err;
-    const Tolerance& tol = tolerance(c);
-    r.ok = r.rel_err <= tol.rel && r.abs_err <= tol.abs && r.lse_err <= tol.lse;
+    // As csrc/tests/emulate_lowp.cpp: an all-zero reference has no direction (cos 1 when
+    // the output is all zero too) and no scale (gain 1, rel_l1 the absolute L1). A NaN in
+    // the output leaves cos 0 and gain and rel_l1 NaN, which no bound admits.
+    r.cos = n_out > 0 && n_ref > 0 ? dot / std::sqrt(n_out * n_ref) : (n_out == n_ref ? 1.0 : 0.0);
+    r.gain = n_ref > 0 ? dot / n_ref : 1.0;
+    r.rel_l1 = l1_ref > 0 ? l1 / l1_ref : l1;
+    const ffpa::Tolerance& tol = tolerance(c);
+    if (is_lowp(c.impl)) {
+      r.ok = r.cos >= tol.min_cos && r.rel_l1 <= tol.max_rel_l1 && r.abs_err <= tol.atol && r.lse_err <= tol.lse &&
+             std::fabs(r.gain - 1.0) <= tol.max_gain_err;
+      if (!r.ok) {  // name the bounds missed: the metrics sit close to them
+        char buf[320] = "";
+        std::snprintf(buf, sizeof(buf), "outside the %s bounds:%s%s%s%s%s", tol.name,
+                      r.cos >= tol.min_cos ? "" : " cos < min_cos",
+                      r.rel_l1 <= tol.max_rel_l1 ? "" : " rel_l1 > max_rel_l1",
+                      r.abs_err <= tol.atol ? "" : " abs > atol", r.lse_err <= tol.lse ? "" : " lse > lse",
+                      std::fabs(r.gain - 1.0) <= tol.max_gain_err ? "" : " |gain-1| > max_gain_err");
+        r.error = buf;
+      }
+    } else {
+      r.ok = r.rel_err <= tol.rtol && r.abs_err <= tol.atol && r.lse_err <= tol.lse;
+    }
     if (c.expect != ffpa::Impl::kAuto && used != c.expect) {
       r.ok = false;
       r.error = std::string("expected the ") + ffpa::impl_name(c.expect) + " kernel, ran " + r.impl_used;
@@ -407,12 +496,72 @@ struct Extras {
   bool mma_f16acc = false;  // ... on impl=mma too (not on the sm_120 family: TMA only there)
   std::string f16acc_why;
   int major = 0;        // the device's compute capability major (0: dry run)
+  // The low-precision kernels planned (compiled, and code for this device; a dry run: the
+  // build's archs hold their code).
+  bool fp8_cp = false;     // impl=cute_fp8
+  bool fp8_tma = false;    // impl=cute_tma_fp8
+  bool fp4 = false;        // impl=cute_tma_fp4
+  bool fp8_cp_refused = false;  // cute_fp8 compiled, no code for this device (the sm_120 family)
+  ffpa::Impl fp8_pick = ffpa::Impl::kAuto;  // the kernel impl=fp8 must run (kAuto: none)
+  std::string lowp_why;
+  bool lowp() const { return fp8_cp || fp8_tma || fp4; }
+  // The planned low-precision kernels, in the order the groups run them.
+  std::vector<ffpa::Impl> lowp_impls() const {
+    std::vector<ffpa::Impl> v;
+    if (fp8_cp) v.push_back(ffpa::Impl::kCuteFp8);
+    if (fp8_tma) v.push_back(ffpa::Impl::kCuteTmaFp8);
+    if (fp4) v.push_back(ffpa::Impl::kCuteTmaFp4);
+    return v;
+  }
 };
 
 std::string join(const std::vector<std::string>& v, const char* sep) {
   std::string o;
   for (const std::string& x : v) o += (o.empty() ? "" : sep) + x;
   return o.empty() ? "none" : o;
+}
+
+bool contains(const std::vector<std::string>& v, const char* x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+// The low-precision kernels: which are planned and why, per kernel. BuildInfo::impls
+// lists the spellings with code for some compiled arch; the device queries say whether
+// the current device loads that code.
+void decide_lowp(const ffpa::BuildInfo& info, bool dry_run, int major, int minor, Extras& e) {
+  using ffpa::Impl;
+  const std::string dev = "sm_" + std::to_string(major) + std::to_string(minor);
+  const bool has_cp = contains(info.impls, "cute_fp8"), has_tma = contains(info.impls, "cute_tma_fp8"),
+             has_fp4 = contains(info.impls, "cute_tma_fp4");
+  e.fp8_cp = has_cp && (dry_run || ffpa::fp8_runs_on_current_device(Impl::kCuteFp8));
+  e.fp8_tma = has_tma && (dry_run || ffpa::fp8_runs_on_current_device(Impl::kCuteTmaFp8));
+  e.fp4 = has_fp4 && (dry_run || ffpa::fp4_runs_on_current_device());
+  e.fp8_cp_refused = has_cp && !e.fp8_cp && e.fp8_tma;
+  // resolve_impl()'s rule for the alias: the TMA-fed kernel where it runs.
+  e.fp8_pick = e.fp8_tma ? Impl::kCuteTmaFp8 : e.fp8_cp ? Impl::kCuteFp8 : Impl::kAuto;
+  auto state = [&](bool compiled, bool planned, const char* no_code_why) {
+    return std::string(!compiled ? "not compiled" : planned ? "planned" : no_code_why);
+  };
+  const std::string on_dev = dry_run ? "" : " on " + dev;
+  std::string why = "cute_fp8 " + state(has_cp, e.fp8_cp, ("no code" + on_dev).c_str()) + ", cute_tma_fp8 " +
+                    state(has_tma, e.fp8_tma, ("no code" + on_dev).c_str()) + ", cute_tma_fp4 " +
+                    state(has_fp4, e.fp4, ("no code" + on_dev + " (NVFP4 runs on the sm_120 family only)").c_str());
+  why += std::string(dry_run ? "; dry run: as on a device that runs each kernel the build's archs hold code for" : "") +
+         " (FP8 archs " + join(info.fp8_archs, ", ") + "; NVFP4 archs " + join(info.fp4_archs, ", ") +
+         ": NVFP4 code needs the sm_120 family's 120f or 120a)";
+  // nvcc 13.0 lowers sm_90's m16n8k32 e4m3 mma to two fp16 HMMA (docs/install.md, "The
+  // scheme"): on an sm_90 device these cases check FP8's numerics, and the bench times the
+  // lowering, not FP8 tensor cores.
+  bool sm90 = !dry_run && major == 9;
+  for (const std::string& a : info.fp8_archs) sm90 |= dry_run && a.rfind("90", 0) == 0;
+  if (sm90 && (e.fp8_cp || e.fp8_tma))
+    why += "; on sm_90 the FP8 mma runs as fp16 HMMA (nvcc's lowering): FP8 correctness, not FP8 speed";
+  const ffpa::Tolerance &t8 = ffpa::tolerance("fp8"), &t4 = ffpa::tolerance("fp4");
+  char bounds[256];
+  std::snprintf(bounds, sizeof(bounds),
+                "; bounds (ffpa/tolerance.h) fp8 cos >= %g, rel_l1 <= %g, abs <= %g, lse <= %g, |gain-1| <= %g; "
+                "fp4 cos >= %g, rel_l1 <= %g, abs <= %g, lse <= %g, |gain-1| <= %g",
+                t8.min_cos, t8.max_rel_l1, t8.atol, t8.lse, t8.max_gain_err, t4.min_cos, t4.max_rel_l1, t4.atol, t4.lse,
+                t4.max_gain_err);
+  e.lowp_why = why + bounds;
 }
 
 Extras decide_extras(const ffpa::BuildInfo& info, bool dry_run, int major, int minor) {
@@ -446,13 +595,14 @@ Extras decide_extras(const ffpa::BuildInfo& info, bool dry_run, int major, int m
   } else {
     e.f16acc = true;
     e.mma_f16acc = dry_run || ffpa::mma_f16_acc_runs_on_current_device();
+    const ffpa::Tolerance& t = ffpa::tolerance("fp16_acc");
     char tol[96];
-    std::snprintf(tol, sizeof(tol), " (tolerances rel %g, abs %g, lse %g)", kTolF16Acc.rel, kTolF16Acc.abs,
-                  kTolF16Acc.lse);
+    std::snprintf(tol, sizeof(tol), " (tolerances rel %g, abs %g, lse %g)", t.rtol, t.atol, t.lse);
     e.f16acc_why = std::string("fp16 inputs, accum=fp16 on ") +
                    (e.mma_f16acc ? (e.tma ? "mma and tma" : "mma") : "tma only (the sm_120 family)") +
                    (e.cute ? (e.cute_tma ? ", cute and cute_tma" : ", cute") : "") + tol;
   }
+  decide_lowp(info, dry_run, major, minor, e);
   return e;
 }
 
@@ -502,6 +652,35 @@ std::vector<Case> plan_cases(const ffpa::BuildInfo& info, const Extras& x, bool 
           add(causal, 37, 23, 1, false, impl, Accum::kFp16);
         }
       }
+      // The low-precision group of this head dim and dtype, right after the 16-bit group
+      // whose inputs and references its plain-input cases share (cache_scope). Judged by
+      // the fp8 / fp4 rows of ffpa/tolerance.h. One list for every kernel: the feeds
+      // differ in how they reach the tails (cp.async zero-fill, TMA's out-of-bounds
+      // boxes), which the non-aligned Nq / Nkv exercise.
+      if (!x.lowp()) continue;
+      struct Shape {
+        int nq, nkv, hkv;
+        bool bnhd, outlier_k;
+      };
+      std::vector<Shape> shapes;
+      if (quick) {
+        shapes = {{256, 256, 4, false, true}, {200, 317, 2, false, false}};
+      } else if (dt == ffpa::DType::kFp16) {
+        shapes = {{256, 256, 4, false, true},   {200, 317, 2, false, true},  {256, 256, 4, false, false},
+                  {200, 317, 2, false, false},  {317, 200, 2, false, false}, {200, 317, 2, true, false},
+                  {37, 23, 1, false, false}};
+      } else {
+        shapes = {{256, 256, 4, false, true}, {200, 317, 2, false, true}, {317, 200, 2, false, false},
+                  {37, 23, 1, false, false}};
+      }
+      const std::string lgroup = std::string("lowp-") + group;
+      for (bool causal : {false, true})
+        for (Impl impl : x.lowp_impls())
+          for (const Shape& sh : shapes) {
+            Case c{lgroup, d, dt, causal, 2, sh.nq, sh.nkv, 4, sh.hkv, sh.bnhd, impl, impl, 0, false, false};
+            c.outlier_k = sh.outlier_k;
+            cases.push_back(c);
+          }
     }
   if (!quick && !info.head_dims.empty() && !dtypes.empty()) {
     std::vector<int> long_dims;
@@ -526,6 +705,16 @@ std::vector<Case> plan_cases(const ffpa::BuildInfo& info, const Extras& x, bool 
     add_long(long_dims.back(), dtypes[0], true, 1000, 8192, Impl::kMma, Accum::kFp32);
     if (x.tma) add_long(long_dims.back(), dtypes[0], true, 1000, 8192, Impl::kTma, Accum::kFp32);
     if (x.cute_tma) add_long(long_dims.back(), dtypes[0], true, 1000, 8192, Impl::kCuteTma, Accum::kFp32);
+    // The low-precision kernels at length: 128 key blocks of quantisation scales and P
+    // rounded over 8192 keys. Non-causal at each long head dim on the inputs of the 16-bit
+    // rows above (shared: no host time), and causal on outlier-K inputs at the largest
+    // (one more input set and its sampled reference).
+    for (int d : long_dims)
+      for (Impl impl : x.lowp_impls()) add_long(d, dtypes[0], false, 8192, 8192, impl, Accum::kFp32);
+    for (Impl impl : x.lowp_impls()) {
+      add_long(long_dims.back(), dtypes[0], true, 8192, 8192, impl, Accum::kFp32);
+      cases.back().outlier_k = true;
+    }
   }
   if (!info.head_dims.empty() && !dtypes.empty()) {
     const int d = info.head_dims.front();
@@ -559,6 +748,31 @@ std::vector<Case> plan_cases(const ffpa::BuildInfo& info, const Extras& x, bool 
       api(dt, false, Impl::kCuteTma, Impl::kAuto, false, false, Accum::kFp32, ErrorKind::kImpl, info.archs);
     // On the sm_120 family impl=cute is refused (the CuTe kernel is TMA-fed there).
     if (x.cute_refused) api(dt, false, Impl::kCute, Impl::kAuto, false, false, Accum::kFp32, ErrorKind::kImpl);
+    // The low-precision impls (ffpa/api.h): the alias fp8 runs the FP8 kernel the device
+    // has (cute_tma_fp8 where TMA runs, else cute_fp8), reported through impl_used and
+    // judged by the fp8 bounds; misaligned arrays are a layout error as for every
+    // cp.async / TMA feed. Without FP8 code for the device, impl=fp8 is an impl error.
+    const ffpa::DType dt2 = has_bf16 ? ffpa::DType::kBf16 : dt;
+    if (x.fp8_pick != Impl::kAuto) {
+      api(dt2, true, Impl::kFp8, x.fp8_pick, false, false);
+      api(dt, false, Impl::kFp8, Impl::kAuto, true, false, Accum::kFp32, ErrorKind::kLayout);
+    } else {
+      api(dt, false, Impl::kFp8, Impl::kAuto, false, false, Accum::kFp32, ErrorKind::kImpl);
+    }
+    // The FP8 / NVFP4 mmas accumulate in fp32 only: accum=fp16 is refused (validation,
+    // before any device question).
+    if (has_fp16)
+      api(ffpa::DType::kFp16, false, Impl::kFp8, Impl::kAuto, false, false, Accum::kFp16, ErrorKind::kImpl,
+          {"accum='fp16'"});
+    // NVFP4 has code only for the sm_120 family's 120f / 120a targets: elsewhere impl=fp4
+    // is refused and the message names the GPUs that have it.
+    if (x.fp4)
+      api(dt, false, Impl::kFp4, Impl::kCuteTmaFp4, false, false);
+    else
+      api(dt, false, Impl::kFp4, Impl::kAuto, false, false, Accum::kFp32, ErrorKind::kImpl, {"sm_120 family"});
+    // On the sm_120 family the FP8 kernel is TMA-fed only: impl=cute_fp8 is refused there.
+    if (x.fp8_cp_refused)
+      api(dt, false, Impl::kCuteFp8, Impl::kAuto, false, false, Accum::kFp32, ErrorKind::kImpl);
   }
   return cases;
 }
@@ -580,21 +794,42 @@ std::string num(float x) {
   return buf;
 }
 
+// The low-precision metrics sit close to their bounds (cos >= 0.998): more digits.
+std::string num6(double x) {
+  if (!std::isfinite(x)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.7g", x);
+  return buf;
+}
+
 // The whole report, rewritten atomically (temp file + rename) after every group.
 void write_json(const char* path, const std::string& device, const Extras& x, const std::vector<Case>& cases,
                 const std::vector<Result>& results, size_t groups_done, size_t groups_total, const char* status) {
   if (path == nullptr) return;
-  auto tol = [](const Tolerance& t) {
-    return "{\"rel\": " + num(t.rel) + ", \"abs\": " + num(t.abs) + ", \"lse\": " + num(t.lse) + "}";
+  // ffpa/tolerance.h's table, row by row under its names: the 16-bit rows' rel (rtol), abs
+  // (atol) and lse; the low-precision rows' cos, rel_l1 and gain bounds, abs and lse.
+  auto tol = [](const ffpa::Tolerance& t) {
+    if (t.min_cos > 0.f)
+      return "{\"min_cos\": " + num(t.min_cos) + ", \"max_rel_l1\": " + num(t.max_rel_l1) + ", \"abs\": " +
+             num(t.atol) + ", \"lse\": " + num(t.lse) + ", \"max_gain_err\": " + num(t.max_gain_err) + "}";
+    return "{\"rel\": " + num(t.rtol) + ", \"abs\": " + num(t.atol) + ", \"lse\": " + num(t.lse) + "}";
   };
   std::string j = "{\n  \"device\": \"" + json_escape(device) + "\",\n  \"status\": \"" + status + "\",\n";
-  j += "  \"tolerances\": {\"fp16\": " + tol(kTolFp16) + ", \"bf16\": " + tol(kTolBf16) +
-       ", \"fp16-acc\": " + tol(kTolF16Acc) + "},\n";
+  j += "  \"tolerances\": {";
+  for (const ffpa::Tolerance& t : ffpa::kTolerances)
+    j += std::string(&t == ffpa::kTolerances ? "" : ", ") + "\"" + t.name + "\": " + tol(t);
+  j += "},\n";
   // Whether the TMA and fp16-accumulated cases are in the plan, and why (either way).
   j += "  \"tma\": {\"planned\": " + std::string(x.tma ? "true" : "false") + ", \"reason\": \"" +
        json_escape(x.tma_why) + "\"},\n";
   j += "  \"cute\": {\"planned\": " + std::string(x.cute ? "true" : "false") + ", \"cute_tma\": " +
        std::string(x.cute_tma ? "true" : "false") + ", \"reason\": \"" + json_escape(x.cute_why) + "\"},\n";
+  // The low-precision kernels: each one planned or not, what impl=fp8 resolves to, why.
+  j += "  \"lowp\": {\"planned\": " + std::string(x.lowp() ? "true" : "false") + ", \"cute_fp8\": " +
+       (x.fp8_cp ? "true" : "false") + ", \"cute_tma_fp8\": " + (x.fp8_tma ? "true" : "false") +
+       ", \"cute_tma_fp4\": " + (x.fp4 ? "true" : "false") + ", \"fp8_resolves_to\": \"" +
+       (x.fp8_pick == ffpa::Impl::kAuto ? "none" : ffpa::impl_name(x.fp8_pick)) + "\", \"reason\": \"" +
+       json_escape(x.lowp_why) + "\"},\n";
   j += "  \"f16_acc\": {\"planned\": " + std::string(x.f16acc ? "true" : "false") + ", \"reason\": \"" +
        json_escape(x.f16acc_why) + "\"},\n";
   j += "  \"groups_done\": " + std::to_string(groups_done) + ",\n  \"groups_total\": " + std::to_string(groups_total) +
@@ -608,10 +843,17 @@ void write_json(const char* path, const std::string& device, const Extras& x, co
          ", \"nkv\": " + std::to_string(c.nkv) + ", \"hq\": " + std::to_string(c.hq) +
          ", \"hkv\": " + std::to_string(c.hkv) + ", \"layout\": \"" + (c.bnhd ? "bnhd" : "bhnd") +
          "\", \"impl\": \"" + ffpa::impl_name(c.impl) + "\", \"accum\": \"" + ffpa::accum_name(c.accum) +
-         "\", \"expect_error\": \"" + error_kind_name(c.expect_error) + "\", \"rows_checked\": " +
+         "\", \"inputs\": \"" + (c.outlier_k ? "outlier-k" : "normal") + "\", \"tolerance\": \"" +
+         tolerance(c).name + "\", \"expect_error\": \"" + error_kind_name(c.expect_error) + "\", \"rows_checked\": " +
          (c.expect_error != ffpa::ErrorKind::kOk ? std::string("0")
           : c.sample_rows > 0                    ? std::to_string(rows_to_check(c).size())
                                                  : std::to_string(c.nq));
+    if (c.expect_error != ffpa::ErrorKind::kOk) {
+      j += ", \"expect_in_message\": [";
+      for (size_t m = 0; m < c.expect_in_message.size(); ++m)
+        j += (m ? ", \"" : "\"") + json_escape(c.expect_in_message[m]) + "\"";
+      j += "]";
+    }
     if (i < results.size()) {
       const Result& r = results[i];
       failed += r.ok ? 0 : 1;
@@ -619,6 +861,8 @@ void write_json(const char* path, const std::string& device, const Extras& x, co
            r.impl_used + "\", \"error_kind\": \"" + r.error_kind + "\", \"abs_err\": " + num(r.abs_err) +
            ", \"rel_err\": " + num(r.rel_err) + ", \"lse_err\": " + num(r.lse_err) +
            ", \"max_ref\": " + num(r.max_ref) + ", \"error\": \"" + json_escape(r.error) + "\"";
+      if (is_lowp(c.impl) && c.expect_error == ffpa::ErrorKind::kOk)
+        j += ", \"cos\": " + num6(r.cos) + ", \"rel_l1\": " + num6(r.rel_l1) + ", \"gain\": " + num6(r.gain);
     } else {
       j += ", \"ran\": false";
     }
@@ -712,17 +956,31 @@ int main(int argc, char** argv) {
   std::printf("TMA cases: %s (%s)\n", extras.tma ? "planned" : skipped, extras.tma_why.c_str());
   std::printf("fp16-accumulated cases: %s (%s)\n", extras.f16acc ? "planned" : skipped, extras.f16acc_why.c_str());
   std::printf("CuTe cases: %s (%s)\n", extras.cute ? "planned" : skipped, extras.cute_why.c_str());
-  if (bench)
-    return run_bench(bo, info, extras.tma, extras.f16acc, extras.mma_f16acc, extras.cute, extras.cute_tma, dry_run);
+  std::printf("Low-precision cases: %s (%s)\n", extras.lowp() ? "planned" : skipped, extras.lowp_why.c_str());
+  if (bench) {
+    ffpa::check::BenchPaths paths;
+    paths.tma = extras.tma, paths.f16acc = extras.f16acc, paths.mma_f16acc = extras.mma_f16acc;
+    paths.cute = extras.cute, paths.cute_tma = extras.cute_tma;
+    paths.cute_fp8 = extras.fp8_cp, paths.cute_tma_fp8 = extras.fp8_tma, paths.cute_tma_fp4 = extras.fp4;
+    return run_bench(bo, info, paths, dry_run);
+  }
 
   const std::vector<Case> cases = plan_cases(info, extras, quick);
   std::vector<std::string> groups;
   for (const Case& c : cases)
     if (groups.empty() || groups.back() != c.group) groups.push_back(c.group);
-  std::printf("plan: %zu cases in %zu groups; tolerances fp16 rel %.0e abs %.0e lse %.0e, bf16 rel %.0e abs %.0e "
-              "lse %.0e, fp16-acc rel %.0e abs %.0e lse %.0e\n",
-              cases.size(), groups.size(), kTolFp16.rel, kTolFp16.abs, kTolFp16.lse, kTolBf16.rel, kTolBf16.abs,
-              kTolBf16.lse, kTolF16Acc.rel, kTolF16Acc.abs, kTolF16Acc.lse);
+  std::string tols;
+  for (const ffpa::Tolerance& t : ffpa::kTolerances) {
+    char buf[160];
+    if (t.min_cos > 0.f)
+      std::snprintf(buf, sizeof(buf), "%s cos >= %g rel_l1 <= %g abs %g lse %g |gain-1| <= %g", t.name, t.min_cos,
+                    t.max_rel_l1, t.atol, t.lse, t.max_gain_err);
+    else
+      std::snprintf(buf, sizeof(buf), "%s rel %.0e abs %.0e lse %.0e", t.name, t.rtol, t.atol, t.lse);
+    tols += (tols.empty() ? "" : ", ") + std::string(buf);
+  }
+  std::printf("plan: %zu cases in %zu groups; tolerances (ffpa/tolerance.h) %s\n", cases.size(), groups.size(),
+              tols.c_str());
   std::vector<Result> results;
   write_json(json_path, device, extras, cases, results, 0, groups.size(), dry_run ? "planned" : "running");
   if (dry_run) {
@@ -742,6 +1000,10 @@ int main(int argc, char** argv) {
     if (c.expect_error != ffpa::ErrorKind::kOk)
       std::printf("[%s] %s returned=%s error=%s\n", r.ok ? "PASS" : "FAIL", name.c_str(), r.error_kind.c_str(),
                   r.error.c_str());
+    else if (is_lowp(c.impl))
+      std::printf("[%s] %s ran=%s cos=%.6f rel_l1=%.4f gain=%.4f abs=%.3e lse=%.3e%s%s\n", r.ok ? "PASS" : "FAIL",
+                  name.c_str(), r.impl_used.c_str(), r.cos, r.rel_l1, r.gain, r.abs_err, r.lse_err,
+                  r.error.empty() ? "" : " error=", r.error.c_str());
     else
       std::printf("[%s] %s ran=%s abs=%.3e rel=%.3e lse=%.3e%s%s\n", r.ok ? "PASS" : "FAIL", name.c_str(),
                   r.impl_used.c_str(), r.abs_err, r.rel_err, r.lse_err, r.error.empty() ? "" : " error=",

@@ -45,15 +45,32 @@ struct BenchOpts {
   int n = 8192, h = 32, warmup = 3, iters = 10;
 };
 
+// The paths the bench times besides impl=mma (fp32 accumulation), each where the device
+// runs it (device_check.cu's Extras decide; a dry run: where the build holds its code).
+struct BenchPaths {
+  bool tma = false;         // impl=tma
+  bool f16acc = false;      // accum=fp16 on the fp16-accumulating paths below
+  bool mma_f16acc = false;  // ... and on impl=mma (not on the sm_120 family)
+  bool cute = false;        // impl=cute
+  bool cute_tma = false;    // impl=cute_tma (and with accum=fp16)
+  // The low-precision kernels (fp16 in and out; quantisation pass, workspace and kernel
+  // timed together, as a caller's forward() costs). On sm_90 nvcc 13.0 lowers the FP8 mma
+  // to fp16 HMMA, so there these rows time that lowering, not FP8 tensor cores.
+  bool cute_fp8 = false;      // impl=cute_fp8
+  bool cute_tma_fp8 = false;  // impl=cute_tma_fp8
+  bool cute_tma_fp4 = false;  // impl=cute_tma_fp4 (the sm_120 family)
+};
+
 // Times forward() with CUDA events on fp16 B=1 x H x N x D inputs, causal and not, for
 // each path: impl=mma, impl=tma (when `tma`), accum=fp16 on each of them (when
 // `f16acc`), impl=cute (when `cute`), impl=cute_tma and it with accum=fp16 (when
-// `cute_tma`), and writes `source,D,dtype,causal,B,H,N,kernel,ms,tflops,accum` rows to
-// o.csv (kernel: the kernel that ran; the header alone for a dry run, which makes no
-// CUDA call). A path whose launch is refused is reported and skipped (exit 1 at the
-// end). Returns the process exit code.
-int run_bench(const BenchOpts& o, const ffpa::BuildInfo& info, bool tma, bool f16acc, bool mma_f16acc, bool cute,
-              bool cute_tma, bool dry_run);
+// `cute_tma`), then the low-precision kernels (cute_fp8, cute_tma_fp8, cute_tma_fp4, each
+// where planned), and writes `source,D,dtype,causal,B,H,N,kernel,ms,tflops,accum` rows to
+// o.csv (kernel: the kernel that ran; tflops: the attention's 16-bit FLOP count over the
+// time, for every path alike, so that rates compare; the header alone for a dry run,
+// which makes no CUDA call). A path whose launch is refused is reported and skipped
+// (exit 1 at the end). Returns the process exit code.
+int run_bench(const BenchOpts& o, const ffpa::BuildInfo& info, const BenchPaths& paths, bool dry_run);
 
 // The tuning sweep (device_check_sweep.cu): each variant of an FFPA_SWEEP=ON build timed
 // next to its path's default on fp16 B=1 x H x N x D non-causal inputs; writes

@@ -10,7 +10,8 @@ Reads (all optional, so a run cut short at any point still summarizes):
   STATE/pytest-gpu.json  {"status": ..., "detail": ...} of the Python GPU tests
   STATE/bench_py/bench.json       python -m ffpa_attn.bench --save-path (binding present)
   STATE/bench_py_causal/bench.json
-  STATE/bench_cpp.csv    the runner's own timings of every path (mma, tma, fp16 accumulation)
+  STATE/bench_cpp.csv    the runner's own timings of every path (mma, tma, fp16 accumulation, cute,
+                         cute_tma, and the low-precision cute_fp8 / cute_tma_fp8 / cute_tma_fp4)
   STATE/sdpa.csv         the named SDPA baselines timed by sdpa_bench.py in a separate process (no binding)
   STATE/sweep.csv        the tuning sweep: ffpa_device_check --sweep-csv (FFPA_SWEEP=ON)
 Writes, atomically: OUT/summary.json, OUT/summary.md, OUT/bench.csv and (with
@@ -88,12 +89,33 @@ def read_phases(state: Path) -> list[dict[str, Any]]:
     return phases
 
 
+# The low-precision impls (csrc/include/ffpa/api.h): judged by the fp8 / fp4 rows of the
+# tolerance table (ffpa/tolerance.h, the report's "tolerances") on cos, rel_l1, max abs,
+# lse and gain, not by the 16-bit rows' rel / abs / lse.
+LOWP_IMPLS = ("cute_fp8", "cute_tma_fp8", "fp8", "cute_tma_fp4", "fp4")
+# The 16-bit paths the low-precision bench rows are compared with (fp32 accumulation,
+# same shape, same run), besides the SDPA baselines.
+LOWP_OURS = ("mma", "tma", "cute_tma")
+
+
+def _is_lowp(impl: Any) -> bool:
+    return str(impl) in LOWP_IMPLS
+
+
+def _lowp_tolerance_name(case: dict[str, Any]) -> str:
+    return str(case.get("tolerance") or ("fp4" if "fp4" in str(case.get("impl")) else "fp8"))
+
+
 def _is_error_case(case: dict[str, Any]) -> bool:
     return case.get("expect_error", "ok") not in ("ok", None)
 
 
 def _new_tally() -> dict[str, Any]:
     return {"cases": 0, "ran": 0, "failed": 0, "max_rel_err": None, "max_abs_err": None, "max_lse_err": None}
+
+
+def _new_lowp_tally() -> dict[str, Any]:
+    return {"min_cos": None, "max_rel_l1": None, "max_gain_err": None}
 
 
 def _tally(g: dict[str, Any], case: dict[str, Any]) -> None:
@@ -108,11 +130,22 @@ def _tally(g: dict[str, Any], case: dict[str, Any]) -> None:
         # null: not measured (the launch failed, or the case expects an error).
         if isinstance(value, (int, float)):
             g["max_" + key] = max(g["max_" + key] or 0.0, float(value))
+    if "min_cos" not in g:
+        return
+    # The low-precision metrics (null: not measured, or NaN in the output; the case then
+    # failed, and the worst value is not a number to report).
+    cos, rel_l1, gain = case.get("cos"), case.get("rel_l1"), case.get("gain")
+    if isinstance(cos, (int, float)):
+        g["min_cos"] = min(g["min_cos"] if g["min_cos"] is not None else 1.0, float(cos))
+    if isinstance(rel_l1, (int, float)):
+        g["max_rel_l1"] = max(g["max_rel_l1"] or 0.0, float(rel_l1))
+    if isinstance(gain, (int, float)):
+        g["max_gain_err"] = max(g["max_gain_err"] or 0.0, abs(float(gain) - 1.0))
 
 
 def _extra_status(report: dict[str, Any], key: str, cases: list[dict[str, Any]]) -> dict[str, Any]:
-    """Whether the TMA (key "tma"), fp16-accumulated ("f16_acc") or CuTe ("cute": impl cute
-    and cute_tma) cases ran, and why.
+    """Whether the TMA (key "tma"), fp16-accumulated ("f16_acc"), CuTe ("cute": impl cute
+    and cute_tma) or low-precision ("lowp": LOWP_IMPLS) cases ran, and why.
 
     Cases that expect an error are the api group's argument checks, not runs of the
     path, and are left out of the counts. Skipped cases are never counted as passed.
@@ -125,8 +158,8 @@ def _extra_status(report: dict[str, Any], key: str, cases: list[dict[str, Any]])
     reason = str(block.get("reason") or "")
     total = ran = failed = 0
     for case in cases:
-        selected = {"tma": case.get("impl") == "tma", "cute": case.get("impl") in ("cute", "cute_tma")}.get(
-            key, case.get("accum") == "fp16")
+        selected = {"tma": case.get("impl") == "tma", "cute": case.get("impl") in ("cute", "cute_tma"),
+                    "lowp": _is_lowp(case.get("impl"))}.get(key, case.get("accum") == "fp16")
         if case.get("expect_error") in (None, "ok", "") and selected:
             total += 1
             ran += bool(case.get("ran"))
@@ -154,10 +187,19 @@ def summarize_correctness(report: Any) -> dict[str, Any]:
         # Reports of runners before fp16 accumulation have no "accum": fp32 then.
         impl, accum = case.get("impl", "?"), case.get("accum") or "fp32"
         _tally(groups.setdefault(group, _new_tally()), case)
+        lowp = _is_lowp(impl) and not _is_error_case(case)
+        # A low-precision path's row carries its metrics and the tolerance row it is judged by.
+        extra = {**_new_lowp_tally(), "tolerance": _lowp_tolerance_name(case)} if lowp else {}
         _tally(paths.setdefault((group, impl, accum), {"group": group, "impl": impl, "accum": accum,
-                                                       **_new_tally()}), case)
+                                                       **_new_tally(), **extra}), case)
         if case.get("ran") and not case.get("pass"):
-            failed.append({k: case.get(k) for k in ("case", "abs_err", "rel_err", "lse_err", "impl_used", "error")})
+            failed.append({k: case.get(k) for k in ("case", "abs_err", "rel_err", "lse_err", "cos", "rel_l1", "gain",
+                                                    "impl_used", "error")})
+    tolerances = report.get("tolerances") or {}
+    lowp_paths = []
+    for g in paths.values():
+        if "min_cos" in g:
+            lowp_paths.append({**g, "bounds": tolerances.get(g["tolerance"])})
     return {
         "status": report.get("status"),
         "device": report.get("device"),
@@ -170,6 +212,8 @@ def summarize_correctness(report: Any) -> dict[str, Any]:
         "tma": _extra_status(report, "tma", cases),
         "f16_acc": _extra_status(report, "f16_acc", cases),
         "cute": _extra_status(report, "cute", cases),
+        "lowp": _extra_status(report, "lowp", cases),
+        "lowp_paths": lowp_paths,
         "by_group": groups,
         "by_path": list(paths.values()),
         "failed_cases": failed,
@@ -181,7 +225,12 @@ CPP_SOURCE = "C++ runner (CUDA events); SDPA from a separate Python process"
 CPP_SOURCE_PY_SDPA = "C++ runner (CUDA events); SDPA from the python bench's row of the same shape"
 # Table order of the paths: the default path first, then TMA, then fp16 accumulation.
 PATH_ORDER = {("mma", "fp32"): 0, ("tma", "fp32"): 1, ("mma", "fp16"): 2, ("tma", "fp16"): 3,
-              ("cute", "fp32"): 4, ("cute_tma", "fp32"): 5, ("cute", "fp16"): 6, ("cute_tma", "fp16"): 7}
+              ("cute", "fp32"): 4, ("cute_tma", "fp32"): 5, ("cute", "fp16"): 6, ("cute_tma", "fp16"): 7,
+              ("cute_fp8", "fp32"): 8, ("cute_tma_fp8", "fp32"): 9, ("cute_tma_fp4", "fp32"): 10}
+# On sm_90 nvcc 13.0 lowers the FP8 mma (m16n8k32 e4m3) to two fp16 HMMA.16816 (docs/install.md,
+# "The scheme"): the rows time that lowering; sm_89 and the sm_120 family have FP8 tensor cores.
+LOWP_SM90_NOTE = ("on sm_90 (the H200) nvcc 13.0 lowers the FP8 mma to fp16 HMMA: these rows time that lowering "
+                  "(quantisation pass included), not FP8 tensor cores; FP8's speed needs sm_89 or the sm_120 family")
 
 
 def _baselines_of(r: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -306,13 +355,16 @@ def summarize_bench(state: Path) -> dict[str, Any]:
     for r in rows:
         r["ratio"] = (r["ffpa_tflops"] / r["sdpa_tflops"]) if r.get("sdpa_tflops") else None
         r["ratios"] = {name: _ratio(r["ffpa_tflops"], b) for name, b in r["baselines"].items()}
-    rows.sort(key=lambda r: (r["dtype"], r["causal"], r["D"], PATH_ORDER.get(_path(r), 9), _path(r),
+    rows.sort(key=lambda r: (r["dtype"], r["causal"], r["D"], PATH_ORDER.get(_path(r), 99), _path(r),
                              r["origin"] != "py"))
     targets = []
     one = _one_per_path(rows)
     for t in TARGETS:  # one line per head dim and path (the python bench's row when both timed it)
-        picked = [r for r in one if r["D"] in t["dims"] and r["dtype"] == "fp16" and not r["causal"]]
-        for r in sorted(picked, key=lambda r: (r["D"], PATH_ORDER.get(_path(r), 9), _path(r))):
+        # The targets are the 16-bit paths' (docs/perf.md "Targets"); the low-precision rows
+        # have their own table (lowp below).
+        picked = [r for r in one if r["D"] in t["dims"] and r["dtype"] == "fp16" and not r["causal"]
+                  and not _is_lowp(r["kernel"])]
+        for r in sorted(picked, key=lambda r: (r["D"], PATH_ORDER.get(_path(r), 99), _path(r))):
             targets.append(_target_line(t, r, rows))
     # The baselines per shape, each once (every path of a shape shares them).
     baselines = []
@@ -328,8 +380,31 @@ def summarize_bench(state: Path) -> dict[str, Any]:
                               "label": b.get("label") or name, "kernel": b.get("kernel") or b.get("op"),
                               "ms": b.get("ms"), "tflops": b.get("tflops"),
                               "status": "ran" if b.get("tflops") else "n/a", "reason": b.get("reason")})
-    paths = sorted({_path(r) for r in rows}, key=lambda p: (PATH_ORDER.get(p, 9), p))
-    return {"rows": rows, "targets": targets, "baselines": baselines, "paths": [f"{k}/{a}" for k, a in paths]}
+    paths = sorted({_path(r) for r in rows}, key=lambda p: (PATH_ORDER.get(p, 99), p))
+    return {"rows": rows, "targets": targets, "baselines": baselines, "paths": [f"{k}/{a}" for k, a in paths],
+            "lowp": _lowp_bench(rows)}
+
+
+def _lowp_bench(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The low-precision rows against our 16-bit paths (LOWP_OURS, fp32 accumulation) of the
+    same shape and source (the same run, the same tensors), and against the named SDPA
+    baselines of that shape; one entry per low-precision row."""
+    out = []
+    for r in rows:
+        if not _is_lowp(r["kernel"]):
+            continue
+        ours: dict[str, float | None] = {}
+        for name in LOWP_OURS:
+            same = [x for x in rows if x["D"] == r["D"] and x["dtype"] == r["dtype"] and x["causal"] == r["causal"]
+                    and _path(x) == (name, "fp32")]
+            # The same source first (the runner's rows time every path on one set of tensors).
+            same.sort(key=lambda x: x["origin"] != r["origin"])
+            ours[name] = r["ffpa_tflops"] / same[0]["ffpa_tflops"] if same and same[0]["ffpa_tflops"] else None
+        r["ratios_ours"] = ours
+        out.append({"D": r["D"], "dtype": r["dtype"], "causal": r["causal"], "kernel": r["kernel"],
+                    "origin": r["origin"], "ffpa_ms": r["ffpa_ms"], "ffpa_tflops": r["ffpa_tflops"],
+                    "x_ours": ours, "x_baselines": dict(r["ratios"])})
+    return out
 
 
 def _float(x: Any) -> float | None:
@@ -376,6 +451,18 @@ def _fmt(x: Any, spec: str = ".3g") -> str:
     return str(x)
 
 
+def _bound(op: str, x: Any) -> str:
+    return f"{op} {x:g}" if isinstance(x, (int, float)) else "no bound"
+
+
+def _tolerance_text(name: str, v: dict[str, Any]) -> str:
+    if "min_cos" in v:
+        return (f"{name}: cos {_bound('>=', v.get('min_cos'))}, rel L1 {_bound('<=', v.get('max_rel_l1'))}, "
+                f"abs {_bound('<=', v.get('abs'))}, lse {_bound('<=', v.get('lse'))}, "
+                f"|gain - 1| {_bound('<=', v.get('max_gain_err'))}")
+    return f"{name}: rel {v['rel']:g}, abs {v['abs']:g}, lse {v['lse']:g}"
+
+
 def render_md(summary: dict[str, Any]) -> str:
     env = summary["env"]
     out = [f"# Device check: {summary['status']}", ""]
@@ -390,16 +477,22 @@ def render_md(summary: dict[str, Any]) -> str:
     out += ["", "## Correctness (errors vs the fp64-accumulated host reference)", ""]
     if c.get("tolerances"):
         tol = c["tolerances"]
-        out.append("Tolerances: " + "; ".join(
-            f"{dt}: rel {v['rel']:g}, abs {v['abs']:g}, lse {v['lse']:g}" for dt, v in tol.items()))
-        if "fp16-acc" in tol:
-            out.append("(fp16-acc: fp16 inputs with accum=fp16, on mma, tma, cute and cute_tma.)")
+        out.append("Tolerances (ffpa/tolerance.h): " + "; ".join(_tolerance_text(name, v) for name, v in tol.items()))
+        # "fp16-acc": the row's name in reports of runners before the one tolerance table.
+        acc = next((n for n in ("fp16_acc", "fp16-acc") if n in tol), None)
+        if acc:
+            out.append(f"({acc}: fp16 inputs with accum=fp16, on mma, tma, cute and cute_tma.)")
         out.append("rel = max |out - ref| / max |ref| per case; abs = max |out - ref|; lse = max |lse - ref|.")
+        if any("min_cos" in v for v in tol.values()):
+            out.append("Low-precision rows (fp8, fp4), over the checked rows: cos = cosine similarity of out with ref, "
+                       "rel L1 = sum |out - ref| / sum |ref|, gain = sum out * ref / sum ref^2; a case passes when "
+                       "all five bounds hold.")
         out.append("")
     out.append(f"Cases: {c.get('ran', 0)} run of {c.get('total', 'n/a')}, {c.get('failed', 'n/a')} failed; "
                f"groups {c.get('groups_done', 'n/a')}/{c.get('groups_total', 'n/a')} ({c.get('status')})")
     for key, what in (("tma", "TMA cases (impl=tma)"), ("f16_acc", "fp16-accumulated cases (accum=fp16)"),
-                      ("cute", "CuTe cases (impl=cute, cute_tma)")):
+                      ("cute", "CuTe cases (impl=cute, cute_tma)"),
+                      ("lowp", "Low-precision cases (impl=cute_fp8, cute_tma_fp8, cute_tma_fp4)")):
         if c.get(key):
             out.append(f"{what}: {c[key]['status']}")
     out += ["", "| group | impl | accum | cases | ran | failed | max rel | max abs | max lse |",
@@ -411,9 +504,27 @@ def render_md(summary: dict[str, Any]) -> str:
         out.append("")
         out.append("api rows with no errors measured are argument checks: forward() must refuse them with the "
                    "documented error kind.")
+    if c.get("lowp_paths"):
+        out += ["", "### Low-precision cases (judged by the fp8 / fp4 rows of the tolerance table)", "",
+                "Each cell: the worst value over the row's cases (bound).", "",
+                "| group | impl | cases | ran | failed | min cos | max rel L1 | max abs | max lse | max abs(gain - 1) |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
+        for g in c["lowp_paths"]:
+            b = g.get("bounds") or {}
+            out.append(f"| {g['group']} | {g['impl']} | {g['cases']} | {g['ran']} | {g['failed']} | "
+                       f"{_fmt(g['min_cos'], '.5f')} ({_bound('>=', b.get('min_cos'))}) | "
+                       f"{_fmt(g['max_rel_l1'], '.4f')} ({_bound('<=', b.get('max_rel_l1'))}) | "
+                       f"{_fmt(g['max_abs_err'], '.4f')} ({_bound('<=', b.get('abs'))}) | "
+                       f"{_fmt(g['max_lse_err'], '.4f')} ({_bound('<=', b.get('lse'))}) | "
+                       f"{_fmt(g['max_gain_err'], '.4f')} ({_bound('<=', b.get('max_gain_err'))}) |")
+    if c.get("failed_cases"):
+        out.append("")
     for f in c.get("failed_cases") or []:
+        lowp = f.get("cos") is not None or f.get("rel_l1") is not None
+        extra = (f" cos={_fmt(f.get('cos'), '.5f')} rel_l1={_fmt(f.get('rel_l1'), '.4f')} "
+                 f"gain={_fmt(f.get('gain'), '.4f')}")
         out.append(f"- FAILED: {f['case']} rel={_fmt(f['rel_err'])} abs={_fmt(f['abs_err'])} "
-                   f"lse={_fmt(f['lse_err'])} ran={f['impl_used']} {f.get('error') or ''}")
+                   f"lse={_fmt(f['lse_err'])}{extra if lowp else ''} ran={f['impl_used']} {f.get('error') or ''}")
     py = summary.get("pytest_gpu") or {"status": "not run (no binding: " + env.get("binding", "n/a") + ")"}
     out += ["", f"Python GPU tests: {py.get('status')} {py.get('detail', '')}".rstrip()]
     b = summary["bench"]
@@ -444,6 +555,21 @@ def render_md(summary: dict[str, Any]) -> str:
         for t in b["targets"]:
             out.append(f"| {t['target']} | {t['D']} | {t['kernel']} | {t['accum']} | {t['baseline']} | "
                        f"{_fmt(t['ratio'], '.2f')} | {t['result']} |")
+        if b.get("lowp"):
+            out += ["", "### Low-precision rows against our 16-bit paths and SDPA", "",
+                    "Ratios of TFLOPS (the attention's FLOP count over the time, quantisation pass included) to our "
+                    "fp32-accumulated " + ", ".join(LOWP_OURS) + " rows and to the named baselines of the same shape "
+                    "and run; no target holds these rows.", ""]
+            if str(env.get("arch", "")).startswith("90"):
+                out += [f"Note: {LOWP_SM90_NOTE}.", ""]
+            out += ["| D | dtype | causal | kernel | source | FFPA TFLOPS | "
+                    + " | ".join(f"x {n}" for n in LOWP_OURS) + " | " + " | ".join(f"x {h}" for h in heads) + " |",
+                    "|---" * (6 + len(LOWP_OURS) + len(names)) + "|"]
+            for x in b["lowp"]:
+                cells = [_fmt(x["x_ours"].get(n), ".2f") for n in LOWP_OURS]
+                cells += [_fmt(x["x_baselines"].get(n), ".2f") for n in names]
+                out.append(f"| {x['D']} | {x['dtype']} | {x['causal']} | {x['kernel']} | {x['origin']} | "
+                           f"{_fmt(x['ffpa_tflops'], '.1f')} | " + " | ".join(cells) + " |")
     else:
         out.append("No bench results.")
     sw = summary.get("sweep") or {}
@@ -471,9 +597,11 @@ def render_md(summary: dict[str, Any]) -> str:
 def write_bench_csv(rows: list[dict[str, Any]]) -> str:
     # sdpa_* and ratio: the default dispatch, named by sdpa_backend; then one ratio and one
     # TFLOPS column per named baseline (empty: n/a, the baselines table says why).
+    # The low-precision rows also carry one ratio per 16-bit path of ours (LOWP_OURS).
     per = [f"{kind}_{n.replace('-', '_')}" for n in BASELINE_ORDER for kind in ("tflops", "ratio")]
+    ours = [f"ratio_ffpa_{n}" for n in LOWP_OURS]
     cols = ["D", "dtype", "causal", "N", "H", "kernel", "accum", "origin", "ffpa_ms", "sdpa_ms", "ffpa_tflops",
-            "sdpa_tflops", "ratio", "sdpa_backend", "err_vs_sdpa", "allclose", "source", *per]
+            "sdpa_tflops", "ratio", "sdpa_backend", "err_vs_sdpa", "allclose", "source", *per, *ours]
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
     writer.writeheader()
@@ -482,6 +610,8 @@ def write_bench_csv(rows: list[dict[str, Any]]) -> str:
         for n in BASELINE_ORDER:
             flat[f"tflops_{n.replace('-', '_')}"] = (r["baselines"].get(n) or {}).get("tflops")
             flat[f"ratio_{n.replace('-', '_')}"] = r["ratios"].get(n)
+        for n in LOWP_OURS:
+            flat[f"ratio_ffpa_{n}"] = (r.get("ratios_ours") or {}).get(n)
         writer.writerow(flat)
     return buf.getvalue()
 
@@ -498,7 +628,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> bool:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     for ax, causal in zip(axes, (False, True)):
         picked = sorted((r for r in fp16 if r["causal"] == causal), key=lambda r: r["D"])
-        for p in sorted({_path(r) for r in picked}, key=lambda p: (PATH_ORDER.get(p, 9), p)):
+        for p in sorted({_path(r) for r in picked}, key=lambda p: (PATH_ORDER.get(p, 99), p)):
             line = [r for r in picked if _path(r) == p]
             ax.plot([r["D"] for r in line], [r["ffpa_tflops"] for r in line], marker="o",
                     label=f"FFPA {p[0]}" + (" fp16-acc" if p[1] == "fp16" else ""))

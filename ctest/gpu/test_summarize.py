@@ -11,6 +11,7 @@ import csv
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,23 +26,47 @@ import summarize  # noqa: E402
 RUNNER = os.environ.get("FFPA_DEVICE_CHECK_RUNNER")
 
 
-def _runner_report(tmp_path: Path, fail_case: int | None = None) -> dict:
+LOWP_IMPLS = {"cute_fp8", "cute_tma_fp8", "fp8", "cute_tma_fp4", "fp4"}
+
+
+def _table_names() -> set[str]:
+    """The row names of the one tolerance table (csrc/include/ffpa/tolerance.h)."""
+    text = (HERE.parents[1] / "csrc" / "include" / "ffpa" / "tolerance.h").read_text()
+    body = text[text.index("kTolerances[]"):]
+    return set(re.findall(r'^\s*\{"([a-z0-9_]+)",', body[:body.index("};")], re.M))
+
+
+def _runner_report(tmp_path: Path, fail_case: int | None = None, fail_lowp: bool = False) -> dict:
+    """The runner's dry-run plan, marked as run: every case within its bounds but
+    fail_case (a 16-bit miss) and, with fail_lowp, the first low-precision case (cos
+    below its bound, the other metrics inside)."""
     if not RUNNER:
         pytest.skip("FFPA_DEVICE_CHECK_RUNNER is not set (CTest sets it)")
     path = tmp_path / "plan.json"
     subprocess.run([RUNNER, "--dry-run", "--json", str(path)], check=True, capture_output=True)
     report = json.loads(path.read_text())
+    lowp_failed = False
     for i, case in enumerate(report["cases"]):
         bad = i == fail_case
         if case["expect_error"] != "ok":  # an argument check: refused, nothing measured
             case.update({"ran": True, "pass": True, "impl_used": "auto", "error_kind": case["expect_error"],
                          "abs_err": None, "rel_err": None, "lse_err": None, "max_ref": 0, "error": "refused"})
             continue
-        case.update({"ran": True, "pass": not bad, "impl_used": case["impl"] if case["impl"] != "auto" else "mma",
+        used = {"auto": "mma", "fp8": report["lowp"]["fp8_resolves_to"], "fp4": "cute_tma_fp4"}.get(case["impl"],
+                                                                                                    case["impl"])
+        if case["impl"] in LOWP_IMPLS:
+            bad = fail_lowp and not lowp_failed
+            lowp_failed |= bad
+            case.update({"ran": True, "pass": not bad, "impl_used": used, "error_kind": "ok", "abs_err": 0.11,
+                         "rel_err": 0.04, "lse_err": 0.02, "max_ref": 2.5, "cos": 0.9971 if bad else 0.99912,
+                         "rel_l1": 0.045, "gain": 0.996,
+                         "error": "outside the fp8 bounds: cos < min_cos" if bad else ""})
+            continue
+        case.update({"ran": True, "pass": not bad, "impl_used": used,
                      "error_kind": "ok", "abs_err": 0.5 if bad else 1e-3, "rel_err": 0.2 if bad else 4e-4,
                      "lse_err": 1e-5, "max_ref": 2.5, "error": ""})
-    report.update({"status": "done", "ran": len(report["cases"]), "failed": int(fail_case is not None),
-                   "groups_done": report["groups_total"]})
+    report.update({"status": "done", "ran": len(report["cases"]),
+                   "failed": int(fail_case is not None) + int(lowp_failed), "groups_done": report["groups_total"]})
     return report
 
 
@@ -116,7 +141,9 @@ def test_gpu_run_with_binding(tmp_path):
         # impl=tma is then refused, naming the compiled archs: an api argument check.
         assert any(c["impl"] == "tma" and c["expect_error"] == "impl" for c in report["cases"])
     assert corr["f16_acc"]["planned"] and corr["f16_acc"]["failed"] == 0 and corr["f16_acc"]["cases"] > 0
-    assert set(corr["tolerances"]) == {"fp16", "bf16", "fp16-acc"}
+    # The one tolerance table, row by row (its names; the low-precision rows with their bounds).
+    assert set(corr["tolerances"]) == _table_names() >= {"fp16", "bf16", "fp16_acc", "fp8", "fp4"}
+    assert {"min_cos", "max_rel_l1", "abs", "lse", "max_gain_err"} <= set(corr["tolerances"]["fp8"])
     rows = summary["bench"]["rows"]
     assert len(rows) == 8 and {r["causal"] for r in rows} == {False, True}
     by_d = {(r["D"], r["causal"]): r for r in rows}
@@ -140,7 +167,7 @@ def test_gpu_run_with_binding(tmp_path):
     assert "| 512 | fp16 | False | mma | fp32 | py | 10.000 | 100.0 | n/a | 2.00 | 2.00 |" in md
     assert "| 512 | fp16 | False | FA2(sdpa-flash) |  | n/a | n/a | n/a: refused by torch: head dim > 256 |" in md
     assert "x FA2(sdpa-flash) | x sdpa-efficient | x sdpa-default |" in md
-    assert "fp16-acc: rel 0.03, abs 0.05, lse 0.05" in md
+    assert "fp16_acc: rel 0.03, abs 0.05, lse 0.05" in md
     assert "TMA cases (impl=tma): " + ("ran: " if tma else "skipped: ") in md
     assert "fp16-accumulated cases (accum=fp16): ran: " in md
     with open(out / "bench.csv", newline="") as handle:
@@ -325,3 +352,129 @@ def test_no_sweep_says_so(tmp_path):
     out = tmp_path / "out"
     summarize.main([str(state), str(out), "--status", "running"])
     assert "No sweep results." in (out / "summary.md").read_text()
+
+
+def test_lowp_cases_planned_judged_and_reported(tmp_path):
+    """The runner plans a low-precision group per compiled head dim and dtype with the
+    kernels its "lowp" block plans (outlier-K inputs among them), long rows and the api
+    group's checks; the summary reports their metrics against the fp8 / fp4 bounds, and a
+    case outside them fails with its metrics named."""
+    report = _runner_report(tmp_path, fail_lowp=True)
+    lowp = report["lowp"]
+    kernels = [k for k in ("cute_fp8", "cute_tma_fp8", "cute_tma_fp4") if lowp[k]]
+    assert lowp["planned"] == bool(kernels) and lowp["reason"]
+    if not kernels:
+        pytest.skip("this build has no low-precision code (the dev tree's arch 89 has FP8)")
+    cases = report["cases"]
+    dims = sorted({c["d"] for c in cases if c["group"].startswith("D")})
+    dtypes = sorted({c["dtype"] for c in cases if c["group"].startswith("D")})
+    for d in dims:
+        for dt in dtypes:
+            mine = [c for c in cases if c["group"] == f"lowp-D{d}-{dt}"]
+            assert {c["impl"] for c in mine} == set(kernels), (d, dt)
+            assert {c["causal"] for c in mine} == {False, True}
+            assert {c["inputs"] for c in mine} == {"normal", "outlier-k"}
+            assert any(c["hkv"] < c["hq"] for c in mine) and any(c["nq"] % 64 and c["nkv"] % 64 for c in mine)
+            assert all(c["tolerance"] == ("fp4" if "fp4" in c["impl"] else "fp8") for c in mine)
+    long_lowp = [c for c in cases if c["group"] == "long" and c["impl"] in LOWP_IMPLS]
+    assert {c["impl"] for c in long_lowp} == set(kernels) and all(c["nkv"] == 8192 for c in long_lowp)
+    assert any(c["inputs"] == "outlier-k" for c in long_lowp)
+    api = [c for c in cases if c["group"] == "api"]
+    fp8 = [c for c in api if c["impl"] == "fp8" and c["expect_error"] == "ok"]
+    assert len(fp8) == 1 and lowp["fp8_resolves_to"] == ("cute_tma_fp8" if lowp["cute_tma_fp8"] else "cute_fp8")
+    assert any(c["impl"] == "fp8" and c["accum"] == "fp16" and c["expect_error"] == "impl" for c in api)
+    assert any(c["impl"] == "fp8" and "misaligned" in c["case"] and c["expect_error"] == "layout" for c in api)
+    if not lowp["cute_tma_fp4"]:
+        assert any(c["impl"] == "fp4" and c["expect_error"] == "impl" and "sm_120 family" in c["expect_in_message"]
+                   for c in api)
+
+    state = _state(tmp_path)
+    (state / "correctness.json").write_text(json.dumps(report))
+    out = tmp_path / "out"
+    summarize.main([str(state), str(out), "--status", "failed", "--exit-code", "1"])
+    corr = json.loads((out / "summary.json").read_text())["correctness"]
+    n_lowp = sum(1 for c in cases if c["impl"] in LOWP_IMPLS and c["expect_error"] == "ok")
+    assert corr["lowp"]["cases"] == n_lowp and corr["lowp"]["failed"] == 1
+    assert corr["lowp"]["status"].startswith(f"ran {n_lowp} of {n_lowp} cases, 1 failed")
+    rows = {(g["group"], g["impl"]): g for g in corr["lowp_paths"]}
+    first = next(c for c in cases if c["impl"] in LOWP_IMPLS and c["expect_error"] == "ok")  # the failed one
+    group = first["group"]
+    row = rows[(group, first["impl"])]
+    assert row["bounds"] == report["tolerances"]["fp8"] and row["tolerance"] == "fp8"
+    assert row["min_cos"] == 0.9971 and row["max_rel_l1"] == 0.045 and row["max_gain_err"] == pytest.approx(0.004)
+    assert ("long", kernels[0]) in rows and ("api", "fp8") in rows
+    assert all(g["impl"] in LOWP_IMPLS for g in corr["lowp_paths"])  # not the refused api checks' rows
+    (failed,) = [f for f in corr["failed_cases"] if f["cos"] is not None]
+    assert failed["cos"] == 0.9971 and "cos < min_cos" in failed["error"]
+    md = (out / "summary.md").read_text()
+    assert "fp8: cos >= 0.998, rel L1 <= 0.06, abs <= 0.25, lse <= 0.1, |gain - 1| <= 0.015" in md
+    assert "Low-precision cases (impl=cute_fp8, cute_tma_fp8, cute_tma_fp4): ran " in md
+    assert (f"| {group} | {first['impl']} | {row['cases']} | {row['ran']} | 1 | 0.99710 (>= 0.998) | "
+            "0.0450 (<= 0.06) | 0.1100 (<= 0.25) | 0.0200 (<= 0.1) | 0.0040 (<= 0.015) |") in md
+    assert "cos=0.99710 rel_l1=0.0450 gain=0.9960" in md
+
+
+def test_fp8_bench_rows_against_our_paths_and_sdpa(tmp_path):
+    """The runner's FP8 rows: ratios to our fp32-accumulated mma / tma / cute_tma rows of
+    the same shape and to each named SDPA baseline; no 16-bit target holds them; on sm_90
+    the summary says they time the HMMA lowering."""
+    if not RUNNER:
+        pytest.skip("FFPA_DEVICE_CHECK_RUNNER is not set (CTest sets it)")
+    state = _state(tmp_path)  # env: arch 90
+    proc = subprocess.run([RUNNER, "--dry-run", "--bench-csv", str(state / "bench_cpp.csv")], check=True,
+                          capture_output=True, text=True)
+    # The plan's low-precision rows: those the runner's "Low-precision cases" line plans.
+    planned = set(re.findall(r"^bench plan: D=\d+ fp16 causal=[01] impl=(cute_fp8|cute_tma_fp8|cute_tma_fp4) ",
+                             proc.stdout, re.M))
+    info_line = next(line for line in proc.stdout.splitlines() if line.startswith("Low-precision cases: "))
+    for k in ("cute_fp8", "cute_tma_fp8", "cute_tma_fp4"):
+        assert (k in planned) == (f"{k} planned" in info_line), (k, info_line)
+    with open(state / "bench_cpp.csv", "a") as handle:  # rows as the runner prints them on the H200
+        for kernel, tflops in (("mma", 200.0), ("tma", 250.0), ("cute_tma", 280.0), ("cute_fp8", 180.0),
+                               ("cute_tma_fp8", 210.0)):
+            handle.write(f"ffpa-cpp,128,fp16,0,1,32,8192,{kernel},5.0,{tflops},fp32\n")
+        handle.write("ffpa-cpp,128,fp16,1,1,32,8192,cute_tma_fp8,3.0,190.0,fp32\n")  # no 16-bit row: n/a
+    with open(state / "sdpa.csv", "w", newline="") as handle:
+        w = csv.writer(handle)
+        w.writerow(["source", "D", "dtype", "causal", "B", "H", "N", "backend", "ms", "tflops", "label", "kernel",
+                    "reason"])
+        w.writerow(["sdpa", 128, "fp16", 0, 1, 32, 8192, "sdpa-flash", "4.0", "350.00", "FA2(sdpa-flash)", "", ""])
+        w.writerow(["sdpa", 128, "fp16", 0, 1, 32, 8192, "sdpa-default", "2.0", "700.00",
+                    "sdpa-default[cudnn_sdpa_sm90]", "cudnn_sdpa_sm90", ""])
+    out = tmp_path / "out"
+    summarize.main([str(state), str(out), "--status", "passed"])
+    bench = json.loads((out / "summary.json").read_text())["bench"]
+    lowp = {(x["kernel"], x["causal"]): x for x in bench["lowp"]}
+    assert set(lowp) == {("cute_fp8", False), ("cute_tma_fp8", False), ("cute_tma_fp8", True)}
+    x = lowp[("cute_tma_fp8", False)]
+    assert x["x_ours"] == {"mma": pytest.approx(1.05), "tma": pytest.approx(0.84), "cute_tma": pytest.approx(0.75)}
+    assert x["x_baselines"] == {"sdpa-flash": pytest.approx(0.6), "sdpa-default": pytest.approx(0.3)}
+    assert lowp[("cute_tma_fp8", True)]["x_ours"] == {"mma": None, "tma": None, "cute_tma": None}
+    assert bench["paths"][-2:] == ["cute_fp8/fp32", "cute_tma_fp8/fp32"]
+    assert not any(t["kernel"] in LOWP_IMPLS for t in bench["targets"])
+    md = (out / "summary.md").read_text()
+    assert "### Low-precision rows against our 16-bit paths and SDPA" in md
+    assert "lowers the FP8 mma to fp16 HMMA" in md
+    assert "| 128 | fp16 | False | cute_tma_fp8 | cpp | 210.0 | 1.05 | 0.84 | 0.75 | 0.60 | 0.30 |" in md
+    with open(out / "bench.csv", newline="") as handle:
+        by = {(r["kernel"], r["causal"]): r for r in csv.DictReader(handle)}
+    assert by[("cute_fp8", "False")]["ratio_ffpa_mma"] == "0.9" and by[("mma", "False")]["ratio_ffpa_mma"] == ""
+
+
+def test_report_before_the_tolerance_table(tmp_path):
+    """A report whose tolerances name fp16 accumulation "fp16-acc" and have no
+    low-precision rows (runners before ffpa/tolerance.h): rendered as it was."""
+    state = _state(tmp_path)
+    tol = {"fp16": {"rel": 1e-2, "abs": 2e-2, "lse": 2e-2}, "fp16-acc": {"rel": 3e-2, "abs": 5e-2, "lse": 5e-2}}
+    case = {"case": "c", "group": "D64-fp16", "impl": "mma", "accum": "fp16", "ran": True, "pass": True,
+            "impl_used": "mma", "abs_err": 1e-3, "rel_err": 1e-4, "lse_err": 1e-6}
+    (state / "correctness.json").write_text(json.dumps({"status": "done", "cases": [case], "total": 1, "ran": 1,
+                                                        "failed": 0, "groups_done": 1, "groups_total": 1,
+                                                        "tolerances": tol}))
+    out = tmp_path / "out"
+    summarize.main([str(state), str(out), "--status", "passed"])
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["correctness"]["lowp"]["status"].startswith("n/a") and summary["correctness"]["lowp_paths"] == []
+    md = (out / "summary.md").read_text()
+    assert "fp16-acc: rel 0.03, abs 0.05, lse 0.05" in md and "(fp16-acc: fp16 inputs with accum=fp16" in md
+    assert "Low-precision rows (fp8, fp4)" not in md
