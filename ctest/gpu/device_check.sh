@@ -18,11 +18,19 @@
 #                 argument-error and stale-error checks, against the fp64-accumulated
 #                 host reference. The tma and cute_tma cases run only where the device
 #                 loads the build's TMA code (archs >= 90); else the log and the summary
-#                 say they were skipped and why
+#                 say they were skipped and why. The low-precision kernels (cute_fp8,
+#                 cute_tma_fp8, cute_tma_fp4) get a group per head dim x dtype on plain
+#                 and outlier-K inputs, long rows and api checks where the device has
+#                 their code, judged by the fp8 / fp4 rows of ffpa/tolerance.h (cos,
+#                 rel L1, max abs, LSE, gain); on sm_90 FP8's mma runs as fp16 HMMA
+#                 (nvcc's lowering): its correctness is checked there, not its speed
 #   python-gpu    pytest -m gpu on the package (binding only)
 #   bench-cpp     the kernels timed by the runner with CUDA events (fp16, B=1, H=32,
 #                 N=8192, every compiled head dim, causal and not) on each path: mma,
-#                 tma, accum=fp16 on both, cute, cute_tma and cute_tma with accum=fp16
+#                 tma, accum=fp16 on both, cute, cute_tma and cute_tma with accum=fp16,
+#                 and the low-precision cute_fp8, cute_tma_fp8 (cute_tma_fp4 on the sm_120
+#                 family) where they run; the summary gives their ratios to mma, tma,
+#                 cute_tma and the SDPA baselines
 #   sweep         (last) the tree reconfigured with FFPA_SWEEP=ON: the tuning sweep's
 #                 variant kernels (cmake/FfpaSweep.cmake) built and timed next to each
 #                 path's default; the summary's sweep table and winner per head dim
@@ -64,7 +72,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --no-gpu) no_gpu=1 ;;
     --arch) [ $# -ge 2 ] || usage; arch=$2; shift ;;
-    -h|--help) sed -n '2,56p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,64p' "$0"; exit 0 ;;
     -*) echo "unknown option $1" >&2; usage ;;
     *) [ -z "$out_arg" ] || usage; out_arg=$1 ;;
   esac

@@ -24,8 +24,10 @@ without it must fail at configure, naming the fix.
 Cases:
   with-headers  the binding is built; CUTLASS came from the carried subset (gpu-check.txt
                 and env.txt say where, which version, how many files); the runner's plan (with the TMA and fp16-accumulated
-                cases: the arch-90 build holds TMA code), the binding import, pytest -m gpu
-                (all skipped: exit 77), the bench plans (every path: mma, tma, fp16 accum)
+                cases: the arch-90 build holds TMA code; the low-precision cases of the kernels whose
+                code arch 90 holds, cute_fp8 and cute_tma_fp8, and NVFP4's refusal; the bounds of the one
+                tolerance table), the binding import, pytest -m gpu (all skipped: exit 77), the bench
+                plans (every path: mma, tma, fp16 accum, cute, cute_tma, cute_fp8, cute_tma_fp8)
   no-headers    Python.h hidden (FFPA_PYTHON_INCLUDE_DIR at an empty directory): no
                 binding; the C++ runner's plan and bench plan and the SDPA script's plan
   time-limits   the build phase limited to 1 s: it times out, later phases do not run,
@@ -68,6 +70,28 @@ REHEARSAL_BUDGET = 900
 REHEARSAL_DIMS = (64, 320)
 HIDDEN_PACKAGES = ("OpenSSL", "ZLIB", "nlohmann_json", "GTest")
 IMAGE_PACKAGES = ("numpy", "pybind11", "pytest")
+
+
+def lowp_kernels(arch: str) -> set[str]:
+    """The low-precision kernels whose code a build for `arch` holds (csrc/kernels/ffpa/arch_rules.h:
+    FP8 from sm_89, its cp.async feed below the sm_120 family, its TMA feed from sm_90, NVFP4
+    in the sm_120 family's family- or arch-specific targets only)."""
+    sm = int(re.match(r"\d+", arch)[0])
+    kernels = set()
+    if 89 <= sm < 120:
+        kernels.add("cute_fp8")
+    if sm >= 90:
+        kernels.add("cute_tma_fp8")
+    if sm >= 120 and arch[-1] in "af":
+        kernels.add("cute_tma_fp4")
+    return kernels
+
+
+def tolerance_rows() -> set[str]:
+    """The row names of the one tolerance table (csrc/include/ffpa/tolerance.h)."""
+    text = (REPO / "csrc" / "include" / "ffpa" / "tolerance.h").read_text()
+    body = text[text.index("kTolerances[]"):]
+    return set(re.findall(r'^\s*\{"([a-z0-9_]+)",', body[:body.index("};")], re.M))
 
 
 def fail(message: str) -> None:
@@ -287,8 +311,9 @@ def run_case(work: Path, case: str) -> int:
         for dt in ("fp16", "bf16"):
             check(f"D{d}-{dt}" in groups, f"group D{d}-{dt} is planned")
     check("long" in groups and "api" in groups, "the long-sequence and api groups are planned")
-    check(set(corr["tolerances"]) == {"fp16", "bf16", "fp16-acc"},
-          "tolerances are stated per dtype and for fp16 accumulation")
+    rows = tolerance_rows()
+    check(set(corr["tolerances"]) == rows and {"fp16", "bf16", "fp16_acc", "fp8", "fp4"} <= rows,
+          f"the tolerances are ffpa/tolerance.h's table, row by row: {sorted(rows)}")
     paths = {(g["group"], g["impl"], g["accum"]) for g in corr["by_path"]}
     impl_accums = (("mma", "fp32"), ("simt", "fp32"), ("tma", "fp32"), ("mma", "fp16"), ("tma", "fp16"),
                    ("cute", "fp32"), ("cute_tma", "fp32"), ("cute", "fp16"), ("cute_tma", "fp16"))
@@ -302,9 +327,12 @@ def run_case(work: Path, case: str) -> int:
     check(corr["cute"]["planned"] and corr["cute"]["cases"] > 0, f"the CuTe cases are planned: {corr['cute']['status']}")
     check(corr["tma"]["planned"] and corr["tma"]["cases"] > 0 and corr["f16_acc"]["planned"],
           f"TMA ({corr['tma']['status']}) and fp16 accumulation ({corr['f16_acc']['status']}) are planned")
+    check_lowp(scratch, corr, paths, dims)
     md = (out / "summary.md").read_text()
-    check("TMA cases (impl=tma): planned (dry run)" in md and "fp16-acc: rel " in md,
-          "the summary states the TMA status and the fp16-acc tolerances")
+    check("TMA cases (impl=tma): planned (dry run)" in md and "fp16_acc: rel " in md,
+          "the summary states the TMA status and the fp16_acc tolerances")
+    check("Low-precision cases (impl=cute_fp8, cute_tma_fp8, cute_tma_fp4): planned (dry run)" in md
+          and "fp8: cos >= " in md, "the summary states the low-precision status and the fp8 bounds")
     state = scratch / "state"
     corr_log = (state / "logs" / "correctness.log").read_text()
     check("TMA cases: planned (" in corr_log, "the runner says whether the TMA cases run, and why")
@@ -313,9 +341,10 @@ def run_case(work: Path, case: str) -> int:
     check(header == "source,D,dtype,causal,B,H,N,kernel,ms,tflops,accum", "the runner's bench CSV has its header")
     bench_log = (state / "logs" / "bench-cpp.log").read_text()
     for impl, accum in (("mma", "fp32"), ("tma", "fp32"), ("mma", "fp16"), ("tma", "fp16"), ("cute", "fp32"),
-                        ("cute_tma", "fp32"), ("cute_tma", "fp16")):
+                        ("cute_tma", "fp32"), ("cute_tma", "fp16"), *((k, "fp32") for k in sorted(lowp_kernels("90")))):
         check(len(re.findall(rf"^bench plan: D=\d+ fp16 causal=[01] impl={impl} accum={accum} ", bench_log, re.M))
               == 2 * len(dims), f"the runner plans impl={impl} accum={accum} at every head dim, causal and not")
+    check("impl=cute_tma_fp4" not in bench_log, "no NVFP4 bench row: arch 90 has no NVFP4 code")
     check_sweep(scratch, out, phases, summary)
     if case == "with-headers":
         check("binding=yes" in env_txt, "the binding was built and imports")
@@ -330,6 +359,40 @@ def run_case(work: Path, case: str) -> int:
         check(f"sdpa plan: D={REHEARSAL_DIMS[-1]} fp16 causal=1" in (state / "logs" / "bench-sdpa.log").read_text(),
               "the SDPA script plans the same shapes")
     return 0
+
+
+def check_lowp(scratch: Path, corr: dict, paths: set, dims: list[str], arch: str = "90") -> None:
+    """The low-precision cases the dry run plans for the build's arch: a group per head dim
+    and dtype with each kernel whose code the arch holds, outlier-K inputs among them, the
+    long rows, the api group's checks, and the runner's line saying what runs and why."""
+    kernels = lowp_kernels(arch)
+    check(kernels == {"cute_fp8", "cute_tma_fp8"}, f"arch {arch} holds the code of {sorted(kernels)}")
+    check(corr["lowp"]["planned"] and corr["lowp"]["cases"] > 0,
+          f"the low-precision cases are planned: {corr['lowp']['status']}")
+    report = json.loads((scratch / "state" / "correctness.json").read_text())
+    for d in dims:
+        for dt in ("fp16", "bf16"):
+            group = f"lowp-D{d}-{dt}"
+            planned = {i for g, i, a in paths if g == group}
+            check(planned == kernels, f"{group} plans {sorted(planned)}")
+            mine = [c for c in report["cases"] if c["group"] == group]
+            check({c["inputs"] for c in mine} == {"normal", "outlier-k"}
+                  and {c["causal"] for c in mine} == {False, True} and all(c["tolerance"] == "fp8" for c in mine),
+                  f"{group}: plain and outlier-K inputs, causal and not, judged by the fp8 row")
+    check({i for g, i, a in paths if g == "long"} >= kernels, "the long group has the low-precision rows")
+    api = [c for c in report["cases"] if c["group"] == "api"]
+    check(report["lowp"]["fp8_resolves_to"] == "cute_tma_fp8" and
+          any(c["impl"] == "fp8" and c["expect_error"] == "ok" for c in api),
+          "impl=fp8 must run cute_tma_fp8 (TMA runs on sm_90)")
+    check(any(c["impl"] == "fp8" and c["accum"] == "fp16" and c["expect_error"] == "impl" for c in api) and
+          any(c["impl"] == "fp8" and "misaligned" in c["case"] and c["expect_error"] == "layout" for c in api),
+          "accum=fp16 with fp8 is an impl error, misaligned fp8 a layout error")
+    check(any(c["impl"] == "fp4" and c["expect_error"] == "impl" and "sm_120 family" in c["expect_in_message"]
+              for c in api), "impl=fp4 is an impl error naming the sm_120 family (no NVFP4 code for arch 90)")
+    corr_log = (scratch / "state" / "logs" / "correctness.log").read_text()
+    check("Low-precision cases: planned (cute_fp8 planned, cute_tma_fp8 planned, cute_tma_fp4 not compiled" in corr_log
+          and "FP8 correctness, not FP8 speed" in corr_log,
+          "the runner says which low-precision kernels run, and that sm_90 checks FP8's correctness, not its speed")
 
 
 def sweep_plan(dims: tuple[int, ...], arch: int = 90) -> list[tuple[int, str, bool]]:
