@@ -6,18 +6,16 @@
 #     DTYPES       fp16 and/or bf16
 #     OUT_DIR      directory (in the build tree) receiving the generated files
 #     OUT_SOURCES  receives the generated sources, per (head dim, dtype):
-#                    ffpa_fwd_d<D>_<dtype>.cu           run_fwd<D, dtype>: the dispatcher
-#                                                       and the mma, tma and simt kernels
-#                    ffpa_fwd_d<D>_<dtype>_cute.cu      run_fwd_cute<D, dtype, kCpAsync>
-#                    ffpa_fwd_d<D>_<dtype>_cute_tma.cu  run_fwd_cute<D, dtype, kTma>
-#                  and per head dim, the low-precision kernels (dtype-independent):
-#                    ffpa_fwd_d<D>_lowp.cu              run_fwd_lowp_d<D>: workspace,
-#                                                       quantisation, dispatch (light)
-#                    ffpa_fwd_d<D>_fp8.cu               FP8 CuTe kernel fed by cp.async
-#                    ffpa_fwd_d<D>_fp8_tma.cu           FP8 CuTe kernel fed by TMA
-#                    ffpa_fwd_d<D>_fp4_tma.cu           NVFP4 CuTe kernel (TMA)
-#                  (one explicit instantiation each: the CuTe kernels are the heavy
-#                  compiles, so each path is its own file and its own job), plus
+#                    ffpa_fwd_d<D>_<dtype>.cu  run_fwd<D, dtype>: the dispatcher and the mma,
+#                                              tma and simt kernels
+#                  and per head dim:
+#                    ffpa_fwd_d<D>_cute.cu     run_fwd_cute<D, dtype, feed> for every dtype
+#                                              and both feeds (impl cute, cute_tma)
+#                    ffpa_fwd_d<D>_lowp.cu     run_fwd_lowp_d<D> (workspace, quantisation,
+#                                              dispatch) and the FP8 / NVFP4 kernels
+#                                              (dtype-independent: impl cute_fp8,
+#                                              cute_tma_fp8, cute_tma_fp4)
+#                  (the CuTe kernels are the heavy compiles: one job per file), plus
 #                  ffpa_compiled_set.cpp, the dispatch table the library uses for
 #                  lookups, error messages and build_info()
 #     ARCHS        the FFPA_CUDA_ARCHS tokens, recorded in the compiled set
@@ -120,32 +118,15 @@ function(ffpa_generate_kernel_instances)
   set(entries "")
   set(lowp_entries "")
   foreach(d IN LISTS head_dims)
-    # The low-precision kernels of this head dim (trap stubs where an arch lacks the
-    # instructions or the feed: ffpa/arch_rules.h).
-    set(path "${ARG_OUT_DIR}/ffpa_fwd_d${d}_lowp.cu")
-    string(CONCAT content
-      "${header}// Head dim ${d}: the low-precision launcher (workspace, quantisation pass, kernel dispatch).\n"
-      "#include \"ffpa/lowp/launch.cuh\"\n\n"
-      "template ffpa::Status ffpa::run_fwd_lowp_d<${d}>(const ffpa::FwdParams&, ffpa::DType, ffpa::Impl);\n")
-    _ffpa_write_cuda_instance("${path}" "${content}")
-    list(APPEND sources "${path}")
-    foreach(kind "fp8|kFp8|kCpAsync|the FP8 CuTe kernel fed by cp.async (impl cute_fp8; stubs on the sm_120 family and below sm_89)"
-                 "fp8_tma|kFp8|kTma|the FP8 CuTe kernel fed by TMA (impl cute_tma_fp8; stubs below sm_90)"
-                 "fp4_tma|kNvfp4|kTma|the NVFP4 CuTe kernel (impl cute_tma_fp4; stubs outside the sm_120 family's 120f / 120a)")
-      string(REPLACE "|" ";" kind "${kind}")
-      list(GET kind 0 suffix)
-      list(GET kind 1 qk)
-      list(GET kind 2 load)
-      list(GET kind 3 what)
-      set(path "${ARG_OUT_DIR}/ffpa_fwd_d${d}_${suffix}.cu")
-      string(CONCAT content
-        "${header}// Head dim ${d}: ${what}.\n"
-        "#include \"ffpa/cute/launch.cuh\"\n\n"
-        "template ffpa::Status ffpa::run_fwd_lowp_kernel<${d}, ffpa::LowpQK::${qk}, ffpa::Load::${load}>(const ffpa::FwdParams&);\n")
-      _ffpa_write_cuda_instance("${path}" "${content}")
-      list(APPEND sources "${path}")
-    endforeach()
-    string(APPEND lowp_entries "    {${d}, &run_fwd_lowp_d<${d}>},\n")
+    # Per head dim: the dtypes' mma / tma / simt instances, one translation unit with every
+    # CuTe kernel of the 16-bit dtypes (both feeds), and one with the low-precision
+    # kernels and their launcher. The CuTe kernels of a head dim share one file because
+    # most of a CuTe instance's compile time is per translation unit and arch pass
+    # (parsing and instantiating CuTe's layout algebra), not per kernel: measured with
+    # nvcc 13.0 on D = 128, four 16-bit CuTe files took 88 CPU-s and the same kernels in
+    # one file 43; the four low-precision files 70 and one file 37 (docs/perf.md, "Build
+    # cost"). Two files rather than one keep a one-file edit within its time goal.
+    set(cute_lines "")
     foreach(t IN LISTS dtypes)
       if(t STREQUAL "fp16")
         set(enum "kFp16")
@@ -159,24 +140,36 @@ function(ffpa_generate_kernel_instances)
         "template ffpa::Status ffpa::run_fwd<${d}, ffpa::DType::${enum}>(const ffpa::FwdParams&, ffpa::Impl);\n")
       _ffpa_write_cuda_instance("${path}" "${content}")
       list(APPEND sources "${path}")
-      foreach(feed cute cute_tma)
-        if(feed STREQUAL "cute")
-          set(load "kCpAsync")
-          set(what "the CuTe kernel fed by cp.async (impl cute)")
-        else()
-          set(load "kTma")
-          set(what "the CuTe kernel fed by TMA (impl cute_tma; trap stubs below sm_90)")
-        endif()
-        set(path "${ARG_OUT_DIR}/ffpa_fwd_d${d}_${t}_${feed}.cu")
-        string(CONCAT content
-          "${header}// Head dim ${d}, ${t}: ${what}.\n"
-          "#include \"ffpa/cute/launch.cuh\"\n\n"
+      foreach(load kCpAsync kTma)
+        string(APPEND cute_lines
           "template ffpa::Status ffpa::run_fwd_cute<${d}, ffpa::DType::${enum}, ffpa::Load::${load}>(const ffpa::FwdParams&);\n")
-        _ffpa_write_cuda_instance("${path}" "${content}")
-        list(APPEND sources "${path}")
       endforeach()
       string(APPEND entries "    {${d}, DType::${enum}, &run_fwd<${d}, DType::${enum}>, true},\n")
     endforeach()
+    set(path "${ARG_OUT_DIR}/ffpa_fwd_d${d}_cute.cu")
+    string(CONCAT content
+      "${header}// Head dim ${d}: the CuTe kernels of every compiled dtype, fed by cp.async (impl cute;\n"
+      "// trap stubs on the sm_120 family) and by TMA (impl cute_tma; trap stubs below sm_90).\n"
+      "#include \"ffpa/cute/launch.cuh\"\n\n${cute_lines}")
+    _ffpa_write_cuda_instance("${path}" "${content}")
+    list(APPEND sources "${path}")
+    # The low-precision kernels of this head dim (trap stubs where an arch lacks the
+    # instructions or the feed: ffpa/arch_rules.h) and their launcher.
+    set(path "${ARG_OUT_DIR}/ffpa_fwd_d${d}_lowp.cu")
+    string(CONCAT content
+      "${header}// Head dim ${d}: the low-precision launcher (workspace, quantisation pass, kernel dispatch)\n"
+      "// and kernels: FP8 fed by cp.async (impl cute_fp8; stubs on the sm_120 family and below\n"
+      "// sm_89), FP8 fed by TMA (impl cute_tma_fp8; stubs below sm_90), NVFP4 (impl cute_tma_fp4;\n"
+      "// stubs outside the sm_120 family's 120f / 120a).\n"
+      "#include \"ffpa/cute/launch.cuh\"\n"
+      "#include \"ffpa/lowp/launch.cuh\"\n\n"
+      "template ffpa::Status ffpa::run_fwd_lowp_d<${d}>(const ffpa::FwdParams&, ffpa::DType, ffpa::Impl);\n"
+      "template ffpa::Status ffpa::run_fwd_lowp_kernel<${d}, ffpa::LowpQK::kFp8, ffpa::Load::kCpAsync>(const ffpa::FwdParams&);\n"
+      "template ffpa::Status ffpa::run_fwd_lowp_kernel<${d}, ffpa::LowpQK::kFp8, ffpa::Load::kTma>(const ffpa::FwdParams&);\n"
+      "template ffpa::Status ffpa::run_fwd_lowp_kernel<${d}, ffpa::LowpQK::kNvfp4, ffpa::Load::kTma>(const ffpa::FwdParams&);\n")
+    _ffpa_write_cuda_instance("${path}" "${content}")
+    list(APPEND sources "${path}")
+    string(APPEND lowp_entries "    {${d}, &run_fwd_lowp_d<${d}>},\n")
   endforeach()
 
   set(archs "")

@@ -12,25 +12,16 @@
 # Every kernel of every head dim must be there in every arch (stubs included: the host
 # names each one).
 cmake_minimum_required(VERSION 3.25)
-get_filename_component(bin_dir "${CUOBJDUMP}" DIRECTORY)
-set(ENV{PATH} "${bin_dir}:$ENV{PATH}")
+include("${CMAKE_CURRENT_LIST_DIR}/sass_functions.cmake")
 string(REPLACE "|" ";" tokens "${ARCHS}")
 set(bad "")
 foreach(token IN LISTS tokens)
-  execute_process(COMMAND "${CUOBJDUMP}" --dump-sass -arch "sm_${token}" "${LIBRARY}"
-                  OUTPUT_VARIABLE sass ERROR_VARIABLE err RESULT_VARIABLE rc)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "cuobjdump --dump-sass -arch sm_${token} failed (${rc}): ${err}")
-  endif()
+  ffpa_sass_functions("${token}" parts)
   string(REGEX REPLACE "[af]$" "" sm "${token}")
   set(specific OFF)
   if(token MATCHES "[af]$")
     set(specific ON)
   endif()
-  # Per function: SASS lines end in " ;", which CMake would read as list separators.
-  string(REPLACE ";" "" sass "${sass}")
-  string(REPLACE "Function : " ";" parts "${sass}")
-  list(POP_FRONT parts)
   set(counts "")
   foreach(kind cute_fp8 cute_tma_fp8 cute_tma_fp4)
     set(n_${kind} 0)

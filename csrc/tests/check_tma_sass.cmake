@@ -10,25 +10,14 @@
 #                sm_120 family they are trap stubs (kCuteCpAsyncCode in
 #                ffpa/cute/fwd_kernel.cuh): no LDGSTS, no TMA load, no mma;
 #   FP16:        fp16-accumulate mma (HMMA.16816.F16) in every arch.
-# cuobjdump disassembles through nvdisasm, found next to it (PyPI nvidia-cuda-nvdisasm).
 cmake_minimum_required(VERSION 3.25)
-get_filename_component(bin_dir "${CUOBJDUMP}" DIRECTORY)
-set(ENV{PATH} "${bin_dir}:$ENV{PATH}")
+include("${CMAKE_CURRENT_LIST_DIR}/sass_functions.cmake")
 string(REPLACE "|" ";" tokens "${ARCHS}")
 set(bad "")
 foreach(token IN LISTS tokens)
-  execute_process(COMMAND "${CUOBJDUMP}" --dump-sass -arch "sm_${token}" "${LIBRARY}"
-                  OUTPUT_VARIABLE sass ERROR_VARIABLE err RESULT_VARIABLE rc)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "cuobjdump --dump-sass -arch sm_${token} failed (${rc}): ${err}")
-  endif()
+  ffpa_sass_functions("${token}" parts)
   string(REGEX REPLACE "[af]$" "" base "${token}")
-  string(REGEX MATCHALL "HMMA\\.16816\\.F16[^.]" f16acc "${sass}")
-  list(LENGTH f16acc n_f16acc)
-  # Per function: SASS lines end in " ;", which CMake would read as list separators.
-  string(REPLACE ";" "" sass "${sass}")
-  string(REPLACE "Function : " ";" parts "${sass}")
-  list(POP_FRONT parts)  # the header before the first function
+  set(n_f16acc 0)
   set(n_tma_total 0)
   set(n_tma_kernels 0)
   set(n_cute 0)
@@ -40,6 +29,9 @@ foreach(token IN LISTS tokens)
     string(REGEX MATCHALL "SYNCS\\." syncs "${part}")
     string(REGEX MATCHALL "LDGSTS" ldgsts "${part}")
     string(REGEX MATCHALL "HMMA" hmma "${part}")
+    string(REGEX MATCHALL "HMMA\\.16816\\.F16[^.]" f16acc "${part}")
+    list(LENGTH f16acc n_f16acc_here)
+    math(EXPR n_f16acc "${n_f16acc} + ${n_f16acc_here}")
     list(LENGTH hmma n_hmma)
     list(LENGTH tma n_tma)
     list(LENGTH syncs n_syncs)

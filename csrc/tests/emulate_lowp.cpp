@@ -21,9 +21,8 @@
 #include <vector>
 
 #include "attention_ref.h"
-#include "emu_cute.h"
+#include "emu_lowp_quant.h"
 #include "ffpa/cute/config.h"
-#include "ffpa/lowp/quant.cuh"
 #include "ffpa/tolerance.h"
 
 namespace emu {
@@ -46,36 +45,8 @@ using ffpa::Impl;
 using ffpa::LowpLayout;
 using ffpa::LowpQK;
 
-// What the emulated quantisation kernels reach besides FwdParams.
-LowpLayout g_layout;
-unsigned char* g_ws = nullptr;
-
-template <typename T, typename Variant>
-void stats_body(const ffpa::FwdParams& p) {
-  ffpa::ffpa_lowp_kv_stats_kernel<T, Variant>(p, g_layout, g_ws);
-}
-template <typename T, typename Variant>
-void quant_body(const ffpa::FwdParams& p) {
-  ffpa::ffpa_lowp_quant_kernel<T, Variant>(p, g_layout, g_ws);
-}
-
 // Breakages of the pass and the workspace (the kernel's own are emu::LowpVariant).
 enum class PassBreak { kNone, kNoSmoothing, kNoVtPermutation, kNoLseShift };
-struct NoSmoothing : ffpa::LowpQuantExact {
-  static constexpr bool kSmoothK = false;
-};
-struct NoVtPermutation : ffpa::LowpQuantExact {
-  static constexpr bool kPermuteVt = false;
-};
-
-template <typename T, typename Variant>
-void quantize(const ffpa::FwdParams& p) {
-  using G = ffpa::LowpQuantGeometry;
-  emu::launch(&stats_body<T, Variant>, p, {unsigned(p.head_dim / G::kStatsCols), unsigned(p.hkv), unsigned(p.b)},
-              G::kThreads, G::kStatsSmemBytes);
-  emu::launch(&quant_body<T, Variant>, p, {unsigned(ffpa::lowp_quant_blocks(g_layout)), 1, 1}, G::kThreads,
-              G::kQuantSmemBytes);
-}
 
 void launch_kernel(int d, const emu::LowpLaunch& l, const ffpa::FwdParams& p) {
   switch (d) {
@@ -164,8 +135,6 @@ Metrics run_typed(const LowpCase& c, std::mt19937& rng) {
   std::vector<unsigned char> ws_mem(p.lowp.bytes + 256, 0xab);
   unsigned char* ws = ws_mem.data() + (256 - reinterpret_cast<uintptr_t>(ws_mem.data()) % 256) % 256;
   p.lowp_ws = ws;
-  g_layout = p.lowp;
-  g_ws = ws;
   std::vector<T> om(qm.size(), ffpa::from_bits<T>(0xffff));
   std::vector<float> lse(ref_lse.size(), NAN);
   p.o = om.data();
@@ -176,11 +145,11 @@ Metrics run_typed(const LowpCase& c, std::mt19937& rng) {
                    {reinterpret_cast<const unsigned char*>(vm.data()), vm.size() * sizeof(T)},
                    {ws, p.lowp.bytes}};
   if (c.pass == PassBreak::kNoSmoothing) {
-    quantize<T, NoSmoothing>(p);
+    emu_lowp::quantize<T, emu_lowp::NoSmoothing>(p, p.lowp, ws);
   } else if (c.pass == PassBreak::kNoVtPermutation) {
-    quantize<T, NoVtPermutation>(p);
+    emu_lowp::quantize<T, emu_lowp::NoVtPermutation>(p, p.lowp, ws);
   } else {
-    quantize<T, ffpa::LowpQuantExact>(p);
+    emu_lowp::quantize<T>(p, p.lowp, ws);
   }
   if (c.pass == PassBreak::kNoLseShift)  // the smoothing's correction of the LSE forgotten
     std::memset(ws + p.lowp.lse_shift, 0, size_t(c.b) * c.hq * c.nq * sizeof(float));

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "emu_cute.h"  // emu::launch
+#include "emu_lowp_quant.h"
 #include "ffpa/lowp/quant.cuh"
 
 int run_lowp_quant_tests();
@@ -36,26 +36,8 @@ namespace {
 using ffpa::LowpLayout;
 using ffpa::LowpQK;
 
-// What the emulated kernels reach besides FwdParams (emu::launch bodies take only that).
-LowpLayout g_layout;
-unsigned char* g_ws = nullptr;
-
-template <typename T, typename Variant>
-void stats_body(const ffpa::FwdParams& p) {
-  ffpa::ffpa_lowp_kv_stats_kernel<T, Variant>(p, g_layout, g_ws);
-}
-template <typename T, typename Variant>
-void quant_body(const ffpa::FwdParams& p) {
-  ffpa::ffpa_lowp_quant_kernel<T, Variant>(p, g_layout, g_ws);
-}
-
-// The broken passes (quant.cuh's policy): the checker must report each.
-struct NoSmoothing : ffpa::LowpQuantExact {
-  static constexpr bool kSmoothK = false;
-};
-struct NoVtPermutation : ffpa::LowpQuantExact {
-  static constexpr bool kPermuteVt = false;
-};
+using emu_lowp::NoSmoothing;
+using emu_lowp::NoVtPermutation;
 
 // `bytes` (a multiple of 16) ending exactly at a PROT_NONE page, with another one before
 // the first page: an access outside [data, data + bytes) beyond the alignment slack faults.
@@ -283,13 +265,7 @@ Outcome run_quant(const QuantCase& c, bool report) {
   p.v_batch_stride = v.sb, p.v_head_stride = v.sh, p.v_row_stride = v.sn;
   p.b = c.b, p.hq = c.hq, p.hkv = c.hkv, p.nq = c.nq, p.nkv = c.nkv, p.head_dim = c.d, p.h_ratio = c.hq / c.hkv;
   p.scale = 1.f / std::sqrt(float(c.d));
-  g_layout = l;
-  g_ws = ws.data();
-  using G = ffpa::LowpQuantGeometry;
-  emu::launch(&stats_body<T, Variant>, p, {unsigned(c.d / G::kStatsCols), unsigned(c.hkv), unsigned(c.b)}, G::kThreads,
-              G::kStatsSmemBytes);
-  emu::launch(&quant_body<T, Variant>, p, {unsigned(ffpa::lowp_quant_blocks(l)), 1, 1}, G::kThreads,
-              G::kQuantSmemBytes);
+  emu_lowp::quantize<T, Variant>(p, l, ws.data());
 
   // k_mean against a double-precision mean.
   Outcome out;

@@ -46,13 +46,13 @@ Status encode_lowp_tma_maps(const FwdParams& params, int box_rows_q, int box_row
 
 // The CuTe kernel of one (head dim, dtype) and feed (kCpAsync: impl cute, kTma: impl
 // cute_tma), either accumulator; defined in ffpa/cute/launch.cuh and instantiated in
-// the instance files ffpa_fwd_d<D>_<dtype>_cute[_tma].cu (cmake/FfpaKernelInstances.cmake).
+// the instance files ffpa_fwd_d<D>_cute.cu (cmake/FfpaKernelInstances.cmake).
 template <int kHeadDim, DType kDType, Load kLoad>
 Status run_fwd_cute(const FwdParams& params);
 
 // The low-precision CuTe kernel of one head dim, Q K^T precision and feed, on a quantised
 // workspace (params.lowp_ws / params.lowp); defined in ffpa/cute/launch.cuh and
-// instantiated in ffpa_fwd_d<D>_fp8[_tma].cu / _fp4_tma.cu.
+// instantiated in ffpa_fwd_d<D>_lowp.cu (cmake/FfpaKernelInstances.cmake).
 template <int kHeadDim, LowpQK kQK, Load kLoad>
 Status run_fwd_lowp_kernel(const FwdParams& params);
 

@@ -43,9 +43,12 @@
 namespace ffpa {
 namespace cute_ops {
 
-// mma.sync.m16n8k16.row.col, T x T, fp32 accumulation (T = __half or __nv_bfloat16).
-template <typename T>
-struct Mma16816F32 {
+// An mma.sync with four A, two B and four fp32 C / D registers, through the wrapper
+// Instr (ffpa/utils.cuh, ffpa/lowp/mma.cuh): the m16n8k16 T x T ones (T = __half or
+// __nv_bfloat16) and the m16n8k32 e4m3 one share this operation; CuTe's traits for each
+// (below) give their different value layouts.
+template <typename Instr>
+struct MmaF32 {
   using DRegisters = float[4];
   using ARegisters = uint32_t[4];
   using BRegisters = uint32_t[2];
@@ -56,11 +59,16 @@ struct Mma16816F32 {
 #if FFPA_CUTE_OP_BODY
     float d[4] = {c0, c1, c2, c3};
     const uint32_t a[4] = {a0, a1, a2, a3};
-    Mma16816<T>::run(d, a, b0, b1);
+    Instr::run(d, a, b0, b1);
     d0 = d[0], d1 = d[1], d2 = d[2], d3 = d[3];
 #endif
   }
 };
+// mma.sync.m16n8k16.row.col, T x T, fp32 accumulation.
+template <typename T>
+using Mma16816F32 = MmaF32<Mma16816<T>>;
+// mma.sync.m16n8k32.row.col e4m3 x e4m3, fp32 accumulation.
+using Mma16832E4m3F32 = MmaF32<Mma16832E4m3>;
 
 // mma.sync.m16n8k16.row.col.f16.f16.f16.f16: fp16 inputs, fp16 accumulation.
 struct Mma16816F16 {
@@ -76,24 +84,6 @@ struct Mma16816F16 {
     const uint32_t a[4] = {a0, a1, a2, a3};
     Mma16816F16Acc::run(d, a, b0, b1);
     d0 = d[0], d1 = d[1];
-#endif
-  }
-};
-
-// mma.sync.m16n8k32.row.col e4m3 x e4m3, fp32 accumulation (ffpa/lowp/mma.cuh).
-struct Mma16832E4m3F32 {
-  using DRegisters = float[4];
-  using ARegisters = uint32_t[4];
-  using BRegisters = uint32_t[2];
-  using CRegisters = float[4];
-  CUTE_HOST_DEVICE static void fma(float& d0, float& d1, float& d2, float& d3, uint32_t const& a0, uint32_t const& a1,
-                                   uint32_t const& a2, uint32_t const& a3, uint32_t const& b0, uint32_t const& b1,
-                                   float const& c0, float const& c1, float const& c2, float const& c3) {
-#if FFPA_CUTE_OP_BODY
-    float d[4] = {c0, c1, c2, c3};
-    const uint32_t a[4] = {a0, a1, a2, a3};
-    Mma16832E4m3::run(d, a, b0, b1);
-    d0 = d[0], d1 = d[1], d2 = d[2], d3 = d[3];
 #endif
   }
 };

@@ -1,7 +1,9 @@
 // Launchers of the CuTe kernel (fwd_kernel.cuh): grid and block from the traits, the
-// shared-memory opt-in, the tensor maps of the TMA feed, the accumulator switch. Each
-// generated instance file ffpa_fwd_d<D>_<dtype>_cute[_tma].cu includes this header and
-// explicitly instantiates run_fwd_cute<D, dtype, feed> once.
+// shared-memory opt-in, the tensor maps of the TMA feed, the accumulator switch. The
+// generated instance files ffpa_fwd_d<D>_cute.cu and ffpa_fwd_d<D>_lowp.cu include this
+// header and explicitly instantiate run_fwd_cute<D, dtype, feed> for every dtype and feed,
+// and run_fwd_lowp_kernel<D, kQK, feed> for each low-precision kernel
+// (cmake/FfpaKernelInstances.cmake).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,6 +14,21 @@
 
 namespace ffpa {
 
+// One launch of the CuTe kernel of a spec and feed with the given maps (the cp.async feed
+// ignores them): the shared-memory opt-in, the grid of query blocks x heads x batches.
+template <typename Spec, Load kLoad>
+Status launch_cute_kernel(const FwdParams& params, TmaMaps& maps, const char* what) {
+  constexpr int kSmem = kLoad == Load::kTma ? Spec::kSmemBytesTma : Spec::kSmemBytes;
+  const auto kernel = &ffpa_fwd_cute_kernel<Spec, kLoad>;
+  Status st = smem_opt_in(kernel, kSmem);
+  if (!st.ok()) return st;
+  const dim3 grid((params.nq + Spec::kBlockM - 1) / Spec::kBlockM, params.hq, params.b);
+  void* args[] = {const_cast<FwdParams*>(&params), &maps};
+  return launch_status(
+      cudaLaunchKernel(kernel, grid, dim3(Spec::kNThreads), args, kSmem, static_cast<cudaStream_t>(params.stream)),
+      what);
+}
+
 template <typename Spec, Load kLoad, DType kDType>
 Status launch_fwd_cute(const FwdParams& params) {
   constexpr bool kTma = kLoad == Load::kTma;
@@ -20,15 +37,8 @@ Status launch_fwd_cute(const FwdParams& params) {
     Status st = encode_tma_maps(params, kDType, Spec::kBlockM, Spec::kBlockN, &maps);
     if (!st.ok()) return st;
   }
-  constexpr int kSmem = kTma ? Spec::kSmemBytesTma : Spec::kSmemBytes;
-  const auto kernel = &ffpa_fwd_cute_kernel<Spec, kLoad>;
-  Status st = smem_opt_in(kernel, kSmem);
-  if (!st.ok()) return st;
-  const dim3 grid((params.nq + Spec::kBlockM - 1) / Spec::kBlockM, params.hq, params.b);
-  void* args[] = {const_cast<FwdParams*>(&params), &maps};
-  return launch_status(
-      cudaLaunchKernel(kernel, grid, dim3(Spec::kNThreads), args, kSmem, static_cast<cudaStream_t>(params.stream)),
-      kTma ? "cute_tma forward kernel launch" : "cute forward kernel launch");
+  return launch_cute_kernel<Spec, kLoad>(params, maps,
+                                         kTma ? "cute_tma forward kernel launch" : "cute forward kernel launch");
 }
 
 // fp16 accumulation is compiled for fp16 instances only (api.cu refuses it for bf16
@@ -55,17 +65,10 @@ Status run_fwd_lowp_kernel(const FwdParams& params) {
     Status st = encode_lowp_tma_maps(params, Spec::kBlockM, Spec::kBlockN, Spec::kBlockD, Spec::kQKSlabBytes, &maps);
     if (!st.ok()) return st;
   }
-  constexpr int kSmem = kTma ? Spec::kSmemBytesTma : Spec::kSmemBytes;
-  const auto kernel = &ffpa_fwd_cute_kernel<Spec, kLoad>;
-  Status st = smem_opt_in(kernel, kSmem);
-  if (!st.ok()) return st;
-  const dim3 grid((params.nq + Spec::kBlockM - 1) / Spec::kBlockM, params.hq, params.b);
-  void* args[] = {const_cast<FwdParams*>(&params), &maps};
-  return launch_status(
-      cudaLaunchKernel(kernel, grid, dim3(Spec::kNThreads), args, kSmem, static_cast<cudaStream_t>(params.stream)),
-      kQK == LowpQK::kNvfp4 ? "cute_tma_fp4 forward kernel launch"
-      : kTma               ? "cute_tma_fp8 forward kernel launch"
-                           : "cute_fp8 forward kernel launch");
+  return launch_cute_kernel<Spec, kLoad>(params, maps,
+                                         kQK == LowpQK::kNvfp4 ? "cute_tma_fp4 forward kernel launch"
+                                         : kTma               ? "cute_tma_fp8 forward kernel launch"
+                                                              : "cute_fp8 forward kernel launch");
 }
 
 }  // namespace ffpa

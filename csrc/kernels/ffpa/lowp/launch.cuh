@@ -1,8 +1,8 @@
 // The low-precision paths' launcher of one head dim: the workspace (stream-ordered, on the
 // caller's stream), the quantisation pass, the kernel of the resolved impl, the workspace's
-// release. Host code; the kernels live in their own instance files (cute/launch.cuh's
-// run_fwd_lowp_kernel, instantiated by cmake/FfpaKernelInstances.cmake), so this file
-// compiles in seconds. Each generated ffpa_fwd_d<D>_lowp.cu instantiates run_fwd_lowp_d<D>.
+// release. Host code; each generated ffpa_fwd_d<D>_lowp.cu instantiates run_fwd_lowp_d<D>
+// beside the kernels it launches (cute/launch.cuh's run_fwd_lowp_kernel;
+// cmake/FfpaKernelInstances.cmake).
 #pragma once
 
 #include <cuda_runtime.h>

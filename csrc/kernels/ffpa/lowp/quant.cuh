@@ -76,19 +76,6 @@ struct LowpQuantGeometry {
   static_assert(kColsPerChunk % kNvfp4Block == 0, "NVFP4 blocks lie within a thread pair");
 };
 
-// layout.h's vt_column() as device code (its constexpr functions are host-only without
-// --expt-relaxed-constexpr, which the build does not use), held equal to it below:
-// token 16h + 8i + 2t + e goes to column 16h + 4t + 2i + e.
-FFPA_LOWP_HD constexpr int lowp_vt_column(int token_in_group) {
-  return (token_in_group & 16) | ((token_in_group & 6) << 1) | ((token_in_group >> 2) & 2) | (token_in_group & 1);
-}
-constexpr bool lowp_vt_column_is_layouts() {
-  for (int t = 0; t < kVtGroup; ++t)
-    if (lowp_vt_column(t) != vt_column(t)) return false;
-  return true;
-}
-static_assert(lowp_vt_column_is_layouts(), "lowp_vt_column() must be layout.h's vt_column()");
-
 // 16 bytes of a row: 8 elements (the row strides are multiples of 8 elements and the
 // bases 16-byte aligned, so every such load is one 128-bit access).
 template <typename T>
@@ -327,7 +314,7 @@ __device__ __forceinline__ void lowp_quant_vt(const FwdParams& p, const LowpLayo
 #pragma unroll
       for (int e = 0; e < 8; ++e) x[e] = 0.f;  // tokens past nkv are zero (layout.h)
     }
-    const int col = g * kVtGroup + (Variant::kPermuteVt ? lowp_vt_column(tok_slot) : tok_slot);
+    const int col = g * kVtGroup + (Variant::kPermuteVt ? vt_column(tok_slot) : tok_slot);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const uint16_t pair = cvt_e4m3x2(x[2 * i] * inv[2 * i], x[2 * i + 1] * inv[2 * i + 1]);
