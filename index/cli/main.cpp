@@ -41,7 +41,7 @@ const char* const kTopHelp =
 
 const char* const kPackHelp =
     "usage: ffpa-index pack --tree DIR --name NAME --version VER --tag PY-ABI-PLAT --metadata FILE\n"
-    "                       --out-dir DIR [--readme FILE [--readme-type TYPE]] [--root-is-purelib true|false]\n"
+    "                       --out-dir DIR [--readme FILE] [--root-is-purelib true|false]\n"
     "                       [--source-date-epoch N] [--level N] [--jobs N]\n"
     "                       [--forbid-path STR]...\n"
     "\n"
@@ -53,7 +53,7 @@ const char* const kPackHelp =
     "                        manylinux_2_Y_x86_64 their symbol versions and libraries allow\n"
     "  --metadata FILE       'Key: value' core metadata lines (Summary and Requires-Python required;\n"
     "                        Requires-Dist, License, Project-URL, Classifier, ... optional)\n"
-    "  --readme FILE         long description; its type from --readme-type or the extension (.md, .rst)\n"
+    "  --readme FILE         long description; its type from the extension (.md, .rst, else plain text)\n"
     "  --root-is-purelib B   default: true for *-none-any, false otherwise\n"
     "  --source-date-epoch N entry timestamps (default: $SOURCE_DATE_EPOCH; refused if neither)\n"
     "  --level N             zlib level 0-9 (default 1: see index/bench/README.md)\n"
@@ -128,7 +128,6 @@ int pack_cmd(const Args& a) {
   o.metadata_source = "--metadata '" + meta + "'";
   o.out_dir = a.need("--out-dir", "DIR");
   o.readme = a.get_or("--readme", "");
-  o.readme_type = a.get_or("--readme-type", "");
   if (auto v = a.get("--source-date-epoch")) o.source_date_epoch = to_int("--source-date-epoch", *v);
   if (auto v = a.get("--level")) o.deflate.level = static_cast<int>(to_int("--level", *v));
   if (auto v = a.get("--jobs")) {
@@ -156,8 +155,8 @@ int verify_cmd(const Args& a) {
       continue;
     }
     rc = 1;
-    std::cout << w << ": " << r.problems.size() << " problem(s)\n";
-    for (const auto& p : r.problems) std::cout << "  - " << p << "\n";
+    std::cout << ffpa::core::problem_list(w + ": " + std::to_string(r.problems.size()) + " problem(s)", r.problems)
+              << "\n";
   }
   return rc;
 }
@@ -168,8 +167,8 @@ int platform_cmd(const Args& a) {
   o.forbidden_strings = a.all("--forbid-path");
   const auto d = ffpa::core::decide_manylinux(a.need("--tree", "DIR"), o);
   if (!d.problems.empty()) {
-    std::cerr << "ffpa-index platform-tag: the tree cannot be shipped as a manylinux wheel:\n";
-    for (const auto& p : d.problems) std::cerr << "  - " << p << "\n";
+    std::cerr << ffpa::core::problem_list("ffpa-index platform-tag: the tree cannot be shipped as a manylinux wheel:",
+                                          d.problems) << "\n";
     return 1;
   }
   std::cout << d.tag << "\n";
@@ -202,7 +201,7 @@ std::vector<ffpa::cli::Command> wheel_commands() {
   return {
       {"pack", kPackHelp,
        {{"--tree", K::kValue}, {"--name", K::kValue}, {"--version", K::kValue}, {"--tag", K::kValue},
-        {"--metadata", K::kValue}, {"--readme", K::kValue}, {"--readme-type", K::kValue}, {"--out-dir", K::kValue},
+        {"--metadata", K::kValue}, {"--readme", K::kValue}, {"--out-dir", K::kValue},
         {"--root-is-purelib", K::kValue}, {"--source-date-epoch", K::kValue}, {"--level", K::kValue},
         {"--jobs", K::kValue}, {"--forbid-path", K::kRepeated}, {"--test-zip64-threshold", K::kValue}},
        pack_cmd},

@@ -114,8 +114,11 @@ const char* const kPublishPureHelp =
        "                         TWINE_PASSWORD\n"
        "  FFPA_PUBLISH_KILL_AT=pypi|release  test hook\n";
 
-IndexLocation location(const Args& a) {
-  IndexLocation loc{a.need("--index-dir", "DIR"), a.get_or("--index-prefix", "whl"), a.get_or("--channel", FFPA_CH)};
+// The channel of a site: in the directory --index-dir, unless `dir` is false (verify
+// --index-url reads a served site).
+IndexLocation location(const Args& a, bool dir = true) {
+  IndexLocation loc{dir ? a.need("--index-dir", "DIR") : "", a.get_or("--index-prefix", "whl"),
+                    a.get_or("--channel", FFPA_CH)};
   check_index_path(loc.prefix, "--index-prefix");
   check_index_path(loc.channel, "--channel");
   return loc;
@@ -165,19 +168,12 @@ int cmd_remove_yank(const Args& a, const std::string& cmd) {
 
 int cmd_verify(const Args& a) {
   const std::string assets = a.need("--assets", "DIR|URL");
-  PageSource src;
   if (a.has("--index-dir") == a.has("--index-url"))
     throw UsageError("give exactly one of --index-dir DIR (the site checkout) and --index-url URL (the served site)");
-  if (a.has("--index-dir")) src.dir = location(a);
-  src.url = a.get_or("--index-url", "");
-  src.release_url = a.get("--release-url");
-  src.prefix = a.get_or("--index-prefix", "whl");
-  src.channel = a.get_or("--channel", FFPA_CH);
-  check_index_path(src.prefix, "--index-prefix");
-  check_index_path(src.channel, "--channel");
+  const PageSource src{location(a, a.has("--index-dir")), a.get("--index-url"), a.get("--release-url")};
   // Read under the site lock, so a writer's JSON and HTML are never seen half way.
   std::optional<SiteLock> lock;
-  if (src.dir) lock.emplace(src.dir->root);
+  if (!src.url) lock.emplace(src.loc.root);
   return verify_index(src, assets, std::cout) == 0 ? 0 : 1;
 }
 

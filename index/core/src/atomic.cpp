@@ -18,16 +18,6 @@ namespace {
 
 std::string errno_text() { return std::strerror(errno); }
 
-}  // namespace
-
-std::string write_error_text(int err) {
-  const std::string what = std::strerror(err);
-  if (err == ENOSPC || err == EDQUOT || err == EFBIG)
-    return what + " (the disk is full, or a quota or file-size limit such as `ulimit -f` is reached); free space "
-                  "or raise the limit, then re-run";
-  return what + "; check that the directory is writable and has free space, then re-run";
-}
-
 void fsync_directory(const std::filesystem::path& dir) {
   // Makes the rename durable; some filesystems refuse fsync on a directory, which
   // is not worth failing a release for.
@@ -36,6 +26,16 @@ void fsync_directory(const std::filesystem::path& dir) {
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+}  // namespace
+
+std::string write_error_text(int err) {
+  const std::string what = std::strerror(err);
+  if (err == ENOSPC || err == EDQUOT || err == EFBIG)
+    return what + " (the disk is full, or a quota or file-size limit such as `ulimit -f` is reached); free space "
+                  "or raise the limit, then re-run";
+  return what + "; check that the directory is writable and has free space, then re-run";
 }
 
 AtomicOutput::AtomicOutput(const std::filesystem::path& final_path) : final_(final_path) {
@@ -57,19 +57,16 @@ AtomicOutput::~AtomicOutput() {
   if (!committed_ && !temp_.empty()) ::unlink(temp_.c_str());
 }
 
-void AtomicOutput::write(std::string_view data) {
-  const char* p = data.data();
-  size_t left = data.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd_, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw Error("cannot write '" + temp_.string() + "': " + write_error_text(errno));
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
+void write_all(int fd, std::string_view data, const std::string& what) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw Error("cannot write " + what + ": " + write_error_text(errno));
+    data.remove_prefix(static_cast<std::size_t>(n));
   }
 }
+
+void AtomicOutput::write(std::string_view data) { write_all(fd_, data, "'" + temp_.string() + "'"); }
 
 void AtomicOutput::commit() {
   sync();
@@ -124,12 +121,7 @@ std::optional<std::string> read_file(const std::filesystem::path& p) {
   }
 }
 
-void write_files_atomic(const std::vector<std::pair<std::filesystem::path, std::string>>& files) {
-  std::vector<std::unique_ptr<AtomicOutput>> outs;
-  for (const auto& [path, data] : files) {
-    outs.push_back(std::make_unique<AtomicOutput>(path));
-    outs.back()->write(data);
-  }
+void commit_together(const std::vector<std::unique_ptr<AtomicOutput>>& outs) {
   for (auto& out : outs) out->sync();
   std::set<std::filesystem::path> dirs;
   for (auto& out : outs) {
@@ -137,6 +129,15 @@ void write_files_atomic(const std::vector<std::pair<std::filesystem::path, std::
     dirs.insert(out->final_path().parent_path());
   }
   for (const auto& dir : dirs) fsync_directory(dir);
+}
+
+void write_files_atomic(const std::vector<std::pair<std::filesystem::path, std::string>>& files) {
+  std::vector<std::unique_ptr<AtomicOutput>> outs;
+  for (const auto& [path, data] : files) {
+    outs.push_back(std::make_unique<AtomicOutput>(path));
+    outs.back()->write(data);
+  }
+  commit_together(outs);
 }
 
 void write_file_atomic(const std::filesystem::path& p, std::string_view data) {

@@ -1,10 +1,12 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 #include "ffpa/core/elf.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 
 #include "ffpa/core/error.h"
+#include "ffpa/core/utf8.h"
 
 namespace ffpa::core {
 namespace {
@@ -69,16 +71,9 @@ std::string cstr_at(const std::string& strtab, std::uint64_t off, std::uint64_t&
 }
 
 std::vector<std::string> split_path_list(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (;;) {
-    size_t pos = s.find(':', start);
-    std::string part = s.substr(start, pos == std::string::npos ? std::string::npos : pos - start);
-    if (!part.empty()) out.push_back(part);
-    if (pos == std::string::npos) break;
-    start = pos + 1;
-  }
-  return out;
+  auto parts = split(s, ':');
+  parts.erase(std::remove(parts.begin(), parts.end(), ""), parts.end());
+  return parts;
 }
 
 }  // namespace

@@ -161,28 +161,33 @@ std::vector<std::pair<std::string, std::string>> parse_headers(std::string_view 
 
 namespace {
 
-// Core metadata fields (1.0 to 2.5, as packaging knows them), lowercase.
-// `multi`: may appear more than once.
-struct FieldRule {
-  const char* name;
-  bool multi;
-};
-constexpr FieldRule kCoreFields[] = {
-    {"metadata-version", false}, {"name", false},           {"version", false},
-    {"summary", false},          {"description", false},    {"description-content-type", false},
-    {"keywords", false},         {"home-page", false},      {"download-url", false},
-    {"author", false},           {"author-email", false},   {"maintainer", false},
-    {"maintainer-email", false}, {"license", false},        {"license-expression", false},
-    {"requires-python", false},  {"license-file", true},    {"classifier", true},
-    {"requires-dist", true},     {"requires-external", true}, {"project-url", true},
-    {"provides-extra", true},    {"provides-dist", true},   {"obsoletes-dist", true},
-    {"platform", true},          {"supported-platform", true}, {"dynamic", true},
-    {"requires", true},          {"provides", true},        {"obsoletes", true},
-    {"import-name", true},       {"import-namespace", true},
+constexpr CoreField kCoreFields[] = {
+    {"Metadata-Version", "1.0", false}, {"Name", "1.0", false},
+    {"Version", "1.0", false},          {"Summary", "1.0", false},
+    {"Description", "1.0", false},      {"Description-Content-Type", "2.1", false},
+    {"Keywords", "1.0", false},         {"Home-page", "1.0", false},
+    {"Download-URL", "1.1", false},     {"Author", "1.0", false},
+    {"Author-email", "1.0", false},     {"Maintainer", "1.2", false},
+    {"Maintainer-email", "1.2", false}, {"License", "1.0", false},
+    {"License-Expression", "2.4", false}, {"Requires-Python", "1.2", false},
+    {"License-File", "2.4", true},      {"Classifier", "1.1", true},
+    {"Requires-Dist", "1.2", true},     {"Requires-External", "1.2", true},
+    {"Project-URL", "1.2", true},       {"Provides-Extra", "2.1", true},
+    {"Provides-Dist", "1.2", true},     {"Obsoletes-Dist", "1.2", true},
+    {"Platform", "1.0", true},          {"Supported-Platform", "1.1", true},
+    {"Dynamic", "2.2", true},           {"Requires", "1.1", true},
+    {"Provides", "1.1", true},          {"Obsoletes", "1.1", true},
+    {"Import-Name", "2.5", true},       {"Import-Namespace", "2.5", true},
 };
 constexpr const char* kMetadataVersions[] = {"1.0", "1.1", "1.2", "2.1", "2.2", "2.3", "2.4", "2.5"};
 
 }  // namespace
+
+const CoreField* core_field(std::string_view name) {
+  for (const auto& f : kCoreFields)
+    if (lower_ascii(name) == lower_ascii(f.name)) return &f;
+  return nullptr;
+}
 
 std::vector<std::string> check_core_metadata(std::string_view text, std::vector<std::pair<std::string, std::string>>* fields) {
   std::vector<std::string> problems;
@@ -190,9 +195,7 @@ std::vector<std::string> check_core_metadata(std::string_view text, std::vector<
   std::map<std::string, std::string> seen;  // lower-case name -> first spelling
   for (const auto& [k, v] : h) {
     const std::string key = lower_ascii(k);
-    const FieldRule* rule = nullptr;
-    for (const auto& r : kCoreFields)
-      if (key == r.name) rule = &r;
+    const CoreField* rule = core_field(k);
     if (!rule) {
       problems.push_back("METADATA: unknown field '" + k + "'; core metadata (up to 2.5) has no such field: remove it");
       continue;

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/sendfile.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,9 +40,8 @@ std::string foreign(const IndexLocation& loc, const std::string& rel) {
 }
 
 Error channel_error(const IndexLocation& loc, const std::vector<std::string>& problems, const char* verb) {
-  std::string m = "refusing to " + std::string(verb) + " in " + loc.channel_label() + ", nothing was written:";
-  for (const auto& p : problems) m += "\n  - " + p;
-  return Error(m);
+  return Error(ffpa::core::problem_list(
+      "refusing to " + std::string(verb) + " in " + loc.channel_label() + ", nothing was written:", problems));
 }
 
 }  // namespace
@@ -142,13 +142,10 @@ PreparedWheel prepare_wheel(const fs::path& p) {
   w.bytes = std::make_shared<const PrivateCopy>(p);
   ++g_hashed;
   const auto check = ffpa::core::verify_wheel(w.bytes->fd(), p);
-  if (!check.ok) {
-    std::string msg = "'" + fn + "' does not verify:";
-    for (const auto& pr : check.problems) msg += "\n  - " + pr;
-    msg += "\nrebuild the wheel (a wheel that does not verify against its RECORD and metadata is never "
-           "published as is)";
-    throw Error(msg);
-  }
+  if (!check.ok)
+    throw Error(ffpa::core::problem_list("'" + fn + "' does not verify:", check.problems) +
+                "\nrebuild the wheel (a wheel that does not verify against its RECORD and metadata is never "
+                "published as is)");
   w.size = w.bytes->size();
   w.sha256 = w.bytes->sha256();
   w.metadata = check.metadata;
@@ -199,27 +196,18 @@ PrivateCopy::PrivateCopy(const fs::path& src) {
                 "; point TMPDIR at a writable directory");
   ffpa::core::Sha256 sha;
   std::vector<char> buf(1 << 20);
-  for (;;) {
-    const ssize_t n = ::read(in, buf.data(), buf.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd_);
-      throw Error("cannot read '" + src.string() + "': " + why);
+  try {
+    for (ssize_t n; (n = ::read(in, buf.data(), buf.size())) != 0;) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw Error("cannot read '" + src.string() + "': " + std::strerror(errno));
+      const std::string_view piece(buf.data(), static_cast<std::size_t>(n));
+      ffpa::core::write_all(fd_, piece, "a private copy of '" + src.string() + "' under " + dir);
+      sha.update(piece);
+      size_ += piece.size();
     }
-    if (n == 0) break;
-    for (ssize_t done = 0; done < n;) {
-      const ssize_t m = ::write(fd_, buf.data() + done, static_cast<std::size_t>(n - done));
-      if (m < 0 && errno == EINTR) continue;
-      if (m < 0) {
-        const std::string why = ffpa::core::write_error_text(errno);
-        ::close(fd_);
-        throw Error("cannot copy '" + src.string() + "' into a private file under " + dir + ": " + why);
-      }
-      done += m;
-    }
-    sha.update(std::string_view(buf.data(), static_cast<std::size_t>(n)));
-    size_ += static_cast<std::uint64_t>(n);
+  } catch (...) {
+    ::close(fd_);  // the destructor does not run for a constructor that throws
+    throw;
   }
   sha256_ = ffpa::core::to_hex(sha.finish_raw());
 }
@@ -230,14 +218,10 @@ PrivateCopy::~PrivateCopy() {
 
 void PrivateCopy::write_to(const fs::path& dst) const {
   ffpa::core::AtomicOutput out(dst);
-  std::vector<char> buf(1 << 20);
-  for (std::uint64_t off = 0; off < size_;) {
-    const ssize_t n = ::pread(fd_, buf.data(), static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), size_ - off)),
-                              static_cast<off_t>(off));
+  for (off_t off = 0; static_cast<std::uint64_t>(off) < size_;) {
+    const ssize_t n = ::sendfile(out.fd(), fd_, &off, size_ - static_cast<std::uint64_t>(off));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw Error("cannot read the private copy of " + dst.filename().string() + ": " + std::strerror(errno));
-    out.write(std::string_view(buf.data(), static_cast<std::size_t>(n)));
-    off += static_cast<std::uint64_t>(n);
+    if (n <= 0) throw Error("cannot write " + dst.string() + ": " + ffpa::core::write_error_text(n < 0 ? errno : EIO));
   }
   out.commit();
 }
@@ -658,11 +642,8 @@ void check_writable(const IndexPlan& plan) {
   std::vector<std::string> problems;
   for (const auto& d : dirs)
     if (std::string why = unwritable_dir_problem(d); !why.empty()) problems.push_back(why);
-  if (!problems.empty()) {
-    std::string m = "cannot write the index, nothing was written:";
-    for (const auto& p : problems) m += "\n  - " + p;
-    throw Error(m);
-  }
+  if (!problems.empty())
+    throw Error(ffpa::core::problem_list("cannot write the index, nothing was written:", problems));
 }
 
 std::size_t apply_plan(const IndexPlan& plan) {
@@ -901,186 +882,142 @@ std::size_t verify_index(const PageSource& src, const std::string& assets, std::
     return tmp->path();
   };
   std::size_t problems = 0, checked = 0, fetched = 0;
-  const std::string label = (fs::path(src.dir ? src.dir->prefix : src.prefix) /
-                             (src.dir ? src.dir->channel : src.channel)).generic_string();
-
-  // 1. The pages, as pip reads them: each HTML page must be what its JSON renders to.
-  std::map<std::string, ProjectPage> pages;
-  auto page_mismatch = [&](const std::string& rel, const std::string& how) {
+  auto bad = [&](const char* kind, const std::string& text) {
     ++problems;
-    log << "PAGE     " << rel << " " << how << "; pip reads this page: restore it with ffpa-index render"
-        << (src.dir ? " --index-dir " + shell_quote(src.dir->root.string()) : std::string()) << " --channel "
-        << (src.dir ? src.dir->channel : src.channel) << " (and commit/deploy it)\n";
+    log << kind << text << "\n";
   };
-  if (src.dir) {
-    const IndexLocation& loc = *src.dir;
-    ChannelState st = read_channel(loc);
-    for (const auto& p : st.problems) {
-      ++problems;
-      log << (p.find("release URL") != std::string::npos ? "URL      " : "FOREIGN  ") << p << "\n";
-    }
-    for (const auto& t : st.stale_temps) log << "note     " << t.string() << " is a temp file of a killed run; the next add/render removes it\n";
-    pages = std::move(st.pages);
-    std::vector<std::string> names;
-    for (const auto& [n, page] : pages) {
-      names.push_back(n);
-      const std::string rel = label + "/" + n + "/index.html";
-      if (!fs::exists(loc.project_dir(n) / "index.json"))
-        page_mismatch(rel, "has no index.json beside it (a legacy page, not yet imported)");
-      else if (ffpa::core::read_file(loc.project_dir(n) / "index.html") != render_project_html(page))
-        page_mismatch(rel, "is not what its index.json renders to (edited by hand, or a write was interrupted)");
-      else if (ffpa::core::read_file(loc.project_dir(n) / "index.json") != to_json(page).dump(1) + "\n")
-        page_mismatch(label + "/" + n + "/index.json",
-                      "is not what ffpa-index writes for its entries (a key, value or layout it does not write, "
-                      "which JSON clients such as uv read)");
-    }
-    if (!names.empty() || fs::exists(loc.channel_dir() / "index.html")) {
-      if (ffpa::core::read_file(loc.channel_dir() / "index.html") != render_root_html(names))
-        page_mismatch(label + "/index.html", "does not list exactly the channel's projects");
-      if (ffpa::core::read_file(loc.channel_dir() / "index.json") != root_json(names))
-        page_mismatch(label + "/index.json", "does not list exactly the channel's projects");
-    }
-  } else {
-    std::string base = src.url;
-    if (base.empty() || base.back() != '/') base += '/';
-    base += label + "/";
-    // Pages are fetched into numbered files: names come from the (untrusted) site.
-    auto get = [&](const std::string& url) -> std::optional<std::string> {
-      std::string why;
-      auto p = fetch_url(url, scratch(), "page" + std::to_string(fetched++), &why);
-      if (!p) {
-        ++problems;
-        log << "MISSING  " << url << " (" << why << ")\n";
-        return std::nullopt;
-      }
+  const IndexLocation& loc = src.loc;
+  const std::string label = loc.channel_label();
+  // Where the pages are shown from, and their text: read from the site directory (a
+  // missing file reads as empty), or fetched into numbered files (names come from the
+  // untrusted site), nullopt when the fetch fails (reported).
+  const std::string base = (src.url ? normalize_release_url(*src.url) : "") + label + "/";
+  auto page_text = [&](const std::string& rel) -> std::optional<std::string> {
+    if (!src.url) return ffpa::core::read_file(loc.channel_dir() / rel).value_or("");
+    std::string why;
+    if (auto p = fetch_url(base + rel, scratch(), "page" + std::to_string(fetched++), &why))
       return ffpa::core::read_file(*p);
-    };
-    std::vector<std::string> names;
-    if (auto root = get(base + "index.json")) {
-      try {
-        const nlohmann::json list = nlohmann::json::parse(*root);
-        for (const auto& p : list.at("projects")) {
-          const std::string n = p.at("name").get<std::string>();
-          if (!ffpa::core::is_valid_project_name(n) || ffpa::core::normalize_project_name(n) != n)
-            throw Error("project name '" + ffpa::core::printable(n) + "' is not normalized");
-          names.push_back(n);
-        }
-      } catch (const std::exception& e) {
-        ++problems;
-        log << "PAGE     " << base << "index.json is not a PEP 691 project list (" << e.what() << ")\n";
+    bad("MISSING  ", base + rel + " (" + why + ")");
+    return std::nullopt;
+  };
+  auto page_mismatch = [&](const std::string& rel, const std::string& how) {
+    bad("PAGE     ", base + rel + " " + how + "; pip reads this page: restore it with ffpa-index render" +
+                       (src.url ? "" : " --index-dir " + shell_quote(loc.root.string())) + " --channel " +
+                       loc.channel + " (and commit/deploy it)");
+  };
+  auto expect_page = [&](const std::optional<std::string>& text, const std::string& want, const std::string& rel,
+                         const std::string& how) {
+    if (text && *text != want) page_mismatch(rel, how);
+  };
+
+  // 1. The pages, as pip reads them: each HTML page must be what its JSON renders to,
+  // each JSON page what the engine writes, the root pages list exactly the projects.
+  std::map<std::string, ProjectPage> pages;
+  std::vector<std::string> names;
+  std::optional<std::string> root;
+  if (!src.url) {
+    ChannelState st = read_channel(loc);
+    for (const auto& p : st.problems) bad(p.find("release URL") != std::string::npos ? "URL      " : "FOREIGN  ", p);
+    for (const auto& t : st.stale_temps)
+      log << "note     " << t.string() << " is a temp file of a killed run; the next add/render removes it\n";
+    pages = std::move(st.pages);
+    for (const auto& [n, page] : pages) names.push_back(n);
+    if (!names.empty() || fs::exists(loc.channel_dir() / "index.html")) root = page_text("index.json");
+  } else if ((root = page_text("index.json"))) {
+    try {
+      for (const auto& p : nlohmann::json::parse(*root).at("projects")) {
+        const std::string n = p.at("name").get<std::string>();
+        if (!ffpa::core::is_valid_project_name(n) || ffpa::core::normalize_project_name(n) != n)
+          throw Error("project name '" + ffpa::core::printable(n) + "' is not normalized");
+        names.push_back(n);
       }
+    } catch (const std::exception& e) {
+      bad("PAGE     ", base + "index.json is not a PEP 691 project list (" + e.what() + ")");
     }
-    if (auto html = get(base + "index.html"); html && *html != render_root_html(names))
-      page_mismatch(base + "index.html", "does not list exactly the projects of index.json");
-    for (const auto& n : names) {
-      const std::string purl = base + url_encode_segment(n) + "/";
-      auto j = get(purl + "index.json");
-      auto h = get(purl + "index.html");
-      if (!j || !h) continue;
-      try {
-        ProjectPage page = project_from_json(nlohmann::json::parse(*j), purl + "index.json");
+  }
+  if (root) {
+    const char* how = "does not list exactly the channel's projects";
+    expect_page(page_text("index.html"), render_root_html(names), "index.html", how);
+    expect_page(root, root_json(names), "index.json", how);
+  }
+  for (const auto& n : names) {
+    if (!src.url && !fs::exists(loc.project_dir(n) / "index.json")) {
+      page_mismatch(n + "/index.html", "has no index.json beside it (a legacy page, not yet imported)");
+      continue;
+    }
+    const auto json = page_text(n + "/index.json"), html = page_text(n + "/index.html");
+    if (!json || !html) continue;
+    try {
+      if (src.url) {
+        ProjectPage page = project_from_json(nlohmann::json::parse(*json), base + n + "/index.json");
         if (page.name != n) throw Error("it names project '" + page.name + "'");
-        if (*h != render_project_html(page))
-          page_mismatch(purl + "index.html", "is not what " + purl + "index.json renders to");
-        if (*j != to_json(page).dump(1) + "\n")
-          page_mismatch(purl + "index.json", "is not what ffpa-index writes for its entries (JSON clients read it)");
-        for (const auto& p : page_url_problems(page, purl + "index.json")) {
-          ++problems;
-          log << "URL      " << p << "\n";
-        }
+        for (const auto& p : page_url_problems(page, base + n + "/index.json")) bad("URL      ", p);
         pages.emplace(n, std::move(page));
-      } catch (const std::exception& e) {
-        ++problems;
-        log << "PAGE     " << purl << "index.json does not load: " << e.what() << "\n";
       }
+      const ProjectPage& page = pages.at(n);
+      expect_page(html, render_project_html(page), n + "/index.html",
+                  "is not what its index.json renders to (edited by hand, or a write was interrupted)");
+      expect_page(json, to_json(page).dump(1) + "\n", n + "/index.json",
+                  "is not what ffpa-index writes for its entries (a key, value or layout it does not write, which "
+                  "JSON clients such as uv read)");
+    } catch (const std::exception& e) {
+      bad("PAGE     ", base + n + "/index.json does not load: " + e.what());
     }
   }
 
-  // The release URL the pages record, against the one expected when given.
   for (const auto& [n, page] : pages) {
+    // The release URL the pages record, against the one expected when given.
     if (page.files.empty()) continue;
-    if (src.release_url && page.release_url != normalize_release_url(*src.release_url)) {
-      ++problems;
-      log << "URL      " << label << "/" << n << "/index.json records the release URL '" << page.release_url
-          << "', not the expected '" << normalize_release_url(*src.release_url)
-          << "': its files would be fetched from there; restore the page from git history\n";
-    } else if (!page.release_url.empty()) {
+    if (src.release_url && page.release_url != normalize_release_url(*src.release_url))
+      bad("URL      ", label + "/" + n + "/index.json records the release URL '" + page.release_url +
+                           "', not the expected '" + normalize_release_url(*src.release_url) +
+                           "': its files would be fetched from there; restore the page from git history");
+    else if (!page.release_url.empty())
       log << "note     " << label << "/" << n << ": files derive from the release URL " << page.release_url << "\n";
-    }
-  }
-
-  // One version and tag set listed under two spellings (an index written before
-  // spellings were checked): pip would pick either.
-  for (const auto& [n, page] : pages) {
+    // One version and tag set listed under two spellings (an index written before
+    // spellings were checked): pip would pick either.
     std::map<std::string, std::string> seen;
-    for (const auto& f : page.files) {
-      auto [it, fresh] = seen.emplace(f.identity, f.filename);
-      if (!fresh) {
-        ++problems;
-        log << "SPELLING " << it->second << " and " << f.filename << " are one version and tags spelled twice; "
-            << "keep one: delete the other's entry from " << label << "/" << n << "/index.json, then render\n";
-      }
-    }
+    for (const auto& f : page.files)
+      if (auto [it, fresh] = seen.emplace(f.identity, f.filename); !fresh)
+        bad("SPELLING ", it->second + " and " + f.filename + " are one version and tags spelled twice; keep one: "
+                             "delete the other's entry from " + label + "/" + n + "/index.json, then render");
   }
 
-  // 2. The files the pages point at.
+  // 2. The files the pages point at: why each is not the listed one, or "".
   auto locate = [&](const FileEntry& f, const std::string& name, const std::string& rel_url)
       -> std::optional<fs::path> {
     if (!is_url) {
       auto it = local.find(name);
       return it == local.end() ? std::nullopt : std::optional<fs::path>(it->second);
     }
-    std::string base = assets;
-    if (base.back() != '/') base += '/';
-    const std::string url = f.url.rfind(base, 0) == 0 ? rel_url : base + url_encode_segment(name);
+    const std::string store = normalize_release_url(assets);
+    const std::string url = f.url.rfind(store, 0) == 0 ? rel_url : store + url_encode_segment(name);
     return fetch_url(url, scratch(), "asset" + std::to_string(fetched++));
   };
-  for (const auto& [n, page] : pages) {
+  auto file_problem = [&](const FileEntry& f) -> std::pair<const char*, std::string> {
+    const auto p = locate(f, f.filename, f.url);
+    if (!p) return {"MISSING  ", f.filename + " (not found in " + assets + ")"};
+    if (const std::string got = hash_file(*p); got != f.sha256)
+      return {"MISMATCH ", f.filename + ": index says " + f.sha256 + ", asset is " + got};
+    std::error_code ec;
+    if (const std::uint64_t size = fs::file_size(*p, ec); !f.size || *f.size != size)
+      return {"MISMATCH ", f.filename + ": the asset is " + std::to_string(size) + " bytes, the index " +
+                               (f.size ? "says " + std::to_string(*f.size) : "records no size (PEP 700)") +
+                               "; re-add the wheel (ffpa-index add, same bytes) to record it"};
+    if (is_url) fs::remove(*p, ec);  // a fetched copy: scratch space stays one wheel large
+    if (!f.core_metadata_sha256) return {};
+    const auto m = locate(f, f.filename + ".metadata", f.url + ".metadata");
+    if (!m) return {"MISSING  ", f.filename + ".metadata (the page advertises it; pip will fail)"};
+    if (const std::string got = hash_file(*m); got != *f.core_metadata_sha256)
+      return {"MISMATCH ", f.filename + ".metadata: index says " + *f.core_metadata_sha256 + ", asset is " + got};
+    return {};
+  };
+  for (const auto& [n, page] : pages)
     for (const auto& f : page.files) {
       ++checked;
-      auto p = locate(f, f.filename, f.url);
-      if (!p) {
-        ++problems;
-        log << "MISSING  " << f.filename << " (not found in " << assets << ")\n";
-        continue;
-      }
-      const std::string got = hash_file(*p);
-      if (got != f.sha256) {
-        ++problems;
-        log << "MISMATCH " << f.filename << ": index says " << f.sha256 << ", asset is " << got << "\n";
-        continue;
-      }
-      std::error_code size_ec;
-      const std::uint64_t size = fs::file_size(*p, size_ec);
-      if (!f.size || *f.size != size) {
-        ++problems;
-        log << "MISMATCH " << f.filename << ": the asset is " << size << " bytes, the index "
-            << (f.size ? "says " + std::to_string(*f.size) : std::string("records no size (PEP 700)"))
-            << "; re-add the wheel (ffpa-index add, same bytes) to record it\n";
-        continue;
-      }
-      if (f.core_metadata_sha256) {
-        auto m = locate(f, f.filename + ".metadata", f.url + ".metadata");
-        if (!m) {
-          ++problems;
-          log << "MISSING  " << f.filename << ".metadata (the page advertises it; pip will fail)\n";
-          continue;
-        }
-        const std::string mg = hash_file(*m);
-        if (mg != *f.core_metadata_sha256) {
-          ++problems;
-          log << "MISMATCH " << f.filename << ".metadata: index says " << *f.core_metadata_sha256
-              << ", asset is " << mg << "\n";
-          continue;
-        }
-      }
-      if (is_url) {  // a fetched copy: scratch space stays one wheel large
-        std::error_code ec;
-        fs::remove(*p, ec);
-      }
-      log << "OK       " << f.filename << "\n";
+      if (const auto [kind, why] = file_problem(f); kind) bad(kind, why);
+      else log << "OK       " << f.filename << "\n";
     }
-  }
   log << label << ": " << checked << " file(s) checked, " << problems << " problem(s)\n";
   return problems;
 }

@@ -137,8 +137,7 @@ std::string resolve_target(const std::string& given, const fs::path& source_dir,
 }
 
 void print_problems(const Problems& pb, std::ostream& err, const char* what) {
-  err << what << ": refused, nothing was created:\n";
-  for (const auto& p : pb.list) err << "  - " << p << "\n";
+  err << ffpa::core::problem_list(std::string(what) + ": refused, nothing was created:", pb.list) << "\n";
 }
 
 // Compares the release's present assets with what this run would upload. Fills

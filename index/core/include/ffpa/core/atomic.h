@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,9 +37,8 @@ class AtomicOutput {
   const std::filesystem::path& temp_path() const { return temp_; }
   void write(std::string_view data);  // all bytes or throws
   void commit();                      // sync() then publish()
-  // The two halves of commit(), for callers that make several outputs durable at
-  // once (pack_wheels): sync() fsyncs and closes the temp file, publish() renames it
-  // and fsyncs the directory unless told not to (the caller then does it once).
+  // The two halves of commit(), for commit_together: sync() fsyncs and closes the temp
+  // file, publish() renames it and fsyncs the directory unless told not to.
   void sync();
   void publish(bool fsync_directory = true);
   // Like commit(), but a new file is hard-linked to its final name and the temp file
@@ -54,10 +54,14 @@ class AtomicOutput {
   bool committed_ = false;
 };
 
+// Commits several outputs at once: every one fsynced before the first is renamed (a
+// failure before that leaves none visible), each directory fsynced once.
+void commit_together(const std::vector<std::unique_ptr<AtomicOutput>>& outs);
+
+// Writes all of `data` to `fd` (EINTR retried); throws naming `what` and the fix.
+void write_all(int fd, std::string_view data, const std::string& what);
+
 // The whole file, or nullopt (errno set) when it cannot be opened or read.
 std::optional<std::string> read_file(const std::filesystem::path& p);
-
-// fsync of a directory (makes renames in it durable); errors are ignored.
-void fsync_directory(const std::filesystem::path& dir);
 
 }  // namespace ffpa::core

@@ -18,8 +18,7 @@ struct PackOptions {
   std::string tag;                  // "py3-none-any", "cp312-cp312-auto", ...
   std::string metadata;             // RFC 822 header lines (Summary, Requires-Python, ...)
   std::string metadata_source = "--metadata";  // where they came from, for messages
-  std::filesystem::path readme;     // optional long description
-  std::string readme_type;          // empty: from the README's extension
+  std::filesystem::path readme;     // optional long description (.md, .rst, else plain text)
   std::filesystem::path out_dir;
   std::optional<bool> root_is_purelib;          // default: true exactly for *-none-any
   std::optional<std::int64_t> source_date_epoch;  // default: $SOURCE_DATE_EPOCH, else refused
@@ -32,7 +31,6 @@ struct PackOptions {
 struct PackResult {
   std::filesystem::path wheel;
   WheelFilename name;  // canonical, its platform decided
-  std::vector<std::string> platform_reasons;
   std::string sha256;  // hex, of the whole file
   std::uint64_t size = 0;
   std::vector<WrittenEntry> members;  // in archive order

@@ -47,6 +47,17 @@ std::string compiled_file_problem(std::string_view member, std::string_view head
 // The largest METADATA, WHEEL or RECORD file a wheel may carry.
 inline constexpr std::uint64_t kMaxDistInfoFile = std::uint64_t{64} << 20;
 
+// A core metadata field (1.0 to 2.5, as packaging knows them), as the specification
+// spells it, with the metadata version that introduced it and whether it may repeat.
+// The one table of them serves pack (what a metadata file may set) and verify-wheel.
+struct CoreField {
+  const char* name;
+  const char* since;
+  bool multi;
+};
+// The field named `name` in any case (header names are case-insensitive), or nullptr.
+const CoreField* core_field(std::string_view name);
+
 // METADATA as pip, twine and PyPI read it, checked strictly so that nothing later
 // (add, publish, the JSON index) meets a file it cannot parse: valid UTF-8, no
 // NUL; RFC 822 header form ("Key: value" lines, continuation lines starting with

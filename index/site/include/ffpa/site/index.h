@@ -234,12 +234,11 @@ void render_all(const IndexLocation& loc, const std::optional<std::string>& rele
 
 // --- verify ---------------------------------------------------------------------
 
-// Where verify reads the pages: the site directory, or (http sites) its served URL,
-// from which both index.json and index.html of every page are fetched.
+// Where verify reads the pages: the site directory `loc`, or (with `url`, the served
+// site root) the same channel over HTTP, both index.json and index.html of every page.
 struct PageSource {
-  std::optional<IndexLocation> dir;
-  std::string url;  // site root URL; the channel is <url>/<prefix>/<channel>/
-  std::string prefix = "whl", channel = kDefaultChannel;
+  IndexLocation loc;
+  std::optional<std::string> url;
   // When given, the release URL every page must record (--release-url); otherwise
   // each page's own is used, and printed.
   std::optional<std::string> release_url;
