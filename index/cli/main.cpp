@@ -102,6 +102,7 @@ const char* const kReleaseHelp =
     "  writes the plan at configure time (cmake/FfpaReleasePlan.cmake) and the package target runs\n"
     "  this command (cmake/FfpaPackWheels.cmake); docs/release.md describes the plan.\n";
 
+namespace core = ffpa::core;
 using ffpa::cli::Args;
 using ffpa::cli::UsageError;
 
@@ -114,7 +115,7 @@ long long to_int(const std::string& opt, const std::string& v) {
 
 int pack_cmd(const Args& a) {
   a.no_positional();
-  ffpa::core::PackOptions o;
+  core::PackOptions o;
   o.tree = a.need("--tree", "DIR");
   o.name = a.need("--name", "NAME");
   o.version = a.need("--version", "VER");
@@ -122,8 +123,8 @@ int pack_cmd(const Args& a) {
   if (!a.has("--metadata"))
     throw UsageError("--metadata FILE is required: 'Key: value' lines with at least Summary and Requires-Python");
   const std::string meta = *a.get("--metadata");
-  const auto text = ffpa::core::read_file(meta);
-  if (!text) throw ffpa::core::Error("cannot read metadata file '" + meta + "'; check the path");
+  const auto text = core::read_file(meta);
+  if (!text) throw core::Error("cannot read metadata file '" + meta + "'; check the path");
   o.metadata = *text;
   o.metadata_source = "--metadata '" + meta + "'";
   o.out_dir = a.need("--out-dir", "DIR");
@@ -141,7 +142,7 @@ int pack_cmd(const Args& a) {
   }
   if (auto v = a.get("--test-zip64-threshold"))
     o.layout.zip64_size_threshold = static_cast<std::uint64_t>(to_int("--test-zip64-threshold", *v));
-  std::cout << ffpa::core::pack_wheel(o).wheel.string() << "\n";
+  std::cout << core::pack_wheel(o).wheel.string() << "\n";
   return 0;
 }
 
@@ -149,13 +150,13 @@ int verify_cmd(const Args& a) {
   if (a.positional().empty()) throw UsageError("give at least one wheel");
   int rc = 0;
   for (const auto& w : a.positional()) {
-    const auto r = ffpa::core::verify_wheel(w);
+    const auto r = core::verify_wheel(w);
     if (r.ok) {
       std::cout << w << ": OK\n";
       continue;
     }
     rc = 1;
-    std::cout << ffpa::core::problem_list(w + ": " + std::to_string(r.problems.size()) + " problem(s)", r.problems)
+    std::cout << core::problem_list(w + ": " + std::to_string(r.problems.size()) + " problem(s)", r.problems)
               << "\n";
   }
   return rc;
@@ -163,11 +164,11 @@ int verify_cmd(const Args& a) {
 
 int platform_cmd(const Args& a) {
   a.no_positional();
-  ffpa::core::PlatformOptions o;
+  core::PlatformOptions o;
   o.forbidden_strings = a.all("--forbid-path");
-  const auto d = ffpa::core::decide_manylinux(a.need("--tree", "DIR"), o);
+  const auto d = core::decide_manylinux(a.need("--tree", "DIR"), o);
   if (!d.problems.empty()) {
-    std::cerr << ffpa::core::problem_list("ffpa-index platform-tag: the tree cannot be shipped as a manylinux wheel:",
+    std::cerr << core::problem_list("ffpa-index platform-tag: the tree cannot be shipped as a manylinux wheel:",
                                           d.problems) << "\n";
     return 1;
   }
@@ -182,7 +183,7 @@ const std::string& one_wheel(const Args& a) {
 }
 
 int list_cmd(const Args& a) {
-  const ffpa::core::ZipReader zip(one_wheel(a));
+  const core::ZipReader zip(one_wheel(a));
   for (const auto& m : zip.members())
     std::cout << m.size << ' ' << m.compressed_size << ' ' << (m.method == 0 ? "stored" : "deflated") << ' '
               << m.name << '\n';
@@ -192,7 +193,7 @@ int list_cmd(const Args& a) {
 int release_cmd(const Args& a) {
   a.no_positional();
   const std::string plan = a.need("--plan", "PLAN.json"), staging = a.need("--staging", "DIR (CPack's staging directory)");
-  ffpa::release::run_release(ffpa::core::read_release(plan, ffpa::core::ReleaseForm::plan), staging, std::cout);
+  ffpa::release::run_release(core::read_release(plan, core::ReleaseForm::plan), staging, std::cout);
   return 0;
 }
 
@@ -209,7 +210,7 @@ std::vector<ffpa::cli::Command> wheel_commands() {
       {"platform-tag", kPlatformHelp, {{"--tree", K::kValue}, {"--forbid-path", K::kRepeated}}, platform_cmd},
       {"metadata", kMetadataHelp, {},
        [](const Args& a) {
-         std::cout << ffpa::core::read_wheel_metadata(one_wheel(a));
+         std::cout << core::read_wheel_metadata(one_wheel(a));
          return 0;
        }},
       {"list", kListHelp, {}, list_cmd},
@@ -251,7 +252,7 @@ int main(int argc, char** argv) {
     } catch (const UsageError& e) {
       std::cerr << "ffpa-index " << cmd << ": " << e.what() << "; see ffpa-index " << cmd << " --help\n";
       return 2;
-    } catch (const ffpa::core::Error& e) {
+    } catch (const core::Error& e) {
       std::cerr << "ffpa-index " << cmd << ": error: " << e.what() << "\n";
       return 1;
     } catch (const std::exception& e) {

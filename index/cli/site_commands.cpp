@@ -15,7 +15,7 @@ namespace ffpa::cli {
 
 namespace {
 
-using ffpa::core::Error;
+using core::Error;
 using namespace ffpa::site;  // NOLINT(google-build-using-namespace): the commands' library
 using K = Args::Kind;
 
@@ -192,8 +192,8 @@ struct FromManifest {
 };
 
 FromManifest from_manifest(const fs::path& file, const std::optional<std::string>& wheels_dir, const char* kind) {
-  const auto man = ffpa::core::read_release(file, ffpa::core::ReleaseForm::manifest);
-  if (auto why = ffpa::core::unpublishable_profile(man)) throw Error(file.string() + ": " + *why);
+  const auto man = core::read_release(file, core::ReleaseForm::manifest);
+  if (auto why = core::unpublishable_profile(man)) throw Error(file.string() + ": " + *why);
   if (man.source_dirty)
     throw Error(file.string() + " records a build from uncommitted sources; such artefacts correspond to no "
                 "commit and are not published: commit, rebuild, publish");
@@ -218,11 +218,11 @@ FromManifest from_manifest(const fs::path& file, const std::optional<std::string
 // or older builds, are left alone) and, with `pure`, only the py3-none-any one.
 std::vector<fs::path> wheels_from_dir(const fs::path& dir, const std::string& tag, bool pure) {
   std::vector<fs::path> out;
-  const auto tv = ffpa::core::parse_pep440(tag.size() > 1 ? tag.substr(1) : tag);
+  const auto tv = core::parse_pep440(tag.size() > 1 ? tag.substr(1) : tag);
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    auto wf = ffpa::core::parse_wheel_filename(e.path().filename().string());
-    auto wv = wf ? ffpa::core::parse_pep440(wf->version) : std::nullopt;
+    auto wf = core::parse_wheel_filename(e.path().filename().string());
+    auto wv = wf ? core::parse_pep440(wf->version) : std::nullopt;
     if (wv && tv && wv->canonical == tv->canonical && (!pure || (wf->abi == "none" && wf->platform == "any")))
       out.push_back(e.path());
   }

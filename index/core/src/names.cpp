@@ -99,8 +99,7 @@ std::string member_name_problem(std::string_view name) {
              ", which has the form of a Windows 8.3 short name ('~' and a digit) and may alias another directory "
              "there (FFPA_A~1 is ffpa_attn); rename it";
     if (part.size() > 255)
-      return "has a component of " + std::to_string(part.size()) +
-             " bytes; file systems stop at 255: shorten the name";
+      return "has a component of " + std::to_string(part.size()) + " bytes; file systems stop at 255: shorten the name";
     if (slash == std::string_view::npos) break;
     start = slash + 1;
   }

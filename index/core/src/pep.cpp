@@ -112,8 +112,7 @@ std::optional<Version> parse_pep440(std::string_view raw_input, std::string* why
   // The regular expression of PEP 440 appendix B (the one packaging uses), with
   // capture groups: 1 epoch, 2 release, 3 pre label, 4 pre number, 5 post number
   // (the "-N" form), 6 post label, 7 post number, 8 dev label, 9 dev number, 10 local.
-  static const std::regex re(
-      R"(^\s*v?(?:([0-9]+)!)?([0-9]+(?:\.[0-9]+)*))"
+  static const std::regex re(R"(^\s*v?(?:([0-9]+)!)?([0-9]+(?:\.[0-9]+)*))"
       R"((?:[-_.]?(a|b|c|rc|alpha|beta|pre|preview)[-_.]?([0-9]+)?)?)"
       R"((?:-([0-9]+)|[-_.]?(post|rev|r)[-_.]?([0-9]+)?)?)"
       R"((?:[-_.]?(dev)[-_.]?([0-9]+)?)?)"

@@ -94,8 +94,7 @@ void parallel_for(std::size_t n, unsigned jobs, const std::function<void(std::si
   if (failure) std::rethrow_exception(failure);
 }
 
-std::vector<CompressedEntry> compress_members(const std::vector<std::string_view>& inputs,
-                                              const DeflateOptions& opts) {
+std::vector<CompressedEntry> compress_members(const std::vector<std::string_view>& inputs, const DeflateOptions& opts) {
   if (opts.level < 0 || opts.level > 9)
     throw Error("deflate level " + std::to_string(opts.level) + " is out of range; use 0 to 9");
   std::vector<CompressedEntry> out(inputs.size());

@@ -17,7 +17,7 @@
 
 namespace ffpa::site {
 
-using ffpa::core::Error;
+using core::Error;
 
 namespace {
 
@@ -64,7 +64,7 @@ class DirStore final : public AssetStore {
     fs::create_directories(root_ / r.tag);
     sweep(r.tag);
     const nlohmann::json j = {{"tag", r.tag}, {"target", r.target}, {"latest", r.latest}, {"notes", r.notes}};
-    ffpa::core::write_file_atomic(root_ / r.tag / ".release.json", j.dump(1) + "\n");
+    core::write_file_atomic(root_ / r.tag / ".release.json", j.dump(1) + "\n");
   }
 
   void upload(const std::string& tag, const fs::path& file, bool clobber) override {
@@ -141,8 +141,7 @@ class GhStore final : public AssetStore {
   }
 
   std::optional<std::vector<std::string>> list_assets(const std::string& tag) override {
-    auto r = run_process({gh_, "release", "view", tag, "--repo", repo_, "--json", "assets", "--jq",
-                          ".assets[].name"});
+    auto r = run_process({gh_, "release", "view", tag, "--repo", repo_, "--json", "assets", "--jq", ".assets[].name"});
     if (r.status != 0) {
       if ((r.err + r.out).find("not found") != std::string::npos) return std::nullopt;
       throw Error("gh release view " + tag + " failed: " + first_line(r.err + r.out) +
@@ -161,8 +160,7 @@ class GhStore final : public AssetStore {
     auto r = run_process({gh_, "release", "download", tag, "--repo", repo_, "--pattern", name, "--dir",
                           tmp.path().string(), "--clobber"});
     if (r.status != 0 || !fs::exists(tmp.path() / name))
-      throw Error("could not download asset " + name + " of " + tag + " to compare it: " +
-                  first_line(r.err + r.out));
+      throw Error("could not download asset " + name + " of " + tag + " to compare it: " + first_line(r.err + r.out));
     return hash_file(tmp.path() / name);
   }
 
@@ -178,8 +176,7 @@ class GhStore final : public AssetStore {
     if (!r.latest) cmd.push_back("--latest=false");
     return cmd;
   }
-  std::vector<std::string> upload_command(const std::string& tag, const fs::path& file,
-                                          bool clobber) const override {
+  std::vector<std::string> upload_command(const std::string& tag, const fs::path& file, bool clobber) const override {
     std::vector<std::string> cmd = {gh_, "release", "upload", tag, file.string(), "--repo", repo_};
     if (clobber) cmd.push_back("--clobber");
     return cmd;

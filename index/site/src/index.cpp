@@ -27,7 +27,7 @@
 
 namespace ffpa::site {
 
-using ffpa::core::Error;
+using core::Error;
 
 namespace {
 std::atomic<std::uint64_t> g_hashed{0};
@@ -40,7 +40,7 @@ std::string foreign(const IndexLocation& loc, const std::string& rel) {
 }
 
 Error channel_error(const IndexLocation& loc, const std::vector<std::string>& problems, const char* verb) {
-  return Error(ffpa::core::problem_list(
+  return Error(core::problem_list(
       "refusing to " + std::string(verb) + " in " + loc.channel_label() + ", nothing was written:", problems));
 }
 
@@ -58,7 +58,7 @@ void check_index_path(const std::string& value, const char* flag) {
          s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == std::string::npos;
   }
   if (!ok)
-    throw Error(std::string(flag) + " '" + ffpa::core::printable(value) +
+    throw Error(std::string(flag) + " '" + core::printable(value) +
                 "' is not a relative path of plain names inside the site; pass e.g. whl (prefix) or cu13 (channel)");
 }
 
@@ -70,7 +70,7 @@ fs::path engine_dir(const fs::path& root) {
   if (fs::is_directory(dotgit, ec)) return dotgit;
   if (fs::is_regular_file(dotgit, ec)) {
     // A linked worktree or a submodule: ".git" is a file saying "gitdir: <path>".
-    if (auto text = ffpa::core::read_file(dotgit); text && text->rfind("gitdir: ", 0) == 0) {
+    if (auto text = core::read_file(dotgit); text && text->rfind("gitdir: ", 0) == 0) {
       std::string p = text->substr(8);
       while (!p.empty() && (p.back() == '\n' || p.back() == '\r')) p.pop_back();
       const fs::path gd(p);
@@ -106,7 +106,7 @@ std::uint64_t files_hashed() { return g_hashed.load(); }
 
 std::string hash_file(const fs::path& p) {
   ++g_hashed;
-  return ffpa::core::sha256_hex_file(p);
+  return core::sha256_hex_file(p);
 }
 
 PreparedWheel prepare_wheel(const fs::path& p) {
@@ -114,19 +114,19 @@ PreparedWheel prepare_wheel(const fs::path& p) {
   w.path = p;
   const std::string fn = p.filename().string();
   std::string why;
-  auto wf = ffpa::core::parse_wheel_filename(fn, &why);
+  auto wf = core::parse_wheel_filename(fn, &why);
   if (!wf)
-    throw Error("'" + ffpa::core::printable(fn) + "' is not a valid wheel file name (" + why +
+    throw Error("'" + core::printable(fn) + "' is not a valid wheel file name (" + why +
                 "); only files named {name}-{version}(-{build})?-{python}-{abi}-{platform}.whl "
                 "as PEP 427 defines are published; rename or rebuild it");
   w.name = *wf;
-  auto v = ffpa::core::parse_pep440(wf->version, &why);
+  auto v = core::parse_pep440(wf->version, &why);
   if (!v) throw Error("'" + fn + "': version '" + wf->version + "' is not PEP 440 (" + why + ")");
   w.version = *v;
   // One version, one spelling (PEP 427/625): were 01.0.0, v1.0.0 or FFPA_Attn accepted
   // beside 1.0.0, the index would list several files for one version and pip would
   // pick whichever it ranks first. Checked before anything else is read.
-  if (const std::string spelling = ffpa::core::wheel_filename_spelling_problem(*wf); !spelling.empty())
+  if (const std::string spelling = core::wheel_filename_spelling_problem(*wf); !spelling.empty())
     throw Error("refusing " + spelling);
   if (fn.size() > kMaxWheelFilename)
     throw Error("'" + fn + "' is " + std::to_string(fn.size()) + " characters long; publishing writes '" +
@@ -141,9 +141,9 @@ PreparedWheel prepare_wheel(const fs::path& p) {
   // swapped or the file rewritten meanwhile.
   w.bytes = std::make_shared<const PrivateCopy>(p);
   ++g_hashed;
-  const auto check = ffpa::core::verify_wheel(w.bytes->fd(), p);
+  const auto check = core::verify_wheel(w.bytes->fd(), p);
   if (!check.ok)
-    throw Error(ffpa::core::problem_list("'" + fn + "' does not verify:", check.problems) +
+    throw Error(core::problem_list("'" + fn + "' does not verify:", check.problems) +
                 "\nrebuild the wheel (a wheel that does not verify against its RECORD and metadata is never "
                 "published as is)");
   w.size = w.bytes->size();
@@ -154,8 +154,8 @@ PreparedWheel prepare_wheel(const fs::path& p) {
 }
 
 void PreparedWheel::derive(std::vector<std::pair<std::string, std::string>> metadata_fields) {
-  project = ffpa::core::normalize_project_name(name.name);
-  metadata_sha256 = ffpa::core::sha256_hex(metadata);
+  project = core::normalize_project_name(name.name);
+  metadata_sha256 = core::sha256_hex(metadata);
   for (const auto& [k, val] : metadata_fields) {
     std::string key = k;
     std::transform(key.begin(), key.end(), key.begin(), ::tolower);
@@ -163,16 +163,16 @@ void PreparedWheel::derive(std::vector<std::pair<std::string, std::string>> meta
   }
 }
 
-PreparedWheel packed_wheel(const ffpa::core::PackResult& r) {
+PreparedWheel packed_wheel(const core::PackResult& r) {
   PreparedWheel w;
   w.path = r.wheel;
   w.name = r.name;
-  w.version = *ffpa::core::parse_pep440(r.name.version);  // pack wrote it canonically
+  w.version = *core::parse_pep440(r.name.version);  // pack wrote it canonically
   w.sha256 = r.sha256;
   w.size = r.size;
   w.metadata = r.metadata;
   std::vector<std::string> none;  // pack wrote only METADATA check_core_metadata accepts
-  w.derive(ffpa::core::parse_headers(r.metadata, "METADATA", none));
+  w.derive(core::parse_headers(r.metadata, "METADATA", none));
   return w;
 }
 
@@ -194,14 +194,14 @@ PrivateCopy::PrivateCopy(const fs::path& src) {
   if (fd_ < 0)
     throw Error("cannot create a private copy of '" + src.string() + "' under " + dir + ": " + std::strerror(errno) +
                 "; point TMPDIR at a writable directory");
-  ffpa::core::Sha256 sha;
+  core::Sha256 sha;
   std::vector<char> buf(1 << 20);
   try {
     for (ssize_t n; (n = ::read(in, buf.data(), buf.size())) != 0;) {
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) throw Error("cannot read '" + src.string() + "': " + std::strerror(errno));
       const std::string_view piece(buf.data(), static_cast<std::size_t>(n));
-      ffpa::core::write_all(fd_, piece, "a private copy of '" + src.string() + "' under " + dir);
+      core::write_all(fd_, piece, "a private copy of '" + src.string() + "' under " + dir);
       sha.update(piece);
       size_ += piece.size();
     }
@@ -209,7 +209,7 @@ PrivateCopy::PrivateCopy(const fs::path& src) {
     ::close(fd_);  // the destructor does not run for a constructor that throws
     throw;
   }
-  sha256_ = ffpa::core::to_hex(sha.finish_raw());
+  sha256_ = core::to_hex(sha.finish_raw());
 }
 
 PrivateCopy::~PrivateCopy() {
@@ -217,11 +217,11 @@ PrivateCopy::~PrivateCopy() {
 }
 
 void PrivateCopy::write_to(const fs::path& dst) const {
-  ffpa::core::AtomicOutput out(dst);
+  core::AtomicOutput out(dst);
   for (off_t off = 0; static_cast<std::uint64_t>(off) < size_;) {
     const ssize_t n = ::sendfile(out.fd(), fd_, &off, size_ - static_cast<std::uint64_t>(off));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw Error("cannot write " + dst.string() + ": " + ffpa::core::write_error_text(n < 0 ? errno : EIO));
+    if (n <= 0) throw Error("cannot write " + dst.string() + ": " + core::write_error_text(n < 0 ? errno : EIO));
   }
   out.commit();
 }
@@ -254,7 +254,7 @@ std::vector<std::string> page_url_problems(const ProjectPage& page, const std::s
   for (const auto& f : page.files) {
     const std::string want = derive_file_url(page.release_url, f);
     if (f.url != want)
-      out.push_back(rel + ": the url of '" + f.filename + "' is '" + ffpa::core::printable(f.url) +
+      out.push_back(rel + ": the url of '" + f.filename + "' is '" + core::printable(f.url) +
                     "', not the '" + want + "' the engine derives from the page's release URL '" + page.release_url +
                     "' and the file name; pip would fetch whatever that URL serves (another host, file, query or "
                     "fragment): restore the entry from git history (or point every file at one release URL with "
@@ -270,10 +270,10 @@ ProjectPage load_project(const IndexLocation& loc, const std::string& normalized
   const std::string json_rel = loc.channel_label() + "/" + normalized + "/index.json";
   const std::string html_rel = loc.channel_label() + "/" + normalized + "/index.html";
   auto of_project = [&](const std::string& fn) {
-    auto wf = ffpa::core::parse_wheel_filename(fn);
-    return wf && ffpa::core::normalize_project_name(wf->name) == normalized;
+    auto wf = core::parse_wheel_filename(fn);
+    return wf && core::normalize_project_name(wf->name) == normalized;
   };
-  if (auto j = ffpa::core::read_file(dir / "index.json")) {
+  if (auto j = core::read_file(dir / "index.json")) {
     nlohmann::json parsed;
     try {
       parsed = nlohmann::json::parse(*j);
@@ -291,38 +291,38 @@ ProjectPage load_project(const IndexLocation& loc, const std::string& normalized
   }
   ProjectPage page;
   page.name = normalized;
-  if (auto html = ffpa::core::read_file(dir / "index.html")) {
+  if (auto html = core::read_file(dir / "index.html")) {
     // One-time import of a page written by the old scripts: the only time HTML is read.
     // What pip would follow is checked here, because the page becomes the JSON truth.
     for (const auto& a : parse_anchors(*html)) {
       std::string fn = a.text;
-      if (!ffpa::core::parse_wheel_filename(fn)) {
+      if (!core::parse_wheel_filename(fn)) {
         const auto slash = a.href.rfind('/');
         fn = url_decode(slash == std::string::npos ? a.href : a.href.substr(slash + 1));
       }
-      if (!ffpa::core::parse_wheel_filename(fn))
-        throw Error(html_rel + ": legacy anchor '" + ffpa::core::printable(a.text) +
+      if (!core::parse_wheel_filename(fn))
+        throw Error(html_rel + ": legacy anchor '" + core::printable(a.text) +
                     "' is not a wheel file name; fix or delete that line, then re-run");
       if (!of_project(fn))
         throw Error(html_rel + ": legacy anchor '" + fn + "' is a file of another project; delete that line");
       if (const std::string why = url_problem(a.href, false); !why.empty())
-        throw Error(html_rel + ": legacy anchor for '" + fn + "' has href '" + ffpa::core::printable(a.href) +
+        throw Error(html_rel + ": legacy anchor for '" + fn + "' has href '" + core::printable(a.href) +
                     "', refused: " + why + "; fix or delete that line, then re-run");
       if (a.sha256.empty())
         throw Error(html_rel + ": legacy anchor for '" + fn +
                     "' has no #sha256= fragment; add it (sha256sum the asset) and re-run");
       std::string sha = a.sha256;
       std::transform(sha.begin(), sha.end(), sha.begin(), ::tolower);
-      if (!ffpa::core::is_sha256_hex(sha))
-        throw Error(html_rel + ": legacy anchor for '" + fn + "' has #sha256=" + ffpa::core::printable(a.sha256) +
+      if (!core::is_sha256_hex(sha))
+        throw Error(html_rel + ": legacy anchor for '" + fn + "' has #sha256=" + core::printable(a.sha256) +
                     ", which is not 64 hex digits, refused; put the asset's sha256sum there and re-run");
-      if (!ffpa::core::is_valid_utf8(a.requires_python) || (a.yanked && !ffpa::core::is_valid_utf8(*a.yanked)))
+      if (!core::is_valid_utf8(a.requires_python) || (a.yanked && !core::is_valid_utf8(*a.yanked)))
         throw Error(html_rel + ": legacy anchor for '" + fn +
                     "' has an attribute that is not valid UTF-8; fix that line and re-run");
       if (std::string spec_why; !a.requires_python.empty() &&
-                                !ffpa::core::is_valid_specifier_set(a.requires_python, &spec_why))
+                                !core::is_valid_specifier_set(a.requires_python, &spec_why))
         throw Error(html_rel + ": legacy anchor for '" + fn + "' has data-requires-python '" +
-                    ffpa::core::printable(a.requires_python) + "', refused: " + spec_why +
+                    core::printable(a.requires_python) + "', refused: " + spec_why +
                     "; fix or delete that attribute, then re-run");
       if (page.find(fn)) continue;
       FileEntry e;
@@ -385,7 +385,7 @@ ChannelState read_channel(const IndexLocation& loc, const std::optional<std::str
   std::sort(entries.begin(), entries.end());
   for (const auto& e : entries) {
     const std::string name = e.path().filename().string();
-    const std::string shown = ffpa::core::printable(name);
+    const std::string shown = core::printable(name);
     if (e.is_symlink(ec)) {
       st.problems.push_back(foreign(loc, shown) + " (a symbolic link)");
     } else if (e.is_regular_file(ec)) {
@@ -393,7 +393,7 @@ ChannelState read_channel(const IndexLocation& loc, const std::optional<std::str
       if (is_engine_temp(name)) st.stale_temps.push_back(e.path());
       else st.problems.push_back(foreign(loc, shown));
     } else if (e.is_directory(ec)) {
-      if (!ffpa::core::is_valid_project_name(name) || ffpa::core::normalize_project_name(name) != name) {
+      if (!core::is_valid_project_name(name) || core::normalize_project_name(name) != name) {
         st.problems.push_back(foreign(loc, shown + "/") + " (not a normalized project name)");
         continue;
       }
@@ -414,7 +414,7 @@ ChannelState read_channel(const IndexLocation& loc, const std::optional<std::str
         } else if (!s.is_symlink(ec) && s.is_regular_file(ec) && is_engine_temp(sname)) {
           st.stale_temps.push_back(s.path());
         } else {
-          st.problems.push_back(foreign(loc, shown + "/" + ffpa::core::printable(sname)));
+          st.problems.push_back(foreign(loc, shown + "/" + core::printable(sname)));
           clean = false;
         }
       }
@@ -461,9 +461,9 @@ std::vector<fs::path> metadata_leftovers(const fs::path& dir, const std::map<std
     if (!is_metadata_temp(name) || !it->is_regular_file(ec) || it->is_symlink(ec)) continue;
     const std::string final_name = temp_target(name);
     const std::string wheel = final_name.substr(0, final_name.size() - 9);  // ".metadata"
-    const auto marker = ffpa::core::read_file(it->path()), written = ffpa::core::read_file(dir / final_name);
+    const auto marker = core::read_file(it->path()), written = core::read_file(dir / final_name);
     const auto l = listed.find(wheel);
-    const bool advertised = l != listed.end() && marker && l->second == ffpa::core::sha256_hex(*marker);
+    const bool advertised = l != listed.end() && marker && l->second == core::sha256_hex(*marker);
     if (marker && written && *marker == *written && !advertised) out.push_back(dir / final_name);
     out.push_back(it->path());
   }
@@ -497,7 +497,7 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
   if (opt.release_url.empty())
     throw Error("no release URL: anchors must point at the release assets; pass --release-url URL");
   if (const std::string why = release_url_problem(opt.release_url, opt.relative_release_url); !why.empty())
-    throw Error("release URL '" + ffpa::core::printable(opt.release_url) + "' is refused: " + why);
+    throw Error("release URL '" + core::printable(opt.release_url) + "' is refused: " + why);
   const std::string release_url = normalize_release_url(opt.release_url);
   ChannelState st = read_channel(loc, release_url);
   if (!st.problems.empty()) throw channel_error(loc, st.problems, "add");
@@ -555,8 +555,7 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
       auto& file_of = kit->second.file_of;
       auto other = file_of.find(e.identity);
       auto spelled = kit->second.spelling_of.find(e.version_key);
-      if (other == file_of.end() && spelled != kit->second.spelling_of.end() &&
-          spelled->second != e.canonical_version)
+      if (other == file_of.end() && spelled != kit->second.spelling_of.end() && spelled->second != e.canonical_version)
         throw Error("'" + fn + "' is version " + e.canonical_version + " of " + w.project +
                     ", which is already published as " + spelled->second +
                     " (PEP 440 calls them equal, and pip would take either); one version has one spelling: "
@@ -643,7 +642,7 @@ void check_writable(const IndexPlan& plan) {
   for (const auto& d : dirs)
     if (std::string why = unwritable_dir_problem(d); !why.empty()) problems.push_back(why);
   if (!problems.empty())
-    throw Error(ffpa::core::problem_list("cannot write the index, nothing was written:", problems));
+    throw Error(core::problem_list("cannot write the index, nothing was written:", problems));
 }
 
 std::size_t apply_plan(const IndexPlan& plan) {
@@ -662,7 +661,7 @@ std::size_t apply_plan(const IndexPlan& plan) {
     for (const auto& [path, data] : plan.writes) {
       if (i == plan.metadata_writes && plan.metadata_writes > 0) kill_point("add-metadata");
       const bool metadata = i++ < plan.metadata_writes;
-      auto cur = ffpa::core::read_file(path);
+      auto cur = core::read_file(path);
       if (cur && *cur == data) continue;
       for (fs::path d = path.parent_path(); !d.empty() && !fs::exists(d); d = d.parent_path()) made_dirs.push_back(d);
       std::error_code ec;
@@ -670,7 +669,7 @@ std::size_t apply_plan(const IndexPlan& plan) {
       if (ec)
         throw Error("cannot create " + path.parent_path().string() + ": " + ec.message() +
                     "; fix its permissions, then re-run");
-      ffpa::core::AtomicOutput out(path);
+      core::AtomicOutput out(path);
       out.write(data);
       if (metadata && !cur) {
         if (out.commit_keeping_marker()) markers.push_back(out.temp_path());
@@ -685,7 +684,7 @@ std::size_t apply_plan(const IndexPlan& plan) {
     for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
       std::error_code ec;
       try {
-        if (it->before) ffpa::core::write_file_atomic(it->path, *it->before);
+        if (it->before) core::write_file_atomic(it->path, *it->before);
         else fs::remove(it->path, ec);
       } catch (const std::exception&) {
       }
@@ -711,10 +710,10 @@ ChangeReport add_wheels(const IndexLocation& loc, const std::vector<PreparedWhee
   return plan.report;
 }
 
-bool version_matches(const std::string& filename, const ffpa::core::Version& wanted) {
-  auto wf = ffpa::core::parse_wheel_filename(filename);
+bool version_matches(const std::string& filename, const core::Version& wanted) {
+  auto wf = core::parse_wheel_filename(filename);
   if (!wf) return false;
-  auto v = ffpa::core::parse_pep440(wf->version);
+  auto v = core::parse_pep440(wf->version);
   if (!v) return false;
   return wanted.local.empty() ? v->public_part == wanted.public_part : v->canonical == wanted.canonical;
 }
@@ -729,12 +728,12 @@ ChangeReport mutate_version(const IndexLocation& loc, const std::string& version
                             const std::optional<std::string>& project, const char* verb, Fn fn, std::ostream& log,
                             const SiteLock& lock) {
   std::string why;
-  auto wanted = ffpa::core::parse_pep440(version, &why);
-  if (!wanted) throw Error("--version '" + ffpa::core::printable(version) + "' is not a PEP 440 version (" + why + ")");
+  auto wanted = core::parse_pep440(version, &why);
+  if (!wanted) throw Error("--version '" + core::printable(version) + "' is not a PEP 440 version (" + why + ")");
   ChannelState st = read_channel(loc);
   if (!st.problems.empty()) throw channel_error(loc, st.problems, verb);
   std::vector<std::string> names;
-  if (project) names.push_back(ffpa::core::normalize_project_name(*project));
+  if (project) names.push_back(core::normalize_project_name(*project));
   else
     for (const auto& [n, p] : st.pages) names.push_back(n);
   IndexPlan plan;
@@ -772,9 +771,8 @@ ChangeReport mutate_version(const IndexLocation& loc, const std::string& version
 
 ChangeReport remove_version(const IndexLocation& loc, const std::string& version,
                             const std::optional<std::string>& project, std::ostream& log, const SiteLock& lock) {
-  return mutate_version(
-      loc, version, project, "remove",
-      [&](ProjectPage& page, const ffpa::core::Version& v, ChangeReport& rep, std::ostream& out) {
+  return mutate_version(loc, version, project, "remove",
+      [&](ProjectPage& page, const core::Version& v, ChangeReport& rep, std::ostream& out) {
         auto& f = page.files;
         auto keep = std::stable_partition(f.begin(), f.end(), [&](const FileEntry& e) {
           if (!version_matches(e.filename, v)) return true;
@@ -790,12 +788,11 @@ ChangeReport remove_version(const IndexLocation& loc, const std::string& version
 ChangeReport yank_version(const IndexLocation& loc, const std::string& version,
                           const std::optional<std::string>& project, const std::optional<std::string>& reason,
                           std::ostream& log, const SiteLock& lock) {
-  if (reason && !ffpa::core::is_valid_utf8(*reason))
-    throw Error("--reason '" + ffpa::core::printable(*reason) +
+  if (reason && !core::is_valid_utf8(*reason))
+    throw Error("--reason '" + core::printable(*reason) +
                 "' is not valid UTF-8; the reason is shown to pip users as text: pass it in UTF-8");
-  return mutate_version(
-      loc, version, project, "yank",
-      [&](ProjectPage& page, const ffpa::core::Version& v, ChangeReport& rep, std::ostream& out) {
+  return mutate_version(loc, version, project, "yank",
+      [&](ProjectPage& page, const core::Version& v, ChangeReport& rep, std::ostream& out) {
         for (auto& e : page.files) {
           if (!version_matches(e.filename, v)) continue;
           const std::string r = reason.value_or("");
@@ -810,9 +807,8 @@ ChangeReport yank_version(const IndexLocation& loc, const std::string& version,
 
 ChangeReport unyank_version(const IndexLocation& loc, const std::string& version,
                             const std::optional<std::string>& project, std::ostream& log, const SiteLock& lock) {
-  return mutate_version(
-      loc, version, project, "unyank",
-      [&](ProjectPage& page, const ffpa::core::Version& v, ChangeReport& rep, std::ostream& out) {
+  return mutate_version(loc, version, project, "unyank",
+      [&](ProjectPage& page, const core::Version& v, ChangeReport& rep, std::ostream& out) {
         for (auto& e : page.files) {
           if (!e.yanked || !version_matches(e.filename, v)) continue;
           e.yanked.reset();
@@ -827,7 +823,7 @@ void render_all(const IndexLocation& loc, const std::optional<std::string>& rele
                 const SiteLock& lock) {
   if (release_url)
     if (const std::string why = release_url_problem(*release_url, false); !why.empty())
-      throw Error("--release-url '" + ffpa::core::printable(*release_url) + "' is refused: " + why);
+      throw Error("--release-url '" + core::printable(*release_url) + "' is refused: " + why);
   ChannelState st = read_channel(loc, release_url);
   if (!st.problems.empty()) throw channel_error(loc, st.problems, "render");
   if (release_url) {
@@ -893,10 +889,10 @@ std::size_t verify_index(const PageSource& src, const std::string& assets, std::
   // untrusted site), nullopt when the fetch fails (reported).
   const std::string base = (src.url ? normalize_release_url(*src.url) : "") + label + "/";
   auto page_text = [&](const std::string& rel) -> std::optional<std::string> {
-    if (!src.url) return ffpa::core::read_file(loc.channel_dir() / rel).value_or("");
+    if (!src.url) return core::read_file(loc.channel_dir() / rel).value_or("");
     std::string why;
     if (auto p = fetch_url(base + rel, scratch(), "page" + std::to_string(fetched++), &why))
-      return ffpa::core::read_file(*p);
+      return core::read_file(*p);
     bad("MISSING  ", base + rel + " (" + why + ")");
     return std::nullopt;
   };
@@ -927,8 +923,8 @@ std::size_t verify_index(const PageSource& src, const std::string& assets, std::
     try {
       for (const auto& p : nlohmann::json::parse(*root).at("projects")) {
         const std::string n = p.at("name").get<std::string>();
-        if (!ffpa::core::is_valid_project_name(n) || ffpa::core::normalize_project_name(n) != n)
-          throw Error("project name '" + ffpa::core::printable(n) + "' is not normalized");
+        if (!core::is_valid_project_name(n) || core::normalize_project_name(n) != n)
+          throw Error("project name '" + core::printable(n) + "' is not normalized");
         names.push_back(n);
       }
     } catch (const std::exception& e) {

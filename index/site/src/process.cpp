@@ -115,13 +115,13 @@ TempDir::TempDir(const std::string& prefix) {
   std::error_code ec;
   const auto base = std::filesystem::temp_directory_path(ec);
   if (ec)
-    throw ffpa::core::Error("no directory for scratch files (" + ec.message() +
+    throw core::Error("no directory for scratch files (" + ec.message() +
                             "); point TMPDIR at an existing, writable directory");
   std::string tmpl = (base / (prefix + "XXXXXX")).string();
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
   if (!mkdtemp(buf.data()))
-    throw ffpa::core::Error("cannot create a scratch directory " + tmpl + ": " + std::strerror(errno) +
+    throw core::Error("cannot create a scratch directory " + tmpl + ": " + std::strerror(errno) +
                             "; point TMPDIR at a writable directory");
   path_ = buf.data();
 }

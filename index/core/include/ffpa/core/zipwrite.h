@@ -39,8 +39,7 @@ struct DeflateOptions {
 
 // Deflates every input, one member per task on up to opts.jobs threads. Output order
 // matches input order, and the bytes do not depend on opts.jobs.
-std::vector<CompressedEntry> compress_members(const std::vector<std::string_view>& inputs,
-                                              const DeflateOptions& opts);
+std::vector<CompressedEntry> compress_members(const std::vector<std::string_view>& inputs, const DeflateOptions& opts);
 
 // Runs fn(0..n-1) on up to `jobs` threads (0: hardware concurrency); the first
 // exception thrown by any call is rethrown after all threads have stopped.

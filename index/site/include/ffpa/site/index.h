@@ -78,7 +78,7 @@ inline constexpr std::size_t kMaxWheelFilename = 255 - 21;
 // happens to the original's path afterwards, checks, hashes and uploads read this.
 class PrivateCopy {
  public:
-  explicit PrivateCopy(const fs::path& src);  // throws ffpa::core::Error naming the fix
+  explicit PrivateCopy(const fs::path& src);  // throws core::Error naming the fix
   ~PrivateCopy();
   PrivateCopy(const PrivateCopy&) = delete;
   PrivateCopy& operator=(const PrivateCopy&) = delete;
@@ -97,8 +97,8 @@ class PrivateCopy {
 // A wheel checked and measured once, before any step of add or publish runs.
 struct PreparedWheel {
   fs::path path;  // as given (messages); the bytes are `bytes`
-  ffpa::core::WheelFilename name;
-  ffpa::core::Version version;
+  core::WheelFilename name;
+  core::Version version;
   std::string project;  // PEP 503 normalised
   std::string sha256;
   std::uint64_t size = 0;
@@ -112,12 +112,12 @@ struct PreparedWheel {
 // Parses the file name against the wheel grammar and requires its canonical
 // spelling (one version, one file name), bounds the name's length, then opens the
 // file once into a PrivateCopy and verifies (RECORD, METADATA), hashes, measures and
-// reads METADATA from that copy alone. Throws ffpa::core::Error with a message that
+// reads METADATA from that copy alone. Throws core::Error with a message that
 // names the fix.
 PreparedWheel prepare_wheel(const fs::path& p);
 // A wheel this process has just written (ffpa-index release's local site): its facts
 // as pack measured them while writing, without reading it back; `bytes` stays empty.
-PreparedWheel packed_wheel(const ffpa::core::PackResult& r);
+PreparedWheel packed_wheel(const core::PackResult& r);
 
 // "{tag}" in a release URL is replaced by the URL-encoded tag, so one setting serves
 // every release; the result always ends with '/'.
@@ -254,6 +254,6 @@ struct PageSource {
 std::size_t verify_index(const PageSource& pages, const std::string& assets, std::ostream& log);
 
 // Whether `version` (as given to remove/yank) selects the file `filename`.
-bool version_matches(const std::string& filename, const ffpa::core::Version& wanted);
+bool version_matches(const std::string& filename, const core::Version& wanted);
 
 }  // namespace ffpa::site

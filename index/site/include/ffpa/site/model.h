@@ -58,7 +58,7 @@ struct ProjectPage {
 };
 
 nlohmann::json to_json(const ProjectPage& page);
-// Throws ffpa::core::Error naming the file and the bad field (including a URL that
+// Throws core::Error naming the file and the bad field (including a URL that
 // url_problem refuses and a hash that is not hex).
 ProjectPage project_from_json(const nlohmann::json& j, std::string_view origin);
 std::string root_json(const std::vector<std::string>& projects);

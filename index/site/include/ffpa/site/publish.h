@@ -48,8 +48,7 @@ class AssetStore {
   // The exact commands create_release/upload run (printed by --dry-run); empty for
   // stores that run none.
   virtual std::vector<std::string> create_command(const ReleaseSpec& r) const = 0;
-  virtual std::vector<std::string> upload_command(const std::string& tag, const fs::path& file,
-                                                  bool clobber) const = 0;
+  virtual std::vector<std::string> upload_command(const std::string& tag, const fs::path& file, bool clobber) const = 0;
   // Where the store serves a release's assets, "{tag}" standing for the tag.
   virtual std::string default_release_url() const = 0;
   virtual std::string default_site_url() const = 0;
