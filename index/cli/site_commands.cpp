@@ -150,19 +150,13 @@ int cmd_add(const Args& a) {
   return 0;
 }
 
-int cmd_remove_yank(const Args& a, const std::string& cmd) {
+int cmd_edit(const Args& a, Edit edit, const char* done) {
   auto loc = location(a);
   const std::string v = a.need("--version", "V");
   a.no_positional();
   const SiteLock lock(loc.root);
-  if (cmd == "remove") {
-    std::cout << remove_version(loc, v, a.get("--project"), std::cout, lock).removed << " file(s) removed\n";
-  } else if (cmd == "yank") {
-    std::cout << yank_version(loc, v, a.get("--project"), a.get("--reason"), std::cout, lock).yanked
-              << " file(s) yanked\n";
-  } else {
-    std::cout << unyank_version(loc, v, a.get("--project"), std::cout, lock).unyanked << " file(s) unyanked\n";
-  }
+  std::cout << edit_version(loc, edit, v, a.get("--project"), a.get("--reason"), std::cout, lock) << " file(s) "
+            << done << "\n";
   return 0;
 }
 
@@ -292,15 +286,17 @@ int cmd_publish_pure(const Args& a) {
 }  // namespace
 
 std::vector<Command> site_commands() {
-  const auto version = [](const char* cmd) {
-    return [cmd](const Args& a) { return cmd_remove_yank(a, cmd); };
+  const auto version = [](Edit edit, const char* done) {
+    return [edit, done](const Args& a) { return cmd_edit(a, edit, done); };
   };
   return {
       {"add", kAddHelp, on_channel({{"--release-url", K::kValue}, {"--metadata-dir", K::kValue}}), cmd_add},
-      {"remove", kRemoveHelp, on_channel({{"--version", K::kValue}, {"--project", K::kValue}}), version("remove")},
+      {"remove", kRemoveHelp, on_channel({{"--version", K::kValue}, {"--project", K::kValue}}),
+       version(Edit::remove, "removed")},
       {"yank", kYankHelp, on_channel({{"--version", K::kValue}, {"--project", K::kValue}, {"--reason", K::kValue}}),
-       version("yank")},
-      {"unyank", kUnyankHelp, on_channel({{"--version", K::kValue}, {"--project", K::kValue}}), version("unyank")},
+       version(Edit::yank, "yanked")},
+      {"unyank", kUnyankHelp, on_channel({{"--version", K::kValue}, {"--project", K::kValue}}),
+       version(Edit::unyank, "unyanked")},
       {"verify", kVerifyHelp,
        on_channel({{"--assets", K::kValue}, {"--index-url", K::kValue}, {"--release-url", K::kValue}}), cmd_verify},
       {"render", kRenderHelp, on_channel({{"--release-url", K::kValue}}), cmd_render},

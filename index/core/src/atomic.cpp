@@ -103,6 +103,47 @@ bool AtomicOutput::commit_keeping_marker() {
   return true;
 }
 
+InputFile::InputFile(const std::filesystem::path& p) : path_(p), fd_(::open(p.c_str(), O_RDONLY | O_CLOEXEC)) {
+  if (fd_ < 0) throw Error("cannot open '" + p.string() + "': " + errno_text() + "; check the path");
+  init();
+}
+
+InputFile::InputFile(int fd, const std::filesystem::path& shown) : path_(shown), fd_(::fcntl(fd, F_DUPFD_CLOEXEC, 0)) {
+  if (fd_ < 0) throw Error("cannot read '" + shown.string() + "': " + errno_text());
+  init();
+}
+
+void InputFile::init() {
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    throw Error("'" + path_.string() + "' is not a regular file; give the path of a file");
+  }
+  size_ = static_cast<std::uint64_t>(st.st_size);
+}
+
+InputFile::~InputFile() { ::close(fd_); }
+
+std::string InputFile::read(std::uint64_t off, std::uint64_t len) const {
+  if (off > size_ || len > size_ - off)
+    throw Error("'" + path_.string() + "' is truncated or malformed: " + std::to_string(len) + " bytes at offset " +
+                std::to_string(off) + " lie past its end");
+  std::string buf(static_cast<std::size_t>(len), '\0');
+  read_into(off, buf.data(), buf.size());
+  return buf;
+}
+
+void InputFile::read_into(std::uint64_t off, char* dst, std::size_t len) const {
+  for (std::size_t done = 0; done < len;) {
+    const ssize_t n = ::pread(fd_, dst + done, len - done, static_cast<off_t>(off + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      throw Error("'" + path_.string() + "': read error at offset " + std::to_string(off + done) +
+                  (n < 0 ? ": " + errno_text() : std::string(" (the file shrank)")));
+    done += static_cast<std::size_t>(n);
+  }
+}
+
 std::optional<std::string> read_file(const std::filesystem::path& p) {
   const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;

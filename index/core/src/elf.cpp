@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "ffpa/core/atomic.h"
 #include "ffpa/core/error.h"
 #include "ffpa/core/utf8.h"
 
@@ -28,32 +29,22 @@ struct Section {
   std::uint64_t offset, size, entsize;
 };
 
+// The file, read by ranges. Sections may overlap; a file whose headers make us read it
+// over and over (thousands of sections naming the whole file) is refused, not walked.
 class File {
  public:
-  explicit File(const std::filesystem::path& p) : path_(p), in_(p, std::ios::binary) {
-    if (!in_) throw Error("cannot open '" + p.string() + "'");
-    in_.seekg(0, std::ios::end);
-    size_ = static_cast<std::uint64_t>(in_.tellg());
-  }
+  explicit File(const std::filesystem::path& p) : path_(p), in_(p) {}
   std::string read(std::uint64_t off, std::uint64_t len) {
-    if (off > size_ || len > size_ - off)
-      throw Error("'" + path_.string() + "' is a malformed ELF file (range past the end)");
-    // Sections may overlap; a file whose headers make us read it over and over
-    // (thousands of sections naming the whole file) is refused, not walked.
     read_total_ += len;
-    if (read_total_ > 4 * size_ + (1u << 20))
+    if (read_total_ > 4 * in_.size() + (1u << 20))
       throw Error("'" + path_.string() + "' is a malformed ELF file (its section headers reference the same bytes "
                   "over and over)");
-    std::string buf(len, '\0');
-    in_.seekg(static_cast<std::streamoff>(off));
-    in_.read(buf.data(), static_cast<std::streamsize>(len));
-    return buf;
+    return in_.read(off, len);
   }
 
  private:
   std::filesystem::path path_;
-  std::ifstream in_;
-  std::uint64_t size_ = 0;
+  InputFile in_;
   std::uint64_t read_total_ = 0;
 };
 

@@ -4,9 +4,8 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
-#include <fstream>
-#include <vector>
 
+#include "ffpa/core/atomic.h"
 #include "ffpa/core/error.h"
 
 namespace ffpa::core {
@@ -55,15 +54,10 @@ std::string sha256_raw(std::string_view data) {
 std::string sha256_hex(std::string_view data) { return to_hex(sha256_raw(data)); }
 
 std::string sha256_hex_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw Error("cannot read '" + p.string() + "' to hash it; check the path and its permissions");
+  const InputFile in(p);
   Sha256 h;
-  std::vector<char> buf(1 << 20);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    h.update(std::string_view(buf.data(), static_cast<size_t>(in.gcount())));
-  }
-  if (in.bad()) throw Error("read error while hashing '" + p.string() + "'");
+  for (std::uint64_t off = 0; off < in.size(); off += std::uint64_t{1} << 20)
+    h.update(in.read(off, std::min<std::uint64_t>(in.size() - off, std::uint64_t{1} << 20)));
   return to_hex(h.finish_raw());
 }
 

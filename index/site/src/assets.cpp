@@ -11,6 +11,7 @@
 
 #include "ffpa/core/atomic.h"
 #include "ffpa/core/error.h"
+#include "ffpa/core/utf8.h"
 #include "ffpa/site/index.h"
 #include "ffpa/site/process.h"
 #include "ffpa/site/publish.h"
@@ -184,9 +185,7 @@ class GhStore final : public AssetStore {
 
   std::string default_release_url() const override { return "https://github.com/" + repo_ + "/releases/download/{tag}/"; }
   std::string default_site_url() const override {
-    std::string owner = owner_;
-    std::transform(owner.begin(), owner.end(), owner.begin(), ::tolower);
-    return "https://" + owner + ".github.io/" + name_;
+    return "https://" + core::lower_ascii(owner_) + ".github.io/" + name_;
   }
 
  private:

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "ffpa/core/atomic.h"
 #include "ffpa/core/error.h"
@@ -156,11 +157,8 @@ PreparedWheel prepare_wheel(const fs::path& p) {
 void PreparedWheel::derive(std::vector<std::pair<std::string, std::string>> metadata_fields) {
   project = core::normalize_project_name(name.name);
   metadata_sha256 = core::sha256_hex(metadata);
-  for (const auto& [k, val] : metadata_fields) {
-    std::string key = k;
-    std::transform(key.begin(), key.end(), key.begin(), ::tolower);
-    if (key == "requires-python") requires_python = val;
-  }
+  for (const auto& [k, val] : metadata_fields)
+    if (core::lower_ascii(k) == "requires-python") requires_python = val;
 }
 
 PreparedWheel packed_wheel(const core::PackResult& r) {
@@ -311,8 +309,7 @@ ProjectPage load_project(const IndexLocation& loc, const std::string& normalized
       if (a.sha256.empty())
         throw Error(html_rel + ": legacy anchor for '" + fn +
                     "' has no #sha256= fragment; add it (sha256sum the asset) and re-run");
-      std::string sha = a.sha256;
-      std::transform(sha.begin(), sha.end(), sha.begin(), ::tolower);
+      const std::string sha = core::lower_ascii(a.sha256);
       if (!core::is_sha256_hex(sha))
         throw Error(html_rel + ": legacy anchor for '" + fn + "' has #sha256=" + core::printable(a.sha256) +
                     ", which is not 64 hex digits, refused; put the asset's sha256sum there and re-run");
@@ -376,14 +373,19 @@ ChannelState read_channel(const IndexLocation& loc, const std::optional<std::str
     st.problems.push_back(loc.channel_label() + " is not a directory; move that file away");
     return st;
   }
-  std::vector<fs::directory_entry> entries;
-  for (fs::directory_iterator it(cdir, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(*it);
-  if (ec) {
-    st.problems.push_back("cannot list " + loc.channel_label() + ": " + ec.message() + "; fix its permissions");
-    return st;
-  }
-  std::sort(entries.begin(), entries.end());
-  for (const auto& e : entries) {
+  // The entries of a directory of the channel, sorted; none (a problem) when it cannot be listed.
+  auto list = [&](const fs::path& dir, const std::string& shown) {
+    std::vector<fs::directory_entry> out;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) out.push_back(*it);
+    if (ec) {
+      st.problems.push_back("cannot list " + shown + ": " + ec.message() + "; fix its permissions");
+      out.clear();
+    }
+    ec.clear();
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  for (const auto& e : list(cdir, loc.channel_label())) {
     const std::string name = e.path().filename().string();
     const std::string shown = core::printable(name);
     if (e.is_symlink(ec)) {
@@ -398,16 +400,7 @@ ChannelState read_channel(const IndexLocation& loc, const std::optional<std::str
         continue;
       }
       bool has_page = false, clean = true;
-      std::vector<fs::directory_entry> sub;
-      for (fs::directory_iterator it(e.path(), ec), end; !ec && it != end; it.increment(ec)) sub.push_back(*it);
-      if (ec) {
-        st.problems.push_back("cannot list " + loc.channel_label() + "/" + shown + ": " + ec.message() +
-                              "; fix its permissions");
-        ec.clear();
-        continue;
-      }
-      std::sort(sub.begin(), sub.end());
-      for (const auto& s : sub) {
+      for (const auto& s : list(e.path(), loc.channel_label() + "/" + shown)) {
         const std::string sname = s.path().filename().string();
         if (!s.is_symlink(ec) && s.is_regular_file(ec) && (sname == "index.json" || sname == "index.html")) {
           has_page = true;
@@ -513,6 +506,7 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
   // Per project, built on first need: identity -> listed file, and version key ->
   // the canonical spelling the page lists that version under.
   struct Known {
+    bool built = false;
     std::map<std::string, std::string> file_of, spelling_of;
   };
   std::map<std::string, Known> known;
@@ -525,10 +519,9 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
     }
     auto it = st.pages.find(w.project);
     if (it == st.pages.end()) {
-      ProjectPage fresh;
-      fresh.name = w.project;
-      fresh.release_url = release_url;
-      it = st.pages.emplace(w.project, std::move(fresh)).first;
+      it = st.pages.emplace(w.project, ProjectPage{}).first;
+      it->second.name = w.project;
+      it->second.release_url = release_url;
     }
     ProjectPage& page = it->second;
     touched.insert(w.project);
@@ -540,75 +533,62 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
     if (opt.core_metadata) e.core_metadata_sha256 = w.metadata_sha256;
     derive_file_fields(e);
     e.url = derive_file_url(release_url, e);
-    FileEntry* cur = page.find(fn);
-    if (!cur) {
-      // Another spelling of this very file (a legacy or older entry), or of its
-      // version: versions are compared as PEP 440 does, not as text.
-      auto kit = known.find(w.project);
-      if (kit == known.end()) {
-        kit = known.emplace(w.project, Known{}).first;
-        for (const auto& f : page.files) {
-          kit->second.file_of.emplace(f.identity, f.filename);
-          kit->second.spelling_of.emplace(f.version_key, f.canonical_version);
-        }
+    Known& k = known[w.project];
+    if (!std::exchange(k.built, true))
+      for (const auto& f : page.files) {
+        k.file_of.emplace(f.identity, f.filename);
+        k.spelling_of.emplace(f.version_key, f.canonical_version);
       }
-      auto& file_of = kit->second.file_of;
-      auto other = file_of.find(e.identity);
-      auto spelled = kit->second.spelling_of.find(e.version_key);
-      if (other == file_of.end() && spelled != kit->second.spelling_of.end() && spelled->second != e.canonical_version)
-        throw Error("'" + fn + "' is version " + e.canonical_version + " of " + w.project +
-                    ", which is already published as " + spelled->second +
-                    " (PEP 440 calls them equal, and pip would take either); one version has one spelling: "
-                    "rebuild the wheels as " + spelled->second + ", or remove " + spelled->second + " first");
-      if (other != file_of.end()) {
-        FileEntry* o = page.find(other->second);
-        if (!opt.force) {
-          const std::string how = o->sha256 != w.sha256
-                                      ? "already published with different contents as '" + o->filename +
-                                            "' (index sha256 " + o->sha256 + ", this file " + w.sha256 + ")"
-                                      : "already published as '" + o->filename + "' (same bytes, another spelling)";
-          throw Error("'" + fn + "' is version " + w.version.canonical + " of " + w.project + ", " + how +
-                      "; one version has one file per tag: publish a new version, or set FFPA_FORCE_UPLOAD=1 "
-                      "to replace the listed file");
-        }
-        e.yanked = o->yanked;
-        log << "replaced " << o->filename << " by " << fn << " (FFPA_FORCE_UPLOAD=1)\n";
-        page.files.erase(page.files.begin() + (o - page.files.data()));
-        file_of.erase(other);
-        page.insert(std::move(e));
-        ++rep.replaced;
-        continue;
-      }
-      file_of.emplace(e.identity, fn);
-      kit->second.spelling_of.emplace(e.version_key, e.canonical_version);
+    // The listed entry of this file: by its name, else another spelling of it (a legacy
+    // or older entry). Versions are compared as PEP 440 does, not as text.
+    FileEntry* o = page.find(fn);
+    if (auto other = k.file_of.find(e.identity); !o && other != k.file_of.end()) o = page.find(other->second);
+    auto spelled = k.spelling_of.find(e.version_key);
+    if (!o && spelled != k.spelling_of.end() && spelled->second != e.canonical_version)
+      throw Error("'" + fn + "' is version " + e.canonical_version + " of " + w.project +
+                  ", which is already published as " + spelled->second +
+                  " (PEP 440 calls them equal, and pip would take either); one version has one spelling: "
+                  "rebuild the wheels as " + spelled->second + ", or remove " + spelled->second + " first");
+    if (!o) {
+      k.file_of.emplace(e.identity, fn);
+      k.spelling_of.emplace(e.version_key, e.canonical_version);
       page.insert(std::move(e));
       ++rep.added;
       log << "added " << fn << "\n";
       continue;
     }
-    if (cur->sha256 != w.sha256) {
-      if (!opt.force)
-        throw Error("'" + fn + "' is already published with different contents (index sha256 " + cur->sha256 +
-                    ", this file " + w.sha256 + "); publish a new version, or set FFPA_FORCE_UPLOAD=1 to replace it");
-      e.yanked = cur->yanked;
-      *cur = std::move(e);
-      ++rep.replaced;
-      log << "replaced " << fn << " (FFPA_FORCE_UPLOAD=1)\n";
+    const bool renamed = o->filename != fn;
+    if (!opt.force && renamed)
+      throw Error("'" + fn + "' is version " + w.version.canonical + " of " + w.project + ", already published " +
+                  (o->sha256 != w.sha256 ? "with different contents as '" + o->filename + "' (index sha256 " +
+                                               o->sha256 + ", this file " + w.sha256 + ")"
+                                         : "as '" + o->filename + "' (same bytes, another spelling)") +
+                  "; one version has one file per tag: publish a new version, or set FFPA_FORCE_UPLOAD=1 to replace "
+                  "the listed file");
+    if (!opt.force && o->sha256 != w.sha256)
+      throw Error("'" + fn + "' is already published with different contents (index sha256 " + o->sha256 +
+                  ", this file " + w.sha256 + "); publish a new version, or set FFPA_FORCE_UPLOAD=1 to replace it");
+    if (renamed || o->sha256 != w.sha256) {
+      log << "replaced " << o->filename << (renamed ? " by " + fn : "") << " (FFPA_FORCE_UPLOAD=1)\n";
+    } else if (o->url == e.url && o->core_metadata_sha256 == e.core_metadata_sha256 &&
+               o->requires_python == e.requires_python && o->size == e.size) {
+      ++rep.unchanged;
+      log << "unchanged " << fn << "\n";
+      continue;
     } else {
-      // Same bytes: keep the entry (and its yank state); a new URL or newly served
+      // Same bytes: the entry (and its yank state) is kept; a new URL or newly served
       // metadata is taken over so a re-run with other options converges to them.
-      const bool differs = cur->url != e.url || cur->core_metadata_sha256 != e.core_metadata_sha256 ||
-                           cur->requires_python != e.requires_python || cur->size != e.size;
-      if (differs) {
-        e.yanked = cur->yanked;
-        *cur = std::move(e);
-        ++rep.replaced;
-        log << "updated " << fn << "\n";
-      } else {
-        ++rep.unchanged;
-        log << "unchanged " << fn << "\n";
-      }
+      log << "updated " << fn << "\n";
     }
+    ++rep.replaced;
+    e.yanked = o->yanked;
+    if (!renamed) {
+      *o = std::move(e);
+      continue;
+    }
+    k.file_of[e.identity] = fn;
+    page.files.erase(page.files.begin() + (o - page.files.data()));
+    page.insert(std::move(e));
   }
   // Checked last, so that a wheel's own refusal (other bytes, another spelling) is the
   // one reported.
@@ -720,103 +700,68 @@ bool version_matches(const std::string& filename, const core::Version& wanted) {
 
 namespace {
 
-// Loads the whole channel, applies `fn` to the selected pages in memory (it logs to
-// a buffer), and writes only when everything was read and something changed: a
-// refusal prints nothing but the refusal.
-template <class Fn>
-ChangeReport mutate_version(const IndexLocation& loc, const std::string& version,
-                            const std::optional<std::string>& project, const char* verb, Fn fn, std::ostream& log,
-                            const SiteLock& lock) {
+// Writes the pages `changed` (and the root) of a channel read whole: every byte planned
+// and the directories checked before the first write.
+void write_pages(const IndexLocation& loc, const std::map<std::string, ProjectPage>& pages,
+                 const std::set<std::string>& changed, const SiteLock& lock) {
+  IndexPlan plan;
+  plan_pages(loc, pages, changed, plan);
+  check_writable(plan);
+  remove_stale_temps(loc, lock);
+  apply_plan(plan);
+}
+
+}  // namespace
+
+std::size_t edit_version(const IndexLocation& loc, Edit edit, const std::string& version,
+                         const std::optional<std::string>& project, const std::optional<std::string>& reason,
+                         std::ostream& log, const SiteLock& lock) {
+  const char* verb = edit == Edit::remove ? "remove" : edit == Edit::yank ? "yank" : "unyank";
+  if (reason && !core::is_valid_utf8(*reason))
+    throw Error("--reason '" + core::printable(*reason) +
+                "' is not valid UTF-8; the reason is shown to pip users as text: pass it in UTF-8");
   std::string why;
   auto wanted = core::parse_pep440(version, &why);
   if (!wanted) throw Error("--version '" + core::printable(version) + "' is not a PEP 440 version (" + why + ")");
   ChannelState st = read_channel(loc);
   if (!st.problems.empty()) throw channel_error(loc, st.problems, verb);
-  std::vector<std::string> names;
-  if (project) names.push_back(core::normalize_project_name(*project));
-  else
-    for (const auto& [n, p] : st.pages) names.push_back(n);
-  IndexPlan plan;
-  ChangeReport& rep = plan.report;
+  // Edited in memory, logged to a buffer, written only when everything was read and
+  // something changed: a refusal prints nothing but the refusal.
   std::ostringstream buf;
   std::set<std::string> changed, listed;
-  for (const auto& n : names) {
-    auto it = st.pages.find(n);
-    if (it == st.pages.end()) continue;
-    ProjectPage& page = it->second;
-    for (const auto& v : page.versions) listed.insert(v);
-    const std::size_t before = rep.removed + rep.yanked + rep.unyanked;
-    fn(page, *wanted, rep, buf);
-    if (rep.removed + rep.yanked + rep.unyanked != before) {
+  std::size_t n = 0;
+  for (auto& [name, page] : st.pages) {
+    if (project && name != core::normalize_project_name(*project)) continue;
+    listed.insert(page.versions.begin(), page.versions.end());
+    const std::size_t before = n;
+    n += std::erase_if(page.files, [&](const FileEntry& e) {
+      if (edit != Edit::remove || !version_matches(e.filename, *wanted)) return false;
+      buf << "removed " << e.filename << "\n";
+      return true;
+    });
+    for (auto& e : page.files) {
+      if (edit == Edit::remove || !version_matches(e.filename, *wanted)) continue;
+      if (edit == Edit::yank ? e.yanked == reason.value_or("") : !e.yanked) continue;
+      ++n;
+      if (edit == Edit::unyank) e.yanked.reset();
+      else e.yanked = reason.value_or("");
+      buf << verb << "ed " << e.filename << (e.yanked && !e.yanked->empty() ? " (" + *e.yanked + ")" : "") << "\n";
+    }
+    if (n != before) {
       page.refresh_versions();
-      changed.insert(n);
+      changed.insert(name);
     }
   }
   if (changed.empty()) {
     std::string have;
     for (const auto& v : listed) have += (have.empty() ? "" : ", ") + v;
     throw Error(std::string("nothing to ") + verb + ": no file of version " + wanted->canonical + " in " +
-                loc.channel_label() + (std::string(verb) == "unyank" ? " is yanked" : "") +
-                " (listed: " + (have.empty() ? "none" : have) + "); check --version and --channel");
+                loc.channel_label() + (edit == Edit::unyank ? " is yanked" : "") + " (listed: " +
+                (have.empty() ? "none" : have) + "); check --version and --channel");
   }
-  plan_pages(loc, st.pages, changed, plan);
-  check_writable(plan);
-  remove_stale_temps(loc, lock);
-  apply_plan(plan);
+  write_pages(loc, st.pages, changed, lock);
   log << buf.str();
-  return rep;
-}
-
-}  // namespace
-
-ChangeReport remove_version(const IndexLocation& loc, const std::string& version,
-                            const std::optional<std::string>& project, std::ostream& log, const SiteLock& lock) {
-  return mutate_version(loc, version, project, "remove",
-      [&](ProjectPage& page, const core::Version& v, ChangeReport& rep, std::ostream& out) {
-        auto& f = page.files;
-        auto keep = std::stable_partition(f.begin(), f.end(), [&](const FileEntry& e) {
-          if (!version_matches(e.filename, v)) return true;
-          out << "removed " << e.filename << "\n";
-          return false;
-        });
-        rep.removed += static_cast<std::size_t>(f.end() - keep);
-        f.erase(keep, f.end());
-      },
-      log, lock);
-}
-
-ChangeReport yank_version(const IndexLocation& loc, const std::string& version,
-                          const std::optional<std::string>& project, const std::optional<std::string>& reason,
-                          std::ostream& log, const SiteLock& lock) {
-  if (reason && !core::is_valid_utf8(*reason))
-    throw Error("--reason '" + core::printable(*reason) +
-                "' is not valid UTF-8; the reason is shown to pip users as text: pass it in UTF-8");
-  return mutate_version(loc, version, project, "yank",
-      [&](ProjectPage& page, const core::Version& v, ChangeReport& rep, std::ostream& out) {
-        for (auto& e : page.files) {
-          if (!version_matches(e.filename, v)) continue;
-          const std::string r = reason.value_or("");
-          if (e.yanked && *e.yanked == r) continue;
-          e.yanked = r;
-          ++rep.yanked;
-          out << "yanked " << e.filename << (r.empty() ? "" : " (" + r + ")") << "\n";
-        }
-      },
-      log, lock);
-}
-
-ChangeReport unyank_version(const IndexLocation& loc, const std::string& version,
-                            const std::optional<std::string>& project, std::ostream& log, const SiteLock& lock) {
-  return mutate_version(loc, version, project, "unyank",
-      [&](ProjectPage& page, const core::Version& v, ChangeReport& rep, std::ostream& out) {
-        for (auto& e : page.files) {
-          if (!e.yanked || !version_matches(e.filename, v)) continue;
-          e.yanked.reset();
-          ++rep.unyanked;
-          out << "unyanked " << e.filename << "\n";
-        }
-      },
-      log, lock);
+  return n;
 }
 
 void render_all(const IndexLocation& loc, const std::optional<std::string>& release_url, std::ostream& log,
@@ -826,19 +771,14 @@ void render_all(const IndexLocation& loc, const std::optional<std::string>& rele
       throw Error("--release-url '" + core::printable(*release_url) + "' is refused: " + why);
   ChannelState st = read_channel(loc, release_url);
   if (!st.problems.empty()) throw channel_error(loc, st.problems, "render");
-  if (release_url) {
-    for (auto& [n, page] : st.pages) {
-      page.release_url = normalize_release_url(*release_url);
-      for (auto& f : page.files) f.url = derive_file_url(page.release_url, f);
-    }
-  }
-  IndexPlan plan;
   std::set<std::string> all;
-  for (const auto& [n, p] : st.pages) all.insert(n);
-  plan_pages(loc, st.pages, all, plan);
-  check_writable(plan);
-  remove_stale_temps(loc, lock);
-  apply_plan(plan);
+  for (auto& [n, page] : st.pages) {
+    all.insert(n);
+    if (!release_url) continue;
+    page.release_url = normalize_release_url(*release_url);
+    for (auto& f : page.files) f.url = derive_file_url(page.release_url, f);
+  }
+  write_pages(loc, st.pages, all, lock);
   log << loc.channel_label() << ": rendered " << st.pages.size() << " project page(s)\n";
 }
 

@@ -171,8 +171,7 @@ std::string url_problem(std::string_view url, bool absolute) {
     ++i;
   const bool has_scheme = i > 0 && i < url.size() && url[i] == ':' && std::isalpha(static_cast<unsigned char>(url[0]));
   if (!has_scheme) return absolute ? "not an absolute URL; give http(s)://... or file://..." : "";
-  std::string scheme(url.substr(0, i));
-  for (auto& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string scheme = core::lower_ascii(url.substr(0, i));
   if (scheme != "http" && scheme != "https" && scheme != "file")
     return "a " + scheme + ": URL; anchors may only be http, https or file URLs";
   return "";
@@ -195,8 +194,7 @@ std::string release_url_problem(std::string_view url, bool relative_ok) {
   std::size_t path = 0;
   const std::size_t colon = plain.find(':');
   if (colon != std::string::npos && plain.find('/') > colon) {  // scheme:
-    std::string scheme = plain.substr(0, colon);
-    for (auto& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const std::string scheme = core::lower_ascii(plain.substr(0, colon));
     if (plain.compare(colon, 3, "://") != 0 || scheme != plain.substr(0, colon))
       return "not of the form http(s)://host/path/ or file:///path/ (lower-case scheme, then \"://\")";
     const std::size_t host = colon + 3, end = plain.find('/', host);
@@ -317,39 +315,31 @@ std::string render_root_html(const std::vector<std::string>& projects) {
 
 // --- legacy page import -------------------------------------------------------
 
+// The character references of a legacy page: the named ones html_escape writes (and
+// &apos;) and numeric ones below 0x80; anything else stays as it is.
 static std::string html_unescape(std::string_view s) {
+  static const std::pair<std::string_view, char> kNamed[] = {
+      {"amp", '&'}, {"lt", '<'}, {"gt", '>'}, {"quot", '"'}, {"apos", '\''}};
   std::string out;
   for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '&') {
+    const std::size_t semi = s[i] == '&' ? s.find(';', i) : std::string_view::npos;
+    const std::string_view ent = semi == std::string_view::npos || semi - i > 10 ? "" : s.substr(i + 1, semi - i - 1);
+    int c = -1;
+    for (const auto& [name, ch] : kNamed)
+      if (ent == name) c = ch;
+    if (ent.size() > 1 && ent[0] == '#') {
+      const bool hex = ent[1] == 'x' || ent[1] == 'X';
+      const std::string digits(ent.substr(hex ? 2 : 1));
+      char* end = nullptr;
+      const unsigned long cp = std::strtoul(digits.c_str(), &end, hex ? 16 : 10);
+      if (end != digits.c_str() && cp < 0x80) c = static_cast<int>(cp);
+    }
+    if (c < 0) {
       out += s[i];
-      continue;
+    } else {
+      out += static_cast<char>(c);
+      i = semi;
     }
-    const auto semi = s.find(';', i);
-    if (semi == std::string_view::npos || semi - i > 10) {
-      out += s[i];
-      continue;
-    }
-    const std::string_view ent = s.substr(i + 1, semi - i - 1);
-    std::string rep;
-    if (ent == "amp") rep = "&";
-    else if (ent == "lt") rep = "<";
-    else if (ent == "gt") rep = ">";
-    else if (ent == "quot") rep = "\"";
-    else if (ent == "apos") rep = "'";
-    else if (!ent.empty() && ent[0] == '#') {
-      const bool hexnum = ent.size() > 1 && (ent[1] == 'x' || ent[1] == 'X');
-      try {
-        const unsigned long cp = std::stoul(std::string(ent.substr(hexnum ? 2 : 1)), nullptr, hexnum ? 16 : 10);
-        if (cp < 0x80) rep = std::string(1, static_cast<char>(cp));
-      } catch (...) {
-      }
-    }
-    if (rep.empty()) {
-      out += s[i];
-      continue;
-    }
-    out += rep;
-    i = semi;
   }
   return out;
 }
@@ -357,14 +347,9 @@ static std::string html_unescape(std::string_view s) {
 std::vector<LegacyAnchor> parse_anchors(std::string_view html) {
   std::vector<LegacyAnchor> out;
   std::size_t pos = 0;
-  auto lower_at = [&](std::size_t i, std::string_view w) {
-    if (i + w.size() > html.size()) return false;
-    for (std::size_t k = 0; k < w.size(); ++k)
-      if (std::tolower(static_cast<unsigned char>(html[i + k])) != w[k]) return false;
-    return true;
-  };
   while ((pos = html.find('<', pos)) != std::string_view::npos) {
-    if (!(lower_at(pos, "<a") && pos + 2 < html.size() && std::isspace(static_cast<unsigned char>(html[pos + 2])))) {
+    if (!(core::lower_ascii(html.substr(pos, 2)) == "<a" && pos + 2 < html.size() &&
+          std::isspace(static_cast<unsigned char>(html[pos + 2])))) {
       ++pos;
       continue;
     }
@@ -376,8 +361,7 @@ std::vector<LegacyAnchor> parse_anchors(std::string_view html) {
       std::size_t k = i;
       while (k < html.size() && html[k] != '=' && html[k] != '>' && !std::isspace(static_cast<unsigned char>(html[k])))
         ++k;
-      std::string key(html.substr(i, k - i));
-      for (auto& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      const std::string key = core::lower_ascii(html.substr(i, k - i));
       std::optional<std::string> value;
       i = k;
       if (i < html.size() && html[i] == '=') {

@@ -199,8 +199,8 @@ TEST(SiteIndex, LegacyPageImportedOnceThenJsonRules) {
   { std::ofstream(loc.project_dir("ffpa-attn") / "index.html") << "<html></html>\n"; }
   EXPECT_EQ(load_project(loc, "ffpa-attn").files.size(), 1u);
   std::ostringstream log2;
-  EXPECT_THROW(remove_version(loc, "9.9.9", std::nullopt, log2, lock), ffpa::core::Error);
-  remove_version(loc, "0.2.3", std::nullopt, log2, lock);
+  EXPECT_THROW(edit_version(loc, Edit::remove, "9.9.9", std::nullopt, std::nullopt, log2, lock), ffpa::core::Error);
+  edit_version(loc, Edit::remove, "0.2.3", std::nullopt, std::nullopt, log2, lock);
   EXPECT_TRUE(load_project(loc, "ffpa-attn").files.empty());
   fs::remove_all(root);
 }

@@ -61,6 +61,27 @@ void commit_together(const std::vector<std::unique_ptr<AtomicOutput>>& outs);
 // Writes all of `data` to `fd` (EINTR retried); throws naming `what` and the fix.
 void write_all(int fd, std::string_view data, const std::string& what);
 
+// A regular file opened once for reading: every read goes to its one descriptor
+// (pread), so all of them see the same file whatever happens to its path meanwhile.
+class InputFile {
+ public:
+  explicit InputFile(const std::filesystem::path& p);     // throws naming the fix
+  InputFile(int fd, const std::filesystem::path& shown);  // reads a duplicate of `fd`
+  ~InputFile();
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+  std::uint64_t size() const { return size_; }
+  // Exactly `len` bytes at `off`; throws when they do not lie inside the file.
+  std::string read(std::uint64_t off, std::uint64_t len) const;
+  void read_into(std::uint64_t off, char* dst, std::size_t len) const;
+
+ private:
+  void init();
+  std::filesystem::path path_;
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+};
+
 // The whole file, or nullopt (errno set) when it cannot be opened or read.
 std::optional<std::string> read_file(const std::filesystem::path& p);
 

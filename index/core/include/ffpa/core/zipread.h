@@ -12,7 +12,7 @@
 
 namespace ffpa::core {
 
-class ZipFileHandle;  // the open archive (zipread.cpp)
+class InputFile;  // the open archive (atomic.h)
 
 struct ZipMember {
   std::string name;
@@ -84,9 +84,9 @@ class ZipReader {
   void read_chunks(std::string_view name, const std::function<void(std::string_view)>& sink) const;
 
  private:
-  ZipReader(std::shared_ptr<const ZipFileHandle> file, const std::filesystem::path& shown, const ZipLimits& limits);
+  ZipReader(std::shared_ptr<const InputFile> file, const std::filesystem::path& shown, const ZipLimits& limits);
   std::filesystem::path path_;
-  std::shared_ptr<const ZipFileHandle> file_;
+  std::shared_ptr<const InputFile> file_;
   std::vector<ZipMember> members_;
   std::unordered_map<std::string, std::size_t> by_name_;
   bool zip64_ = false;

@@ -153,8 +153,7 @@ struct AddOptions {
 };
 
 struct ChangeReport {
-  std::size_t added = 0, replaced = 0, unchanged = 0, removed = 0, yanked = 0, unyanked = 0;
-  bool changed() const { return added + replaced + removed + yanked + unyanked > 0; }
+  std::size_t added = 0, replaced = 0, unchanged = 0;
 };
 
 // Everything a mutation will write, computed (and serialised) before the first byte
@@ -214,16 +213,15 @@ bool is_metadata_temp(const std::string& filename);
 ChangeReport add_wheels(const IndexLocation& loc, const std::vector<PreparedWheel>& wheels,
                         const AddOptions& opt, std::ostream& log, const SiteLock&);
 
-// Refuses, nothing written, when no file matches. A version with a local segment
-// matches exactly; without one it matches every local build of that public version.
-ChangeReport remove_version(const IndexLocation& loc, const std::string& version,
-                            const std::optional<std::string>& project, std::ostream& log, const SiteLock&);
-// `reason` must be valid UTF-8 (it is written into the JSON and the HTML).
-ChangeReport yank_version(const IndexLocation& loc, const std::string& version,
-                          const std::optional<std::string>& project,
-                          const std::optional<std::string>& reason, std::ostream& log, const SiteLock&);
-ChangeReport unyank_version(const IndexLocation& loc, const std::string& version,
-                            const std::optional<std::string>& project, std::ostream& log, const SiteLock&);
+// Removes, yanks (PEP 592) or unyanks every file of `version` (in `project`, or in every
+// project); returns how many changed. A version with a local segment matches exactly;
+// without one it matches every local build of that public version. Refuses, nothing
+// written, when no file matches. `reason` (yank) must be valid UTF-8: it is written
+// into the JSON and the HTML.
+enum class Edit { remove, yank, unyank };
+std::size_t edit_version(const IndexLocation& loc, Edit edit, const std::string& version,
+                         const std::optional<std::string>& project, const std::optional<std::string>& reason,
+                         std::ostream& log, const SiteLock&);
 
 // Re-renders every HTML page (and the root) from the JSON. Refuses, nothing written,
 // when a page's files do not derive from its release URL. With `release_url`, every
