@@ -38,16 +38,16 @@ std::string write_error_text(int err) {
   return what + "; check that the directory is writable and has free space, then re-run";
 }
 
-AtomicOutput::AtomicOutput(const std::filesystem::path& final_path) : final_(final_path) {
+AtomicOutput::AtomicOutput(const std::filesystem::path& final_path, const std::string& temp_prefix)
+    : final_(final_path) {
   std::filesystem::path dir = final_.parent_path();
-  std::string tmpl = (dir / ("." + final_.filename().string() + ".tmp.XXXXXX")).string();
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  fd_ = ::mkostemp(buf.data(), O_CLOEXEC);
+  std::string tmpl = (dir / (temp_prefix.empty() ? "." + final_.filename().string() + ".tmp." : temp_prefix)).string();
+  tmpl += "XXXXXX";
+  fd_ = ::mkostemp(tmpl.data(), O_CLOEXEC);
   if (fd_ < 0)
     throw Error("cannot create a temporary file in '" + (dir.empty() ? std::string(".") : dir.string()) +
                 "': " + errno_text() + "; check that the directory exists and is writable");
-  temp_ = buf.data();
+  temp_ = tmpl;
   // mkostemp creates 0600; published files are world-readable like any other output.
   ::fchmod(fd_, 0644);
 }

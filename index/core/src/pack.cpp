@@ -150,6 +150,8 @@ std::string render_metadata(const PackOptions& o, const std::string& canonical_v
     summary = summary || key == "summary";
     requires_python = requires_python || key == "requires-python";
   }
+  if (!summary) throw Error("the metadata file has no 'Summary:' line; add a one-line summary");
+  if (!requires_python) throw Error("the metadata file has no 'Requires-Python:' line; add one, e.g. 'Requires-Python: >=3.10'");
   std::string out = "Metadata-Version: " + mv + "\nName: " + o.name + "\nVersion: " + canonical_version + "\n";
   for (const auto& [k, v] : headers) {
     // Continuation lines keep the 8-space indentation core metadata uses.

@@ -132,14 +132,8 @@ std::optional<Version> parse_pep440(std::string_view raw_input, std::string* why
     std::string e = strip_zeros(m[1].str());
     if (e != "0") out += e + "!";
   }
-  {
-    bool first = true;
-    for (const auto& part : split(m[2].str(), '.')) {
-      if (!first) out += '.';
-      out += strip_zeros(part);
-      first = false;
-    }
-  }
+  for (const auto& part : split(m[2].str(), '.')) v.release += (v.release.empty() ? "" : ".") + strip_zeros(part);
+  out += v.release;
   if (m[3].matched) {
     std::string l = lower_ascii(m[3].str());
     if (l == "alpha") l = "a";
@@ -199,19 +193,6 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-// Numbers in the release segment of a valid version ("v1!2.3.4rc1" -> 3).
-size_t release_length(std::string_view v) {
-  if (!v.empty() && (v.front() == 'v' || v.front() == 'V')) v.remove_prefix(1);
-  const size_t bang = v.find('!');
-  if (bang != std::string_view::npos) v.remove_prefix(bang + 1);
-  size_t n = 1, i = 0;
-  while (i < v.size() && (std::isdigit(static_cast<unsigned char>(v[i])) || v[i] == '.')) {
-    if (v[i] == '.' && i + 1 < v.size() && std::isdigit(static_cast<unsigned char>(v[i + 1]))) ++n;
-    ++i;
-  }
-  return n;
-}
-
 bool one_specifier_ok(std::string_view spec, std::string* why) {
   auto fail = [&](const std::string& msg) {
     if (why) *why = "'" + std::string(spec) + "': " + msg;
@@ -244,7 +225,8 @@ bool one_specifier_ok(std::string_view spec, std::string* why) {
   if (!v || ver.find_first_of(" \t") != std::string_view::npos) return fail(v ? "whitespace inside the version" : vwhy);
   if (!v->local.empty() && op != "==" && op != "!=")
     return fail("a local version (+" + v->local + ") is only allowed with == and !=");
-  if (op == "~=" && release_length(ver) < 2) return fail("'~=' needs at least two release numbers, e.g. '~=3.10'");
+  if (op == "~=" && v->release.find('.') == std::string::npos)
+    return fail("'~=' needs at least two release numbers, e.g. '~=3.10'");
   return true;
 }
 
@@ -522,17 +504,11 @@ std::optional<WheelFilename> parse_wheel_filename(std::string_view fn, std::stri
 // --- version equality as pip sees it (for index/site) ---------------------------------
 
 std::string version_identity(const Version& v) {
-  // canonical is "[E!]N(.N)*[rest]"; trailing ".0" release numbers do not count.
-  const std::string& c = v.canonical;
-  const size_t bang = c.find('!');
-  const size_t start = bang == std::string::npos ? 0 : bang + 1;
-  size_t end = start;  // the release: digits, and dots followed by a digit (".dev0" is not release)
-  while (end < c.size() && (std::isdigit(static_cast<unsigned char>(c[end])) ||
-                            (c[end] == '.' && end + 1 < c.size() && std::isdigit(static_cast<unsigned char>(c[end + 1])))))
-    ++end;
-  std::string release = c.substr(start, end - start);
+  // canonical is "[E!]<release>[rest]"; trailing ".0" release numbers do not count.
+  std::string release = v.release;
   while (release.size() > 2 && release.compare(release.size() - 2, 2, ".0") == 0) release.resize(release.size() - 2);
-  return c.substr(0, start) + release + c.substr(end);
+  const std::size_t bang = v.canonical.find('!'), at = bang == std::string::npos ? 0 : bang + 1;
+  return v.canonical.substr(0, at) + release + v.canonical.substr(at + v.release.size());
 }
 
 }  // namespace ffpa::core

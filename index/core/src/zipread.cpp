@@ -45,16 +45,13 @@ std::uint32_t u32(const char* p) {
 }
 std::uint64_t u64(const char* p) { return u32(p) | (static_cast<std::uint64_t>(u32(p + 4)) << 32); }
 
-std::string hex16(std::uint16_t v) {
-  static const char* h = "0123456789abcdef";
-  return std::string("0x") + h[(v >> 12) & 15] + h[(v >> 8) & 15] + h[(v >> 4) & 15] + h[v & 15];
-}
-
-std::string octal(std::uint32_t v) {
+// printf's rendering of one number, e.g. "0x%04x" for flags, "0%o" for a mode.
+std::string format(const char* spec, unsigned v) {
   char buf[16];
-  std::snprintf(buf, sizeof buf, "0%o", v);
+  std::snprintf(buf, sizeof buf, spec, v);
   return buf;
 }
+std::string hex16(std::uint16_t v) { return format("0x%04x", v); }
 
 }  // namespace
 
@@ -251,10 +248,10 @@ ZipReader::ZipReader(std::shared_ptr<const InputFile> file, const std::filesyste
     if ((u16(c + 4) >> 8) == 3) {
       const std::uint32_t mode = m.external_attr >> 16, type = mode & 0170000;
       if (type != 0 && type != 0100000 && type != 0040000)
-        throw Error(where + " is not a regular file (Unix mode " + octal(mode) +
+        throw Error(where + " is not a regular file (Unix mode " + format("0%o", mode) +
                     ": a symlink, device, fifo or socket); wheels hold files only: copy the target into the tree");
       if (mode & 06000)
-        throw Error(where + " has the setuid or setgid bit (Unix mode " + octal(mode) +
+        throw Error(where + " has the setuid or setgid bit (Unix mode " + format("0%o", mode) +
                     "); wheels carry only rwx permissions: clear it and rebuild");
     }
 

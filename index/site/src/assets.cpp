@@ -74,24 +74,11 @@ class DirStore final : public AssetStore {
       throw Error(dst.string() + " already exists; refusing to overwrite an asset");
     sweep(tag);
     // A short temp name: the asset's own name may already be near the 255-byte limit.
-    std::string tmpl = (root_ / tag / ".ffpa-upload.XXXXXX").string();
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    const int fd = ::mkstemp(buf.data());
-    if (fd < 0)
-      throw Error("cannot create a file in " + (root_ / tag).string() + ": " + std::strerror(errno) +
-                  "; check that the asset store is writable, then re-run");
-    ::close(fd);
-    const fs::path tmp = buf.data();
-    std::error_code ec;
-    fs::copy_file(file, tmp, fs::copy_options::overwrite_existing, ec);
-    if (!ec) fs::permissions(tmp, fs::perms(0644), ec);
-    if (!ec) fs::rename(tmp, dst, ec);
-    if (ec) {
-      std::error_code ignore;
-      fs::remove(tmp, ignore);
-      throw Error("cannot store " + dst.string() + ": " + ec.message() + "; fix the asset store, then re-run");
-    }
+    core::AtomicOutput out(dst, ".ffpa-upload.");
+    const core::InputFile in(file);
+    for (std::uint64_t off = 0; off < in.size(); off += std::uint64_t{1} << 20)
+      out.write(in.read(off, std::min<std::uint64_t>(in.size() - off, std::uint64_t{1} << 20)));
+    out.commit();
   }
 
   std::vector<std::string> create_command(const ReleaseSpec&) const override { return {}; }

@@ -26,10 +26,11 @@ void write_file_atomic(const std::filesystem::path& p, std::string_view data);
 void write_files_atomic(const std::vector<std::pair<std::filesystem::path, std::string>>& files);
 
 // A temp file beside `final_path` that is renamed over it by commit() and
-// removed by the destructor otherwise; for writers that stream large outputs.
+// removed by the destructor otherwise; for writers that stream large outputs. The
+// temp file is named "." + final name + ".tmp.XXXXXX", or `temp_prefix` + "XXXXXX".
 class AtomicOutput {
  public:
-  explicit AtomicOutput(const std::filesystem::path& final_path);
+  explicit AtomicOutput(const std::filesystem::path& final_path, const std::string& temp_prefix = "");
   ~AtomicOutput();
   AtomicOutput(const AtomicOutput&) = delete;
   AtomicOutput& operator=(const AtomicOutput&) = delete;
