@@ -36,22 +36,11 @@ bool is_loader(std::string_view lib) {
   return lib.find("ld-linux") != std::string_view::npos || lib == "ld64.so.1" || lib == "ld64.so.2";
 }
 
-const PolicyLib* whitelisted(std::string_view lib) {
-  for (const auto& l : kPolicyLibs)
-    if (lib == l.soname) return &l;
-  return nullptr;
-}
-
-bool prefix_known(std::string_view prefix) {
-  for (const auto& v : kPolicyVersions)
-    if (prefix == v.prefix) return true;
-  return false;
-}
-
-const PolicyVersion* version_entry(std::string_view prefix, std::string_view version) {
-  for (const auto& v : kPolicyVersions)
-    if (prefix == v.prefix && version == v.version) return &v;
-  return nullptr;
+// The first entry of a policy table that `match` accepts, or nullptr.
+template <typename T, std::size_t N, typename Match>
+const T* find_entry(const T (&table)[N], Match match) {
+  const T* it = std::find_if(std::begin(table), std::end(table), match);
+  return it == std::end(table) ? nullptr : it;
 }
 
 bool origin_relative(const std::string& entry) {
@@ -174,7 +163,7 @@ PlatformDecision decide_manylinux(const std::filesystem::path& tree, const Platf
                                "set RUNPATH to $ORIGIN/<relative dir of " + lib + ">");
         continue;
       }
-      if (const PolicyLib* w = whitelisted(lib)) {
+      if (const auto* w = find_entry(kPolicyLibs, [&](const PolicyLib& l) { return lib == l.soname; })) {
         if (w->minor > kPolicyGlibcMinors[0])
           forced[w->minor].push_back(lib + " needed by " + who + " (whitelisted from manylinux_2_" + std::to_string(w->minor) + ")");
         continue;
@@ -187,9 +176,11 @@ PlatformDecision decide_manylinux(const std::filesystem::path& tree, const Platf
       if (is_loader(file)) continue;
       const size_t us = ver.find('_');
       const std::string prefix = ver.substr(0, us);
-      if (!prefix_known(prefix)) continue;  // versions of our own libraries, as auditwheel ignores them
+      // Versions of our own libraries, as auditwheel ignores them.
+      if (!find_entry(kPolicyVersions, [&](const PolicyVersion& v) { return prefix == v.prefix; })) continue;
       const std::string rest = us == std::string::npos ? std::string() : ver.substr(us + 1);
-      const PolicyVersion* pv = version_entry(prefix, rest);
+      const auto* pv =
+          find_entry(kPolicyVersions, [&](const PolicyVersion& v) { return prefix == v.prefix && rest == v.version; });
       if (!pv) {
         d.problems.push_back(who + " requires " + ver + " (from " + file + "), which no manylinux policy up to 2_" +
                              std::to_string(newest) + " allows; build on an older toolchain/glibc (e.g. a manylinux_2_28 image)");

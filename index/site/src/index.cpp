@@ -861,7 +861,8 @@ std::size_t verify_index(const PageSource& src, const std::string& assets, std::
     if (!names.empty() || fs::exists(loc.channel_dir() / "index.html")) root = page_text("index.json");
   } else if ((root = page_text("index.json"))) {
     try {
-      for (const auto& p : nlohmann::json::parse(*root).at("projects")) {
+      const nlohmann::json list = nlohmann::json::parse(*root);
+      for (const auto& p : list.at("projects")) {
         const std::string n = p.at("name").get<std::string>();
         if (!core::is_valid_project_name(n) || core::normalize_project_name(n) != n)
           throw Error("project name '" + core::printable(n) + "' is not normalized");

@@ -244,15 +244,15 @@ class SiteRepo {
     if (git({"remote", "get-url", remote_}).status != 0)
       p.push_back("site repository has no remote '" + remote_ + "'; run: " +
                   format_command(cmd({"remote", "add", remote_, "<url>"})));
-    if (std::string why = unwritable_dir_problem(engine_dir(dir_)); !why.empty())
+    const fs::path gitdir = engine_dir(dir_), lock = gitdir / "index.lock";
+    if (std::string why = unwritable_dir_problem(gitdir); !why.empty())
       p.push_back("site repository: " + why + " (the commit and the staged .metadata files are written there)");
-    if (std::error_code ec; fs::exists(engine_dir(dir_) / "index.lock", ec))
-      p.push_back("a git command is running in the site repository, or one was killed: " +
-                  (engine_dir(dir_) / "index.lock").string() + " exists; once no git command runs there, "
-                  "remove it (rm " + shell_quote((engine_dir(dir_) / "index.lock").string()) + ") and re-run");
+    if (fs::exists(lock, ec))
+      p.push_back("a git command is running in the site repository, or one was killed: " + lock.string() +
+                  " exists; once no git command runs there, remove it (rm " + shell_quote(lock.string()) +
+                  ") and re-run");
     for (const char* op : {"rebase-merge", "rebase-apply", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD"}) {
-      std::error_code ec;
-      if (fs::exists(engine_dir(dir_) / op, ec))
+      if (fs::exists(gitdir / op, ec))
         p.push_back("the site repository is in the middle of a " +
                     std::string(op[0] == 'r' ? "rebase" : op[0] == 'M' ? "merge" : op[0] == 'C' ? "cherry-pick" : "revert") +
                     "; finish or abort it (git -C " + shell_quote(dir_.string()) + " status says how), then re-run");
@@ -274,15 +274,10 @@ class SiteRepo {
   // Paths with uncommitted changes (staged, unstaged, untracked), relative to the
   // work tree, exactly as git spells them (-z: no quoting to undo).
   std::vector<std::string> changed_paths() const {
-    auto st = git({"status", "--porcelain", "-z", "--untracked-files=all", "--no-renames"});
     std::vector<std::string> out;
-    std::size_t pos = 0;
-    while (pos < st.out.size()) {
-      const auto end = st.out.find('\0', pos);
-      const std::string rec = st.out.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
-      pos = end == std::string::npos ? st.out.size() : end + 1;
+    const auto st = git({"status", "--porcelain", "-z", "--untracked-files=all", "--no-renames"});
+    for (const auto& rec : core::split(st.out, '\0'))
       if (rec.size() > 3) out.push_back(rec.substr(3));
-    }
     return out;
   }
 
@@ -306,11 +301,8 @@ class SiteRepo {
     if (paths.empty()) return {};
     std::vector<std::string> args = {"ls-files", "-z", "--"};
     args.insert(args.end(), paths.begin(), paths.end());
-    auto r = git(args);
-    std::vector<std::string> out;
-    std::istringstream in(r.out);
-    for (std::string s; std::getline(in, s, '\0');)
-      if (!s.empty()) out.push_back(s);
+    std::vector<std::string> out = core::split(git(args).out, '\0');
+    out.erase(std::remove(out.begin(), out.end(), ""), out.end());
     return out;
   }
 
@@ -673,12 +665,12 @@ int publish_pure(const PurePublishOptions& opt, std::ostream& out, std::ostream&
   const auto tagv = parse_tag(opt.tag, "v<version>, e.g. v0.2.5 (the pure release has no local part)");
   PreparedWheel w = prepare_wheel(opt.wheel);
   const std::string fn = w.name.filename();
-  check_for_tag(w, opt.tag, tagv, "pure");
   if (!w.version.local.empty())
     throw Error(fn + " carries the local version '+" + w.version.local +
                 "'; PyPI rejects local versions: upload the pure wheel (built by the pure profile) instead");
   if (w.name.python != "py3" || w.name.abi != "none" || w.name.platform != "any")
     throw Error(fn + " is not a py3-none-any wheel; publish-pure uploads only the pure wheel");
+  check_for_tag(w, opt.tag, tagv, "pure");
   // Everything below reads and uploads the verified bytes (PrivateCopy), staged under
   // the wheel's own name: never the path given, which may hold other bytes by now.
   const TempDir stage("ffpa-pure-");
