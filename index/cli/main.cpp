@@ -65,21 +65,11 @@ const char* const kVerifyHelp =
     "usage: ffpa-index verify-wheel WHEEL...\n"
     "\n"
     "Checks each wheel as an attacker's would be checked, so that what pip installs is exactly RECORD:\n"
-    "  - the zip structure: no byte another reader (pip's zipfile, uv) could read differently: the whole\n"
-    "    central directory, local headers equal to it, no prepended/appended/hidden bytes, sizes\n"
-    "    proven against the archive and the limits (index/README.md);\n"
-    "  - member names every OS and installer reads as the same single file: no directory entries,\n"
-    "    ASCII only, no Windows device names, reserved characters or trailing dots/spaces, no two names\n"
-    "    one file on a case-insensitive system, no file that is also a directory (index/README.md);\n"
-    "  - RECORD written as Python's csv writes it, every hash and size (members streamed: memory stays\n"
-    "    flat), every member listed and no row naming anything else (a directory);\n"
-    "  - the file name spelled canonically (ffpa_attn-1.0.0-..., PEP 427/625) and equal to the WHEEL Tag\n"
-    "    lines and the METADATA Name/Version, header names in any case as pip reads them; the\n"
-    "    .dist-info layout;\n"
-    "  - METADATA and WHEEL parse (UTF-8, 'Key: value' headers, no value ending in whitespace, each\n"
-    "    single-use field once in any spelling, Requires-Python, Requires-Dist, ...);\n"
-    "  - every ELF file and .so matches the platform tag's machine and class (none in a pure wheel).\n"
-    "Exit status 1 with the list of problems when any wheel fails.\n";
+    "the zip structure (no byte another reader could read differently), member names every OS and\n"
+    "installer reads as one file, RECORD's hashes and sizes (members streamed), the canonical file name\n"
+    "against WHEEL and METADATA, METADATA and WHEEL as pip and uv parse them, the .dist-info layout, and\n"
+    "every ELF file and .so against the platform tag. index/README.md, \"Reading untrusted wheels\",\n"
+    "gives every rule. Exit status 1 with the list of problems when any wheel fails.\n";
 
 const char* const kPlatformHelp =
     "usage: ffpa-index platform-tag --tree DIR [--forbid-path STR]...\n"

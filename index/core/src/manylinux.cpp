@@ -101,46 +101,41 @@ PlatformDecision decide_manylinux(const std::filesystem::path& tree, const Platf
   namespace fs = std::filesystem;
   PlatformDecision d;
   const fs::path root = fs::absolute(tree).lexically_normal();
-  struct Loaded {
-    fs::path rel;
-    ElfInfo info;
-  };
-  std::vector<Loaded> elves;
+  std::map<fs::path, ElfInfo> elves;  // by path relative to the tree
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (it->is_symlink() || !it->is_regular_file()) continue;
     if (!is_elf_file(it->path())) continue;
     try {
-      elves.push_back({it->path().lexically_relative(root), read_elf(it->path())});
+      elves.emplace(it->path().lexically_relative(root), read_elf(it->path()));
     } catch (const Error& e) {
       d.problems.push_back(e.what());
     }
   }
   if (ec) d.problems.push_back("cannot walk '" + root.string() + "': " + ec.message());
-  std::sort(elves.begin(), elves.end(), [](const Loaded& a, const Loaded& b) { return a.rel < b.rel; });
-  for (const auto& e : elves) d.elf_files.push_back(e.rel);
+  for (const auto& [rel, info] : elves) d.elf_files.push_back(rel);
   if (elves.empty() && d.problems.empty())
     d.problems.push_back("no ELF file under '" + root.string() +
                          "', so there is no platform to detect; a tree without binaries is a pure wheel: use py3-none-any");
 
   // Which directory ships which library name (file name or SONAME).
   std::map<std::string, std::set<fs::path>> shipped;
-  for (const auto& e : elves) {
-    shipped[e.rel.filename().string()].insert(e.rel.parent_path());
-    if (!e.info.soname.empty()) shipped[e.info.soname].insert(e.rel.parent_path());
+  for (const auto& [rel, info] : elves) {
+    shipped[rel.filename().string()].insert(rel.parent_path());
+    if (!info.soname.empty()) shipped[info.soname].insert(rel.parent_path());
   }
 
   // forced[Y] = reasons that need at least manylinux_2_Y.
   std::map<int, std::vector<std::string>> forced;
   const int newest = kPolicyGlibcMinors[std::size(kPolicyGlibcMinors) - 1];
-  for (const auto& e : elves) {
-    const std::string who = e.rel.string();
-    if (e.info.machine != kMachineX8664) {
-      d.problems.push_back(who + ": not an x86_64 binary (" + elf_machine_name(e.info.machine) +
-                           ", e_machine " + std::to_string(e.info.machine) + "); build it for x86_64");
+  for (const auto& [rel, info] : elves) {
+    const std::string who = rel.string();
+    if (info.machine != kMachineX8664) {
+      d.problems.push_back(who + ": not an x86_64 binary (" + elf_machine_name(info.machine) +
+                           ", e_machine " + std::to_string(info.machine) + "); build it for x86_64");
       continue;
     }
-    for (const auto* list : {&e.info.rpath, &e.info.runpath}) {
+    for (const auto* list : {&info.rpath, &info.runpath}) {
       for (const auto& entry : *list) {
         if (!origin_relative(entry))
           d.problems.push_back(who + ": RUNPATH/RPATH entry '" + entry +
@@ -148,14 +143,14 @@ PlatformDecision decide_manylinux(const std::filesystem::path& tree, const Platf
                                "(or patchelf --set-rpath '$ORIGIN') so the wheel works wherever it is installed");
       }
     }
-    for (const auto& lib : e.info.needed) {
+    for (const auto& lib : info.needed) {
       if (is_loader(lib)) continue;
       auto s = shipped.find(lib);
       if (s != shipped.end()) {
         // Shipped: the loader must be able to find it through $ORIGIN.
         bool reachable = false;
-        const fs::path origin = e.rel.parent_path();
-        for (const auto* list : {&e.info.runpath, &e.info.rpath})
+        const fs::path origin = rel.parent_path();
+        for (const auto* list : {&info.runpath, &info.rpath})
           for (const auto& entry : *list)
             if (origin_relative(entry) && s->second.count(expand_origin(entry, origin))) reachable = true;
         if (!reachable)
@@ -172,7 +167,7 @@ PlatformDecision decide_manylinux(const std::filesystem::path& tree, const Platf
                            "', which is neither a manylinux system library nor shipped in the wheel; ship it in the "
                            "tree next to its user with an $ORIGIN RUNPATH, or link it statically");
     }
-    for (const auto& [file, ver] : e.info.version_needs) {
+    for (const auto& [file, ver] : info.version_needs) {
       if (is_loader(file)) continue;
       const size_t us = ver.find('_');
       const std::string prefix = ver.substr(0, us);
@@ -188,9 +183,9 @@ PlatformDecision decide_manylinux(const std::filesystem::path& tree, const Platf
       }
       forced[pv->minor].push_back(ver + " from " + file + " required by " + who);
     }
-    std::set<std::string> undefined(e.info.undefined_symbols.begin(), e.info.undefined_symbols.end());
+    std::set<std::string> undefined(info.undefined_symbols.begin(), info.undefined_symbols.end());
     for (const auto& b : kPolicyBlacklist) {
-      if (std::find(e.info.needed.begin(), e.info.needed.end(), b.lib) == e.info.needed.end()) continue;
+      if (std::find(info.needed.begin(), info.needed.end(), b.lib) == info.needed.end()) continue;
       if (!undefined.count(b.symbol)) continue;
       int next = 0;
       for (int y : kPolicyGlibcMinors)
@@ -207,23 +202,13 @@ PlatformDecision decide_manylinux(const std::filesystem::path& tree, const Platf
     }
   }
 
-  if (!opts.forbidden_strings.empty()) {
-    for (const auto& e : elves) {
-      std::string owned;
-      std::string_view bytes;
-      if (opts.loaded && opts.loaded->count(e.rel)) {
-        bytes = opts.loaded->at(e.rel);
-      } else {
-        owned = read_file(root / e.rel).value_or("");
-        bytes = owned;
-      }
-      for (const auto& s : opts.forbidden_strings) {
-        if (!s.empty() && bytes.find(s) != std::string_view::npos)
-          d.problems.push_back(e.rel.string() + " contains the build-tree path '" + s +
-                               "'; build with -ffile-prefix-map (or CMAKE_BUILD_RPATH_USE_ORIGIN / strip debug info) "
-                               "so no absolute build path is shipped");
-      }
-    }
+  for (const auto& [rel, info] : elves) {
+    const std::string bytes = opts.forbidden_strings.empty() ? "" : read_file(root / rel).value_or("");
+    for (const auto& s : opts.forbidden_strings)
+      if (!s.empty() && bytes.find(s) != std::string::npos)
+        d.problems.push_back(rel.string() + " contains the build-tree path '" + s +
+                             "'; build with -ffile-prefix-map (or CMAKE_BUILD_RPATH_USE_ORIGIN / strip debug info) "
+                             "so no absolute build path is shipped");
   }
 
   if (!d.problems.empty()) return d;

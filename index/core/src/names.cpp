@@ -6,7 +6,6 @@
 
 #include "ffpa/core/utf8.h"
 
-#include <algorithm>
 #include <map>
 
 namespace ffpa::core {

@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <set>
 #include <unordered_map>
@@ -216,12 +215,9 @@ void decide_platform(Prepared& w, const std::vector<std::string_view>& contents)
   const bool has_elf = std::any_of(contents.begin(), contents.end(),
                                    [](std::string_view c) { return c.substr(0, 4) == std::string_view("\x7f" "ELF", 4); });
   if (platform == "auto" || (platform != "any" && has_elf)) {
-    std::map<fs::path, std::string_view> loaded;
-    for (size_t i = 0; i < w.files.size(); ++i) loaded.emplace(fs::path(w.files[i].rel), contents[i]);
     PlatformOptions popts;
     popts.forbidden_strings = o.forbidden_strings;
     popts.forbidden_strings.push_back(fs::canonical(o.tree).string());
-    popts.loaded = &loaded;
     PlatformDecision d = decide_manylinux(o.tree, popts);
     if (!d.problems.empty())
       throw Error(problem_list("the binaries in the tree cannot be shipped as a manylinux wheel:", d.problems));

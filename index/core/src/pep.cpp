@@ -187,12 +187,6 @@ bool same_version(std::string_view a, std::string_view b) {
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 bool one_specifier_ok(std::string_view spec, std::string* why) {
   auto fail = [&](const std::string& msg) {
     if (why) *why = "'" + std::string(spec) + "': " + msg;

@@ -8,6 +8,7 @@
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
 #include "ffpa/core/pack.h"
+#include "ffpa/core/utf8.h"
 #include "ffpa/site/index.h"
 #include "ffpa/site/model.h"
 
@@ -17,12 +18,6 @@ namespace fs = std::filesystem;
 using core::Error;
 
 namespace {
-
-std::string join(const std::vector<std::string>& v, const char* sep) {
-  std::string s;
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
-  return s;
-}
 
 void preflight(const core::Release& p, const fs::path& staging) {
   if (p.wheels.empty()) throw Error("the plan names no wheel");
@@ -188,8 +183,8 @@ core::Release run_release(const core::Release& p, const fs::path& staging, std::
   if (p.channel) {
     std::vector<std::string> dims;
     for (int d : p.head_dims) dims.push_back(std::to_string(d));
-    blog += "channel " + *p.channel + "; archs " + join(p.archs, ";") + "; head dims " + join(dims, ";") +
-            "; dtypes " + join(p.dtypes, ";") + "\n";
+    blog += "channel " + *p.channel + "; archs " + core::join(p.archs, ";") + "; head dims " + core::join(dims, ";") +
+            "; dtypes " + core::join(p.dtypes, ";") + "\n";
   }
   blog += "\nffpa-index release\n";
   for (std::size_t i = 0; i < p.wheels.size(); ++i)

@@ -1,10 +1,6 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 // Asset stores: a plain directory (tests, local mirrors) and GitHub releases via gh.
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <set>
 
 #include <nlohmann/json.hpp>

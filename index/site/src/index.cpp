@@ -753,11 +753,9 @@ std::size_t edit_version(const IndexLocation& loc, Edit edit, const std::string&
     }
   }
   if (changed.empty()) {
-    std::string have;
-    for (const auto& v : listed) have += (have.empty() ? "" : ", ") + v;
     throw Error(std::string("nothing to ") + verb + ": no file of version " + wanted->canonical + " in " +
                 loc.channel_label() + (edit == Edit::unyank ? " is yanked" : "") + " (listed: " +
-                (have.empty() ? "none" : have) + "); check --version and --channel");
+                (listed.empty() ? "none" : core::join(listed, ", ")) + "); check --version and --channel");
   }
   write_pages(loc, st.pages, changed, lock);
   log << buf.str();

@@ -9,10 +9,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 #include <vector>
 
 #include "ffpa/core/error.h"
+#include "ffpa/core/utf8.h"
 
 namespace ffpa::site {
 
@@ -81,12 +81,8 @@ std::string find_program(const std::string& name) {
   if (name.empty()) return {};
   if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : std::string();
   const char* path = std::getenv("PATH");
-  std::stringstream ss(path ? path : "/usr/bin:/bin");
-  std::string dir;
-  while (std::getline(ss, dir, ':')) {
-    const std::string cand = (dir.empty() ? std::string(".") : dir) + "/" + name;
-    if (access(cand.c_str(), X_OK) == 0) return cand;
-  }
+  for (const auto& dir : core::split(path ? path : "/usr/bin:/bin", ':'))
+    if (const std::string cand = (dir.empty() ? "." : dir) + "/" + name; access(cand.c_str(), X_OK) == 0) return cand;
   return {};
 }
 

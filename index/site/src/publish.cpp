@@ -48,10 +48,8 @@ bool force_upload() {
   return f && std::string(f) == "1";
 }
 
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
-}
+// A tool's one-line answer without its line end.
+std::string trim(const std::string& s) { return std::string(core::trim(s, " \r\n")); }
 
 // --- guards: pure checks, nothing touched --------------------------------------
 
@@ -93,12 +91,9 @@ void check_channel(const std::string& channel, const fs::path& source_dir) {
   } catch (const std::exception& e) {
     throw Error(matrix.string() + " does not list the channels (" + e.what() + "); restore it from git");
   }
-  if (std::find(known.begin(), known.end(), channel) == known.end()) {
-    std::string list;
-    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-    throw Error("there is no " + channel + " channel: the channels that exist are " + list + " (" + matrix.string() +
-                "); a new CUDA major gets its channel there first (docs/release.md section 9)");
-  }
+  if (std::find(known.begin(), known.end(), channel) == known.end())
+    throw Error("there is no " + channel + " channel: the channels that exist are " + core::join(known, ", ") + " (" +
+                matrix.string() + "); a new CUDA major gets its channel there first (docs/release.md section 9)");
 }
 
 std::string notes_for(const std::string& project, const std::string& version, const std::string& channel,
@@ -695,10 +690,10 @@ int publish_pure(const PurePublishOptions& opt, std::ostream& out, std::ostream&
       if (files->size() == 1 && it != files->end() && it->second == w.sha256) {
         on_index = true;  // a re-run after the upload step: converge
       } else {
-        std::string names;
-        for (const auto& [n, h] : *files) names += (names.empty() ? "" : ", ") + n;
-        pb.add("version " + w.version.canonical + " of " + w.project + " is already on " + simple + " (" + names +
-               "); versions there cannot be overwritten: publish a new version");
+        std::vector<std::string> names;
+        for (const auto& [n, h] : *files) names.push_back(n);
+        pb.add("version " + w.version.canonical + " of " + w.project + " is already on " + simple + " (" +
+               core::join(names, ", ") + "); versions there cannot be overwritten: publish a new version");
       }
     }
   }

@@ -1,6 +1,5 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
-#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>

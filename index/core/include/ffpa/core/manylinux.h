@@ -1,7 +1,6 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
 #include <filesystem>
-#include <map>
 #include <optional>
 #include <string_view>
 #include <string>
@@ -23,9 +22,6 @@ struct PlatformOptions {
   // Byte strings no shipped binary may contain (the build tree, the staging dir):
   // a binary that embeds one is tied to this machine's layout.
   std::vector<std::string> forbidden_strings;
-  // Contents already in memory, keyed by path relative to the tree; files not
-  // found here are read from disk. Saves re-reading a 160 MB library when packing.
-  const std::map<std::filesystem::path, std::string_view>* loaded = nullptr;
 };
 
 // Reads every ELF file under `tree` and picks the lowest manylinux_2_Y_x86_64

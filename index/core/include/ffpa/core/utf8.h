@@ -72,6 +72,20 @@ inline std::vector<std::string> split(std::string_view s, char sep) {
   }
 }
 
+// `s` without the leading and trailing characters of `chars`.
+inline std::string_view trim(std::string_view s, std::string_view chars = " \t") {
+  const std::size_t first = s.find_first_not_of(chars);
+  return first == std::string_view::npos ? "" : s.substr(first, s.find_last_not_of(chars) - first + 1);
+}
+
+// The items with `sep` between them: join({"a", "b"}, ", ") is "a, b".
+template <typename Range>
+std::string join(const Range& items, std::string_view sep) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : std::string(sep)) + std::string(item);
+  return out;
+}
+
 // The text as is when it is valid UTF-8 without control characters or line breaks; otherwise
 // with every byte outside printable ASCII written as \xNN, so a message about a
 // hostile name shows its bytes instead of corrupting the terminal.

@@ -4,7 +4,6 @@
 // fields beyond ZIP64 where it is required.
 #pragma once
 #include <cstdint>
-#include <filesystem>
 #include <functional>
 #include <string>
 #include <string_view>
