@@ -7,6 +7,7 @@
 
 #include "ffpa/core/atomic.h"
 #include "ffpa/core/error.h"
+#include "ffpa/core/utf8.h"
 
 namespace ffpa::core {
 
@@ -31,14 +32,7 @@ std::string Sha256::finish_raw() {
 }
 
 std::string to_hex(std::string_view bytes) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out.push_back(digits[c >> 4]);
-    out.push_back(digits[c & 15]);
-  }
-  return out;
+  return escape_bytes(bytes, [](unsigned char) { return false; }, "");
 }
 
 bool is_sha256_hex(std::string_view s) {

@@ -19,47 +19,17 @@ namespace ffpa::core {
 
 std::vector<std::vector<std::string>> parse_csv(std::string_view text) {
   std::vector<std::vector<std::string>> rows;
-  std::vector<std::string> row;
-  std::string field;
-  bool quoted = false, any = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (quoted) {
-      if (c == '"') {
-        if (i + 1 < text.size() && text[i + 1] == '"') {
-          field += '"';
-          ++i;
-        } else {
-          quoted = false;
-        }
-      } else {
-        field += c;
-      }
-      continue;
+  for (std::string_view line : split(text, '\n')) {
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) continue;  // csv writers write no empty rows
+    std::vector<std::string> row(1);
+    bool quoted = false;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+      if (quoted && line[i] == '"' && i + 1 < line.size() && line[i + 1] == '"') row.back() += line[++i];
+      else if (line[i] == '"') quoted = !quoted;
+      else if (line[i] == ',' && !quoted) row.emplace_back();
+      else row.back() += line[i];
     }
-    if (c == '"') {
-      quoted = true;
-      any = true;
-    } else if (c == ',') {
-      row.push_back(std::move(field));
-      field.clear();
-      any = true;
-    } else if (c == '\n' || c == '\r') {
-      if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
-      if (any || !field.empty()) {
-        row.push_back(std::move(field));
-        rows.push_back(std::move(row));
-      }
-      row.clear();
-      field.clear();
-      any = false;
-    } else {
-      field += c;
-      any = true;
-    }
-  }
-  if (any || !field.empty()) {
-    row.push_back(std::move(field));
     rows.push_back(std::move(row));
   }
   return rows;

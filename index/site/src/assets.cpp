@@ -131,10 +131,8 @@ class GhStore final : public AssetStore {
       throw Error("gh release view " + tag + " failed: " + first_line(r.err + r.out) +
                   "; check gh auth status and the repository name");
     }
-    std::vector<std::string> names;
-    std::istringstream in(r.out);
-    for (std::string line; std::getline(in, line);)
-      if (!line.empty()) names.push_back(line);
+    std::vector<std::string> names = core::split(r.out, '\n');
+    names.erase(std::remove(names.begin(), names.end(), ""), names.end());
     std::sort(names.begin(), names.end());
     return names;
   }

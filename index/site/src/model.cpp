@@ -248,18 +248,10 @@ std::string html_escape(std::string_view s) {
 }
 
 std::string url_encode_segment(std::string_view s) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
+  const auto unreserved = [](unsigned char c) {
+    return std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~';  // RFC 3986
+  };
+  return core::escape_bytes(s, unreserved, "%", "0123456789ABCDEF");
 }
 
 std::string url_decode(std::string_view s) {

@@ -86,6 +86,20 @@ std::string join(const Range& items, std::string_view sep) {
   return out;
 }
 
+// `s` with every byte that `keep` refuses written as `prefix` and two hex digits of
+// `digits`: to_hex's "0f", printable's "\x0f", a URL's "%0F".
+template <typename Keep>
+std::string escape_bytes(std::string_view s, Keep keep, std::string_view prefix,
+                         const char* digits = "0123456789abcdef") {
+  std::string out;
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (keep(c)) out += ch;
+    else (out += prefix) += {digits[c >> 4], digits[c & 15]};
+  }
+  return out;
+}
+
 // The text as is when it is valid UTF-8 without control characters or line breaks; otherwise
 // with every byte outside printable ASCII written as \xNN, so a message about a
 // hostile name shows its bytes instead of corrupting the terminal.
@@ -94,19 +108,7 @@ inline std::string printable(std::string_view s) {
   for (char ch : s)
     if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) clean = false;
   if (clean) return std::string(s);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += ch;
-    } else {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
+  return escape_bytes(s, [](unsigned char c) { return c >= 0x20 && c < 0x7f && c != '\\'; }, "\\x");
 }
 
 }  // namespace ffpa::core

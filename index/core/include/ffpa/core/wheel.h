@@ -83,7 +83,8 @@ std::vector<std::pair<std::string, std::string>> parse_headers(std::string_view 
                                                                std::vector<std::string>& problems,
                                                                std::string* body = nullptr);
 
-// RECORD is CSV (Python's csv module, minimal quoting, '\n' line ends).
+// RECORD is CSV (Python's csv module, minimal quoting, '\n' line ends), one row a line:
+// a field holding a line end is never read back (verify refuses such a RECORD).
 std::vector<std::vector<std::string>> parse_csv(std::string_view text);
 std::string csv_line(const std::vector<std::string>& fields);
 
