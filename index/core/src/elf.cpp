@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <regex>
 
 #include "ffpa/core/atomic.h"
 #include "ffpa/core/error.h"
@@ -80,20 +81,42 @@ std::optional<ElfIdent> parse_elf_ident(std::string_view head) {
   return id;
 }
 
+namespace {
+
+// The machines the engine names, with the architecture a Linux platform tag gives each
+// (empty: none of the tags auditwheel knows).
+struct Machine {
+  const char* arch;  // in a platform tag
+  const char* name;  // in messages
+  ElfIdent ident;
+};
+constexpr Machine kMachines[] = {
+    {"x86_64", "x86-64", {2, 1, 62}},          {"i686", "i386", {1, 1, 3}},       {"aarch64", "AArch64", {2, 1, 183}},
+    {"armv7l", "ARM", {1, 1, 40}},             {"ppc64le", "PowerPC64", {2, 1, 21}}, {"ppc64", "PowerPC64", {2, 2, 21}},
+    {"s390x", "S/390", {2, 2, 22}},            {"riscv64", "RISC-V", {2, 1, 243}},
+    {"loongarch64", "LoongArch", {2, 1, 258}}, {"", "MIPS", {0, 0, 8}},           {"", "PowerPC", {0, 0, 20}},
+};
+
+}  // namespace
+
 std::string elf_machine_name(std::uint16_t machine) {
-  switch (machine) {
-    case 3: return "i386";
-    case 8: return "MIPS";
-    case 20: return "PowerPC";
-    case 21: return "PowerPC64";
-    case 22: return "S/390";
-    case 40: return "ARM";
-    case 62: return "x86-64";
-    case 183: return "AArch64";
-    case 243: return "RISC-V";
-    case 258: return "LoongArch";
-    default: return "e_machine " + std::to_string(machine);
-  }
+  for (const auto& m : kMachines)
+    if (m.ident.machine == machine) return m.name;
+  return "e_machine " + std::to_string(machine);
+}
+
+std::optional<PlatformElf> elf_of_platform(std::string_view platform, std::string* why) {
+  // The architecture follows "linux_", "manylinux1_"/"2010_"/"2014_", or the "_X_Y_" of
+  // manylinux_X_Y_ / musllinux_X_Y_.
+  static const std::regex tag(R"(^(?:linux|manylinux(?:1|2010|2014)|(?:many|musl)linux_[^_]*_[^_]*)_(.*)$)");
+  std::match_results<std::string_view::const_iterator> m;
+  const bool linux_tag = std::regex_match(platform.begin(), platform.end(), m, tag);
+  for (const auto& a : kMachines)
+    if (linux_tag && *a.arch && m.str(1) == a.arch) return PlatformElf{a.arch, a.ident};
+  if (why)
+    *why = "'" + std::string(platform) + "' " +
+           (linux_tag ? "names an unknown architecture '" + m.str(1) + "'" : "is not a Linux platform tag");
+  return std::nullopt;
 }
 
 std::string describe(const ElfIdent& id) {

@@ -59,42 +59,6 @@ std::filesystem::path expand_origin(const std::string& entry, const std::filesys
 
 }  // namespace
 
-std::optional<PlatformElf> elf_of_platform(std::string_view platform, std::string* why) {
-  auto fail = [&](const std::string& msg) -> std::optional<PlatformElf> {
-    if (why) *why = msg;
-    return std::nullopt;
-  };
-  // Where the architecture starts: after "linux_", "manylinux1_"/"2010_"/"2014_",
-  // or the "_X_Y_" of manylinux_X_Y_ / musllinux_X_Y_.
-  std::string_view arch;
-  auto after_underscores = [&](std::string_view s, int n) {
-    size_t pos = 0;
-    for (int k = 0; k < n; ++k) {
-      pos = s.find('_', pos);
-      if (pos == std::string_view::npos) return std::string_view();
-      ++pos;
-    }
-    return s.substr(pos);
-  };
-  if (platform.rfind("linux_", 0) == 0) arch = platform.substr(6);
-  else if (platform.rfind("manylinux_", 0) == 0 || platform.rfind("musllinux_", 0) == 0) arch = after_underscores(platform, 3);
-  else if (platform.rfind("manylinux1_", 0) == 0 || platform.rfind("manylinux2010_", 0) == 0 ||
-           platform.rfind("manylinux2014_", 0) == 0)
-    arch = after_underscores(platform, 1);
-  else return fail("'" + std::string(platform) + "' is not a Linux platform tag");
-  struct Arch {
-    const char* name;
-    int elf_class, data;
-    std::uint16_t machine;
-  };
-  static const Arch arches[] = {{"x86_64", 2, 1, 62},  {"i686", 1, 1, 3},     {"aarch64", 2, 1, 183},
-                                {"armv7l", 1, 1, 40},  {"ppc64le", 2, 1, 21}, {"ppc64", 2, 2, 21},
-                                {"s390x", 2, 2, 22},   {"riscv64", 2, 1, 243}, {"loongarch64", 2, 1, 258}};
-  for (const auto& a : arches)
-    if (arch == a.name) return PlatformElf{a.name, ElfIdent{a.elf_class, a.data, a.machine}};
-  return fail("'" + std::string(platform) + "' names an unknown architecture '" + std::string(arch) + "'");
-}
-
 std::vector<int> known_manylinux_minors() { return {std::begin(kPolicyGlibcMinors), std::end(kPolicyGlibcMinors)}; }
 
 PlatformDecision decide_manylinux(const std::filesystem::path& tree, const PlatformOptions& opts) {

@@ -38,6 +38,17 @@ std::string elf_machine_name(std::uint16_t machine);
 // "ELF64 little-endian x86-64"
 std::string describe(const ElfIdent& id);
 
+// What the ELF files of a wheel with a Linux platform tag must be, as auditwheel
+// reads the tag: "manylinux_2_28_x86_64", "manylinux2014_aarch64",
+// "musllinux_1_2_x86_64" and "linux_x86_64" name their architecture last.
+struct PlatformElf {
+  std::string arch;  // "x86_64"
+  ElfIdent ident;    // class, byte order and machine it implies
+};
+// nullopt when the tag is not a Linux platform (then `why` says so, or names the
+// unknown architecture); "any" is not a Linux platform.
+std::optional<PlatformElf> elf_of_platform(std::string_view platform, std::string* why = nullptr);
+
 bool is_elf_file(const std::filesystem::path& p);  // regular file starting with \x7fELF
 // 64-bit little-endian ELF only (the one platform the release ships); throws
 // ffpa::core::Error on anything else or a malformed file.

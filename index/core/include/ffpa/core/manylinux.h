@@ -32,17 +32,6 @@ struct PlatformOptions {
 // RUNPATH/RPATH. Never throws for policy problems; they are listed.
 PlatformDecision decide_manylinux(const std::filesystem::path& tree, const PlatformOptions& opts = {});
 
-// What the ELF files of a wheel with a Linux platform tag must be, as auditwheel
-// reads the tag: "manylinux_2_28_x86_64", "manylinux2014_aarch64",
-// "musllinux_1_2_x86_64" and "linux_x86_64" name their architecture last.
-struct PlatformElf {
-  std::string arch;  // "x86_64"
-  ElfIdent ident;    // class, byte order and machine it implies
-};
-// nullopt when the tag is not a Linux platform (then `why` says so, or names the
-// unknown architecture); "any" is not a Linux platform.
-std::optional<PlatformElf> elf_of_platform(std::string_view platform, std::string* why = nullptr);
-
 // The policies known to the table, oldest first (their Y values).
 std::vector<int> known_manylinux_minors();
 
