@@ -187,18 +187,19 @@ bool same_version(std::string_view a, std::string_view b) {
 
 namespace {
 
+// The comparison operator `s` starts with (the longest), or "".
+std::string_view comparison_at(std::string_view s) {
+  for (std::string_view op : {"===", "~=", "==", "!=", "<=", ">=", "<", ">"})
+    if (s.substr(0, op.size()) == op) return op;
+  return {};
+}
+
 bool one_specifier_ok(std::string_view spec, std::string* why) {
   auto fail = [&](const std::string& msg) {
     if (why) *why = "'" + std::string(spec) + "': " + msg;
     return false;
   };
-  static const char* const ops[] = {"===", "~=", "==", "!=", "<=", ">=", "<", ">"};
-  std::string_view op;
-  for (const char* o : ops)
-    if (spec.substr(0, std::char_traits<char>::length(o)) == o) {
-      op = o;
-      break;
-    }
+  const std::string_view op = comparison_at(spec);
   if (op.empty()) return fail("a specifier starts with one of ~= == != <= >= < > ===, e.g. '>=3.10'");
   const std::string_view ver = trim(spec.substr(op.size()));
   if (ver.empty()) return fail("the operator '" + std::string(op) + "' has no version");
@@ -258,50 +259,38 @@ class RequirementParser {
     ws();
     if (!name()) return fail("a requirement starts with a project name (letters, digits, '.', '_', '-')", why);
     ws();
-    if (peek('[')) {
-      ++i_;
+    if (eat('[')) {
       ws();
       if (!peek(']')) {
-        for (;;) {
+        do {
           ws();
           if (!name()) return fail("bad extra name inside [...]", why);
           ws();
-          if (peek(',')) {
-            ++i_;
-            continue;
-          }
-          break;
-        }
+        } while (eat(','));
       }
-      if (!peek(']')) return fail("unclosed '[' of the extras", why);
-      ++i_;
+      if (!eat(']')) return fail("unclosed '[' of the extras", why);
       ws();
     }
-    if (peek('@')) {
-      ++i_;
+    if (eat('@')) {
       ws();
       const size_t start = i_;
       while (i_ < s_.size() && s_[i_] != ' ' && s_[i_] != '\t') ++i_;
-      const std::string_view url = s_.substr(start, i_ - start);
-      if (url.empty()) return fail("'@' must be followed by a URL", why);
+      if (i_ == start) return fail("'@' must be followed by a URL", why);
       const bool spaced = ws();
       if (i_ < s_.size() && !spaced) return fail("put a space between the URL and ';'", why);
-    } else if (peek('(')) {
-      const size_t close = s_.find(')', i_);
-      if (close == std::string_view::npos) return fail("unclosed '(' of the version specifiers", why);
-      std::string swhy;
-      if (!is_valid_specifier_set(s_.substr(i_ + 1, close - i_ - 1), &swhy)) return fail(swhy, why);
-      i_ = close + 1;
-      ws();
     } else if (i_ < s_.size() && s_[i_] != ';') {
-      const size_t semi = s_.find(';', i_);
-      const std::string_view spec = s_.substr(i_, semi == std::string_view::npos ? std::string_view::npos : semi - i_);
+      // "(specifiers)" or specifiers up to the marker.
+      const bool paren = peek('(');
+      const size_t end = s_.find(paren ? ')' : ';', i_);
+      if (paren && end == std::string_view::npos) return fail("unclosed '(' of the version specifiers", why);
       std::string swhy;
-      if (!is_valid_specifier_set(spec, &swhy)) return fail(swhy, why);
-      i_ = semi == std::string_view::npos ? s_.size() : semi;
+      const std::size_t from = i_ + (paren ? 1 : 0);
+      if (!is_valid_specifier_set(s_.substr(from, end == std::string_view::npos ? end : end - from), &swhy))
+        return fail(swhy, why);
+      i_ = end == std::string_view::npos ? s_.size() : end + (paren ? 1 : 0);
+      ws();
     }
-    if (peek(';')) {
-      ++i_;
+    if (eat(';')) {
       if (!marker_or()) return fail(marker_why_.empty() ? "bad environment marker after ';'" : marker_why_, why);
       ws();
     }
@@ -314,7 +303,12 @@ class RequirementParser {
     if (why) *why = "'" + std::string(s_) + "' is not a PEP 508 requirement: " + msg;
     return false;
   }
+  bool refuse_marker(std::string msg) {
+    marker_why_ = std::move(msg);
+    return false;
+  }
   bool peek(char c) const { return i_ < s_.size() && s_[i_] == c; }
+  bool eat(char c) { return peek(c) && ++i_; }
   bool ws() {
     const size_t start = i_;
     while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t')) ++i_;
@@ -325,78 +319,46 @@ class RequirementParser {
     while (i_ < s_.size() && (is_alnum(s_[i_]) || s_[i_] == '.' || s_[i_] == '_' || s_[i_] == '-')) ++i_;
     return is_valid_project_name(s_.substr(start, i_ - start));
   }
-  bool word(std::string_view w) {
+  bool word(std::string_view w) {  // moves past `w` only when it is a whole word
     if (s_.substr(i_, w.size()) != w) return false;
     const size_t end = i_ + w.size();
     if (end < s_.size() && (is_alnum(s_[end]) || s_[end] == '_')) return false;
     i_ = end;
     return true;
   }
-  bool marker_or() {
-    if (!marker_and()) return false;
-    for (;;) {
-      ws();
-      if (!word("or")) return true;
-      if (!marker_and()) return false;
-    }
+  // operand (op operand)*: marker_or over marker_and over marker_expr.
+  bool chain(std::string_view op, bool (RequirementParser::*operand)()) {
+    if (!(this->*operand)()) return false;
+    for (ws(); word(op); ws())
+      if (!(this->*operand)()) return false;
+    return true;
   }
-  bool marker_and() {
-    if (!marker_expr()) return false;
-    for (;;) {
-      ws();
-      const size_t save = i_;
-      if (!word("and")) {
-        i_ = save;
-        return true;
-      }
-      if (!marker_expr()) return false;
-    }
-  }
+  bool marker_or() { return chain("or", &RequirementParser::marker_and); }
+  bool marker_and() { return chain("and", &RequirementParser::marker_expr); }
   bool marker_expr() {
     ws();
-    if (peek('(')) {
-      ++i_;
+    if (eat('(')) {
       if (!marker_or()) return false;
       ws();
-      if (!peek(')')) {
-        marker_why_ = "unclosed '(' in the marker";
-        return false;
-      }
-      ++i_;
-      return true;
+      return eat(')') || refuse_marker("unclosed '(' in the marker");
     }
     if (!marker_value()) return false;
     ws();
-    static const char* const ops[] = {"===", "<=", ">=", "==", "!=", "~=", "<", ">"};
-    bool op = false;
-    for (const char* o : ops)
-      if (s_.substr(i_, std::char_traits<char>::length(o)) == o) {
-        i_ += std::char_traits<char>::length(o);
-        op = true;
-        break;
-      }
-    if (!op) {
-      if (word("in")) op = true;
-      else if (word("not")) {
-        ws();
-        op = word("in");
-      }
+    const std::string_view op = comparison_at(s_.substr(i_));
+    i_ += op.size();
+    bool in = op.empty() && word("in");
+    if (op.empty() && !in && word("not")) {
+      ws();
+      in = word("in");
     }
-    if (!op) {
-      marker_why_ = "a marker compares with one of < <= == != >= > ~= === in 'not in'";
-      return false;
-    }
+    if (op.empty() && !in) return refuse_marker("a marker compares with one of < <= == != >= > ~= === in 'not in'");
     ws();
     return marker_value();
   }
   bool marker_value() {
     if (peek('\'') || peek('"')) {
-      const char q = s_[i_];
-      const size_t close = s_.find(q, i_ + 1);
-      if (close == std::string_view::npos) {
-        marker_why_ = "unterminated string in the marker";
-        return false;
-      }
+      const size_t close = s_.find(s_[i_], i_ + 1);
+      if (close == std::string_view::npos) return refuse_marker("unterminated string in the marker");
       i_ = close + 1;
       return true;
     }
@@ -406,10 +368,8 @@ class RequirementParser {
         R"(extras?|dependency_groups)\b)");
     std::smatch m;
     const std::string rest(s_.substr(i_));
-    if (!std::regex_search(rest, m, var)) {
-      marker_why_ = "unknown marker variable at '" + rest + "' (python_version, sys_platform, extra, ...)";
-      return false;
-    }
+    if (!std::regex_search(rest, m, var))
+      return refuse_marker("unknown marker variable at '" + rest + "' (python_version, sys_platform, extra, ...)");
     i_ += static_cast<size_t>(m.length(0));
     return true;
   }

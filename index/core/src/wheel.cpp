@@ -431,16 +431,10 @@ WheelCheck verify_wheel(int fd, const std::filesystem::path& whl) {
     std::set<std::string> tag_lines;
     for (const auto& [k, v] : h)
       if (lower_ascii(k) == "tag") tag_lines.insert(v);
-    if (fn) {
-      auto expanded = fn->tags();
-      std::set<std::string> from_name(expanded.begin(), expanded.end());
-      if (tag_lines != from_name) {
-        std::string a, b;
-        for (const auto& t : from_name) a += " " + t;
-        for (const auto& t : tag_lines) b += " " + t;
-        problem("WHEEL Tag lines {" + b + " } do not match the file name's tags {" + a + " }");
-      }
-    }
+    const auto expanded = fn ? fn->tags() : std::vector<std::string>{};
+    if (const std::set<std::string> from_name(expanded.begin(), expanded.end()); fn && tag_lines != from_name)
+      problem("WHEEL Tag lines { " + join(tag_lines, " ") + " } do not match the file name's tags { " +
+              join(from_name, " ") + " }");
   }
   if (read_member(di_prefix + "METADATA", metadata_txt)) {
     std::vector<std::pair<std::string, std::string>> h;
@@ -459,10 +453,6 @@ WheelCheck verify_wheel(int fd, const std::filesystem::path& whl) {
   // Which ELF machine the platform tags allow; problems with the tags themselves
   // are reported once the members are known to hold binaries.
   const std::vector<std::string> platforms = fn ? split(fn->platform, '.') : std::vector<std::string>{};
-  auto check_binary = [&](const ZipMember& m, std::string_view head) {
-    for (const auto& plat : platforms)
-      if (std::string why = compiled_file_problem(m.name, head, plat); !why.empty()) problem(std::move(why));
-  };
 
   const std::string record_name = di_prefix + "RECORD";
   if (read_member(record_name, record_txt)) {
@@ -505,7 +495,8 @@ WheelCheck verify_wheel(int fd, const std::filesystem::path& whl) {
         problem(e.what());
         continue;
       }
-      check_binary(m, head);
+      for (const auto& plat : platforms)
+        if (std::string why = compiled_file_problem(m.name, head, plat); !why.empty()) problem(std::move(why));
       if ("sha256=" + base64_urlsafe_nopad(sha.finish_raw()) != row[1]) problem("RECORD: hash mismatch for '" + m.name + "'");
       if (row[2] != std::to_string(size))
         problem("RECORD: size of '" + m.name + "' is " + std::to_string(size) + ", RECORD says '" + row[2] + "'");
