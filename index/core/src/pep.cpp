@@ -6,6 +6,7 @@
 
 #include "ffpa/core/utf8.h"
 
+#include <algorithm>
 #include <cctype>
 #include <regex>
 
@@ -153,20 +154,12 @@ std::optional<Version> parse_pep440(std::string_view raw_input, std::string* why
   }
   v.public_part = out;
   if (m[10].matched) {
-    std::string local;
-    std::string seg;
-    auto flush = [&]() {
-      if (!local.empty()) local += '.';
-      local += all_digits(seg) ? strip_zeros(seg) : lower_ascii(seg);
-      seg.clear();
-    };
-    for (char c : m[10].str()) {
-      if (c == '-' || c == '_' || c == '.') flush();
-      else seg.push_back(c);
-    }
-    flush();
-    v.local = local;
-    out += "+" + local;
+    std::string raw = m[10].str();
+    std::replace_if(raw.begin(), raw.end(), [](char c) { return c == '-' || c == '_'; }, '.');
+    std::vector<std::string> segments;
+    for (const auto& seg : split(raw, '.')) segments.push_back(all_digits(seg) ? strip_zeros(seg) : lower_ascii(seg));
+    v.local = join(segments, ".");
+    out += "+" + v.local;
   }
   // packaging counts a dev release as a pre-release too (Version.is_prerelease).
   if (v.is_dev) v.is_pre = true;

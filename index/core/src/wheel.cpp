@@ -222,8 +222,7 @@ std::set<std::string> top_dirs_with_suffix(const std::vector<ZipMember>& members
   for (const auto& m : members) {
     size_t slash = m.name.find('/');
     if (slash == std::string::npos) continue;
-    std::string top = m.name.substr(0, slash);
-    if (top.size() > suffix.size() && top.compare(top.size() - suffix.size(), suffix.size(), suffix) == 0)
+    if (const std::string top = m.name.substr(0, slash); top.size() > suffix.size() && top.ends_with(suffix))
       out.insert(top);
   }
   return out;

@@ -431,10 +431,7 @@ ChannelState read_channel(const IndexLocation& loc, const std::optional<std::str
 std::vector<fs::path> remove_stale_temps(const IndexLocation& loc, const SiteLock&) {
   // Under the lock no writer is running, so every temp file is a dead writer's.
   auto stale = read_channel(loc).stale_temps;
-  for (const auto& p : stale) {
-    std::error_code ec;
-    fs::remove(p, ec);
-  }
+  for (const auto& p : stale) ::unlink(p.c_str());
   return stale;
 }
 
@@ -626,18 +623,11 @@ void check_writable(const IndexPlan& plan) {
 }
 
 std::size_t apply_plan(const IndexPlan& plan) {
-  struct Undo {
-    fs::path path;
-    std::optional<std::string> before;  // nullopt: the file did not exist
-  };
-  std::vector<Undo> undo;
+  std::vector<std::pair<fs::path, std::optional<std::string>>> undo;  // each write: what was there (nullopt: nothing)
   std::vector<fs::path> markers, made_dirs;
   std::size_t n = 0, i = 0;
   try {
-    for (const auto& p : plan.removals) {
-      std::error_code ec;
-      fs::remove(p, ec);
-    }
+    for (const auto& p : plan.removals) ::unlink(p.c_str());
     for (const auto& [path, data] : plan.writes) {
       if (i == plan.metadata_writes && plan.metadata_writes > 0) kill_point("add-metadata");
       const bool metadata = i++ < plan.metadata_writes;
@@ -656,25 +646,22 @@ std::size_t apply_plan(const IndexPlan& plan) {
       } else {
         out.commit();
       }
-      undo.push_back({path, cur});  // a write that failed changed nothing (temp + rename)
+      undo.emplace_back(path, cur);  // a write that failed changed nothing (temp + rename)
       ++n;
     }
   } catch (...) {
     // Back to what was there: the pages first (they may advertise a .metadata file).
     for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
-      std::error_code ec;
       try {
-        if (it->before) core::write_file_atomic(it->path, *it->before);
-        else fs::remove(it->path, ec);
+        if (it->second) core::write_file_atomic(it->first, *it->second);
+        else ::unlink(it->first.c_str());
       } catch (const std::exception&) {
       }
     }
     for (const auto& m : markers) ::unlink(m.c_str());
+    // Deepest first, each only when empty.
     std::sort(made_dirs.begin(), made_dirs.end(), [](const fs::path& a, const fs::path& b) { return a.string() > b.string(); });
-    for (const auto& d : made_dirs) {
-      std::error_code ec;
-      fs::remove(d, ec);  // only when empty
-    }
+    for (const auto& d : made_dirs) ::rmdir(d.c_str());
     throw;
   }
   for (const auto& m : markers) ::unlink(m.c_str());
@@ -693,9 +680,8 @@ ChangeReport add_wheels(const IndexLocation& loc, const std::vector<PreparedWhee
 bool version_matches(const std::string& filename, const core::Version& wanted) {
   auto wf = core::parse_wheel_filename(filename);
   if (!wf) return false;
-  auto v = core::parse_pep440(wf->version);
-  if (!v) return false;
-  return wanted.local.empty() ? v->public_part == wanted.public_part : v->canonical == wanted.canonical;
+  const auto v = *core::parse_pep440(wf->version);  // the file name grammar checked it
+  return wanted.local.empty() ? v.public_part == wanted.public_part : v.canonical == wanted.canonical;
 }
 
 namespace {

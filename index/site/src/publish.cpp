@@ -107,24 +107,19 @@ std::string notes_for(const std::string& project, const std::string& version, co
 }
 
 std::string resolve_target(const std::string& given, const fs::path& source_dir, Problems& pb) {
-  if (!given.empty()) {
-    // The tag must point at the commit the wheels were built from, and that commit
-    // must exist: an unknown sha (all zeros) would make a tag of nothing.
-    auto r = run_process({tool_program("FFPA_GIT", "git"), "-C", source_dir.string(), "rev-parse", "--verify",
-                          "--quiet", "--end-of-options", given + "^{commit}"});
-    if (r.status == 0) return trim(r.out);
+  // The tag must point at the commit the wheels were built from, and that commit
+  // must exist: an unknown sha (all zeros) would make a tag of nothing.
+  auto r = run_process({tool_program("FFPA_GIT", "git"), "-C", source_dir.string(), "rev-parse", "--verify", "--quiet",
+                        "--end-of-options", (given.empty() ? "HEAD" : given) + "^{commit}"});
+  if (r.status == 0) return trim(r.out);
+  if (given.empty())
+    pb.add("cannot find the release commit (git rev-parse HEAD in " + source_dir.string() +
+           " failed); pass --target <sha> or --source-dir <checkout>");
+  else
     pb.add("--target '" + core::printable(given) + "' is not a commit of " + source_dir.string() +
            "; pass the release commit (git -C " + shell_quote(source_dir.string()) +
            " rev-parse HEAD), or --source-dir the checkout that holds it");
-    return given;
-  }
-  auto r = run_process({tool_program("FFPA_GIT", "git"), "-C", source_dir.string(), "rev-parse", "HEAD"});
-  if (r.status != 0) {
-    pb.add("cannot find the release commit (git rev-parse HEAD in " + source_dir.string() +
-           " failed); pass --target <sha> or --source-dir <checkout>");
-    return {};
-  }
-  return trim(r.out);
+  return given;
 }
 
 void print_problems(const Problems& pb, std::ostream& err, const char* what) {
@@ -610,9 +605,7 @@ std::string simple_url_for(const std::string& repository_url) {
   if (u.find("://upload.pypi.org/") != std::string::npos) return "https://pypi.org/simple/";
   if (u.find("://test.pypi.org/") != std::string::npos) return "https://test.pypi.org/simple/";
   while (!u.empty() && u.back() == '/') u.pop_back();
-  const std::string legacy = "/legacy";
-  if (u.size() > legacy.size() && u.compare(u.size() - legacy.size(), legacy.size(), legacy) == 0)
-    u.resize(u.size() - legacy.size());
+  if (u.size() > 7 && u.ends_with("/legacy")) u.resize(u.size() - 7);
   return u + "/simple/";
 }
 
@@ -623,8 +616,7 @@ namespace {
 // nullopt when the index could not be asked; the reason goes to `why`.
 std::optional<std::map<std::string, std::string>> files_on_index(const std::string& simple, const std::string& project,
                                                                  const core::Version& v, std::string& why) {
-  std::string base = simple;
-  if (base.back() != '/') base += '/';
+  const std::string base = normalize_release_url(simple);
   const TempDir scratch("ffpa-simple-");
   const fs::path tmp = scratch.path() / "page.html";
   auto r = run_process({tool_program("FFPA_CURL", "curl"), "-sSL", "-o", tmp.string(), "-w", "%{http_code}",
@@ -645,8 +637,7 @@ std::optional<std::map<std::string, std::string>> files_on_index(const std::stri
     std::string fn = url_decode(slash == std::string::npos ? a.href : a.href.substr(slash + 1));
     std::string ver;
     if (auto wf = core::parse_wheel_filename(fn)) ver = wf->version;
-    else if (auto dash = fn.rfind('-'); dash != std::string::npos && fn.size() > 7 &&
-                                        fn.compare(fn.size() - 7, 7, ".tar.gz") == 0)
+    else if (auto dash = fn.rfind('-'); dash != std::string::npos && fn.ends_with(".tar.gz"))
       ver = fn.substr(dash + 1, fn.size() - 7 - dash - 1);
     auto pv = core::parse_pep440(ver);
     if (pv && core::version_identity(*pv) == core::version_identity(v)) out[fn] = a.sha256;

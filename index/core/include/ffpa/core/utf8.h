@@ -82,8 +82,8 @@ inline std::string_view trim(std::string_view s, std::string_view chars = " \t")
 template <typename Range>
 std::string join(const Range& items, std::string_view sep) {
   std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : std::string(sep)) + std::string(item);
-  return out;
+  for (const auto& item : items) (out += item) += sep;
+  return out.substr(0, out.size() - (out.empty() ? 0 : sep.size()));
 }
 
 // `s` with every byte that `keep` refuses written as `prefix` and two hex digits of
