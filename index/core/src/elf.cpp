@@ -68,21 +68,6 @@ std::vector<std::string> split_path_list(const std::string& s) {
   return parts;
 }
 
-}  // namespace
-
-std::optional<ElfIdent> parse_elf_ident(std::string_view head) {
-  if (head.size() < 20 || head.substr(0, 4) != std::string_view("\x7f" "ELF", 4)) return std::nullopt;
-  ElfIdent id;
-  id.elf_class = static_cast<unsigned char>(head[4]);
-  id.data = static_cast<unsigned char>(head[5]);
-  if ((id.elf_class != 1 && id.elf_class != 2) || (id.data != 1 && id.data != 2)) return std::nullopt;
-  const auto b0 = static_cast<unsigned char>(head[18]), b1 = static_cast<unsigned char>(head[19]);
-  id.machine = static_cast<std::uint16_t>(id.data == 1 ? (b0 | (b1 << 8)) : ((b0 << 8) | b1));
-  return id;
-}
-
-namespace {
-
 // The machines the engine names, with the architecture a Linux platform tag gives each
 // (empty: none of the tags auditwheel knows).
 struct Machine {
@@ -98,6 +83,17 @@ constexpr Machine kMachines[] = {
 };
 
 }  // namespace
+
+std::optional<ElfIdent> parse_elf_ident(std::string_view head) {
+  if (head.size() < 20 || head.substr(0, 4) != std::string_view("\x7f" "ELF", 4)) return std::nullopt;
+  ElfIdent id;
+  id.elf_class = static_cast<unsigned char>(head[4]);
+  id.data = static_cast<unsigned char>(head[5]);
+  if ((id.elf_class != 1 && id.elf_class != 2) || (id.data != 1 && id.data != 2)) return std::nullopt;
+  const auto b0 = static_cast<unsigned char>(head[18]), b1 = static_cast<unsigned char>(head[19]);
+  id.machine = static_cast<std::uint16_t>(id.data == 1 ? (b0 | (b1 << 8)) : ((b0 << 8) | b1));
+  return id;
+}
 
 std::string elf_machine_name(std::uint16_t machine) {
   for (const auto& m : kMachines)

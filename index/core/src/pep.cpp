@@ -37,41 +37,6 @@ bool tag_chars_ok(std::string_view s) {
   return true;
 }
 
-}  // namespace
-
-bool is_valid_project_name(std::string_view name) {
-  // ^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$ with re.IGNORECASE
-  if (name.empty()) return false;
-  if (!is_alnum(name.front()) || !is_alnum(name.back())) return false;
-  for (char c : name)
-    if (!(is_alnum(c) || c == '.' || c == '_' || c == '-')) return false;
-  return true;
-}
-
-std::string normalize_project_name(std::string_view name) {
-  std::string out;
-  bool in_run = false;
-  for (char c : name) {
-    if (c == '-' || c == '_' || c == '.') {
-      if (!in_run) out.push_back('-');
-      in_run = true;
-    } else {
-      out.push_back(lower(c));
-      in_run = false;
-    }
-  }
-  return out;
-}
-
-std::string wheel_name_component(std::string_view name) {
-  std::string out = normalize_project_name(name);
-  for (char& c : out)
-    if (c == '-') c = '_';
-  return out;
-}
-
-namespace {
-
 // Python's str.isspace() (what packaging's `\s` matches around a version), for UTF-8
 // text: the ASCII blanks and separators \x1c-\x1f plus the Unicode spaces. Returns
 // the byte length of the whitespace character at the start of `s`, 0 if none.
@@ -103,82 +68,6 @@ std::string_view strip_py_space(std::string_view s) {
   }
   return s;
 }
-
-}  // namespace
-
-std::optional<Version> parse_pep440(std::string_view raw_input, std::string* why) {
-  // packaging strips Unicode whitespace around a version (its regex's \s); so do we,
-  // so that ctest/data/pep440-cases.json gets the same answers from both.
-  const std::string_view input = strip_py_space(raw_input);
-  // The regular expression of PEP 440 appendix B (the one packaging uses), with
-  // capture groups: 1 epoch, 2 release, 3 pre label, 4 pre number, 5 post number
-  // (the "-N" form), 6 post label, 7 post number, 8 dev label, 9 dev number, 10 local.
-  static const std::regex re(R"(^\s*v?(?:([0-9]+)!)?([0-9]+(?:\.[0-9]+)*))"
-      R"((?:[-_.]?(a|b|c|rc|alpha|beta|pre|preview)[-_.]?([0-9]+)?)?)"
-      R"((?:-([0-9]+)|[-_.]?(post|rev|r)[-_.]?([0-9]+)?)?)"
-      R"((?:[-_.]?(dev)[-_.]?([0-9]+)?)?)"
-      R"((?:\+([a-z0-9]+(?:[-_.][a-z0-9]+)*))?\s*$)",
-      std::regex::icase | std::regex::ECMAScript);
-  std::string s(input);
-  std::smatch m;
-  if (!std::regex_match(s, m, re)) {
-    if (why)
-      *why = "'" + s +
-             "' is not a PEP 440 version; use N(.N)*[{a|b|rc}N][.postN][.devN][+local], e.g. 0.3.0 or 0.3.0+cu13";
-    return std::nullopt;
-  }
-  Version v;
-  std::string out;
-  if (m[1].matched) {
-    std::string e = strip_zeros(m[1].str());
-    if (e != "0") out += e + "!";
-  }
-  for (const auto& part : split(m[2].str(), '.')) v.release += (v.release.empty() ? "" : ".") + strip_zeros(part);
-  out += v.release;
-  if (m[3].matched) {
-    std::string l = lower_ascii(m[3].str());
-    if (l == "alpha") l = "a";
-    else if (l == "beta") l = "b";
-    else if (l == "c" || l == "pre" || l == "preview") l = "rc";
-    out += l + (m[4].matched ? strip_zeros(m[4].str()) : "0");
-    v.is_pre = true;
-  }
-  if (m[5].matched || m[6].matched) {
-    std::string n = m[5].matched ? m[5].str() : (m[7].matched ? m[7].str() : "0");
-    out += ".post" + strip_zeros(n);
-    v.is_post = true;
-  }
-  if (m[8].matched) {
-    out += ".dev" + (m[9].matched ? strip_zeros(m[9].str()) : "0");
-    v.is_dev = true;
-  }
-  v.public_part = out;
-  if (m[10].matched) {
-    std::string raw = m[10].str();
-    std::replace_if(raw.begin(), raw.end(), [](char c) { return c == '-' || c == '_'; }, '.');
-    std::vector<std::string> segments;
-    for (const auto& seg : split(raw, '.')) segments.push_back(all_digits(seg) ? strip_zeros(seg) : lower_ascii(seg));
-    v.local = join(segments, ".");
-    out += "+" + v.local;
-  }
-  // packaging counts a dev release as a pre-release too (Version.is_prerelease).
-  if (v.is_dev) v.is_pre = true;
-  v.canonical = out;
-  return v;
-}
-
-std::optional<std::string> canonical_version(std::string_view v, std::string* why) {
-  auto parsed = parse_pep440(v, why);
-  if (!parsed) return std::nullopt;
-  return parsed->canonical;
-}
-
-bool same_version(std::string_view a, std::string_view b) {
-  auto va = parse_pep440(a), vb = parse_pep440(b);
-  return va && vb && version_identity(*va) == version_identity(*vb);
-}
-
-namespace {
 
 // The comparison operator `s` starts with (the longest), or "".
 std::string_view comparison_at(std::string_view s) {
@@ -217,31 +106,6 @@ bool one_specifier_ok(std::string_view spec, std::string* why) {
     return fail("'~=' needs at least two release numbers, e.g. '~=3.10'");
   return true;
 }
-
-}  // namespace
-
-bool is_valid_specifier_set(std::string_view s, std::string* why) {
-  if (trim(s).empty()) {
-    if (why) *why = "empty specifier set; give one, e.g. '>=3.10'";
-    return false;
-  }
-  size_t start = 0;
-  bool any = false;
-  for (;;) {
-    const size_t comma = s.find(',', start);
-    const std::string_view clause = trim(s.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
-    // Empty clauses are skipped, as packaging's SpecifierSet does.
-    if (!clause.empty() && !one_specifier_ok(clause, why)) return false;
-    any = any || !clause.empty();
-    if (comma == std::string_view::npos) {
-      if (!any && why) *why = "'" + std::string(s) + "' holds no specifier; give one, e.g. '>=3.10'";
-      return any;
-    }
-    start = comma + 1;
-  }
-}
-
-namespace {
 
 // PEP 508 by recursive descent over the whole string.
 class RequirementParser {
@@ -371,8 +235,131 @@ class RequirementParser {
   size_t i_ = 0;
   std::string marker_why_;
 };
-
 }  // namespace
+
+bool is_valid_project_name(std::string_view name) {
+  // ^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$ with re.IGNORECASE
+  if (name.empty()) return false;
+  if (!is_alnum(name.front()) || !is_alnum(name.back())) return false;
+  for (char c : name)
+    if (!(is_alnum(c) || c == '.' || c == '_' || c == '-')) return false;
+  return true;
+}
+
+std::string normalize_project_name(std::string_view name) {
+  std::string out;
+  bool in_run = false;
+  for (char c : name) {
+    if (c == '-' || c == '_' || c == '.') {
+      if (!in_run) out.push_back('-');
+      in_run = true;
+    } else {
+      out.push_back(lower(c));
+      in_run = false;
+    }
+  }
+  return out;
+}
+
+std::string wheel_name_component(std::string_view name) {
+  std::string out = normalize_project_name(name);
+  for (char& c : out)
+    if (c == '-') c = '_';
+  return out;
+}
+
+std::optional<Version> parse_pep440(std::string_view raw_input, std::string* why) {
+  // packaging strips Unicode whitespace around a version (its regex's \s); so do we,
+  // so that ctest/data/pep440-cases.json gets the same answers from both.
+  const std::string_view input = strip_py_space(raw_input);
+  // The regular expression of PEP 440 appendix B (the one packaging uses), with
+  // capture groups: 1 epoch, 2 release, 3 pre label, 4 pre number, 5 post number
+  // (the "-N" form), 6 post label, 7 post number, 8 dev label, 9 dev number, 10 local.
+  static const std::regex re(R"(^\s*v?(?:([0-9]+)!)?([0-9]+(?:\.[0-9]+)*))"
+      R"((?:[-_.]?(a|b|c|rc|alpha|beta|pre|preview)[-_.]?([0-9]+)?)?)"
+      R"((?:-([0-9]+)|[-_.]?(post|rev|r)[-_.]?([0-9]+)?)?)"
+      R"((?:[-_.]?(dev)[-_.]?([0-9]+)?)?)"
+      R"((?:\+([a-z0-9]+(?:[-_.][a-z0-9]+)*))?\s*$)",
+      std::regex::icase | std::regex::ECMAScript);
+  std::string s(input);
+  std::smatch m;
+  if (!std::regex_match(s, m, re)) {
+    if (why)
+      *why = "'" + s +
+             "' is not a PEP 440 version; use N(.N)*[{a|b|rc}N][.postN][.devN][+local], e.g. 0.3.0 or 0.3.0+cu13";
+    return std::nullopt;
+  }
+  Version v;
+  std::string out;
+  if (m[1].matched) {
+    std::string e = strip_zeros(m[1].str());
+    if (e != "0") out += e + "!";
+  }
+  for (const auto& part : split(m[2].str(), '.')) v.release += (v.release.empty() ? "" : ".") + strip_zeros(part);
+  out += v.release;
+  if (m[3].matched) {
+    std::string l = lower_ascii(m[3].str());
+    if (l == "alpha") l = "a";
+    else if (l == "beta") l = "b";
+    else if (l == "c" || l == "pre" || l == "preview") l = "rc";
+    out += l + (m[4].matched ? strip_zeros(m[4].str()) : "0");
+    v.is_pre = true;
+  }
+  if (m[5].matched || m[6].matched) {
+    std::string n = m[5].matched ? m[5].str() : (m[7].matched ? m[7].str() : "0");
+    out += ".post" + strip_zeros(n);
+    v.is_post = true;
+  }
+  if (m[8].matched) {
+    out += ".dev" + (m[9].matched ? strip_zeros(m[9].str()) : "0");
+    v.is_dev = true;
+  }
+  v.public_part = out;
+  if (m[10].matched) {
+    std::string raw = m[10].str();
+    std::replace_if(raw.begin(), raw.end(), [](char c) { return c == '-' || c == '_'; }, '.');
+    std::vector<std::string> segments;
+    for (const auto& seg : split(raw, '.')) segments.push_back(all_digits(seg) ? strip_zeros(seg) : lower_ascii(seg));
+    v.local = join(segments, ".");
+    out += "+" + v.local;
+  }
+  // packaging counts a dev release as a pre-release too (Version.is_prerelease).
+  if (v.is_dev) v.is_pre = true;
+  v.canonical = out;
+  return v;
+}
+
+std::optional<std::string> canonical_version(std::string_view v, std::string* why) {
+  auto parsed = parse_pep440(v, why);
+  if (!parsed) return std::nullopt;
+  return parsed->canonical;
+}
+
+bool same_version(std::string_view a, std::string_view b) {
+  auto va = parse_pep440(a), vb = parse_pep440(b);
+  return va && vb && version_identity(*va) == version_identity(*vb);
+}
+
+bool is_valid_specifier_set(std::string_view s, std::string* why) {
+  if (trim(s).empty()) {
+    if (why) *why = "empty specifier set; give one, e.g. '>=3.10'";
+    return false;
+  }
+  size_t start = 0;
+  bool any = false;
+  for (;;) {
+    const size_t comma = s.find(',', start);
+    const std::string_view clause = trim(s.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
+    // Empty clauses are skipped, as packaging's SpecifierSet does.
+    if (!clause.empty() && !one_specifier_ok(clause, why)) return false;
+    any = any || !clause.empty();
+    if (comma == std::string_view::npos) {
+      if (!any && why) *why = "'" + std::string(s) + "' holds no specifier; give one, e.g. '>=3.10'";
+      return any;
+    }
+    start = comma + 1;
+  }
+}
 
 bool is_valid_requirement(std::string_view s, std::string* why) { return RequirementParser(s).parse(why); }
 

@@ -151,71 +151,6 @@ constexpr CoreField kCoreFields[] = {
 };
 constexpr const char* kMetadataVersions[] = {"1.0", "1.1", "1.2", "2.1", "2.2", "2.3", "2.4", "2.5"};
 
-}  // namespace
-
-const CoreField* core_field(std::string_view name) {
-  for (const auto& f : kCoreFields)
-    if (lower_ascii(name) == lower_ascii(f.name)) return &f;
-  return nullptr;
-}
-
-std::vector<std::string> check_core_metadata(std::string_view text, std::vector<std::pair<std::string, std::string>>* fields) {
-  std::vector<std::string> problems;
-  auto h = parse_headers(text, "METADATA", problems);
-  std::map<std::string, std::string> seen;  // lower-case name -> first spelling
-  for (const auto& [k, v] : h) {
-    const std::string key = lower_ascii(k);
-    const CoreField* rule = core_field(k);
-    if (!rule) {
-      problems.push_back("METADATA: unknown field '" + k + "'; core metadata (up to 2.5) has no such field: remove it");
-      continue;
-    }
-    // Header names are case-insensitive (email.parser): 'name' repeats 'Name'.
-    auto [first, fresh] = seen.emplace(key, k);
-    if (!fresh && !rule->multi)
-      problems.push_back("METADATA: '" + k + "' appears more than once" +
-                         (first->second != k ? " (also as '" + first->second + "': header names are case-insensitive)"
-                                             : std::string()) +
-                         "; it is a single-use field, keep one");
-  }
-  auto get = [&](const char* key) -> const std::string* {
-    for (const auto& [k, v] : h)
-      if (lower_ascii(k) == key) return &v;
-    return nullptr;
-  };
-  std::string why;
-  const std::string* mv = get("metadata-version");
-  if (!mv) problems.push_back("METADATA: no Metadata-Version; add 'Metadata-Version: 2.1' (or later)");
-  else if (std::find_if(std::begin(kMetadataVersions), std::end(kMetadataVersions),
-                        [&](const char* x) { return *mv == x; }) == std::end(kMetadataVersions))
-    problems.push_back("METADATA: Metadata-Version '" + *mv + "' is not one of 1.0, 1.1, 1.2, 2.1 ... 2.5");
-  const std::string* name = get("name");
-  if (!name) problems.push_back("METADATA: no Name field");
-  else if (!is_valid_project_name(*name)) problems.push_back("METADATA: Name '" + *name + "' is not a valid project name (PEP 508)");
-  const std::string* version = get("version");
-  if (!version) problems.push_back("METADATA: no Version field");
-  else if (!parse_pep440(*version, &why)) problems.push_back("METADATA: Version: " + why);
-  if (const std::string* summary = get("summary"); summary && summary->find('\n') != std::string::npos)
-    problems.push_back("METADATA: Summary spans several lines; a summary is one line");
-  if (const std::string* rp = get("requires-python"); rp && !is_valid_specifier_set(*rp, &why))
-    problems.push_back("METADATA: Requires-Python is not a PEP 440 specifier set: " + why);
-  for (const auto& [k, v] : h) {
-    const std::string key = lower_ascii(k);
-    if (key == "requires-dist" && !is_valid_requirement(v, &why)) problems.push_back("METADATA: Requires-Dist: " + why);
-    if (key == "provides-extra" && !is_valid_project_name(v))
-      problems.push_back("METADATA: Provides-Extra '" + v + "' is not a valid extra name (letters, digits, '.', '_', '-')");
-    if (key == "dynamic") {
-      const std::string d = lower_ascii(v);
-      if (d == "name" || d == "version" || d == "metadata-version")
-        problems.push_back("METADATA: Dynamic: '" + v + "' can never be dynamic in a built wheel");
-    }
-  }
-  if (fields) *fields = std::move(h);
-  return problems;
-}
-
-namespace {
-
 // The single top-level directory ending in `suffix`, or "" (problems noted).
 std::set<std::string> top_dirs_with_suffix(const std::vector<ZipMember>& members, std::string_view suffix) {
   std::set<std::string> out;
@@ -292,8 +227,68 @@ std::vector<std::vector<std::string>> record_rows(std::string_view text, std::ve
   }
   return rows;
 }
-
 }  // namespace
+
+const CoreField* core_field(std::string_view name) {
+  for (const auto& f : kCoreFields)
+    if (lower_ascii(name) == lower_ascii(f.name)) return &f;
+  return nullptr;
+}
+
+std::vector<std::string> check_core_metadata(std::string_view text, std::vector<std::pair<std::string, std::string>>* fields) {
+  std::vector<std::string> problems;
+  auto h = parse_headers(text, "METADATA", problems);
+  std::map<std::string, std::string> seen;  // lower-case name -> first spelling
+  for (const auto& [k, v] : h) {
+    const std::string key = lower_ascii(k);
+    const CoreField* rule = core_field(k);
+    if (!rule) {
+      problems.push_back("METADATA: unknown field '" + k + "'; core metadata (up to 2.5) has no such field: remove it");
+      continue;
+    }
+    // Header names are case-insensitive (email.parser): 'name' repeats 'Name'.
+    auto [first, fresh] = seen.emplace(key, k);
+    if (!fresh && !rule->multi)
+      problems.push_back("METADATA: '" + k + "' appears more than once" +
+                         (first->second != k ? " (also as '" + first->second + "': header names are case-insensitive)"
+                                             : std::string()) +
+                         "; it is a single-use field, keep one");
+  }
+  auto get = [&](const char* key) -> const std::string* {
+    for (const auto& [k, v] : h)
+      if (lower_ascii(k) == key) return &v;
+    return nullptr;
+  };
+  std::string why;
+  const std::string* mv = get("metadata-version");
+  if (!mv) problems.push_back("METADATA: no Metadata-Version; add 'Metadata-Version: 2.1' (or later)");
+  else if (std::find_if(std::begin(kMetadataVersions), std::end(kMetadataVersions),
+                        [&](const char* x) { return *mv == x; }) == std::end(kMetadataVersions))
+    problems.push_back("METADATA: Metadata-Version '" + *mv + "' is not one of 1.0, 1.1, 1.2, 2.1 ... 2.5");
+  const std::string* name = get("name");
+  if (!name) problems.push_back("METADATA: no Name field");
+  else if (!is_valid_project_name(*name)) problems.push_back("METADATA: Name '" + *name + "' is not a valid project name (PEP 508)");
+  const std::string* version = get("version");
+  if (!version) problems.push_back("METADATA: no Version field");
+  else if (!parse_pep440(*version, &why)) problems.push_back("METADATA: Version: " + why);
+  if (const std::string* summary = get("summary"); summary && summary->find('\n') != std::string::npos)
+    problems.push_back("METADATA: Summary spans several lines; a summary is one line");
+  if (const std::string* rp = get("requires-python"); rp && !is_valid_specifier_set(*rp, &why))
+    problems.push_back("METADATA: Requires-Python is not a PEP 440 specifier set: " + why);
+  for (const auto& [k, v] : h) {
+    const std::string key = lower_ascii(k);
+    if (key == "requires-dist" && !is_valid_requirement(v, &why)) problems.push_back("METADATA: Requires-Dist: " + why);
+    if (key == "provides-extra" && !is_valid_project_name(v))
+      problems.push_back("METADATA: Provides-Extra '" + v + "' is not a valid extra name (letters, digits, '.', '_', '-')");
+    if (key == "dynamic") {
+      const std::string d = lower_ascii(v);
+      if (d == "name" || d == "version" || d == "metadata-version")
+        problems.push_back("METADATA: Dynamic: '" + v + "' can never be dynamic in a built wheel");
+    }
+  }
+  if (fields) *fields = std::move(h);
+  return problems;
+}
 
 bool is_shared_object_name(std::string_view member) {
   const std::string_view base = member.substr(member.rfind('/') + 1);

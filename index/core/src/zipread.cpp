@@ -53,10 +53,6 @@ std::string format(const char* spec, unsigned v) {
 }
 std::string hex16(std::uint16_t v) { return format("0x%04x", v); }
 
-}  // namespace
-
-namespace {
-
 // Extra-field blocks that change nothing about which bytes a reader installs
 // (timestamps, owners), plus ZIP64. Anything else is refused: 0x7075 (Info-ZIP
 // Unicode Path) makes Python's zipfile install the member under another name.

@@ -45,6 +45,80 @@ Error channel_error(const IndexLocation& loc, const std::vector<std::string>& pr
       "refusing to " + std::string(verb) + " in " + loc.channel_label() + ", nothing was written:", problems));
 }
 
+// The file a temp name of write_file_atomic ("." + final name + ".tmp." + 6 mkstemp
+// characters) is written for, or "" when `name` is not one.
+std::string temp_target(const std::string& name) {
+  const std::size_t n = name.size();
+  if (n < 1 + 5 + 6 || name[0] != '.' || name.compare(n - 11, 5, ".tmp.") != 0 ||
+      !std::all_of(name.end() - 6, name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }))
+    return "";
+  return name.substr(1, n - 12);
+}
+
+// What an add --metadata-dir that was killed left in `dir`: each marker (or temp
+// file) of a .metadata write, and the .metadata file it wrote when no page advertises
+// those bytes. Files of other writers are left alone: a .metadata file goes only
+// when its bytes are exactly the marker's.
+std::vector<fs::path> metadata_leftovers(const fs::path& dir, const std::map<std::string, std::string>& listed) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!is_metadata_temp(name) || !it->is_regular_file(ec) || it->is_symlink(ec)) continue;
+    const std::string final_name = temp_target(name);
+    const std::string wheel = final_name.substr(0, final_name.size() - 9);  // ".metadata"
+    const auto marker = core::read_file(it->path()), written = core::read_file(dir / final_name);
+    const auto l = listed.find(wheel);
+    const bool advertised = l != listed.end() && marker && l->second == core::sha256_hex(*marker);
+    if (marker && written && *marker == *written && !advertised) out.push_back(dir / final_name);
+    out.push_back(it->path());
+  }
+  return out;
+}
+
+// Serialises the pages and the root into `plan`; a value the JSON cannot hold
+// surfaces here, before anything is written.
+void plan_pages(const IndexLocation& loc, const std::map<std::string, ProjectPage>& all,
+                const std::set<std::string>& changed, IndexPlan& plan) {
+  try {
+    for (const auto& name : changed) {
+      const ProjectPage& p = all.at(name);
+      const fs::path dir = loc.project_dir(p.name);
+      plan.writes.emplace_back(dir / "index.json", to_json(p).dump(1) + "\n");
+      plan.writes.emplace_back(dir / "index.html", render_project_html(p));
+    }
+    std::vector<std::string> projects;
+    for (const auto& [name, page] : all) projects.push_back(name);
+    plan.writes.emplace_back(loc.channel_dir() / "index.html", render_root_html(projects));
+    plan.writes.emplace_back(loc.channel_dir() / "index.json", root_json(projects));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("cannot write the index of " + loc.channel_label() + " (" + e.what() +
+                "); nothing was written: a value is not valid UTF-8, fix the input that carries it");
+  }
+}
+
+// Writes the pages `changed` (and the root) of a channel read whole: every byte planned
+// and the directories checked before the first write.
+void write_pages(const IndexLocation& loc, const std::map<std::string, ProjectPage>& pages,
+                 const std::set<std::string>& changed, const SiteLock& lock) {
+  IndexPlan plan;
+  plan_pages(loc, pages, changed, plan);
+  check_writable(plan);
+  remove_stale_temps(loc, lock);
+  apply_plan(plan);
+}
+
+// Fetches one URL into `dir`; nullopt (and the reason in `why`) when it fails.
+std::optional<fs::path> fetch_url(const std::string& url, const fs::path& dir, const std::string& name,
+                                  std::string* why = nullptr) {
+  const fs::path dst = dir / name;
+  auto r = run_process({tool_program("FFPA_CURL", "curl"), "-fsSL", "-o", dst.string(), url});
+  if (r.status != 0) {
+    if (why) *why = r.err.empty() ? "curl exit " + std::to_string(r.status) : r.err.substr(0, r.err.find('\n'));
+    return std::nullopt;
+  }
+  return dst;
+}
 }  // namespace
 
 std::string IndexLocation::channel_label() const { return (fs::path(prefix) / channel).generic_string(); }
@@ -340,20 +414,6 @@ ProjectPage load_project(const IndexLocation& loc, const std::string& normalized
   return page;
 }
 
-namespace {
-
-// The file a temp name of write_file_atomic ("." + final name + ".tmp." + 6 mkstemp
-// characters) is written for, or "" when `name` is not one.
-std::string temp_target(const std::string& name) {
-  const std::size_t n = name.size();
-  if (n < 1 + 5 + 6 || name[0] != '.' || name.compare(n - 11, 5, ".tmp.") != 0 ||
-      !std::all_of(name.end() - 6, name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }))
-    return "";
-  return name.substr(1, n - 12);
-}
-
-}  // namespace
-
 bool is_engine_temp(const std::string& name) {
   const std::string target = temp_target(name);
   return target == "index.json" || target == "index.html";
@@ -436,52 +496,6 @@ std::vector<fs::path> remove_stale_temps(const IndexLocation& loc, const SiteLoc
 }
 
 // --- planning and writing ------------------------------------------------------------
-
-namespace {
-
-// What an add --metadata-dir that was killed left in `dir`: each marker (or temp
-// file) of a .metadata write, and the .metadata file it wrote when no page advertises
-// those bytes. Files of other writers are left alone: a .metadata file goes only
-// when its bytes are exactly the marker's.
-std::vector<fs::path> metadata_leftovers(const fs::path& dir, const std::map<std::string, std::string>& listed) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (!is_metadata_temp(name) || !it->is_regular_file(ec) || it->is_symlink(ec)) continue;
-    const std::string final_name = temp_target(name);
-    const std::string wheel = final_name.substr(0, final_name.size() - 9);  // ".metadata"
-    const auto marker = core::read_file(it->path()), written = core::read_file(dir / final_name);
-    const auto l = listed.find(wheel);
-    const bool advertised = l != listed.end() && marker && l->second == core::sha256_hex(*marker);
-    if (marker && written && *marker == *written && !advertised) out.push_back(dir / final_name);
-    out.push_back(it->path());
-  }
-  return out;
-}
-
-// Serialises the pages and the root into `plan`; a value the JSON cannot hold
-// surfaces here, before anything is written.
-void plan_pages(const IndexLocation& loc, const std::map<std::string, ProjectPage>& all,
-                const std::set<std::string>& changed, IndexPlan& plan) {
-  try {
-    for (const auto& name : changed) {
-      const ProjectPage& p = all.at(name);
-      const fs::path dir = loc.project_dir(p.name);
-      plan.writes.emplace_back(dir / "index.json", to_json(p).dump(1) + "\n");
-      plan.writes.emplace_back(dir / "index.html", render_project_html(p));
-    }
-    std::vector<std::string> projects;
-    for (const auto& [name, page] : all) projects.push_back(name);
-    plan.writes.emplace_back(loc.channel_dir() / "index.html", render_root_html(projects));
-    plan.writes.emplace_back(loc.channel_dir() / "index.json", root_json(projects));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error("cannot write the index of " + loc.channel_label() + " (" + e.what() +
-                "); nothing was written: a value is not valid UTF-8, fix the input that carries it");
-  }
-}
-
-}  // namespace
 
 IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& wheels, const AddOptions& opt) {
   if (opt.release_url.empty())
@@ -684,21 +698,6 @@ bool version_matches(const std::string& filename, const core::Version& wanted) {
   return wanted.local.empty() ? v.public_part == wanted.public_part : v.canonical == wanted.canonical;
 }
 
-namespace {
-
-// Writes the pages `changed` (and the root) of a channel read whole: every byte planned
-// and the directories checked before the first write.
-void write_pages(const IndexLocation& loc, const std::map<std::string, ProjectPage>& pages,
-                 const std::set<std::string>& changed, const SiteLock& lock) {
-  IndexPlan plan;
-  plan_pages(loc, pages, changed, plan);
-  check_writable(plan);
-  remove_stale_temps(loc, lock);
-  apply_plan(plan);
-}
-
-}  // namespace
-
 std::size_t edit_version(const IndexLocation& loc, Edit edit, const std::string& version,
                          const std::optional<std::string>& project, const std::optional<std::string>& reason,
                          std::ostream& log, const SiteLock& lock) {
@@ -767,22 +766,6 @@ void render_all(const IndexLocation& loc, const std::optional<std::string>& rele
 }
 
 // --- verify ------------------------------------------------------------------------
-
-namespace {
-
-// Fetches one URL into `dir`; nullopt (and the reason in `why`) when it fails.
-std::optional<fs::path> fetch_url(const std::string& url, const fs::path& dir, const std::string& name,
-                                  std::string* why = nullptr) {
-  const fs::path dst = dir / name;
-  auto r = run_process({tool_program("FFPA_CURL", "curl"), "-fsSL", "-o", dst.string(), url});
-  if (r.status != 0) {
-    if (why) *why = r.err.empty() ? "curl exit " + std::to_string(r.status) : r.err.substr(0, r.err.find('\n'));
-    return std::nullopt;
-  }
-  return dst;
-}
-
-}  // namespace
 
 std::size_t verify_index(const PageSource& src, const std::string& assets, std::ostream& log) {
   const bool is_url = assets.rfind("http://", 0) == 0 || assets.rfind("https://", 0) == 0;

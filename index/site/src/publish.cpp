@@ -335,15 +335,10 @@ class SiteRepo {
   std::string remote_, branch_, git_;
 };
 
-}  // namespace
-
-
 // --- publish -------------------------------------------------------------------
 
 // One publish run: the inputs checked, then preflight, then the four steps, each a
 // method over the state they share (the prepared wheels, the asset store, the site).
-namespace {
-
 struct PublishRun {
   const PublishOptions& opt;
   std::ostream& out;
@@ -583,34 +578,6 @@ struct PublishRun {
   }
 };
 
-}  // namespace
-
-int publish(const PublishOptions& opt, std::ostream& out, std::ostream& err) {
-  PublishRun run(opt, out, err);
-  run.check_inputs();
-  run.setup();
-  if (!run.preflight()) return 1;
-  run.stage_dirs();
-  if (opt.dry_run) return run.print_plan();
-  run.steps_release_and_upload();
-  run.step_merge_index();
-  return run.step_commit_and_push();
-}
-
-
-// --- publish-pure ---------------------------------------------------------------
-
-std::string simple_url_for(const std::string& repository_url) {
-  std::string u = repository_url;
-  if (u.find("://upload.pypi.org/") != std::string::npos) return "https://pypi.org/simple/";
-  if (u.find("://test.pypi.org/") != std::string::npos) return "https://test.pypi.org/simple/";
-  while (!u.empty() && u.back() == '/') u.pop_back();
-  if (u.size() > 7 && u.ends_with("/legacy")) u.resize(u.size() - 7);
-  return u + "/simple/";
-}
-
-namespace {
-
 // Files of `project` at version `v` (or a version PEP 440 calls equal: PyPI refuses
 // 1.0 once 1.0.0 is there) listed by a simple index (name -> sha256 or "").
 // nullopt when the index could not be asked; the reason goes to `why`.
@@ -644,8 +611,30 @@ std::optional<std::map<std::string, std::string>> files_on_index(const std::stri
   }
   return out;
 }
-
 }  // namespace
+
+int publish(const PublishOptions& opt, std::ostream& out, std::ostream& err) {
+  PublishRun run(opt, out, err);
+  run.check_inputs();
+  run.setup();
+  if (!run.preflight()) return 1;
+  run.stage_dirs();
+  if (opt.dry_run) return run.print_plan();
+  run.steps_release_and_upload();
+  run.step_merge_index();
+  return run.step_commit_and_push();
+}
+
+// --- publish-pure ---------------------------------------------------------------
+
+std::string simple_url_for(const std::string& repository_url) {
+  std::string u = repository_url;
+  if (u.find("://upload.pypi.org/") != std::string::npos) return "https://pypi.org/simple/";
+  if (u.find("://test.pypi.org/") != std::string::npos) return "https://test.pypi.org/simple/";
+  while (!u.empty() && u.back() == '/') u.pop_back();
+  if (u.size() > 7 && u.ends_with("/legacy")) u.resize(u.size() - 7);
+  return u + "/simple/";
+}
 
 int publish_pure(const PurePublishOptions& opt, std::ostream& out, std::ostream& err) {
   const auto tagv = parse_tag(opt.tag, "v<version>, e.g. v0.2.5 (the pure release has no local part)");
