@@ -127,8 +127,7 @@ int cmd_add(const Args& a) {
     o.metadata_dir = fs::path(*md);
     o.core_metadata = true;
   }
-  const char* f = std::getenv("FFPA_FORCE_UPLOAD");
-  o.force = f && std::string(f) == "1";
+  o.force = force_upload();
   // Taken once the wheels are known good: a refused input leaves the site alone.
   const SiteLock lock(loc.root, /*create_root=*/true);
   add_wheels(loc, wheels, o, std::cout, lock);

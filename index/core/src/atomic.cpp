@@ -57,6 +57,12 @@ AtomicOutput::~AtomicOutput() {
   if (!committed_ && !temp_.empty()) ::unlink(temp_.c_str());
 }
 
+void create_directories(const std::filesystem::path& dir, const std::string& fix) {
+  std::error_code ec;
+  if (!std::filesystem::create_directories(dir, ec) && !std::filesystem::is_directory(dir))
+    throw Error("cannot create the directory " + dir.string() + (ec ? ": " + ec.message() : "") + "; " + fix);
+}
+
 void write_all(int fd, std::string_view data, const std::string& what) {
   while (!data.empty()) {
     const ssize_t n = ::write(fd, data.data(), data.size());

@@ -208,8 +208,9 @@ Prepared prepare(const PackOptions& o) {
 }
 
 // Platform: computed for "auto", checked for anything else; then every file is held
-// to the one compiled-file rule verify-wheel applies to the members.
-void decide_platform(Prepared& w, const std::vector<std::string_view>& contents) {
+// to the one compiled-file rule verify-wheel applies to the members. Then the names
+// and the WHEEL file that follow from it.
+void name_wheel(Prepared& w, const std::vector<std::string_view>& contents) {
   const PackOptions& o = *w.o;
   std::string& platform = w.result.name.platform;
   const bool has_elf = std::any_of(contents.begin(), contents.end(),
@@ -232,10 +233,6 @@ void decide_platform(Prepared& w, const std::vector<std::string_view>& contents)
     for (size_t i = 0; i < w.files.size(); ++i)
       if (std::string why = compiled_file_problem(w.files[i].rel, contents[i].substr(0, 64), part); !why.empty())
         throw Error("the staged tree '" + o.tree.string() + "': " + why);
-}
-
-void name_wheel(Prepared& w) {
-  const PackOptions& o = *w.o;
   const WheelFilename& wf = w.result.name;
   w.dist_info = wf.name + "-" + wf.version + ".dist-info/";
   const bool purelib = o.root_is_purelib.value_or(wf.abi == "none" && wf.platform == "any");
@@ -271,9 +268,8 @@ std::vector<PackResult> pack_wheels(const std::vector<PackOptions>& wheels) {
 
   std::set<fs::path> finals;
   for (auto& w : ws) {
-    decide_platform(w, std::vector<std::string_view>(views.begin() + static_cast<std::ptrdiff_t>(w.first_flat),
+    name_wheel(w, std::vector<std::string_view>(views.begin() + static_cast<std::ptrdiff_t>(w.first_flat),
                                                      views.begin() + static_cast<std::ptrdiff_t>(w.first_flat + w.files.size())));
-    name_wheel(w);
     if (!finals.insert(fs::absolute(w.result.wheel).lexically_normal()).second)
       throw Error("two wheels of this call would both be written to '" + w.result.wheel.string() +
                   "'; give each a different tag or version (or --out-dir)");
@@ -299,9 +295,7 @@ std::vector<PackResult> pack_wheels(const std::vector<PackOptions>& wheels) {
 
   std::vector<std::unique_ptr<AtomicOutput>> outs;
   for (auto& w : ws) {
-    std::error_code ec;
-    fs::create_directories(w.o->out_dir, ec);
-    if (ec) throw Error("cannot create --out-dir '" + w.o->out_dir.string() + "': " + ec.message());
+    create_directories(w.o->out_dir, "pass a writable --out-dir");
     outs.push_back(std::make_unique<AtomicOutput>(w.result.wheel));
   }
   parallel_for(ws.size(), dopt.jobs, [&](std::size_t k) {

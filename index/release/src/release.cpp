@@ -30,15 +30,8 @@ void preflight(const core::Release& p, const fs::path& staging) {
                   "; build the project before packaging");
     if (w.kind == "cuda" && !p.channel) throw Error("the plan has CUDA wheels but no channel");
   }
-  std::error_code ec;
-  fs::create_directories(p.out_dir, ec);
-  if (ec || !fs::is_directory(p.out_dir))
-    throw Error("cannot create the output directory " + p.out_dir + ": " + ec.message() +
-                "; set FFPA_RELEASE_DIST to a writable directory");
-  if (p.site_dir) {
-    fs::create_directories(fs::path(*p.site_dir).parent_path(), ec);
-    if (ec) throw Error("cannot create " + fs::path(*p.site_dir).parent_path().string() + ": " + ec.message());
-  }
+  core::create_directories(p.out_dir, "set FFPA_RELEASE_DIST to a writable directory");
+  if (p.site_dir) core::create_directories(fs::path(*p.site_dir).parent_path(), "fix its permissions");
 }
 
 std::string requirements_text(const core::Release& m) {

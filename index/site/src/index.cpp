@@ -648,11 +648,7 @@ std::size_t apply_plan(const IndexPlan& plan) {
       auto cur = core::read_file(path);
       if (cur && *cur == data) continue;
       for (fs::path d = path.parent_path(); !d.empty() && !fs::exists(d); d = d.parent_path()) made_dirs.push_back(d);
-      std::error_code ec;
-      fs::create_directories(path.parent_path(), ec);
-      if (ec)
-        throw Error("cannot create " + path.parent_path().string() + ": " + ec.message() +
-                    "; fix its permissions, then re-run");
+      core::create_directories(path.parent_path(), "fix its permissions, then re-run");
       core::AtomicOutput out(path);
       out.write(data);
       if (metadata && !cur) {

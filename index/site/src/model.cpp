@@ -15,9 +15,14 @@ namespace ffpa::site {
 using nlohmann::json;
 using core::Error;
 
+// Where `filename` is, or would be, in the sorted files.
+static std::vector<FileEntry>::iterator position(std::vector<FileEntry>& files, std::string_view filename) {
+  return std::lower_bound(files.begin(), files.end(), filename,
+                          [](const FileEntry& e, std::string_view f) { return e.filename < f; });
+}
+
 FileEntry* ProjectPage::find(std::string_view filename) {
-  auto it = std::lower_bound(files.begin(), files.end(), filename,
-                             [](const FileEntry& e, std::string_view f) { return e.filename < f; });
+  auto it = position(files, filename);
   return (it != files.end() && it->filename == filename) ? &*it : nullptr;
 }
 
@@ -42,24 +47,18 @@ bool derive_file_fields(FileEntry& e) {
 
 void ProjectPage::insert(FileEntry e) {
   if (e.identity.empty()) derive_file_fields(e);
-  auto it = std::lower_bound(files.begin(), files.end(), e.filename,
-                             [](const FileEntry& x, const std::string& f) { return x.filename < f; });
-  files.insert(it, std::move(e));
+  files.insert(position(files, e.filename), std::move(e));
 }
 
 void ProjectPage::refresh_versions() {
-  std::set<std::string> present;
-  std::vector<std::string> fresh;
-  for (const auto& f : files) {
-    const std::string& ver = f.canonical_version;
-    if (!ver.empty() && present.insert(ver).second) fresh.push_back(ver);
-  }
+  std::set<std::string> present, kept;
+  for (const auto& f : files) present.insert(f.canonical_version);
   std::vector<std::string> out;
-  std::set<std::string> kept;
-  for (const auto& v : versions)
-    if (present.count(v) && kept.insert(v).second) out.push_back(v);
-  for (const auto& v : fresh)
-    if (kept.insert(v).second) out.push_back(v);
+  auto keep = [&](const std::string& v) {
+    if (!v.empty() && present.count(v) && kept.insert(v).second) out.push_back(v);
+  };
+  for (const auto& v : versions) keep(v);
+  for (const auto& f : files) keep(f.canonical_version);
   versions = std::move(out);
 }
 

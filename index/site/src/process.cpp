@@ -93,12 +93,10 @@ TempDir::TempDir(const std::string& prefix) {
     throw core::Error("no directory for scratch files (" + ec.message() +
                             "); point TMPDIR at an existing, writable directory");
   std::string tmpl = (base / (prefix + "XXXXXX")).string();
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  if (!mkdtemp(buf.data()))
+  if (!mkdtemp(tmpl.data()))
     throw core::Error("cannot create a scratch directory " + tmpl + ": " + std::strerror(errno) +
                             "; point TMPDIR at a writable directory");
-  path_ = buf.data();
+  path_ = tmpl;
 }
 
 TempDir::~TempDir() {

@@ -25,6 +25,11 @@ namespace ffpa::site {
 
 using core::Error;
 
+bool force_upload() {
+  const char* f = std::getenv("FFPA_FORCE_UPLOAD");
+  return f && std::string(f) == "1";
+}
+
 void kill_point(const char* step) {
   const char* at = std::getenv("FFPA_PUBLISH_KILL_AT");
   if (at && std::string(at) == step) {
@@ -41,12 +46,13 @@ struct Problems {
   std::vector<std::string> list;
   void add(std::string s) { list.push_back(std::move(s)); }
   void add(const std::vector<std::string>& v) { list.insert(list.end(), v.begin(), v.end()); }
+  // Prints the problems of command `what`, if any; true when there were.
+  bool refused(std::ostream& err, const std::string& what) const {
+    if (!list.empty()) err << core::problem_list(what + ": refused, nothing was created:", list) << "\n";
+    return !list.empty();
+  }
 };
 
-bool force_upload() {
-  const char* f = std::getenv("FFPA_FORCE_UPLOAD");
-  return f && std::string(f) == "1";
-}
 
 // A tool's one-line answer without its line end.
 std::string trim(const std::string& s) { return std::string(core::trim(s, " \r\n")); }
@@ -120,10 +126,6 @@ std::string resolve_target(const std::string& given, const fs::path& source_dir,
            "; pass the release commit (git -C " + shell_quote(source_dir.string()) +
            " rev-parse HEAD), or --source-dir the checkout that holds it");
   return given;
-}
-
-void print_problems(const Problems& pb, std::ostream& err, const char* what) {
-  err << core::problem_list(std::string(what) + ": refused, nothing was created:", pb.list) << "\n";
 }
 
 // The release of one tag in an asset store, as publish and publish-pure drive it: what
@@ -442,10 +444,7 @@ struct PublishRun {
       pb.add(site.foreign_changes(channel_rel, ours));
     }
     if (rel.store) rel.preflight(opt.target, opt.source_dir, pb);
-    if (!pb.list.empty()) {
-      print_problems(pb, err, "publish");
-      return false;
-    }
+    if (pb.refused(err, "publish")) return false;
     if (!lock) throw Error("--site-repo " + site.dir().string() + " does not exist; clone the site there first");
     return true;
   }
@@ -686,10 +685,7 @@ int publish_pure(const PurePublishOptions& opt, std::ostream& out, std::ostream&
     rel.store = make_asset_store(opt.assets);
     rel.preflight(opt.target, opt.source_dir, pb);
   }
-  if (!pb.list.empty()) {
-    print_problems(pb, err, "publish-pure");
-    return 1;
-  }
+  if (pb.refused(err, "publish-pure")) return 1;
   const std::vector<std::string> upload = {twine, "upload", "--non-interactive", "--disable-progress-bar",
                                            "--repository-url", opt.repository_url, wheel.string()};
   if (opt.dry_run) {

@@ -59,6 +59,9 @@ class AtomicOutput {
 // failure before that leaves none visible), each directory fsynced once.
 void commit_together(const std::vector<std::unique_ptr<AtomicOutput>>& outs);
 
+// Creates `dir` and its parents; throws naming it and then `fix` when it cannot.
+void create_directories(const std::filesystem::path& dir, const std::string& fix);
+
 // Writes all of `data` to `fd` (EINTR retried); throws naming `what` and the fix.
 void write_all(int fd, std::string_view data, const std::string& what);
 

@@ -93,6 +93,10 @@ int publish_pure(const PurePublishOptions& opt, std::ostream& out, std::ostream&
 // Where "is V already there?" is answered for a twine repository URL.
 std::string simple_url_for(const std::string& repository_url);
 
+// FFPA_FORCE_UPLOAD=1: a file of a listed name (or version and tags) with other bytes
+// is replaced instead of refused (add, publish, publish-pure).
+bool force_upload();
+
 // FFPA_PUBLISH_KILL_AT=<step>: test-only fault injection, raise(SIGKILL) right after
 // that step boundary. Steps: release, upload-1 (after the first wheel), upload,
 // index, commit (publish); pypi, release (publish-pure).
