@@ -5,6 +5,7 @@
 // commands in site_commands.cpp.
 #include <signal.h>
 
+#include <climits>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -17,7 +18,7 @@
 #include "ffpa/core/manylinux.h"
 #include "ffpa/core/pack.h"
 #include "ffpa/core/wheel.h"
-#include "ffpa/core/zipread.h"
+#include "ffpa/core/zip.h"
 #include "ffpa/release/release.h"
 
 namespace {
@@ -96,10 +97,11 @@ namespace core = ffpa::core;
 using ffpa::cli::Args;
 using ffpa::cli::UsageError;
 
-long long to_int(const std::string& opt, const std::string& v) {
+long long to_int(const std::string& opt, const std::string& v, long long min = LLONG_MIN) {
   char* end = nullptr;
   const long long n = std::strtoll(v.c_str(), &end, 10);
   if (v.empty() || *end != '\0') throw UsageError(opt + " expects an integer, got '" + v + "'");
+  if (n < min) throw UsageError(opt + " must be at least " + std::to_string(min));
   return n;
 }
 
@@ -121,10 +123,7 @@ int pack_cmd(const Args& a) {
   o.readme = a.get_or("--readme", "");
   if (auto v = a.get("--source-date-epoch")) o.source_date_epoch = to_int("--source-date-epoch", *v);
   if (auto v = a.get("--level")) o.deflate.level = static_cast<int>(to_int("--level", *v));
-  if (auto v = a.get("--jobs")) {
-    if (to_int("--jobs", *v) < 1) throw UsageError("--jobs must be at least 1");
-    o.deflate.jobs = static_cast<unsigned>(to_int("--jobs", *v));
-  }
+  if (auto v = a.get("--jobs")) o.deflate.jobs = static_cast<unsigned>(to_int("--jobs", *v, 1));
   o.forbidden_strings = a.all("--forbid-path");
   if (auto v = a.get("--root-is-purelib")) {
     if (*v != "true" && *v != "false") throw UsageError("--root-is-purelib takes true or false");
@@ -141,13 +140,9 @@ int verify_cmd(const Args& a) {
   int rc = 0;
   for (const auto& w : a.positional()) {
     const auto r = core::verify_wheel(w);
-    if (r.ok) {
-      std::cout << w << ": OK\n";
-      continue;
-    }
-    rc = 1;
-    std::cout << core::problem_list(w + ": " + std::to_string(r.problems.size()) + " problem(s)", r.problems)
-              << "\n";
+    const std::string head = w + ": " + std::to_string(r.problems.size()) + " problem(s)";
+    std::cout << (r.ok ? w + ": OK" : core::problem_list(head, r.problems)) << "\n";
+    rc |= r.ok ? 0 : 1;
   }
   return rc;
 }

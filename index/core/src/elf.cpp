@@ -158,12 +158,12 @@ ElfInfo read_elf(const std::filesystem::path& p) {
     return f.read(st.offset, st.size);
   };
   for (const Section& s : secs) {
+    if (s.type != kShtDynamic && s.type != kShtGnuVerneed && s.type != kShtDynsym) continue;
+    const std::string strtab = strtab_of(s), data = f.read(s.offset, s.size);
     if (s.type == kShtDynamic) {
-      const std::string strtab = strtab_of(s);
-      const std::string dyn = f.read(s.offset, s.size);
-      for (std::uint64_t off = 0; off + 16 <= dyn.size(); off += 16) {
-        const auto tag = le<std::int64_t>(dyn, off);
-        const auto val = le<std::uint64_t>(dyn, off + 8);
+      for (std::uint64_t off = 0; off + 16 <= data.size(); off += 16) {
+        const auto tag = le<std::int64_t>(data, off);
+        const auto val = le<std::uint64_t>(data, off + 8);
         if (tag == 0) break;
         if (tag == kDtNeeded) info.needed.push_back(cstr_at(strtab, val, budget));
         else if (tag == kDtSoname) info.soname = cstr_at(strtab, val, budget);
@@ -171,42 +171,37 @@ ElfInfo read_elf(const std::filesystem::path& p) {
         else if (tag == kDtRunpath) info.runpath = split_path_list(cstr_at(strtab, val, budget));
       }
     } else if (s.type == kShtGnuVerneed) {
-      const std::string strtab = strtab_of(s);
-      const std::string vr = f.read(s.offset, s.size);
       // Each Verneed and Vernaux record takes 16 bytes of the section, so a file
       // cannot honestly hold more records than size / 16; chains that loop or
       // revisit records (quadratic work) run out of this budget instead.
-      std::uint64_t records = vr.size() / 16, off = 0;
+      std::uint64_t records = data.size() / 16, off = 0;
       auto spend = [&]() {
         if (records == 0) throw Error(where + ": malformed .gnu.version_r (its records revisit each other)");
         --records;
       };
       for (std::uint32_t n = 0; n < s.info; ++n) {
         spend();
-        const auto cnt = le<std::uint16_t>(vr, off + 2);
-        const std::string file = cstr_at(strtab, le<std::uint32_t>(vr, off + 4), budget);
-        std::uint64_t aux = off + le<std::uint32_t>(vr, off + 8);
+        const auto cnt = le<std::uint16_t>(data, off + 2);
+        const std::string file = cstr_at(strtab, le<std::uint32_t>(data, off + 4), budget);
+        std::uint64_t aux = off + le<std::uint32_t>(data, off + 8);
         for (std::uint16_t k = 0; k < cnt; ++k) {
           spend();
-          info.version_needs.emplace_back(file, cstr_at(strtab, le<std::uint32_t>(vr, aux + 8), budget));
-          const auto next = le<std::uint32_t>(vr, aux + 12);
+          info.version_needs.emplace_back(file, cstr_at(strtab, le<std::uint32_t>(data, aux + 8), budget));
+          const auto next = le<std::uint32_t>(data, aux + 12);
           if (next == 0) break;
           aux += next;
         }
-        const auto next = le<std::uint32_t>(vr, off + 12);
+        const auto next = le<std::uint32_t>(data, off + 12);
         if (next == 0) break;
         off += next;
       }
-    } else if (s.type == kShtDynsym) {
-      const std::string strtab = strtab_of(s);
-      const std::string syms = f.read(s.offset, s.size);
+    } else {
       // Elf64_Sym is 24 bytes; any other entry size is a malformed (or hostile) file,
       // and an unchecked one wraps the offset arithmetic below.
       if (s.entsize != 0 && s.entsize != 24) throw Error(where + ": malformed .dynsym (entry size " + std::to_string(s.entsize) + ", not 24)");
-      const std::uint64_t ent = 24;
-      for (std::uint64_t off = ent; off + 24 <= syms.size(); off += ent) {  // entry 0 is the null symbol
-        if (le<std::uint16_t>(syms, off + 6) != 0) continue;
-        std::string name = cstr_at(strtab, le<std::uint32_t>(syms, off), budget);
+      for (std::uint64_t off = 24; off + 24 <= data.size(); off += 24) {  // entry 0 is the null symbol
+        if (le<std::uint16_t>(data, off + 6) != 0) continue;
+        std::string name = cstr_at(strtab, le<std::uint32_t>(data, off), budget);
         if (!name.empty()) info.undefined_symbols.push_back(std::move(name));
       }
     }

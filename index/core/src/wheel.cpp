@@ -13,7 +13,7 @@
 #include "ffpa/core/names.h"
 #include "ffpa/core/pep.h"
 #include "ffpa/core/utf8.h"
-#include "ffpa/core/zipread.h"
+#include "ffpa/core/zip.h"
 
 namespace ffpa::core {
 

@@ -8,7 +8,7 @@
 // reader accepts only archives on which all of those readings coincide, and
 // refuses (naming the problem) everything else; see index/README.md, "Reading
 // untrusted wheels".
-#include "ffpa/core/zipread.h"
+#include "ffpa/core/zip.h"
 
 #include <zlib.h>
 
@@ -17,7 +17,6 @@
 #include <memory>
 #include <numeric>
 
-#include "ffpa/core/atomic.h"
 #include "ffpa/core/error.h"
 #include "ffpa/core/names.h"
 #include "ffpa/core/utf8.h"

@@ -2,7 +2,7 @@
 // The wheel writer's zip container and its compression: each member deflated on a
 // pool of threads, then local headers, the central directory and ZIP64 records
 // written deterministically.
-#include "ffpa/core/zipwrite.h"
+#include "ffpa/core/zip.h"
 
 #include <zlib.h>
 

@@ -19,8 +19,7 @@
 #include "ffpa/core/names.h"
 #include "ffpa/core/utf8.h"
 #include "ffpa/core/wheel.h"
-#include "ffpa/core/zipread.h"
-#include "ffpa/core/zipwrite.h"
+#include "ffpa/core/zip.h"
 #include "util.h"
 
 using namespace ffpa::core;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ffpa/core/pep.h"
-#include "ffpa/core/zipwrite.h"
+#include "ffpa/core/zip.h"
 
 namespace ffpa::core {
 
