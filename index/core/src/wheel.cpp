@@ -197,20 +197,13 @@ void check_wheel_headers(const std::vector<std::pair<std::string, std::string>>&
 // line boundary that one reader honours and another does not gets through.
 std::vector<std::vector<std::string>> record_rows(std::string_view text, std::vector<std::string>& problems) {
   std::vector<std::vector<std::string>> rows;
-  std::size_t pos = 0, line_no = 0;
-  while (pos < text.size()) {
-    ++line_no;
-    std::size_t eol = text.find('\n', pos);
-    std::string_view line = text.substr(pos, (eol == std::string_view::npos ? text.size() : eol) - pos);
-    pos = eol == std::string_view::npos ? text.size() : eol + 1;
+  std::vector<std::string> lines = split(text, '\n');
+  if (lines.back().empty()) lines.pop_back();  // the last line's end
+  for (std::size_t n = 0; n < lines.size(); ++n) {
+    std::string_view line = lines[n];
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    const std::string at = "RECORD line " + std::to_string(line_no);
-    bool boundary = false;
-    for (char ch : line) {
-      const auto c = static_cast<unsigned char>(ch);
-      if (c == '\r' || c == 0x0b || c == 0x0c || (c >= 0x1c && c <= 0x1e)) boundary = true;
-    }
-    if (boundary || has_unicode_line_break(line)) {
+    const std::string at = "RECORD line " + std::to_string(n + 1);
+    if (line.find_first_of("\r\v\f\x1c\x1d\x1e") != std::string_view::npos || has_unicode_line_break(line)) {
       problems.push_back(at + " contains a character where pip's RECORD reader (str.splitlines) ends a line (\\r, "
                          "\\v, \\f, \\x1c-\\x1e, U+0085, U+2028, U+2029): pip would read other rows; rebuild the wheel");
       continue;
@@ -227,6 +220,7 @@ std::vector<std::vector<std::string>> record_rows(std::string_view text, std::ve
   }
   return rows;
 }
+
 }  // namespace
 
 const CoreField* core_field(std::string_view name) {

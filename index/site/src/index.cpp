@@ -55,6 +55,17 @@ std::string temp_target(const std::string& name) {
   return name.substr(1, n - 12);
 }
 
+// The longest wheel file name publishing can store: the engine writes
+// "<wheel>.metadata" beside each wheel through a temp file
+// ".<wheel>.metadata.tmp.XXXXXX", and that name must fit NAME_MAX (255 bytes).
+inline constexpr std::size_t kMaxWheelFilename = 255 - 21;
+
+// Whether a file name is such a marker (or a temp file of a .metadata write).
+bool is_metadata_temp(const std::string& name) {
+  const std::string target = temp_target(name);
+  return target.size() > 13 && target.compare(target.size() - 13, 13, ".whl.metadata") == 0;
+}
+
 // What an add --metadata-dir that was killed left in `dir`: each marker (or temp
 // file) of a .metadata write, and the .metadata file it wrote when no page advertises
 // those bytes. Files of other writers are left alone: a .metadata file goes only
@@ -97,6 +108,66 @@ void plan_pages(const IndexLocation& loc, const std::map<std::string, ProjectPag
   }
 }
 
+// Throws, naming each place and its fix, when a directory the plan writes to cannot
+// be written (plan_add runs it; so do remove, yank, unyank and render).
+void check_writable(const IndexPlan& plan) {
+  std::set<fs::path> dirs;
+  for (const auto& [path, data] : plan.writes) dirs.insert(path.parent_path());
+  std::vector<std::string> problems;
+  for (const auto& d : dirs)
+    if (std::string why = unwritable_dir_problem(d); !why.empty()) problems.push_back(why);
+  if (!problems.empty())
+    throw Error(core::problem_list("cannot write the index, nothing was written:", problems));
+}
+
+// Writes only the files whose content differs; returns how many it wrote. All or
+// nothing: on a failure (disk full, a file-size limit, a directory that turned
+// read-only) every file it wrote is restored or removed, with the directories it
+// created, and the error is rethrown. A .metadata file new to the served directory
+// carries a marker (".<wheel>.metadata.tmp.XXXXXX") until the pages are written, so
+// that a killed run's leftovers are found and removed by the next add there.
+std::size_t apply_plan(const IndexPlan& plan) {
+  std::vector<std::pair<fs::path, std::optional<std::string>>> undo;  // each write: what was there (nullopt: nothing)
+  std::vector<fs::path> markers, made_dirs;
+  std::size_t n = 0, i = 0;
+  try {
+    for (const auto& p : plan.removals) ::unlink(p.c_str());
+    for (const auto& [path, data] : plan.writes) {
+      if (i == plan.metadata_writes && plan.metadata_writes > 0) kill_point("add-metadata");
+      const bool metadata = i++ < plan.metadata_writes;
+      auto cur = core::read_file(path);
+      if (cur && *cur == data) continue;
+      for (fs::path d = path.parent_path(); !d.empty() && !fs::exists(d); d = d.parent_path()) made_dirs.push_back(d);
+      core::create_directories(path.parent_path(), "fix its permissions, then re-run");
+      core::AtomicOutput out(path);
+      out.write(data);
+      if (metadata && !cur) {
+        if (out.commit_keeping_marker()) markers.push_back(out.temp_path());
+      } else {
+        out.commit();
+      }
+      undo.emplace_back(path, cur);  // a write that failed changed nothing (temp + rename)
+      ++n;
+    }
+  } catch (...) {
+    // Back to what was there: the pages first (they may advertise a .metadata file).
+    for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
+      try {
+        if (it->second) core::write_file_atomic(it->first, *it->second);
+        else ::unlink(it->first.c_str());
+      } catch (const std::exception&) {
+      }
+    }
+    for (const auto& m : markers) ::unlink(m.c_str());
+    // Deepest first, each only when empty.
+    std::sort(made_dirs.begin(), made_dirs.end(), [](const fs::path& a, const fs::path& b) { return a.string() > b.string(); });
+    for (const auto& d : made_dirs) ::rmdir(d.c_str());
+    throw;
+  }
+  for (const auto& m : markers) ::unlink(m.c_str());
+  return n;
+}
+
 // Writes the pages `changed` (and the root) of a channel read whole: every byte planned
 // and the directories checked before the first write.
 void write_pages(const IndexLocation& loc, const std::map<std::string, ProjectPage>& pages,
@@ -119,6 +190,7 @@ std::optional<fs::path> fetch_url(const std::string& url, const fs::path& dir, c
   }
   return dst;
 }
+
 }  // namespace
 
 std::string IndexLocation::channel_label() const { return (fs::path(prefix) / channel).generic_string(); }
@@ -419,12 +491,20 @@ bool is_engine_temp(const std::string& name) {
   return target == "index.json" || target == "index.html";
 }
 
-bool is_metadata_temp(const std::string& name) {
-  const std::string target = temp_target(name);
-  return target.size() > 13 && target.compare(target.size() - 13, 13, ".whl.metadata") == 0;
-}
-
-ChannelState read_channel(const IndexLocation& loc, const std::optional<std::string>& release_url) {
+// The whole channel, read and checked: every project page, and the problems that
+// make a writer refuse (anything in the channel the engine did not write, a page
+// that does not load). Stale engine temp files are listed apart: they are removed,
+// not refused.
+struct ChannelState {
+  std::map<std::string, ProjectPage> pages;
+  std::vector<std::string> problems;
+  std::vector<fs::path> stale_temps;
+};
+// `release_url`: taken as the release URL of pages that record none (add, render
+// --release-url); their files must then derive from it. Without it such a page is a
+// problem, as is any page whose files do not derive from its own release URL.
+static ChannelState read_channel(const IndexLocation& loc,
+                                 const std::optional<std::string>& release_url = std::nullopt) {
   ChannelState st;
   const fs::path cdir = loc.channel_dir();
   std::error_code ec;
@@ -624,58 +704,6 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
       << " unchanged\n";
   plan.log = log.str();
   return plan;
-}
-
-void check_writable(const IndexPlan& plan) {
-  std::set<fs::path> dirs;
-  for (const auto& [path, data] : plan.writes) dirs.insert(path.parent_path());
-  std::vector<std::string> problems;
-  for (const auto& d : dirs)
-    if (std::string why = unwritable_dir_problem(d); !why.empty()) problems.push_back(why);
-  if (!problems.empty())
-    throw Error(core::problem_list("cannot write the index, nothing was written:", problems));
-}
-
-std::size_t apply_plan(const IndexPlan& plan) {
-  std::vector<std::pair<fs::path, std::optional<std::string>>> undo;  // each write: what was there (nullopt: nothing)
-  std::vector<fs::path> markers, made_dirs;
-  std::size_t n = 0, i = 0;
-  try {
-    for (const auto& p : plan.removals) ::unlink(p.c_str());
-    for (const auto& [path, data] : plan.writes) {
-      if (i == plan.metadata_writes && plan.metadata_writes > 0) kill_point("add-metadata");
-      const bool metadata = i++ < plan.metadata_writes;
-      auto cur = core::read_file(path);
-      if (cur && *cur == data) continue;
-      for (fs::path d = path.parent_path(); !d.empty() && !fs::exists(d); d = d.parent_path()) made_dirs.push_back(d);
-      core::create_directories(path.parent_path(), "fix its permissions, then re-run");
-      core::AtomicOutput out(path);
-      out.write(data);
-      if (metadata && !cur) {
-        if (out.commit_keeping_marker()) markers.push_back(out.temp_path());
-      } else {
-        out.commit();
-      }
-      undo.emplace_back(path, cur);  // a write that failed changed nothing (temp + rename)
-      ++n;
-    }
-  } catch (...) {
-    // Back to what was there: the pages first (they may advertise a .metadata file).
-    for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
-      try {
-        if (it->second) core::write_file_atomic(it->first, *it->second);
-        else ::unlink(it->first.c_str());
-      } catch (const std::exception&) {
-      }
-    }
-    for (const auto& m : markers) ::unlink(m.c_str());
-    // Deepest first, each only when empty.
-    std::sort(made_dirs.begin(), made_dirs.end(), [](const fs::path& a, const fs::path& b) { return a.string() > b.string(); });
-    for (const auto& d : made_dirs) ::rmdir(d.c_str());
-    throw;
-  }
-  for (const auto& m : markers) ::unlink(m.c_str());
-  return n;
 }
 
 ChangeReport add_wheels(const IndexLocation& loc, const std::vector<PreparedWheel>& wheels, const AddOptions& opt,

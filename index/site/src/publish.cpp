@@ -610,6 +610,7 @@ std::optional<std::map<std::string, std::string>> files_on_index(const std::stri
   }
   return out;
 }
+
 }  // namespace
 
 int publish(const PublishOptions& opt, std::ostream& out, std::ostream& err) {

@@ -67,11 +67,6 @@ class SiteLock {
 std::uint64_t files_hashed();
 std::string hash_file(const fs::path& p);
 
-// The longest wheel file name publishing can store: the engine writes
-// "<wheel>.metadata" beside each wheel through a temp file
-// ".<wheel>.metadata.tmp.XXXXXX", and that name must fit NAME_MAX (255 bytes).
-inline constexpr std::size_t kMaxWheelFilename = 255 - 21;
-
 // The bytes of a file as one read of it saw them: copied through a single descriptor
 // into a private, unnamed file (O_TMPFILE under $TMPDIR, freed by the kernel when the
 // last descriptor closes, a kill included), hashed and counted on the way. Whatever
@@ -177,19 +172,6 @@ struct IndexPlan {
 // pip may follow.
 ProjectPage load_project(const IndexLocation& loc, const std::string& normalized);
 
-// The whole channel, read and checked: every project page, and the problems that
-// make a writer refuse (anything in the channel the engine did not write, a page
-// that does not load). Stale engine temp files are listed apart: they are removed,
-// not refused.
-struct ChannelState {
-  std::map<std::string, ProjectPage> pages;
-  std::vector<std::string> problems;
-  std::vector<fs::path> stale_temps;
-};
-// `release_url`: taken as the release URL of pages that record none (add, render
-// --release-url); their files must then derive from it. Without it such a page is a
-// problem, as is any page whose files do not derive from its own release URL.
-ChannelState read_channel(const IndexLocation& loc, const std::optional<std::string>& release_url = std::nullopt);
 // Whether a file name is one of the engine's own temp files (".index.json.tmp.XXXXXX").
 bool is_engine_temp(const std::string& filename);
 // Removes the stale temp files a killed writer left in the channel; returns them.
@@ -198,18 +180,6 @@ std::vector<fs::path> remove_stale_temps(const IndexLocation& loc, const SiteLoc
 // Throws (nothing planned) when a wheel names a file already listed with other bytes,
 // or the same version and tags under another spelling, unless opt.force.
 IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& wheels, const AddOptions& opt);
-// Throws, naming each place and its fix, when a directory the plan writes to cannot
-// be written (plan_add runs it; so do remove, yank, unyank and render).
-void check_writable(const IndexPlan& plan);
-// Writes only the files whose content differs; returns how many it wrote. All or
-// nothing: on a failure (disk full, a file-size limit, a directory that turned
-// read-only) every file it wrote is restored or removed, with the directories it
-// created, and the error is rethrown. A .metadata file new to the served directory
-// carries a marker (".<wheel>.metadata.tmp.XXXXXX") until the pages are written, so
-// that a killed run's leftovers are found and removed by the next add there.
-std::size_t apply_plan(const IndexPlan& plan);
-// Whether a file name is such a marker (or a temp file of a .metadata write).
-bool is_metadata_temp(const std::string& filename);
 ChangeReport add_wheels(const IndexLocation& loc, const std::vector<PreparedWheel>& wheels,
                         const AddOptions& opt, std::ostream& log, const SiteLock&);
 
