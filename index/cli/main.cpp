@@ -15,7 +15,7 @@
 #include "ffpa/core/atomic.h"
 #include "ffpa/core/error.h"
 #include "ffpa/core/manifest.h"
-#include "ffpa/core/manylinux.h"
+#include "ffpa/core/elf.h"
 #include "ffpa/core/pack.h"
 #include "ffpa/core/wheel.h"
 #include "ffpa/core/zip.h"
@@ -149,9 +149,7 @@ int verify_cmd(const Args& a) {
 
 int platform_cmd(const Args& a) {
   a.no_positional();
-  core::PlatformOptions o;
-  o.forbidden_strings = a.all("--forbid-path");
-  const auto d = core::decide_manylinux(a.need("--tree", "DIR"), o);
+  const auto d = core::decide_manylinux(a.need("--tree", "DIR"), a.all("--forbid-path"));
   if (!d.problems.empty()) {
     std::cerr << core::problem_list("ffpa-index platform-tag: the tree cannot be shipped as a manylinux wheel:",
                                           d.problems) << "\n";

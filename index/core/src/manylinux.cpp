@@ -1,12 +1,13 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
-#include "ffpa/core/manylinux.h"
+// The manylinux policy of elf.h: auditwheel's tables (manylinux_policy.inc) applied to
+// the ELF files of a tree.
+#include "ffpa/core/elf.h"
 
 #include <algorithm>
 #include <map>
 #include <set>
 
 #include "ffpa/core/atomic.h"
-#include "ffpa/core/elf.h"
 #include "ffpa/core/error.h"
 
 namespace ffpa::core {
@@ -61,7 +62,8 @@ std::filesystem::path expand_origin(const std::string& entry, const std::filesys
 
 std::vector<int> known_manylinux_minors() { return {std::begin(kPolicyGlibcMinors), std::end(kPolicyGlibcMinors)}; }
 
-PlatformDecision decide_manylinux(const std::filesystem::path& tree, const PlatformOptions& opts) {
+PlatformDecision decide_manylinux(const std::filesystem::path& tree,
+                                  const std::vector<std::string>& forbidden_strings) {
   namespace fs = std::filesystem;
   PlatformDecision d;
   const fs::path root = fs::absolute(tree).lexically_normal();
@@ -167,8 +169,8 @@ PlatformDecision decide_manylinux(const std::filesystem::path& tree, const Platf
   }
 
   for (const auto& [rel, info] : elves) {
-    const std::string bytes = opts.forbidden_strings.empty() ? "" : read_file(root / rel).value_or("");
-    for (const auto& s : opts.forbidden_strings)
+    const std::string bytes = forbidden_strings.empty() ? "" : read_file(root / rel).value_or("");
+    for (const auto& s : forbidden_strings)
       if (!s.empty() && bytes.find(s) != std::string::npos)
         d.problems.push_back(rel.string() + " contains the build-tree path '" + s +
                              "'; build with -ffile-prefix-map (or CMAKE_BUILD_RPATH_USE_ORIGIN / strip debug info) "

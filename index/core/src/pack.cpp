@@ -14,7 +14,7 @@
 
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
-#include "ffpa/core/manylinux.h"
+#include "ffpa/core/elf.h"
 #include "ffpa/core/names.h"
 #include "ffpa/core/pep.h"
 #include "ffpa/core/utf8.h"
@@ -216,10 +216,9 @@ void name_wheel(Prepared& w, const std::vector<std::string_view>& contents) {
   const bool has_elf = std::any_of(contents.begin(), contents.end(),
                                    [](std::string_view c) { return c.substr(0, 4) == std::string_view("\x7f" "ELF", 4); });
   if (platform == "auto" || (platform != "any" && has_elf)) {
-    PlatformOptions popts;
-    popts.forbidden_strings = o.forbidden_strings;
-    popts.forbidden_strings.push_back(fs::canonical(o.tree).string());
-    PlatformDecision d = decide_manylinux(o.tree, popts);
+    std::vector<std::string> forbidden = o.forbidden_strings;
+    forbidden.push_back(fs::canonical(o.tree).string());
+    PlatformDecision d = decide_manylinux(o.tree, forbidden);
     if (!d.problems.empty())
       throw Error(problem_list("the binaries in the tree cannot be shipped as a manylinux wheel:", d.problems));
     if (platform == "auto") {

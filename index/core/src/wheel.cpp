@@ -9,7 +9,7 @@
 
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
-#include "ffpa/core/manylinux.h"
+#include "ffpa/core/elf.h"
 #include "ffpa/core/names.h"
 #include "ffpa/core/pep.h"
 #include "ffpa/core/utf8.h"

@@ -27,17 +27,13 @@ void put(std::string& b, std::initializer_list<std::pair<int, std::uint64_t>> fi
     for (int i = 0; i < bytes; ++i) b.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
 }
 
-// zlib counts in 32 bits: inputs are fed in pieces of at most this many bytes.
+// deflate counts in 32 bits: inputs are fed to it in pieces of at most this many bytes.
 constexpr std::uint64_t kPiece = 1u << 30;
 
 CompressedEntry deflate_member(std::string_view in, int level) {
   CompressedEntry e;
   e.size = in.size();
-  uLong crc = crc32(0L, Z_NULL, 0);
-  for (std::uint64_t off = 0; off < in.size(); off += kPiece)
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(in.data() + off),
-                static_cast<uInt>(std::min<std::uint64_t>(in.size() - off, kPiece)));
-  e.crc32 = static_cast<std::uint32_t>(crc);
+  e.crc32 = static_cast<std::uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(in.data()), in.size()));
   z_stream zs{};
   if (deflateInit2(&zs, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
     throw Error("zlib deflateInit2 failed (level " + std::to_string(level) + ")");

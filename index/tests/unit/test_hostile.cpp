@@ -13,7 +13,6 @@
 #include "ffpa/core/elf.h"
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
-#include "ffpa/core/manylinux.h"
 #include "ffpa/core/pack.h"
 #include "ffpa/core/pep.h"
 #include "ffpa/core/names.h"
