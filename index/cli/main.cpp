@@ -13,10 +13,9 @@
 
 #include "args.h"
 #include "ffpa/core/atomic.h"
+#include "ffpa/core/elf.h"
 #include "ffpa/core/error.h"
 #include "ffpa/core/manifest.h"
-#include "ffpa/core/elf.h"
-#include "ffpa/core/pack.h"
 #include "ffpa/core/wheel.h"
 #include "ffpa/core/zip.h"
 #include "ffpa/release/release.h"

@@ -2,7 +2,7 @@
 // The wheel writer: the tree walk and what a tree may hold, the METADATA, WHEEL and
 // RECORD files, and pack_wheels' one pass over every wheel of a release (the zip
 // container and compression are zipwrite.cpp).
-#include "ffpa/core/pack.h"
+#include "ffpa/core/wheel.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -12,13 +12,10 @@
 #include <set>
 #include <unordered_map>
 
+#include "ffpa/core/elf.h"
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
-#include "ffpa/core/elf.h"
-#include "ffpa/core/names.h"
-#include "ffpa/core/pep.h"
 #include "ffpa/core/utf8.h"
-#include "ffpa/core/wheel.h"
 
 #ifndef FFPA_INDEX_VERSION
 #error "FFPA_INDEX_VERSION must be defined by the build"
@@ -65,7 +62,7 @@ std::vector<TreeFile> walk_tree(const fs::path& tree) {
     const fs::path abs = it->path();
     last = abs;
     const std::string rel = abs.lexically_relative(root).generic_string();
-    // The one rule for installed names (names.h), as verify-wheel applies it: a
+    // The one rule for installed names (member_name_problem, wheel.h), as verify-wheel applies it: a
     // name some installer or OS reads otherwise never reaches a wheel.
     if (const std::string why = member_name_problem(it->is_directory() && !it->is_symlink() ? rel + "/x" : rel);
         !why.empty())

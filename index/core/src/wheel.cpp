@@ -7,13 +7,10 @@
 #include <map>
 #include <set>
 
+#include "ffpa/core/elf.h"
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
-#include "ffpa/core/elf.h"
-#include "ffpa/core/names.h"
-#include "ffpa/core/pep.h"
 #include "ffpa/core/utf8.h"
-#include "ffpa/core/zip.h"
 
 namespace ffpa::core {
 

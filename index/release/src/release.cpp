@@ -7,8 +7,8 @@
 #include "ffpa/core/atomic.h"
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
-#include "ffpa/core/pack.h"
 #include "ffpa/core/utf8.h"
+#include "ffpa/core/wheel.h"
 #include "ffpa/site/index.h"
 #include "ffpa/site/model.h"
 

@@ -6,7 +6,6 @@
 
 #include "ffpa/core/elf.h"
 #include "ffpa/core/error.h"
-#include "ffpa/core/pack.h"
 #include "ffpa/core/wheel.h"
 #include "util.h"
 

@@ -7,7 +7,6 @@
 
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
-#include "ffpa/core/pack.h"
 #include "ffpa/core/wheel.h"
 #include "ffpa/core/zip.h"
 #include "util.h"

@@ -69,7 +69,7 @@ inline constexpr std::uint64_t kMaxDeflateRatio = 1032;
 //    known extra fields, well-formed ZIP64 fields;
 //  - names: valid UTF-8 with flag bit 11 or plain ASCII without it, each name
 //    once, and each one a file name every installer and OS reads alike
-//    (member_name_problem, names.h: no directory entries, ASCII, ...);
+//    (member_name_problem, wheel.h: no directory entries, ASCII, ...);
 //  - claimed sizes within `ZipLimits` and within what the compressed bytes can hold.
 // Each read() inflates in bounded chunks and checks the size and CRC-32. The file is
 // opened once: every read goes to that descriptor, whatever happens to the path.

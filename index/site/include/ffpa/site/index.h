@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "ffpa/core/pack.h"
 #include "ffpa/core/pep.h"
+#include "ffpa/core/wheel.h"
 #include "ffpa/site/model.h"
 
 namespace ffpa::site {
