@@ -10,7 +10,6 @@
 #include "ffpa/core/utf8.h"
 #include "ffpa/core/wheel.h"
 #include "ffpa/site/index.h"
-#include "ffpa/site/model.h"
 
 namespace ffpa::release {
 

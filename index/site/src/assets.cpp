@@ -9,7 +9,6 @@
 #include "ffpa/core/error.h"
 #include "ffpa/core/utf8.h"
 #include "ffpa/site/index.h"
-#include "ffpa/site/process.h"
 #include "ffpa/site/publish.h"
 
 namespace ffpa::site {

@@ -23,7 +23,6 @@
 #include "ffpa/core/hash.h"
 #include "ffpa/core/utf8.h"
 #include "ffpa/core/wheel.h"
-#include "ffpa/site/process.h"
 #include "ffpa/site/publish.h"
 
 namespace ffpa::site {

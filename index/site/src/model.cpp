@@ -1,5 +1,5 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
-#include "ffpa/site/model.h"
+#include "ffpa/site/index.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,5 +1,5 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
-#include "ffpa/site/process.h"
+#include "ffpa/site/publish.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

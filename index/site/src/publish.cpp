@@ -19,7 +19,6 @@
 #include "ffpa/core/pep.h"
 #include "ffpa/core/utf8.h"
 #include "ffpa/site/index.h"
-#include "ffpa/site/process.h"
 
 namespace ffpa::site {
 

@@ -13,8 +13,6 @@
 #include "ffpa/core/pep.h"
 #include "args.h"
 #include "ffpa/site/index.h"
-#include "ffpa/site/model.h"
-#include "ffpa/site/process.h"
 #include "ffpa/site/publish.h"
 
 using namespace ffpa::site;
