@@ -154,18 +154,14 @@ std::optional<std::string> read_file(const std::filesystem::path& p) {
   const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
   std::string buf;
-  for (char chunk[1 << 16];;) {
-    const ssize_t n = ::read(fd, chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      errno = err;
-      if (n < 0) return std::nullopt;
-      return buf;
-    }
-    buf.append(chunk, static_cast<std::size_t>(n));
-  }
+  char chunk[1 << 16];
+  ssize_t n;
+  while ((n = ::read(fd, chunk, sizeof chunk)) > 0 || (n < 0 && errno == EINTR))
+    if (n > 0) buf.append(chunk, static_cast<std::size_t>(n));
+  const int err = errno;  // close() may change it
+  ::close(fd);
+  errno = err;
+  return n < 0 ? std::nullopt : std::optional<std::string>(std::move(buf));
 }
 
 void commit_together(const std::vector<std::unique_ptr<AtomicOutput>>& outs) {

@@ -321,9 +321,7 @@ std::string compiled_file_problem(std::string_view member, std::string_view head
   return "";
 }
 
-WheelCheck verify_wheel(const std::filesystem::path& whl) { return verify_wheel(-1, whl); }
-
-WheelCheck verify_wheel(int fd, const std::filesystem::path& whl) {
+WheelCheck verify_wheel(const std::filesystem::path& whl, int fd) {
   WheelCheck r{true, {}, {}, {}};
   auto problem = [&](std::string msg) { r.problems.push_back(std::move(msg)); };
   std::string why;

@@ -169,10 +169,7 @@ class GhStore final : public AssetStore {
   }
 
  private:
-  static std::string first_line(const std::string& s) {
-    auto nl = s.find('\n');
-    return nl == std::string::npos ? s : s.substr(0, nl);
-  }
+  static std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
   static void run_or_throw(const std::vector<std::string>& cmd) {
     auto r = run_process(cmd);
     if (r.status != 0)

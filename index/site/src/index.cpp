@@ -217,9 +217,7 @@ fs::path engine_dir(const fs::path& root) {
   if (fs::is_regular_file(dotgit, ec)) {
     // A linked worktree or a submodule: ".git" is a file saying "gitdir: <path>".
     if (auto text = core::read_file(dotgit); text && text->rfind("gitdir: ", 0) == 0) {
-      std::string p = text->substr(8);
-      while (!p.empty() && (p.back() == '\n' || p.back() == '\r')) p.pop_back();
-      const fs::path gd(p);
+      const fs::path gd(core::trim(std::string_view(*text).substr(8), "\r\n"));
       return gd.is_absolute() ? gd : root / gd;
     }
   }
@@ -287,7 +285,7 @@ PreparedWheel prepare_wheel(const fs::path& p) {
   // swapped or the file rewritten meanwhile.
   w.bytes = std::make_shared<const PrivateCopy>(p);
   ++g_hashed;
-  const auto check = core::verify_wheel(w.bytes->fd(), p);
+  const auto check = core::verify_wheel(p, w.bytes->fd());
   if (!check.ok)
     throw Error(core::problem_list("'" + fn + "' does not verify:", check.problems) +
                 "\nrebuild the wheel (a wheel that does not verify against its RECORD and metadata is never "
@@ -320,12 +318,7 @@ PreparedWheel packed_wheel(const core::PackResult& r) {
 }
 
 PrivateCopy::PrivateCopy(const fs::path& src) {
-  const int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
-  if (in < 0) throw Error("cannot open '" + src.string() + "': " + std::strerror(errno) + "; check the path");
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } close_in{in};
+  const core::InputFile in(src);  // read through one descriptor, however the path changes
   const char* tmp = std::getenv("TMPDIR");
   const std::string dir = tmp && *tmp ? tmp : "/tmp";
   fd_ = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
@@ -338,12 +331,9 @@ PrivateCopy::PrivateCopy(const fs::path& src) {
     throw Error("cannot create a private copy of '" + src.string() + "' under " + dir + ": " + std::strerror(errno) +
                 "; point TMPDIR at a writable directory");
   core::Sha256 sha;
-  std::vector<char> buf(1 << 20);
   try {
-    for (ssize_t n; (n = ::read(in, buf.data(), buf.size())) != 0;) {
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw Error("cannot read '" + src.string() + "': " + std::strerror(errno));
-      const std::string_view piece(buf.data(), static_cast<std::size_t>(n));
+    while (size_ < in.size()) {
+      const std::string piece = in.read(size_, std::min<std::uint64_t>(in.size() - size_, 1 << 20));
       core::write_all(fd_, piece, "a private copy of '" + src.string() + "' under " + dir);
       sha.update(piece);
       size_ += piece.size();

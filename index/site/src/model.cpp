@@ -93,18 +93,17 @@ static const json& need(const json& j, const char* key, std::string_view origin)
 
 ProjectPage project_from_json(const json& j, std::string_view origin) {
   ProjectPage p;
+  auto bad = [&](const std::string& what) { return Error(std::string(origin) + ": " + what); };
   try {
     p.name = need(j, "name", origin).get<std::string>();
     const auto& meta = need(j, "meta", origin);
     const std::string api = need(meta, "api-version", origin).get<std::string>();
-    if (api.rfind("1.", 0) != 0)
-      throw Error(std::string(origin) + ": api-version " + api +
-                  " is not 1.x; this ffpa-index only understands PEP 691 v1");
+    if (!api.starts_with("1.")) throw bad("api-version " + api + " is not 1.x; this ffpa-index only reads PEP 691 v1");
     if (j.contains("_ffpa-release-url")) {
       p.release_url = j["_ffpa-release-url"].get<std::string>();
       if (const std::string why = release_url_problem(p.release_url, true); !why.empty())
-        throw Error(std::string(origin) + ": its release URL '" + core::printable(p.release_url) +
-                    "' is refused (" + why + "); restore the page from git history");
+        throw bad("its release URL '" + core::printable(p.release_url) + "' is refused (" + why +
+                  "); restore the page from git history");
     }
     for (const auto& e : need(j, "files", origin)) {
       FileEntry f;
@@ -124,27 +123,24 @@ ProjectPage project_from_json(const json& j, std::string_view origin) {
       }
       if (e.contains("size")) {
         if (!e["size"].is_number_unsigned())
-          throw Error(std::string(origin) + ": size of '" + f.filename +
-                      "' is not a byte count; restore the entry from git history");
+          throw bad("size of '" + f.filename + "' is not a byte count; restore the entry from git history");
         f.size = e["size"].get<std::uint64_t>();
       }
       if (!derive_file_fields(f))
-        throw Error(std::string(origin) + ": listed file '" + f.filename +
-                    "' is not a wheel file name; remove the entry or restore the file from git");
+        throw bad("listed file '" + f.filename + "' is not a wheel file name; remove the entry or restore the file "
+                  "from git");
       if (const std::string why = url_problem(f.url, false); !why.empty())
-        throw Error(std::string(origin) + ": url of '" + f.filename + "' is refused (" + why +
-                    "); restore the entry from git history");
+        throw bad("url of '" + f.filename + "' is refused (" + why + "); restore the entry from git history");
       if (!core::is_sha256_hex(f.sha256) || (f.core_metadata_sha256 && !core::is_sha256_hex(*f.core_metadata_sha256)))
-        throw Error(std::string(origin) + ": a sha256 of '" + f.filename +
-                    "' is not 64 lower-case hex digits; restore the entry from git history");
-      if (p.find(f.filename))
-        throw Error(std::string(origin) + ": '" + f.filename + "' is listed twice");
+        throw bad("a sha256 of '" + f.filename +
+                  "' is not 64 lower-case hex digits; restore the entry from git history");
+      if (p.find(f.filename)) throw bad("'" + f.filename + "' is listed twice");
       p.insert(std::move(f));
     }
     if (j.contains("versions") && j["versions"].is_array())
       p.versions = j["versions"].get<std::vector<std::string>>();
   } catch (const json::exception& e) {
-    throw Error(std::string(origin) + ": malformed project page: " + e.what() + " (restore it from git history)");
+    throw bad(std::string("malformed project page: ") + e.what() + " (restore it from git history)");
   }
   p.refresh_versions();
   return p;
@@ -164,10 +160,7 @@ std::string url_problem(std::string_view url, bool absolute) {
     if (c >= 0x80) return "it contains a byte outside ASCII; percent-encode it";
   }
   // RFC 3986 scheme: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) ":".
-  std::size_t i = 0;
-  while (i < url.size() && (std::isalnum(static_cast<unsigned char>(url[i])) || url[i] == '+' || url[i] == '-' ||
-                            url[i] == '.'))
-    ++i;
+  const std::size_t i = url.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.");
   const bool has_scheme = i > 0 && i < url.size() && url[i] == ':' && std::isalpha(static_cast<unsigned char>(url[0]));
   if (!has_scheme) return absolute ? "not an absolute URL; give http(s)://... or file://..." : "";
   const std::string scheme = core::lower_ascii(url.substr(0, i));

@@ -6,6 +6,7 @@
 // check-wheel-contents decode them the same way and fail (or decode as cp437)
 // where this says no.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -104,10 +105,9 @@ std::string escape_bytes(std::string_view s, Keep keep, std::string_view prefix,
 // with every byte outside printable ASCII written as \xNN, so a message about a
 // hostile name shows its bytes instead of corrupting the terminal.
 inline std::string printable(std::string_view s) {
-  bool clean = is_valid_utf8(s) && !has_unicode_line_break(s);  // those line breaks shown as bytes too
-  for (char ch : s)
-    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) clean = false;
-  if (clean) return std::string(s);
+  const auto control = [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; };
+  if (is_valid_utf8(s) && !has_unicode_line_break(s) && std::none_of(s.begin(), s.end(), control))
+    return std::string(s);  // U+0085, U+2028 and U+2029 are shown as bytes too
   return escape_bytes(s, [](unsigned char c) { return c >= 0x20 && c < 0x7f && c != '\\'; }, "\\x");
 }
 

@@ -61,11 +61,10 @@ struct WheelCheck {
 // read by ZipReader, which refuses any zip structure another reader could see
 // differently. Memory stays flat: members are streamed, the .dist-info text files
 // are capped at kMaxDistInfoFile bytes. Never throws: an unreadable archive is one
-// more problem.
-WheelCheck verify_wheel(const std::filesystem::path& whl);
-// The same on the open file `fd` (duplicated, read with pread, never by path); `whl`
-// names it in messages and carries the file name the checks compare with.
-WheelCheck verify_wheel(int fd, const std::filesystem::path& whl);
+// more problem. With `fd`, the open file is read instead (duplicated, read with pread,
+// never by path); `whl` then names it in messages and carries the file name the checks
+// compare with.
+WheelCheck verify_wheel(const std::filesystem::path& whl, int fd = -1);
 
 // The one rule for compiled files, for pack (the staged tree) and verify-wheel (the
 // members) alike. A file is compiled code when its bytes start with the ELF magic or
