@@ -15,26 +15,18 @@ namespace {
 
 bool is_alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
 char lower(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
+bool all_digits(std::string_view s) { return !s.empty() && s.find_first_not_of("0123456789") == s.npos; }
+// Whether `s` is non-empty and made of letters, digits and the characters of `more`.
+bool alnum_and(std::string_view s, std::string_view more) {
+  const auto allowed = [&](char c) { return is_alnum(c) || more.find(c) != more.npos; };
+  return !s.empty() && std::all_of(s.begin(), s.end(), allowed);
+}
 
 // "007" -> "7", "0" -> "0": packaging stores release/pre/post/dev numbers as ints.
 std::string strip_zeros(std::string_view digits) {
   size_t i = 0;
   while (i + 1 < digits.size() && digits[i] == '0') ++i;
   return std::string(digits.substr(i));
-}
-
-bool all_digits(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s)
-    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
-  return true;
-}
-
-bool tag_chars_ok(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s)
-    if (!(is_alnum(c) || c == '_' || c == '.')) return false;
-  return true;
 }
 
 // Python's str.isspace() (what packaging's `\s` matches around a version), for UTF-8
@@ -57,15 +49,11 @@ std::size_t py_space_at(std::string_view s) {
 std::string_view strip_py_space(std::string_view s) {
   for (std::size_t n; (n = py_space_at(s)) > 0;) s.remove_prefix(n);
   // From the end: try each possible width of the last character.
-  for (bool again = true; again && !s.empty();) {
-    again = false;
-    for (std::size_t w = 1; w <= 3 && w <= s.size(); ++w)
-      if (py_space_at(s.substr(s.size() - w)) == w) {
-        s.remove_suffix(w);
-        again = true;
-        break;
-      }
-  }
+  for (std::size_t w = 1; w <= 3 && w <= s.size(); ++w)
+    if (py_space_at(s.substr(s.size() - w)) == w) {
+      s.remove_suffix(w);
+      w = 0;  // the new last character, from its first possible width
+    }
   return s;
 }
 
@@ -239,11 +227,7 @@ class RequirementParser {
 
 bool is_valid_project_name(std::string_view name) {
   // ^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$ with re.IGNORECASE
-  if (name.empty()) return false;
-  if (!is_alnum(name.front()) || !is_alnum(name.back())) return false;
-  for (char c : name)
-    if (!(is_alnum(c) || c == '.' || c == '_' || c == '-')) return false;
-  return true;
+  return alnum_and(name, "._-") && is_alnum(name.front()) && is_alnum(name.back());
 }
 
 std::string normalize_project_name(std::string_view name) {
@@ -418,17 +402,17 @@ std::optional<WheelFilename> parse_wheel_filename(std::string_view fn, std::stri
   w.python = parts[parts.size() - 3];
   w.abi = parts[parts.size() - 2];
   w.platform = parts[parts.size() - 1];
-  if (!tag_chars_ok(w.name) || !is_alnum(w.name.front()) || !is_alnum(w.name.back()))
+  if (!alnum_and(w.name, "_.") || !is_alnum(w.name.front()) || !is_alnum(w.name.back()))
     return fail("invalid distribution name '" + w.name + "'");
   std::string vwhy;
   if (!parse_pep440(w.version, &vwhy)) return fail(vwhy);
   if (w.version.find_first_of(" \t") != std::string::npos) return fail("whitespace in version");
   if (parts.size() == 6) {
-    if (w.build.empty() || !std::isdigit(static_cast<unsigned char>(w.build.front())) || !tag_chars_ok(w.build))
+    if (w.build.empty() || !std::isdigit(static_cast<unsigned char>(w.build.front())) || !alnum_and(w.build, "_."))
       return fail("build tag '" + w.build + "' must start with a digit");
   }
   for (const std::string* t : {&w.python, &w.abi, &w.platform}) {
-    if (!tag_chars_ok(*t)) return fail("invalid tag field '" + *t + "'");
+    if (!alnum_and(*t, "_.")) return fail("invalid tag field '" + *t + "'");
     for (const auto& piece : split(*t, '.'))
       if (piece.empty()) return fail("empty element in compressed tag set '" + *t + "'");
   }
