@@ -123,10 +123,8 @@ int cmd_add(const Args& a) {
   o.release_url = a.need("--release-url", "URL (where the anchors point)");
   std::vector<PreparedWheel> wheels;
   for (const auto& p : a.positional()) wheels.push_back(prepare_wheel(p));
-  if (auto md = a.get("--metadata-dir")) {
-    o.metadata_dir = fs::path(*md);
-    o.core_metadata = true;
-  }
+  o.metadata_dir = a.get("--metadata-dir");
+  o.core_metadata = o.metadata_dir.has_value();
   o.force = force_upload();
   // Taken once the wheels are known good: a refused input leaves the site alone.
   const SiteLock lock(loc.root, /*create_root=*/true);

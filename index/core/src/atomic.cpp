@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "ffpa/core/error.h"
@@ -81,11 +82,7 @@ void AtomicOutput::commit() {
 
 void AtomicOutput::sync() {
   if (::fsync(fd_) != 0) throw Error("fsync of '" + temp_.string() + "' failed: " + write_error_text(errno));
-  if (::close(fd_) != 0) {
-    fd_ = -1;
-    throw Error("close of '" + temp_.string() + "' failed: " + errno_text());
-  }
-  fd_ = -1;
+  if (::close(std::exchange(fd_, -1)) != 0) throw Error("close of '" + temp_.string() + "' failed: " + errno_text());
 }
 
 void AtomicOutput::publish(bool fsync_dir_too) {

@@ -247,8 +247,7 @@ std::string normalize_project_name(std::string_view name) {
 
 std::string wheel_name_component(std::string_view name) {
   std::string out = normalize_project_name(name);
-  for (char& c : out)
-    if (c == '-') c = '_';
+  std::replace(out.begin(), out.end(), '-', '_');
   return out;
 }
 

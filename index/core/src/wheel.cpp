@@ -3,6 +3,7 @@
 // WHEEL, ELF members against the tag) whose checks share the member stream.
 #include "ffpa/core/wheel.h"
 
+#include <algorithm>
 #include <cctype>
 #include <map>
 #include <set>
@@ -79,12 +80,8 @@ std::vector<std::pair<std::string, std::string>> parse_headers(std::string_view 
       break;
     }
     const std::string at = what + " line " + std::to_string(line_no);
-    bool control = false;
-    for (char ch : line) {
-      const auto c = static_cast<unsigned char>(ch);
-      if ((c < 0x20 && c != '\t') || c == 0x7f) control = true;
-    }
-    if (control) {
+    const auto control = [](char c) { return (static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f; };
+    if (std::any_of(line.begin(), line.end(), control)) {
       // A lone CR or other control byte makes Python's email parser split the
       // line where we do not: refuse rather than guess.
       problems.push_back(at + " contains a control character (e.g. a lone carriage return); keep header values on "
@@ -160,11 +157,16 @@ std::set<std::string> top_dirs_with_suffix(const std::vector<ZipMember>& members
   return out;
 }
 
-// Header names are case-insensitive, as email.parser (pip) reads them.
-std::string first_header(const std::vector<std::pair<std::string, std::string>>& h, std::string_view key) {
+// The first header named `key` (names are case-insensitive, as email.parser, pip, reads
+// them), or nullptr.
+const std::string* header(const std::vector<std::pair<std::string, std::string>>& h, std::string_view key) {
   for (const auto& [k, v] : h)
-    if (lower_ascii(k) == lower_ascii(key)) return v;
-  return {};
+    if (lower_ascii(k) == lower_ascii(key)) return &v;
+  return nullptr;
+}
+std::string first_header(const std::vector<std::pair<std::string, std::string>>& h, std::string_view key) {
+  const std::string* v = header(h, key);
+  return v ? *v : std::string();
 }
 
 // WHEEL as both installers read it: pip through email.parser (names in any case, the
@@ -245,26 +247,21 @@ std::vector<std::string> check_core_metadata(std::string_view text, std::vector<
                                              : std::string()) +
                          "; it is a single-use field, keep one");
   }
-  auto get = [&](const char* key) -> const std::string* {
-    for (const auto& [k, v] : h)
-      if (lower_ascii(k) == key) return &v;
-    return nullptr;
-  };
   std::string why;
-  const std::string* mv = get("metadata-version");
+  const std::string* mv = header(h, "metadata-version");
   if (!mv) problems.push_back("METADATA: no Metadata-Version; add 'Metadata-Version: 2.1' (or later)");
   else if (std::find_if(std::begin(kMetadataVersions), std::end(kMetadataVersions),
                         [&](const char* x) { return *mv == x; }) == std::end(kMetadataVersions))
     problems.push_back("METADATA: Metadata-Version '" + *mv + "' is not one of 1.0, 1.1, 1.2, 2.1 ... 2.5");
-  const std::string* name = get("name");
+  const std::string* name = header(h, "name");
   if (!name) problems.push_back("METADATA: no Name field");
   else if (!is_valid_project_name(*name)) problems.push_back("METADATA: Name '" + *name + "' is not a valid project name (PEP 508)");
-  const std::string* version = get("version");
+  const std::string* version = header(h, "version");
   if (!version) problems.push_back("METADATA: no Version field");
   else if (!parse_pep440(*version, &why)) problems.push_back("METADATA: Version: " + why);
-  if (const std::string* summary = get("summary"); summary && summary->find('\n') != std::string::npos)
+  if (const std::string* summary = header(h, "summary"); summary && summary->find('\n') != std::string::npos)
     problems.push_back("METADATA: Summary spans several lines; a summary is one line");
-  if (const std::string* rp = get("requires-python"); rp && !is_valid_specifier_set(*rp, &why))
+  if (const std::string* rp = header(h, "requires-python"); rp && !is_valid_specifier_set(*rp, &why))
     problems.push_back("METADATA: Requires-Python is not a PEP 440 specifier set: " + why);
   for (const auto& [k, v] : h) {
     const std::string key = lower_ascii(k);

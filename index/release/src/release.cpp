@@ -159,7 +159,7 @@ core::Release run_release(const core::Release& p, const fs::path& staging, std::
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(out, ec)) {
     const std::string f = e.path().filename().string();
-    if (f.size() > 4 && f.substr(f.size() - 4) == ".whl" &&
+    if (f.ends_with(".whl") &&
         std::none_of(m.wheels.begin(), m.wheels.end(), [&](const auto& w) { return w.file == f; }))
       log << "warning: " << p.out_dir << " also holds " << f
           << ", which is not part of this build; remove it or use -DFFPA_RELEASE_DIST=<dir>\n";

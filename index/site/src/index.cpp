@@ -363,8 +363,7 @@ std::string expand_release_url(const std::string& url, const std::string& tag) {
   std::string out = url;
   const auto at = out.find("{tag}");
   if (at != std::string::npos) out.replace(at, 5, url_encode_segment(tag));
-  if (out.empty() || out.back() != '/') out += '/';
-  return out;
+  return normalize_release_url(out);
 }
 
 std::string normalize_release_url(const std::string& url) {
@@ -438,24 +437,21 @@ ProjectPage load_project(const IndexLocation& loc, const std::string& normalized
                     "' is not a wheel file name; fix or delete that line, then re-run");
       if (!of_project(fn))
         throw Error(html_rel + ": legacy anchor '" + fn + "' is a file of another project; delete that line");
+      const auto refuse = [&](const std::string& what) {
+        return Error(html_rel + ": legacy anchor for '" + fn + "' has " + what + ", then re-run");
+      };
       if (const std::string why = url_problem(a.href, false); !why.empty())
-        throw Error(html_rel + ": legacy anchor for '" + fn + "' has href '" + core::printable(a.href) +
-                    "', refused: " + why + "; fix or delete that line, then re-run");
-      if (a.sha256.empty())
-        throw Error(html_rel + ": legacy anchor for '" + fn +
-                    "' has no #sha256= fragment; add it (sha256sum the asset) and re-run");
+        throw refuse("href '" + core::printable(a.href) + "', refused: " + why + "; fix or delete that line");
+      if (a.sha256.empty()) throw refuse("no #sha256= fragment; add it (sha256sum the asset)");
       const std::string sha = core::lower_ascii(a.sha256);
       if (!core::is_sha256_hex(sha))
-        throw Error(html_rel + ": legacy anchor for '" + fn + "' has #sha256=" + core::printable(a.sha256) +
-                    ", which is not 64 hex digits, refused; put the asset's sha256sum there and re-run");
+        throw refuse("#sha256=" + core::printable(a.sha256) +
+                     ", which is not 64 hex digits, refused; put the asset's sha256sum there");
       if (!core::is_valid_utf8(a.requires_python) || (a.yanked && !core::is_valid_utf8(*a.yanked)))
-        throw Error(html_rel + ": legacy anchor for '" + fn +
-                    "' has an attribute that is not valid UTF-8; fix that line and re-run");
-      if (std::string spec_why; !a.requires_python.empty() &&
-                                !core::is_valid_specifier_set(a.requires_python, &spec_why))
-        throw Error(html_rel + ": legacy anchor for '" + fn + "' has data-requires-python '" +
-                    core::printable(a.requires_python) + "', refused: " + spec_why +
-                    "; fix or delete that attribute, then re-run");
+        throw refuse("an attribute that is not valid UTF-8; fix that line");
+      if (std::string why; !a.requires_python.empty() && !core::is_valid_specifier_set(a.requires_python, &why))
+        throw refuse("data-requires-python '" + core::printable(a.requires_python) + "', refused: " + why +
+                     "; fix or delete that attribute");
       if (page.find(fn)) continue;
       FileEntry e;
       e.filename = fn;

@@ -34,7 +34,6 @@ void kill_point(const char* step) {
   if (at && std::string(at) == step) {
     std::cout.flush();
     std::cerr << "FFPA_PUBLISH_KILL_AT=" << step << ": killing myself (fault-injection test hook)\n";
-    std::cerr.flush();
     raise(SIGKILL);
   }
 }
@@ -288,13 +287,12 @@ class SiteRepo {
   }
 
   // The subset of `paths` git tracks (for staging removals of tracked files).
-  std::vector<std::string> tracked(const std::vector<std::string>& paths) const {
+  std::set<std::string> tracked(const std::vector<std::string>& paths) const {
     if (paths.empty()) return {};
     std::vector<std::string> args = {"ls-files", "-z", "--"};
     args.insert(args.end(), paths.begin(), paths.end());
-    std::vector<std::string> out = core::split(git(args).out, '\0');
-    out.erase(std::remove(out.begin(), out.end(), ""), out.end());
-    return out;
+    const std::vector<std::string> names = core::split(git(args).out, '\0');
+    return {names.begin(), names.end() - 1};  // -z ends every name with a NUL
   }
 
   void fetch(std::ostream& out) const {
@@ -533,10 +531,9 @@ struct PublishRun {
     // Step 4: commit exactly what step 3 wrote (and the removals above), then push.
     const std::vector<std::string> paths = [&] {
       std::vector<std::string> keep;
-      const auto known = site.tracked(stage);
-      const std::set<std::string> known_set(known.begin(), known.end());
+      const std::set<std::string> known = site.tracked(stage);
       for (const auto& pth : stage)
-        if (fs::exists(site.dir() / pth, ec) || known_set.count(pth)) keep.push_back(pth);
+        if (fs::exists(site.dir() / pth, ec) || known.count(pth)) keep.push_back(pth);
       return keep;
     }();
     std::vector<std::string> add_args = {"add", "-A", "--"};
