@@ -82,10 +82,7 @@ class AssetStore {
   virtual std::vector<std::string> preflight() = 0;
   // What would keep create_release/upload for `tag` from working (a place that cannot
   // be written), each with its fix. Read-only.
-  virtual std::vector<std::string> preflight_release(const std::string& tag) {
-    (void)tag;
-    return {};
-  }
+  virtual std::vector<std::string> preflight_release(const std::string& /*tag*/) { return {}; }
   // Asset names of the release, or nullopt when the release does not exist.
   virtual std::optional<std::vector<std::string>> list_assets(const std::string& tag) = 0;
   virtual std::string asset_sha256(const std::string& tag, const std::string& name) = 0;
