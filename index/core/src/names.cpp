@@ -1,7 +1,7 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
-// Member names as every installer and operating system reads them (member_name_problem, wheel.h). The
-// Windows rules follow Python's ntpath.isreserved (3.13), which the differential test
-// (index/tests/test_hostile_vs_pip.py) runs on the same names.
+// Member names as every installer and operating system reads them (member_name_problem,
+// wheel.h). The Windows rules follow Python's ntpath.isreserved (3.13), which the
+// differential test (index/tests/test_hostile_vs_pip.py) runs on the same names.
 #include "ffpa/core/wheel.h"
 
 #include "ffpa/core/utf8.h"

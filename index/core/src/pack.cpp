@@ -62,8 +62,8 @@ std::vector<TreeFile> walk_tree(const fs::path& tree) {
     const fs::path abs = it->path();
     last = abs;
     const std::string rel = abs.lexically_relative(root).generic_string();
-    // The one rule for installed names (member_name_problem, wheel.h), as verify-wheel applies it: a
-    // name some installer or OS reads otherwise never reaches a wheel.
+    // The one rule for installed names (member_name_problem, wheel.h), as verify-wheel
+    // applies it: a name some installer or OS reads otherwise never reaches a wheel.
     if (const std::string why = member_name_problem(it->is_directory() && !it->is_symlink() ? rel + "/x" : rel);
         !why.empty())
       throw Error("'" + printable(rel) + "' in the staged tree " + why);
@@ -159,8 +159,10 @@ std::string render_metadata(const PackOptions& o, const std::string& canonical_v
     out += k + ": " + value + "\n";
   }
   if (const std::string ext = o.readme.extension().string(); !o.readme.empty()) {
-    const char* type = ext == ".md" || ext == ".markdown" ? "text/markdown" : ext == ".rst" ? "text/x-rst" : "text/plain";
-    out += "Description-Content-Type: " + std::string(type) + "\n\n" + read_all(o.readme, "README");
+    const std::string type = ext == ".md" || ext == ".markdown" ? "text/markdown"
+                             : ext == ".rst"                    ? "text/x-rst"
+                                                                : "text/plain";
+    out += "Description-Content-Type: " + type + "\n\n" + read_all(o.readme, "README");
     if (out.back() != '\n') out += '\n';
   }
   return out;
@@ -265,7 +267,7 @@ std::vector<PackResult> pack_wheels(const std::vector<PackOptions>& wheels) {
   std::set<fs::path> finals;
   for (auto& w : ws) {
     name_wheel(w, std::vector<std::string_view>(views.begin() + static_cast<std::ptrdiff_t>(w.first_flat),
-                                                     views.begin() + static_cast<std::ptrdiff_t>(w.first_flat + w.files.size())));
+                                                views.begin() + static_cast<std::ptrdiff_t>(w.first_flat + w.files.size())));
     if (!finals.insert(fs::absolute(w.result.wheel).lexically_normal()).second)
       throw Error("two wheels of this call would both be written to '" + w.result.wheel.string() +
                   "'; give each a different tag or version (or --out-dir)");

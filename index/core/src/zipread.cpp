@@ -87,7 +87,8 @@ Zip64Fields parse_extra(std::string_view extra, const std::string& where) {
 }
 
 // The rules every member name obeys. `raw` is the name's bytes as stored: first how
-// the zip stores it (the UTF-8 flag), then the one rule for installed names (member_name_problem, wheel.h).
+// the zip stores it (the UTF-8 flag), then the one rule for installed names
+// (member_name_problem, wheel.h).
 void check_name(const std::string& raw, std::uint16_t flags, const std::string& archive) {
   const std::string shown = "'" + archive + "': member name '" + printable(raw) + "'";
   if (raw.empty()) throw Error("'" + archive + "': a member has an empty name; the archive is corrupt");
