@@ -1,4 +1,4 @@
-"""The acceptance capability check's expectation (check_install.expected_capabilities)
+"""The acceptance capability check's expectation (test_install.expected_capabilities)
 against the compiled sets it must tell apart, and its problem list against wheels
 that report the wrong flags. CTest: acceptance.capabilities.
 
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from check_install import capability_problems, expected_capabilities  # noqa: E402
+from test_install import capability_problems, expected_capabilities  # noqa: E402
 
 RELEASE = (["89", "120f"], ["fp16", "bf16"])
 

@@ -5,6 +5,7 @@
 // commands in site_commands.cpp.
 #include <signal.h>
 
+#include <climits>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -12,12 +13,11 @@
 
 #include "args.h"
 #include "ffpa/core/atomic.h"
+#include "ffpa/core/elf.h"
 #include "ffpa/core/error.h"
 #include "ffpa/core/manifest.h"
-#include "ffpa/core/manylinux.h"
-#include "ffpa/core/pack.h"
 #include "ffpa/core/wheel.h"
-#include "ffpa/core/zipread.h"
+#include "ffpa/core/zip.h"
 #include "ffpa/release/release.h"
 
 namespace {
@@ -41,7 +41,7 @@ const char* const kTopHelp =
 
 const char* const kPackHelp =
     "usage: ffpa-index pack --tree DIR --name NAME --version VER --tag PY-ABI-PLAT --metadata FILE\n"
-    "                       --out-dir DIR [--readme FILE [--readme-type TYPE]] [--root-is-purelib true|false]\n"
+    "                       --out-dir DIR [--readme FILE] [--root-is-purelib true|false]\n"
     "                       [--source-date-epoch N] [--level N] [--jobs N]\n"
     "                       [--forbid-path STR]...\n"
     "\n"
@@ -53,7 +53,7 @@ const char* const kPackHelp =
     "                        manylinux_2_Y_x86_64 their symbol versions and libraries allow\n"
     "  --metadata FILE       'Key: value' core metadata lines (Summary and Requires-Python required;\n"
     "                        Requires-Dist, License, Project-URL, Classifier, ... optional)\n"
-    "  --readme FILE         long description; its type from --readme-type or the extension (.md, .rst)\n"
+    "  --readme FILE         long description; its type from the extension (.md, .rst, else plain text)\n"
     "  --root-is-purelib B   default: true for *-none-any, false otherwise\n"
     "  --source-date-epoch N entry timestamps (default: $SOURCE_DATE_EPOCH; refused if neither)\n"
     "  --level N             zlib level 0-9 (default 1: see index/bench/README.md)\n"
@@ -65,21 +65,11 @@ const char* const kVerifyHelp =
     "usage: ffpa-index verify-wheel WHEEL...\n"
     "\n"
     "Checks each wheel as an attacker's would be checked, so that what pip installs is exactly RECORD:\n"
-    "  - the zip structure: no byte another reader (pip's zipfile, uv) could read differently: the whole\n"
-    "    central directory, local headers equal to it, no prepended/appended/hidden bytes, sizes\n"
-    "    proven against the archive and the limits (index/README.md);\n"
-    "  - member names every OS and installer reads as the same single file: no directory entries,\n"
-    "    ASCII only, no Windows device names, reserved characters or trailing dots/spaces, no two names\n"
-    "    one file on a case-insensitive system, no file that is also a directory (index/README.md);\n"
-    "  - RECORD written as Python's csv writes it, every hash and size (members streamed: memory stays\n"
-    "    flat), every member listed and no row naming anything else (a directory);\n"
-    "  - the file name spelled canonically (ffpa_attn-1.0.0-..., PEP 427/625) and equal to the WHEEL Tag\n"
-    "    lines and the METADATA Name/Version, header names in any case as pip reads them; the\n"
-    "    .dist-info layout;\n"
-    "  - METADATA and WHEEL parse (UTF-8, 'Key: value' headers, no value ending in whitespace, each\n"
-    "    single-use field once in any spelling, Requires-Python, Requires-Dist, ...);\n"
-    "  - every ELF file and .so matches the platform tag's machine and class (none in a pure wheel).\n"
-    "Exit status 1 with the list of problems when any wheel fails.\n";
+    "the zip structure (no byte another reader could read differently), member names every OS and\n"
+    "installer reads as one file, RECORD's hashes and sizes (members streamed), the canonical file name\n"
+    "against WHEEL and METADATA, METADATA and WHEEL as pip and uv parse them, the .dist-info layout, and\n"
+    "every ELF file and .so against the platform tag. index/README.md, \"Reading untrusted wheels\",\n"
+    "gives every rule. Exit status 1 with the list of problems when any wheel fails.\n";
 
 const char* const kPlatformHelp =
     "usage: ffpa-index platform-tag --tree DIR [--forbid-path STR]...\n"
@@ -102,19 +92,21 @@ const char* const kReleaseHelp =
     "  writes the plan at configure time (cmake/FfpaReleasePlan.cmake) and the package target runs\n"
     "  this command (cmake/FfpaPackWheels.cmake); docs/release.md describes the plan.\n";
 
+namespace core = ffpa::core;
 using ffpa::cli::Args;
 using ffpa::cli::UsageError;
 
-long long to_int(const std::string& opt, const std::string& v) {
+long long to_int(const std::string& opt, const std::string& v, long long min = LLONG_MIN) {
   char* end = nullptr;
   const long long n = std::strtoll(v.c_str(), &end, 10);
   if (v.empty() || *end != '\0') throw UsageError(opt + " expects an integer, got '" + v + "'");
+  if (n < min) throw UsageError(opt + " must be at least " + std::to_string(min));
   return n;
 }
 
 int pack_cmd(const Args& a) {
   a.no_positional();
-  ffpa::core::PackOptions o;
+  core::PackOptions o;
   o.tree = a.need("--tree", "DIR");
   o.name = a.need("--name", "NAME");
   o.version = a.need("--version", "VER");
@@ -122,19 +114,15 @@ int pack_cmd(const Args& a) {
   if (!a.has("--metadata"))
     throw UsageError("--metadata FILE is required: 'Key: value' lines with at least Summary and Requires-Python");
   const std::string meta = *a.get("--metadata");
-  const auto text = ffpa::core::read_file(meta);
-  if (!text) throw ffpa::core::Error("cannot read metadata file '" + meta + "'; check the path");
+  const auto text = core::read_file(meta);
+  if (!text) throw core::Error("cannot read metadata file '" + meta + "'; check the path");
   o.metadata = *text;
   o.metadata_source = "--metadata '" + meta + "'";
   o.out_dir = a.need("--out-dir", "DIR");
   o.readme = a.get_or("--readme", "");
-  o.readme_type = a.get_or("--readme-type", "");
   if (auto v = a.get("--source-date-epoch")) o.source_date_epoch = to_int("--source-date-epoch", *v);
   if (auto v = a.get("--level")) o.deflate.level = static_cast<int>(to_int("--level", *v));
-  if (auto v = a.get("--jobs")) {
-    if (to_int("--jobs", *v) < 1) throw UsageError("--jobs must be at least 1");
-    o.deflate.jobs = static_cast<unsigned>(to_int("--jobs", *v));
-  }
+  if (auto v = a.get("--jobs")) o.deflate.jobs = static_cast<unsigned>(to_int("--jobs", *v, 1));
   o.forbidden_strings = a.all("--forbid-path");
   if (auto v = a.get("--root-is-purelib")) {
     if (*v != "true" && *v != "false") throw UsageError("--root-is-purelib takes true or false");
@@ -142,7 +130,7 @@ int pack_cmd(const Args& a) {
   }
   if (auto v = a.get("--test-zip64-threshold"))
     o.layout.zip64_size_threshold = static_cast<std::uint64_t>(to_int("--test-zip64-threshold", *v));
-  std::cout << ffpa::core::pack_wheel(o).wheel.string() << "\n";
+  std::cout << core::pack_wheel(o).wheel.string() << "\n";
   return 0;
 }
 
@@ -150,26 +138,20 @@ int verify_cmd(const Args& a) {
   if (a.positional().empty()) throw UsageError("give at least one wheel");
   int rc = 0;
   for (const auto& w : a.positional()) {
-    const auto r = ffpa::core::verify_wheel(w);
-    if (r.ok) {
-      std::cout << w << ": OK\n";
-      continue;
-    }
-    rc = 1;
-    std::cout << w << ": " << r.problems.size() << " problem(s)\n";
-    for (const auto& p : r.problems) std::cout << "  - " << p << "\n";
+    const auto r = core::verify_wheel(w);
+    const std::string head = w + ": " + std::to_string(r.problems.size()) + " problem(s)";
+    std::cout << (r.ok ? w + ": OK" : core::problem_list(head, r.problems)) << "\n";
+    rc |= r.ok ? 0 : 1;
   }
   return rc;
 }
 
 int platform_cmd(const Args& a) {
   a.no_positional();
-  ffpa::core::PlatformOptions o;
-  o.forbidden_strings = a.all("--forbid-path");
-  const auto d = ffpa::core::decide_manylinux(a.need("--tree", "DIR"), o);
+  const auto d = core::decide_manylinux(a.need("--tree", "DIR"), a.all("--forbid-path"));
   if (!d.problems.empty()) {
-    std::cerr << "ffpa-index platform-tag: the tree cannot be shipped as a manylinux wheel:\n";
-    for (const auto& p : d.problems) std::cerr << "  - " << p << "\n";
+    std::cerr << core::problem_list("ffpa-index platform-tag: the tree cannot be shipped as a manylinux wheel:",
+                                          d.problems) << "\n";
     return 1;
   }
   std::cout << d.tag << "\n";
@@ -183,7 +165,7 @@ const std::string& one_wheel(const Args& a) {
 }
 
 int list_cmd(const Args& a) {
-  const ffpa::core::ZipReader zip(one_wheel(a));
+  const core::ZipReader zip(one_wheel(a));
   for (const auto& m : zip.members())
     std::cout << m.size << ' ' << m.compressed_size << ' ' << (m.method == 0 ? "stored" : "deflated") << ' '
               << m.name << '\n';
@@ -193,7 +175,7 @@ int list_cmd(const Args& a) {
 int release_cmd(const Args& a) {
   a.no_positional();
   const std::string plan = a.need("--plan", "PLAN.json"), staging = a.need("--staging", "DIR (CPack's staging directory)");
-  ffpa::release::run_release(ffpa::core::read_release(plan, ffpa::core::ReleaseForm::plan), staging, std::cout);
+  ffpa::release::run_release(core::read_release(plan, core::ReleaseForm::plan), staging, std::cout);
   return 0;
 }
 
@@ -202,7 +184,7 @@ std::vector<ffpa::cli::Command> wheel_commands() {
   return {
       {"pack", kPackHelp,
        {{"--tree", K::kValue}, {"--name", K::kValue}, {"--version", K::kValue}, {"--tag", K::kValue},
-        {"--metadata", K::kValue}, {"--readme", K::kValue}, {"--readme-type", K::kValue}, {"--out-dir", K::kValue},
+        {"--metadata", K::kValue}, {"--readme", K::kValue}, {"--out-dir", K::kValue},
         {"--root-is-purelib", K::kValue}, {"--source-date-epoch", K::kValue}, {"--level", K::kValue},
         {"--jobs", K::kValue}, {"--forbid-path", K::kRepeated}, {"--test-zip64-threshold", K::kValue}},
        pack_cmd},
@@ -210,7 +192,7 @@ std::vector<ffpa::cli::Command> wheel_commands() {
       {"platform-tag", kPlatformHelp, {{"--tree", K::kValue}, {"--forbid-path", K::kRepeated}}, platform_cmd},
       {"metadata", kMetadataHelp, {},
        [](const Args& a) {
-         std::cout << ffpa::core::read_wheel_metadata(one_wheel(a));
+         std::cout << core::read_wheel_metadata(one_wheel(a));
          return 0;
        }},
       {"list", kListHelp, {}, list_cmd},
@@ -252,7 +234,7 @@ int main(int argc, char** argv) {
     } catch (const UsageError& e) {
       std::cerr << "ffpa-index " << cmd << ": " << e.what() << "; see ffpa-index " << cmd << " --help\n";
       return 2;
-    } catch (const ffpa::core::Error& e) {
+    } catch (const core::Error& e) {
       std::cerr << "ffpa-index " << cmd << ": error: " << e.what() << "\n";
       return 1;
     } catch (const std::exception& e) {

@@ -15,7 +15,7 @@ namespace ffpa::cli {
 
 namespace {
 
-using ffpa::core::Error;
+using core::Error;
 using namespace ffpa::site;  // NOLINT(google-build-using-namespace): the commands' library
 using K = Args::Kind;
 
@@ -24,12 +24,9 @@ const char* const kAddHelp =
        "usage: ffpa-index add --index-dir DIR [--channel " FFPA_CH "] [--index-prefix whl] --release-url URL\n"
        "                      [--metadata-dir DIR] WHEEL...\n"
        "Merge wheels into DIR/<prefix>/<channel>/<project>/index.{json,html} and the channel root page.\n"
-       "Earlier entries are kept; only the given wheels are hashed. Each wheel must verify (RECORD,\n"
-       "METADATA, ELF vs tag) under its canonical PEP 427/625 file name (normalized project, canonical\n"
-       "version), the same version and tags may not be listed under another spelling, and the channel\n"
-       "may hold only the pages ffpa-index writes; otherwise nothing is written. Add, remove, yank,\n"
-       "unyank, render and publish of one site take one lock, on the site directory itself (whatever\n"
-       "the spelling of its path), and remove temp files a killed run left.\n"
+       "Earlier entries are kept; only the given wheels are hashed. A wheel that does not verify or is not\n"
+       "named canonically, another spelling of a listed version, or a channel holding anything but its\n"
+       "pages is refused, nothing written (docs/release.md section 3; index/README.md, \"The index\").\n"
        "  --release-url URL   where the files are served from: each anchor is URL + file name, with\n"
        "                      \"{tag}\" expanded to the file's v<version>. The page records it, and\n"
        "                      every anchor must derive from it (render and verify refuse any other\n"
@@ -38,8 +35,6 @@ const char* const kAddHelp =
        "                      DIR must be the directory served at --release-url, because pip fetches\n"
        "                      exactly <asset url>.metadata (PEP 658); without it no metadata is advertised\n"
        "  FFPA_FORCE_UPLOAD=1 replace an entry of the same name with other bytes (otherwise refused)\n"
-       "All or nothing: a failed add (disk full, a file-size limit) restores what it wrote; the .metadata\n"
-       "files a killed one left in DIR are removed by the next add --metadata-dir DIR.\n"
        "  FFPA_PUBLISH_KILL_AT=add-metadata  test hook: SIGKILL once the .metadata files are written\n";
 const char* const kRemoveHelp =
        "usage: ffpa-index remove --index-dir DIR [--channel " FFPA_CH "] [--index-prefix whl] --version V\n"
@@ -59,15 +54,12 @@ const char* const kUnyankHelp =
 const char* const kVerifyHelp =
        "usage: ffpa-index verify (--index-dir DIR | --index-url URL) [--channel " FFPA_CH "] [--index-prefix whl]\n"
        "                         --assets DIR|URL [--release-url URL]\n"
-       "Check what pip reads. The pages: every project's index.html (and the channel's root page) must be\n"
-       "exactly what its index.json renders to, each index.json what the engine writes, every file's URL\n"
-       "the one derived from the page's release URL (and that URL --release-url, when given), and the\n"
-       "channel must hold nothing else; with --index-url\n"
-       "(the served site root) both index.json and index.html are fetched over HTTP. The files: recompute\n"
-       "the sha256 and size of every listed file (and of its .metadata when advertised) from a directory (files\n"
-       "directly in it, or in one subdirectory per tag as the dir: store keeps them) or from an http(s)\n"
-       "base URL (files whose recorded URL starts with it are fetched from that URL, others from URL +\n"
-       "file name). Prints PAGE/FOREIGN/SPELLING/OK/MISMATCH/MISSING lines; exit 1 on any problem.\n";
+       "Check what pip reads: every page (fetched over HTTP from the served site with --index-url) must\n"
+       "be what the engine writes for its index.json, with every file's URL derived from the page's\n"
+       "release URL (--release-url, when given), and nothing else in the channel; then the sha256 and size\n"
+       "of every listed file (and its advertised .metadata) from a directory (files in it or one level\n"
+       "down, as the dir: store keeps them) or an http(s) base URL. Prints PAGE/FOREIGN/SPELLING/OK/\n"
+       "MISMATCH/MISSING lines; exit 1 on any problem.\n";
 const char* const kRenderHelp =
        "usage: ffpa-index render --index-dir DIR [--channel " FFPA_CH "] [--index-prefix whl] [--release-url URL]\n"
        "Re-render every HTML page of the channel from its index.json (after editing JSON by hand). A page\n"
@@ -82,15 +74,9 @@ const char* const kPublishHelp =
        "The four steps of a CUDA release, in order: (1) create release vV+CHANNEL (not latest, no title,\n"
        "notes = install commands, tag at --target, default HEAD of --source-dir); (2) upload every wheel\n"
        "and its <wheel>.metadata (PEP 658) as assets; (3) merge them into the index in the site repo;\n"
-       "(4) commit and push its branch. Re-running after any interruption converges: each step skips\n"
-       "what is already done. Refused before anything is created: a pre-release/dev wheel, a tag for\n"
-       "another version, a name already published with other bytes (FFPA_FORCE_UPLOAD=1 overrides),\n"
-       "a wheel that does not verify or is not named canonically, a tag not spelled v<canonical version>,\n"
-       "a --target that is not a commit of --source-dir, a channel that cmake/release-matrix.json of\n"
-       "--source-dir does not list, and any failed preflight check (tools, gh auth, release holding other files, a store or\n"
-       "site that cannot be written, a wheel name too long to store, site repo state, foreign files or\n"
-       "uncommitted changes in the channel that this publish would not write). Step 4 commits exactly\n"
-       "the pages step 3 wrote.\n"
+       "(4) commit exactly the pages step 3 wrote and push its branch. Re-running after any interruption\n"
+       "converges: each step skips what is already done. What is refused before anything is created, and\n"
+       "what preflight checks: docs/release.md section 3 (FFPA_FORCE_UPLOAD=1 replaces other bytes).\n"
        "  --release-url URL  anchor base; \"{tag}\" expands to the URL-encoded tag; default for gh: is\n"
        "                     https://github.com/OWNER/REPO/releases/download/<tag>/\n"
        "  --index-only       mirror: only steps 3-4, anchors at --release-url (required)\n"
@@ -114,8 +100,11 @@ const char* const kPublishPureHelp =
        "                         TWINE_PASSWORD\n"
        "  FFPA_PUBLISH_KILL_AT=pypi|release  test hook\n";
 
-IndexLocation location(const Args& a) {
-  IndexLocation loc{a.need("--index-dir", "DIR"), a.get_or("--index-prefix", "whl"), a.get_or("--channel", FFPA_CH)};
+// The channel of a site: in the directory --index-dir, unless `dir` is false (verify
+// --index-url reads a served site).
+IndexLocation location(const Args& a, bool dir = true) {
+  IndexLocation loc{dir ? a.need("--index-dir", "DIR") : "", a.get_or("--index-prefix", "whl"),
+                    a.get_or("--channel", FFPA_CH)};
   check_index_path(loc.prefix, "--index-prefix");
   check_index_path(loc.channel, "--channel");
   return loc;
@@ -134,12 +123,9 @@ int cmd_add(const Args& a) {
   o.release_url = a.need("--release-url", "URL (where the anchors point)");
   std::vector<PreparedWheel> wheels;
   for (const auto& p : a.positional()) wheels.push_back(prepare_wheel(p));
-  if (auto md = a.get("--metadata-dir")) {
-    o.metadata_dir = fs::path(*md);
-    o.core_metadata = true;
-  }
-  const char* f = std::getenv("FFPA_FORCE_UPLOAD");
-  o.force = f && std::string(f) == "1";
+  o.metadata_dir = a.get("--metadata-dir");
+  o.core_metadata = o.metadata_dir.has_value();
+  o.force = force_upload();
   // Taken once the wheels are known good: a refused input leaves the site alone.
   const SiteLock lock(loc.root, /*create_root=*/true);
   add_wheels(loc, wheels, o, std::cout, lock);
@@ -147,37 +133,24 @@ int cmd_add(const Args& a) {
   return 0;
 }
 
-int cmd_remove_yank(const Args& a, const std::string& cmd) {
+int cmd_edit(const Args& a, Edit edit, const char* done) {
   auto loc = location(a);
   const std::string v = a.need("--version", "V");
   a.no_positional();
   const SiteLock lock(loc.root);
-  if (cmd == "remove") {
-    std::cout << remove_version(loc, v, a.get("--project"), std::cout, lock).removed << " file(s) removed\n";
-  } else if (cmd == "yank") {
-    std::cout << yank_version(loc, v, a.get("--project"), a.get("--reason"), std::cout, lock).yanked
-              << " file(s) yanked\n";
-  } else {
-    std::cout << unyank_version(loc, v, a.get("--project"), std::cout, lock).unyanked << " file(s) unyanked\n";
-  }
+  std::cout << edit_version(loc, edit, v, a.get("--project"), a.get("--reason"), std::cout, lock) << " file(s) "
+            << done << "\n";
   return 0;
 }
 
 int cmd_verify(const Args& a) {
   const std::string assets = a.need("--assets", "DIR|URL");
-  PageSource src;
   if (a.has("--index-dir") == a.has("--index-url"))
     throw UsageError("give exactly one of --index-dir DIR (the site checkout) and --index-url URL (the served site)");
-  if (a.has("--index-dir")) src.dir = location(a);
-  src.url = a.get_or("--index-url", "");
-  src.release_url = a.get("--release-url");
-  src.prefix = a.get_or("--index-prefix", "whl");
-  src.channel = a.get_or("--channel", FFPA_CH);
-  check_index_path(src.prefix, "--index-prefix");
-  check_index_path(src.channel, "--channel");
+  const PageSource src{location(a, a.has("--index-dir")), a.get("--index-url"), a.get("--release-url")};
   // Read under the site lock, so a writer's JSON and HTML are never seen half way.
   std::optional<SiteLock> lock;
-  if (src.dir) lock.emplace(src.dir->root);
+  if (!src.url) lock.emplace(src.loc.root);
   return verify_index(src, assets, std::cout) == 0 ? 0 : 1;
 }
 
@@ -196,8 +169,8 @@ struct FromManifest {
 };
 
 FromManifest from_manifest(const fs::path& file, const std::optional<std::string>& wheels_dir, const char* kind) {
-  const auto man = ffpa::core::read_release(file, ffpa::core::ReleaseForm::manifest);
-  if (auto why = ffpa::core::unpublishable_profile(man)) throw Error(file.string() + ": " + *why);
+  const auto man = core::read_release(file, core::ReleaseForm::manifest);
+  if (auto why = core::unpublishable_profile(man)) throw Error(file.string() + ": " + *why);
   if (man.source_dirty)
     throw Error(file.string() + " records a build from uncommitted sources; such artefacts correspond to no "
                 "commit and are not published: commit, rebuild, publish");
@@ -222,11 +195,11 @@ FromManifest from_manifest(const fs::path& file, const std::optional<std::string
 // or older builds, are left alone) and, with `pure`, only the py3-none-any one.
 std::vector<fs::path> wheels_from_dir(const fs::path& dir, const std::string& tag, bool pure) {
   std::vector<fs::path> out;
-  const auto tv = ffpa::core::parse_pep440(tag.size() > 1 ? tag.substr(1) : tag);
+  const auto tv = core::parse_pep440(tag.size() > 1 ? tag.substr(1) : tag);
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    auto wf = ffpa::core::parse_wheel_filename(e.path().filename().string());
-    auto wv = wf ? ffpa::core::parse_pep440(wf->version) : std::nullopt;
+    auto wf = core::parse_wheel_filename(e.path().filename().string());
+    auto wv = wf ? core::parse_pep440(wf->version) : std::nullopt;
     if (wv && tv && wv->canonical == tv->canonical && (!pure || (wf->abi == "none" && wf->platform == "any")))
       out.push_back(e.path());
   }
@@ -296,15 +269,17 @@ int cmd_publish_pure(const Args& a) {
 }  // namespace
 
 std::vector<Command> site_commands() {
-  const auto version = [](const char* cmd) {
-    return [cmd](const Args& a) { return cmd_remove_yank(a, cmd); };
+  const auto version = [](Edit edit, const char* done) {
+    return [edit, done](const Args& a) { return cmd_edit(a, edit, done); };
   };
   return {
       {"add", kAddHelp, on_channel({{"--release-url", K::kValue}, {"--metadata-dir", K::kValue}}), cmd_add},
-      {"remove", kRemoveHelp, on_channel({{"--version", K::kValue}, {"--project", K::kValue}}), version("remove")},
+      {"remove", kRemoveHelp, on_channel({{"--version", K::kValue}, {"--project", K::kValue}}),
+       version(Edit::remove, "removed")},
       {"yank", kYankHelp, on_channel({{"--version", K::kValue}, {"--project", K::kValue}, {"--reason", K::kValue}}),
-       version("yank")},
-      {"unyank", kUnyankHelp, on_channel({{"--version", K::kValue}, {"--project", K::kValue}}), version("unyank")},
+       version(Edit::yank, "yanked")},
+      {"unyank", kUnyankHelp, on_channel({{"--version", K::kValue}, {"--project", K::kValue}}),
+       version(Edit::unyank, "unyanked")},
       {"verify", kVerifyHelp,
        on_channel({{"--assets", K::kValue}, {"--index-url", K::kValue}, {"--release-url", K::kValue}}), cmd_verify},
       {"render", kRenderHelp, on_channel({{"--release-url", K::kValue}}), cmd_render},

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "ffpa/core/error.h"
-#include "ffpa/core/zipread.h"
+#include "ffpa/core/zip.h"
 #include "fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

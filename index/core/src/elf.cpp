@@ -1,10 +1,14 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 #include "ffpa/core/elf.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <regex>
 
+#include "ffpa/core/atomic.h"
 #include "ffpa/core/error.h"
+#include "ffpa/core/utf8.h"
 
 namespace ffpa::core {
 namespace {
@@ -26,32 +30,22 @@ struct Section {
   std::uint64_t offset, size, entsize;
 };
 
+// The file, read by ranges. Sections may overlap; a file whose headers make us read it
+// over and over (thousands of sections naming the whole file) is refused, not walked.
 class File {
  public:
-  explicit File(const std::filesystem::path& p) : path_(p), in_(p, std::ios::binary) {
-    if (!in_) throw Error("cannot open '" + p.string() + "'");
-    in_.seekg(0, std::ios::end);
-    size_ = static_cast<std::uint64_t>(in_.tellg());
-  }
+  explicit File(const std::filesystem::path& p) : path_(p), in_(p) {}
   std::string read(std::uint64_t off, std::uint64_t len) {
-    if (off > size_ || len > size_ - off)
-      throw Error("'" + path_.string() + "' is a malformed ELF file (range past the end)");
-    // Sections may overlap; a file whose headers make us read it over and over
-    // (thousands of sections naming the whole file) is refused, not walked.
     read_total_ += len;
-    if (read_total_ > 4 * size_ + (1u << 20))
+    if (read_total_ > 4 * in_.size() + (1u << 20))
       throw Error("'" + path_.string() + "' is a malformed ELF file (its section headers reference the same bytes "
                   "over and over)");
-    std::string buf(len, '\0');
-    in_.seekg(static_cast<std::streamoff>(off));
-    in_.read(buf.data(), static_cast<std::streamsize>(len));
-    return buf;
+    return in_.read(off, len);
   }
 
  private:
   std::filesystem::path path_;
-  std::ifstream in_;
-  std::uint64_t size_ = 0;
+  InputFile in_;
   std::uint64_t read_total_ = 0;
 };
 
@@ -69,17 +63,24 @@ std::string cstr_at(const std::string& strtab, std::uint64_t off, std::uint64_t&
 }
 
 std::vector<std::string> split_path_list(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (;;) {
-    size_t pos = s.find(':', start);
-    std::string part = s.substr(start, pos == std::string::npos ? std::string::npos : pos - start);
-    if (!part.empty()) out.push_back(part);
-    if (pos == std::string::npos) break;
-    start = pos + 1;
-  }
-  return out;
+  auto parts = split(s, ':');
+  parts.erase(std::remove(parts.begin(), parts.end(), ""), parts.end());
+  return parts;
 }
+
+// The machines the engine names, with the architecture a Linux platform tag gives each
+// (empty: none of the tags auditwheel knows).
+struct Machine {
+  const char* arch;  // in a platform tag
+  const char* name;  // in messages
+  ElfIdent ident;
+};
+constexpr Machine kMachines[] = {
+    {"x86_64", "x86-64", {2, 1, 62}},          {"i686", "i386", {1, 1, 3}},       {"aarch64", "AArch64", {2, 1, 183}},
+    {"armv7l", "ARM", {1, 1, 40}},             {"ppc64le", "PowerPC64", {2, 1, 21}}, {"ppc64", "PowerPC64", {2, 2, 21}},
+    {"s390x", "S/390", {2, 2, 22}},            {"riscv64", "RISC-V", {2, 1, 243}},
+    {"loongarch64", "LoongArch", {2, 1, 258}}, {"", "MIPS", {0, 0, 8}},           {"", "PowerPC", {0, 0, 20}},
+};
 
 }  // namespace
 
@@ -95,19 +96,23 @@ std::optional<ElfIdent> parse_elf_ident(std::string_view head) {
 }
 
 std::string elf_machine_name(std::uint16_t machine) {
-  switch (machine) {
-    case 3: return "i386";
-    case 8: return "MIPS";
-    case 20: return "PowerPC";
-    case 21: return "PowerPC64";
-    case 22: return "S/390";
-    case 40: return "ARM";
-    case 62: return "x86-64";
-    case 183: return "AArch64";
-    case 243: return "RISC-V";
-    case 258: return "LoongArch";
-    default: return "e_machine " + std::to_string(machine);
-  }
+  for (const auto& m : kMachines)
+    if (m.ident.machine == machine) return m.name;
+  return "e_machine " + std::to_string(machine);
+}
+
+std::optional<PlatformElf> elf_of_platform(std::string_view platform, std::string* why) {
+  // The architecture follows "linux_", "manylinux1_"/"2010_"/"2014_", or the "_X_Y_" of
+  // manylinux_X_Y_ / musllinux_X_Y_.
+  static const std::regex tag(R"(^(?:linux|manylinux(?:1|2010|2014)|(?:many|musl)linux_[^_]*_[^_]*)_(.*)$)");
+  std::match_results<std::string_view::const_iterator> m;
+  const bool linux_tag = std::regex_match(platform.begin(), platform.end(), m, tag);
+  for (const auto& a : kMachines)
+    if (linux_tag && *a.arch && m.str(1) == a.arch) return PlatformElf{a.arch, a.ident};
+  if (why)
+    *why = "'" + std::string(platform) + "' " +
+           (linux_tag ? "names an unknown architecture '" + m.str(1) + "'" : "is not a Linux platform tag");
+  return std::nullopt;
 }
 
 std::string describe(const ElfIdent& id) {
@@ -153,12 +158,12 @@ ElfInfo read_elf(const std::filesystem::path& p) {
     return f.read(st.offset, st.size);
   };
   for (const Section& s : secs) {
+    if (s.type != kShtDynamic && s.type != kShtGnuVerneed && s.type != kShtDynsym) continue;
+    const std::string strtab = strtab_of(s), data = f.read(s.offset, s.size);
     if (s.type == kShtDynamic) {
-      const std::string strtab = strtab_of(s);
-      const std::string dyn = f.read(s.offset, s.size);
-      for (std::uint64_t off = 0; off + 16 <= dyn.size(); off += 16) {
-        const auto tag = le<std::int64_t>(dyn, off);
-        const auto val = le<std::uint64_t>(dyn, off + 8);
+      for (std::uint64_t off = 0; off + 16 <= data.size(); off += 16) {
+        const auto tag = le<std::int64_t>(data, off);
+        const auto val = le<std::uint64_t>(data, off + 8);
         if (tag == 0) break;
         if (tag == kDtNeeded) info.needed.push_back(cstr_at(strtab, val, budget));
         else if (tag == kDtSoname) info.soname = cstr_at(strtab, val, budget);
@@ -166,42 +171,37 @@ ElfInfo read_elf(const std::filesystem::path& p) {
         else if (tag == kDtRunpath) info.runpath = split_path_list(cstr_at(strtab, val, budget));
       }
     } else if (s.type == kShtGnuVerneed) {
-      const std::string strtab = strtab_of(s);
-      const std::string vr = f.read(s.offset, s.size);
       // Each Verneed and Vernaux record takes 16 bytes of the section, so a file
       // cannot honestly hold more records than size / 16; chains that loop or
       // revisit records (quadratic work) run out of this budget instead.
-      std::uint64_t records = vr.size() / 16, off = 0;
+      std::uint64_t records = data.size() / 16, off = 0;
       auto spend = [&]() {
         if (records == 0) throw Error(where + ": malformed .gnu.version_r (its records revisit each other)");
         --records;
       };
       for (std::uint32_t n = 0; n < s.info; ++n) {
         spend();
-        const auto cnt = le<std::uint16_t>(vr, off + 2);
-        const std::string file = cstr_at(strtab, le<std::uint32_t>(vr, off + 4), budget);
-        std::uint64_t aux = off + le<std::uint32_t>(vr, off + 8);
+        const auto cnt = le<std::uint16_t>(data, off + 2);
+        const std::string file = cstr_at(strtab, le<std::uint32_t>(data, off + 4), budget);
+        std::uint64_t aux = off + le<std::uint32_t>(data, off + 8);
         for (std::uint16_t k = 0; k < cnt; ++k) {
           spend();
-          info.version_needs.emplace_back(file, cstr_at(strtab, le<std::uint32_t>(vr, aux + 8), budget));
-          const auto next = le<std::uint32_t>(vr, aux + 12);
+          info.version_needs.emplace_back(file, cstr_at(strtab, le<std::uint32_t>(data, aux + 8), budget));
+          const auto next = le<std::uint32_t>(data, aux + 12);
           if (next == 0) break;
           aux += next;
         }
-        const auto next = le<std::uint32_t>(vr, off + 12);
+        const auto next = le<std::uint32_t>(data, off + 12);
         if (next == 0) break;
         off += next;
       }
-    } else if (s.type == kShtDynsym) {
-      const std::string strtab = strtab_of(s);
-      const std::string syms = f.read(s.offset, s.size);
+    } else {
       // Elf64_Sym is 24 bytes; any other entry size is a malformed (or hostile) file,
       // and an unchecked one wraps the offset arithmetic below.
       if (s.entsize != 0 && s.entsize != 24) throw Error(where + ": malformed .dynsym (entry size " + std::to_string(s.entsize) + ", not 24)");
-      const std::uint64_t ent = 24;
-      for (std::uint64_t off = ent; off + 24 <= syms.size(); off += ent) {  // entry 0 is the null symbol
-        if (le<std::uint16_t>(syms, off + 6) != 0) continue;
-        std::string name = cstr_at(strtab, le<std::uint32_t>(syms, off), budget);
+      for (std::uint64_t off = 24; off + 24 <= data.size(); off += 24) {  // entry 0 is the null symbol
+        if (le<std::uint16_t>(data, off + 6) != 0) continue;
+        std::string name = cstr_at(strtab, le<std::uint32_t>(data, off), budget);
         if (!name.empty()) info.undefined_symbols.push_back(std::move(name));
       }
     }

@@ -3,10 +3,11 @@
 
 #include <openssl/evp.h>
 
-#include <fstream>
-#include <vector>
+#include <algorithm>
 
+#include "ffpa/core/atomic.h"
 #include "ffpa/core/error.h"
+#include "ffpa/core/utf8.h"
 
 namespace ffpa::core {
 
@@ -31,14 +32,7 @@ std::string Sha256::finish_raw() {
 }
 
 std::string to_hex(std::string_view bytes) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out.push_back(digits[c >> 4]);
-    out.push_back(digits[c & 15]);
-  }
-  return out;
+  return escape_bytes(bytes, [](unsigned char) { return false; }, "");
 }
 
 bool is_sha256_hex(std::string_view s) {
@@ -54,43 +48,21 @@ std::string sha256_raw(std::string_view data) {
 std::string sha256_hex(std::string_view data) { return to_hex(sha256_raw(data)); }
 
 std::string sha256_hex_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw Error("cannot read '" + p.string() + "' to hash it; check the path and its permissions");
+  const InputFile in(p);
   Sha256 h;
-  std::vector<char> buf(1 << 20);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    h.update(std::string_view(buf.data(), static_cast<size_t>(in.gcount())));
-  }
-  if (in.bad()) throw Error("read error while hashing '" + p.string() + "'");
+  for (std::uint64_t off = 0; off < in.size(); off += std::uint64_t{1} << 20)
+    h.update(in.read(off, std::min<std::uint64_t>(in.size() - off, std::uint64_t{1} << 20)));
   return to_hex(h.finish_raw());
 }
 
 std::string base64_urlsafe_nopad(std::string_view bytes) {
-  static constexpr char alphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  size_t i = 0;
-  auto at = [&](size_t k) { return static_cast<unsigned>(static_cast<unsigned char>(bytes[k])); };
-  for (; i + 3 <= bytes.size(); i += 3) {
-    unsigned v = (at(i) << 16) | (at(i + 1) << 8) | at(i + 2);
-    out += alphabet[(v >> 18) & 63];
-    out += alphabet[(v >> 12) & 63];
-    out += alphabet[(v >> 6) & 63];
-    out += alphabet[v & 63];
-  }
-  const size_t rest = bytes.size() - i;
-  if (rest == 1) {
-    unsigned v = at(i) << 16;
-    out += alphabet[(v >> 18) & 63];
-    out += alphabet[(v >> 12) & 63];
-  } else if (rest == 2) {
-    unsigned v = (at(i) << 16) | (at(i + 1) << 8);
-    out += alphabet[(v >> 18) & 63];
-    out += alphabet[(v >> 12) & 63];
-    out += alphabet[(v >> 6) & 63];
-  }
+  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');  // EVP_EncodeBlock writes a NUL after the text
+  out.resize(static_cast<std::size_t>(EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                                      reinterpret_cast<const unsigned char*>(bytes.data()),
+                                                      static_cast<int>(bytes.size()))));
+  while (!out.empty() && out.back() == '=') out.pop_back();
+  std::replace(out.begin(), out.end(), '+', '-');
+  std::replace(out.begin(), out.end(), '/', '_');
   return out;
 }
 

@@ -86,18 +86,17 @@ class Fields {
 }  // namespace
 
 std::string manifest_to_json(const Release& m) {
-  ordered_json j;
-  j["schema"] = m.schema;
-  j["name"] = m.name;
-  j["version"] = m.version;
-  j["profile"] = m.profile;
-  j["source_commit"] = m.source_commit;
-  j["source_dirty"] = m.source_dirty;
-  j["source_date_epoch"] = m.source_date_epoch;
   ordered_json tc = ordered_json::object();
   for (const auto& [k, v] : m.toolchain) tc[k] = opt(v);
-  j["toolchain"] = tc;
-  j["channel"] = opt(m.channel);
+  ordered_json j = {{"schema", m.schema},
+                    {"name", m.name},
+                    {"version", m.version},
+                    {"profile", m.profile},
+                    {"source_commit", m.source_commit},
+                    {"source_dirty", m.source_dirty},
+                    {"source_date_epoch", m.source_date_epoch},
+                    {"toolchain", tc},
+                    {"channel", opt(m.channel)}};
   if (m.channel) {
     j["cuda_version"] = opt(m.cuda_version);
     j["fatbin_compression"] = opt(m.fatbin_compression);
@@ -105,13 +104,9 @@ std::string manifest_to_json(const Release& m) {
     j["head_dims"] = m.head_dims;
     j["dtypes"] = m.dtypes;
   }
-  ordered_json wheels = ordered_json::array();
+  ordered_json& wheels = j["wheels"] = ordered_json::array();
   for (const auto& w : m.wheels) {
-    ordered_json o;
-    o["file"] = w.file;
-    o["kind"] = w.kind;
-    o["version"] = w.version;
-    o["tags"] = w.tags;
+    ordered_json o = {{"file", w.file}, {"kind", w.kind}, {"version", w.version}, {"tags", w.tags}};
     if (w.kernel_library) o["kernel_library"] = *w.kernel_library;
     if (w.kernel_library_size) o["kernel_library_size"] = *w.kernel_library_size;
     if (w.kernel_library_compressed_size) o["kernel_library_compressed_size"] = *w.kernel_library_compressed_size;
@@ -119,7 +114,6 @@ std::string manifest_to_json(const Release& m) {
     o["sha256"] = w.sha256;
     wheels.push_back(o);
   }
-  j["wheels"] = wheels;
   if (m.requirements)
     j["requirements"] = {{"file", m.requirements->file}, {"size", m.requirements->size},
                          {"sha256", m.requirements->sha256}};

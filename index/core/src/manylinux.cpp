@@ -1,12 +1,13 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
-#include "ffpa/core/manylinux.h"
+// The manylinux policy of elf.h: auditwheel's tables (manylinux_policy.inc) applied to
+// the ELF files of a tree.
+#include "ffpa/core/elf.h"
 
 #include <algorithm>
 #include <map>
 #include <set>
 
 #include "ffpa/core/atomic.h"
-#include "ffpa/core/elf.h"
 #include "ffpa/core/error.h"
 
 namespace ffpa::core {
@@ -36,22 +37,11 @@ bool is_loader(std::string_view lib) {
   return lib.find("ld-linux") != std::string_view::npos || lib == "ld64.so.1" || lib == "ld64.so.2";
 }
 
-const PolicyLib* whitelisted(std::string_view lib) {
-  for (const auto& l : kPolicyLibs)
-    if (lib == l.soname) return &l;
-  return nullptr;
-}
-
-bool prefix_known(std::string_view prefix) {
-  for (const auto& v : kPolicyVersions)
-    if (prefix == v.prefix) return true;
-  return false;
-}
-
-const PolicyVersion* version_entry(std::string_view prefix, std::string_view version) {
-  for (const auto& v : kPolicyVersions)
-    if (prefix == v.prefix && version == v.version) return &v;
-  return nullptr;
+// The first entry of a policy table that `match` accepts, or nullptr.
+template <typename T, std::size_t N, typename Match>
+const T* find_entry(const T (&table)[N], Match match) {
+  const T* it = std::find_if(std::begin(table), std::end(table), match);
+  return it == std::end(table) ? nullptr : it;
 }
 
 bool origin_relative(const std::string& entry) {
@@ -70,88 +60,48 @@ std::filesystem::path expand_origin(const std::string& entry, const std::filesys
 
 }  // namespace
 
-std::optional<PlatformElf> elf_of_platform(std::string_view platform, std::string* why) {
-  auto fail = [&](const std::string& msg) -> std::optional<PlatformElf> {
-    if (why) *why = msg;
-    return std::nullopt;
-  };
-  // Where the architecture starts: after "linux_", "manylinux1_"/"2010_"/"2014_",
-  // or the "_X_Y_" of manylinux_X_Y_ / musllinux_X_Y_.
-  std::string_view arch;
-  auto after_underscores = [&](std::string_view s, int n) {
-    size_t pos = 0;
-    for (int k = 0; k < n; ++k) {
-      pos = s.find('_', pos);
-      if (pos == std::string_view::npos) return std::string_view();
-      ++pos;
-    }
-    return s.substr(pos);
-  };
-  if (platform.rfind("linux_", 0) == 0) arch = platform.substr(6);
-  else if (platform.rfind("manylinux_", 0) == 0 || platform.rfind("musllinux_", 0) == 0) arch = after_underscores(platform, 3);
-  else if (platform.rfind("manylinux1_", 0) == 0 || platform.rfind("manylinux2010_", 0) == 0 ||
-           platform.rfind("manylinux2014_", 0) == 0)
-    arch = after_underscores(platform, 1);
-  else return fail("'" + std::string(platform) + "' is not a Linux platform tag");
-  struct Arch {
-    const char* name;
-    int elf_class, data;
-    std::uint16_t machine;
-  };
-  static const Arch arches[] = {{"x86_64", 2, 1, 62},  {"i686", 1, 1, 3},     {"aarch64", 2, 1, 183},
-                                {"armv7l", 1, 1, 40},  {"ppc64le", 2, 1, 21}, {"ppc64", 2, 2, 21},
-                                {"s390x", 2, 2, 22},   {"riscv64", 2, 1, 243}, {"loongarch64", 2, 1, 258}};
-  for (const auto& a : arches)
-    if (arch == a.name) return PlatformElf{a.name, ElfIdent{a.elf_class, a.data, a.machine}};
-  return fail("'" + std::string(platform) + "' names an unknown architecture '" + std::string(arch) + "'");
-}
-
 std::vector<int> known_manylinux_minors() { return {std::begin(kPolicyGlibcMinors), std::end(kPolicyGlibcMinors)}; }
 
-PlatformDecision decide_manylinux(const std::filesystem::path& tree, const PlatformOptions& opts) {
+PlatformDecision decide_manylinux(const std::filesystem::path& tree,
+                                  const std::vector<std::string>& forbidden_strings) {
   namespace fs = std::filesystem;
   PlatformDecision d;
   const fs::path root = fs::absolute(tree).lexically_normal();
-  struct Loaded {
-    fs::path rel;
-    ElfInfo info;
-  };
-  std::vector<Loaded> elves;
+  std::map<fs::path, ElfInfo> elves;  // by path relative to the tree
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (it->is_symlink() || !it->is_regular_file()) continue;
     if (!is_elf_file(it->path())) continue;
     try {
-      elves.push_back({it->path().lexically_relative(root), read_elf(it->path())});
+      elves.emplace(it->path().lexically_relative(root), read_elf(it->path()));
     } catch (const Error& e) {
       d.problems.push_back(e.what());
     }
   }
   if (ec) d.problems.push_back("cannot walk '" + root.string() + "': " + ec.message());
-  std::sort(elves.begin(), elves.end(), [](const Loaded& a, const Loaded& b) { return a.rel < b.rel; });
-  for (const auto& e : elves) d.elf_files.push_back(e.rel);
+  for (const auto& [rel, info] : elves) d.elf_files.push_back(rel);
   if (elves.empty() && d.problems.empty())
     d.problems.push_back("no ELF file under '" + root.string() +
                          "', so there is no platform to detect; a tree without binaries is a pure wheel: use py3-none-any");
 
   // Which directory ships which library name (file name or SONAME).
   std::map<std::string, std::set<fs::path>> shipped;
-  for (const auto& e : elves) {
-    shipped[e.rel.filename().string()].insert(e.rel.parent_path());
-    if (!e.info.soname.empty()) shipped[e.info.soname].insert(e.rel.parent_path());
+  for (const auto& [rel, info] : elves) {
+    shipped[rel.filename().string()].insert(rel.parent_path());
+    if (!info.soname.empty()) shipped[info.soname].insert(rel.parent_path());
   }
 
   // forced[Y] = reasons that need at least manylinux_2_Y.
   std::map<int, std::vector<std::string>> forced;
   const int newest = kPolicyGlibcMinors[std::size(kPolicyGlibcMinors) - 1];
-  for (const auto& e : elves) {
-    const std::string who = e.rel.string();
-    if (e.info.machine != kMachineX8664) {
-      d.problems.push_back(who + ": not an x86_64 binary (" + elf_machine_name(e.info.machine) +
-                           ", e_machine " + std::to_string(e.info.machine) + "); build it for x86_64");
+  for (const auto& [rel, info] : elves) {
+    const std::string who = rel.string();
+    if (info.machine != kMachineX8664) {
+      d.problems.push_back(who + ": not an x86_64 binary (" + elf_machine_name(info.machine) +
+                           ", e_machine " + std::to_string(info.machine) + "); build it for x86_64");
       continue;
     }
-    for (const auto* list : {&e.info.rpath, &e.info.runpath}) {
+    for (const auto* list : {&info.rpath, &info.runpath}) {
       for (const auto& entry : *list) {
         if (!origin_relative(entry))
           d.problems.push_back(who + ": RUNPATH/RPATH entry '" + entry +
@@ -159,14 +109,14 @@ PlatformDecision decide_manylinux(const std::filesystem::path& tree, const Platf
                                "(or patchelf --set-rpath '$ORIGIN') so the wheel works wherever it is installed");
       }
     }
-    for (const auto& lib : e.info.needed) {
+    for (const auto& lib : info.needed) {
       if (is_loader(lib)) continue;
       auto s = shipped.find(lib);
       if (s != shipped.end()) {
         // Shipped: the loader must be able to find it through $ORIGIN.
         bool reachable = false;
-        const fs::path origin = e.rel.parent_path();
-        for (const auto* list : {&e.info.runpath, &e.info.rpath})
+        const fs::path origin = rel.parent_path();
+        for (const auto* list : {&info.runpath, &info.rpath})
           for (const auto& entry : *list)
             if (origin_relative(entry) && s->second.count(expand_origin(entry, origin))) reachable = true;
         if (!reachable)
@@ -174,7 +124,7 @@ PlatformDecision decide_manylinux(const std::filesystem::path& tree, const Platf
                                "set RUNPATH to $ORIGIN/<relative dir of " + lib + ">");
         continue;
       }
-      if (const PolicyLib* w = whitelisted(lib)) {
+      if (const auto* w = find_entry(kPolicyLibs, [&](const PolicyLib& l) { return lib == l.soname; })) {
         if (w->minor > kPolicyGlibcMinors[0])
           forced[w->minor].push_back(lib + " needed by " + who + " (whitelisted from manylinux_2_" + std::to_string(w->minor) + ")");
         continue;
@@ -183,13 +133,15 @@ PlatformDecision decide_manylinux(const std::filesystem::path& tree, const Platf
                            "', which is neither a manylinux system library nor shipped in the wheel; ship it in the "
                            "tree next to its user with an $ORIGIN RUNPATH, or link it statically");
     }
-    for (const auto& [file, ver] : e.info.version_needs) {
+    for (const auto& [file, ver] : info.version_needs) {
       if (is_loader(file)) continue;
       const size_t us = ver.find('_');
       const std::string prefix = ver.substr(0, us);
-      if (!prefix_known(prefix)) continue;  // versions of our own libraries, as auditwheel ignores them
+      // Versions of our own libraries, as auditwheel ignores them.
+      if (!find_entry(kPolicyVersions, [&](const PolicyVersion& v) { return prefix == v.prefix; })) continue;
       const std::string rest = us == std::string::npos ? std::string() : ver.substr(us + 1);
-      const PolicyVersion* pv = version_entry(prefix, rest);
+      const auto* pv =
+          find_entry(kPolicyVersions, [&](const PolicyVersion& v) { return prefix == v.prefix && rest == v.version; });
       if (!pv) {
         d.problems.push_back(who + " requires " + ver + " (from " + file + "), which no manylinux policy up to 2_" +
                              std::to_string(newest) + " allows; build on an older toolchain/glibc (e.g. a manylinux_2_28 image)");
@@ -197,9 +149,9 @@ PlatformDecision decide_manylinux(const std::filesystem::path& tree, const Platf
       }
       forced[pv->minor].push_back(ver + " from " + file + " required by " + who);
     }
-    std::set<std::string> undefined(e.info.undefined_symbols.begin(), e.info.undefined_symbols.end());
+    std::set<std::string> undefined(info.undefined_symbols.begin(), info.undefined_symbols.end());
     for (const auto& b : kPolicyBlacklist) {
-      if (std::find(e.info.needed.begin(), e.info.needed.end(), b.lib) == e.info.needed.end()) continue;
+      if (std::find(info.needed.begin(), info.needed.end(), b.lib) == info.needed.end()) continue;
       if (!undefined.count(b.symbol)) continue;
       int next = 0;
       for (int y : kPolicyGlibcMinors)
@@ -216,23 +168,13 @@ PlatformDecision decide_manylinux(const std::filesystem::path& tree, const Platf
     }
   }
 
-  if (!opts.forbidden_strings.empty()) {
-    for (const auto& e : elves) {
-      std::string owned;
-      std::string_view bytes;
-      if (opts.loaded && opts.loaded->count(e.rel)) {
-        bytes = opts.loaded->at(e.rel);
-      } else {
-        owned = read_file(root / e.rel).value_or("");
-        bytes = owned;
-      }
-      for (const auto& s : opts.forbidden_strings) {
-        if (!s.empty() && bytes.find(s) != std::string_view::npos)
-          d.problems.push_back(e.rel.string() + " contains the build-tree path '" + s +
-                               "'; build with -ffile-prefix-map (or CMAKE_BUILD_RPATH_USE_ORIGIN / strip debug info) "
-                               "so no absolute build path is shipped");
-      }
-    }
+  for (const auto& [rel, info] : elves) {
+    const std::string bytes = forbidden_strings.empty() ? "" : read_file(root / rel).value_or("");
+    for (const auto& s : forbidden_strings)
+      if (!s.empty() && bytes.find(s) != std::string::npos)
+        d.problems.push_back(rel.string() + " contains the build-tree path '" + s +
+                             "'; build with -ffile-prefix-map (or CMAKE_BUILD_RPATH_USE_ORIGIN / strip debug info) "
+                             "so no absolute build path is shipped");
   }
 
   if (!d.problems.empty()) return d;

@@ -1,12 +1,11 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
-// Member names as every installer and operating system reads them (names.h). The
-// Windows rules follow Python's ntpath.isreserved (3.13), which the differential test
-// (index/tests/test_hostile_vs_pip.py) runs on the same names.
-#include "ffpa/core/names.h"
+// Member names as every installer and operating system reads them (member_name_problem,
+// wheel.h). The Windows rules follow Python's ntpath.isreserved (3.13), which the
+// differential test (index/tests/test_hostile_vs_pip.py) runs on the same names.
+#include "ffpa/core/wheel.h"
 
 #include "ffpa/core/utf8.h"
 
-#include <algorithm>
 #include <map>
 
 namespace ffpa::core {
@@ -99,8 +98,7 @@ std::string member_name_problem(std::string_view name) {
              ", which has the form of a Windows 8.3 short name ('~' and a digit) and may alias another directory "
              "there (FFPA_A~1 is ffpa_attn); rename it";
     if (part.size() > 255)
-      return "has a component of " + std::to_string(part.size()) +
-             " bytes; file systems stop at 255: shorten the name";
+      return "has a component of " + std::to_string(part.size()) + " bytes; file systems stop at 255: shorten the name";
     if (slash == std::string_view::npos) break;
     start = slash + 1;
   }

@@ -2,24 +2,20 @@
 // The wheel writer: the tree walk and what a tree may hold, the METADATA, WHEEL and
 // RECORD files, and pack_wheels' one pass over every wheel of a release (the zip
 // container and compression are zipwrite.cpp).
-#include "ffpa/core/pack.h"
+#include "ffpa/core/wheel.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <set>
 #include <unordered_map>
 
+#include "ffpa/core/elf.h"
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
-#include "ffpa/core/manylinux.h"
-#include "ffpa/core/names.h"
-#include "ffpa/core/pep.h"
 #include "ffpa/core/utf8.h"
-#include "ffpa/core/wheel.h"
 
 #ifndef FFPA_INDEX_VERSION
 #error "FFPA_INDEX_VERSION must be defined by the build"
@@ -34,34 +30,9 @@ std::string read_all(const fs::path& p, const char* what) {
   throw Error(std::string("cannot read ") + what + " '" + p.string() + "': " + std::strerror(errno));
 }
 
-// Core metadata fields (2.1 to 2.4) a metadata file may carry, with the metadata
-// version that introduced each. The engine writes Metadata-Version, Name, Version,
-// Description-Content-Type and the body itself.
-const std::map<std::string, std::string>& known_fields() {
-  static const std::map<std::string, std::string> f = {
-      {"Summary", "1.0"},        {"Keywords", "1.0"},         {"Home-page", "1.0"},
-      {"Download-URL", "1.1"},   {"Author", "1.0"},           {"Author-email", "1.0"},
-      {"Maintainer", "1.2"},     {"Maintainer-email", "1.2"}, {"License", "1.0"},
-      {"Classifier", "1.1"},     {"Requires-Dist", "1.2"},    {"Requires-Python", "1.2"},
-      {"Requires-External", "1.2"}, {"Project-URL", "1.2"},   {"Provides-Extra", "2.1"},
-      {"Provides-Dist", "1.2"},  {"Obsoletes-Dist", "1.2"},   {"Platform", "1.0"},
-      {"Supported-Platform", "1.1"}, {"Dynamic", "2.2"},      {"License-Expression", "2.4"},
-      {"License-File", "2.4"},
-  };
-  return f;
-}
-
 Error metadata_error(const std::string& source, const std::vector<std::string>& problems) {
-  std::string msg = "the METADATA built from " + source + " would not parse for pip and twine; fix those files:";
-  for (const auto& p : problems) msg += "\n  - " + p;
-  return Error(msg);
-}
-
-std::string readme_type_for(const fs::path& readme) {
-  const std::string ext = readme.extension().string();
-  if (ext == ".md" || ext == ".markdown") return "text/markdown";
-  if (ext == ".rst") return "text/x-rst";
-  return "text/plain";
+  return Error(problem_list(
+      "the METADATA built from " + source + " would not parse for pip and twine; fix those files:", problems));
 }
 
 struct TreeFile {
@@ -91,8 +62,8 @@ std::vector<TreeFile> walk_tree(const fs::path& tree) {
     const fs::path abs = it->path();
     last = abs;
     const std::string rel = abs.lexically_relative(root).generic_string();
-    // The one rule for installed names (names.h), as verify-wheel applies it: a
-    // name some installer or OS reads otherwise never reaches a wheel.
+    // The one rule for installed names (member_name_problem, wheel.h), as verify-wheel
+    // applies it: a name some installer or OS reads otherwise never reaches a wheel.
     if (const std::string why = member_name_problem(it->is_directory() && !it->is_symlink() ? rel + "/x" : rel);
         !why.empty())
       throw Error("'" + printable(rel) + "' in the staged tree " + why);
@@ -127,11 +98,9 @@ std::vector<TreeFile> walk_tree(const fs::path& tree) {
     throw Error("the tree '" + tree.string() + "' holds no files; stage the package first (cmake --install)");
   std::vector<std::string> names;
   for (const auto& f : files) names.push_back(f.rel);
-  if (const auto problems = member_set_problems(names); !problems.empty()) {
-    std::string msg = "the staged tree '" + tree.string() + "' holds names that collide where wheels install:";
-    for (const auto& p : problems) msg += "\n  - " + p;
-    throw Error(msg);
-  }
+  if (const auto problems = member_set_problems(names); !problems.empty())
+    throw Error(problem_list("the staged tree '" + tree.string() + "' holds names that collide where wheels install:",
+                             problems));
   std::sort(files.begin(), files.end(), [](const TreeFile& a, const TreeFile& b) { return a.rel < b.rel; });
   return files;
 }
@@ -150,37 +119,36 @@ std::int64_t resolve_epoch(const std::optional<std::int64_t>& given) {
   return v;
 }
 
-// METADATA from the metadata lines and the README; a problem names `source`.
-std::string render_metadata(const std::string& name, const std::string& canonical_version,
-                            const std::string& metadata_file_text, const std::string& readme,
-                            const std::string& readme_type, const std::string& source) {
+// METADATA from the metadata lines and the README (its type from its extension); a
+// problem names `source`.
+std::string render_metadata(const PackOptions& o, const std::string& canonical_version, const std::string& source) {
   std::string body;
   std::vector<std::string> problems;
-  auto headers = parse_headers(metadata_file_text, "METADATA", problems, &body);
+  auto headers = parse_headers(o.metadata, "METADATA", problems, &body);
   if (!problems.empty()) throw metadata_error(source, problems);
   if (body.find_first_not_of(" \t\r\n") != std::string::npos)
     throw Error("the metadata file has text after a blank line; pass the long description with --readme instead");
+  // The engine writes these itself; the metadata version is the newest any field needs.
   std::string mv = "2.1";
   bool summary = false, requires_python = false;
   for (const auto& [k, v] : headers) {
-    if (k == "Metadata-Version" || k == "Name" || k == "Version" || k == "Description" || k == "Description-Content-Type")
+    const std::string key = lower_ascii(k);
+    if (key == "metadata-version" || key == "name" || key == "version" || key == "description" ||
+        key == "description-content-type")
       throw Error("the metadata file sets '" + k + "', which the engine writes itself; remove that line "
                   "(name and version come from --name/--version, the description from --readme)");
-    auto it = known_fields().find(k);
-    if (it == known_fields().end())
+    const CoreField* field = core_field(k);
+    if (!field)
       throw Error("the metadata file has an unknown field '" + k + "'; use a core metadata field name "
                   "(Summary, Requires-Python, Requires-Dist, License, Project-URL, Classifier, ...)");
-    if (it->second > mv) mv = it->second;
+    if (std::string(field->since) > mv) mv = field->since;
     if (v.empty()) throw Error("the metadata field '" + k + "' is empty; give it a value or remove the line");
-    if (k == "Summary") {
-      if (summary) throw Error("the metadata file has more than one Summary line; keep one");
-      summary = true;
-    }
-    if (k == "Requires-Python") requires_python = true;
+    summary = summary || key == "summary";
+    requires_python = requires_python || key == "requires-python";
   }
   if (!summary) throw Error("the metadata file has no 'Summary:' line; add a one-line summary");
   if (!requires_python) throw Error("the metadata file has no 'Requires-Python:' line; add one, e.g. 'Requires-Python: >=3.10'");
-  std::string out = "Metadata-Version: " + mv + "\nName: " + name + "\nVersion: " + canonical_version + "\n";
+  std::string out = "Metadata-Version: " + mv + "\nName: " + o.name + "\nVersion: " + canonical_version + "\n";
   for (const auto& [k, v] : headers) {
     // Continuation lines keep the 8-space indentation core metadata uses.
     std::string value;
@@ -190,8 +158,11 @@ std::string render_metadata(const std::string& name, const std::string& canonica
     }
     out += k + ": " + value + "\n";
   }
-  if (!readme.empty()) {
-    out += "Description-Content-Type: " + readme_type + "\n\n" + readme;
+  if (const std::string ext = o.readme.extension().string(); !o.readme.empty()) {
+    const std::string type = ext == ".md" || ext == ".markdown" ? "text/markdown"
+                             : ext == ".rst"                    ? "text/x-rst"
+                                                                : "text/plain";
+    out += "Description-Content-Type: " + type + "\n\n" + read_all(o.readme, "README");
     if (out.back() != '\n') out += '\n';
   }
   return out;
@@ -219,21 +190,14 @@ Prepared prepare(const PackOptions& o) {
   const auto tag_parts = split(o.tag, '-');
   if (tag_parts.size() != 3)
     throw Error("--tag '" + o.tag + "' must be PYTHON-ABI-PLATFORM, e.g. py3-none-any or cp312-cp312-auto");
-  for (const auto& t : tag_parts)
-    if (t.empty() || t.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") != std::string::npos)
-      throw Error("--tag '" + o.tag + "': field '" + t + "' may only hold letters, digits, '_' and '.'");
   w.result.name = WheelFilename{wheel_name_component(o.name), version->canonical, "", tag_parts[0], tag_parts[1],
                                 tag_parts[2]};
+  // The wheel grammar holds each tag field to letters, digits, '_' and '.' ("auto" too).
+  if (!parse_wheel_filename(w.result.name.filename(), &why)) throw Error("--tag '" + o.tag + "': " + why);
   if (o.out_dir.empty()) throw Error("--out-dir DIR is required");
   w.epoch = resolve_epoch(o.source_date_epoch);
-
-  std::string readme, readme_type = o.readme_type;
-  if (!o.readme.empty()) {
-    readme = read_all(o.readme, "README");
-    if (readme_type.empty()) readme_type = readme_type_for(o.readme);
-  }
   const std::string source = o.metadata_source + (o.readme.empty() ? "" : " and --readme '" + o.readme.string() + "'");
-  w.metadata = render_metadata(o.name, version->canonical, o.metadata, readme, readme_type, source);
+  w.metadata = render_metadata(o, version->canonical, source);
   // The same parse verify-wheel applies, so pack never writes a METADATA that
   // add or publish would refuse later (a Requires-Python that is not a specifier
   // set, a README that is not UTF-8, ...).
@@ -243,26 +207,19 @@ Prepared prepare(const PackOptions& o) {
 }
 
 // Platform: computed for "auto", checked for anything else; then every file is held
-// to the one compiled-file rule verify-wheel applies to the members.
-void decide_platform(Prepared& w, const std::vector<std::string_view>& contents) {
+// to the one compiled-file rule verify-wheel applies to the members. Then the names
+// and the WHEEL file that follow from it.
+void name_wheel(Prepared& w, const std::vector<std::string_view>& contents) {
   const PackOptions& o = *w.o;
   std::string& platform = w.result.name.platform;
   const bool has_elf = std::any_of(contents.begin(), contents.end(),
                                    [](std::string_view c) { return c.substr(0, 4) == std::string_view("\x7f" "ELF", 4); });
   if (platform == "auto" || (platform != "any" && has_elf)) {
-    std::map<fs::path, std::string_view> loaded;
-    for (size_t i = 0; i < w.files.size(); ++i) loaded.emplace(fs::path(w.files[i].rel), contents[i]);
-    PlatformOptions popts;
-    popts.forbidden_strings = o.forbidden_strings;
-    popts.forbidden_strings.push_back(fs::canonical(o.tree).string());
-    popts.loaded = &loaded;
-    PlatformDecision d = decide_manylinux(o.tree, popts);
-    if (!d.problems.empty()) {
-      std::string msg = "the binaries in the tree cannot be shipped as a manylinux wheel:";
-      for (const auto& p : d.problems) msg += "\n  - " + p;
-      throw Error(msg);
-    }
-    w.result.platform_reasons = d.reasons;
+    std::vector<std::string> forbidden = o.forbidden_strings;
+    forbidden.push_back(fs::canonical(o.tree).string());
+    PlatformDecision d = decide_manylinux(o.tree, forbidden);
+    if (!d.problems.empty())
+      throw Error(problem_list("the binaries in the tree cannot be shipped as a manylinux wheel:", d.problems));
     if (platform == "auto") {
       platform = d.tag;
     } else if (platform.rfind("manylinux_2_", 0) == 0 && std::atoi(platform.c_str() + 12) < d.glibc_minor) {
@@ -274,14 +231,7 @@ void decide_platform(Prepared& w, const std::vector<std::string_view>& contents)
     for (size_t i = 0; i < w.files.size(); ++i)
       if (std::string why = compiled_file_problem(w.files[i].rel, contents[i].substr(0, 64), part); !why.empty())
         throw Error("the staged tree '" + o.tree.string() + "': " + why);
-}
-
-void name_wheel(Prepared& w) {
-  const PackOptions& o = *w.o;
   const WheelFilename& wf = w.result.name;
-  std::string reparse_why;
-  if (!parse_wheel_filename(wf.filename(), &reparse_why))
-    throw Error("internal: produced an invalid wheel name: " + reparse_why);
   w.dist_info = wf.name + "-" + wf.version + ".dist-info/";
   const bool purelib = o.root_is_purelib.value_or(wf.abi == "none" && wf.platform == "any");
   w.wheel_file = "Wheel-Version: 1.0\nGenerator: ffpa-index " FFPA_INDEX_VERSION "\nRoot-Is-Purelib: ";
@@ -316,9 +266,8 @@ std::vector<PackResult> pack_wheels(const std::vector<PackOptions>& wheels) {
 
   std::set<fs::path> finals;
   for (auto& w : ws) {
-    decide_platform(w, std::vector<std::string_view>(views.begin() + static_cast<std::ptrdiff_t>(w.first_flat),
-                                                     views.begin() + static_cast<std::ptrdiff_t>(w.first_flat + w.files.size())));
-    name_wheel(w);
+    name_wheel(w, std::vector<std::string_view>(views.begin() + static_cast<std::ptrdiff_t>(w.first_flat),
+                                                views.begin() + static_cast<std::ptrdiff_t>(w.first_flat + w.files.size())));
     if (!finals.insert(fs::absolute(w.result.wheel).lexically_normal()).second)
       throw Error("two wheels of this call would both be written to '" + w.result.wheel.string() +
                   "'; give each a different tag or version (or --out-dir)");
@@ -344,9 +293,7 @@ std::vector<PackResult> pack_wheels(const std::vector<PackOptions>& wheels) {
 
   std::vector<std::unique_ptr<AtomicOutput>> outs;
   for (auto& w : ws) {
-    std::error_code ec;
-    fs::create_directories(w.o->out_dir, ec);
-    if (ec) throw Error("cannot create --out-dir '" + w.o->out_dir.string() + "': " + ec.message());
+    create_directories(w.o->out_dir, "pass a writable --out-dir");
     outs.push_back(std::make_unique<AtomicOutput>(w.result.wheel));
   }
   parallel_for(ws.size(), dopt.jobs, [&](std::size_t k) {
@@ -374,15 +321,7 @@ std::vector<PackResult> pack_wheels(const std::vector<PackOptions>& wheels) {
     w.result.metadata = w.metadata;
   });
 
-  // Durable before visible: every wheel is fsynced before the first rename; a
-  // failure here removes them all.
-  parallel_for(outs.size(), dopt.jobs, [&](std::size_t k) { outs[k]->sync(); });
-  std::set<fs::path> dirs;
-  for (auto& out : outs) {
-    out->publish(false);
-    dirs.insert(out->final_path().parent_path());
-  }
-  for (const auto& dir : dirs) fsync_directory(dir);
+  commit_together(outs);  // durable before visible; a failure here removes them all
 
   std::vector<PackResult> results;
   for (auto& w : ws) results.push_back(std::move(w.result));

@@ -6,6 +6,7 @@
 
 #include "ffpa/core/utf8.h"
 
+#include <algorithm>
 #include <cctype>
 #include <regex>
 
@@ -14,6 +15,12 @@ namespace {
 
 bool is_alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
 char lower(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
+bool all_digits(std::string_view s) { return !s.empty() && s.find_first_not_of("0123456789") == s.npos; }
+// Whether `s` is non-empty and made of letters, digits and the characters of `more`.
+bool alnum_and(std::string_view s, std::string_view more) {
+  const auto allowed = [&](char c) { return is_alnum(c) || more.find(c) != more.npos; };
+  return !s.empty() && std::all_of(s.begin(), s.end(), allowed);
+}
 
 // "007" -> "7", "0" -> "0": packaging stores release/pre/post/dev numbers as ints.
 std::string strip_zeros(std::string_view digits) {
@@ -21,55 +28,6 @@ std::string strip_zeros(std::string_view digits) {
   while (i + 1 < digits.size() && digits[i] == '0') ++i;
   return std::string(digits.substr(i));
 }
-
-bool all_digits(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s)
-    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
-  return true;
-}
-
-bool tag_chars_ok(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s)
-    if (!(is_alnum(c) || c == '_' || c == '.')) return false;
-  return true;
-}
-
-}  // namespace
-
-bool is_valid_project_name(std::string_view name) {
-  // ^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$ with re.IGNORECASE
-  if (name.empty()) return false;
-  if (!is_alnum(name.front()) || !is_alnum(name.back())) return false;
-  for (char c : name)
-    if (!(is_alnum(c) || c == '.' || c == '_' || c == '-')) return false;
-  return true;
-}
-
-std::string normalize_project_name(std::string_view name) {
-  std::string out;
-  bool in_run = false;
-  for (char c : name) {
-    if (c == '-' || c == '_' || c == '.') {
-      if (!in_run) out.push_back('-');
-      in_run = true;
-    } else {
-      out.push_back(lower(c));
-      in_run = false;
-    }
-  }
-  return out;
-}
-
-std::string wheel_name_component(std::string_view name) {
-  std::string out = normalize_project_name(name);
-  for (char& c : out)
-    if (c == '-') c = '_';
-  return out;
-}
-
-namespace {
 
 // Python's str.isspace() (what packaging's `\s` matches around a version), for UTF-8
 // text: the ASCII blanks and separators \x1c-\x1f plus the Unicode spaces. Returns
@@ -91,126 +49,19 @@ std::size_t py_space_at(std::string_view s) {
 std::string_view strip_py_space(std::string_view s) {
   for (std::size_t n; (n = py_space_at(s)) > 0;) s.remove_prefix(n);
   // From the end: try each possible width of the last character.
-  for (bool again = true; again && !s.empty();) {
-    again = false;
-    for (std::size_t w = 1; w <= 3 && w <= s.size(); ++w)
-      if (py_space_at(s.substr(s.size() - w)) == w) {
-        s.remove_suffix(w);
-        again = true;
-        break;
-      }
-  }
+  for (std::size_t w = 1; w <= 3 && w <= s.size(); ++w)
+    if (py_space_at(s.substr(s.size() - w)) == w) {
+      s.remove_suffix(w);
+      w = 0;  // the new last character, from its first possible width
+    }
   return s;
 }
 
-}  // namespace
-
-std::optional<Version> parse_pep440(std::string_view raw_input, std::string* why) {
-  // packaging strips Unicode whitespace around a version (its regex's \s); so do we,
-  // so that ctest/data/pep440-cases.json gets the same answers from both.
-  const std::string_view input = strip_py_space(raw_input);
-  // The regular expression of PEP 440 appendix B (the one packaging uses), with
-  // capture groups: 1 epoch, 2 release, 3 pre label, 4 pre number, 5 post number
-  // (the "-N" form), 6 post label, 7 post number, 8 dev label, 9 dev number, 10 local.
-  static const std::regex re(
-      R"(^\s*v?(?:([0-9]+)!)?([0-9]+(?:\.[0-9]+)*))"
-      R"((?:[-_.]?(a|b|c|rc|alpha|beta|pre|preview)[-_.]?([0-9]+)?)?)"
-      R"((?:-([0-9]+)|[-_.]?(post|rev|r)[-_.]?([0-9]+)?)?)"
-      R"((?:[-_.]?(dev)[-_.]?([0-9]+)?)?)"
-      R"((?:\+([a-z0-9]+(?:[-_.][a-z0-9]+)*))?\s*$)",
-      std::regex::icase | std::regex::ECMAScript);
-  std::string s(input);
-  std::smatch m;
-  if (!std::regex_match(s, m, re)) {
-    if (why)
-      *why = "'" + s +
-             "' is not a PEP 440 version; use N(.N)*[{a|b|rc}N][.postN][.devN][+local], e.g. 0.3.0 or 0.3.0+cu13";
-    return std::nullopt;
-  }
-  Version v;
-  std::string out;
-  if (m[1].matched) {
-    std::string e = strip_zeros(m[1].str());
-    if (e != "0") out += e + "!";
-  }
-  {
-    bool first = true;
-    for (const auto& part : split(m[2].str(), '.')) {
-      if (!first) out += '.';
-      out += strip_zeros(part);
-      first = false;
-    }
-  }
-  if (m[3].matched) {
-    std::string l = lower_ascii(m[3].str());
-    if (l == "alpha") l = "a";
-    else if (l == "beta") l = "b";
-    else if (l == "c" || l == "pre" || l == "preview") l = "rc";
-    out += l + (m[4].matched ? strip_zeros(m[4].str()) : "0");
-    v.is_pre = true;
-  }
-  if (m[5].matched || m[6].matched) {
-    std::string n = m[5].matched ? m[5].str() : (m[7].matched ? m[7].str() : "0");
-    out += ".post" + strip_zeros(n);
-    v.is_post = true;
-  }
-  if (m[8].matched) {
-    out += ".dev" + (m[9].matched ? strip_zeros(m[9].str()) : "0");
-    v.is_dev = true;
-  }
-  v.public_part = out;
-  if (m[10].matched) {
-    std::string local;
-    std::string seg;
-    auto flush = [&]() {
-      if (!local.empty()) local += '.';
-      local += all_digits(seg) ? strip_zeros(seg) : lower_ascii(seg);
-      seg.clear();
-    };
-    for (char c : m[10].str()) {
-      if (c == '-' || c == '_' || c == '.') flush();
-      else seg.push_back(c);
-    }
-    flush();
-    v.local = local;
-    out += "+" + local;
-  }
-  // packaging counts a dev release as a pre-release too (Version.is_prerelease).
-  if (v.is_dev) v.is_pre = true;
-  v.canonical = out;
-  return v;
-}
-
-std::optional<std::string> canonical_version(std::string_view v, std::string* why) {
-  auto parsed = parse_pep440(v, why);
-  if (!parsed) return std::nullopt;
-  return parsed->canonical;
-}
-
-bool same_version(std::string_view a, std::string_view b) {
-  auto va = parse_pep440(a), vb = parse_pep440(b);
-  return va && vb && version_identity(*va) == version_identity(*vb);
-}
-
-namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-// Numbers in the release segment of a valid version ("v1!2.3.4rc1" -> 3).
-size_t release_length(std::string_view v) {
-  if (!v.empty() && (v.front() == 'v' || v.front() == 'V')) v.remove_prefix(1);
-  const size_t bang = v.find('!');
-  if (bang != std::string_view::npos) v.remove_prefix(bang + 1);
-  size_t n = 1, i = 0;
-  while (i < v.size() && (std::isdigit(static_cast<unsigned char>(v[i])) || v[i] == '.')) {
-    if (v[i] == '.' && i + 1 < v.size() && std::isdigit(static_cast<unsigned char>(v[i + 1]))) ++n;
-    ++i;
-  }
-  return n;
+// The comparison operator `s` starts with (the longest), or "".
+std::string_view comparison_at(std::string_view s) {
+  for (std::string_view op : {"===", "~=", "==", "!=", "<=", ">=", "<", ">"})
+    if (s.substr(0, op.size()) == op) return op;
+  return {};
 }
 
 bool one_specifier_ok(std::string_view spec, std::string* why) {
@@ -218,13 +69,7 @@ bool one_specifier_ok(std::string_view spec, std::string* why) {
     if (why) *why = "'" + std::string(spec) + "': " + msg;
     return false;
   };
-  static const char* const ops[] = {"===", "~=", "==", "!=", "<=", ">=", "<", ">"};
-  std::string_view op;
-  for (const char* o : ops)
-    if (spec.substr(0, std::char_traits<char>::length(o)) == o) {
-      op = o;
-      break;
-    }
+  const std::string_view op = comparison_at(spec);
   if (op.empty()) return fail("a specifier starts with one of ~= == != <= >= < > ===, e.g. '>=3.10'");
   const std::string_view ver = trim(spec.substr(op.size()));
   if (ver.empty()) return fail("the operator '" + std::string(op) + "' has no version");
@@ -245,11 +90,238 @@ bool one_specifier_ok(std::string_view spec, std::string* why) {
   if (!v || ver.find_first_of(" \t") != std::string_view::npos) return fail(v ? "whitespace inside the version" : vwhy);
   if (!v->local.empty() && op != "==" && op != "!=")
     return fail("a local version (+" + v->local + ") is only allowed with == and !=");
-  if (op == "~=" && release_length(ver) < 2) return fail("'~=' needs at least two release numbers, e.g. '~=3.10'");
+  if (op == "~=" && v->release.find('.') == std::string::npos)
+    return fail("'~=' needs at least two release numbers, e.g. '~=3.10'");
   return true;
 }
 
+// PEP 508 by recursive descent over the whole string.
+class RequirementParser {
+ public:
+  explicit RequirementParser(std::string_view s) : s_(s) {}
+
+  bool parse(std::string* why) {
+    ws();
+    if (!name()) return fail("a requirement starts with a project name (letters, digits, '.', '_', '-')", why);
+    ws();
+    if (eat('[')) {
+      ws();
+      if (!peek(']')) {
+        do {
+          ws();
+          if (!name()) return fail("bad extra name inside [...]", why);
+          ws();
+        } while (eat(','));
+      }
+      if (!eat(']')) return fail("unclosed '[' of the extras", why);
+      ws();
+    }
+    if (eat('@')) {
+      ws();
+      const size_t start = i_;
+      while (i_ < s_.size() && s_[i_] != ' ' && s_[i_] != '\t') ++i_;
+      if (i_ == start) return fail("'@' must be followed by a URL", why);
+      const bool spaced = ws();
+      if (i_ < s_.size() && !spaced) return fail("put a space between the URL and ';'", why);
+    } else if (i_ < s_.size() && s_[i_] != ';') {
+      // "(specifiers)" or specifiers up to the marker.
+      const bool paren = peek('(');
+      const size_t end = s_.find(paren ? ')' : ';', i_);
+      if (paren && end == std::string_view::npos) return fail("unclosed '(' of the version specifiers", why);
+      std::string swhy;
+      const std::size_t from = i_ + (paren ? 1 : 0);
+      if (!is_valid_specifier_set(s_.substr(from, end == std::string_view::npos ? end : end - from), &swhy))
+        return fail(swhy, why);
+      i_ = end == std::string_view::npos ? s_.size() : end + (paren ? 1 : 0);
+      ws();
+    }
+    if (eat(';')) {
+      if (!marker_or()) return fail(marker_why_.empty() ? "bad environment marker after ';'" : marker_why_, why);
+      ws();
+    }
+    if (i_ != s_.size()) return fail("unexpected text at '" + std::string(s_.substr(i_)) + "'", why);
+    return true;
+  }
+
+ private:
+  bool fail(const std::string& msg, std::string* why) {
+    if (why) *why = "'" + std::string(s_) + "' is not a PEP 508 requirement: " + msg;
+    return false;
+  }
+  bool refuse_marker(std::string msg) {
+    marker_why_ = std::move(msg);
+    return false;
+  }
+  bool peek(char c) const { return i_ < s_.size() && s_[i_] == c; }
+  bool eat(char c) { return peek(c) && ++i_; }
+  bool ws() {
+    const size_t start = i_;
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t')) ++i_;
+    return i_ > start;
+  }
+  bool name() {
+    const size_t start = i_;
+    while (i_ < s_.size() && (is_alnum(s_[i_]) || s_[i_] == '.' || s_[i_] == '_' || s_[i_] == '-')) ++i_;
+    return is_valid_project_name(s_.substr(start, i_ - start));
+  }
+  bool word(std::string_view w) {  // moves past `w` only when it is a whole word
+    if (s_.substr(i_, w.size()) != w) return false;
+    const size_t end = i_ + w.size();
+    if (end < s_.size() && (is_alnum(s_[end]) || s_[end] == '_')) return false;
+    i_ = end;
+    return true;
+  }
+  // operand (op operand)*: marker_or over marker_and over marker_expr.
+  bool chain(std::string_view op, bool (RequirementParser::*operand)()) {
+    if (!(this->*operand)()) return false;
+    for (ws(); word(op); ws())
+      if (!(this->*operand)()) return false;
+    return true;
+  }
+  bool marker_or() { return chain("or", &RequirementParser::marker_and); }
+  bool marker_and() { return chain("and", &RequirementParser::marker_expr); }
+  bool marker_expr() {
+    ws();
+    if (eat('(')) {
+      if (!marker_or()) return false;
+      ws();
+      return eat(')') || refuse_marker("unclosed '(' in the marker");
+    }
+    if (!marker_value()) return false;
+    ws();
+    const std::string_view op = comparison_at(s_.substr(i_));
+    i_ += op.size();
+    bool in = op.empty() && word("in");
+    if (op.empty() && !in && word("not")) {
+      ws();
+      in = word("in");
+    }
+    if (op.empty() && !in) return refuse_marker("a marker compares with one of < <= == != >= > ~= === in 'not in'");
+    ws();
+    return marker_value();
+  }
+  bool marker_value() {
+    if (peek('\'') || peek('"')) {
+      const size_t close = s_.find(s_[i_], i_ + 1);
+      if (close == std::string_view::npos) return refuse_marker("unterminated string in the marker");
+      i_ = close + 1;
+      return true;
+    }
+    static const std::regex var(
+        R"(^(python_version|python_full_version|os[._]name|sys[._]platform|platform_(release|system)|)"
+        R"(platform[._](version|machine|python_implementation)|python_implementation|implementation_(name|version)|)"
+        R"(extras?|dependency_groups)\b)");
+    std::smatch m;
+    const std::string rest(s_.substr(i_));
+    if (!std::regex_search(rest, m, var))
+      return refuse_marker("unknown marker variable at '" + rest + "' (python_version, sys_platform, extra, ...)");
+    i_ += static_cast<size_t>(m.length(0));
+    return true;
+  }
+
+  std::string_view s_;
+  size_t i_ = 0;
+  std::string marker_why_;
+};
 }  // namespace
+
+bool is_valid_project_name(std::string_view name) {
+  // ^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$ with re.IGNORECASE
+  return alnum_and(name, "._-") && is_alnum(name.front()) && is_alnum(name.back());
+}
+
+std::string normalize_project_name(std::string_view name) {
+  std::string out;
+  bool in_run = false;
+  for (char c : name) {
+    if (c == '-' || c == '_' || c == '.') {
+      if (!in_run) out.push_back('-');
+      in_run = true;
+    } else {
+      out.push_back(lower(c));
+      in_run = false;
+    }
+  }
+  return out;
+}
+
+std::string wheel_name_component(std::string_view name) {
+  std::string out = normalize_project_name(name);
+  std::replace(out.begin(), out.end(), '-', '_');
+  return out;
+}
+
+std::optional<Version> parse_pep440(std::string_view raw_input, std::string* why) {
+  // packaging strips Unicode whitespace around a version (its regex's \s); so do we,
+  // so that ctest/data/pep440-cases.json gets the same answers from both.
+  const std::string_view input = strip_py_space(raw_input);
+  // The regular expression of PEP 440 appendix B (the one packaging uses), with
+  // capture groups: 1 epoch, 2 release, 3 pre label, 4 pre number, 5 post number
+  // (the "-N" form), 6 post label, 7 post number, 8 dev label, 9 dev number, 10 local.
+  static const std::regex re(R"(^\s*v?(?:([0-9]+)!)?([0-9]+(?:\.[0-9]+)*))"
+      R"((?:[-_.]?(a|b|c|rc|alpha|beta|pre|preview)[-_.]?([0-9]+)?)?)"
+      R"((?:-([0-9]+)|[-_.]?(post|rev|r)[-_.]?([0-9]+)?)?)"
+      R"((?:[-_.]?(dev)[-_.]?([0-9]+)?)?)"
+      R"((?:\+([a-z0-9]+(?:[-_.][a-z0-9]+)*))?\s*$)",
+      std::regex::icase | std::regex::ECMAScript);
+  std::string s(input);
+  std::smatch m;
+  if (!std::regex_match(s, m, re)) {
+    if (why)
+      *why = "'" + s +
+             "' is not a PEP 440 version; use N(.N)*[{a|b|rc}N][.postN][.devN][+local], e.g. 0.3.0 or 0.3.0+cu13";
+    return std::nullopt;
+  }
+  Version v;
+  std::string out;
+  if (m[1].matched) {
+    std::string e = strip_zeros(m[1].str());
+    if (e != "0") out += e + "!";
+  }
+  for (const auto& part : split(m[2].str(), '.')) v.release += (v.release.empty() ? "" : ".") + strip_zeros(part);
+  out += v.release;
+  if (m[3].matched) {
+    std::string l = lower_ascii(m[3].str());
+    if (l == "alpha") l = "a";
+    else if (l == "beta") l = "b";
+    else if (l == "c" || l == "pre" || l == "preview") l = "rc";
+    out += l + (m[4].matched ? strip_zeros(m[4].str()) : "0");
+    v.is_pre = true;
+  }
+  if (m[5].matched || m[6].matched) {
+    std::string n = m[5].matched ? m[5].str() : (m[7].matched ? m[7].str() : "0");
+    out += ".post" + strip_zeros(n);
+    v.is_post = true;
+  }
+  if (m[8].matched) {
+    out += ".dev" + (m[9].matched ? strip_zeros(m[9].str()) : "0");
+    v.is_dev = true;
+  }
+  v.public_part = out;
+  if (m[10].matched) {
+    std::string raw = m[10].str();
+    std::replace_if(raw.begin(), raw.end(), [](char c) { return c == '-' || c == '_'; }, '.');
+    std::vector<std::string> segments;
+    for (const auto& seg : split(raw, '.')) segments.push_back(all_digits(seg) ? strip_zeros(seg) : lower_ascii(seg));
+    v.local = join(segments, ".");
+    out += "+" + v.local;
+  }
+  // packaging counts a dev release as a pre-release too (Version.is_prerelease).
+  if (v.is_dev) v.is_pre = true;
+  v.canonical = out;
+  return v;
+}
+
+std::optional<std::string> canonical_version(std::string_view v, std::string* why) {
+  auto parsed = parse_pep440(v, why);
+  if (!parsed) return std::nullopt;
+  return parsed->canonical;
+}
+
+bool same_version(std::string_view a, std::string_view b) {
+  auto va = parse_pep440(a), vb = parse_pep440(b);
+  return va && vb && version_identity(*va) == version_identity(*vb);
+}
 
 bool is_valid_specifier_set(std::string_view s, std::string* why) {
   if (trim(s).empty()) {
@@ -271,180 +343,6 @@ bool is_valid_specifier_set(std::string_view s, std::string* why) {
     start = comma + 1;
   }
 }
-
-namespace {
-
-// PEP 508 by recursive descent over the whole string.
-class RequirementParser {
- public:
-  explicit RequirementParser(std::string_view s) : s_(s) {}
-
-  bool parse(std::string* why) {
-    ws();
-    if (!name()) return fail("a requirement starts with a project name (letters, digits, '.', '_', '-')", why);
-    ws();
-    if (peek('[')) {
-      ++i_;
-      ws();
-      if (!peek(']')) {
-        for (;;) {
-          ws();
-          if (!name()) return fail("bad extra name inside [...]", why);
-          ws();
-          if (peek(',')) {
-            ++i_;
-            continue;
-          }
-          break;
-        }
-      }
-      if (!peek(']')) return fail("unclosed '[' of the extras", why);
-      ++i_;
-      ws();
-    }
-    if (peek('@')) {
-      ++i_;
-      ws();
-      const size_t start = i_;
-      while (i_ < s_.size() && s_[i_] != ' ' && s_[i_] != '\t') ++i_;
-      const std::string_view url = s_.substr(start, i_ - start);
-      if (url.empty()) return fail("'@' must be followed by a URL", why);
-      const bool spaced = ws();
-      if (i_ < s_.size() && !spaced) return fail("put a space between the URL and ';'", why);
-    } else if (peek('(')) {
-      const size_t close = s_.find(')', i_);
-      if (close == std::string_view::npos) return fail("unclosed '(' of the version specifiers", why);
-      std::string swhy;
-      if (!is_valid_specifier_set(s_.substr(i_ + 1, close - i_ - 1), &swhy)) return fail(swhy, why);
-      i_ = close + 1;
-      ws();
-    } else if (i_ < s_.size() && s_[i_] != ';') {
-      const size_t semi = s_.find(';', i_);
-      const std::string_view spec = s_.substr(i_, semi == std::string_view::npos ? std::string_view::npos : semi - i_);
-      std::string swhy;
-      if (!is_valid_specifier_set(spec, &swhy)) return fail(swhy, why);
-      i_ = semi == std::string_view::npos ? s_.size() : semi;
-    }
-    if (peek(';')) {
-      ++i_;
-      if (!marker_or()) return fail(marker_why_.empty() ? "bad environment marker after ';'" : marker_why_, why);
-      ws();
-    }
-    if (i_ != s_.size()) return fail("unexpected text at '" + std::string(s_.substr(i_)) + "'", why);
-    return true;
-  }
-
- private:
-  bool fail(const std::string& msg, std::string* why) {
-    if (why) *why = "'" + std::string(s_) + "' is not a PEP 508 requirement: " + msg;
-    return false;
-  }
-  bool peek(char c) const { return i_ < s_.size() && s_[i_] == c; }
-  bool ws() {
-    const size_t start = i_;
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t')) ++i_;
-    return i_ > start;
-  }
-  bool name() {
-    const size_t start = i_;
-    while (i_ < s_.size() && (is_alnum(s_[i_]) || s_[i_] == '.' || s_[i_] == '_' || s_[i_] == '-')) ++i_;
-    return is_valid_project_name(s_.substr(start, i_ - start));
-  }
-  bool word(std::string_view w) {
-    if (s_.substr(i_, w.size()) != w) return false;
-    const size_t end = i_ + w.size();
-    if (end < s_.size() && (is_alnum(s_[end]) || s_[end] == '_')) return false;
-    i_ = end;
-    return true;
-  }
-  bool marker_or() {
-    if (!marker_and()) return false;
-    for (;;) {
-      ws();
-      if (!word("or")) return true;
-      if (!marker_and()) return false;
-    }
-  }
-  bool marker_and() {
-    if (!marker_expr()) return false;
-    for (;;) {
-      ws();
-      const size_t save = i_;
-      if (!word("and")) {
-        i_ = save;
-        return true;
-      }
-      if (!marker_expr()) return false;
-    }
-  }
-  bool marker_expr() {
-    ws();
-    if (peek('(')) {
-      ++i_;
-      if (!marker_or()) return false;
-      ws();
-      if (!peek(')')) {
-        marker_why_ = "unclosed '(' in the marker";
-        return false;
-      }
-      ++i_;
-      return true;
-    }
-    if (!marker_value()) return false;
-    ws();
-    static const char* const ops[] = {"===", "<=", ">=", "==", "!=", "~=", "<", ">"};
-    bool op = false;
-    for (const char* o : ops)
-      if (s_.substr(i_, std::char_traits<char>::length(o)) == o) {
-        i_ += std::char_traits<char>::length(o);
-        op = true;
-        break;
-      }
-    if (!op) {
-      if (word("in")) op = true;
-      else if (word("not")) {
-        ws();
-        op = word("in");
-      }
-    }
-    if (!op) {
-      marker_why_ = "a marker compares with one of < <= == != >= > ~= === in 'not in'";
-      return false;
-    }
-    ws();
-    return marker_value();
-  }
-  bool marker_value() {
-    if (peek('\'') || peek('"')) {
-      const char q = s_[i_];
-      const size_t close = s_.find(q, i_ + 1);
-      if (close == std::string_view::npos) {
-        marker_why_ = "unterminated string in the marker";
-        return false;
-      }
-      i_ = close + 1;
-      return true;
-    }
-    static const std::regex var(
-        R"(^(python_version|python_full_version|os[._]name|sys[._]platform|platform_(release|system)|)"
-        R"(platform[._](version|machine|python_implementation)|python_implementation|implementation_(name|version)|)"
-        R"(extras?|dependency_groups)\b)");
-    std::smatch m;
-    const std::string rest(s_.substr(i_));
-    if (!std::regex_search(rest, m, var)) {
-      marker_why_ = "unknown marker variable at '" + rest + "' (python_version, sys_platform, extra, ...)";
-      return false;
-    }
-    i_ += static_cast<size_t>(m.length(0));
-    return true;
-  }
-
-  std::string_view s_;
-  size_t i_ = 0;
-  std::string marker_why_;
-};
-
-}  // namespace
 
 bool is_valid_requirement(std::string_view s, std::string* why) { return RequirementParser(s).parse(why); }
 
@@ -503,17 +401,17 @@ std::optional<WheelFilename> parse_wheel_filename(std::string_view fn, std::stri
   w.python = parts[parts.size() - 3];
   w.abi = parts[parts.size() - 2];
   w.platform = parts[parts.size() - 1];
-  if (!tag_chars_ok(w.name) || !is_alnum(w.name.front()) || !is_alnum(w.name.back()))
+  if (!alnum_and(w.name, "_.") || !is_alnum(w.name.front()) || !is_alnum(w.name.back()))
     return fail("invalid distribution name '" + w.name + "'");
   std::string vwhy;
   if (!parse_pep440(w.version, &vwhy)) return fail(vwhy);
   if (w.version.find_first_of(" \t") != std::string::npos) return fail("whitespace in version");
   if (parts.size() == 6) {
-    if (w.build.empty() || !std::isdigit(static_cast<unsigned char>(w.build.front())) || !tag_chars_ok(w.build))
+    if (w.build.empty() || !std::isdigit(static_cast<unsigned char>(w.build.front())) || !alnum_and(w.build, "_."))
       return fail("build tag '" + w.build + "' must start with a digit");
   }
   for (const std::string* t : {&w.python, &w.abi, &w.platform}) {
-    if (!tag_chars_ok(*t)) return fail("invalid tag field '" + *t + "'");
+    if (!alnum_and(*t, "_.")) return fail("invalid tag field '" + *t + "'");
     for (const auto& piece : split(*t, '.'))
       if (piece.empty()) return fail("empty element in compressed tag set '" + *t + "'");
   }
@@ -523,17 +421,11 @@ std::optional<WheelFilename> parse_wheel_filename(std::string_view fn, std::stri
 // --- version equality as pip sees it (for index/site) ---------------------------------
 
 std::string version_identity(const Version& v) {
-  // canonical is "[E!]N(.N)*[rest]"; trailing ".0" release numbers do not count.
-  const std::string& c = v.canonical;
-  const size_t bang = c.find('!');
-  const size_t start = bang == std::string::npos ? 0 : bang + 1;
-  size_t end = start;  // the release: digits, and dots followed by a digit (".dev0" is not release)
-  while (end < c.size() && (std::isdigit(static_cast<unsigned char>(c[end])) ||
-                            (c[end] == '.' && end + 1 < c.size() && std::isdigit(static_cast<unsigned char>(c[end + 1])))))
-    ++end;
-  std::string release = c.substr(start, end - start);
+  // canonical is "[E!]<release>[rest]"; trailing ".0" release numbers do not count.
+  std::string release = v.release;
   while (release.size() > 2 && release.compare(release.size() - 2, 2, ".0") == 0) release.resize(release.size() - 2);
-  return c.substr(0, start) + release + c.substr(end);
+  const std::size_t bang = v.canonical.find('!'), at = bang == std::string::npos ? 0 : bang + 1;
+  return v.canonical.substr(0, at) + release + v.canonical.substr(at + v.release.size());
 }
 
 }  // namespace ffpa::core

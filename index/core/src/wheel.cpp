@@ -3,63 +3,31 @@
 // WHEEL, ELF members against the tag) whose checks share the member stream.
 #include "ffpa/core/wheel.h"
 
+#include <algorithm>
 #include <cctype>
 #include <map>
 #include <set>
 
+#include "ffpa/core/elf.h"
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
-#include "ffpa/core/manylinux.h"
-#include "ffpa/core/names.h"
-#include "ffpa/core/pep.h"
 #include "ffpa/core/utf8.h"
-#include "ffpa/core/zipread.h"
 
 namespace ffpa::core {
 
 std::vector<std::vector<std::string>> parse_csv(std::string_view text) {
   std::vector<std::vector<std::string>> rows;
-  std::vector<std::string> row;
-  std::string field;
-  bool quoted = false, any = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (quoted) {
-      if (c == '"') {
-        if (i + 1 < text.size() && text[i + 1] == '"') {
-          field += '"';
-          ++i;
-        } else {
-          quoted = false;
-        }
-      } else {
-        field += c;
-      }
-      continue;
+  for (std::string_view line : split(text, '\n')) {
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) continue;  // csv writers write no empty rows
+    std::vector<std::string> row(1);
+    bool quoted = false;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+      if (quoted && line[i] == '"' && i + 1 < line.size() && line[i + 1] == '"') row.back() += line[++i];
+      else if (line[i] == '"') quoted = !quoted;
+      else if (line[i] == ',' && !quoted) row.emplace_back();
+      else row.back() += line[i];
     }
-    if (c == '"') {
-      quoted = true;
-      any = true;
-    } else if (c == ',') {
-      row.push_back(std::move(field));
-      field.clear();
-      any = true;
-    } else if (c == '\n' || c == '\r') {
-      if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
-      if (any || !field.empty()) {
-        row.push_back(std::move(field));
-        rows.push_back(std::move(row));
-      }
-      row.clear();
-      field.clear();
-      any = false;
-    } else {
-      field += c;
-      any = true;
-    }
-  }
-  if (any || !field.empty()) {
-    row.push_back(std::move(field));
     rows.push_back(std::move(row));
   }
   return rows;
@@ -112,12 +80,8 @@ std::vector<std::pair<std::string, std::string>> parse_headers(std::string_view 
       break;
     }
     const std::string at = what + " line " + std::to_string(line_no);
-    bool control = false;
-    for (char ch : line) {
-      const auto c = static_cast<unsigned char>(ch);
-      if ((c < 0x20 && c != '\t') || c == 0x7f) control = true;
-    }
-    if (control) {
+    const auto control = [](char c) { return (static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f; };
+    if (std::any_of(line.begin(), line.end(), control)) {
       // A lone CR or other control byte makes Python's email parser split the
       // line where we do not: refuse rather than guess.
       problems.push_back(at + " contains a control character (e.g. a lone carriage return); keep header values on "
@@ -161,87 +125,25 @@ std::vector<std::pair<std::string, std::string>> parse_headers(std::string_view 
 
 namespace {
 
-// Core metadata fields (1.0 to 2.5, as packaging knows them), lowercase.
-// `multi`: may appear more than once.
-struct FieldRule {
-  const char* name;
-  bool multi;
-};
-constexpr FieldRule kCoreFields[] = {
-    {"metadata-version", false}, {"name", false},           {"version", false},
-    {"summary", false},          {"description", false},    {"description-content-type", false},
-    {"keywords", false},         {"home-page", false},      {"download-url", false},
-    {"author", false},           {"author-email", false},   {"maintainer", false},
-    {"maintainer-email", false}, {"license", false},        {"license-expression", false},
-    {"requires-python", false},  {"license-file", true},    {"classifier", true},
-    {"requires-dist", true},     {"requires-external", true}, {"project-url", true},
-    {"provides-extra", true},    {"provides-dist", true},   {"obsoletes-dist", true},
-    {"platform", true},          {"supported-platform", true}, {"dynamic", true},
-    {"requires", true},          {"provides", true},        {"obsoletes", true},
-    {"import-name", true},       {"import-namespace", true},
+constexpr CoreField kCoreFields[] = {
+    {"Metadata-Version", "1.0", false}, {"Name", "1.0", false},
+    {"Version", "1.0", false},          {"Summary", "1.0", false},
+    {"Description", "1.0", false},      {"Description-Content-Type", "2.1", false},
+    {"Keywords", "1.0", false},         {"Home-page", "1.0", false},
+    {"Download-URL", "1.1", false},     {"Author", "1.0", false},
+    {"Author-email", "1.0", false},     {"Maintainer", "1.2", false},
+    {"Maintainer-email", "1.2", false}, {"License", "1.0", false},
+    {"License-Expression", "2.4", false}, {"Requires-Python", "1.2", false},
+    {"License-File", "2.4", true},      {"Classifier", "1.1", true},
+    {"Requires-Dist", "1.2", true},     {"Requires-External", "1.2", true},
+    {"Project-URL", "1.2", true},       {"Provides-Extra", "2.1", true},
+    {"Provides-Dist", "1.2", true},     {"Obsoletes-Dist", "1.2", true},
+    {"Platform", "1.0", true},          {"Supported-Platform", "1.1", true},
+    {"Dynamic", "2.2", true},           {"Requires", "1.1", true},
+    {"Provides", "1.1", true},          {"Obsoletes", "1.1", true},
+    {"Import-Name", "2.5", true},       {"Import-Namespace", "2.5", true},
 };
 constexpr const char* kMetadataVersions[] = {"1.0", "1.1", "1.2", "2.1", "2.2", "2.3", "2.4", "2.5"};
-
-}  // namespace
-
-std::vector<std::string> check_core_metadata(std::string_view text, std::vector<std::pair<std::string, std::string>>* fields) {
-  std::vector<std::string> problems;
-  auto h = parse_headers(text, "METADATA", problems);
-  std::map<std::string, std::string> seen;  // lower-case name -> first spelling
-  for (const auto& [k, v] : h) {
-    const std::string key = lower_ascii(k);
-    const FieldRule* rule = nullptr;
-    for (const auto& r : kCoreFields)
-      if (key == r.name) rule = &r;
-    if (!rule) {
-      problems.push_back("METADATA: unknown field '" + k + "'; core metadata (up to 2.5) has no such field: remove it");
-      continue;
-    }
-    // Header names are case-insensitive (email.parser): 'name' repeats 'Name'.
-    auto [first, fresh] = seen.emplace(key, k);
-    if (!fresh && !rule->multi)
-      problems.push_back("METADATA: '" + k + "' appears more than once" +
-                         (first->second != k ? " (also as '" + first->second + "': header names are case-insensitive)"
-                                             : std::string()) +
-                         "; it is a single-use field, keep one");
-  }
-  auto get = [&](const char* key) -> const std::string* {
-    for (const auto& [k, v] : h)
-      if (lower_ascii(k) == key) return &v;
-    return nullptr;
-  };
-  std::string why;
-  const std::string* mv = get("metadata-version");
-  if (!mv) problems.push_back("METADATA: no Metadata-Version; add 'Metadata-Version: 2.1' (or later)");
-  else if (std::find_if(std::begin(kMetadataVersions), std::end(kMetadataVersions),
-                        [&](const char* x) { return *mv == x; }) == std::end(kMetadataVersions))
-    problems.push_back("METADATA: Metadata-Version '" + *mv + "' is not one of 1.0, 1.1, 1.2, 2.1 ... 2.5");
-  const std::string* name = get("name");
-  if (!name) problems.push_back("METADATA: no Name field");
-  else if (!is_valid_project_name(*name)) problems.push_back("METADATA: Name '" + *name + "' is not a valid project name (PEP 508)");
-  const std::string* version = get("version");
-  if (!version) problems.push_back("METADATA: no Version field");
-  else if (!parse_pep440(*version, &why)) problems.push_back("METADATA: Version: " + why);
-  if (const std::string* summary = get("summary"); summary && summary->find('\n') != std::string::npos)
-    problems.push_back("METADATA: Summary spans several lines; a summary is one line");
-  if (const std::string* rp = get("requires-python"); rp && !is_valid_specifier_set(*rp, &why))
-    problems.push_back("METADATA: Requires-Python is not a PEP 440 specifier set: " + why);
-  for (const auto& [k, v] : h) {
-    const std::string key = lower_ascii(k);
-    if (key == "requires-dist" && !is_valid_requirement(v, &why)) problems.push_back("METADATA: Requires-Dist: " + why);
-    if (key == "provides-extra" && !is_valid_project_name(v))
-      problems.push_back("METADATA: Provides-Extra '" + v + "' is not a valid extra name (letters, digits, '.', '_', '-')");
-    if (key == "dynamic") {
-      const std::string d = lower_ascii(v);
-      if (d == "name" || d == "version" || d == "metadata-version")
-        problems.push_back("METADATA: Dynamic: '" + v + "' can never be dynamic in a built wheel");
-    }
-  }
-  if (fields) *fields = std::move(h);
-  return problems;
-}
-
-namespace {
 
 // The single top-level directory ending in `suffix`, or "" (problems noted).
 std::set<std::string> top_dirs_with_suffix(const std::vector<ZipMember>& members, std::string_view suffix) {
@@ -249,18 +151,22 @@ std::set<std::string> top_dirs_with_suffix(const std::vector<ZipMember>& members
   for (const auto& m : members) {
     size_t slash = m.name.find('/');
     if (slash == std::string::npos) continue;
-    std::string top = m.name.substr(0, slash);
-    if (top.size() > suffix.size() && top.compare(top.size() - suffix.size(), suffix.size(), suffix) == 0)
+    if (const std::string top = m.name.substr(0, slash); top.size() > suffix.size() && top.ends_with(suffix))
       out.insert(top);
   }
   return out;
 }
 
-// Header names are case-insensitive, as email.parser (pip) reads them.
-std::string first_header(const std::vector<std::pair<std::string, std::string>>& h, std::string_view key) {
+// The first header named `key` (names are case-insensitive, as email.parser, pip, reads
+// them), or nullptr.
+const std::string* header(const std::vector<std::pair<std::string, std::string>>& h, std::string_view key) {
   for (const auto& [k, v] : h)
-    if (lower_ascii(k) == lower_ascii(key)) return v;
-  return {};
+    if (lower_ascii(k) == lower_ascii(key)) return &v;
+  return nullptr;
+}
+std::string first_header(const std::vector<std::pair<std::string, std::string>>& h, std::string_view key) {
+  const std::string* v = header(h, key);
+  return v ? *v : std::string();
 }
 
 // WHEEL as both installers read it: pip through email.parser (names in any case, the
@@ -290,20 +196,13 @@ void check_wheel_headers(const std::vector<std::pair<std::string, std::string>>&
 // line boundary that one reader honours and another does not gets through.
 std::vector<std::vector<std::string>> record_rows(std::string_view text, std::vector<std::string>& problems) {
   std::vector<std::vector<std::string>> rows;
-  std::size_t pos = 0, line_no = 0;
-  while (pos < text.size()) {
-    ++line_no;
-    std::size_t eol = text.find('\n', pos);
-    std::string_view line = text.substr(pos, (eol == std::string_view::npos ? text.size() : eol) - pos);
-    pos = eol == std::string_view::npos ? text.size() : eol + 1;
+  std::vector<std::string> lines = split(text, '\n');
+  if (lines.back().empty()) lines.pop_back();  // the last line's end
+  for (std::size_t n = 0; n < lines.size(); ++n) {
+    std::string_view line = lines[n];
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    const std::string at = "RECORD line " + std::to_string(line_no);
-    bool boundary = false;
-    for (char ch : line) {
-      const auto c = static_cast<unsigned char>(ch);
-      if (c == '\r' || c == 0x0b || c == 0x0c || (c >= 0x1c && c <= 0x1e)) boundary = true;
-    }
-    if (boundary || has_unicode_line_break(line)) {
+    const std::string at = "RECORD line " + std::to_string(n + 1);
+    if (line.find_first_of("\r\v\f\x1c\x1d\x1e") != std::string_view::npos || has_unicode_line_break(line)) {
       problems.push_back(at + " contains a character where pip's RECORD reader (str.splitlines) ends a line (\\r, "
                          "\\v, \\f, \\x1c-\\x1e, U+0085, U+2028, U+2029): pip would read other rows; rebuild the wheel");
       continue;
@@ -322,6 +221,62 @@ std::vector<std::vector<std::string>> record_rows(std::string_view text, std::ve
 }
 
 }  // namespace
+
+const CoreField* core_field(std::string_view name) {
+  for (const auto& f : kCoreFields)
+    if (lower_ascii(name) == lower_ascii(f.name)) return &f;
+  return nullptr;
+}
+
+std::vector<std::string> check_core_metadata(std::string_view text, std::vector<std::pair<std::string, std::string>>* fields) {
+  std::vector<std::string> problems;
+  auto h = parse_headers(text, "METADATA", problems);
+  std::map<std::string, std::string> seen;  // lower-case name -> first spelling
+  for (const auto& [k, v] : h) {
+    const std::string key = lower_ascii(k);
+    const CoreField* rule = core_field(k);
+    if (!rule) {
+      problems.push_back("METADATA: unknown field '" + k + "'; core metadata (up to 2.5) has no such field: remove it");
+      continue;
+    }
+    // Header names are case-insensitive (email.parser): 'name' repeats 'Name'.
+    auto [first, fresh] = seen.emplace(key, k);
+    if (!fresh && !rule->multi)
+      problems.push_back("METADATA: '" + k + "' appears more than once" +
+                         (first->second != k ? " (also as '" + first->second + "': header names are case-insensitive)"
+                                             : std::string()) +
+                         "; it is a single-use field, keep one");
+  }
+  std::string why;
+  const std::string* mv = header(h, "metadata-version");
+  if (!mv) problems.push_back("METADATA: no Metadata-Version; add 'Metadata-Version: 2.1' (or later)");
+  else if (std::find_if(std::begin(kMetadataVersions), std::end(kMetadataVersions),
+                        [&](const char* x) { return *mv == x; }) == std::end(kMetadataVersions))
+    problems.push_back("METADATA: Metadata-Version '" + *mv + "' is not one of 1.0, 1.1, 1.2, 2.1 ... 2.5");
+  const std::string* name = header(h, "name");
+  if (!name) problems.push_back("METADATA: no Name field");
+  else if (!is_valid_project_name(*name)) problems.push_back("METADATA: Name '" + *name + "' is not a valid project name (PEP 508)");
+  const std::string* version = header(h, "version");
+  if (!version) problems.push_back("METADATA: no Version field");
+  else if (!parse_pep440(*version, &why)) problems.push_back("METADATA: Version: " + why);
+  if (const std::string* summary = header(h, "summary"); summary && summary->find('\n') != std::string::npos)
+    problems.push_back("METADATA: Summary spans several lines; a summary is one line");
+  if (const std::string* rp = header(h, "requires-python"); rp && !is_valid_specifier_set(*rp, &why))
+    problems.push_back("METADATA: Requires-Python is not a PEP 440 specifier set: " + why);
+  for (const auto& [k, v] : h) {
+    const std::string key = lower_ascii(k);
+    if (key == "requires-dist" && !is_valid_requirement(v, &why)) problems.push_back("METADATA: Requires-Dist: " + why);
+    if (key == "provides-extra" && !is_valid_project_name(v))
+      problems.push_back("METADATA: Provides-Extra '" + v + "' is not a valid extra name (letters, digits, '.', '_', '-')");
+    if (key == "dynamic") {
+      const std::string d = lower_ascii(v);
+      if (d == "name" || d == "version" || d == "metadata-version")
+        problems.push_back("METADATA: Dynamic: '" + v + "' can never be dynamic in a built wheel");
+    }
+  }
+  if (fields) *fields = std::move(h);
+  return problems;
+}
 
 bool is_shared_object_name(std::string_view member) {
   const std::string_view base = member.substr(member.rfind('/') + 1);
@@ -363,9 +318,7 @@ std::string compiled_file_problem(std::string_view member, std::string_view head
   return "";
 }
 
-WheelCheck verify_wheel(const std::filesystem::path& whl) { return verify_wheel(-1, whl); }
-
-WheelCheck verify_wheel(int fd, const std::filesystem::path& whl) {
+WheelCheck verify_wheel(const std::filesystem::path& whl, int fd) {
   WheelCheck r{true, {}, {}, {}};
   auto problem = [&](std::string msg) { r.problems.push_back(std::move(msg)); };
   std::string why;
@@ -458,16 +411,10 @@ WheelCheck verify_wheel(int fd, const std::filesystem::path& whl) {
     std::set<std::string> tag_lines;
     for (const auto& [k, v] : h)
       if (lower_ascii(k) == "tag") tag_lines.insert(v);
-    if (fn) {
-      auto expanded = fn->tags();
-      std::set<std::string> from_name(expanded.begin(), expanded.end());
-      if (tag_lines != from_name) {
-        std::string a, b;
-        for (const auto& t : from_name) a += " " + t;
-        for (const auto& t : tag_lines) b += " " + t;
-        problem("WHEEL Tag lines {" + b + " } do not match the file name's tags {" + a + " }");
-      }
-    }
+    const auto expanded = fn ? fn->tags() : std::vector<std::string>{};
+    if (const std::set<std::string> from_name(expanded.begin(), expanded.end()); fn && tag_lines != from_name)
+      problem("WHEEL Tag lines { " + join(tag_lines, " ") + " } do not match the file name's tags { " +
+              join(from_name, " ") + " }");
   }
   if (read_member(di_prefix + "METADATA", metadata_txt)) {
     std::vector<std::pair<std::string, std::string>> h;
@@ -486,10 +433,6 @@ WheelCheck verify_wheel(int fd, const std::filesystem::path& whl) {
   // Which ELF machine the platform tags allow; problems with the tags themselves
   // are reported once the members are known to hold binaries.
   const std::vector<std::string> platforms = fn ? split(fn->platform, '.') : std::vector<std::string>{};
-  auto check_binary = [&](const ZipMember& m, std::string_view head) {
-    for (const auto& plat : platforms)
-      if (std::string why = compiled_file_problem(m.name, head, plat); !why.empty()) problem(std::move(why));
-  };
 
   const std::string record_name = di_prefix + "RECORD";
   if (read_member(record_name, record_txt)) {
@@ -532,7 +475,8 @@ WheelCheck verify_wheel(int fd, const std::filesystem::path& whl) {
         problem(e.what());
         continue;
       }
-      check_binary(m, head);
+      for (const auto& plat : platforms)
+        if (std::string why = compiled_file_problem(m.name, head, plat); !why.empty()) problem(std::move(why));
       if ("sha256=" + base64_urlsafe_nopad(sha.finish_raw()) != row[1]) problem("RECORD: hash mismatch for '" + m.name + "'");
       if (row[2] != std::to_string(size))
         problem("RECORD: size of '" + m.name + "' is " + std::to_string(size) + ", RECORD says '" + row[2] + "'");

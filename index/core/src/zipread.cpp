@@ -8,23 +8,18 @@
 // reader accepts only archives on which all of those readings coincide, and
 // refuses (naming the problem) everything else; see index/README.md, "Reading
 // untrusted wheels".
-#include "ffpa/core/zipread.h"
+#include "ffpa/core/zip.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <numeric>
 
 #include "ffpa/core/error.h"
-#include "ffpa/core/names.h"
 #include "ffpa/core/utf8.h"
+#include "ffpa/core/wheel.h"
 
 namespace ffpa::core {
 namespace {
@@ -49,73 +44,13 @@ std::uint32_t u32(const char* p) {
 }
 std::uint64_t u64(const char* p) { return u32(p) | (static_cast<std::uint64_t>(u32(p + 4)) << 32); }
 
-std::string hex16(std::uint16_t v) {
-  static const char* h = "0123456789abcdef";
-  return std::string("0x") + h[(v >> 12) & 15] + h[(v >> 8) & 15] + h[(v >> 4) & 15] + h[v & 15];
-}
-
-std::string octal(std::uint32_t v) {
+// printf's rendering of one number, e.g. "0x%04x" for flags, "0%o" for a mode.
+std::string format(const char* spec, unsigned v) {
   char buf[16];
-  std::snprintf(buf, sizeof buf, "0%o", v);
+  std::snprintf(buf, sizeof buf, spec, v);
   return buf;
 }
-
-}  // namespace
-
-// pread on a descriptor the object owns: opened once, so every read of one archive
-// sees the same file whatever happens to its path meanwhile.
-class ZipFileHandle {
- public:
-  explicit ZipFileHandle(const std::filesystem::path& p) : path_(p) {
-    fd_ = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) throw Error("cannot open '" + p.string() + "': " + std::strerror(errno) + "; check the path");
-    init();
-  }
-  ZipFileHandle(int fd, const std::filesystem::path& shown) : path_(shown) {
-    fd_ = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (fd_ < 0) throw Error("cannot read '" + shown.string() + "': " + std::strerror(errno));
-    init();
-  }
-  ~ZipFileHandle() { ::close(fd_); }
-  ZipFileHandle(const ZipFileHandle&) = delete;
-  ZipFileHandle& operator=(const ZipFileHandle&) = delete;
-  std::uint64_t size() const { return size_; }
-  // Exactly len bytes at off; the caller has checked that they lie inside the file.
-  std::string read(std::uint64_t off, std::uint64_t len) const {
-    if (off > size_ || len > size_ - off)
-      throw Error("'" + path_.string() + "' is truncated or not a zip archive (range past the end at offset " +
-                  std::to_string(off) + ")");
-    std::string buf(static_cast<std::size_t>(len), '\0');
-    read_into(off, buf.data(), buf.size());
-    return buf;
-  }
-  void read_into(std::uint64_t off, char* dst, std::size_t len) const {
-    std::size_t done = 0;
-    while (done < len) {
-      const ssize_t n = ::pread(fd_, dst + done, len - done, static_cast<off_t>(off + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0)
-        throw Error("'" + path_.string() + "': read error at offset " + std::to_string(off + done) +
-                    (n < 0 ? std::string(": ") + std::strerror(errno) : std::string(" (the file shrank)")));
-      done += static_cast<std::size_t>(n);
-    }
-  }
-
- private:
-  void init() {
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd_);
-      throw Error("'" + path_.string() + "' is not a regular file; give the path of a .whl file");
-    }
-    size_ = static_cast<std::uint64_t>(st.st_size);
-  }
-  std::filesystem::path path_;
-  int fd_ = -1;
-  std::uint64_t size_ = 0;
-};
-
-namespace {
+std::string hex16(std::uint16_t v) { return format("0x%04x", v); }
 
 // Extra-field blocks that change nothing about which bytes a reader installs
 // (timestamps, owners), plus ZIP64. Anything else is refused: 0x7075 (Info-ZIP
@@ -152,7 +87,8 @@ Zip64Fields parse_extra(std::string_view extra, const std::string& where) {
 }
 
 // The rules every member name obeys. `raw` is the name's bytes as stored: first how
-// the zip stores it (the UTF-8 flag), then the one rule for installed names (names.h).
+// the zip stores it (the UTF-8 flag), then the one rule for installed names
+// (member_name_problem, wheel.h).
 void check_name(const std::string& raw, std::uint16_t flags, const std::string& archive) {
   const std::string shown = "'" + archive + "': member name '" + printable(raw) + "'";
   if (raw.empty()) throw Error("'" + archive + "': a member has an empty name; the archive is corrupt");
@@ -169,14 +105,14 @@ void check_name(const std::string& raw, std::uint16_t flags, const std::string& 
 }  // namespace
 
 ZipReader::ZipReader(const std::filesystem::path& p, const ZipLimits& limits)
-    : ZipReader(std::make_shared<const ZipFileHandle>(p), p, limits) {}
+    : ZipReader(std::make_shared<const InputFile>(p), p, limits) {}
 
 ZipReader::ZipReader(int fd, const std::filesystem::path& shown, const ZipLimits& limits)
-    : ZipReader(std::make_shared<const ZipFileHandle>(fd, shown), shown, limits) {}
+    : ZipReader(std::make_shared<const InputFile>(fd, shown), shown, limits) {}
 
-ZipReader::ZipReader(std::shared_ptr<const ZipFileHandle> file, const std::filesystem::path& p, const ZipLimits& limits)
+ZipReader::ZipReader(std::shared_ptr<const InputFile> file, const std::filesystem::path& p, const ZipLimits& limits)
     : path_(p), file_(std::move(file)) {
-  const ZipFileHandle& f = *file_;
+  const InputFile& f = *file_;
   const std::uint64_t file_size = f.size();
   const std::string bad = "'" + p.string() + "' is not a valid zip archive";
   if (file_size < 22) throw Error(bad + " (too small)");
@@ -308,10 +244,10 @@ ZipReader::ZipReader(std::shared_ptr<const ZipFileHandle> file, const std::files
     if ((u16(c + 4) >> 8) == 3) {
       const std::uint32_t mode = m.external_attr >> 16, type = mode & 0170000;
       if (type != 0 && type != 0100000 && type != 0040000)
-        throw Error(where + " is not a regular file (Unix mode " + octal(mode) +
+        throw Error(where + " is not a regular file (Unix mode " + format("0%o", mode) +
                     ": a symlink, device, fifo or socket); wheels hold files only: copy the target into the tree");
       if (mode & 06000)
-        throw Error(where + " has the setuid or setgid bit (Unix mode " + octal(mode) +
+        throw Error(where + " has the setuid or setgid bit (Unix mode " + format("0%o", mode) +
                     "); wheels carry only rwx permissions: clear it and rebuild");
     }
 
@@ -428,7 +364,7 @@ void ZipReader::read_chunks(std::string_view name, const std::function<void(std:
   const ZipMember* m = find(name);
   if (!m) throw Error("'" + path_.string() + "' has no member '" + printable(name) + "'");
   const std::string where = "'" + path_.string() + "': member '" + printable(m->name) + "'";
-  const ZipFileHandle& f = *file_;
+  const InputFile& f = *file_;
   if (f.size() < m->data_offset || f.size() - m->data_offset < m->compressed_size)
     throw Error(where + " lies past the end of the file (it changed since it was opened)");
   uLong crc = crc32(0L, Z_NULL, 0);

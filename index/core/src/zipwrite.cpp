@@ -2,7 +2,7 @@
 // The wheel writer's zip container and its compression: each member deflated on a
 // pool of threads, then local headers, the central directory and ZIP64 records
 // written deterministically.
-#include "ffpa/core/zipwrite.h"
+#include "ffpa/core/zip.h"
 
 #include <zlib.h>
 
@@ -13,34 +13,27 @@
 #include <mutex>
 #include <thread>
 #include <tuple>
+#include <utility>
 
 #include "ffpa/core/error.h"
 
 namespace ffpa::core {
 namespace {
 
-void put16(std::string& b, std::uint16_t v) {
-  b.push_back(static_cast<char>(v & 0xFF));
-  b.push_back(static_cast<char>(v >> 8));
-}
-void put32(std::string& b, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) b.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-}
-void put64(std::string& b, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) b.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+// Appends little-endian fields, each given as {bytes, value}, in the order APPNOTE.TXT
+// lists a record's fields.
+void put(std::string& b, std::initializer_list<std::pair<int, std::uint64_t>> fields) {
+  for (const auto& [bytes, v] : fields)
+    for (int i = 0; i < bytes; ++i) b.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
 }
 
-// zlib counts in 32 bits: inputs are fed in pieces of at most this many bytes.
+// deflate counts in 32 bits: inputs are fed to it in pieces of at most this many bytes.
 constexpr std::uint64_t kPiece = 1u << 30;
 
 CompressedEntry deflate_member(std::string_view in, int level) {
   CompressedEntry e;
   e.size = in.size();
-  uLong crc = crc32(0L, Z_NULL, 0);
-  for (std::uint64_t off = 0; off < in.size(); off += kPiece)
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(in.data() + off),
-                static_cast<uInt>(std::min<std::uint64_t>(in.size() - off, kPiece)));
-  e.crc32 = static_cast<std::uint32_t>(crc);
+  e.crc32 = static_cast<std::uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(in.data()), in.size()));
   z_stream zs{};
   if (deflateInit2(&zs, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
     throw Error("zlib deflateInit2 failed (level " + std::to_string(level) + ")");
@@ -94,8 +87,7 @@ void parallel_for(std::size_t n, unsigned jobs, const std::function<void(std::si
   if (failure) std::rethrow_exception(failure);
 }
 
-std::vector<CompressedEntry> compress_members(const std::vector<std::string_view>& inputs,
-                                              const DeflateOptions& opts) {
+std::vector<CompressedEntry> compress_members(const std::vector<std::string_view>& inputs, const DeflateOptions& opts) {
   if (opts.level < 0 || opts.level > 9)
     throw Error("deflate level " + std::to_string(opts.level) + " is out of range; use 0 to 9");
   std::vector<CompressedEntry> out(inputs.size());
@@ -132,53 +124,30 @@ std::string ZipWriter::records(const std::string& e_name, std::uint32_t mode, st
 
   // The fields the local and the central header share, from "version needed" to the name's length.
   auto shared = [&](std::string& h) {
-    put16(h, needed);
-    put16(h, flags);
-    put16(h, method);
-    put16(h, dos_time_);
-    put16(h, dos_date_);
-    put32(h, crc);
-    put32(h, sizes64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(csize));
-    put32(h, sizes64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(size));
-    put16(h, static_cast<std::uint16_t>(e_name.size()));
+    put(h, {{2, needed}, {2, flags}, {2, method}, {2, dos_time_}, {2, dos_date_}, {4, crc},
+            {4, sizes64 ? 0xFFFFFFFFu : csize}, {4, sizes64 ? 0xFFFFFFFFu : size}, {2, e_name.size()}});
   };
   std::string local;
-  put32(local, 0x04034b50);
+  put(local, {{4, 0x04034b50}});
   shared(local);
-  put16(local, sizes64 ? 20 : 0);
+  put(local, {{2, sizes64 ? 20 : 0}});
   local += e_name;
-  if (sizes64) {
-    // The local ZIP64 field carries both sizes, always.
-    put16(local, 0x0001);
-    put16(local, 16);
-    put64(local, size);
-    put64(local, csize);
-  }
+  if (sizes64) put(local, {{2, 0x0001}, {2, 16}, {8, size}, {8, csize}});  // the local ZIP64 field: both sizes, always
 
   std::string extra;
   if (sizes64 || offset64) {
-    std::string f;
-    if (sizes64) {
-      put64(f, size);
-      put64(f, csize);
-    }
-    if (offset64) put64(f, offset_);
-    put16(extra, 0x0001);
-    put16(extra, static_cast<std::uint16_t>(f.size()));
-    extra += f;
+    const int n = (sizes64 ? 16 : 0) + (offset64 ? 8 : 0);
+    put(extra, {{2, 0x0001}, {2, n}});
+    if (sizes64) put(extra, {{8, size}, {8, csize}});
+    if (offset64) put(extra, {{8, offset_}});
   }
-  std::string& c = central_;
-  put32(c, 0x02014b50);
-  put16(c, static_cast<std::uint16_t>((3 << 8) | needed));  // made by: Unix, so external_attr holds the mode
-  shared(c);
-  put16(c, static_cast<std::uint16_t>(extra.size()));
-  put16(c, 0);  // comment
-  put16(c, 0);  // disk
-  put16(c, 0);  // internal attributes
-  put32(c, (0100000u | (mode & 07777u)) << 16);  // S_IFREG | mode
-  put32(c, offset64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(offset_));
-  c += e_name;
-  c += extra;
+  // Made by Unix, so external_attr holds the mode: S_IFREG | mode.
+  put(central_, {{4, 0x02014b50}, {2, (3 << 8) | needed}});
+  shared(central_);
+  put(central_, {{2, extra.size()}, {2, 0} /* comment */, {2, 0} /* disk */, {2, 0} /* internal attributes */,
+                 {4, (0100000u | (mode & 07777u)) << 16}, {4, offset64 ? 0xFFFFFFFFu : offset_}});
+  central_ += e_name;
+  central_ += extra;
   return local;
 }
 
@@ -202,32 +171,12 @@ void ZipWriter::finish() {
   write(central_);
   const bool zip64 = count >= layout_.zip64_count_threshold || cd_offset >= lim || cd_size >= lim;
   std::string tail;
-  if (zip64) {
-    const std::uint64_t z64_offset = cd_offset + cd_size;
-    put32(tail, 0x06064b50);
-    put64(tail, 44);  // size of the rest of this record
-    put16(tail, (3 << 8) | 45);
-    put16(tail, 45);
-    put32(tail, 0);
-    put32(tail, 0);
-    put64(tail, count);
-    put64(tail, count);
-    put64(tail, cd_size);
-    put64(tail, cd_offset);
-    put32(tail, 0x07064b50);
-    put32(tail, 0);
-    put64(tail, z64_offset);
-    put32(tail, 1);
-  }
-  put32(tail, 0x06054b50);
-  put16(tail, 0);
-  put16(tail, 0);
-  const std::uint16_t count16 = zip64 ? 0xFFFF : static_cast<std::uint16_t>(count);
-  put16(tail, count16);
-  put16(tail, count16);
-  put32(tail, zip64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(cd_size));
-  put32(tail, zip64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(cd_offset));
-  put16(tail, 0);  // comment
+  if (zip64)  // the ZIP64 end record, then its locator
+    put(tail, {{4, 0x06064b50}, {8, 44}, {2, (3 << 8) | 45}, {2, 45}, {4, 0}, {4, 0}, {8, count}, {8, count},
+               {8, cd_size}, {8, cd_offset}, {4, 0x07064b50}, {4, 0}, {8, cd_offset + cd_size}, {4, 1}});
+  const std::uint64_t count16 = zip64 ? 0xFFFF : count;
+  put(tail, {{4, 0x06054b50}, {2, 0}, {2, 0}, {2, count16}, {2, count16}, {4, zip64 ? 0xFFFFFFFFu : cd_size},
+             {4, zip64 ? 0xFFFFFFFFu : cd_offset}, {2, 0} /* comment */});
   write(tail);
 }
 

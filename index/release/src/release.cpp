@@ -7,9 +7,9 @@
 #include "ffpa/core/atomic.h"
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
-#include "ffpa/core/pack.h"
+#include "ffpa/core/utf8.h"
+#include "ffpa/core/wheel.h"
 #include "ffpa/site/index.h"
-#include "ffpa/site/model.h"
 
 namespace ffpa::release {
 
@@ -17,12 +17,6 @@ namespace fs = std::filesystem;
 using core::Error;
 
 namespace {
-
-std::string join(const std::vector<std::string>& v, const char* sep) {
-  std::string s;
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
-  return s;
-}
 
 void preflight(const core::Release& p, const fs::path& staging) {
   if (p.wheels.empty()) throw Error("the plan names no wheel");
@@ -35,15 +29,8 @@ void preflight(const core::Release& p, const fs::path& staging) {
                   "; build the project before packaging");
     if (w.kind == "cuda" && !p.channel) throw Error("the plan has CUDA wheels but no channel");
   }
-  std::error_code ec;
-  fs::create_directories(p.out_dir, ec);
-  if (ec || !fs::is_directory(p.out_dir))
-    throw Error("cannot create the output directory " + p.out_dir + ": " + ec.message() +
-                "; set FFPA_RELEASE_DIST to a writable directory");
-  if (p.site_dir) {
-    fs::create_directories(fs::path(*p.site_dir).parent_path(), ec);
-    if (ec) throw Error("cannot create " + fs::path(*p.site_dir).parent_path().string() + ": " + ec.message());
-  }
+  core::create_directories(p.out_dir, "set FFPA_RELEASE_DIST to a writable directory");
+  if (p.site_dir) core::create_directories(fs::path(*p.site_dir).parent_path(), "fix its permissions");
 }
 
 std::string requirements_text(const core::Release& m) {
@@ -172,7 +159,7 @@ core::Release run_release(const core::Release& p, const fs::path& staging, std::
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(out, ec)) {
     const std::string f = e.path().filename().string();
-    if (f.size() > 4 && f.substr(f.size() - 4) == ".whl" &&
+    if (f.ends_with(".whl") &&
         std::none_of(m.wheels.begin(), m.wheels.end(), [&](const auto& w) { return w.file == f; }))
       log << "warning: " << p.out_dir << " also holds " << f
           << ", which is not part of this build; remove it or use -DFFPA_RELEASE_DIST=<dir>\n";
@@ -188,8 +175,8 @@ core::Release run_release(const core::Release& p, const fs::path& staging, std::
   if (p.channel) {
     std::vector<std::string> dims;
     for (int d : p.head_dims) dims.push_back(std::to_string(d));
-    blog += "channel " + *p.channel + "; archs " + join(p.archs, ";") + "; head dims " + join(dims, ";") +
-            "; dtypes " + join(p.dtypes, ";") + "\n";
+    blog += "channel " + *p.channel + "; archs " + core::join(p.archs, ";") + "; head dims " + core::join(dims, ";") +
+            "; dtypes " + core::join(p.dtypes, ";") + "\n";
   }
   blog += "\nffpa-index release\n";
   for (std::size_t i = 0; i < p.wheels.size(); ++i)

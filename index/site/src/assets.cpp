@@ -1,23 +1,19 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 // Asset stores: a plain directory (tests, local mirrors) and GitHub releases via gh.
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "ffpa/core/atomic.h"
 #include "ffpa/core/error.h"
+#include "ffpa/core/utf8.h"
 #include "ffpa/site/index.h"
-#include "ffpa/site/process.h"
 #include "ffpa/site/publish.h"
 
 namespace ffpa::site {
 
-using ffpa::core::Error;
+using core::Error;
 
 namespace {
 
@@ -64,7 +60,7 @@ class DirStore final : public AssetStore {
     fs::create_directories(root_ / r.tag);
     sweep(r.tag);
     const nlohmann::json j = {{"tag", r.tag}, {"target", r.target}, {"latest", r.latest}, {"notes", r.notes}};
-    ffpa::core::write_file_atomic(root_ / r.tag / ".release.json", j.dump(1) + "\n");
+    core::write_file_atomic(root_ / r.tag / ".release.json", j.dump(1) + "\n");
   }
 
   void upload(const std::string& tag, const fs::path& file, bool clobber) override {
@@ -73,24 +69,11 @@ class DirStore final : public AssetStore {
       throw Error(dst.string() + " already exists; refusing to overwrite an asset");
     sweep(tag);
     // A short temp name: the asset's own name may already be near the 255-byte limit.
-    std::string tmpl = (root_ / tag / ".ffpa-upload.XXXXXX").string();
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    const int fd = ::mkstemp(buf.data());
-    if (fd < 0)
-      throw Error("cannot create a file in " + (root_ / tag).string() + ": " + std::strerror(errno) +
-                  "; check that the asset store is writable, then re-run");
-    ::close(fd);
-    const fs::path tmp = buf.data();
-    std::error_code ec;
-    fs::copy_file(file, tmp, fs::copy_options::overwrite_existing, ec);
-    if (!ec) fs::permissions(tmp, fs::perms(0644), ec);
-    if (!ec) fs::rename(tmp, dst, ec);
-    if (ec) {
-      std::error_code ignore;
-      fs::remove(tmp, ignore);
-      throw Error("cannot store " + dst.string() + ": " + ec.message() + "; fix the asset store, then re-run");
-    }
+    core::AtomicOutput out(dst, ".ffpa-upload.");
+    const core::InputFile in(file);
+    for (std::uint64_t off = 0; off < in.size(); off += std::uint64_t{1} << 20)
+      out.write(in.read(off, std::min<std::uint64_t>(in.size() - off, std::uint64_t{1} << 20)));
+    out.commit();
   }
 
   std::vector<std::string> create_command(const ReleaseSpec&) const override { return {}; }
@@ -141,17 +124,14 @@ class GhStore final : public AssetStore {
   }
 
   std::optional<std::vector<std::string>> list_assets(const std::string& tag) override {
-    auto r = run_process({gh_, "release", "view", tag, "--repo", repo_, "--json", "assets", "--jq",
-                          ".assets[].name"});
+    auto r = run_process({gh_, "release", "view", tag, "--repo", repo_, "--json", "assets", "--jq", ".assets[].name"});
     if (r.status != 0) {
       if ((r.err + r.out).find("not found") != std::string::npos) return std::nullopt;
       throw Error("gh release view " + tag + " failed: " + first_line(r.err + r.out) +
                   "; check gh auth status and the repository name");
     }
-    std::vector<std::string> names;
-    std::istringstream in(r.out);
-    for (std::string line; std::getline(in, line);)
-      if (!line.empty()) names.push_back(line);
+    std::vector<std::string> names = core::split(r.out, '\n');
+    names.erase(std::remove(names.begin(), names.end(), ""), names.end());
     std::sort(names.begin(), names.end());
     return names;
   }
@@ -161,8 +141,7 @@ class GhStore final : public AssetStore {
     auto r = run_process({gh_, "release", "download", tag, "--repo", repo_, "--pattern", name, "--dir",
                           tmp.path().string(), "--clobber"});
     if (r.status != 0 || !fs::exists(tmp.path() / name))
-      throw Error("could not download asset " + name + " of " + tag + " to compare it: " +
-                  first_line(r.err + r.out));
+      throw Error("could not download asset " + name + " of " + tag + " to compare it: " + first_line(r.err + r.out));
     return hash_file(tmp.path() / name);
   }
 
@@ -178,8 +157,7 @@ class GhStore final : public AssetStore {
     if (!r.latest) cmd.push_back("--latest=false");
     return cmd;
   }
-  std::vector<std::string> upload_command(const std::string& tag, const fs::path& file,
-                                          bool clobber) const override {
+  std::vector<std::string> upload_command(const std::string& tag, const fs::path& file, bool clobber) const override {
     std::vector<std::string> cmd = {gh_, "release", "upload", tag, file.string(), "--repo", repo_};
     if (clobber) cmd.push_back("--clobber");
     return cmd;
@@ -187,16 +165,11 @@ class GhStore final : public AssetStore {
 
   std::string default_release_url() const override { return "https://github.com/" + repo_ + "/releases/download/{tag}/"; }
   std::string default_site_url() const override {
-    std::string owner = owner_;
-    std::transform(owner.begin(), owner.end(), owner.begin(), ::tolower);
-    return "https://" + owner + ".github.io/" + name_;
+    return "https://" + core::lower_ascii(owner_) + ".github.io/" + name_;
   }
 
  private:
-  static std::string first_line(const std::string& s) {
-    auto nl = s.find('\n');
-    return nl == std::string::npos ? s : s.substr(0, nl);
-  }
+  static std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
   static void run_or_throw(const std::vector<std::string>& cmd) {
     auto r = run_process(cmd);
     if (r.status != 0)

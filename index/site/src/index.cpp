@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/sendfile.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,18 +16,18 @@
 #include <cstring>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "ffpa/core/atomic.h"
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
 #include "ffpa/core/utf8.h"
 #include "ffpa/core/wheel.h"
-#include "ffpa/site/process.h"
 #include "ffpa/site/publish.h"
 
 namespace ffpa::site {
 
-using ffpa::core::Error;
+using core::Error;
 
 namespace {
 std::atomic<std::uint64_t> g_hashed{0};
@@ -39,9 +40,154 @@ std::string foreign(const IndexLocation& loc, const std::string& rel) {
 }
 
 Error channel_error(const IndexLocation& loc, const std::vector<std::string>& problems, const char* verb) {
-  std::string m = "refusing to " + std::string(verb) + " in " + loc.channel_label() + ", nothing was written:";
-  for (const auto& p : problems) m += "\n  - " + p;
-  return Error(m);
+  return Error(core::problem_list(
+      "refusing to " + std::string(verb) + " in " + loc.channel_label() + ", nothing was written:", problems));
+}
+
+// The file a temp name of write_file_atomic ("." + final name + ".tmp." + 6 mkstemp
+// characters) is written for, or "" when `name` is not one.
+std::string temp_target(const std::string& name) {
+  const std::size_t n = name.size();
+  if (n < 1 + 5 + 6 || name[0] != '.' || name.compare(n - 11, 5, ".tmp.") != 0 ||
+      !std::all_of(name.end() - 6, name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }))
+    return "";
+  return name.substr(1, n - 12);
+}
+
+// The longest wheel file name publishing can store: the engine writes
+// "<wheel>.metadata" beside each wheel through a temp file
+// ".<wheel>.metadata.tmp.XXXXXX", and that name must fit NAME_MAX (255 bytes).
+inline constexpr std::size_t kMaxWheelFilename = 255 - 21;
+
+// Whether a file name is such a marker (or a temp file of a .metadata write).
+bool is_metadata_temp(const std::string& name) {
+  const std::string target = temp_target(name);
+  return target.size() > 13 && target.compare(target.size() - 13, 13, ".whl.metadata") == 0;
+}
+
+// What an add --metadata-dir that was killed left in `dir`: each marker (or temp
+// file) of a .metadata write, and the .metadata file it wrote when no page advertises
+// those bytes. Files of other writers are left alone: a .metadata file goes only
+// when its bytes are exactly the marker's.
+std::vector<fs::path> metadata_leftovers(const fs::path& dir, const std::map<std::string, std::string>& listed) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!is_metadata_temp(name) || !it->is_regular_file(ec) || it->is_symlink(ec)) continue;
+    const std::string final_name = temp_target(name);
+    const std::string wheel = final_name.substr(0, final_name.size() - 9);  // ".metadata"
+    const auto marker = core::read_file(it->path()), written = core::read_file(dir / final_name);
+    const auto l = listed.find(wheel);
+    const bool advertised = l != listed.end() && marker && l->second == core::sha256_hex(*marker);
+    if (marker && written && *marker == *written && !advertised) out.push_back(dir / final_name);
+    out.push_back(it->path());
+  }
+  return out;
+}
+
+// Serialises the pages and the root into `plan`; a value the JSON cannot hold
+// surfaces here, before anything is written.
+void plan_pages(const IndexLocation& loc, const std::map<std::string, ProjectPage>& all,
+                const std::set<std::string>& changed, IndexPlan& plan) {
+  try {
+    for (const auto& name : changed) {
+      const ProjectPage& p = all.at(name);
+      const fs::path dir = loc.project_dir(p.name);
+      plan.writes.emplace_back(dir / "index.json", to_json(p).dump(1) + "\n");
+      plan.writes.emplace_back(dir / "index.html", render_project_html(p));
+    }
+    std::vector<std::string> projects;
+    for (const auto& [name, page] : all) projects.push_back(name);
+    plan.writes.emplace_back(loc.channel_dir() / "index.html", render_root_html(projects));
+    plan.writes.emplace_back(loc.channel_dir() / "index.json", root_json(projects));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("cannot write the index of " + loc.channel_label() + " (" + e.what() +
+                "); nothing was written: a value is not valid UTF-8, fix the input that carries it");
+  }
+}
+
+// Throws, naming each place and its fix, when a directory the plan writes to cannot
+// be written (plan_add runs it; so do remove, yank, unyank and render).
+void check_writable(const IndexPlan& plan) {
+  std::set<fs::path> dirs;
+  for (const auto& [path, data] : plan.writes) dirs.insert(path.parent_path());
+  std::vector<std::string> problems;
+  for (const auto& d : dirs)
+    if (std::string why = unwritable_dir_problem(d); !why.empty()) problems.push_back(why);
+  if (!problems.empty())
+    throw Error(core::problem_list("cannot write the index, nothing was written:", problems));
+}
+
+// Writes only the files whose content differs; returns how many it wrote. All or
+// nothing: on a failure (disk full, a file-size limit, a directory that turned
+// read-only) every file it wrote is restored or removed, with the directories it
+// created, and the error is rethrown. A .metadata file new to the served directory
+// carries a marker (".<wheel>.metadata.tmp.XXXXXX") until the pages are written, so
+// that a killed run's leftovers are found and removed by the next add there.
+std::size_t apply_plan(const IndexPlan& plan) {
+  std::vector<std::pair<fs::path, std::optional<std::string>>> undo;  // each write: what was there (nullopt: nothing)
+  std::vector<fs::path> markers, made_dirs;
+  std::size_t n = 0, i = 0;
+  try {
+    for (const auto& p : plan.removals) ::unlink(p.c_str());
+    for (const auto& [path, data] : plan.writes) {
+      if (i == plan.metadata_writes && plan.metadata_writes > 0) kill_point("add-metadata");
+      const bool metadata = i++ < plan.metadata_writes;
+      auto cur = core::read_file(path);
+      if (cur && *cur == data) continue;
+      for (fs::path d = path.parent_path(); !d.empty() && !fs::exists(d); d = d.parent_path()) made_dirs.push_back(d);
+      core::create_directories(path.parent_path(), "fix its permissions, then re-run");
+      core::AtomicOutput out(path);
+      out.write(data);
+      if (metadata && !cur) {
+        if (out.commit_keeping_marker()) markers.push_back(out.temp_path());
+      } else {
+        out.commit();
+      }
+      undo.emplace_back(path, cur);  // a write that failed changed nothing (temp + rename)
+      ++n;
+    }
+  } catch (...) {
+    // Back to what was there: the pages first (they may advertise a .metadata file).
+    for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
+      try {
+        if (it->second) core::write_file_atomic(it->first, *it->second);
+        else ::unlink(it->first.c_str());
+      } catch (const std::exception&) {
+      }
+    }
+    for (const auto& m : markers) ::unlink(m.c_str());
+    // Deepest first, each only when empty.
+    std::sort(made_dirs.begin(), made_dirs.end(), [](const fs::path& a, const fs::path& b) { return a.string() > b.string(); });
+    for (const auto& d : made_dirs) ::rmdir(d.c_str());
+    throw;
+  }
+  for (const auto& m : markers) ::unlink(m.c_str());
+  return n;
+}
+
+// Writes the pages `changed` (and the root) of a channel read whole: every byte planned
+// and the directories checked before the first write.
+void write_pages(const IndexLocation& loc, const std::map<std::string, ProjectPage>& pages,
+                 const std::set<std::string>& changed, const SiteLock& lock) {
+  IndexPlan plan;
+  plan_pages(loc, pages, changed, plan);
+  check_writable(plan);
+  remove_stale_temps(loc, lock);
+  apply_plan(plan);
+}
+
+// Fetches one URL into `dir`; nullopt (and the reason in `why`) when it fails.
+std::optional<fs::path> fetch_url(const std::string& url, const fs::path& dir, const std::string& name,
+                                  std::string* why = nullptr) {
+  const fs::path dst = dir / name;
+  auto r = run_process({tool_program("FFPA_CURL", "curl"), "-fsSL", "-o", dst.string(), url});
+  if (r.status != 0) {
+    if (why) *why = r.err.empty() ? "curl exit " + std::to_string(r.status) : r.err.substr(0, r.err.find('\n'));
+    return std::nullopt;
+  }
+  return dst;
 }
 
 }  // namespace
@@ -58,7 +204,7 @@ void check_index_path(const std::string& value, const char* flag) {
          s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == std::string::npos;
   }
   if (!ok)
-    throw Error(std::string(flag) + " '" + ffpa::core::printable(value) +
+    throw Error(std::string(flag) + " '" + core::printable(value) +
                 "' is not a relative path of plain names inside the site; pass e.g. whl (prefix) or cu13 (channel)");
 }
 
@@ -70,10 +216,8 @@ fs::path engine_dir(const fs::path& root) {
   if (fs::is_directory(dotgit, ec)) return dotgit;
   if (fs::is_regular_file(dotgit, ec)) {
     // A linked worktree or a submodule: ".git" is a file saying "gitdir: <path>".
-    if (auto text = ffpa::core::read_file(dotgit); text && text->rfind("gitdir: ", 0) == 0) {
-      std::string p = text->substr(8);
-      while (!p.empty() && (p.back() == '\n' || p.back() == '\r')) p.pop_back();
-      const fs::path gd(p);
+    if (auto text = core::read_file(dotgit); text && text->rfind("gitdir: ", 0) == 0) {
+      const fs::path gd(core::trim(std::string_view(*text).substr(8), "\r\n"));
       return gd.is_absolute() ? gd : root / gd;
     }
   }
@@ -106,7 +250,7 @@ std::uint64_t files_hashed() { return g_hashed.load(); }
 
 std::string hash_file(const fs::path& p) {
   ++g_hashed;
-  return ffpa::core::sha256_hex_file(p);
+  return core::sha256_hex_file(p);
 }
 
 PreparedWheel prepare_wheel(const fs::path& p) {
@@ -114,19 +258,19 @@ PreparedWheel prepare_wheel(const fs::path& p) {
   w.path = p;
   const std::string fn = p.filename().string();
   std::string why;
-  auto wf = ffpa::core::parse_wheel_filename(fn, &why);
+  auto wf = core::parse_wheel_filename(fn, &why);
   if (!wf)
-    throw Error("'" + ffpa::core::printable(fn) + "' is not a valid wheel file name (" + why +
+    throw Error("'" + core::printable(fn) + "' is not a valid wheel file name (" + why +
                 "); only files named {name}-{version}(-{build})?-{python}-{abi}-{platform}.whl "
                 "as PEP 427 defines are published; rename or rebuild it");
   w.name = *wf;
-  auto v = ffpa::core::parse_pep440(wf->version, &why);
+  auto v = core::parse_pep440(wf->version, &why);
   if (!v) throw Error("'" + fn + "': version '" + wf->version + "' is not PEP 440 (" + why + ")");
   w.version = *v;
   // One version, one spelling (PEP 427/625): were 01.0.0, v1.0.0 or FFPA_Attn accepted
   // beside 1.0.0, the index would list several files for one version and pip would
   // pick whichever it ranks first. Checked before anything else is read.
-  if (const std::string spelling = ffpa::core::wheel_filename_spelling_problem(*wf); !spelling.empty())
+  if (const std::string spelling = core::wheel_filename_spelling_problem(*wf); !spelling.empty())
     throw Error("refusing " + spelling);
   if (fn.size() > kMaxWheelFilename)
     throw Error("'" + fn + "' is " + std::to_string(fn.size()) + " characters long; publishing writes '" +
@@ -141,14 +285,11 @@ PreparedWheel prepare_wheel(const fs::path& p) {
   // swapped or the file rewritten meanwhile.
   w.bytes = std::make_shared<const PrivateCopy>(p);
   ++g_hashed;
-  const auto check = ffpa::core::verify_wheel(w.bytes->fd(), p);
-  if (!check.ok) {
-    std::string msg = "'" + fn + "' does not verify:";
-    for (const auto& pr : check.problems) msg += "\n  - " + pr;
-    msg += "\nrebuild the wheel (a wheel that does not verify against its RECORD and metadata is never "
-           "published as is)";
-    throw Error(msg);
-  }
+  const auto check = core::verify_wheel(p, w.bytes->fd());
+  if (!check.ok)
+    throw Error(core::problem_list("'" + fn + "' does not verify:", check.problems) +
+                "\nrebuild the wheel (a wheel that does not verify against its RECORD and metadata is never "
+                "published as is)");
   w.size = w.bytes->size();
   w.sha256 = w.bytes->sha256();
   w.metadata = check.metadata;
@@ -157,35 +298,27 @@ PreparedWheel prepare_wheel(const fs::path& p) {
 }
 
 void PreparedWheel::derive(std::vector<std::pair<std::string, std::string>> metadata_fields) {
-  project = ffpa::core::normalize_project_name(name.name);
-  metadata_sha256 = ffpa::core::sha256_hex(metadata);
-  for (const auto& [k, val] : metadata_fields) {
-    std::string key = k;
-    std::transform(key.begin(), key.end(), key.begin(), ::tolower);
-    if (key == "requires-python") requires_python = val;
-  }
+  project = core::normalize_project_name(name.name);
+  metadata_sha256 = core::sha256_hex(metadata);
+  for (const auto& [k, val] : metadata_fields)
+    if (core::lower_ascii(k) == "requires-python") requires_python = val;
 }
 
-PreparedWheel packed_wheel(const ffpa::core::PackResult& r) {
+PreparedWheel packed_wheel(const core::PackResult& r) {
   PreparedWheel w;
   w.path = r.wheel;
   w.name = r.name;
-  w.version = *ffpa::core::parse_pep440(r.name.version);  // pack wrote it canonically
+  w.version = *core::parse_pep440(r.name.version);  // pack wrote it canonically
   w.sha256 = r.sha256;
   w.size = r.size;
   w.metadata = r.metadata;
   std::vector<std::string> none;  // pack wrote only METADATA check_core_metadata accepts
-  w.derive(ffpa::core::parse_headers(r.metadata, "METADATA", none));
+  w.derive(core::parse_headers(r.metadata, "METADATA", none));
   return w;
 }
 
 PrivateCopy::PrivateCopy(const fs::path& src) {
-  const int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
-  if (in < 0) throw Error("cannot open '" + src.string() + "': " + std::strerror(errno) + "; check the path");
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } close_in{in};
+  const core::InputFile in(src);  // read through one descriptor, however the path changes
   const char* tmp = std::getenv("TMPDIR");
   const std::string dir = tmp && *tmp ? tmp : "/tmp";
   fd_ = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
@@ -197,31 +330,19 @@ PrivateCopy::PrivateCopy(const fs::path& src) {
   if (fd_ < 0)
     throw Error("cannot create a private copy of '" + src.string() + "' under " + dir + ": " + std::strerror(errno) +
                 "; point TMPDIR at a writable directory");
-  ffpa::core::Sha256 sha;
-  std::vector<char> buf(1 << 20);
-  for (;;) {
-    const ssize_t n = ::read(in, buf.data(), buf.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd_);
-      throw Error("cannot read '" + src.string() + "': " + why);
+  core::Sha256 sha;
+  try {
+    while (size_ < in.size()) {
+      const std::string piece = in.read(size_, std::min<std::uint64_t>(in.size() - size_, 1 << 20));
+      core::write_all(fd_, piece, "a private copy of '" + src.string() + "' under " + dir);
+      sha.update(piece);
+      size_ += piece.size();
     }
-    if (n == 0) break;
-    for (ssize_t done = 0; done < n;) {
-      const ssize_t m = ::write(fd_, buf.data() + done, static_cast<std::size_t>(n - done));
-      if (m < 0 && errno == EINTR) continue;
-      if (m < 0) {
-        const std::string why = ffpa::core::write_error_text(errno);
-        ::close(fd_);
-        throw Error("cannot copy '" + src.string() + "' into a private file under " + dir + ": " + why);
-      }
-      done += m;
-    }
-    sha.update(std::string_view(buf.data(), static_cast<std::size_t>(n)));
-    size_ += static_cast<std::uint64_t>(n);
+  } catch (...) {
+    ::close(fd_);  // the destructor does not run for a constructor that throws
+    throw;
   }
-  sha256_ = ffpa::core::to_hex(sha.finish_raw());
+  sha256_ = core::to_hex(sha.finish_raw());
 }
 
 PrivateCopy::~PrivateCopy() {
@@ -229,15 +350,11 @@ PrivateCopy::~PrivateCopy() {
 }
 
 void PrivateCopy::write_to(const fs::path& dst) const {
-  ffpa::core::AtomicOutput out(dst);
-  std::vector<char> buf(1 << 20);
-  for (std::uint64_t off = 0; off < size_;) {
-    const ssize_t n = ::pread(fd_, buf.data(), static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), size_ - off)),
-                              static_cast<off_t>(off));
+  core::AtomicOutput out(dst);
+  for (off_t off = 0; static_cast<std::uint64_t>(off) < size_;) {
+    const ssize_t n = ::sendfile(out.fd(), fd_, &off, size_ - static_cast<std::uint64_t>(off));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw Error("cannot read the private copy of " + dst.filename().string() + ": " + std::strerror(errno));
-    out.write(std::string_view(buf.data(), static_cast<std::size_t>(n)));
-    off += static_cast<std::uint64_t>(n);
+    if (n <= 0) throw Error("cannot write " + dst.string() + ": " + core::write_error_text(n < 0 ? errno : EIO));
   }
   out.commit();
 }
@@ -246,8 +363,7 @@ std::string expand_release_url(const std::string& url, const std::string& tag) {
   std::string out = url;
   const auto at = out.find("{tag}");
   if (at != std::string::npos) out.replace(at, 5, url_encode_segment(tag));
-  if (out.empty() || out.back() != '/') out += '/';
-  return out;
+  return normalize_release_url(out);
 }
 
 std::string normalize_release_url(const std::string& url) {
@@ -270,7 +386,7 @@ std::vector<std::string> page_url_problems(const ProjectPage& page, const std::s
   for (const auto& f : page.files) {
     const std::string want = derive_file_url(page.release_url, f);
     if (f.url != want)
-      out.push_back(rel + ": the url of '" + f.filename + "' is '" + ffpa::core::printable(f.url) +
+      out.push_back(rel + ": the url of '" + f.filename + "' is '" + core::printable(f.url) +
                     "', not the '" + want + "' the engine derives from the page's release URL '" + page.release_url +
                     "' and the file name; pip would fetch whatever that URL serves (another host, file, query or "
                     "fragment): restore the entry from git history (or point every file at one release URL with "
@@ -286,10 +402,10 @@ ProjectPage load_project(const IndexLocation& loc, const std::string& normalized
   const std::string json_rel = loc.channel_label() + "/" + normalized + "/index.json";
   const std::string html_rel = loc.channel_label() + "/" + normalized + "/index.html";
   auto of_project = [&](const std::string& fn) {
-    auto wf = ffpa::core::parse_wheel_filename(fn);
-    return wf && ffpa::core::normalize_project_name(wf->name) == normalized;
+    auto wf = core::parse_wheel_filename(fn);
+    return wf && core::normalize_project_name(wf->name) == normalized;
   };
-  if (auto j = ffpa::core::read_file(dir / "index.json")) {
+  if (auto j = core::read_file(dir / "index.json")) {
     nlohmann::json parsed;
     try {
       parsed = nlohmann::json::parse(*j);
@@ -307,39 +423,35 @@ ProjectPage load_project(const IndexLocation& loc, const std::string& normalized
   }
   ProjectPage page;
   page.name = normalized;
-  if (auto html = ffpa::core::read_file(dir / "index.html")) {
+  if (auto html = core::read_file(dir / "index.html")) {
     // One-time import of a page written by the old scripts: the only time HTML is read.
     // What pip would follow is checked here, because the page becomes the JSON truth.
     for (const auto& a : parse_anchors(*html)) {
       std::string fn = a.text;
-      if (!ffpa::core::parse_wheel_filename(fn)) {
+      if (!core::parse_wheel_filename(fn)) {
         const auto slash = a.href.rfind('/');
         fn = url_decode(slash == std::string::npos ? a.href : a.href.substr(slash + 1));
       }
-      if (!ffpa::core::parse_wheel_filename(fn))
-        throw Error(html_rel + ": legacy anchor '" + ffpa::core::printable(a.text) +
+      if (!core::parse_wheel_filename(fn))
+        throw Error(html_rel + ": legacy anchor '" + core::printable(a.text) +
                     "' is not a wheel file name; fix or delete that line, then re-run");
       if (!of_project(fn))
         throw Error(html_rel + ": legacy anchor '" + fn + "' is a file of another project; delete that line");
+      const auto refuse = [&](const std::string& what) {
+        return Error(html_rel + ": legacy anchor for '" + fn + "' has " + what + ", then re-run");
+      };
       if (const std::string why = url_problem(a.href, false); !why.empty())
-        throw Error(html_rel + ": legacy anchor for '" + fn + "' has href '" + ffpa::core::printable(a.href) +
-                    "', refused: " + why + "; fix or delete that line, then re-run");
-      if (a.sha256.empty())
-        throw Error(html_rel + ": legacy anchor for '" + fn +
-                    "' has no #sha256= fragment; add it (sha256sum the asset) and re-run");
-      std::string sha = a.sha256;
-      std::transform(sha.begin(), sha.end(), sha.begin(), ::tolower);
-      if (!ffpa::core::is_sha256_hex(sha))
-        throw Error(html_rel + ": legacy anchor for '" + fn + "' has #sha256=" + ffpa::core::printable(a.sha256) +
-                    ", which is not 64 hex digits, refused; put the asset's sha256sum there and re-run");
-      if (!ffpa::core::is_valid_utf8(a.requires_python) || (a.yanked && !ffpa::core::is_valid_utf8(*a.yanked)))
-        throw Error(html_rel + ": legacy anchor for '" + fn +
-                    "' has an attribute that is not valid UTF-8; fix that line and re-run");
-      if (std::string spec_why; !a.requires_python.empty() &&
-                                !ffpa::core::is_valid_specifier_set(a.requires_python, &spec_why))
-        throw Error(html_rel + ": legacy anchor for '" + fn + "' has data-requires-python '" +
-                    ffpa::core::printable(a.requires_python) + "', refused: " + spec_why +
-                    "; fix or delete that attribute, then re-run");
+        throw refuse("href '" + core::printable(a.href) + "', refused: " + why + "; fix or delete that line");
+      if (a.sha256.empty()) throw refuse("no #sha256= fragment; add it (sha256sum the asset)");
+      const std::string sha = core::lower_ascii(a.sha256);
+      if (!core::is_sha256_hex(sha))
+        throw refuse("#sha256=" + core::printable(a.sha256) +
+                     ", which is not 64 hex digits, refused; put the asset's sha256sum there");
+      if (!core::is_valid_utf8(a.requires_python) || (a.yanked && !core::is_valid_utf8(*a.yanked)))
+        throw refuse("an attribute that is not valid UTF-8; fix that line");
+      if (std::string why; !a.requires_python.empty() && !core::is_valid_specifier_set(a.requires_python, &why))
+        throw refuse("data-requires-python '" + core::printable(a.requires_python) + "', refused: " + why +
+                     "; fix or delete that attribute");
       if (page.find(fn)) continue;
       FileEntry e;
       e.filename = fn;
@@ -359,31 +471,25 @@ ProjectPage load_project(const IndexLocation& loc, const std::string& normalized
   return page;
 }
 
-namespace {
-
-// The file a temp name of write_file_atomic ("." + final name + ".tmp." + 6 mkstemp
-// characters) is written for, or "" when `name` is not one.
-std::string temp_target(const std::string& name) {
-  const std::size_t n = name.size();
-  if (n < 1 + 5 + 6 || name[0] != '.' || name.compare(n - 11, 5, ".tmp.") != 0 ||
-      !std::all_of(name.end() - 6, name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }))
-    return "";
-  return name.substr(1, n - 12);
-}
-
-}  // namespace
-
 bool is_engine_temp(const std::string& name) {
   const std::string target = temp_target(name);
   return target == "index.json" || target == "index.html";
 }
 
-bool is_metadata_temp(const std::string& name) {
-  const std::string target = temp_target(name);
-  return target.size() > 13 && target.compare(target.size() - 13, 13, ".whl.metadata") == 0;
-}
-
-ChannelState read_channel(const IndexLocation& loc, const std::optional<std::string>& release_url) {
+// The whole channel, read and checked: every project page, and the problems that
+// make a writer refuse (anything in the channel the engine did not write, a page
+// that does not load). Stale engine temp files are listed apart: they are removed,
+// not refused.
+struct ChannelState {
+  std::map<std::string, ProjectPage> pages;
+  std::vector<std::string> problems;
+  std::vector<fs::path> stale_temps;
+};
+// `release_url`: taken as the release URL of pages that record none (add, render
+// --release-url); their files must then derive from it. Without it such a page is a
+// problem, as is any page whose files do not derive from its own release URL.
+static ChannelState read_channel(const IndexLocation& loc,
+                                 const std::optional<std::string>& release_url = std::nullopt) {
   ChannelState st;
   const fs::path cdir = loc.channel_dir();
   std::error_code ec;
@@ -392,16 +498,21 @@ ChannelState read_channel(const IndexLocation& loc, const std::optional<std::str
     st.problems.push_back(loc.channel_label() + " is not a directory; move that file away");
     return st;
   }
-  std::vector<fs::directory_entry> entries;
-  for (fs::directory_iterator it(cdir, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(*it);
-  if (ec) {
-    st.problems.push_back("cannot list " + loc.channel_label() + ": " + ec.message() + "; fix its permissions");
-    return st;
-  }
-  std::sort(entries.begin(), entries.end());
-  for (const auto& e : entries) {
+  // The entries of a directory of the channel, sorted; none (a problem) when it cannot be listed.
+  auto list = [&](const fs::path& dir, const std::string& shown) {
+    std::vector<fs::directory_entry> out;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) out.push_back(*it);
+    if (ec) {
+      st.problems.push_back("cannot list " + shown + ": " + ec.message() + "; fix its permissions");
+      out.clear();
+    }
+    ec.clear();
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  for (const auto& e : list(cdir, loc.channel_label())) {
     const std::string name = e.path().filename().string();
-    const std::string shown = ffpa::core::printable(name);
+    const std::string shown = core::printable(name);
     if (e.is_symlink(ec)) {
       st.problems.push_back(foreign(loc, shown) + " (a symbolic link)");
     } else if (e.is_regular_file(ec)) {
@@ -409,28 +520,19 @@ ChannelState read_channel(const IndexLocation& loc, const std::optional<std::str
       if (is_engine_temp(name)) st.stale_temps.push_back(e.path());
       else st.problems.push_back(foreign(loc, shown));
     } else if (e.is_directory(ec)) {
-      if (!ffpa::core::is_valid_project_name(name) || ffpa::core::normalize_project_name(name) != name) {
+      if (!core::is_valid_project_name(name) || core::normalize_project_name(name) != name) {
         st.problems.push_back(foreign(loc, shown + "/") + " (not a normalized project name)");
         continue;
       }
       bool has_page = false, clean = true;
-      std::vector<fs::directory_entry> sub;
-      for (fs::directory_iterator it(e.path(), ec), end; !ec && it != end; it.increment(ec)) sub.push_back(*it);
-      if (ec) {
-        st.problems.push_back("cannot list " + loc.channel_label() + "/" + shown + ": " + ec.message() +
-                              "; fix its permissions");
-        ec.clear();
-        continue;
-      }
-      std::sort(sub.begin(), sub.end());
-      for (const auto& s : sub) {
+      for (const auto& s : list(e.path(), loc.channel_label() + "/" + shown)) {
         const std::string sname = s.path().filename().string();
         if (!s.is_symlink(ec) && s.is_regular_file(ec) && (sname == "index.json" || sname == "index.html")) {
           has_page = true;
         } else if (!s.is_symlink(ec) && s.is_regular_file(ec) && is_engine_temp(sname)) {
           st.stale_temps.push_back(s.path());
         } else {
-          st.problems.push_back(foreign(loc, shown + "/" + ffpa::core::printable(sname)));
+          st.problems.push_back(foreign(loc, shown + "/" + core::printable(sname)));
           clean = false;
         }
       }
@@ -454,66 +556,17 @@ ChannelState read_channel(const IndexLocation& loc, const std::optional<std::str
 std::vector<fs::path> remove_stale_temps(const IndexLocation& loc, const SiteLock&) {
   // Under the lock no writer is running, so every temp file is a dead writer's.
   auto stale = read_channel(loc).stale_temps;
-  for (const auto& p : stale) {
-    std::error_code ec;
-    fs::remove(p, ec);
-  }
+  for (const auto& p : stale) ::unlink(p.c_str());
   return stale;
 }
 
 // --- planning and writing ------------------------------------------------------------
 
-namespace {
-
-// What an add --metadata-dir that was killed left in `dir`: each marker (or temp
-// file) of a .metadata write, and the .metadata file it wrote when no page advertises
-// those bytes. Files of other writers are left alone: a .metadata file goes only
-// when its bytes are exactly the marker's.
-std::vector<fs::path> metadata_leftovers(const fs::path& dir, const std::map<std::string, std::string>& listed) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (!is_metadata_temp(name) || !it->is_regular_file(ec) || it->is_symlink(ec)) continue;
-    const std::string final_name = temp_target(name);
-    const std::string wheel = final_name.substr(0, final_name.size() - 9);  // ".metadata"
-    const auto marker = ffpa::core::read_file(it->path()), written = ffpa::core::read_file(dir / final_name);
-    const auto l = listed.find(wheel);
-    const bool advertised = l != listed.end() && marker && l->second == ffpa::core::sha256_hex(*marker);
-    if (marker && written && *marker == *written && !advertised) out.push_back(dir / final_name);
-    out.push_back(it->path());
-  }
-  return out;
-}
-
-// Serialises the pages and the root into `plan`; a value the JSON cannot hold
-// surfaces here, before anything is written.
-void plan_pages(const IndexLocation& loc, const std::map<std::string, ProjectPage>& all,
-                const std::set<std::string>& changed, IndexPlan& plan) {
-  try {
-    for (const auto& name : changed) {
-      const ProjectPage& p = all.at(name);
-      const fs::path dir = loc.project_dir(p.name);
-      plan.writes.emplace_back(dir / "index.json", to_json(p).dump(1) + "\n");
-      plan.writes.emplace_back(dir / "index.html", render_project_html(p));
-    }
-    std::vector<std::string> projects;
-    for (const auto& [name, page] : all) projects.push_back(name);
-    plan.writes.emplace_back(loc.channel_dir() / "index.html", render_root_html(projects));
-    plan.writes.emplace_back(loc.channel_dir() / "index.json", root_json(projects));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error("cannot write the index of " + loc.channel_label() + " (" + e.what() +
-                "); nothing was written: a value is not valid UTF-8, fix the input that carries it");
-  }
-}
-
-}  // namespace
-
 IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& wheels, const AddOptions& opt) {
   if (opt.release_url.empty())
     throw Error("no release URL: anchors must point at the release assets; pass --release-url URL");
   if (const std::string why = release_url_problem(opt.release_url, opt.relative_release_url); !why.empty())
-    throw Error("release URL '" + ffpa::core::printable(opt.release_url) + "' is refused: " + why);
+    throw Error("release URL '" + core::printable(opt.release_url) + "' is refused: " + why);
   const std::string release_url = normalize_release_url(opt.release_url);
   ChannelState st = read_channel(loc, release_url);
   if (!st.problems.empty()) throw channel_error(loc, st.problems, "add");
@@ -529,6 +582,7 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
   // Per project, built on first need: identity -> listed file, and version key ->
   // the canonical spelling the page lists that version under.
   struct Known {
+    bool built = false;
     std::map<std::string, std::string> file_of, spelling_of;
   };
   std::map<std::string, Known> known;
@@ -541,10 +595,9 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
     }
     auto it = st.pages.find(w.project);
     if (it == st.pages.end()) {
-      ProjectPage fresh;
-      fresh.name = w.project;
-      fresh.release_url = release_url;
-      it = st.pages.emplace(w.project, std::move(fresh)).first;
+      it = st.pages.emplace(w.project, ProjectPage{}).first;
+      it->second.name = w.project;
+      it->second.release_url = release_url;
     }
     ProjectPage& page = it->second;
     touched.insert(w.project);
@@ -556,76 +609,62 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
     if (opt.core_metadata) e.core_metadata_sha256 = w.metadata_sha256;
     derive_file_fields(e);
     e.url = derive_file_url(release_url, e);
-    FileEntry* cur = page.find(fn);
-    if (!cur) {
-      // Another spelling of this very file (a legacy or older entry), or of its
-      // version: versions are compared as PEP 440 does, not as text.
-      auto kit = known.find(w.project);
-      if (kit == known.end()) {
-        kit = known.emplace(w.project, Known{}).first;
-        for (const auto& f : page.files) {
-          kit->second.file_of.emplace(f.identity, f.filename);
-          kit->second.spelling_of.emplace(f.version_key, f.canonical_version);
-        }
+    Known& k = known[w.project];
+    if (!std::exchange(k.built, true))
+      for (const auto& f : page.files) {
+        k.file_of.emplace(f.identity, f.filename);
+        k.spelling_of.emplace(f.version_key, f.canonical_version);
       }
-      auto& file_of = kit->second.file_of;
-      auto other = file_of.find(e.identity);
-      auto spelled = kit->second.spelling_of.find(e.version_key);
-      if (other == file_of.end() && spelled != kit->second.spelling_of.end() &&
-          spelled->second != e.canonical_version)
-        throw Error("'" + fn + "' is version " + e.canonical_version + " of " + w.project +
-                    ", which is already published as " + spelled->second +
-                    " (PEP 440 calls them equal, and pip would take either); one version has one spelling: "
-                    "rebuild the wheels as " + spelled->second + ", or remove " + spelled->second + " first");
-      if (other != file_of.end()) {
-        FileEntry* o = page.find(other->second);
-        if (!opt.force) {
-          const std::string how = o->sha256 != w.sha256
-                                      ? "already published with different contents as '" + o->filename +
-                                            "' (index sha256 " + o->sha256 + ", this file " + w.sha256 + ")"
-                                      : "already published as '" + o->filename + "' (same bytes, another spelling)";
-          throw Error("'" + fn + "' is version " + w.version.canonical + " of " + w.project + ", " + how +
-                      "; one version has one file per tag: publish a new version, or set FFPA_FORCE_UPLOAD=1 "
-                      "to replace the listed file");
-        }
-        e.yanked = o->yanked;
-        log << "replaced " << o->filename << " by " << fn << " (FFPA_FORCE_UPLOAD=1)\n";
-        page.files.erase(page.files.begin() + (o - page.files.data()));
-        file_of.erase(other);
-        page.insert(std::move(e));
-        ++rep.replaced;
-        continue;
-      }
-      file_of.emplace(e.identity, fn);
-      kit->second.spelling_of.emplace(e.version_key, e.canonical_version);
+    // The listed entry of this file: by its name, else another spelling of it (a legacy
+    // or older entry). Versions are compared as PEP 440 does, not as text.
+    FileEntry* o = page.find(fn);
+    if (auto other = k.file_of.find(e.identity); !o && other != k.file_of.end()) o = page.find(other->second);
+    auto spelled = k.spelling_of.find(e.version_key);
+    if (!o && spelled != k.spelling_of.end() && spelled->second != e.canonical_version)
+      throw Error("'" + fn + "' is version " + e.canonical_version + " of " + w.project +
+                  ", which is already published as " + spelled->second +
+                  " (PEP 440 calls them equal, and pip would take either); one version has one spelling: "
+                  "rebuild the wheels as " + spelled->second + ", or remove " + spelled->second + " first");
+    if (!o) {
+      k.file_of.emplace(e.identity, fn);
+      k.spelling_of.emplace(e.version_key, e.canonical_version);
       page.insert(std::move(e));
       ++rep.added;
       log << "added " << fn << "\n";
       continue;
     }
-    if (cur->sha256 != w.sha256) {
-      if (!opt.force)
-        throw Error("'" + fn + "' is already published with different contents (index sha256 " + cur->sha256 +
-                    ", this file " + w.sha256 + "); publish a new version, or set FFPA_FORCE_UPLOAD=1 to replace it");
-      e.yanked = cur->yanked;
-      *cur = std::move(e);
-      ++rep.replaced;
-      log << "replaced " << fn << " (FFPA_FORCE_UPLOAD=1)\n";
+    const bool renamed = o->filename != fn;
+    if (!opt.force && renamed)
+      throw Error("'" + fn + "' is version " + w.version.canonical + " of " + w.project + ", already published " +
+                  (o->sha256 != w.sha256 ? "with different contents as '" + o->filename + "' (index sha256 " +
+                                               o->sha256 + ", this file " + w.sha256 + ")"
+                                         : "as '" + o->filename + "' (same bytes, another spelling)") +
+                  "; one version has one file per tag: publish a new version, or set FFPA_FORCE_UPLOAD=1 to replace "
+                  "the listed file");
+    if (!opt.force && o->sha256 != w.sha256)
+      throw Error("'" + fn + "' is already published with different contents (index sha256 " + o->sha256 +
+                  ", this file " + w.sha256 + "); publish a new version, or set FFPA_FORCE_UPLOAD=1 to replace it");
+    if (renamed || o->sha256 != w.sha256) {
+      log << "replaced " << o->filename << (renamed ? " by " + fn : "") << " (FFPA_FORCE_UPLOAD=1)\n";
+    } else if (o->url == e.url && o->core_metadata_sha256 == e.core_metadata_sha256 &&
+               o->requires_python == e.requires_python && o->size == e.size) {
+      ++rep.unchanged;
+      log << "unchanged " << fn << "\n";
+      continue;
     } else {
-      // Same bytes: keep the entry (and its yank state); a new URL or newly served
+      // Same bytes: the entry (and its yank state) is kept; a new URL or newly served
       // metadata is taken over so a re-run with other options converges to them.
-      const bool differs = cur->url != e.url || cur->core_metadata_sha256 != e.core_metadata_sha256 ||
-                           cur->requires_python != e.requires_python || cur->size != e.size;
-      if (differs) {
-        e.yanked = cur->yanked;
-        *cur = std::move(e);
-        ++rep.replaced;
-        log << "updated " << fn << "\n";
-      } else {
-        ++rep.unchanged;
-        log << "unchanged " << fn << "\n";
-      }
+      log << "updated " << fn << "\n";
     }
+    ++rep.replaced;
+    e.yanked = o->yanked;
+    if (!renamed) {
+      *o = std::move(e);
+      continue;
+    }
+    k.file_of[e.identity] = fn;
+    page.files.erase(page.files.begin() + (o - page.files.data()));
+    page.insert(std::move(e));
   }
   // Checked last, so that a wheel's own refusal (other bytes, another spelling) is the
   // one reported.
@@ -652,75 +691,6 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
   return plan;
 }
 
-void check_writable(const IndexPlan& plan) {
-  std::set<fs::path> dirs;
-  for (const auto& [path, data] : plan.writes) dirs.insert(path.parent_path());
-  std::vector<std::string> problems;
-  for (const auto& d : dirs)
-    if (std::string why = unwritable_dir_problem(d); !why.empty()) problems.push_back(why);
-  if (!problems.empty()) {
-    std::string m = "cannot write the index, nothing was written:";
-    for (const auto& p : problems) m += "\n  - " + p;
-    throw Error(m);
-  }
-}
-
-std::size_t apply_plan(const IndexPlan& plan) {
-  struct Undo {
-    fs::path path;
-    std::optional<std::string> before;  // nullopt: the file did not exist
-  };
-  std::vector<Undo> undo;
-  std::vector<fs::path> markers, made_dirs;
-  std::size_t n = 0, i = 0;
-  try {
-    for (const auto& p : plan.removals) {
-      std::error_code ec;
-      fs::remove(p, ec);
-    }
-    for (const auto& [path, data] : plan.writes) {
-      if (i == plan.metadata_writes && plan.metadata_writes > 0) kill_point("add-metadata");
-      const bool metadata = i++ < plan.metadata_writes;
-      auto cur = ffpa::core::read_file(path);
-      if (cur && *cur == data) continue;
-      for (fs::path d = path.parent_path(); !d.empty() && !fs::exists(d); d = d.parent_path()) made_dirs.push_back(d);
-      std::error_code ec;
-      fs::create_directories(path.parent_path(), ec);
-      if (ec)
-        throw Error("cannot create " + path.parent_path().string() + ": " + ec.message() +
-                    "; fix its permissions, then re-run");
-      ffpa::core::AtomicOutput out(path);
-      out.write(data);
-      if (metadata && !cur) {
-        if (out.commit_keeping_marker()) markers.push_back(out.temp_path());
-      } else {
-        out.commit();
-      }
-      undo.push_back({path, cur});  // a write that failed changed nothing (temp + rename)
-      ++n;
-    }
-  } catch (...) {
-    // Back to what was there: the pages first (they may advertise a .metadata file).
-    for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
-      std::error_code ec;
-      try {
-        if (it->before) ffpa::core::write_file_atomic(it->path, *it->before);
-        else fs::remove(it->path, ec);
-      } catch (const std::exception&) {
-      }
-    }
-    for (const auto& m : markers) ::unlink(m.c_str());
-    std::sort(made_dirs.begin(), made_dirs.end(), [](const fs::path& a, const fs::path& b) { return a.string() > b.string(); });
-    for (const auto& d : made_dirs) {
-      std::error_code ec;
-      fs::remove(d, ec);  // only when empty
-    }
-    throw;
-  }
-  for (const auto& m : markers) ::unlink(m.c_str());
-  return n;
-}
-
 ChangeReport add_wheels(const IndexLocation& loc, const std::vector<PreparedWheel>& wheels, const AddOptions& opt,
                         std::ostream& log, const SiteLock& lock) {
   const IndexPlan plan = plan_add(loc, wheels, opt);
@@ -730,158 +700,81 @@ ChangeReport add_wheels(const IndexLocation& loc, const std::vector<PreparedWhee
   return plan.report;
 }
 
-bool version_matches(const std::string& filename, const ffpa::core::Version& wanted) {
-  auto wf = ffpa::core::parse_wheel_filename(filename);
+bool version_matches(const std::string& filename, const core::Version& wanted) {
+  auto wf = core::parse_wheel_filename(filename);
   if (!wf) return false;
-  auto v = ffpa::core::parse_pep440(wf->version);
-  if (!v) return false;
-  return wanted.local.empty() ? v->public_part == wanted.public_part : v->canonical == wanted.canonical;
+  const auto v = *core::parse_pep440(wf->version);  // the file name grammar checked it
+  return wanted.local.empty() ? v.public_part == wanted.public_part : v.canonical == wanted.canonical;
 }
 
-namespace {
-
-// Loads the whole channel, applies `fn` to the selected pages in memory (it logs to
-// a buffer), and writes only when everything was read and something changed: a
-// refusal prints nothing but the refusal.
-template <class Fn>
-ChangeReport mutate_version(const IndexLocation& loc, const std::string& version,
-                            const std::optional<std::string>& project, const char* verb, Fn fn, std::ostream& log,
-                            const SiteLock& lock) {
+std::size_t edit_version(const IndexLocation& loc, Edit edit, const std::string& version,
+                         const std::optional<std::string>& project, const std::optional<std::string>& reason,
+                         std::ostream& log, const SiteLock& lock) {
+  const char* verb = edit == Edit::remove ? "remove" : edit == Edit::yank ? "yank" : "unyank";
+  if (reason && !core::is_valid_utf8(*reason))
+    throw Error("--reason '" + core::printable(*reason) +
+                "' is not valid UTF-8; the reason is shown to pip users as text: pass it in UTF-8");
   std::string why;
-  auto wanted = ffpa::core::parse_pep440(version, &why);
-  if (!wanted) throw Error("--version '" + ffpa::core::printable(version) + "' is not a PEP 440 version (" + why + ")");
+  auto wanted = core::parse_pep440(version, &why);
+  if (!wanted) throw Error("--version '" + core::printable(version) + "' is not a PEP 440 version (" + why + ")");
   ChannelState st = read_channel(loc);
   if (!st.problems.empty()) throw channel_error(loc, st.problems, verb);
-  std::vector<std::string> names;
-  if (project) names.push_back(ffpa::core::normalize_project_name(*project));
-  else
-    for (const auto& [n, p] : st.pages) names.push_back(n);
-  IndexPlan plan;
-  ChangeReport& rep = plan.report;
+  // Edited in memory, logged to a buffer, written only when everything was read and
+  // something changed: a refusal prints nothing but the refusal.
   std::ostringstream buf;
   std::set<std::string> changed, listed;
-  for (const auto& n : names) {
-    auto it = st.pages.find(n);
-    if (it == st.pages.end()) continue;
-    ProjectPage& page = it->second;
-    for (const auto& v : page.versions) listed.insert(v);
-    const std::size_t before = rep.removed + rep.yanked + rep.unyanked;
-    fn(page, *wanted, rep, buf);
-    if (rep.removed + rep.yanked + rep.unyanked != before) {
+  std::size_t n = 0;
+  for (auto& [name, page] : st.pages) {
+    if (project && name != core::normalize_project_name(*project)) continue;
+    listed.insert(page.versions.begin(), page.versions.end());
+    const std::size_t before = n;
+    n += std::erase_if(page.files, [&](const FileEntry& e) {
+      if (edit != Edit::remove || !version_matches(e.filename, *wanted)) return false;
+      buf << "removed " << e.filename << "\n";
+      return true;
+    });
+    for (auto& e : page.files) {
+      if (edit == Edit::remove || !version_matches(e.filename, *wanted)) continue;
+      if (edit == Edit::yank ? e.yanked == reason.value_or("") : !e.yanked) continue;
+      ++n;
+      if (edit == Edit::unyank) e.yanked.reset();
+      else e.yanked = reason.value_or("");
+      buf << verb << "ed " << e.filename << (e.yanked && !e.yanked->empty() ? " (" + *e.yanked + ")" : "") << "\n";
+    }
+    if (n != before) {
       page.refresh_versions();
-      changed.insert(n);
+      changed.insert(name);
     }
   }
   if (changed.empty()) {
-    std::string have;
-    for (const auto& v : listed) have += (have.empty() ? "" : ", ") + v;
     throw Error(std::string("nothing to ") + verb + ": no file of version " + wanted->canonical + " in " +
-                loc.channel_label() + (std::string(verb) == "unyank" ? " is yanked" : "") +
-                " (listed: " + (have.empty() ? "none" : have) + "); check --version and --channel");
+                loc.channel_label() + (edit == Edit::unyank ? " is yanked" : "") + " (listed: " +
+                (listed.empty() ? "none" : core::join(listed, ", ")) + "); check --version and --channel");
   }
-  plan_pages(loc, st.pages, changed, plan);
-  check_writable(plan);
-  remove_stale_temps(loc, lock);
-  apply_plan(plan);
+  write_pages(loc, st.pages, changed, lock);
   log << buf.str();
-  return rep;
-}
-
-}  // namespace
-
-ChangeReport remove_version(const IndexLocation& loc, const std::string& version,
-                            const std::optional<std::string>& project, std::ostream& log, const SiteLock& lock) {
-  return mutate_version(
-      loc, version, project, "remove",
-      [&](ProjectPage& page, const ffpa::core::Version& v, ChangeReport& rep, std::ostream& out) {
-        auto& f = page.files;
-        auto keep = std::stable_partition(f.begin(), f.end(), [&](const FileEntry& e) {
-          if (!version_matches(e.filename, v)) return true;
-          out << "removed " << e.filename << "\n";
-          return false;
-        });
-        rep.removed += static_cast<std::size_t>(f.end() - keep);
-        f.erase(keep, f.end());
-      },
-      log, lock);
-}
-
-ChangeReport yank_version(const IndexLocation& loc, const std::string& version,
-                          const std::optional<std::string>& project, const std::optional<std::string>& reason,
-                          std::ostream& log, const SiteLock& lock) {
-  if (reason && !ffpa::core::is_valid_utf8(*reason))
-    throw Error("--reason '" + ffpa::core::printable(*reason) +
-                "' is not valid UTF-8; the reason is shown to pip users as text: pass it in UTF-8");
-  return mutate_version(
-      loc, version, project, "yank",
-      [&](ProjectPage& page, const ffpa::core::Version& v, ChangeReport& rep, std::ostream& out) {
-        for (auto& e : page.files) {
-          if (!version_matches(e.filename, v)) continue;
-          const std::string r = reason.value_or("");
-          if (e.yanked && *e.yanked == r) continue;
-          e.yanked = r;
-          ++rep.yanked;
-          out << "yanked " << e.filename << (r.empty() ? "" : " (" + r + ")") << "\n";
-        }
-      },
-      log, lock);
-}
-
-ChangeReport unyank_version(const IndexLocation& loc, const std::string& version,
-                            const std::optional<std::string>& project, std::ostream& log, const SiteLock& lock) {
-  return mutate_version(
-      loc, version, project, "unyank",
-      [&](ProjectPage& page, const ffpa::core::Version& v, ChangeReport& rep, std::ostream& out) {
-        for (auto& e : page.files) {
-          if (!e.yanked || !version_matches(e.filename, v)) continue;
-          e.yanked.reset();
-          ++rep.unyanked;
-          out << "unyanked " << e.filename << "\n";
-        }
-      },
-      log, lock);
+  return n;
 }
 
 void render_all(const IndexLocation& loc, const std::optional<std::string>& release_url, std::ostream& log,
                 const SiteLock& lock) {
   if (release_url)
     if (const std::string why = release_url_problem(*release_url, false); !why.empty())
-      throw Error("--release-url '" + ffpa::core::printable(*release_url) + "' is refused: " + why);
+      throw Error("--release-url '" + core::printable(*release_url) + "' is refused: " + why);
   ChannelState st = read_channel(loc, release_url);
   if (!st.problems.empty()) throw channel_error(loc, st.problems, "render");
-  if (release_url) {
-    for (auto& [n, page] : st.pages) {
-      page.release_url = normalize_release_url(*release_url);
-      for (auto& f : page.files) f.url = derive_file_url(page.release_url, f);
-    }
-  }
-  IndexPlan plan;
   std::set<std::string> all;
-  for (const auto& [n, p] : st.pages) all.insert(n);
-  plan_pages(loc, st.pages, all, plan);
-  check_writable(plan);
-  remove_stale_temps(loc, lock);
-  apply_plan(plan);
+  for (auto& [n, page] : st.pages) {
+    all.insert(n);
+    if (!release_url) continue;
+    page.release_url = normalize_release_url(*release_url);
+    for (auto& f : page.files) f.url = derive_file_url(page.release_url, f);
+  }
+  write_pages(loc, st.pages, all, lock);
   log << loc.channel_label() << ": rendered " << st.pages.size() << " project page(s)\n";
 }
 
 // --- verify ------------------------------------------------------------------------
-
-namespace {
-
-// Fetches one URL into `dir`; nullopt (and the reason in `why`) when it fails.
-std::optional<fs::path> fetch_url(const std::string& url, const fs::path& dir, const std::string& name,
-                                  std::string* why = nullptr) {
-  const fs::path dst = dir / name;
-  auto r = run_process({tool_program("FFPA_CURL", "curl"), "-fsSL", "-o", dst.string(), url});
-  if (r.status != 0) {
-    if (why) *why = r.err.empty() ? "curl exit " + std::to_string(r.status) : r.err.substr(0, r.err.find('\n'));
-    return std::nullopt;
-  }
-  return dst;
-}
-
-}  // namespace
 
 std::size_t verify_index(const PageSource& src, const std::string& assets, std::ostream& log) {
   const bool is_url = assets.rfind("http://", 0) == 0 || assets.rfind("https://", 0) == 0;
@@ -901,186 +794,143 @@ std::size_t verify_index(const PageSource& src, const std::string& assets, std::
     return tmp->path();
   };
   std::size_t problems = 0, checked = 0, fetched = 0;
-  const std::string label = (fs::path(src.dir ? src.dir->prefix : src.prefix) /
-                             (src.dir ? src.dir->channel : src.channel)).generic_string();
-
-  // 1. The pages, as pip reads them: each HTML page must be what its JSON renders to.
-  std::map<std::string, ProjectPage> pages;
-  auto page_mismatch = [&](const std::string& rel, const std::string& how) {
+  auto bad = [&](const char* kind, const std::string& text) {
     ++problems;
-    log << "PAGE     " << rel << " " << how << "; pip reads this page: restore it with ffpa-index render"
-        << (src.dir ? " --index-dir " + shell_quote(src.dir->root.string()) : std::string()) << " --channel "
-        << (src.dir ? src.dir->channel : src.channel) << " (and commit/deploy it)\n";
+    log << kind << text << "\n";
   };
-  if (src.dir) {
-    const IndexLocation& loc = *src.dir;
+  const IndexLocation& loc = src.loc;
+  const std::string label = loc.channel_label();
+  // Where the pages are shown from, and their text: read from the site directory (a
+  // missing file reads as empty), or fetched into numbered files (names come from the
+  // untrusted site), nullopt when the fetch fails (reported).
+  const std::string base = (src.url ? normalize_release_url(*src.url) : "") + label + "/";
+  auto page_text = [&](const std::string& rel) -> std::optional<std::string> {
+    if (!src.url) return core::read_file(loc.channel_dir() / rel).value_or("");
+    std::string why;
+    if (auto p = fetch_url(base + rel, scratch(), "page" + std::to_string(fetched++), &why))
+      return core::read_file(*p);
+    bad("MISSING  ", base + rel + " (" + why + ")");
+    return std::nullopt;
+  };
+  auto page_mismatch = [&](const std::string& rel, const std::string& how) {
+    bad("PAGE     ", base + rel + " " + how + "; pip reads this page: restore it with ffpa-index render" +
+                       (src.url ? "" : " --index-dir " + shell_quote(loc.root.string())) + " --channel " +
+                       loc.channel + " (and commit/deploy it)");
+  };
+  auto expect_page = [&](const std::optional<std::string>& text, const std::string& want, const std::string& rel,
+                         const std::string& how) {
+    if (text && *text != want) page_mismatch(rel, how);
+  };
+
+  // 1. The pages, as pip reads them: each HTML page must be what its JSON renders to,
+  // each JSON page what the engine writes, the root pages list exactly the projects.
+  std::map<std::string, ProjectPage> pages;
+  std::vector<std::string> names;
+  std::optional<std::string> root;
+  if (!src.url) {
     ChannelState st = read_channel(loc);
-    for (const auto& p : st.problems) {
-      ++problems;
-      log << (p.find("release URL") != std::string::npos ? "URL      " : "FOREIGN  ") << p << "\n";
-    }
-    for (const auto& t : st.stale_temps) log << "note     " << t.string() << " is a temp file of a killed run; the next add/render removes it\n";
+    for (const auto& p : st.problems) bad(p.find("release URL") != std::string::npos ? "URL      " : "FOREIGN  ", p);
+    for (const auto& t : st.stale_temps)
+      log << "note     " << t.string() << " is a temp file of a killed run; the next add/render removes it\n";
     pages = std::move(st.pages);
-    std::vector<std::string> names;
-    for (const auto& [n, page] : pages) {
-      names.push_back(n);
-      const std::string rel = label + "/" + n + "/index.html";
-      if (!fs::exists(loc.project_dir(n) / "index.json"))
-        page_mismatch(rel, "has no index.json beside it (a legacy page, not yet imported)");
-      else if (ffpa::core::read_file(loc.project_dir(n) / "index.html") != render_project_html(page))
-        page_mismatch(rel, "is not what its index.json renders to (edited by hand, or a write was interrupted)");
-      else if (ffpa::core::read_file(loc.project_dir(n) / "index.json") != to_json(page).dump(1) + "\n")
-        page_mismatch(label + "/" + n + "/index.json",
-                      "is not what ffpa-index writes for its entries (a key, value or layout it does not write, "
-                      "which JSON clients such as uv read)");
-    }
-    if (!names.empty() || fs::exists(loc.channel_dir() / "index.html")) {
-      if (ffpa::core::read_file(loc.channel_dir() / "index.html") != render_root_html(names))
-        page_mismatch(label + "/index.html", "does not list exactly the channel's projects");
-      if (ffpa::core::read_file(loc.channel_dir() / "index.json") != root_json(names))
-        page_mismatch(label + "/index.json", "does not list exactly the channel's projects");
-    }
-  } else {
-    std::string base = src.url;
-    if (base.empty() || base.back() != '/') base += '/';
-    base += label + "/";
-    // Pages are fetched into numbered files: names come from the (untrusted) site.
-    auto get = [&](const std::string& url) -> std::optional<std::string> {
-      std::string why;
-      auto p = fetch_url(url, scratch(), "page" + std::to_string(fetched++), &why);
-      if (!p) {
-        ++problems;
-        log << "MISSING  " << url << " (" << why << ")\n";
-        return std::nullopt;
+    for (const auto& [n, page] : pages) names.push_back(n);
+    if (!names.empty() || fs::exists(loc.channel_dir() / "index.html")) root = page_text("index.json");
+  } else if ((root = page_text("index.json"))) {
+    try {
+      const nlohmann::json list = nlohmann::json::parse(*root);
+      for (const auto& p : list.at("projects")) {
+        const std::string n = p.at("name").get<std::string>();
+        if (!core::is_valid_project_name(n) || core::normalize_project_name(n) != n)
+          throw Error("project name '" + core::printable(n) + "' is not normalized");
+        names.push_back(n);
       }
-      return ffpa::core::read_file(*p);
-    };
-    std::vector<std::string> names;
-    if (auto root = get(base + "index.json")) {
-      try {
-        const nlohmann::json list = nlohmann::json::parse(*root);
-        for (const auto& p : list.at("projects")) {
-          const std::string n = p.at("name").get<std::string>();
-          if (!ffpa::core::is_valid_project_name(n) || ffpa::core::normalize_project_name(n) != n)
-            throw Error("project name '" + ffpa::core::printable(n) + "' is not normalized");
-          names.push_back(n);
-        }
-      } catch (const std::exception& e) {
-        ++problems;
-        log << "PAGE     " << base << "index.json is not a PEP 691 project list (" << e.what() << ")\n";
-      }
+    } catch (const std::exception& e) {
+      bad("PAGE     ", base + "index.json is not a PEP 691 project list (" + e.what() + ")");
     }
-    if (auto html = get(base + "index.html"); html && *html != render_root_html(names))
-      page_mismatch(base + "index.html", "does not list exactly the projects of index.json");
-    for (const auto& n : names) {
-      const std::string purl = base + url_encode_segment(n) + "/";
-      auto j = get(purl + "index.json");
-      auto h = get(purl + "index.html");
-      if (!j || !h) continue;
-      try {
-        ProjectPage page = project_from_json(nlohmann::json::parse(*j), purl + "index.json");
+  }
+  if (root) {
+    const char* how = "does not list exactly the channel's projects";
+    expect_page(page_text("index.html"), render_root_html(names), "index.html", how);
+    expect_page(root, root_json(names), "index.json", how);
+  }
+  for (const auto& n : names) {
+    if (!src.url && !fs::exists(loc.project_dir(n) / "index.json")) {
+      page_mismatch(n + "/index.html", "has no index.json beside it (a legacy page, not yet imported)");
+      continue;
+    }
+    const auto json = page_text(n + "/index.json"), html = page_text(n + "/index.html");
+    if (!json || !html) continue;
+    try {
+      if (src.url) {
+        ProjectPage page = project_from_json(nlohmann::json::parse(*json), base + n + "/index.json");
         if (page.name != n) throw Error("it names project '" + page.name + "'");
-        if (*h != render_project_html(page))
-          page_mismatch(purl + "index.html", "is not what " + purl + "index.json renders to");
-        if (*j != to_json(page).dump(1) + "\n")
-          page_mismatch(purl + "index.json", "is not what ffpa-index writes for its entries (JSON clients read it)");
-        for (const auto& p : page_url_problems(page, purl + "index.json")) {
-          ++problems;
-          log << "URL      " << p << "\n";
-        }
+        for (const auto& p : page_url_problems(page, base + n + "/index.json")) bad("URL      ", p);
         pages.emplace(n, std::move(page));
-      } catch (const std::exception& e) {
-        ++problems;
-        log << "PAGE     " << purl << "index.json does not load: " << e.what() << "\n";
       }
+      const ProjectPage& page = pages.at(n);
+      expect_page(html, render_project_html(page), n + "/index.html",
+                  "is not what its index.json renders to (edited by hand, or a write was interrupted)");
+      expect_page(json, to_json(page).dump(1) + "\n", n + "/index.json",
+                  "is not what ffpa-index writes for its entries (a key, value or layout it does not write, which "
+                  "JSON clients such as uv read)");
+    } catch (const std::exception& e) {
+      bad("PAGE     ", base + n + "/index.json does not load: " + e.what());
     }
   }
 
-  // The release URL the pages record, against the one expected when given.
   for (const auto& [n, page] : pages) {
+    // The release URL the pages record, against the one expected when given.
     if (page.files.empty()) continue;
-    if (src.release_url && page.release_url != normalize_release_url(*src.release_url)) {
-      ++problems;
-      log << "URL      " << label << "/" << n << "/index.json records the release URL '" << page.release_url
-          << "', not the expected '" << normalize_release_url(*src.release_url)
-          << "': its files would be fetched from there; restore the page from git history\n";
-    } else if (!page.release_url.empty()) {
+    if (src.release_url && page.release_url != normalize_release_url(*src.release_url))
+      bad("URL      ", label + "/" + n + "/index.json records the release URL '" + page.release_url +
+                           "', not the expected '" + normalize_release_url(*src.release_url) +
+                           "': its files would be fetched from there; restore the page from git history");
+    else if (!page.release_url.empty())
       log << "note     " << label << "/" << n << ": files derive from the release URL " << page.release_url << "\n";
-    }
-  }
-
-  // One version and tag set listed under two spellings (an index written before
-  // spellings were checked): pip would pick either.
-  for (const auto& [n, page] : pages) {
+    // One version and tag set listed under two spellings (an index written before
+    // spellings were checked): pip would pick either.
     std::map<std::string, std::string> seen;
-    for (const auto& f : page.files) {
-      auto [it, fresh] = seen.emplace(f.identity, f.filename);
-      if (!fresh) {
-        ++problems;
-        log << "SPELLING " << it->second << " and " << f.filename << " are one version and tags spelled twice; "
-            << "keep one: delete the other's entry from " << label << "/" << n << "/index.json, then render\n";
-      }
-    }
+    for (const auto& f : page.files)
+      if (auto [it, fresh] = seen.emplace(f.identity, f.filename); !fresh)
+        bad("SPELLING ", it->second + " and " + f.filename + " are one version and tags spelled twice; keep one: "
+                             "delete the other's entry from " + label + "/" + n + "/index.json, then render");
   }
 
-  // 2. The files the pages point at.
+  // 2. The files the pages point at: why each is not the listed one, or "".
   auto locate = [&](const FileEntry& f, const std::string& name, const std::string& rel_url)
       -> std::optional<fs::path> {
     if (!is_url) {
       auto it = local.find(name);
       return it == local.end() ? std::nullopt : std::optional<fs::path>(it->second);
     }
-    std::string base = assets;
-    if (base.back() != '/') base += '/';
-    const std::string url = f.url.rfind(base, 0) == 0 ? rel_url : base + url_encode_segment(name);
+    const std::string store = normalize_release_url(assets);
+    const std::string url = f.url.rfind(store, 0) == 0 ? rel_url : store + url_encode_segment(name);
     return fetch_url(url, scratch(), "asset" + std::to_string(fetched++));
   };
-  for (const auto& [n, page] : pages) {
+  auto file_problem = [&](const FileEntry& f) -> std::pair<const char*, std::string> {
+    const auto p = locate(f, f.filename, f.url);
+    if (!p) return {"MISSING  ", f.filename + " (not found in " + assets + ")"};
+    if (const std::string got = hash_file(*p); got != f.sha256)
+      return {"MISMATCH ", f.filename + ": index says " + f.sha256 + ", asset is " + got};
+    std::error_code ec;
+    if (const std::uint64_t size = fs::file_size(*p, ec); !f.size || *f.size != size)
+      return {"MISMATCH ", f.filename + ": the asset is " + std::to_string(size) + " bytes, the index " +
+                               (f.size ? "says " + std::to_string(*f.size) : "records no size (PEP 700)") +
+                               "; re-add the wheel (ffpa-index add, same bytes) to record it"};
+    if (is_url) fs::remove(*p, ec);  // a fetched copy: scratch space stays one wheel large
+    if (!f.core_metadata_sha256) return {};
+    const auto m = locate(f, f.filename + ".metadata", f.url + ".metadata");
+    if (!m) return {"MISSING  ", f.filename + ".metadata (the page advertises it; pip will fail)"};
+    if (const std::string got = hash_file(*m); got != *f.core_metadata_sha256)
+      return {"MISMATCH ", f.filename + ".metadata: index says " + *f.core_metadata_sha256 + ", asset is " + got};
+    return {};
+  };
+  for (const auto& [n, page] : pages)
     for (const auto& f : page.files) {
       ++checked;
-      auto p = locate(f, f.filename, f.url);
-      if (!p) {
-        ++problems;
-        log << "MISSING  " << f.filename << " (not found in " << assets << ")\n";
-        continue;
-      }
-      const std::string got = hash_file(*p);
-      if (got != f.sha256) {
-        ++problems;
-        log << "MISMATCH " << f.filename << ": index says " << f.sha256 << ", asset is " << got << "\n";
-        continue;
-      }
-      std::error_code size_ec;
-      const std::uint64_t size = fs::file_size(*p, size_ec);
-      if (!f.size || *f.size != size) {
-        ++problems;
-        log << "MISMATCH " << f.filename << ": the asset is " << size << " bytes, the index "
-            << (f.size ? "says " + std::to_string(*f.size) : std::string("records no size (PEP 700)"))
-            << "; re-add the wheel (ffpa-index add, same bytes) to record it\n";
-        continue;
-      }
-      if (f.core_metadata_sha256) {
-        auto m = locate(f, f.filename + ".metadata", f.url + ".metadata");
-        if (!m) {
-          ++problems;
-          log << "MISSING  " << f.filename << ".metadata (the page advertises it; pip will fail)\n";
-          continue;
-        }
-        const std::string mg = hash_file(*m);
-        if (mg != *f.core_metadata_sha256) {
-          ++problems;
-          log << "MISMATCH " << f.filename << ".metadata: index says " << *f.core_metadata_sha256
-              << ", asset is " << mg << "\n";
-          continue;
-        }
-      }
-      if (is_url) {  // a fetched copy: scratch space stays one wheel large
-        std::error_code ec;
-        fs::remove(*p, ec);
-      }
-      log << "OK       " << f.filename << "\n";
+      if (const auto [kind, why] = file_problem(f); kind) bad(kind, why);
+      else log << "OK       " << f.filename << "\n";
     }
-  }
   log << label << ": " << checked << " file(s) checked, " << problems << " problem(s)\n";
   return problems;
 }

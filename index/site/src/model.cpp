@@ -1,5 +1,5 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
-#include "ffpa/site/model.h"
+#include "ffpa/site/index.h"
 
 #include <algorithm>
 #include <cctype>
@@ -13,27 +13,32 @@
 namespace ffpa::site {
 
 using nlohmann::json;
-using ffpa::core::Error;
+using core::Error;
+
+// Where `filename` is, or would be, in the sorted files.
+static std::vector<FileEntry>::iterator position(std::vector<FileEntry>& files, std::string_view filename) {
+  return std::lower_bound(files.begin(), files.end(), filename,
+                          [](const FileEntry& e, std::string_view f) { return e.filename < f; });
+}
 
 FileEntry* ProjectPage::find(std::string_view filename) {
-  auto it = std::lower_bound(files.begin(), files.end(), filename,
-                             [](const FileEntry& e, std::string_view f) { return e.filename < f; });
+  auto it = position(files, filename);
   return (it != files.end() && it->filename == filename) ? &*it : nullptr;
 }
 
 bool derive_file_fields(FileEntry& e) {
-  auto wf = ffpa::core::parse_wheel_filename(e.filename);
+  auto wf = core::parse_wheel_filename(e.filename);
   if (!wf) return false;
   // A page lists each version once per tag set (five or more files): its parse is
   // done once. The engine is single-threaded; the cache lives as long as the process.
   static std::map<std::string, std::pair<std::string, std::string>> parsed;  // version -> canonical, key
   auto it = parsed.find(wf->version);
   if (it == parsed.end()) {
-    auto v = ffpa::core::parse_pep440(wf->version);
+    auto v = core::parse_pep440(wf->version);
     if (!v) return false;
-    it = parsed.emplace(wf->version, std::make_pair(v->canonical, ffpa::core::version_identity(*v))).first;
+    it = parsed.emplace(wf->version, std::make_pair(v->canonical, core::version_identity(*v))).first;
   }
-  e.project = ffpa::core::normalize_project_name(wf->name);
+  e.project = core::normalize_project_name(wf->name);
   e.canonical_version = it->second.first;
   e.version_key = it->second.second;
   e.identity = e.project + '\0' + e.version_key + '\0' + wf->python + '-' + wf->abi + '-' + wf->platform;
@@ -42,24 +47,18 @@ bool derive_file_fields(FileEntry& e) {
 
 void ProjectPage::insert(FileEntry e) {
   if (e.identity.empty()) derive_file_fields(e);
-  auto it = std::lower_bound(files.begin(), files.end(), e.filename,
-                             [](const FileEntry& x, const std::string& f) { return x.filename < f; });
-  files.insert(it, std::move(e));
+  files.insert(position(files, e.filename), std::move(e));
 }
 
 void ProjectPage::refresh_versions() {
-  std::set<std::string> present;
-  std::vector<std::string> fresh;
-  for (const auto& f : files) {
-    const std::string& ver = f.canonical_version;
-    if (!ver.empty() && present.insert(ver).second) fresh.push_back(ver);
-  }
+  std::set<std::string> present, kept;
+  for (const auto& f : files) present.insert(f.canonical_version);
   std::vector<std::string> out;
-  std::set<std::string> kept;
-  for (const auto& v : versions)
-    if (present.count(v) && kept.insert(v).second) out.push_back(v);
-  for (const auto& v : fresh)
-    if (kept.insert(v).second) out.push_back(v);
+  auto keep = [&](const std::string& v) {
+    if (!v.empty() && present.count(v) && kept.insert(v).second) out.push_back(v);
+  };
+  for (const auto& v : versions) keep(v);
+  for (const auto& f : files) keep(f.canonical_version);
   versions = std::move(out);
 }
 
@@ -94,18 +93,17 @@ static const json& need(const json& j, const char* key, std::string_view origin)
 
 ProjectPage project_from_json(const json& j, std::string_view origin) {
   ProjectPage p;
+  auto bad = [&](const std::string& what) { return Error(std::string(origin) + ": " + what); };
   try {
     p.name = need(j, "name", origin).get<std::string>();
     const auto& meta = need(j, "meta", origin);
     const std::string api = need(meta, "api-version", origin).get<std::string>();
-    if (api.rfind("1.", 0) != 0)
-      throw Error(std::string(origin) + ": api-version " + api +
-                  " is not 1.x; this ffpa-index only understands PEP 691 v1");
+    if (!api.starts_with("1.")) throw bad("api-version " + api + " is not 1.x; this ffpa-index only reads PEP 691 v1");
     if (j.contains("_ffpa-release-url")) {
       p.release_url = j["_ffpa-release-url"].get<std::string>();
       if (const std::string why = release_url_problem(p.release_url, true); !why.empty())
-        throw Error(std::string(origin) + ": its release URL '" + ffpa::core::printable(p.release_url) +
-                    "' is refused (" + why + "); restore the page from git history");
+        throw bad("its release URL '" + core::printable(p.release_url) + "' is refused (" + why +
+                  "); restore the page from git history");
     }
     for (const auto& e : need(j, "files", origin)) {
       FileEntry f;
@@ -115,8 +113,7 @@ ProjectPage project_from_json(const json& j, std::string_view origin) {
       if (e.contains("requires-python") && e["requires-python"].is_string())
         f.requires_python = e["requires-python"].get<std::string>();
       const json* md = e.contains("core-metadata")        ? &e["core-metadata"]
-                       : e.contains("dist-info-metadata") ? &e["dist-info-metadata"]
-                                                          : nullptr;
+                       : e.contains("dist-info-metadata") ? &e["dist-info-metadata"] : nullptr;
       if (md && md->is_object() && md->contains("sha256"))
         f.core_metadata_sha256 = (*md)["sha256"].get<std::string>();
       if (e.contains("yanked")) {
@@ -126,28 +123,24 @@ ProjectPage project_from_json(const json& j, std::string_view origin) {
       }
       if (e.contains("size")) {
         if (!e["size"].is_number_unsigned())
-          throw Error(std::string(origin) + ": size of '" + f.filename +
-                      "' is not a byte count; restore the entry from git history");
+          throw bad("size of '" + f.filename + "' is not a byte count; restore the entry from git history");
         f.size = e["size"].get<std::uint64_t>();
       }
       if (!derive_file_fields(f))
-        throw Error(std::string(origin) + ": listed file '" + f.filename +
-                    "' is not a wheel file name; remove the entry or restore the file from git");
+        throw bad("listed file '" + f.filename + "' is not a wheel file name; remove the entry or restore the file "
+                  "from git");
       if (const std::string why = url_problem(f.url, false); !why.empty())
-        throw Error(std::string(origin) + ": url of '" + f.filename + "' is refused (" + why +
-                    "); restore the entry from git history");
-      if (!ffpa::core::is_sha256_hex(f.sha256) || (f.core_metadata_sha256 && !ffpa::core::is_sha256_hex(*f.core_metadata_sha256)))
-        throw Error(std::string(origin) + ": a sha256 of '" + f.filename +
-                    "' is not 64 lower-case hex digits; restore the entry from git history");
-      if (p.find(f.filename))
-        throw Error(std::string(origin) + ": '" + f.filename + "' is listed twice");
+        throw bad("url of '" + f.filename + "' is refused (" + why + "); restore the entry from git history");
+      if (!core::is_sha256_hex(f.sha256) || (f.core_metadata_sha256 && !core::is_sha256_hex(*f.core_metadata_sha256)))
+        throw bad("a sha256 of '" + f.filename +
+                  "' is not 64 lower-case hex digits; restore the entry from git history");
+      if (p.find(f.filename)) throw bad("'" + f.filename + "' is listed twice");
       p.insert(std::move(f));
     }
     if (j.contains("versions") && j["versions"].is_array())
       p.versions = j["versions"].get<std::vector<std::string>>();
   } catch (const json::exception& e) {
-    throw Error(std::string(origin) + ": malformed project page: " + e.what() +
-                " (restore it from git history)");
+    throw bad(std::string("malformed project page: ") + e.what() + " (restore it from git history)");
   }
   p.refresh_versions();
   return p;
@@ -167,14 +160,10 @@ std::string url_problem(std::string_view url, bool absolute) {
     if (c >= 0x80) return "it contains a byte outside ASCII; percent-encode it";
   }
   // RFC 3986 scheme: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) ":".
-  std::size_t i = 0;
-  while (i < url.size() && (std::isalnum(static_cast<unsigned char>(url[i])) || url[i] == '+' || url[i] == '-' ||
-                            url[i] == '.'))
-    ++i;
+  const std::size_t i = url.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.");
   const bool has_scheme = i > 0 && i < url.size() && url[i] == ':' && std::isalpha(static_cast<unsigned char>(url[0]));
   if (!has_scheme) return absolute ? "not an absolute URL; give http(s)://... or file://..." : "";
-  std::string scheme(url.substr(0, i));
-  for (auto& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string scheme = core::lower_ascii(url.substr(0, i));
   if (scheme != "http" && scheme != "https" && scheme != "file")
     return "a " + scheme + ": URL; anchors may only be http, https or file URLs";
   return "";
@@ -197,8 +186,7 @@ std::string release_url_problem(std::string_view url, bool relative_ok) {
   std::size_t path = 0;
   const std::size_t colon = plain.find(':');
   if (colon != std::string::npos && plain.find('/') > colon) {  // scheme:
-    std::string scheme = plain.substr(0, colon);
-    for (auto& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const std::string scheme = core::lower_ascii(plain.substr(0, colon));
     if (plain.compare(colon, 3, "://") != 0 || scheme != plain.substr(0, colon))
       return "not of the form http(s)://host/path/ or file:///path/ (lower-case scheme, then \"://\")";
     const std::size_t host = colon + 3, end = plain.find('/', host);
@@ -252,18 +240,10 @@ std::string html_escape(std::string_view s) {
 }
 
 std::string url_encode_segment(std::string_view s) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
+  const auto unreserved = [](unsigned char c) {
+    return std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~';  // RFC 3986
+  };
+  return core::escape_bytes(s, unreserved, "%", "0123456789ABCDEF");
 }
 
 std::string url_decode(std::string_view s) {
@@ -280,79 +260,63 @@ std::string url_decode(std::string_view s) {
   return out;
 }
 
+// The start both pages share, up to <body>; `source` says what the page is generated from.
+static std::string page_start(const std::string& source, const std::string& title) {
+  return "<!DOCTYPE html>\n<!-- auto-generated by ffpa-index" + source + ", do not edit -->\n<html>\n<head>\n"
+         "<meta name=\"pypi:repository-version\" content=\"" + std::string(kApiVersion) + "\">\n<title>" + title +
+         "</title>\n</head>\n<body>\n";
+}
+
 std::string render_project_html(const ProjectPage& page) {
-  std::string out;
-  out.reserve(256 + page.files.size() * 400);
-  out += "<!DOCTYPE html>\n<!-- auto-generated by ffpa-index from index.json beside it, do not edit -->\n";
-  out += "<html>\n<head>\n<meta name=\"pypi:repository-version\" content=\"";
-  out += kApiVersion;
-  out += "\">\n<title>Links for " + html_escape(page.name) + "</title>\n</head>\n<body>\n";
+  std::string out = page_start(" from index.json beside it", "Links for " + html_escape(page.name));
   out += "<h1>Links for " + html_escape(page.name) + "</h1>\n";
   for (const auto& f : page.files) {
-    out += "<a href=\"";
-    out += html_escape(f.url + "#sha256=" + f.sha256);
-    out += '"';
+    out += "<a href=\"" + html_escape(f.url + "#sha256=" + f.sha256) + '"';
     if (!f.requires_python.empty()) out += " data-requires-python=\"" + html_escape(f.requires_python) + '"';
     if (f.core_metadata_sha256) {
       const std::string v = html_escape("sha256=" + *f.core_metadata_sha256);
       out += " data-core-metadata=\"" + v + "\" data-dist-info-metadata=\"" + v + '"';
     }
     if (f.yanked) out += " data-yanked=\"" + html_escape(*f.yanked) + '"';
-    out += '>';
-    out += html_escape(f.filename);
-    out += "</a><br>\n";
+    out += '>' + html_escape(f.filename) + "</a><br>\n";
   }
-  out += "</body>\n</html>\n";
-  return out;
+  return out + "</body>\n</html>\n";
 }
 
 std::string render_root_html(const std::vector<std::string>& projects) {
-  std::string out =
-      "<!DOCTYPE html>\n<!-- auto-generated by ffpa-index, do not edit -->\n<html>\n<head>\n"
-      "<meta name=\"pypi:repository-version\" content=\"";
-  out += kApiVersion;
-  out += "\">\n<title>Simple index</title>\n</head>\n<body>\n";
+  std::string out = page_start("", "Simple index");
   for (const auto& n : projects)
     out += "<a href=\"" + html_escape(url_encode_segment(n)) + "/\">" + html_escape(n) + "</a><br>\n";
-  out += "</body>\n</html>\n";
-  return out;
+  return out + "</body>\n</html>\n";
 }
 
 // --- legacy page import -------------------------------------------------------
 
+// The character references of a legacy page: the named ones html_escape writes (and
+// &apos;) and numeric ones below 0x80; anything else stays as it is.
 static std::string html_unescape(std::string_view s) {
+  static const std::pair<std::string_view, char> kNamed[] = {
+      {"amp", '&'}, {"lt", '<'}, {"gt", '>'}, {"quot", '"'}, {"apos", '\''}};
   std::string out;
   for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '&') {
+    const std::size_t semi = s[i] == '&' ? s.find(';', i) : std::string_view::npos;
+    const std::string_view ent = semi == std::string_view::npos || semi - i > 10 ? "" : s.substr(i + 1, semi - i - 1);
+    int c = -1;
+    for (const auto& [name, ch] : kNamed)
+      if (ent == name) c = ch;
+    if (ent.size() > 1 && ent[0] == '#') {
+      const bool hex = ent[1] == 'x' || ent[1] == 'X';
+      const std::string digits(ent.substr(hex ? 2 : 1));
+      char* end = nullptr;
+      const unsigned long cp = std::strtoul(digits.c_str(), &end, hex ? 16 : 10);
+      if (end != digits.c_str() && cp < 0x80) c = static_cast<int>(cp);
+    }
+    if (c < 0) {
       out += s[i];
-      continue;
+    } else {
+      out += static_cast<char>(c);
+      i = semi;
     }
-    const auto semi = s.find(';', i);
-    if (semi == std::string_view::npos || semi - i > 10) {
-      out += s[i];
-      continue;
-    }
-    const std::string_view ent = s.substr(i + 1, semi - i - 1);
-    std::string rep;
-    if (ent == "amp") rep = "&";
-    else if (ent == "lt") rep = "<";
-    else if (ent == "gt") rep = ">";
-    else if (ent == "quot") rep = "\"";
-    else if (ent == "apos") rep = "'";
-    else if (!ent.empty() && ent[0] == '#') {
-      const bool hexnum = ent.size() > 1 && (ent[1] == 'x' || ent[1] == 'X');
-      try {
-        const unsigned long cp = std::stoul(std::string(ent.substr(hexnum ? 2 : 1)), nullptr, hexnum ? 16 : 10);
-        if (cp < 0x80) rep = std::string(1, static_cast<char>(cp));
-      } catch (...) {
-      }
-    }
-    if (rep.empty()) {
-      out += s[i];
-      continue;
-    }
-    out += rep;
-    i = semi;
   }
   return out;
 }
@@ -360,14 +324,8 @@ static std::string html_unescape(std::string_view s) {
 std::vector<LegacyAnchor> parse_anchors(std::string_view html) {
   std::vector<LegacyAnchor> out;
   std::size_t pos = 0;
-  auto lower_at = [&](std::size_t i, std::string_view w) {
-    if (i + w.size() > html.size()) return false;
-    for (std::size_t k = 0; k < w.size(); ++k)
-      if (std::tolower(static_cast<unsigned char>(html[i + k])) != w[k]) return false;
-    return true;
-  };
   while ((pos = html.find('<', pos)) != std::string_view::npos) {
-    if (!(lower_at(pos, "<a") && pos + 2 < html.size() &&
+    if (!(core::lower_ascii(html.substr(pos, 2)) == "<a" && pos + 2 < html.size() &&
           std::isspace(static_cast<unsigned char>(html[pos + 2])))) {
       ++pos;
       continue;
@@ -378,11 +336,9 @@ std::vector<LegacyAnchor> parse_anchors(std::string_view html) {
     while (i < html.size() && html[i] != '>') {
       while (i < html.size() && std::isspace(static_cast<unsigned char>(html[i]))) ++i;
       std::size_t k = i;
-      while (k < html.size() && html[k] != '=' && html[k] != '>' &&
-             !std::isspace(static_cast<unsigned char>(html[k])))
+      while (k < html.size() && html[k] != '=' && html[k] != '>' && !std::isspace(static_cast<unsigned char>(html[k])))
         ++k;
-      std::string key(html.substr(i, k - i));
-      for (auto& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      const std::string key = core::lower_ascii(html.substr(i, k - i));
       std::optional<std::string> value;
       i = k;
       if (i < html.size() && html[i] == '=') {

@@ -19,66 +19,64 @@
 #include "ffpa/core/pep.h"
 #include "ffpa/core/utf8.h"
 #include "ffpa/site/index.h"
-#include "ffpa/site/process.h"
 
 namespace ffpa::site {
 
-using ffpa::core::Error;
-
-void kill_point(const char* step) {
-  const char* at = std::getenv("FFPA_PUBLISH_KILL_AT");
-  if (at && std::string(at) == step) {
-    std::cout.flush();
-    std::cerr << "FFPA_PUBLISH_KILL_AT=" << step << ": killing myself (fault-injection test hook)\n";
-    std::cerr.flush();
-    raise(SIGKILL);
-  }
-}
-
-namespace {
-
-// What a dry run prints for the release and its uploads: the store's exact commands
-// (or what a store that runs none does), and what is there already.
-void print_release_commands(std::ostream& out, AssetStore& store, const ReleaseSpec& rs, bool exists,
-                            const std::vector<fs::path>& files, const std::set<std::string>& identical, bool clobber) {
-  if (exists) out << "  # release " << rs.tag << " exists; not created again\n";
-  else if (auto c = store.create_command(rs); !c.empty()) out << "  " << format_command(c) << "\n";
-  else out << "  # create release " << rs.tag << " in " << store.spec() << " (target " << rs.target << ")\n";
-  for (const auto& f : files) {
-    const std::string name = f.filename().string();
-    if (identical.count(name)) out << "  # " << name << " already published with these bytes; skipped\n";
-    else if (auto c = store.upload_command(rs.tag, f, clobber); !c.empty()) out << "  " << format_command(c) << "\n";
-    else out << "  # copy " << name << " into " << store.spec() << "/" << rs.tag << "\n";
-  }
-}
-
-struct Problems {
-  std::vector<std::string> list;
-  void add(std::string s) { list.push_back(std::move(s)); }
-  void add(const std::vector<std::string>& v) { list.insert(list.end(), v.begin(), v.end()); }
-};
+using core::Error;
 
 bool force_upload() {
   const char* f = std::getenv("FFPA_FORCE_UPLOAD");
   return f && std::string(f) == "1";
 }
 
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
+void kill_point(const char* step) {
+  const char* at = std::getenv("FFPA_PUBLISH_KILL_AT");
+  if (at && std::string(at) == step) {
+    std::cout.flush();
+    std::cerr << "FFPA_PUBLISH_KILL_AT=" << step << ": killing myself (fault-injection test hook)\n";
+    raise(SIGKILL);
+  }
 }
+
+namespace {
+
+struct Problems {
+  std::vector<std::string> list;
+  void add(std::string s) { list.push_back(std::move(s)); }
+  void add(const std::vector<std::string>& v) { list.insert(list.end(), v.begin(), v.end()); }
+  // Prints the problems of command `what`, if any; true when there were.
+  bool refused(std::ostream& err, const std::string& what) const {
+    if (!list.empty()) err << core::problem_list(what + ": refused, nothing was created:", list) << "\n";
+    return !list.empty();
+  }
+};
+
+
+// A tool's one-line answer without its line end.
+std::string trim(const std::string& s) { return std::string(core::trim(s, " \r\n")); }
 
 // --- guards: pure checks, nothing touched --------------------------------------
 
-ffpa::core::Version parse_tag(const std::string& tag, std::string_view shape) {
+core::Version parse_tag(const std::string& tag, std::string_view shape) {
   std::string why;
-  auto v = tag.size() > 1 && tag[0] == 'v' ? ffpa::core::parse_pep440(tag.substr(1), &why) : std::nullopt;
+  auto v = tag.size() > 1 && tag[0] == 'v' ? core::parse_pep440(tag.substr(1), &why) : std::nullopt;
   if (!v) throw Error("tag '" + tag + "' is not " + std::string(shape));
   // One version, one tag: v01.0.0+cu13 or vv1.0.0+cu13 would be a second release of 1.0.0+cu13.
   if (tag != "v" + v->canonical)
     throw Error("tag '" + tag + "' is not the canonical spelling of version " + v->canonical + "; pass --tag v" +
                 v->canonical);
   return *v;
+}
+
+// A wheel that may be released under `tag`: a final version, and the tag's.
+void check_for_tag(const PreparedWheel& w, const std::string& tag, const core::Version& tagv, const char* profile) {
+  const std::string fn = w.name.filename(), v = w.version.canonical;
+  if (w.version.is_dev || w.version.is_pre)
+    throw Error("refusing to publish a pre-release wheel: " + fn + " (version " + v + "); build the " + profile +
+                " profile with a release version");
+  if (v != tagv.canonical)
+    throw Error("tag '" + tag + "' does not name version '" + v + "' of " + fn + "; pass --tag v" + v +
+                " or rebuild the wheels");
 }
 
 // Which channels exist is data: the "channels" of the release matrix in the source
@@ -88,7 +86,7 @@ void check_channel(const std::string& channel, const fs::path& source_dir) {
             channel.find_first_not_of("0123456789", 2) == std::string::npos;
   if (!ok) throw Error("channel '" + channel + "' is not cu<CUDA major> (cu13 for CUDA 13.x)");
   const fs::path matrix = source_dir / "cmake" / "release-matrix.json";
-  const auto text = ffpa::core::read_file(matrix);
+  const auto text = core::read_file(matrix);
   if (!text) return;  // not an ffpa-attn checkout: the publish target checked the channel at configure
   std::vector<std::string> known;
   try {
@@ -97,12 +95,9 @@ void check_channel(const std::string& channel, const fs::path& source_dir) {
   } catch (const std::exception& e) {
     throw Error(matrix.string() + " does not list the channels (" + e.what() + "); restore it from git");
   }
-  if (std::find(known.begin(), known.end(), channel) == known.end()) {
-    std::string list;
-    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-    throw Error("there is no " + channel + " channel: the channels that exist are " + list + " (" + matrix.string() +
-                "); a new CUDA major gets its channel there first (docs/release.md section 9)");
-  }
+  if (std::find(known.begin(), known.end(), channel) == known.end())
+    throw Error("there is no " + channel + " channel: the channels that exist are " + core::join(known, ", ") + " (" +
+                matrix.string() + "); a new CUDA major gets its channel there first (docs/release.md section 9)");
 }
 
 std::string notes_for(const std::string& project, const std::string& version, const std::string& channel,
@@ -116,56 +111,94 @@ std::string notes_for(const std::string& project, const std::string& version, co
 }
 
 std::string resolve_target(const std::string& given, const fs::path& source_dir, Problems& pb) {
-  if (!given.empty()) {
-    // The tag must point at the commit the wheels were built from, and that commit
-    // must exist: an unknown sha (all zeros) would make a tag of nothing.
-    auto r = run_process({tool_program("FFPA_GIT", "git"), "-C", source_dir.string(), "rev-parse", "--verify",
-                          "--quiet", "--end-of-options", given + "^{commit}"});
-    if (r.status == 0) return trim(r.out);
-    pb.add("--target '" + ffpa::core::printable(given) + "' is not a commit of " + source_dir.string() +
-           "; pass the release commit (git -C " + shell_quote(source_dir.string()) +
-           " rev-parse HEAD), or --source-dir the checkout that holds it");
-    return given;
-  }
-  auto r = run_process({tool_program("FFPA_GIT", "git"), "-C", source_dir.string(), "rev-parse", "HEAD"});
-  if (r.status != 0) {
+  // The tag must point at the commit the wheels were built from, and that commit
+  // must exist: an unknown sha (all zeros) would make a tag of nothing.
+  auto r = run_process({tool_program("FFPA_GIT", "git"), "-C", source_dir.string(), "rev-parse", "--verify", "--quiet",
+                        "--end-of-options", (given.empty() ? "HEAD" : given) + "^{commit}"});
+  if (r.status == 0) return trim(r.out);
+  if (given.empty())
     pb.add("cannot find the release commit (git rev-parse HEAD in " + source_dir.string() +
            " failed); pass --target <sha> or --source-dir <checkout>");
-    return {};
-  }
-  return trim(r.out);
+  else
+    pb.add("--target '" + core::printable(given) + "' is not a commit of " + source_dir.string() +
+           "; pass the release commit (git -C " + shell_quote(source_dir.string()) +
+           " rev-parse HEAD), or --source-dir the checkout that holds it");
+  return given;
 }
 
-void print_problems(const Problems& pb, std::ostream& err, const char* what) {
-  err << what << ": refused, nothing was created:\n";
-  for (const auto& p : pb.list) err << "  - " << p << "\n";
-}
+// The release of one tag in an asset store, as publish and publish-pure drive it: what
+// this run uploads (asset name -> sha256) against what the release already holds.
+struct StoreRelease {
+  std::unique_ptr<AssetStore> store;
+  ReleaseSpec spec;
+  std::map<std::string, std::string> want;
+  bool force = false, exists = false;
+  std::set<std::string> identical;               // assets already there with these bytes
+  std::optional<std::set<std::string>> present;  // read once the release exists
 
-// Compares the release's present assets with what this run would upload. Fills
-// `identical` with names already there with the same bytes.
-void check_release(AssetStore& store, const std::string& tag, const std::map<std::string, std::string>& want,
-                   bool force, std::set<std::string>& identical, Problems& pb, bool& exists) {
-  auto assets = store.list_assets(tag);
-  exists = assets.has_value();
-  if (!assets) return;
-  for (const auto& name : *assets) {
-    auto it = want.find(name);
-    if (it == want.end()) {
-      pb.add("release " + tag + " already holds " + name +
-             ", which this publish does not have; the tag must hold exactly these files: delete that asset "
-             "or publish a new version");
-      continue;
+  // Read-only: the store, the target commit, then (when nothing else is in the way)
+  // every asset already in the release: one this run does not have, or other bytes.
+  void preflight(const std::string& target, const fs::path& source_dir, Problems& pb) {
+    pb.add(store->preflight());
+    pb.add(store->preflight_release(spec.tag));
+    spec.target = resolve_target(target, source_dir, pb);
+    const auto assets = pb.list.empty() ? store->list_assets(spec.tag) : std::nullopt;
+    exists = assets.has_value();
+    for (const auto& name : assets.value_or(std::vector<std::string>{})) {
+      auto it = want.find(name);
+      if (it == want.end()) {
+        pb.add("release " + spec.tag + " already holds " + name +
+               ", which this publish does not have; the tag must hold exactly these files: delete that asset "
+               "or publish a new version");
+        continue;
+      }
+      const std::string have = store->asset_sha256(spec.tag, name);
+      if (have == it->second) identical.insert(name);
+      else if (!force)
+        pb.add(name + " is already published with different contents in release " + spec.tag + " (asset sha256 " +
+               have + ", this file " + it->second + "); publish a new version, or set FFPA_FORCE_UPLOAD=1");
     }
-    const std::string have = store.asset_sha256(tag, name);
-    if (have == it->second) identical.insert(name);
-    else if (!force)
-      pb.add(name + " is already published with different contents in release " + tag + " (asset sha256 " +
-             have + ", this file " + it->second + "); publish a new version, or set FFPA_FORCE_UPLOAD=1");
   }
-}
 
+  // What a dry run prints: the store's exact commands (or what a store that runs none
+  // does), and what is there already.
+  void print(std::ostream& out, const std::vector<fs::path>& files, bool clobber) const {
+    if (exists) out << "  # release " << spec.tag << " exists; not created again\n";
+    else if (auto c = store->create_command(spec); !c.empty()) out << "  " << format_command(c) << "\n";
+    else out << "  # create release " << spec.tag << " in " << store->spec() << " (target " << spec.target << ")\n";
+    for (const auto& f : files) {
+      const std::string name = f.filename().string();
+      if (identical.count(name)) out << "  # " << name << " already published with these bytes; skipped\n";
+      else if (auto c = store->upload_command(spec.tag, f, clobber); !c.empty())
+        out << "  " << format_command(c) << "\n";
+      else out << "  # copy " << name << " into " << store->spec() << "/" << spec.tag << "\n";
+    }
+  }
 
+  // Creates the release unless it exists (a re-run after the step: false).
+  bool create() {
+    if (exists || store->list_assets(spec.tag)) return false;
+    store->create_release(spec);
+    return true;
+  }
 
+  // Uploads `f` unless the release holds its bytes already (false: skipped); other
+  // bytes there are replaced only with FFPA_FORCE_UPLOAD=1.
+  bool upload(const fs::path& f) {
+    if (!present) {
+      const auto names = store->list_assets(spec.tag).value_or(std::vector<std::string>{});
+      present.emplace(names.begin(), names.end());
+    }
+    const std::string name = f.filename().string(), &sha = want.at(name);
+    const bool there = present->count(name) > 0;
+    if (there && (identical.count(name) ? sha : store->asset_sha256(spec.tag, name)) == sha) return false;
+    if (there && !force)
+      throw Error(name + " is already published with different contents in release " + spec.tag +
+                  "; publish a new version, or set FFPA_FORCE_UPLOAD=1");
+    store->upload(spec.tag, f, there);
+    return true;
+  }
+};
 
 class SiteRepo {
  public:
@@ -201,15 +234,15 @@ class SiteRepo {
     if (git({"remote", "get-url", remote_}).status != 0)
       p.push_back("site repository has no remote '" + remote_ + "'; run: " +
                   format_command(cmd({"remote", "add", remote_, "<url>"})));
-    if (std::string why = unwritable_dir_problem(engine_dir(dir_)); !why.empty())
+    const fs::path gitdir = engine_dir(dir_), lock = gitdir / "index.lock";
+    if (std::string why = unwritable_dir_problem(gitdir); !why.empty())
       p.push_back("site repository: " + why + " (the commit and the staged .metadata files are written there)");
-    if (std::error_code ec; fs::exists(engine_dir(dir_) / "index.lock", ec))
-      p.push_back("a git command is running in the site repository, or one was killed: " +
-                  (engine_dir(dir_) / "index.lock").string() + " exists; once no git command runs there, "
-                  "remove it (rm " + shell_quote((engine_dir(dir_) / "index.lock").string()) + ") and re-run");
+    if (fs::exists(lock, ec))
+      p.push_back("a git command is running in the site repository, or one was killed: " + lock.string() +
+                  " exists; once no git command runs there, remove it (rm " + shell_quote(lock.string()) +
+                  ") and re-run");
     for (const char* op : {"rebase-merge", "rebase-apply", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD"}) {
-      std::error_code ec;
-      if (fs::exists(engine_dir(dir_) / op, ec))
+      if (fs::exists(gitdir / op, ec))
         p.push_back("the site repository is in the middle of a " +
                     std::string(op[0] == 'r' ? "rebase" : op[0] == 'M' ? "merge" : op[0] == 'C' ? "cherry-pick" : "revert") +
                     "; finish or abort it (git -C " + shell_quote(dir_.string()) + " status says how), then re-run");
@@ -231,15 +264,10 @@ class SiteRepo {
   // Paths with uncommitted changes (staged, unstaged, untracked), relative to the
   // work tree, exactly as git spells them (-z: no quoting to undo).
   std::vector<std::string> changed_paths() const {
-    auto st = git({"status", "--porcelain", "-z", "--untracked-files=all", "--no-renames"});
     std::vector<std::string> out;
-    std::size_t pos = 0;
-    while (pos < st.out.size()) {
-      const auto end = st.out.find('\0', pos);
-      const std::string rec = st.out.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
-      pos = end == std::string::npos ? st.out.size() : end + 1;
+    const auto st = git({"status", "--porcelain", "-z", "--untracked-files=all", "--no-renames"});
+    for (const auto& rec : core::split(st.out, '\0'))
       if (rec.size() > 3) out.push_back(rec.substr(3));
-    }
     return out;
   }
 
@@ -252,30 +280,25 @@ class SiteRepo {
       if (path.rfind(channel_rel + "/", 0) != 0 || ours.count(path)) continue;
       if (is_engine_temp(fs::path(path).filename().string())) continue;  // removed before step 1
       p.push_back("site repository has an uncommitted change in " + channel_rel + " that this publish does not "
-                  "write: " + ffpa::core::printable(path) + "; commit it, restore it (git -C " +
+                  "write: " + core::printable(path) + "; commit it, restore it (git -C " +
                   shell_quote(dir_.string()) + " checkout -- <path>) or move it away, then re-run");
     }
     return p;
   }
 
   // The subset of `paths` git tracks (for staging removals of tracked files).
-  std::vector<std::string> tracked(const std::vector<std::string>& paths) const {
+  std::set<std::string> tracked(const std::vector<std::string>& paths) const {
     if (paths.empty()) return {};
     std::vector<std::string> args = {"ls-files", "-z", "--"};
     args.insert(args.end(), paths.begin(), paths.end());
-    auto r = git(args);
-    std::vector<std::string> out;
-    std::istringstream in(r.out);
-    for (std::string s; std::getline(in, s, '\0');)
-      if (!s.empty()) out.push_back(s);
-    return out;
+    const std::vector<std::string> names = core::split(git(args).out, '\0');
+    return {names.begin(), names.end() - 1};  // -z ends every name with a NUL
   }
 
   void fetch(std::ostream& out) const {
     auto r = git({"fetch", "--quiet", remote_, branch_});
     if (r.status != 0)
-      out << "warning: " << format_command(cmd({"fetch", remote_, branch_})) << " failed: " << trim(r.err)
-          << "\n";
+      out << "warning: " << format_command(cmd({"fetch", remote_, branch_})) << " failed: " << trim(r.err) << "\n";
   }
 
   bool remote_branch_exists() const {
@@ -311,34 +334,24 @@ class SiteRepo {
   std::string remote_, branch_, git_;
 };
 
-}  // namespace
-
-
 // --- publish -------------------------------------------------------------------
 
 // One publish run: the inputs checked, then preflight, then the four steps, each a
 // method over the state they share (the prepared wheels, the asset store, the site).
-namespace {
-
 struct PublishRun {
   const PublishOptions& opt;
   std::ostream& out;
   std::ostream& err;
-  bool force = false;
-  ffpa::core::Version tagv;
+  core::Version tagv;
   std::vector<PreparedWheel> wheels;
-  std::map<std::string, std::string> want;  // asset name -> sha256 (wheels, their .metadata, extras)
-  std::unique_ptr<AssetStore> store;
-  std::string release_url, site_url, project, notes;
+  StoreRelease rel;  // wants the wheels, their .metadata and the extras; no store with --index-only
+  std::string release_url, site_url, project;
   SiteRepo site;
   IndexLocation loc;
   std::string channel_rel;
   AddOptions ao;
   std::optional<SiteLock> lock;
   std::set<std::string> ours;  // site paths step 3 writes, as git spells them
-  std::string target;
-  std::set<std::string> identical;
-  bool release_exists = false;
   fs::path md_dir;
   std::vector<std::string> stage;
   std::error_code ec;
@@ -354,7 +367,8 @@ struct PublishRun {
   // Guards first: no tool is run and nothing is read from the network before the
   // inputs are known to be publishable.
   void check_inputs() {
-    force = force_upload();
+    std::map<std::string, std::string>& want = rel.want;
+    rel.force = force_upload();
     check_channel(opt.channel, opt.source_dir);
     check_index_path(opt.index_prefix, "--index-prefix");
     if (opt.index_only && opt.release_url.empty())
@@ -364,12 +378,7 @@ struct PublishRun {
     if (opt.wheels.empty()) throw Error("no wheels given; pass --wheels WHEEL... or --wheels-dir DIR");
     for (const auto& p : opt.wheels) {
       PreparedWheel w = prepare_wheel(p);
-      if (w.version.is_dev || w.version.is_pre)
-        throw Error("refusing to publish a pre-release wheel: " + w.name.filename() + " (version " +
-                    w.version.canonical + "); build the full profile with a release version");
-      if (w.version.canonical != tagv.canonical)
-        throw Error("tag '" + opt.tag + "' does not name version '" + w.version.canonical + "' of " +
-                    w.name.filename() + "; pass --tag v" + w.version.canonical + " or rebuild the wheels");
+      check_for_tag(w, opt.tag, tagv, "full");
       if (w.version.local != opt.channel)
         throw Error(w.name.filename() + " is not a " + opt.channel + " wheel (local version '" + w.version.local +
                     "'); the CUDA wheels carry +" + opt.channel + ", the pure wheel goes through publish-pure");
@@ -394,19 +403,20 @@ struct PublishRun {
   }
 
   void setup() {
-    if (!opt.index_only) store = make_asset_store(opt.assets);
+    AssetStore* store = nullptr;
+    if (!opt.index_only) store = (rel.store = make_asset_store(opt.assets)).get();
     // The template, as the page records it: each file's URL expands "{tag}" to its
     // v<version>, which is this tag (check_inputs holds every wheel to it).
     release_url = normalize_release_url(opt.release_url.empty() ? store->default_release_url() : opt.release_url);
     site_url = !opt.site_url.empty() ? opt.site_url : store ? store->default_site_url() : "";
     project = wheels.front().project;
-    notes = notes_for(project, tagv.canonical, opt.channel, site_url, opt.index_prefix);
+    // Not latest (the pure release vV stays latest), no title, the install notes.
+    rel.spec = {opt.tag, "", notes_for(project, tagv.canonical, opt.channel, site_url, opt.index_prefix), false};
     loc = IndexLocation{site.dir(), opt.index_prefix, opt.channel};
     channel_rel = loc.channel_label();
-    const bool core_md = !opt.index_only || opt.core_metadata_for_mirror;
     ao.release_url = release_url;
-    ao.core_metadata = core_md;
-    ao.force = force;
+    ao.core_metadata = !opt.index_only || opt.core_metadata_for_mirror;
+    ao.force = rel.force;
   }
 
   // Preflight holds the site lock and returns false (problems printed) when anything
@@ -430,16 +440,8 @@ struct PublishRun {
       }
       pb.add(site.foreign_changes(channel_rel, ours));
     }
-    if (store) {
-      pb.add(store->preflight());
-      pb.add(store->preflight_release(opt.tag));
-      target = resolve_target(opt.target, opt.source_dir, pb);
-      if (pb.list.empty()) check_release(*store, opt.tag, want, force, identical, pb, release_exists);
-    }
-    if (!pb.list.empty()) {
-      print_problems(pb, err, "publish");
-      return false;
-    }
+    if (rel.store) rel.preflight(opt.target, opt.source_dir, pb);
+    if (pb.refused(err, "publish")) return false;
     if (!lock) throw Error("--site-repo " + site.dir().string() + " does not exist; clone the site there first");
     return true;
   }
@@ -456,17 +458,17 @@ struct PublishRun {
     out << "publish plan (dry run; nothing is changed)\n"
         << "  version  " << tagv.canonical << "\n  channel  " << opt.channel << "\n  tag      " << opt.tag
         << (opt.index_only ? "  (index only: no release, no upload)" : "") << "\n"
-        << "  assets   " << (store ? store->spec() : std::string("(mirror)")) << "\n"
+        << "  assets   " << (rel.store ? rel.store->spec() : std::string("(mirror)")) << "\n"
         << "  anchors  " << expand_release_url(release_url, opt.tag) << "<file>#sha256=<hex>\n"
         << "  site     " << site.dir().string() << " (" << opt.remote << "/" << opt.branch << "), "
         << channel_rel << "\n";
     for (const auto& w : wheels) out << "  wheel    " << w.name.filename() << "  sha256=" << w.sha256 << "\n";
     out << "commands:\n";
-    if (store) {
+    if (rel.store) {
       std::vector<fs::path> files;
       for (const auto& w : wheels) files.insert(files.end(), {staged(w), md_path(w)});
       files.insert(files.end(), opt.extra_assets.begin(), opt.extra_assets.end());
-      print_release_commands(out, *store, {opt.tag, target, notes, false}, release_exists, files, identical, force);
+      rel.print(out, files, rel.force);
     }
     std::vector<std::string> add_cmd = {"add", "-A", "--"};
     add_cmd.insert(add_cmd.end(), stage.begin(), stage.end());
@@ -475,7 +477,6 @@ struct PublishRun {
         << "  " << format_command(site.cmd({"commit", "-m", "index: " + project + " " + tagv.canonical})) << "\n"
         << "  " << format_command(site.cmd({"push", opt.remote, opt.branch})) << "\n";
     return 0;
-
   }
 
   void steps_release_and_upload() {
@@ -487,52 +488,32 @@ struct PublishRun {
       stage.push_back(rel);
     }
 
-    // Step 1: the release (not latest, no title, install notes).
-    if (store) {
-      if (release_exists || store->list_assets(opt.tag)) {
-        out << "[1/4] release " << opt.tag << " exists\n";
-      } else {
-        store->create_release({opt.tag, target, notes, false});
-        out << "[1/4] created release " << opt.tag << " at " << target << "\n";
-      }
-      kill_point("release");
-
-      // Step 2: assets, with the PEP 658 metadata file beside each wheel.
-      fs::remove_all(md_dir, ec);
-      fs::create_directories(md_dir);
-      auto present = store->list_assets(opt.tag).value_or(std::vector<std::string>{});
-      const std::set<std::string> present_set(present.begin(), present.end());
-      bool first = true;
-      auto upload_one = [&](const fs::path& f) {
-        const std::string name = f.filename().string();
-        const std::string sha = want.at(name);
-        if (present_set.count(name)) {
-          const std::string have = identical.count(name) ? sha : store->asset_sha256(opt.tag, name);
-          if (have == sha) {
-            out << "[2/4] " << name << " already uploaded, identical; skipped\n";
-            return;
-          }
-          if (!force)
-            throw Error(name + " is already published with different contents; publish a new version, or set "
-                        "FFPA_FORCE_UPLOAD=1");
-        }
-        store->upload(opt.tag, f, present_set.count(name) > 0);
-        out << "[2/4] uploaded " << name << "\n";
-      };
-      for (const auto& w : wheels) {
-        ffpa::core::write_file_atomic(md_path(w), w.metadata);
-        if (!identical.count(w.name.filename())) w.bytes->write_to(staged(w));
-        for (const fs::path& f : {staged(w), md_path(w)}) upload_one(f);
-        fs::remove(staged(w), ec);
-        if (first) kill_point("upload-1");
-        first = false;
-      }
-      for (const auto& f : opt.extra_assets) upload_one(f);
-      fs::remove_all(md_dir, ec);
-      kill_point("upload");
-    } else {
+    if (!rel.store) {
       out << "[1/4] index only: no release\n[2/4] index only: no upload\n";
+      return;
     }
+    // Step 1: the release.
+    if (rel.create()) out << "[1/4] created release " << opt.tag << " at " << rel.spec.target << "\n";
+    else out << "[1/4] release " << opt.tag << " exists\n";
+    kill_point("release");
+
+    // Step 2: assets, with the PEP 658 metadata file beside each wheel.
+    fs::remove_all(md_dir, ec);
+    fs::create_directories(md_dir);
+    auto upload = [&](const fs::path& f) {
+      if (rel.upload(f)) out << "[2/4] uploaded " << f.filename().string() << "\n";
+      else out << "[2/4] " << f.filename().string() << " already uploaded, identical; skipped\n";
+    };
+    for (const auto& w : wheels) {
+      core::write_file_atomic(md_path(w), w.metadata);
+      if (!rel.identical.count(w.name.filename())) w.bytes->write_to(staged(w));
+      for (const fs::path& f : {staged(w), md_path(w)}) upload(f);
+      fs::remove(staged(w), ec);
+      if (&w == &wheels.front()) kill_point("upload-1");
+    }
+    for (const auto& f : opt.extra_assets) upload(f);
+    fs::remove_all(md_dir, ec);
+    kill_point("upload");
   }
 
   void step_merge_index() {
@@ -550,10 +531,9 @@ struct PublishRun {
     // Step 4: commit exactly what step 3 wrote (and the removals above), then push.
     const std::vector<std::string> paths = [&] {
       std::vector<std::string> keep;
-      const auto known = site.tracked(stage);
-      const std::set<std::string> known_set(known.begin(), known.end());
+      const std::set<std::string> known = site.tracked(stage);
       for (const auto& pth : stage)
-        if (fs::exists(site.dir() / pth, ec) || known_set.count(pth)) keep.push_back(pth);
+        if (fs::exists(site.dir() / pth, ec) || known.count(pth)) keep.push_back(pth);
       return keep;
     }();
     std::vector<std::string> add_args = {"add", "-A", "--"};
@@ -588,48 +568,17 @@ struct PublishRun {
     } else {
       out << "[4/4] " << up << " already has the index\n";
     }
-    out << "published " << tagv.canonical << ". Install with:\n" << notes;
+    out << "published " << tagv.canonical << ". Install with:\n" << rel.spec.notes;
     return 0;
   }
 };
-
-}  // namespace
-
-int publish(const PublishOptions& opt, std::ostream& out, std::ostream& err) {
-  PublishRun run(opt, out, err);
-  run.check_inputs();
-  run.setup();
-  if (!run.preflight()) return 1;
-  run.stage_dirs();
-  if (opt.dry_run) return run.print_plan();
-  run.steps_release_and_upload();
-  run.step_merge_index();
-  return run.step_commit_and_push();
-}
-
-
-// --- publish-pure ---------------------------------------------------------------
-
-std::string simple_url_for(const std::string& repository_url) {
-  std::string u = repository_url;
-  if (u.find("://upload.pypi.org/") != std::string::npos) return "https://pypi.org/simple/";
-  if (u.find("://test.pypi.org/") != std::string::npos) return "https://test.pypi.org/simple/";
-  while (!u.empty() && u.back() == '/') u.pop_back();
-  const std::string legacy = "/legacy";
-  if (u.size() > legacy.size() && u.compare(u.size() - legacy.size(), legacy.size(), legacy) == 0)
-    u.resize(u.size() - legacy.size());
-  return u + "/simple/";
-}
-
-namespace {
 
 // Files of `project` at version `v` (or a version PEP 440 calls equal: PyPI refuses
 // 1.0 once 1.0.0 is there) listed by a simple index (name -> sha256 or "").
 // nullopt when the index could not be asked; the reason goes to `why`.
 std::optional<std::map<std::string, std::string>> files_on_index(const std::string& simple, const std::string& project,
-                                                                 const ffpa::core::Version& v, std::string& why) {
-  std::string base = simple;
-  if (base.back() != '/') base += '/';
+                                                                 const core::Version& v, std::string& why) {
+  const std::string base = normalize_release_url(simple);
   const TempDir scratch("ffpa-simple-");
   const fs::path tmp = scratch.path() / "page.html";
   auto r = run_process({tool_program("FFPA_CURL", "curl"), "-sSL", "-o", tmp.string(), "-w", "%{http_code}",
@@ -645,37 +594,54 @@ std::optional<std::map<std::string, std::string>> files_on_index(const std::stri
     why = "HTTP " + code + " from " + base + project + "/";
     return std::nullopt;
   }
-  for (const auto& a : parse_anchors(ffpa::core::read_file(tmp).value_or(""))) {
+  for (const auto& a : parse_anchors(core::read_file(tmp).value_or(""))) {
     const auto slash = a.href.rfind('/');
     std::string fn = url_decode(slash == std::string::npos ? a.href : a.href.substr(slash + 1));
     std::string ver;
-    if (auto wf = ffpa::core::parse_wheel_filename(fn)) ver = wf->version;
-    else if (auto dash = fn.rfind('-'); dash != std::string::npos && fn.size() > 7 &&
-                                        fn.compare(fn.size() - 7, 7, ".tar.gz") == 0)
+    if (auto wf = core::parse_wheel_filename(fn)) ver = wf->version;
+    else if (auto dash = fn.rfind('-'); dash != std::string::npos && fn.ends_with(".tar.gz"))
       ver = fn.substr(dash + 1, fn.size() - 7 - dash - 1);
-    auto pv = ffpa::core::parse_pep440(ver);
-    if (pv && ffpa::core::version_identity(*pv) == ffpa::core::version_identity(v)) out[fn] = a.sha256;
+    auto pv = core::parse_pep440(ver);
+    if (pv && core::version_identity(*pv) == core::version_identity(v)) out[fn] = a.sha256;
   }
   return out;
 }
 
 }  // namespace
 
+int publish(const PublishOptions& opt, std::ostream& out, std::ostream& err) {
+  PublishRun run(opt, out, err);
+  run.check_inputs();
+  run.setup();
+  if (!run.preflight()) return 1;
+  run.stage_dirs();
+  if (opt.dry_run) return run.print_plan();
+  run.steps_release_and_upload();
+  run.step_merge_index();
+  return run.step_commit_and_push();
+}
+
+// --- publish-pure ---------------------------------------------------------------
+
+std::string simple_url_for(const std::string& repository_url) {
+  std::string u = repository_url;
+  if (u.find("://upload.pypi.org/") != std::string::npos) return "https://pypi.org/simple/";
+  if (u.find("://test.pypi.org/") != std::string::npos) return "https://test.pypi.org/simple/";
+  while (!u.empty() && u.back() == '/') u.pop_back();
+  if (u.size() > 7 && u.ends_with("/legacy")) u.resize(u.size() - 7);
+  return u + "/simple/";
+}
+
 int publish_pure(const PurePublishOptions& opt, std::ostream& out, std::ostream& err) {
   const auto tagv = parse_tag(opt.tag, "v<version>, e.g. v0.2.5 (the pure release has no local part)");
   PreparedWheel w = prepare_wheel(opt.wheel);
   const std::string fn = w.name.filename();
-  if (w.version.is_dev || w.version.is_pre)
-    throw Error("refusing to publish a pre-release wheel: " + fn + " (version " + w.version.canonical +
-                "); build the pure profile with a release version");
   if (!w.version.local.empty())
     throw Error(fn + " carries the local version '+" + w.version.local +
                 "'; PyPI rejects local versions: upload the pure wheel (built by the pure profile) instead");
   if (w.name.python != "py3" || w.name.abi != "none" || w.name.platform != "any")
     throw Error(fn + " is not a py3-none-any wheel; publish-pure uploads only the pure wheel");
-  if (w.version.canonical != tagv.canonical)
-    throw Error("tag '" + opt.tag + "' does not name version '" + w.version.canonical + "'; pass --tag v" +
-                w.version.canonical);
+  check_for_tag(w, opt.tag, tagv, "pure");
   // Everything below reads and uploads the verified bytes (PrivateCopy), staged under
   // the wheel's own name: never the path given, which may hold other bytes by now.
   const TempDir stage("ffpa-pure-");
@@ -700,39 +666,31 @@ int publish_pure(const PurePublishOptions& opt, std::ostream& out, std::ostream&
       if (files->size() == 1 && it != files->end() && it->second == w.sha256) {
         on_index = true;  // a re-run after the upload step: converge
       } else {
-        std::string names;
-        for (const auto& [n, h] : *files) names += (names.empty() ? "" : ", ") + n;
-        pb.add("version " + w.version.canonical + " of " + w.project + " is already on " + simple + " (" + names +
-               "); versions there cannot be overwritten: publish a new version");
+        std::vector<std::string> names;
+        for (const auto& [n, h] : *files) names.push_back(n);
+        pb.add("version " + w.version.canonical + " of " + w.project + " is already on " + simple + " (" +
+               core::join(names, ", ") + "); versions there cannot be overwritten: publish a new version");
       }
     }
   }
-  std::unique_ptr<AssetStore> store;
-  std::string target;
-  std::set<std::string> identical;
-  bool release_exists = false;
+  // The plain release vV (latest), at the release commit, with the wheel attached.
+  StoreRelease rel;
+  rel.spec = {opt.tag, "", "```\npip install -U " + w.project + "==" + w.version.canonical + "\n```\n", true};
+  rel.want = {{fn, w.sha256}};
+  rel.force = force_upload();
   if (!opt.assets.empty()) {
-    store = make_asset_store(opt.assets);
-    pb.add(store->preflight());
-    pb.add(store->preflight_release(opt.tag));
-    target = resolve_target(opt.target, opt.source_dir, pb);
-    if (pb.list.empty())
-      check_release(*store, opt.tag, {{fn, w.sha256}}, force_upload(), identical, pb, release_exists);
+    rel.store = make_asset_store(opt.assets);
+    rel.preflight(opt.target, opt.source_dir, pb);
   }
-  if (!pb.list.empty()) {
-    print_problems(pb, err, "publish-pure");
-    return 1;
-  }
+  if (pb.refused(err, "publish-pure")) return 1;
   const std::vector<std::string> upload = {twine, "upload", "--non-interactive", "--disable-progress-bar",
                                            "--repository-url", opt.repository_url, wheel.string()};
-  const std::string notes = "```\npip install -U " + w.project + "==" + w.version.canonical + "\n```\n";
-  ReleaseSpec rs{opt.tag, target, notes, true};
   if (opt.dry_run) {
     out << "publish-pure plan (dry run; nothing is changed)\n  wheel " << fn << "  sha256=" << w.sha256
         << "\ncommands:\n";
     if (on_index) out << "  # " << fn << " is already on " << simple << " with these bytes; not uploaded again\n";
     else out << "  " << format_command(upload) << "\n";
-    if (store) print_release_commands(out, *store, rs, release_exists, {wheel}, identical, false);
+    if (rel.store) rel.print(out, {wheel}, false);
     return 0;
   }
   if (on_index) {
@@ -750,22 +708,10 @@ int publish_pure(const PurePublishOptions& opt, std::ostream& out, std::ostream&
     out << "[1/2] uploaded " << fn << " to " << opt.repository_url << "\n";
   }
   kill_point("pypi");
-  if (store) {
-    if (!store->list_assets(opt.tag)) {
-      store->create_release(rs);
-      out << "[2/2] created release " << opt.tag << " at " << target << "\n";
-    }
+  if (rel.store) {
+    if (rel.create()) out << "[2/2] created release " << opt.tag << " at " << rel.spec.target << "\n";
     kill_point("release");
-    auto present = store->list_assets(opt.tag).value_or(std::vector<std::string>{});
-    if (std::find(present.begin(), present.end(), fn) == present.end()) {
-      store->upload(opt.tag, wheel, false);
-      out << "[2/2] uploaded " << fn << " to release " << opt.tag << "\n";
-    } else if (store->asset_sha256(opt.tag, fn) != w.sha256) {
-      if (!force_upload())
-        throw Error(fn + " is already published with different contents in release " + opt.tag +
-                    "; publish a new version, or set FFPA_FORCE_UPLOAD=1");
-      store->upload(opt.tag, wheel, true);
-    }
+    if (rel.upload(wheel)) out << "[2/2] uploaded " << fn << " to release " << opt.tag << "\n";
   }
   out << "published " << w.project << " " << w.version.canonical << "\n";
   return 0;

@@ -13,8 +13,6 @@
 #include "ffpa/core/pep.h"
 #include "args.h"
 #include "ffpa/site/index.h"
-#include "ffpa/site/model.h"
-#include "ffpa/site/process.h"
 #include "ffpa/site/publish.h"
 
 using namespace ffpa::site;
@@ -199,8 +197,8 @@ TEST(SiteIndex, LegacyPageImportedOnceThenJsonRules) {
   { std::ofstream(loc.project_dir("ffpa-attn") / "index.html") << "<html></html>\n"; }
   EXPECT_EQ(load_project(loc, "ffpa-attn").files.size(), 1u);
   std::ostringstream log2;
-  EXPECT_THROW(remove_version(loc, "9.9.9", std::nullopt, log2, lock), ffpa::core::Error);
-  remove_version(loc, "0.2.3", std::nullopt, log2, lock);
+  EXPECT_THROW(edit_version(loc, Edit::remove, "9.9.9", std::nullopt, std::nullopt, log2, lock), ffpa::core::Error);
+  edit_version(loc, Edit::remove, "0.2.3", std::nullopt, std::nullopt, log2, lock);
   EXPECT_TRUE(load_project(loc, "ffpa-attn").files.empty());
   fs::remove_all(root);
 }

@@ -6,8 +6,6 @@
 
 #include "ffpa/core/elf.h"
 #include "ffpa/core/error.h"
-#include "ffpa/core/manylinux.h"
-#include "ffpa/core/pack.h"
 #include "ffpa/core/wheel.h"
 #include "util.h"
 
@@ -130,9 +128,7 @@ TEST(Manylinux, ShippedLibraryMustBeOnOriginRunpath) {
 TEST(Manylinux, RefusesEmbeddedBuildPath) {
   ffpa::test::TempDir d("ml_path");
   fs::copy_file(FFPA_TEST_SO, d / "_C.so");
-  PlatformOptions o;
-  o.forbidden_strings = {"FFPA_TESTLIB_MARKER/build"};
-  const auto dec = decide_manylinux(d.path(), o);
+  const auto dec = decide_manylinux(d.path(), {"FFPA_TESTLIB_MARKER/build"});
   EXPECT_TRUE(any_contains(dec.problems, "contains the build-tree path 'FFPA_TESTLIB_MARKER/build'")) << joined(dec.problems);
 }
 

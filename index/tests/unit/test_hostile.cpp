@@ -13,14 +13,10 @@
 #include "ffpa/core/elf.h"
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
-#include "ffpa/core/manylinux.h"
-#include "ffpa/core/pack.h"
 #include "ffpa/core/pep.h"
-#include "ffpa/core/names.h"
 #include "ffpa/core/utf8.h"
 #include "ffpa/core/wheel.h"
-#include "ffpa/core/zipread.h"
-#include "ffpa/core/zipwrite.h"
+#include "ffpa/core/zip.h"
 #include "util.h"
 
 using namespace ffpa::core;
@@ -173,7 +169,7 @@ TEST(ZipStrict, RefusesUnsafeNames) {
   }
   write_file(d / "dup.zip", archive_bytes({{"x.py", "1"}, {"x.py", "2"}}));
   EXPECT_NE(refusal(d / "dup.zip").find("appears more than once"), std::string::npos);
-  // Names another OS or pip's line reader reads otherwise (names.h).
+  // Names another OS or pip's line reader reads otherwise (member_name_problem, wheel.h).
   const std::vector<std::pair<std::string, std::string>> os_cases = {
       {"pkg/", "is a directory entry"},
       {"pkg/donn\xc3\xa9" "es.py", "holds non-ASCII characters"},
@@ -461,7 +457,7 @@ TEST_F(PackHostile, RefusesNamesThatAreNotUtf8) {
   EXPECT_EQ(ffpa::test::count_entries(opts.out_dir), 0u);
   fs::remove(dir / "tree/ffpa_attn/bad\xff.py");
   // Valid UTF-8 is not enough: the names pack writes are the names verify-wheel
-  // accepts (names.h), ASCII and alike on every OS.
+  // accepts (member_name_problem, wheel.h), ASCII and alike on every OS.
   write_file(dir / "tree/ffpa_attn/donn\xc3\xa9" "es.py", "y = 1\n");
   EXPECT_NE(refusal().find("holds non-ASCII characters"), std::string::npos) << refusal();
   fs::remove(dir / "tree/ffpa_attn/donn\xc3\xa9" "es.py");

@@ -7,9 +7,8 @@
 
 #include "ffpa/core/error.h"
 #include "ffpa/core/hash.h"
-#include "ffpa/core/pack.h"
 #include "ffpa/core/wheel.h"
-#include "ffpa/core/zipread.h"
+#include "ffpa/core/zip.h"
 #include "util.h"
 
 using namespace ffpa::core;

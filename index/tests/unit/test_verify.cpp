@@ -6,8 +6,7 @@
 
 #include "ffpa/core/hash.h"
 #include "ffpa/core/wheel.h"
-#include "ffpa/core/zipread.h"
-#include "ffpa/core/zipwrite.h"
+#include "ffpa/core/zip.h"
 #include "util.h"
 
 using namespace ffpa::core;

@@ -4,8 +4,7 @@
 #include <random>
 
 #include "ffpa/core/error.h"
-#include "ffpa/core/zipread.h"
-#include "ffpa/core/zipwrite.h"
+#include "ffpa/core/zip.h"
 #include "util.h"
 
 using namespace ffpa::core;

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string>
 
-#include "ffpa/core/pack.h"
+#include "ffpa/core/wheel.h"
 
 namespace ffpa::test {
 

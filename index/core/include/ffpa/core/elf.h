@@ -1,4 +1,6 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
+// ELF files as the loader and the manylinux policy read them (elf.cpp), and the policy
+// itself: the lowest manylinux_2_Y a tree of binaries allows (manylinux.cpp).
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -38,9 +40,44 @@ std::string elf_machine_name(std::uint16_t machine);
 // "ELF64 little-endian x86-64"
 std::string describe(const ElfIdent& id);
 
+// What the ELF files of a wheel with a Linux platform tag must be, as auditwheel
+// reads the tag: "manylinux_2_28_x86_64", "manylinux2014_aarch64",
+// "musllinux_1_2_x86_64" and "linux_x86_64" name their architecture last.
+struct PlatformElf {
+  std::string arch;  // "x86_64"
+  ElfIdent ident;    // class, byte order and machine it implies
+};
+// nullopt when the tag is not a Linux platform (then `why` says so, or names the
+// unknown architecture); "any" is not a Linux platform.
+std::optional<PlatformElf> elf_of_platform(std::string_view platform, std::string* why = nullptr);
+
 bool is_elf_file(const std::filesystem::path& p);  // regular file starting with \x7fELF
 // 64-bit little-endian ELF only (the one platform the release ships); throws
 // ffpa::core::Error on anything else or a malformed file.
 ElfInfo read_elf(const std::filesystem::path& p);
+
+// --- the manylinux policy ----------------------------------------------------------
+
+struct PlatformDecision {
+  std::string tag;        // e.g. "manylinux_2_28_x86_64"; empty when problems is not empty
+  int glibc_minor = 0;    // the Y of manylinux_2_Y
+  std::vector<std::string> reasons;   // which requirement forced which Y, highest first
+  std::vector<std::string> problems;  // anything that makes the tree unshippable
+  std::vector<std::filesystem::path> elf_files;  // relative to the tree
+};
+
+// Reads every ELF file under `tree` and picks the lowest manylinux_2_Y_x86_64
+// whose policy allows them, as auditwheel's policy does: versioned symbol
+// requirements (GLIBC_, GLIBCXX_, CXXABI_, GCC_, ...) against each policy's
+// symbol versions, DT_NEEDED against its library whitelist or libraries shipped
+// in the tree, and the blacklisted symbols. Also enforces $ORIGIN-relative
+// RUNPATH/RPATH, and refuses binaries that contain one of `forbidden_strings` (the
+// build tree, the staging dir: a binary that embeds one is tied to this machine's
+// layout). Never throws for policy problems; they are listed.
+PlatformDecision decide_manylinux(const std::filesystem::path& tree,
+                                  const std::vector<std::string>& forbidden_strings = {});
+
+// The policies known to the table, oldest first (their Y values).
+std::vector<int> known_manylinux_minors();
 
 }  // namespace ffpa::core

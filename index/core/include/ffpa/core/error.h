@@ -1,6 +1,8 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace ffpa::core {
 
@@ -9,5 +11,12 @@ namespace ffpa::core {
 struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// `head`, then one "\n  - <problem>" line per problem: the form of every message that
+// reports several problems at once.
+inline std::string problem_list(std::string head, const std::vector<std::string>& problems) {
+  for (const auto& p : problems) head += "\n  - " + p;
+  return head;
+}
 
 }  // namespace ffpa::core

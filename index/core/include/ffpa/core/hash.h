@@ -1,6 +1,5 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 #pragma once
-#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -9,7 +8,7 @@ namespace ffpa::core {
 
 // Lower-case hex sha256 (the form PEP 503 anchors and SHA256SUMS use).
 std::string sha256_hex(std::string_view data);
-// Streams the file; throws ffpa::core::Error when it cannot be read.
+// Reads the file in 1 MiB pieces; throws ffpa::core::Error when it cannot be read.
 std::string sha256_hex_file(const std::filesystem::path& p);
 // The RECORD form of PEP 376/427: "sha256=" + urlsafe base64 without padding.
 std::string sha256_record_digest(std::string_view data);

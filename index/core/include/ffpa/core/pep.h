@@ -16,6 +16,7 @@ std::string wheel_name_component(std::string_view name);    // for file names: n
 struct Version {
   std::string canonical;    // str(packaging.version.Version(v))
   std::string public_part;  // canonical without "+local"
+  std::string release;      // the release numbers, normalised ("1.0.3"), without epoch
   std::string local;        // normalised local segment, empty when absent
   bool is_dev = false, is_pre = false, is_post = false;
 };

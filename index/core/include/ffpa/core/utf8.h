@@ -6,6 +6,7 @@
 // check-wheel-contents decode them the same way and fail (or decode as cp437)
 // where this says no.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -72,27 +73,42 @@ inline std::vector<std::string> split(std::string_view s, char sep) {
   }
 }
 
+// `s` without the leading and trailing characters of `chars`.
+inline std::string_view trim(std::string_view s, std::string_view chars = " \t") {
+  const std::size_t first = s.find_first_not_of(chars);
+  return first == std::string_view::npos ? "" : s.substr(first, s.find_last_not_of(chars) - first + 1);
+}
+
+// The items with `sep` between them: join({"a", "b"}, ", ") is "a, b".
+template <typename Range>
+std::string join(const Range& items, std::string_view sep) {
+  std::string out;
+  for (const auto& item : items) (out += item) += sep;
+  return out.substr(0, out.size() - (out.empty() ? 0 : sep.size()));
+}
+
+// `s` with every byte that `keep` refuses written as `prefix` and two hex digits of
+// `digits`: to_hex's "0f", printable's "\x0f", a URL's "%0F".
+template <typename Keep>
+std::string escape_bytes(std::string_view s, Keep keep, std::string_view prefix,
+                         const char* digits = "0123456789abcdef") {
+  std::string out;
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (keep(c)) out += ch;
+    else (out += prefix) += {digits[c >> 4], digits[c & 15]};
+  }
+  return out;
+}
+
 // The text as is when it is valid UTF-8 without control characters or line breaks; otherwise
 // with every byte outside printable ASCII written as \xNN, so a message about a
 // hostile name shows its bytes instead of corrupting the terminal.
 inline std::string printable(std::string_view s) {
-  bool clean = is_valid_utf8(s) && !has_unicode_line_break(s);  // those line breaks shown as bytes too
-  for (char ch : s)
-    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) clean = false;
-  if (clean) return std::string(s);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += ch;
-    } else {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
+  const auto control = [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; };
+  if (is_valid_utf8(s) && !has_unicode_line_break(s) && std::none_of(s.begin(), s.end(), control))
+    return std::string(s);  // U+0085, U+2028 and U+2029 are shown as bytes too
+  return escape_bytes(s, [](unsigned char c) { return c >= 0x20 && c < 0x7f && c != '\\'; }, "\\x");
 }
 
 }  // namespace ffpa::core

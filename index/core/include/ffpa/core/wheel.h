@@ -1,13 +1,47 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
+// A wheel: the names its members may have (names.cpp), verifying one (wheel.cpp) and
+// writing one (pack.cpp).
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "ffpa/core/pep.h"
+#include "ffpa/core/zip.h"
+
 namespace ffpa::core {
+
+// --- member names ------------------------------------------------------------------
+
+// The one rule for the names of the files a wheel installs, shared by the zip reader
+// (verify-wheel, add, publish) and pack. A pure wheel installs on Windows, macOS and
+// Linux, and pip reads RECORD line by line (str.splitlines) and as CSV, so a name is
+// accepted only where every one of those readings gives the same single file: see
+// index/README.md, "Member names".
+
+// Why `name` (a member path, '/'-separated) may not be installed, or "" when it
+// may. The text reads after the quoted name ("'x' is absolute; ...") and ends with
+// the fix. Refused: empty names; NUL, control and non-ASCII characters (line
+// boundaries for str.splitlines, names macOS and Windows fold or normalise in their
+// own way); absolute paths, backslashes, the characters Windows does not allow
+// (< > : " | ? *; ':' is a drive letter or an NTFS stream); directory entries (a
+// trailing '/'); empty, '.' and '..' components; components ending in a dot or a
+// space (Windows drops them), Windows device names (CON, PRN, AUX, NUL, CONIN$,
+// CONOUT$, COM0-9, LPT0-9, with any extension) and 8.3 short-name forms (~N), and
+// components longer than 255 bytes.
+std::string member_name_problem(std::string_view name);
+
+// Problems of a set of member names that are fine one by one: two names that are
+// one file on a case-insensitive file system (Windows, macOS) or that install to the
+// same place (<name>.data/purelib/x, <name>.data/platlib/x and x), one directory
+// spelled in two cases, and a file that is also the directory of another member.
+std::vector<std::string> member_set_problems(const std::vector<std::string>& names);
+
+// --- verifying -------------------------------------------------------------------
 
 struct WheelCheck {
   bool ok;
@@ -20,18 +54,17 @@ struct WheelCheck {
 
 // Recomputes every RECORD hash and size, checks that members and RECORD list the
 // same files (RECORD written as Python's csv module writes it, no line boundary of
-// str.splitlines inside a line; member names by names.h, one by one and as a set), that the file name is spelled canonically (PEP 427/625) and agrees
+// str.splitlines inside a line; member names by member_name_problem, one by one and as a set), that the file name is spelled canonically (PEP 427/625) and agrees
 // with the WHEEL Tag lines and METADATA Name/Version, that METADATA parses
 // (check_core_metadata), that every ELF member (and every .so) matches the
 // platform tag, and that the .dist-info layout is PEP 427's. The archive itself is
 // read by ZipReader, which refuses any zip structure another reader could see
 // differently. Memory stays flat: members are streamed, the .dist-info text files
 // are capped at kMaxDistInfoFile bytes. Never throws: an unreadable archive is one
-// more problem.
-WheelCheck verify_wheel(const std::filesystem::path& whl);
-// The same on the open file `fd` (duplicated, read with pread, never by path); `whl`
-// names it in messages and carries the file name the checks compare with.
-WheelCheck verify_wheel(int fd, const std::filesystem::path& whl);
+// more problem. With `fd`, the open file is read instead (duplicated, read with pread,
+// never by path); `whl` then names it in messages and carries the file name the checks
+// compare with.
+WheelCheck verify_wheel(const std::filesystem::path& whl, int fd = -1);
 
 // The one rule for compiled files, for pack (the staged tree) and verify-wheel (the
 // members) alike. A file is compiled code when its bytes start with the ELF magic or
@@ -46,6 +79,17 @@ std::string compiled_file_problem(std::string_view member, std::string_view head
 
 // The largest METADATA, WHEEL or RECORD file a wheel may carry.
 inline constexpr std::uint64_t kMaxDistInfoFile = std::uint64_t{64} << 20;
+
+// A core metadata field (1.0 to 2.5, as packaging knows them), as the specification
+// spells it, with the metadata version that introduced it and whether it may repeat.
+// The one table of them serves pack (what a metadata file may set) and verify-wheel.
+struct CoreField {
+  const char* name;
+  const char* since;
+  bool multi;
+};
+// The field named `name` in any case (header names are case-insensitive), or nullptr.
+const CoreField* core_field(std::string_view name);
 
 // METADATA as pip, twine and PyPI read it, checked strictly so that nothing later
 // (add, publish, the JSON index) meets a file it cannot parse: valid UTF-8, no
@@ -72,8 +116,51 @@ std::vector<std::pair<std::string, std::string>> parse_headers(std::string_view 
                                                                std::vector<std::string>& problems,
                                                                std::string* body = nullptr);
 
-// RECORD is CSV (Python's csv module, minimal quoting, '\n' line ends).
+// RECORD is CSV (Python's csv module, minimal quoting, '\n' line ends), one row a line:
+// a field holding a line end is never read back (verify refuses such a RECORD).
 std::vector<std::vector<std::string>> parse_csv(std::string_view text);
 std::string csv_line(const std::vector<std::string>& fields);
+
+// --- writing ---------------------------------------------------------------------
+
+struct PackOptions {
+  std::filesystem::path tree;       // staged install tree: becomes the wheel root
+  std::string name;                 // project name as in pyproject (e.g. "ffpa-attn")
+  std::string version;              // any PEP 440 spelling; normalised
+  std::string tag;                  // "py3-none-any", "cp312-cp312-auto", ...
+  std::string metadata;             // RFC 822 header lines (Summary, Requires-Python, ...)
+  std::string metadata_source = "--metadata";  // where they came from, for messages
+  std::filesystem::path readme;     // optional long description (.md, .rst, else plain text)
+  std::filesystem::path out_dir;
+  std::optional<bool> root_is_purelib;          // default: true exactly for *-none-any
+  std::optional<std::int64_t> source_date_epoch;  // default: $SOURCE_DATE_EPOCH, else refused
+  DeflateOptions deflate;
+  std::vector<std::string> forbidden_strings;  // besides the tree's own absolute path
+  ZipLayout layout;                            // epoch is overwritten; thresholds are a test hook
+};
+
+// What pack wrote, measured while writing: nothing needs to read the wheel back.
+struct PackResult {
+  std::filesystem::path wheel;
+  WheelFilename name;  // canonical, its platform decided
+  std::string sha256;  // hex, of the whole file
+  std::uint64_t size = 0;
+  std::vector<WrittenEntry> members;  // in archive order
+  std::string metadata;               // the METADATA file's bytes
+};
+
+// Builds one PEP 427 wheel. Throws ffpa::core::Error naming the fix on bad input;
+// nothing is left in out_dir unless the whole wheel was written.
+PackResult pack_wheel(const PackOptions& opts);
+
+// Builds several wheels in one pass (ffpa-index release): each wheel's bytes are
+// exactly those pack_wheel() writes for its options. Files with identical bytes
+// (proven by comparing them, within and across trees) are hashed for RECORD and
+// compressed once, and their compressed bytes copied into every wheel that holds
+// them; all wheels are fsynced before any is renamed. Every input is checked before
+// the first byte is written; on any failure no temp file is left and no wheel of
+// this call is published (a failing rename, after all fsyncs, can leave earlier
+// wheels renamed). All wheels must share the deflate options.
+std::vector<PackResult> pack_wheels(const std::vector<PackOptions>& wheels);
 
 }  // namespace ffpa::core

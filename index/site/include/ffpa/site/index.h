@@ -1,8 +1,6 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
-// A channel of the self-hosted index: <root>/<prefix>/<channel>/index.html (projects)
-// and <root>/<prefix>/<channel>/<project>/index.{json,html}. Every mutation loads the
-// whole channel, computes the new state and every byte it will write in memory,
-// refuses before touching disk, then writes with temp+rename under the site lock.
+// The self-hosted index: the project page model (model.cpp) and the channels that hold
+// the pages (index.cpp).
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -11,13 +9,108 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "ffpa/core/pack.h"
+#include <nlohmann/json.hpp>
+
 #include "ffpa/core/pep.h"
-#include "ffpa/site/model.h"
+#include "ffpa/core/wheel.h"
 
 namespace ffpa::site {
+
+// --- the project page ------------------------------------------------------------
+
+// The project page model. Its JSON form (PEP 691, api-version 1.1 with the PEP 700
+// fields) is the source of truth; the PEP 503 HTML page is rendered from it and never
+// read back, except once to import a legacy page that has no JSON beside it.
+
+inline constexpr const char* kApiVersion = "1.1";
+// The channel the index commands work on unless told otherwise: the newest channel of
+// cmake/release-matrix.json, which index/CMakeLists.txt hands to the build.
+inline constexpr const char* kDefaultChannel = FFPA_INDEX_DEFAULT_CHANNEL;
+
+struct FileEntry {
+  std::string filename;  // always a parsed, valid wheel file name
+  std::string url;       // absolute asset URL, without fragment
+  std::string sha256;    // lower-case hex
+  std::string requires_python;                      // empty when the wheel has none
+  std::optional<std::string> core_metadata_sha256;  // set only when url+".metadata" is served
+  std::optional<std::string> yanked;                // nullopt: not yanked; "" : yanked, no reason
+  std::optional<std::uint64_t> size;                // PEP 700; absent for imported legacy anchors
+  // Derived from `filename` by derive_file_fields (never serialised), once per entry:
+  // parsing names is the dominant cost of a merge into a large page.
+  std::string project;            // PEP 503 normalised
+  std::string canonical_version;  // PEP 440 canonical
+  std::string version_key;        // equal for versions PEP 440 calls equal (1.0 and 1.0.0)
+  std::string identity;           // project, version key, tags: equal for two spellings of one file
+};
+
+// Fills the derived fields; false when `filename` is not a wheel file name.
+bool derive_file_fields(FileEntry& e);
+
+struct ProjectPage {
+  std::string name;  // PEP 503 normalised
+  // The release URL the files are served from ("{tag}" stands for v<canonical version>
+  // of each file), recorded in the JSON under the private key "_ffpa-release-url"
+  // (PEP 691 reserves keys with a leading underscore). Every file's url must be the
+  // one derive_file_url gives from it; empty when the page records none (a legacy or
+  // hand-written page), which only add and render --release-url accept.
+  std::string release_url;
+  std::vector<FileEntry> files;  // sorted by file name
+  std::vector<std::string> versions;  // PEP 700, in order of first publication
+
+  FileEntry* find(std::string_view filename);
+  // Inserts keeping files sorted (deriving the entry's fields when not yet done);
+  // the caller has checked the name is absent.
+  void insert(FileEntry e);
+  // Recomputes `versions` from the files, keeping the existing order for the
+  // versions that remain and appending new ones in file-name order.
+  void refresh_versions();
+};
+
+nlohmann::json to_json(const ProjectPage& page);
+// Throws core::Error naming the file and the bad field (including a URL that
+// url_problem refuses and a hash that is not hex).
+ProjectPage project_from_json(const nlohmann::json& j, std::string_view origin);
+std::string root_json(const std::vector<std::string>& projects);
+
+std::string html_escape(std::string_view s);
+// Percent-encodes everything outside RFC 3986 unreserved characters, so '+' in a
+// local version becomes %2B (some asset stores read a literal '+' as a space).
+std::string url_encode_segment(std::string_view s);
+std::string url_decode(std::string_view s);
+
+// Why `url` may not be an anchor's href (empty when it may): whitespace or control
+// characters, or a scheme other than http, https or file (javascript:, data: ...).
+// `absolute` also refuses relative URLs. One rule for the JSON, a legacy page's
+// import and --release-url.
+std::string url_problem(std::string_view url, bool absolute);
+// Why `url` cannot be a release URL (empty when it can): it must be an http(s) or
+// file URL (or, with relative_ok, a path such as ../../../assets/) whose only part
+// that varies is one "{tag}", with no userinfo, query, fragment, backslash,
+// percent-encoding or '.'/'..'/empty path segment, so that the URL the engine derives
+// for a file is the only spelling that reaches it.
+std::string release_url_problem(std::string_view url, bool relative_ok);
+
+std::string render_project_html(const ProjectPage& page);
+std::string render_root_html(const std::vector<std::string>& projects);
+
+// Anchors of a PEP 503 page (href without fragment, its sha256 if any, attributes
+// unescaped, text unescaped). Tolerant of attribute order and quoting.
+struct LegacyAnchor {
+  std::string href, sha256, text, requires_python;
+  std::optional<std::string> yanked;
+  std::optional<std::string> core_metadata;  // "sha256=<hex>" or "true"
+};
+std::vector<LegacyAnchor> parse_anchors(std::string_view html);
+
+// --- the channel -----------------------------------------------------------------
+
+// A channel of the self-hosted index: <root>/<prefix>/<channel>/index.html (projects)
+// and <root>/<prefix>/<channel>/<project>/index.{json,html}. Every mutation loads the
+// whole channel, computes the new state and every byte it will write in memory,
+// refuses before touching disk, then writes with temp+rename under the site lock.
 
 namespace fs = std::filesystem;
 
@@ -67,18 +160,13 @@ class SiteLock {
 std::uint64_t files_hashed();
 std::string hash_file(const fs::path& p);
 
-// The longest wheel file name publishing can store: the engine writes
-// "<wheel>.metadata" beside each wheel through a temp file
-// ".<wheel>.metadata.tmp.XXXXXX", and that name must fit NAME_MAX (255 bytes).
-inline constexpr std::size_t kMaxWheelFilename = 255 - 21;
-
 // The bytes of a file as one read of it saw them: copied through a single descriptor
 // into a private, unnamed file (O_TMPFILE under $TMPDIR, freed by the kernel when the
 // last descriptor closes, a kill included), hashed and counted on the way. Whatever
 // happens to the original's path afterwards, checks, hashes and uploads read this.
 class PrivateCopy {
  public:
-  explicit PrivateCopy(const fs::path& src);  // throws ffpa::core::Error naming the fix
+  explicit PrivateCopy(const fs::path& src);  // throws core::Error naming the fix
   ~PrivateCopy();
   PrivateCopy(const PrivateCopy&) = delete;
   PrivateCopy& operator=(const PrivateCopy&) = delete;
@@ -97,8 +185,8 @@ class PrivateCopy {
 // A wheel checked and measured once, before any step of add or publish runs.
 struct PreparedWheel {
   fs::path path;  // as given (messages); the bytes are `bytes`
-  ffpa::core::WheelFilename name;
-  ffpa::core::Version version;
+  core::WheelFilename name;
+  core::Version version;
   std::string project;  // PEP 503 normalised
   std::string sha256;
   std::uint64_t size = 0;
@@ -112,12 +200,12 @@ struct PreparedWheel {
 // Parses the file name against the wheel grammar and requires its canonical
 // spelling (one version, one file name), bounds the name's length, then opens the
 // file once into a PrivateCopy and verifies (RECORD, METADATA), hashes, measures and
-// reads METADATA from that copy alone. Throws ffpa::core::Error with a message that
+// reads METADATA from that copy alone. Throws core::Error with a message that
 // names the fix.
 PreparedWheel prepare_wheel(const fs::path& p);
 // A wheel this process has just written (ffpa-index release's local site): its facts
 // as pack measured them while writing, without reading it back; `bytes` stays empty.
-PreparedWheel packed_wheel(const ffpa::core::PackResult& r);
+PreparedWheel packed_wheel(const core::PackResult& r);
 
 // "{tag}" in a release URL is replaced by the URL-encoded tag, so one setting serves
 // every release; the result always ends with '/'.
@@ -153,8 +241,7 @@ struct AddOptions {
 };
 
 struct ChangeReport {
-  std::size_t added = 0, replaced = 0, unchanged = 0, removed = 0, yanked = 0, unyanked = 0;
-  bool changed() const { return added + replaced + removed + yanked + unyanked > 0; }
+  std::size_t added = 0, replaced = 0, unchanged = 0;
 };
 
 // Everything a mutation will write, computed (and serialised) before the first byte
@@ -178,19 +265,6 @@ struct IndexPlan {
 // pip may follow.
 ProjectPage load_project(const IndexLocation& loc, const std::string& normalized);
 
-// The whole channel, read and checked: every project page, and the problems that
-// make a writer refuse (anything in the channel the engine did not write, a page
-// that does not load). Stale engine temp files are listed apart: they are removed,
-// not refused.
-struct ChannelState {
-  std::map<std::string, ProjectPage> pages;
-  std::vector<std::string> problems;
-  std::vector<fs::path> stale_temps;
-};
-// `release_url`: taken as the release URL of pages that record none (add, render
-// --release-url); their files must then derive from it. Without it such a page is a
-// problem, as is any page whose files do not derive from its own release URL.
-ChannelState read_channel(const IndexLocation& loc, const std::optional<std::string>& release_url = std::nullopt);
 // Whether a file name is one of the engine's own temp files (".index.json.tmp.XXXXXX").
 bool is_engine_temp(const std::string& filename);
 // Removes the stale temp files a killed writer left in the channel; returns them.
@@ -199,31 +273,18 @@ std::vector<fs::path> remove_stale_temps(const IndexLocation& loc, const SiteLoc
 // Throws (nothing planned) when a wheel names a file already listed with other bytes,
 // or the same version and tags under another spelling, unless opt.force.
 IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& wheels, const AddOptions& opt);
-// Throws, naming each place and its fix, when a directory the plan writes to cannot
-// be written (plan_add runs it; so do remove, yank, unyank and render).
-void check_writable(const IndexPlan& plan);
-// Writes only the files whose content differs; returns how many it wrote. All or
-// nothing: on a failure (disk full, a file-size limit, a directory that turned
-// read-only) every file it wrote is restored or removed, with the directories it
-// created, and the error is rethrown. A .metadata file new to the served directory
-// carries a marker (".<wheel>.metadata.tmp.XXXXXX") until the pages are written, so
-// that a killed run's leftovers are found and removed by the next add there.
-std::size_t apply_plan(const IndexPlan& plan);
-// Whether a file name is such a marker (or a temp file of a .metadata write).
-bool is_metadata_temp(const std::string& filename);
 ChangeReport add_wheels(const IndexLocation& loc, const std::vector<PreparedWheel>& wheels,
                         const AddOptions& opt, std::ostream& log, const SiteLock&);
 
-// Refuses, nothing written, when no file matches. A version with a local segment
-// matches exactly; without one it matches every local build of that public version.
-ChangeReport remove_version(const IndexLocation& loc, const std::string& version,
-                            const std::optional<std::string>& project, std::ostream& log, const SiteLock&);
-// `reason` must be valid UTF-8 (it is written into the JSON and the HTML).
-ChangeReport yank_version(const IndexLocation& loc, const std::string& version,
-                          const std::optional<std::string>& project,
-                          const std::optional<std::string>& reason, std::ostream& log, const SiteLock&);
-ChangeReport unyank_version(const IndexLocation& loc, const std::string& version,
-                            const std::optional<std::string>& project, std::ostream& log, const SiteLock&);
+// Removes, yanks (PEP 592) or unyanks every file of `version` (in `project`, or in every
+// project); returns how many changed. A version with a local segment matches exactly;
+// without one it matches every local build of that public version. Refuses, nothing
+// written, when no file matches. `reason` (yank) must be valid UTF-8: it is written
+// into the JSON and the HTML.
+enum class Edit { remove, yank, unyank };
+std::size_t edit_version(const IndexLocation& loc, Edit edit, const std::string& version,
+                         const std::optional<std::string>& project, const std::optional<std::string>& reason,
+                         std::ostream& log, const SiteLock&);
 
 // Re-renders every HTML page (and the root) from the JSON. Refuses, nothing written,
 // when a page's files do not derive from its release URL. With `release_url`, every
@@ -234,12 +295,11 @@ void render_all(const IndexLocation& loc, const std::optional<std::string>& rele
 
 // --- verify ---------------------------------------------------------------------
 
-// Where verify reads the pages: the site directory, or (http sites) its served URL,
-// from which both index.json and index.html of every page are fetched.
+// Where verify reads the pages: the site directory `loc`, or (with `url`, the served
+// site root) the same channel over HTTP, both index.json and index.html of every page.
 struct PageSource {
-  std::optional<IndexLocation> dir;
-  std::string url;  // site root URL; the channel is <url>/<prefix>/<channel>/
-  std::string prefix = "whl", channel = kDefaultChannel;
+  IndexLocation loc;
+  std::optional<std::string> url;
   // When given, the release URL every page must record (--release-url); otherwise
   // each page's own is used, and printed.
   std::optional<std::string> release_url;
@@ -255,6 +315,6 @@ struct PageSource {
 std::size_t verify_index(const PageSource& pages, const std::string& assets, std::ostream& log);
 
 // Whether `version` (as given to remove/yank) selects the file `filename`.
-bool version_matches(const std::string& filename, const ffpa::core::Version& wanted);
+bool version_matches(const std::string& filename, const core::Version& wanted);
 
 }  // namespace ffpa::site

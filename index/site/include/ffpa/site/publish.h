@@ -1,6 +1,7 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 // Publishing (docs/release.md sections 3-4): pluggable asset stores and the site
-// repository, the CUDA-channel publish and the pure-wheel publish.
+// repository, the CUDA-channel publish and the pure-wheel publish (publish.cpp,
+// assets.cpp), and the external tools they run (process.cpp).
 //
 // Convergence after an interruption comes from making every step idempotent against
 // the end state, not from a journal: each step first looks at what already exists
@@ -16,11 +17,57 @@
 #include <string>
 #include <vector>
 
-#include "ffpa/site/model.h"
+#include "ffpa/site/index.h"
 
 namespace ffpa::site {
 
 namespace fs = std::filesystem;
+
+// --- running tools ----------------------------------------------------------------
+
+// Running the external tools the backends drive (git, gh, twine, curl): argv
+// vectors, never a shell, so file names with odd characters cannot inject anything.
+
+struct ProcResult {
+  int status = -1;       // exit status; 127 when the program could not be started
+  std::string out, err;  // captured stdout and stderr
+};
+
+// Runs argv with stdin from /dev/null and captures its output.
+ProcResult run_process(const std::vector<std::string>& argv);
+
+// POSIX shell quoting, so a printed command can be pasted as is.
+std::string shell_quote(const std::string& s);
+std::string format_command(const std::vector<std::string>& argv);
+
+// The program as it would be run: absolute/relative paths kept, bare names searched
+// in PATH. Empty when not found.
+std::string find_program(const std::string& name);
+
+// A fresh private directory under $TMPDIR (mkdtemp), removed with its contents by
+// the destructor, so scratch files of a run never pile up across runs.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Why files cannot be created in directory `dir` (empty when they can): the nearest
+// existing ancestor is not a directory, or is not writable. Read-only: nothing is
+// created, so preflight can ask it of every place a later step writes to.
+std::string unwritable_dir_problem(const std::filesystem::path& dir);
+
+// Program to use for `tool`: the environment override (e.g. FFPA_GH) if set, else
+// the bare name.
+std::string tool_program(const char* env_var, const char* default_name);
+
+// --- publishing ---------------------------------------------------------------------
 
 struct ReleaseSpec {
   std::string tag, target, notes;
@@ -35,10 +82,7 @@ class AssetStore {
   virtual std::vector<std::string> preflight() = 0;
   // What would keep create_release/upload for `tag` from working (a place that cannot
   // be written), each with its fix. Read-only.
-  virtual std::vector<std::string> preflight_release(const std::string& tag) {
-    (void)tag;
-    return {};
-  }
+  virtual std::vector<std::string> preflight_release(const std::string& /*tag*/) { return {}; }
   // Asset names of the release, or nullopt when the release does not exist.
   virtual std::optional<std::vector<std::string>> list_assets(const std::string& tag) = 0;
   virtual std::string asset_sha256(const std::string& tag, const std::string& name) = 0;
@@ -48,8 +92,7 @@ class AssetStore {
   // The exact commands create_release/upload run (printed by --dry-run); empty for
   // stores that run none.
   virtual std::vector<std::string> create_command(const ReleaseSpec& r) const = 0;
-  virtual std::vector<std::string> upload_command(const std::string& tag, const fs::path& file,
-                                                  bool clobber) const = 0;
+  virtual std::vector<std::string> upload_command(const std::string& tag, const fs::path& file, bool clobber) const = 0;
   // Where the store serves a release's assets, "{tag}" standing for the tag.
   virtual std::string default_release_url() const = 0;
   virtual std::string default_site_url() const = 0;
@@ -93,6 +136,10 @@ int publish_pure(const PurePublishOptions& opt, std::ostream& out, std::ostream&
 
 // Where "is V already there?" is answered for a twine repository URL.
 std::string simple_url_for(const std::string& repository_url);
+
+// FFPA_FORCE_UPLOAD=1: a file of a listed name (or version and tags) with other bytes
+// is replaced instead of refused (add, publish, publish-pure).
+bool force_upload();
 
 // FFPA_PUBLISH_KILL_AT=<step>: test-only fault injection, raise(SIGKILL) right after
 // that step boundary. Steps: release, upload-1 (after the first wheel), upload,
