@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU truth in one command (spec/kernels.md "Correctness on a GPU"; docs/perf.md):
+# GPU truth in one command (docs/perf.md, "The device check"):
 #
 #   ctest/gpu/device_check.sh [--no-gpu] [--arch A] OUT
 #
