@@ -40,6 +40,26 @@ inline void gather(Gathered& g, const uint32_t (&a)[4], uint32_t b0, uint32_t b1
   emu::warp_sync();
 }
 
+// A (16 x K) and B (K x 8) from the gathered fragments, E elements per 32-bit register
+// (4 e4m3 or 8 e2m1), K = 8 E: lane (g, t) holds A rows g (a0, a2) and g + 8 (a1, a3) at
+// k = E t .. E t + E - 1 (a0, a1) and K / 2 + E t .. (a2, a3), B column g at the same k
+// (b0, b1); element v of a register is its v-th lowest E-th. decode(register, v) gives it.
+template <int E, typename Decode>
+inline void unpack(const Gathered& gt, Decode decode, float (&A)[16][8 * E], float (&B)[8 * E][8]) {
+  constexpr int kHalf = 4 * E;
+  for (int ln = 0; ln < 32; ++ln) {
+    const int g = ln / 4, t = ln % 4;
+    for (int v = 0; v < E; ++v) {
+      A[g][E * t + v] = decode(gt.a[ln][0], v);
+      A[g + 8][E * t + v] = decode(gt.a[ln][1], v);
+      A[g][kHalf + E * t + v] = decode(gt.a[ln][2], v);
+      A[g + 8][kHalf + E * t + v] = decode(gt.a[ln][3], v);
+      B[E * t + v][g] = decode(gt.b[ln][0], v);
+      B[kHalf + E * t + v][g] = decode(gt.b[ln][1], v);
+    }
+  }
+}
+
 // d (this lane's four accumulators) += A (16 x K) . B (K x 8), the sums in fp32 in k order.
 template <int K>
 inline void accumulate(float (&d)[4], const float (&A)[16][K], const float (&B)[K][8]) {
@@ -61,18 +81,7 @@ struct Mma16832E4m3 {
     emu_lowp::Gathered gt;
     emu_lowp::gather(gt, a, b0, b1, 0, 0);
     float A[16][32], B[32][8];
-    auto byte = [](uint32_t r, int i) { return e4m3_to_float(uint8_t(r >> (8 * i))); };
-    for (int ln = 0; ln < 32; ++ln) {
-      const int g = ln / 4, t = ln % 4;
-      for (int i = 0; i < 4; ++i) {
-        A[g][4 * t + i] = byte(gt.a[ln][0], i);
-        A[g + 8][4 * t + i] = byte(gt.a[ln][1], i);
-        A[g][16 + 4 * t + i] = byte(gt.a[ln][2], i);
-        A[g + 8][16 + 4 * t + i] = byte(gt.a[ln][3], i);
-        B[4 * t + i][g] = byte(gt.b[ln][0], i);
-        B[16 + 4 * t + i][g] = byte(gt.b[ln][1], i);
-      }
-    }
+    emu_lowp::unpack<4>(gt, [](uint32_t r, int i) { return e4m3_to_float(uint8_t(r >> (8 * i))); }, A, B);
     emu_lowp::accumulate<32>(d, A, B);
   }
 };
@@ -85,18 +94,7 @@ struct Mma16864Nvf4 {
     emu_lowp::Gathered gt;
     emu_lowp::gather(gt, a, b0, b1, sfa, sfb);
     float A[16][64], B[64][8];
-    auto nib = [](uint32_t r, int v) { return e2m1_to_float(uint8_t((r >> (4 * v)) & 0xfu)); };
-    for (int ln = 0; ln < 32; ++ln) {
-      const int g = ln / 4, t = ln % 4;
-      for (int v = 0; v < 8; ++v) {
-        A[g][8 * t + v] = nib(gt.a[ln][0], v);
-        A[g + 8][8 * t + v] = nib(gt.a[ln][1], v);
-        A[g][32 + 8 * t + v] = nib(gt.a[ln][2], v);
-        A[g + 8][32 + 8 * t + v] = nib(gt.a[ln][3], v);
-        B[8 * t + v][g] = nib(gt.b[ln][0], v);
-        B[32 + 8 * t + v][g] = nib(gt.b[ln][1], v);
-      }
-    }
+    emu_lowp::unpack<8>(gt, [](uint32_t r, int v) { return e2m1_to_float(uint8_t((r >> (4 * v)) & 0xfu)); }, A, B);
     auto sf = [](uint32_t r, int k) { return ue4m3_to_float(uint8_t(r >> (8 * (k / 16)))); };
     for (int row = 0; row < 16; ++row) {
       const uint32_t s = gt.sfa[4 * (row % 8) + row / 8];  // row g: lane 4g; row g + 8: lane 4g + 1
