@@ -23,9 +23,11 @@ void quant_body(const ffpa::FwdParams& p) {
 }
 
 // Both launches of the pass over p's inputs into the workspace ws laid out as l.
+// An empty problem launches nothing, as launch_lowp_quant does.
 template <typename T, typename Variant = ffpa::LowpQuantExact>
 void quantize(const ffpa::FwdParams& p, const ffpa::LowpLayout& l, unsigned char* ws) {
   using G = ffpa::LowpQuantGeometry;
+  if (l.b == 0 || l.hq == 0 || l.nq == 0 || l.nkv == 0) return;
   g_layout = l;
   g_ws = ws;
   emu::launch(&stats_body<T, Variant>, p, {unsigned(l.d / G::kStatsCols), unsigned(l.hkv), unsigned(l.b)}, G::kThreads,

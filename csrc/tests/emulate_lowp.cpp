@@ -131,8 +131,9 @@ Metrics run_typed(const LowpCase& c, std::mt19937& rng) {
   const ffpa::CuteTileParams tile = ffpa::lowp_default_tile(D);
   const LowpQK qk = c.impl == Impl::kCuteTmaFp4 ? LowpQK::kNvfp4 : LowpQK::kFp8;
   p.lowp = ffpa::lowp_layout(qk, c.b, c.hq, c.hkv, c.nq, c.nkv, D, tile.block_m, tile.block_n);
-  // The workspace as cudaMallocAsync would leave it: garbage (0xab) where the pass writes nothing.
-  std::vector<unsigned char> ws_mem(p.lowp.bytes + 256, 0xab);
+  // The workspace as cudaMallocAsync may leave it: garbage where the pass writes nothing,
+  // here 0xff (NaN as e4m3 and as fp32), so that a read of an unwritten byte shows.
+  std::vector<unsigned char> ws_mem(p.lowp.bytes + 256, 0xff);
   unsigned char* ws = ws_mem.data() + (256 - reinterpret_cast<uintptr_t>(ws_mem.data()) % 256) % 256;
   p.lowp_ws = ws;
   std::vector<T> om(qm.size(), ffpa::from_bits<T>(0xffff));
@@ -200,7 +201,8 @@ constexpr Impl kLowpImpls[] = {Impl::kCuteFp8, Impl::kCuteTmaFp8, Impl::kCuteTma
 
 // The case list of every low-precision impl: non-aligned Nq / Nkv over several KV blocks
 // with GQA, a KV length shorter than one tile, Nq > Nkv (causal rows that see no key),
-// batch 2 in bf16; copies landing at issue and late; causal and not.
+// batch 2 in bf16, no keys at all (the pass writes nothing); copies landing at issue and
+// late; causal and not.
 int run_lowp_cases(const std::vector<int>& dims) {
   std::mt19937 rng(23);
   int failed = 0, total = 0;
@@ -214,6 +216,7 @@ int run_lowp_cases(const std::vector<int>& dims) {
               {d, impl, false, causal, 1, 1, 1, 19, 23, Inputs::kNormal},
               {d, impl, false, causal, 1, 1, 1, 70, 40, Inputs::kOutlierK},
               {d, impl, true, causal, 2, 2, 2, 64, 128, Inputs::kOutlierK},
+              {d, impl, false, causal, 1, 2, 1, 17, 0, Inputs::kNormal},  // no keys: O = 0, LSE -inf
           };
           for (const LowpCase& c : cases) {
             ++total;

@@ -772,9 +772,13 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
           for (int n = 0; n < size<1>(o_rc) / 2; ++n) {
             float lo = o_rc(r, 2 * n) * inv[r], hi = o_rc(r, 2 * n + 1) * inv[r];
             if constexpr (kLowp) {
-              const int col = c * kBlockD + get<1>(tOcO_rc(r, 2 * n));
-              lo *= v_scale[col] * (1.f / kE4m3Max);
-              hi *= v_scale[col + 1] * (1.f / kE4m3Max);
+              // A row without a visible key is 0 already; with nkv = 0 the pass wrote no
+              // scale to multiply (the workspace holds garbage there).
+              if (inv[r] > 0.f) {
+                const int col = c * kBlockD + get<1>(tOcO_rc(r, 2 * n));
+                lo *= v_scale[col] * (1.f / kE4m3Max);
+                hi *= v_scale[col + 1] * (1.f / kE4m3Max);
+              }
             }
             *reinterpret_cast<uint32_t*>(&g_rc(r, 2 * n)) = OT::pack(lo, hi);
           }
@@ -798,7 +802,9 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
         // row_max is max(s * scale * log2 e); back to natural log: * ln 2. Low precision:
         // plus the K smoothing's scale * q . mean(K) (lowp/layout.h).
         float lse = total[r] > 0.f ? row_max[r] * 0.6931471805599453f + logf(total[r]) : -INFINITY;
-        if constexpr (kLowp) lse += reinterpret_cast<const float*>(params.lowp_ws + lw.lse_shift)[q_bh * nq + row];
+        // (A row without a visible key keeps -inf: with nkv = 0 the pass wrote no shift.)
+        if constexpr (kLowp)
+          if (total[r] > 0.f) lse += reinterpret_cast<const float*>(params.lowp_ws + lw.lse_shift)[q_bh * nq + row];
         params.lse[batch * params.lse_batch_stride + head * params.lse_head_stride +
                    static_cast<int64_t>(row) * params.lse_row_stride] = lse;
       }
