@@ -6,13 +6,15 @@
 #                 cute_tma_fp8|cute_tma_fp4, -f16acc for fp16 accumulation, -stub for the
 #                 trap stubs: TMA below sm_90, cute and mma-f16acc on the sm_120 family,
 #                 FP8 below sm_89, NVFP4 outside the sm_120 family's 120f / 120a:
-#                 ffpa/arch_rules.h),
+#                 ffpa/arch_rules.h; lowp_stats|lowp_quant for the quantisation pass of
+#                 csrc/src/lowp_quant.cu, instance "lowp_quant:<dtype>"),
 #                 "registers", "spill_stores", "spill_loads", "stack_frame",
 #                 "smem_static", "smem_dynamic"}], "total_spill_bytes": N}
 # The kernels' shared memory is dynamic (ptxas reports only static); smem_dynamic
 # mirrors FwdMmaTraits::kSmemBytes of csrc/kernels/ffpa/kernel_traits.h (3 stages) for
 # mma/tma, and CuteFwdTraits::kSmemBytes[Tma] of csrc/kernels/ffpa/cute/traits.cuh for
-# the CuTe kernels, computed from the tile their mangled name carries.
+# the CuTe kernels, computed from the tile their mangled name carries, and
+# LowpQuantGeometry's constants (ffpa/lowp/quant.cuh) for the quantisation pass.
 cmake_minimum_required(VERSION 3.25)
 foreach(var LOGS OUT_DIR)
   if(NOT DEFINED ${var})
@@ -49,11 +51,17 @@ set(json_items "")
 set(total_spill 0)
 foreach(log IN LISTS logs)
   get_filename_component(base "${log}" NAME)
-  if(NOT base MATCHES "^(ffpa_fwd_d([0-9]+)_(fp16|bf16|cute|lowp))\\.log$")
+  if(base MATCHES "^(ffpa_fwd_d([0-9]+)_(fp16|bf16|cute|lowp))\\.log$")
+    set(instance "${CMAKE_MATCH_1}")
+    set(head_dim "${CMAKE_MATCH_2}")
+  elseif(base STREQUAL "lowp_quant.log")
+    # The low-precision quantisation pass (csrc/src/lowp_quant.cu): one object for every
+    # head dim, so no head dim of its own.
+    set(instance lowp_quant)
+    set(head_dim 0)
+  else()
     message(FATAL_ERROR "parse_ptxas.cmake: unexpected log name ${base}")
   endif()
-  set(instance "${CMAKE_MATCH_1}")
-  set(head_dim "${CMAKE_MATCH_2}")
   if(NOT EXISTS "${log}")
     message(FATAL_ERROR "parse_ptxas.cmake: ${log} is missing: the library object of ${instance} was compiled "
                         "without the report's launcher (an older build tree); rebuild it, e.g. touch its "
@@ -132,6 +140,10 @@ foreach(log IN LISTS logs)
         endif()
       elseif(mangled MATCHES "ffpa_fwd_simt_kernel")
         set(kernel simt)
+      elseif(mangled MATCHES "ffpa_lowp_kv_stats_kernel")
+        set(kernel lowp_stats)
+      elseif(mangled MATCHES "ffpa_lowp_quant_kernel")
+        set(kernel lowp_quant)
       else()
         set(kernel "")
       endif()
@@ -174,6 +186,13 @@ foreach(log IN LISTS logs)
         else()
           math(EXPR dyn "1024 + ${dyn}")
         endif()
+      elseif(kernel STREQUAL "lowp_stats")
+        # LowpQuantGeometry::kStatsSmemBytes (ffpa/lowp/quant.cuh): two fp32 partials of
+        # 64 row slots x 32 channels.
+        set(dyn 16384)
+      elseif(kernel STREQUAL "lowp_quant")
+        # LowpQuantGeometry::kQuantSmemBytes: one 64 x 64 byte V^T tile.
+        set(dyn 4096)
       elseif(kernel MATCHES "^tma" AND NOT kernel MATCHES "stub$")
         # kSmemBytesTma: 1024 bytes of alignment slack, the 8-byte-aligned end of the
         # cp.async layout, one 8-byte mbarrier per stage.
@@ -181,11 +200,12 @@ foreach(log IN LISTS logs)
         math(EXPR dyn "1024 + (${dyn} + 7) / 8 * 8 + 3 * 8")
       endif()
       math(EXPR total_spill "${total_spill} + ${st} + ${ld}")
-      # One file holds a head dim's CuTe kernels of both dtypes: the row names its dtype.
+      # One file holds a head dim's CuTe kernels (or the quantisation pass) of both
+      # dtypes: the row names its dtype.
       set(row_instance "${instance}")
-      if(instance MATCHES "_cute$" AND mangled MATCHES "13__nv_bfloat16")
+      if(instance MATCHES "(_cute|lowp_quant)$" AND mangled MATCHES "13__nv_bfloat16")
         string(APPEND row_instance ":bf16")
-      elseif(instance MATCHES "_cute$" AND mangled MATCHES "6__half")
+      elseif(instance MATCHES "(_cute|lowp_quant)$" AND mangled MATCHES "6__half")
         string(APPEND row_instance ":fp16")
       endif()
       string(APPEND rows "${row_instance}\tsm_${arch}\t${kernel}\t${regs}\t${st}\t${ld}\t${stack}\t${smem}\t${dyn}\n")
