@@ -88,33 +88,27 @@ struct Mma16816F16 {
   }
 };
 
-// ldmatrix.x4 (four 8x8 b16 matrices; each lane gives one 16-byte row address).
-struct LdsmX4 {
+// ldmatrix.x4 (four 8x8 b16 matrices; each lane gives one 16-byte row address); kTrans:
+// .trans, each 8x8 matrix transposed (V as the B operand).
+template <bool kTrans>
+struct LdsmX4Op {
   using SRegisters = cute::uint128_t[1];
   using DRegisters = uint32_t[4];
   CUTE_HOST_DEVICE static void copy(cute::uint128_t const& smem_row, uint32_t& d0, uint32_t& d1, uint32_t& d2,
                                     uint32_t& d3) {
 #if FFPA_CUTE_OP_BODY
     uint32_t r[4];
-    ldmatrix_x4(r, &smem_row);
+    if constexpr (kTrans) {
+      ldmatrix_x4_trans(r, &smem_row);
+    } else {
+      ldmatrix_x4(r, &smem_row);
+    }
     d0 = r[0], d1 = r[1], d2 = r[2], d3 = r[3];
 #endif
   }
 };
-
-// ldmatrix.x4.trans: the same rows, each 8x8 matrix transposed (V as the B operand).
-struct LdsmX4Trans {
-  using SRegisters = cute::uint128_t[1];
-  using DRegisters = uint32_t[4];
-  CUTE_HOST_DEVICE static void copy(cute::uint128_t const& smem_row, uint32_t& d0, uint32_t& d1, uint32_t& d2,
-                                    uint32_t& d3) {
-#if FFPA_CUTE_OP_BODY
-    uint32_t r[4];
-    ldmatrix_x4_trans(r, &smem_row);
-    d0 = r[0], d1 = r[1], d2 = r[2], d3 = r[3];
-#endif
-  }
-};
+using LdsmX4 = LdsmX4Op<false>;
+using LdsmX4Trans = LdsmX4Op<true>;
 
 // cp.async.cg 16 bytes global -> shared; pred false zero-fills the 16 bytes and reads
 // nothing (src-size 0), which is how rows past the sequence end become zeros.
