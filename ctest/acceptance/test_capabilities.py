@@ -63,3 +63,20 @@ def test_wrong_flags_are_reported() -> None:
     assert capability_problems({**ada, "cute_tma": True}, ["89"], ["bf16"]) != []
     # A release wheel without its NVFP4 kernels is reported.
     assert any(p.startswith("fp4 = False") for p in capability_problems({**good, "fp4": False}, *RELEASE))
+
+
+def test_pure_wheel_with_any_cuda_flag_is_reported() -> None:
+    # A pure wheel has no extension: every CUDA flag False and no impls, FP8 / NVFP4
+    # included.
+    from test_install import install_problems  # noqa: E402
+
+    venv = Path("/venv")
+    w = {"version": "1.0"}
+    manifest = {"source_commit": "c" * 40}
+    clean = {"version": "1.0", "file": "/venv/lib/ffpa_attn/__init__.py", "build_info": {"source_commit": "c" * 40},
+             "reference_max_err": 0.0, "fwd": False, "tma": False, "cute_tma": False, "cute": False, "f16_acc": False,
+             "fp8": False, "fp4": False, "tma_archs": [], "impls": [], "ext": None}
+    assert install_problems(clean, "pure", w, manifest, venv) == []
+    for flag in ("fwd", "tma", "cute_tma", "cute", "f16_acc", "fp8", "fp4"):
+        probs = install_problems({**clean, flag: True}, "pure", w, manifest, venv)
+        assert any(p.startswith("pure wheel reports CUDA flags") and f"{flag}=True" in p for p in probs), (flag, probs)

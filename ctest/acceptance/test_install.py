@@ -136,10 +136,11 @@ def install_problems(got: dict, kind: str, w: dict, manifest: dict, venv: Path) 
     if got["reference_max_err"] > 1e-5:
         problems.append(f"reference.attention differs from the naive formula by {got['reference_max_err']}")
     if kind == "pure":
-        if (got["fwd"] or got["tma"] or got["cute_tma"] or got["cute"] or got["f16_acc"] or got["tma_archs"]
-                or got["impls"]):
+        if (got["fwd"] or got["tma"] or got["cute_tma"] or got["cute"] or got["f16_acc"] or got["fp8"]
+                or got["fp4"] or got["tma_archs"] or got["impls"]):
             problems.append(f"pure wheel reports CUDA flags fwd={got['fwd']} tma={got['tma']} "
                             f"cute={got['cute']} cute_tma={got['cute_tma']} f16_acc={got['f16_acc']} "
+                            f"fp8={got['fp8']} fp4={got['fp4']} "
                             f"tma_archs={got['tma_archs']} impls={got['impls']}")
         if got["ext"] is not None:
             problems.append(f"pure wheel imported an extension: {got['ext']}")
