@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_install import capability_problems, expected_capabilities  # noqa: E402
+from test_install import capability_problems, expected_capabilities, install_problems  # noqa: E402
 
 RELEASE = (["89", "120f"], ["fp16", "bf16"])
 
@@ -68,8 +68,6 @@ def test_wrong_flags_are_reported() -> None:
 def test_pure_wheel_with_any_cuda_flag_is_reported() -> None:
     # A pure wheel has no extension: every CUDA flag False and no impls, FP8 / NVFP4
     # included.
-    from test_install import install_problems  # noqa: E402
-
     venv = Path("/venv")
     w = {"version": "1.0"}
     manifest = {"source_commit": "c" * 40}
