@@ -59,6 +59,8 @@ import tarfile
 import time
 from pathlib import Path
 
+import summarize  # beside this file: the summary's reader of the tolerance table
+
 REPO = Path(__file__).resolve().parents[2]
 ALLOWED_OUT = {"summary.json", "summary.md", "bench.csv", "bench.png", "logs.tar.gz"}
 # What the device tool carries besides the tree (64 MiB in all).
@@ -72,26 +74,10 @@ HIDDEN_PACKAGES = ("OpenSSL", "ZLIB", "nlohmann_json", "GTest")
 IMAGE_PACKAGES = ("numpy", "pybind11", "pytest")
 
 
-def lowp_kernels(arch: str) -> set[str]:
-    """The low-precision kernels whose code a build for `arch` holds (csrc/kernels/ffpa/arch_rules.h:
-    FP8 from sm_89, its cp.async feed below the sm_120 family, its TMA feed from sm_90, NVFP4
-    in the sm_120 family's family- or arch-specific targets only)."""
-    sm = int(re.match(r"\d+", arch)[0])
-    kernels = set()
-    if 89 <= sm < 120:
-        kernels.add("cute_fp8")
-    if sm >= 90:
-        kernels.add("cute_tma_fp8")
-    if sm >= 120 and arch[-1] in "af":
-        kernels.add("cute_tma_fp4")
-    return kernels
-
-
-def tolerance_rows() -> set[str]:
-    """The row names of the one tolerance table (csrc/include/ffpa/tolerance.h)."""
-    text = (REPO / "csrc" / "include" / "ffpa" / "tolerance.h").read_text()
-    body = text[text.index("kTolerances[]"):]
-    return set(re.findall(r'^\s*\{"([a-z0-9_]+)",', body[:body.index("};")], re.M))
+# The low-precision kernels whose code an sm_90 build holds (csrc/kernels/ffpa/arch_rules.h:
+# FP8 from sm_89, fed by cp.async below the sm_120 family and by TMA from sm_90; NVFP4 only
+# in the sm_120 family's 120f / 120a): the rehearsal's (and the H200's) device-check build.
+ARCH90_LOWP = {"cute_fp8", "cute_tma_fp8"}
 
 
 def fail(message: str) -> None:
@@ -311,7 +297,7 @@ def run_case(work: Path, case: str) -> int:
         for dt in ("fp16", "bf16"):
             check(f"D{d}-{dt}" in groups, f"group D{d}-{dt} is planned")
     check("long" in groups and "api" in groups, "the long-sequence and api groups are planned")
-    rows = tolerance_rows()
+    rows = summarize.tolerance_table_names(REPO)
     check(set(corr["tolerances"]) == rows and {"fp16", "bf16", "fp16_acc", "fp8", "fp4"} <= rows,
           f"the tolerances are ffpa/tolerance.h's table, row by row: {sorted(rows)}")
     paths = {(g["group"], g["impl"], g["accum"]) for g in corr["by_path"]}
@@ -341,7 +327,7 @@ def run_case(work: Path, case: str) -> int:
     check(header == "source,D,dtype,causal,B,H,N,kernel,ms,tflops,accum", "the runner's bench CSV has its header")
     bench_log = (state / "logs" / "bench-cpp.log").read_text()
     for impl, accum in (("mma", "fp32"), ("tma", "fp32"), ("mma", "fp16"), ("tma", "fp16"), ("cute", "fp32"),
-                        ("cute_tma", "fp32"), ("cute_tma", "fp16"), *((k, "fp32") for k in sorted(lowp_kernels("90")))):
+                        ("cute_tma", "fp32"), ("cute_tma", "fp16"), *((k, "fp32") for k in sorted(ARCH90_LOWP))):
         check(len(re.findall(rf"^bench plan: D=\d+ fp16 causal=[01] impl={impl} accum={accum} ", bench_log, re.M))
               == 2 * len(dims), f"the runner plans impl={impl} accum={accum} at every head dim, causal and not")
     check("impl=cute_tma_fp4" not in bench_log, "no NVFP4 bench row: arch 90 has no NVFP4 code")
@@ -361,12 +347,11 @@ def run_case(work: Path, case: str) -> int:
     return 0
 
 
-def check_lowp(scratch: Path, corr: dict, paths: set, dims: list[str], arch: str = "90") -> None:
+def check_lowp(scratch: Path, corr: dict, paths: set, dims: list[str]) -> None:
     """The low-precision cases the dry run plans for the build's arch: a group per head dim
     and dtype with each kernel whose code the arch holds, outlier-K inputs among them, the
     long rows, the api group's checks, and the runner's line saying what runs and why."""
-    kernels = lowp_kernels(arch)
-    check(kernels == {"cute_fp8", "cute_tma_fp8"}, f"arch {arch} holds the code of {sorted(kernels)}")
+    kernels = ARCH90_LOWP
     check(corr["lowp"]["planned"] and corr["lowp"]["cases"] > 0,
           f"the low-precision cases are planned: {corr['lowp']['status']}")
     report = json.loads((scratch / "state" / "correctness.json").read_text())

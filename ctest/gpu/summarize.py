@@ -26,6 +26,7 @@ import csv
 import io
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,15 @@ LOWP_IMPLS = ("cute_fp8", "cute_tma_fp8", "fp8", "cute_tma_fp4", "fp4")
 # The 16-bit paths the low-precision bench rows are compared with (fp32 accumulation,
 # same shape, same run), besides the SDPA baselines.
 LOWP_OURS = ("mma", "tma", "cute_tma")
+
+
+def tolerance_table_names(repo: Path) -> set[str]:
+    """The row names of the one tolerance table in a source tree
+    (csrc/include/ffpa/tolerance.h), for the checks that hold a report's "tolerances"
+    to it (test_summarize.py, rehearse.py)."""
+    text = (repo / "csrc" / "include" / "ffpa" / "tolerance.h").read_text()
+    body = text[text.index("kTolerances[]"):]
+    return set(re.findall(r'^\s*\{"([a-z0-9_]+)",', body[:body.index("};")], re.M))
 
 
 def _is_lowp(impl: Any) -> bool:

@@ -26,14 +26,7 @@ import summarize  # noqa: E402
 RUNNER = os.environ.get("FFPA_DEVICE_CHECK_RUNNER")
 
 
-LOWP_IMPLS = {"cute_fp8", "cute_tma_fp8", "fp8", "cute_tma_fp4", "fp4"}
-
-
-def _table_names() -> set[str]:
-    """The row names of the one tolerance table (csrc/include/ffpa/tolerance.h)."""
-    text = (HERE.parents[1] / "csrc" / "include" / "ffpa" / "tolerance.h").read_text()
-    body = text[text.index("kTolerances[]"):]
-    return set(re.findall(r'^\s*\{"([a-z0-9_]+)",', body[:body.index("};")], re.M))
+LOWP_IMPLS = set(summarize.LOWP_IMPLS)
 
 
 def _runner_report(tmp_path: Path, fail_case: int | None = None, fail_lowp: bool = False) -> dict:
@@ -142,7 +135,7 @@ def test_gpu_run_with_binding(tmp_path):
         assert any(c["impl"] == "tma" and c["expect_error"] == "impl" for c in report["cases"])
     assert corr["f16_acc"]["planned"] and corr["f16_acc"]["failed"] == 0 and corr["f16_acc"]["cases"] > 0
     # The one tolerance table, row by row (its names; the low-precision rows with their bounds).
-    assert set(corr["tolerances"]) == _table_names() >= {"fp16", "bf16", "fp16_acc", "fp8", "fp4"}
+    assert set(corr["tolerances"]) == summarize.tolerance_table_names(HERE.parents[1]) >= {"fp16", "bf16", "fp16_acc", "fp8", "fp4"}
     assert {"min_cos", "max_rel_l1", "abs", "lse", "max_gain_err"} <= set(corr["tolerances"]["fp8"])
     rows = summary["bench"]["rows"]
     assert len(rows) == 8 and {r["causal"] for r in rows} == {False, True}
@@ -407,10 +400,13 @@ def test_lowp_cases_planned_judged_and_reported(tmp_path):
     (failed,) = [f for f in corr["failed_cases"] if f["cos"] is not None]
     assert failed["cos"] == 0.9971 and "cos < min_cos" in failed["error"]
     md = (out / "summary.md").read_text()
-    assert "fp8: cos >= 0.998, rel L1 <= 0.06, abs <= 0.25, lse <= 0.1, |gain - 1| <= 0.015" in md
+    b = report["tolerances"]["fp8"]  # the bounds of ffpa/tolerance.h, as the runner reports them
+    assert (f"fp8: cos >= {b['min_cos']:g}, rel L1 <= {b['max_rel_l1']:g}, abs <= {b['abs']:g}, "
+            f"lse <= {b['lse']:g}, |gain - 1| <= {b['max_gain_err']:g}") in md
     assert "Low-precision cases (impl=cute_fp8, cute_tma_fp8, cute_tma_fp4): ran " in md
-    assert (f"| {group} | {first['impl']} | {row['cases']} | {row['ran']} | 1 | 0.99710 (>= 0.998) | "
-            "0.0450 (<= 0.06) | 0.1100 (<= 0.25) | 0.0200 (<= 0.1) | 0.0040 (<= 0.015) |") in md
+    assert (f"| {group} | {first['impl']} | {row['cases']} | {row['ran']} | 1 | 0.99710 (>= {b['min_cos']:g}) | "
+            f"0.0450 (<= {b['max_rel_l1']:g}) | 0.1100 (<= {b['abs']:g}) | 0.0200 (<= {b['lse']:g}) | "
+            f"0.0040 (<= {b['max_gain_err']:g}) |") in md
     assert "cos=0.99710 rel_l1=0.0450 gain=0.9960" in md
 
 
