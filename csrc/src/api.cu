@@ -150,11 +150,6 @@ bool has_cute() {
 bool has_lowp() { return kNumCompiledLowp > 0; }
 
 bool is_tma_impl(Impl impl) { return impl == Impl::kTma || impl == Impl::kCuteTma; }
-bool is_lowp_impl(Impl impl) {
-  return impl == Impl::kCuteFp8 || impl == Impl::kCuteTmaFp8 || impl == Impl::kFp8 || impl == Impl::kCuteTmaFp4 ||
-         impl == Impl::kFp4;
-}
-bool is_fp4_impl(Impl impl) { return impl == Impl::kCuteTmaFp4 || impl == Impl::kFp4; }
 // The kernels fed by cp.async or TMA: 16-byte aligned rows.
 bool is_tensor_core_impl(Impl impl) {
   return impl == Impl::kMma || impl == Impl::kTma || impl == Impl::kCute || impl == Impl::kCuteTma ||

@@ -91,24 +91,13 @@ using ffpa::check::run_bench;
 
 namespace {
 
-constexpr bool same_name(const char* a, const char* b) {
-  while (*a != 0 && *a == *b) ++a, ++b;
-  return *a == *b;
-}
-// ffpa::tolerance() answers its first row for a name it does not know: each row this
-// runner reads must exist under its name.
-constexpr bool has_row(const char* name) { return same_name(ffpa::tolerance(name).name, name); }
-static_assert(has_row("fp16") && has_row("bf16") && has_row("fp16_acc") && has_row("fp8") && has_row("fp4"),
+// Each row this runner reads must exist under its name (ffpa::tolerance() answers its
+// first row for a name it does not know).
+static_assert(ffpa::find_tolerance("fp16") && ffpa::find_tolerance("bf16") && ffpa::find_tolerance("fp16_acc") &&
+                  ffpa::find_tolerance("fp8") && ffpa::find_tolerance("fp4"),
               "ffpa/tolerance.h lost a row the device check judges by");
 static_assert(ffpa::tolerance("fp8").min_cos > 0.f && ffpa::tolerance("fp4").min_cos > 0.f,
               "the low-precision rows of ffpa/tolerance.h state their cosine bound");
-
-bool is_lowp(ffpa::Impl i) {
-  using ffpa::Impl;
-  return i == Impl::kCuteFp8 || i == Impl::kCuteTmaFp8 || i == Impl::kFp8 || i == Impl::kCuteTmaFp4 ||
-         i == Impl::kFp4;
-}
-bool is_fp4(ffpa::Impl i) { return i == ffpa::Impl::kCuteTmaFp4 || i == ffpa::Impl::kFp4; }
 
 struct Case {
   std::string group;
@@ -134,8 +123,8 @@ struct Case {
 
 // The row of ffpa/tolerance.h a case is judged by.
 const ffpa::Tolerance& tolerance(const Case& c) {
-  if (is_fp4(c.impl)) return ffpa::tolerance("fp4");
-  if (is_lowp(c.impl)) return ffpa::tolerance("fp8");
+  if (ffpa::is_fp4_impl(c.impl)) return ffpa::tolerance("fp4");
+  if (ffpa::is_lowp_impl(c.impl)) return ffpa::tolerance("fp8");
   if (c.accum == ffpa::Accum::kFp16) return ffpa::tolerance("fp16_acc");
   return ffpa::tolerance(c.dtype == ffpa::DType::kFp16 ? "fp16" : "bf16");
 }
@@ -459,7 +448,7 @@ Result run_case(const Case& c, GroupCache& cache, uint64_t seed) {
     r.gain = n_ref > 0 ? dot / n_ref : 1.0;
     r.rel_l1 = l1_ref > 0 ? l1 / l1_ref : l1;
     const ffpa::Tolerance& tol = tolerance(c);
-    if (is_lowp(c.impl)) {
+    if (ffpa::is_lowp_impl(c.impl)) {
       r.ok = r.cos >= tol.min_cos && r.rel_l1 <= tol.max_rel_l1 && r.abs_err <= tol.atol && r.lse_err <= tol.lse &&
              std::fabs(r.gain - 1.0) <= tol.max_gain_err;
       if (!r.ok) {  // name the bounds missed: the metrics sit close to them
@@ -861,7 +850,7 @@ void write_json(const char* path, const std::string& device, const Extras& x, co
            r.impl_used + "\", \"error_kind\": \"" + r.error_kind + "\", \"abs_err\": " + num(r.abs_err) +
            ", \"rel_err\": " + num(r.rel_err) + ", \"lse_err\": " + num(r.lse_err) +
            ", \"max_ref\": " + num(r.max_ref) + ", \"error\": \"" + json_escape(r.error) + "\"";
-      if (is_lowp(c.impl) && c.expect_error == ffpa::ErrorKind::kOk)
+      if (ffpa::is_lowp_impl(c.impl) && c.expect_error == ffpa::ErrorKind::kOk)
         j += ", \"cos\": " + num6(r.cos) + ", \"rel_l1\": " + num6(r.rel_l1) + ", \"gain\": " + num6(r.gain);
     } else {
       j += ", \"ran\": false";
@@ -1000,7 +989,7 @@ int main(int argc, char** argv) {
     if (c.expect_error != ffpa::ErrorKind::kOk)
       std::printf("[%s] %s returned=%s error=%s\n", r.ok ? "PASS" : "FAIL", name.c_str(), r.error_kind.c_str(),
                   r.error.c_str());
-    else if (is_lowp(c.impl))
+    else if (ffpa::is_lowp_impl(c.impl))
       std::printf("[%s] %s ran=%s cos=%.6f rel_l1=%.4f gain=%.4f abs=%.3e lse=%.3e%s%s\n", r.ok ? "PASS" : "FAIL",
                   name.c_str(), r.impl_used.c_str(), r.cos, r.rel_l1, r.gain, r.abs_err, r.lse_err,
                   r.error.empty() ? "" : " error=", r.error.c_str());

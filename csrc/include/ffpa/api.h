@@ -52,6 +52,12 @@ enum class Impl : int {
 inline constexpr Impl kAllImpls[] = {Impl::kAuto,     Impl::kMma,        Impl::kSimt, Impl::kTma,
                                      Impl::kCute,     Impl::kCuteTma,    Impl::kCuteFp8,
                                      Impl::kCuteTmaFp8, Impl::kFp8,      Impl::kCuteTmaFp4, Impl::kFp4};
+// The low-precision impls (FP8 and NVFP4), and NVFP4's among them.
+constexpr bool is_lowp_impl(Impl impl) {
+  return impl == Impl::kCuteFp8 || impl == Impl::kCuteTmaFp8 || impl == Impl::kFp8 || impl == Impl::kCuteTmaFp4 ||
+         impl == Impl::kFp4;
+}
+constexpr bool is_fp4_impl(Impl impl) { return impl == Impl::kCuteTmaFp4 || impl == Impl::kFp4; }
 
 // Accumulator precision of the tensor-core paths (kMma, kTma, kCute, kCuteTma). kFp16: fp16 inputs
 // only, both S = Q K^T and P V accumulate in fp16 (mma.sync ... f16.f16.f16.f16); the

@@ -38,14 +38,21 @@ inline constexpr Tolerance kTolerances[] = {
     {"fp4", 0.f, 7.5e-1f, 3e-1f, 0.985f, 1.7e-1f, 8e-2f},
 };
 
-constexpr const Tolerance& tolerance(const char* name) {
+// The row named `name`, or nullptr when the table has none (a check that a row exists).
+constexpr const Tolerance* find_tolerance(const char* name) {
   for (const Tolerance& t : kTolerances) {
     const char* a = t.name;
     const char* b = name;
     while (*a != 0 && *a == *b) ++a, ++b;
-    if (*a == *b) return t;
+    if (*a == *b) return &t;
   }
-  return kTolerances[0];
+  return nullptr;
+}
+
+// The row named `name`; the first row for a name the table does not know.
+constexpr const Tolerance& tolerance(const char* name) {
+  const Tolerance* t = find_tolerance(name);
+  return t != nullptr ? *t : kTolerances[0];
 }
 
 }  // namespace ffpa
