@@ -4,6 +4,7 @@
 #include "ffpa/core/elf.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -169,7 +170,15 @@ PlatformDecision decide_manylinux(const std::filesystem::path& tree,
   }
 
   for (const auto& [rel, info] : elves) {
-    const std::string bytes = forbidden_strings.empty() ? "" : read_file(root / rel).value_or("");
+    if (forbidden_strings.empty()) break;
+    const auto read = read_file(root / rel);
+    if (!read) {
+      // Unread is not clean: the build-path check must see every binary it ships.
+      d.problems.push_back(rel.string() + " cannot be read for the build-path check (" + std::strerror(errno) +
+                           "); make it readable and pack again");
+      continue;
+    }
+    const std::string& bytes = *read;
     for (const auto& s : forbidden_strings)
       if (!s.empty() && bytes.find(s) != std::string::npos)
         d.problems.push_back(rel.string() + " contains the build-tree path '" + s +

@@ -141,6 +141,13 @@ std::string render_metadata(const PackOptions& o, const std::string& canonical_v
     if (!field)
       throw Error("the metadata file has an unknown field '" + k + "'; use a core metadata field name "
                   "(Summary, Requires-Python, Requires-Dist, License, Project-URL, Classifier, ...)");
+    // pack writes what the core metadata specification spells, not what readers tolerate.
+    if (k != field->name)
+      throw Error("the metadata file spells the field '" + k + "'; write it as core metadata does: '" +
+                  field->name + "'");
+    if (k == "Requires" || k == "Provides" || k == "Obsoletes")
+      throw Error("the metadata field '" + k + "' is metadata 1.1's, deprecated since 1.2; use '" + k +
+                  "-Dist' instead");
     if (std::string(field->since) > mv) mv = field->since;
     if (v.empty()) throw Error("the metadata field '" + k + "' is empty; give it a value or remove the line");
     summary = summary || key == "summary";
@@ -193,7 +200,8 @@ Prepared prepare(const PackOptions& o) {
   w.result.name = WheelFilename{wheel_name_component(o.name), version->canonical, "", tag_parts[0], tag_parts[1],
                                 tag_parts[2]};
   // The wheel grammar holds each tag field to letters, digits, '_' and '.' ("auto" too).
-  if (!parse_wheel_filename(w.result.name.filename(), &why)) throw Error("--tag '" + o.tag + "': " + why);
+  if (!parse_wheel_filename(w.result.name.filename(), &why))
+    throw Error("--tag '" + o.tag + "': " + why + "; each tag field may only hold letters, digits, '_' and '.'");
   if (o.out_dir.empty()) throw Error("--out-dir DIR is required");
   w.epoch = resolve_epoch(o.source_date_epoch);
   const std::string source = o.metadata_source + (o.readme.empty() ? "" : " and --readme '" + o.readme.string() + "'");

@@ -23,18 +23,23 @@ ProcResult run_process(const std::vector<std::string>& argv) {
   // pipe can fill up and stall it, and a background process it leaves holding them
   // open does not stall us.
   const int out = ::memfd_create("ffpa-out", MFD_CLOEXEC), err = ::memfd_create("ffpa-err", MFD_CLOEXEC);
+  // Everything the child needs is built before fork(): between fork and exec a child of a
+  // threaded process (pack runs threads) may not allocate.
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  const std::string cannot_run = "cannot run " + argv[0] + ": ";
   const pid_t pid = out < 0 || err < 0 ? -1 : ::fork();
   if (pid == 0) {
     const int null_in = ::open("/dev/null", O_RDONLY);  // no tool may wait for input
     ::dup2(null_in, 0);
     ::dup2(out, 1);
     ::dup2(err, 2);
-    std::vector<char*> cargv;
-    for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-    cargv.push_back(nullptr);
     ::execvp(cargv[0], cargv.data());
-    const std::string msg = "cannot run " + argv[0] + ": " + std::strerror(errno) + "\n";
-    (void)!::write(2, msg.data(), msg.size());
+    const char* why = std::strerror(errno);
+    (void)!::write(2, cannot_run.data(), cannot_run.size());
+    (void)!::write(2, why, std::strlen(why));
+    (void)!::write(2, "\n", 1);
     ::_exit(127);
   }
   const std::string why = std::strerror(errno);

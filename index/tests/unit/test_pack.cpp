@@ -193,6 +193,16 @@ TEST_F(Pack, RefusesUnknownOrReservedMetadataFields) {
   opts.metadata = "Summary: x\nRequires-Python: >=3.10\nVersion: 9\n";
   expect_refused("writes itself");
 }
+// pack writes fields as the specification spells them, and not metadata 1.1's deprecated
+// ones (readers tolerate both; a wheel we build should not need them to).
+TEST_F(Pack, RefusesMisspelledOrDeprecatedMetadataFields) {
+  opts.metadata = "summary: x\nRequires-Python: >=3.10\n";
+  expect_refused("write it as core metadata does: 'Summary'");
+  opts.metadata = "Summary: x\nrequires-python: >=3.10\n";
+  expect_refused("'Requires-Python'");
+  opts.metadata = "Summary: x\nRequires-Python: >=3.10\nRequires: foo\n";
+  expect_refused("use 'Requires-Dist' instead");
+}
 TEST_F(Pack, RefusesInvalidName) {
   opts.name = "ffpa attn";
   expect_refused("invalid project name");
@@ -204,6 +214,8 @@ TEST_F(Pack, RefusesNonPep440Version) {
 TEST_F(Pack, RefusesBadTag) {
   opts.tag = "py3-any";
   expect_refused("PYTHON-ABI-PLATFORM");
+  opts.tag = "py3-no!ne-any";
+  expect_refused("each tag field may only hold letters, digits, '_' and '.'");
 }
 TEST_F(Pack, RefusesSymlinkOutOfTree) {
   write_file(dir / "secret.txt", "outside");
