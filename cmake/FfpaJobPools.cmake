@@ -9,7 +9,7 @@
 #   FFPA_CUDA_JOB_MEMORY_MB  memory one heavy nvcc compile may take, for the computation.
 #                            Default 6144. Measured here (nvcc 13.0, sm_89 + sm_120f,
 #                            /usr/bin/time -v): the mma/tma/simt instances peak at
-#                            ~0.23 GB, the CuTe instances (ffpa_fwd_d<D>_<t>_cute*.cu) at
+#                            ~0.23 GB, the CuTe instances (ffpa_fwd_d<D>_cute.cu, ffpa_fwd_d<D>_lowp.cu) at
 #                            3.4-4.0 GB (cicc instantiating CuTe's layout algebra; the
 #                            D = 256 and 512 fp16 files are the largest; the cold release
 #                            build of 2026-12-02: 3.39 GB max RSS); 6 GB is that peak

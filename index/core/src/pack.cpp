@@ -141,13 +141,9 @@ std::string render_metadata(const PackOptions& o, const std::string& canonical_v
     if (!field)
       throw Error("the metadata file has an unknown field '" + k + "'; use a core metadata field name "
                   "(Summary, Requires-Python, Requires-Dist, License, Project-URL, Classifier, ...)");
-    // pack writes what the core metadata specification spells, not what readers tolerate.
-    if (k != field->name)
-      throw Error("the metadata file spells the field '" + k + "'; write it as core metadata does: '" +
-                  field->name + "'");
-    if (k == "Requires" || k == "Provides" || k == "Obsoletes")
-      throw Error("the metadata field '" + k + "' is metadata 1.1's, deprecated since 1.2; use '" + k +
-                  "-Dist' instead");
+    if (k != field->name || k == "Requires" || k == "Provides" || k == "Obsoletes")  // as the spec spells it, not 1.1's
+      throw Error(k != field->name ? "the metadata file spells '" + k + "' as core metadata does not: write '" + field->name + "'"
+                                   : "the metadata field '" + k + "' is deprecated since 1.2; use '" + k + "-Dist' instead");
     if (std::string(field->since) > mv) mv = field->since;
     if (v.empty()) throw Error("the metadata field '" + k + "' is empty; give it a value or remove the line");
     summary = summary || key == "summary";

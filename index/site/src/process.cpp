@@ -23,8 +23,7 @@ ProcResult run_process(const std::vector<std::string>& argv) {
   // pipe can fill up and stall it, and a background process it leaves holding them
   // open does not stall us.
   const int out = ::memfd_create("ffpa-out", MFD_CLOEXEC), err = ::memfd_create("ffpa-err", MFD_CLOEXEC);
-  // Everything the child needs is built before fork(): between fork and exec a child of a
-  // threaded process (pack runs threads) may not allocate.
+  // Built before fork(): between fork and exec a threaded process's child may not allocate.
   std::vector<char*> cargv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);

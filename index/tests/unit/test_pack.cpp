@@ -197,7 +197,7 @@ TEST_F(Pack, RefusesUnknownOrReservedMetadataFields) {
 // ones (readers tolerate both; a wheel we build should not need them to).
 TEST_F(Pack, RefusesMisspelledOrDeprecatedMetadataFields) {
   opts.metadata = "summary: x\nRequires-Python: >=3.10\n";
-  expect_refused("write it as core metadata does: 'Summary'");
+  expect_refused("as core metadata does not: write 'Summary'");
   opts.metadata = "Summary: x\nrequires-python: >=3.10\n";
   expect_refused("'Requires-Python'");
   opts.metadata = "Summary: x\nRequires-Python: >=3.10\nRequires: foo\n";
