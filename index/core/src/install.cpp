@@ -132,21 +132,24 @@ std::vector<std::string> install_problems(std::string_view project, std::string_
     }
     std::string sp = m;  // where it lands relative to site-packages, for root and purelib/platlib members
     if (m.starts_with(data)) {
-      if (!owned_by(m, owned)) {
-        problems.push_back(shown + "is a .data member, which installs outside the package (data, headers and "
-                           "scripts into the environment itself); " + project_or(project) +
+      const std::string rest = m.substr(data.size());
+      const std::string scheme = rest.substr(0, rest.find('/'));
+      // purelib and platlib are site-packages itself, where the owned paths apply; the
+      // other schemes write into the environment (bin/, include/, its root).
+      const bool site_packages = scheme == "purelib" || scheme == "platlib";
+      if (!site_packages && !owned_by(m, owned)) {
+        problems.push_back(shown + "is a .data member of the " + scheme + " scheme, which installs into the "
+                           "environment itself (bin/, include/, its root), outside site-packages; " + project_or(project) +
                            " declares no such path: ship it inside the package, or declare it in "
                            "cmake/release-matrix.json's wheel_top_level");
         continue;
       }
-      const std::string rest = m.substr(data.size());
-      const std::string scheme = rest.substr(0, rest.find('/'));
       if (scheme == "scripts") {
         if (std::string why = script_name_problem(rest.substr(rest.find('/') + 1)); !why.empty())
           problems.push_back(shown + "installs a script: " + why);
         continue;
       }
-      if (scheme != "purelib" && scheme != "platlib") continue;
+      if (!site_packages) continue;
       sp = rest.substr(rest.find('/') + 1);
     }
     if (std::string why = startup_hook_problem(sp); !why.empty()) {

@@ -53,7 +53,8 @@ std::vector<std::string> owned_paths(std::string_view project, std::string_view 
 // The one rule for what installing a wheel may do, for verify-wheel (add, publish) and
 // pack alike. Refused, each with the fix: a member outside the project's owned paths
 // (installers write it over other distributions or the environment, and uninstall
-// deletes it); a .data member the project does not declare; startup hooks (top-level
+// deletes it); a .data member outside purelib/platlib (which are site-packages, where the
+// owned paths apply) that the project does not declare; startup hooks (top-level
 // .pth, sitecustomize, usercustomize, __editable__ finders, also through
 // .data/purelib|platlib); the files installers write themselves (INSTALLER, REQUESTED,
 // direct_url.json); scripts (.data/scripts members and console_scripts/gui_scripts
