@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/sendfile.h>
 #include <unistd.h>
 
@@ -108,10 +109,18 @@ void plan_pages(const IndexLocation& loc, const std::map<std::string, ProjectPag
 }
 
 // Throws, naming each place and its fix, when a directory the plan writes to cannot
-// be written (plan_add runs it; so do remove, yank, unyank and render).
-void check_writable(const IndexPlan& plan) {
+// be written, or a path in the site breaks site_path_problem (plan_add runs it; so do
+// remove, yank, unyank and render).
+void check_writable(const IndexLocation& loc, const IndexPlan& plan) {
   std::set<fs::path> dirs;
-  for (const auto& [path, data] : plan.writes) dirs.insert(path.parent_path());
+  std::set<std::string> problem_set;
+  for (const auto& [path, data] : plan.writes) {
+    dirs.insert(path.parent_path());
+    if (std::string why = site_path_problem(loc.root, path); !why.empty()) problem_set.insert(why);
+  }
+  if (!problem_set.empty())
+    throw Error(core::problem_list("the index would be written outside the site's plain directories, nothing was "
+                                   "written:", std::vector<std::string>(problem_set.begin(), problem_set.end())));
   std::vector<std::string> problems;
   for (const auto& d : dirs)
     if (std::string why = unwritable_dir_problem(d); !why.empty()) problems.push_back(why);
@@ -173,7 +182,7 @@ void write_pages(const IndexLocation& loc, const std::map<std::string, ProjectPa
                  const std::set<std::string>& changed, const SiteLock& lock) {
   IndexPlan plan;
   plan_pages(loc, pages, changed, plan);
-  check_writable(plan);
+  check_writable(loc, plan);
   remove_stale_temps(loc, lock);
   apply_plan(plan);
 }
@@ -200,15 +209,40 @@ void check_index_path(const std::string& value, const char* flag) {
   bool ok = !value.empty() && value.front() != '/';
   for (const auto& part : fs::path(value)) {
     const std::string s = part.string();
-    ok = ok && !s.empty() && s != "." && s != ".." &&
+    ok = ok && !s.empty() && s.front() != '.' &&
          s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == std::string::npos;
   }
   if (!ok)
     throw Error(std::string(flag) + " '" + core::printable(value) +
-                "' is not a relative path of plain names inside the site; pass e.g. whl (prefix) or cu13 (channel)");
+                "' is not a relative path of plain names inside the site (letters, digits, '.', '_', '-', none "
+                "starting with '.': .git and other dot-directories are not served); pass e.g. whl (prefix) or cu13 "
+                "(channel)");
 }
 
 // --- the site lock -------------------------------------------------------------------
+
+std::string site_path_problem(const fs::path& root, const fs::path& path) {
+  const fs::path rel = path.lexically_normal().lexically_relative(root.lexically_normal());
+  if (rel.empty() || *rel.begin() == ".." || rel.is_absolute()) return "";  // not in the site
+  const std::vector<fs::path> parts(rel.begin(), rel.end());
+  fs::path at = root;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const std::string part = parts[i].string();
+    at /= parts[i];
+    if (i + 1 < parts.size() && !part.empty() && part.front() == '.')
+      return "'" + core::printable(rel.generic_string()) + "' lies in the dot-directory '" + core::printable(part) +
+             "' (.git is git's own, others are hidden from the served site); the index goes into plain directories: "
+             "pass another --index-prefix or --channel";
+    struct stat st {};
+    if (::lstat(at.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+      std::error_code ec;
+      return "'" + core::printable(at.lexically_relative(root).generic_string()) + "' is a symlink (to '" +
+             core::printable(fs::read_symlink(at, ec).string()) + "'): the index would be written where it points, "
+             "outside what the site checkout tracks; replace it with a real directory of the checkout";
+    }
+  }
+  return "";
+}
 
 fs::path engine_dir(const fs::path& root) {
   const fs::path dotgit = root / ".git";
@@ -684,7 +718,7 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
     plan.removals = metadata_leftovers(*opt.metadata_dir, listed_metadata);
   }
   plan_pages(loc, st.pages, touched, plan);
-  check_writable(plan);
+  check_writable(loc, plan);
   log << loc.channel_label() << ": " << rep.added << " added, " << rep.replaced << " replaced, " << rep.unchanged
       << " unchanged\n";
   plan.log = log.str();

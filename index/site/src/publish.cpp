@@ -286,6 +286,30 @@ class SiteRepo {
     return p;
   }
 
+  // The paths of `paths` git would ignore (.gitignore, info/exclude): publish could
+  // write them but never commit them, so each is a problem with its fix.
+  std::vector<std::string> ignored(const std::set<std::string>& paths) const {
+    if (paths.empty()) return {};
+    std::vector<std::string> args = {"check-ignore", "--no-index", "--"};
+    args.insert(args.end(), paths.begin(), paths.end());
+    std::vector<std::string> p;
+    const ProcResult r = git(args);
+    if (r.status > 1)  // 0: some are ignored, 1: none
+      return {"git check-ignore failed in the site repository (" + trim(r.err) + "); fix the repository, then re-run"};
+    for (const auto& path : core::split(r.out, '\n'))
+      if (!path.empty())
+        p.push_back("'" + core::printable(path) + "' is ignored by git in the site repository (git -C " +
+                    shell_quote(dir_.string()) + " check-ignore -v " + shell_quote(path) + " names the rule): publish "
+                    "could write it but never commit it; remove that ignore rule, then re-run");
+    return p;
+  }
+
+  // The commit the remote's branch points at, or "" when it cannot be asked.
+  std::string remote_head() const {
+    auto r = git({"ls-remote", "--quiet", remote_, "refs/heads/" + branch_});
+    return r.status == 0 ? trim(r.out.substr(0, r.out.find('\t'))) : std::string();
+  }
+
   // The subset of `paths` git tracks (for staging removals of tracked files).
   std::set<std::string> tracked(const std::vector<std::string>& paths) const {
     if (paths.empty()) return {};
@@ -439,6 +463,7 @@ struct PublishRun {
         pb.add(e.what());
       }
       pb.add(site.foreign_changes(channel_rel, ours));
+      pb.add(site.ignored(ours));
     }
     if (rel.store) rel.preflight(opt.target, opt.source_dir, pb);
     if (pb.refused(err, "publish")) return false;
@@ -567,6 +592,13 @@ struct PublishRun {
       out << "[4/4] pushed " << opt.branch << " to " << opt.remote << "\n";
     } else {
       out << "[4/4] " << up << " already has the index\n";
+    }
+    // "published" means the remote serves the index: ask it, not the local view of it.
+    const std::string head = trim(site.git({"rev-parse", "HEAD"}).out), remote_head = site.remote_head();
+    if (remote_head != head) {
+      err << "publish: " << opt.remote << "/" << opt.branch << " is at '" << remote_head << "', not the index commit "
+          << head << "; the index is not published. Recover with:\n" << site.recovery();
+      return 1;
     }
     out << "published " << tagv.canonical << ". Install with:\n" << rel.spec.notes;
     return 0;

@@ -127,6 +127,13 @@ struct IndexLocation {
 // names, so the index cannot be written outside the site.
 void check_index_path(const std::string& value, const char* flag);
 
+// Why `path` (a file the index writes) may not be written in the site `root`, or "":
+// a directory on the way from root that is a symlink (the write would land where it
+// points, outside what the checkout tracks) or a dot-directory (.git, .github). Paths
+// outside `root` (an --metadata-dir elsewhere) are not the site's: "". add, remove,
+// yank, unyank, render and publish check every path before the first write.
+std::string site_path_problem(const fs::path& root, const fs::path& path);
+
 // --- the site lock ----------------------------------------------------------------
 
 // The git directory of a site checkout (<root>/.git, or where a "gitdir:" file

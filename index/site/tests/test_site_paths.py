@@ -1,0 +1,71 @@
+# Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
+"""Publish checks the site before its first side effect (index/README.md, "The site's
+paths"): with the channel or the index prefix a symlink out of the checkout, the
+index directory ignored by git, or an index prefix inside .git (or any dot-directory),
+publish is refused with nothing created (no release, no asset, no page, no commit,
+nothing outside the checkout), and add and render refuse the same paths. "published"
+is printed only once the remote holds the index commit."""
+import os
+
+from site_testlib import check, expect_refusal, git, make_site, make_wheel, run
+
+
+def test_site_paths(release_site):
+    work, remote, site, src, head, assets, tmp, env = release_site
+    whl = make_wheel(work / "w", "1.0.0+cu13")
+    outside = work / "outside"
+    outside.mkdir()
+
+    def publish(site_dir, *extra):
+        return ["publish", "--tag", "v1.0.0+cu13", "--wheels", whl, "--site-repo", site_dir, "--assets", f"dir:{assets}",
+                "--release-url", "https://example.invalid/{tag}/", "--target", head, "--source-dir", src, *extra]
+
+    roots = (site, remote, assets, outside)
+    # The channel directory, then the prefix directory, a symlink out of the checkout.
+    for link, target in (("whl/cu13", outside), ("whl", outside)):
+        (site / link).parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, site / link)
+        git("add", "-A", cwd=site)
+        git("commit", "--quiet", "-m", f"{link} a symlink", cwd=site)
+        p = expect_refusal(publish(site), "is a symlink", roots)
+        check("replace it with a real directory" in p.stderr, p.stderr)
+        check(not assets.exists(), "a release was created before the site was checked")
+        expect_refusal(["add", "--index-dir", site, "--release-url", "https://example.invalid/{tag}/", whl],
+                       "is a symlink", roots)
+        expect_refusal(["render", "--index-dir", site], "is a symlink", roots)
+        check(not any(outside.rglob("*")), f"written through the symlink: {list(outside.rglob('*'))}")
+        git("rm", "--quiet", link, cwd=site)
+        git("commit", "--quiet", "-m", f"{link} gone", cwd=site)
+        git("push", "--quiet", "origin", "gh-pages", cwd=site)
+
+    # whl/ ignored by git: the pages could be written but never committed.
+    (site / ".gitignore").write_text("whl/\n")
+    git("add", ".gitignore", cwd=site)
+    git("commit", "--quiet", "-m", "ignore whl", cwd=site)
+    p = expect_refusal(publish(site), "is ignored by git", roots)
+    check("check-ignore -v" in p.stderr, p.stderr)
+    check(not assets.exists(), "a release was created for a site that cannot commit its index")
+    git("rm", "--quiet", ".gitignore", cwd=site)
+    git("commit", "--quiet", "-m", "unignore", cwd=site)
+    git("push", "--quiet", "origin", "gh-pages", cwd=site)
+
+    # The index prefix in the git directory or another dot-directory.
+    for prefix in (".git", ".git/hooks", ".github", "whl/.hidden"):
+        expect_refusal(publish(site, "--index-prefix", prefix), "none starting with '.'", roots)
+        expect_refusal(["add", "--index-dir", site, "--index-prefix", prefix, "--release-url",
+                        "https://example.invalid/{tag}/", whl], "none starting with '.'", roots)
+    expect_refusal(publish(site, "--channel", ".cu13"), "cu<CUDA major>", roots)
+
+    # A publish that goes through says "published" with the remote holding its commit.
+    p = run(publish(site), env=env)
+    check(p.returncode == 0 and "published 1.0.0" in p.stdout, f"{p.stdout}\n{p.stderr}")
+    check(git("rev-parse", "HEAD", cwd=site) == git("rev-parse", "gh-pages", cwd=remote), "remote lacks the index")
+    # The remote cannot be reached on the re-run (the fetch only warns) while the local
+    # remote-tracking branch still says it holds the index: publish does not claim it.
+    git("remote", "set-url", "origin", str(work / "gone.git"), cwd=site)
+    p = run(publish(site), env=env)
+    check(p.returncode == 1 and "not published" in p.stderr and "published 1.0.0" not in p.stdout,
+          f"{p.returncode}\n{p.stdout}\n{p.stderr}")
+    git("remote", "set-url", "origin", str(remote), cwd=site)
+    p = run(publish(site), env=env)
+    check(p.returncode == 0 and "published 1.0.0" in p.stdout, f"{p.stdout}\n{p.stderr}")
