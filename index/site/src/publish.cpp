@@ -432,6 +432,16 @@ struct PublishRun {
     // The template, as the page records it: each file's URL expands "{tag}" to its
     // v<version>, which is this tag (check_inputs holds every wheel to it).
     release_url = normalize_release_url(opt.release_url.empty() ? store->default_release_url() : opt.release_url);
+    // A concrete per-tag URL (".../download/v0.4.0+cu13", as a mirror is often given)
+    // is this release's expansion of the template: recorded as such, so the next
+    // release's URL (ending in its own tag) reads the same, instead of being refused
+    // for differing from the first release's.
+    if (const std::string suffix = "/" + opt.tag + "/";
+        release_url.find("{tag}") == std::string::npos && release_url.ends_with(suffix)) {
+      release_url = release_url.substr(0, release_url.size() - suffix.size()) + "/{tag}/";
+      out << "note: --release-url ends in the tag " << opt.tag << "; read as the template " << release_url
+          << " ({tag} is each release's tag), recorded so on the page\n";
+    }
     site_url = !opt.site_url.empty() ? opt.site_url : store ? store->default_site_url() : "";
     project = wheels.front().project;
     // Not latest (the pure release vV stays latest), no title, the install notes.

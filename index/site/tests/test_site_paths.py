@@ -69,3 +69,23 @@ def test_site_paths(release_site):
     git("remote", "set-url", "origin", str(remote), cwd=site)
     p = run(publish(site), env=env)
     check(p.returncode == 0 and "published 1.0.0" in p.stdout, f"{p.stdout}\n{p.stderr}")
+
+
+def test_release_url_ending_in_the_tag(release_site):
+    """A --release-url that ends in the tag being published (the runbook's mirror
+    spelling) is read as the {tag} template, said so, and the next release's URL spelled
+    the same way is accepted: never accepted once and refused later."""
+    work, remote, site, src, head, assets, tmp, env = release_site
+    import json
+    for version in ("1.0.0", "1.0.1"):
+        whl = make_wheel(work / f"w{version}", f"{version}+cu13")
+        tag = f"v{version}+cu13"
+        p = run(["publish", "--tag", tag, "--wheels", whl, "--site-repo", site, "--assets", f"dir:{assets}",
+                 "--release-url", f"https://example.invalid/releases/download/{tag}", "--target", head,
+                 "--source-dir", src], env=env)
+        check(p.returncode == 0, f"{tag}: {p.stdout}\n{p.stderr}")
+        check("read as the template https://example.invalid/releases/download/{tag}/" in p.stdout, p.stdout)
+        page = json.loads((site / "whl" / "cu13" / "ffpa-attn" / "index.json").read_text())
+        check(page["_ffpa-release-url"] == "https://example.invalid/releases/download/{tag}/", page)
+        urls = {f["filename"]: f["url"] for f in page["files"]}
+        check(urls[whl.name].startswith(f"https://example.invalid/releases/download/v{version}%2Bcu13/"), urls)
