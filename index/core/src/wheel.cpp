@@ -95,6 +95,12 @@ std::vector<std::pair<std::string, std::string>> parse_headers(std::string_view 
                          "header values on one line of plain text");
       continue;
     }
+    // C1 controls and bidi overrides: pip, twine and index pages show these values
+    // (Summary, Name, Version) on terminals as they are.
+    if (std::string why = terminal_text_problem(line); !why.empty()) {
+      problems.push_back(at + " " + why + "; header values are plain text: remove it");
+      continue;
+    }
     if (line.front() == ' ' || line.front() == '\t') {
       if (out.empty()) problems.push_back(at + " is a continuation line with no field before it");
       else out.back().second += "\n" + std::string(line);

@@ -748,6 +748,9 @@ std::size_t edit_version(const IndexLocation& loc, Edit edit, const std::string&
   if (reason && !core::is_valid_utf8(*reason))
     throw Error("--reason '" + core::printable(*reason) +
                 "' is not valid UTF-8; the reason is shown to pip users as text: pass it in UTF-8");
+  if (reason)
+    if (const std::string why = core::terminal_text_problem(*reason); !why.empty())
+      throw Error("--reason '" + core::printable(*reason) + "' " + why + "; pip prints the reason as is: pass plain text");
   std::string why;
   auto wanted = core::parse_pep440(version, &why);
   if (!wanted) throw Error("--version '" + core::printable(version) + "' is not a PEP 440 version (" + why + ")");
@@ -757,7 +760,7 @@ std::size_t edit_version(const IndexLocation& loc, Edit edit, const std::string&
   // something changed: a refusal prints nothing but the refusal.
   std::ostringstream buf;
   std::set<std::string> changed, listed;
-  std::size_t n = 0;
+  std::size_t n = 0, already = 0;
   for (auto& [name, page] : st.pages) {
     if (project && name != core::normalize_project_name(*project)) continue;
     listed.insert(page.versions.begin(), page.versions.end());
@@ -769,7 +772,10 @@ std::size_t edit_version(const IndexLocation& loc, Edit edit, const std::string&
     });
     for (auto& e : page.files) {
       if (edit == Edit::remove || !version_matches(e.filename, *wanted)) continue;
-      if (edit == Edit::yank ? e.yanked == reason.value_or("") : !e.yanked) continue;
+      if (edit == Edit::yank ? e.yanked == reason.value_or("") : !e.yanked) {
+        ++already;  // a re-run of the same yank or unyank: nothing to do, and no error
+        continue;
+      }
       ++n;
       if (edit == Edit::unyank) e.yanked.reset();
       else e.yanked = reason.value_or("");
@@ -779,6 +785,12 @@ std::size_t edit_version(const IndexLocation& loc, Edit edit, const std::string&
       page.refresh_versions();
       changed.insert(name);
     }
+  }
+  if (changed.empty() && already > 0) {
+    log << "version " << wanted->canonical << " is already " << (edit == Edit::yank ? "yanked" : "not yanked")
+        << (edit == Edit::yank && reason ? " with this reason" : "") << " in " << loc.channel_label()
+        << "; nothing changed\n";
+    return 0;
   }
   if (changed.empty()) {
     throw Error(std::string("nothing to ") + verb + ": no file of version " + wanted->canonical + " in " +

@@ -3,6 +3,7 @@
 // index/tests/test_hostile_vs_pip.py shows each refusal's harm with pip and uv.
 #include <gtest/gtest.h>
 
+#include "ffpa/core/utf8.h"
 #include "ffpa/core/wheel.h"
 
 using namespace ffpa::core;
@@ -97,4 +98,15 @@ TEST(Install, DirectUrlRequirements) {
   EXPECT_NE(all(check_core_metadata("Metadata-Version: 2.1\nName: x\nVersion: 1\nRequires-Dist: y @ https://a.invalid/y.whl\n"))
                 .find("names a direct URL"),
             std::string::npos);
+}
+
+TEST(TerminalText, ControlsAndBidiRefused) {
+  for (const char* ok : {"broken build", "tab\there", "caf\xc3\xa9", "\xe2\x80\x94 dash", "\xd8\xa7 arabic"})
+    EXPECT_EQ(terminal_text_problem(ok), "") << ok;
+  for (const char* bad : {"\x1b[2J", "bell\x07", "del\x7f", "c1 \xc2\x9b" "31m", "\xc2\x85", "\xe2\x80\xae", "\xe2\x80\xaa",
+                          "\xe2\x81\xa6", "\xe2\x81\xa9", "\xe2\x80\x8f", "\xd8\x9c"})
+    EXPECT_NE(terminal_text_problem(bad), "") << printable(bad);
+  const auto p = check_core_metadata("Metadata-Version: 2.1\nName: x\nVersion: 1\nSummary: a \xe2\x80\xae b\n");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("bidirectional"), std::string::npos) << p[0];
 }
