@@ -221,6 +221,36 @@ void check_index_path(const std::string& value, const char* flag) {
 
 // --- the site lock -------------------------------------------------------------------
 
+std::string channel_platform_problem(const core::WheelFilename& w, const std::string& channel) {
+  // A cu<N> channel serves CPython 3 on Linux x86_64 (the release's build machines,
+  // docs/release.md): what pip on any other platform or interpreter could never install
+  // from it, or would install wrongly, is not filed there.
+  const auto all = [](const std::string& set, auto ok) {
+    const auto parts = core::split(set, '.');
+    return std::all_of(parts.begin(), parts.end(), ok);
+  };
+  const auto py3 = [](const std::string& t) {
+    return t == "py3" || ((t.starts_with("cp3") || t.starts_with("py3")) && t.size() > 3 &&
+                          t.find_first_not_of("0123456789", 3) == std::string::npos);
+  };
+  const auto abi = [](const std::string& t) {
+    return t == "none" || t == "abi3" ||
+           (t.starts_with("cp3") && t.size() > 3 && t.find_first_not_of("0123456789", 3) >= t.size() - 1 &&
+            (std::isdigit(static_cast<unsigned char>(t.back())) || t.back() == 't'));
+  };
+  const auto linux_x86_64 = [](const std::string& t) {
+    return t == "any" || (t.ends_with("_x86_64") && (t.starts_with("manylinux") || t == "linux_x86_64"));
+  };
+  std::string what;
+  if (!all(w.python, py3)) what = "python tag '" + w.python + "' (the channel serves CPython 3: py3, cp3N)";
+  else if (!all(w.abi, abi)) what = "ABI tag '" + w.abi + "' (the channel serves none, abi3, cp3N)";
+  else if (!all(w.platform, linux_x86_64))
+    what = "platform tag '" + w.platform + "' (the channel serves Linux x86_64: manylinux_*_x86_64, or any)";
+  if (what.empty()) return "";
+  return w.filename() + " does not belong in the " + channel + " channel: its " + what +
+         "; build it for the channel's platform, or publish it elsewhere";
+}
+
 std::string site_path_problem(const fs::path& root, const fs::path& path) {
   const fs::path rel = path.lexically_normal().lexically_relative(root.lexically_normal());
   if (rel.empty() || *rel.begin() == ".." || rel.is_absolute()) return "";  // not in the site
@@ -620,6 +650,8 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
     std::map<std::string, std::string> file_of, spelling_of;
   };
   std::map<std::string, Known> known;
+  for (const auto& w : wheels)
+    if (std::string why = channel_platform_problem(w.name, loc.channel); !why.empty()) throw Error(why);
   for (const auto& w : wheels) {
     const std::string fn = w.name.filename();
     if (auto [given, fresh] = seen.emplace(fn, w.sha256); !fresh) {

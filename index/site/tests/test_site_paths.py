@@ -89,3 +89,20 @@ def test_release_url_ending_in_the_tag(release_site):
         check(page["_ffpa-release-url"] == "https://example.invalid/releases/download/{tag}/", page)
         urls = {f["filename"]: f["url"] for f in page["files"]}
         check(urls[whl.name].startswith(f"https://example.invalid/releases/download/v{version}%2Bcu13/"), urls)
+
+
+def test_channel_serves_its_platforms(tmp_path):
+    """add (and publish, through the same plan) files into a cu channel only wheels pip
+    on Linux x86_64 CPython 3 can install: Windows, macOS and Python 2 wheels are refused."""
+    site = tmp_path / "site"
+    run(["add", "--index-dir", site, "--release-url", "https://example.invalid/{tag}/",
+         make_wheel(tmp_path / "ok", "1.0.0+cu13")], check_rc=0)
+    for i, (tag, message) in enumerate((("cp312-cp312-win_amd64", "platform tag 'win_amd64'"),
+                                        ("cp312-cp312-macosx_11_0_arm64", "platform tag 'macosx_11_0_arm64'"),
+                                        ("cp312-cp312-manylinux_2_28_aarch64", "platform tag"),
+                                        ("cp27-cp27mu-manylinux1_x86_64", "python tag 'cp27'"),
+                                        ("py2-none-any", "python tag 'py2'"))):
+        whl = make_wheel(tmp_path / f"w{i}", "1.0.1+cu13", tag=tag)
+        p = expect_refusal(["add", "--index-dir", site, "--release-url", "https://example.invalid/{tag}/", whl],
+                           message, (site,))
+        check("does not belong in the cu13 channel" in p.stderr, p.stderr)
