@@ -469,7 +469,7 @@ def harm_shown(inst: Installer, template: Path, whl: Path, kind: str, python: st
         f = run(inst.cmd + (["pip", "freeze", "--python", venv / "bin" / "python"] if inst.is_uv
                             else ["-m", "pip", "--python", venv / "bin" / "python", "freeze"]), env=env)
         if "file:///home/someone" in f.stdout:
-            evidence.append(f"{inst.label} freeze reports: {f.stdout.strip().splitlines()[-1]}")
+            evidence.append(f"{inst.label} freeze reports: {next(l for l in f.stdout.splitlines() if 'someone' in l)}")
     inst.venv_uninstall(venv, "ffpa-attn", env)
     gone = sorted(k for k in before if k not in full_state(outer))
     if gone:
