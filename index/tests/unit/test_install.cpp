@@ -3,8 +3,10 @@
 // index/tests/test_hostile_vs_pip.py shows each refusal's harm with pip and uv.
 #include <gtest/gtest.h>
 
+#include "ffpa/core/error.h"
 #include "ffpa/core/utf8.h"
 #include "ffpa/core/wheel.h"
+#include "util.h"
 
 using namespace ffpa::core;
 
@@ -109,4 +111,23 @@ TEST(TerminalText, ControlsAndBidiRefused) {
   const auto p = check_core_metadata("Metadata-Version: 2.1\nName: x\nVersion: 1\nSummary: a \xe2\x80\xae b\n");
   ASSERT_EQ(p.size(), 1u);
   EXPECT_NE(p[0].find("bidirectional"), std::string::npos) << p[0];
+}
+
+TEST(Install, PackRefusesWhatVerifyRefuses) {
+  // pack holds the staged tree to the same rule, so it never writes a wheel add refuses.
+  for (const char* member : {"nvidia/x.py", "evil.pth", "sitecustomize.py", "ffpa_attn-1.0.0.data/data/bin/python"}) {
+    ffpa::test::TempDir d("pack_install");
+    ffpa::test::write_file(d / "tree/ffpa_attn/__init__.py", "x = 1\n");
+    ffpa::test::write_file(d / "tree" / member, "y = 1\n");
+    try {
+      pack_wheel(ffpa::test::pack_options(d.path(), "1.0.0", "py3-none-any"));
+      ADD_FAILURE() << member << " was packed";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("installs what the wheel may not"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(ffpa::test::count_entries(d / "out"), 0u) << member;
+  }
+  ffpa::test::TempDir d("pack_tags");
+  ffpa::test::write_file(d / "tree/ffpa_attn/__init__.py", "x = 1\n");
+  EXPECT_THROW(pack_wheel(ffpa::test::pack_options(d.path(), "1.0.0", "py3.py2-none-any")), Error);
 }
