@@ -83,6 +83,9 @@ def cases():
     yield "good_pep639", GOOD_NAME, Archive(wheel_entries(
         PKG + [(b"ffpa_attn-1.0.0.dist-info/licenses/LICENSE", b"Apache\n")],
         metadata=META24 + b"License-Expression: apache-2.0 OR (MIT WITH llvm-exception)\nLicense-File: LICENSE\n")).build(), "accept"
+    yield "good_entry_points", GOOD_NAME, Archive(wheel_entries(
+        PKG + [(b"ffpa_attn-1.0.0.dist-info/entry_points.txt",
+                b"[console_scripts]\nffpa-tool = ffpa_attn.core:f\n[gui_scripts]\nffpa-gui = ffpa_attn.core:f\n")])).build(), "accept"
     yield from install_cases()
     yield "good_x86_64_elf", X86_NAME, Archive(wheel_entries(PKG + [(b"ffpa_attn/_k.so", elf_header())],
                                                              tag="py3-none-manylinux_2_17_x86_64")).build(), "accept"
@@ -482,7 +485,19 @@ def record_files(whl: Path) -> set[str]:
     with zipfile.ZipFile(whl) as z:
         name = next(n for n in z.namelist() if n.endswith(".dist-info/RECORD"))
         rows = csv.reader(z.read(name).decode("utf-8").splitlines())
-        return {installed_path(r[0]) for r in rows if r}
+        return {installed_path(r[0]) for r in rows if r} | {"bin/" + s for s in entry_point_scripts(whl)}
+
+
+def entry_point_scripts(whl: Path) -> set[str]:
+    """The launchers pip and uv write into bin/ for the wheel's console and GUI scripts
+    (importlib.metadata's reading of entry_points.txt)."""
+    import importlib.metadata
+    with zipfile.ZipFile(whl) as z:
+        name = next((n for n in z.namelist() if n.endswith(".dist-info/entry_points.txt")), None)
+        if name is None:
+            return set()
+        eps = importlib.metadata.EntryPoints._from_text(z.read(name).decode("utf-8"))
+    return {e.name for e in eps if e.group in ("console_scripts", "gui_scripts")}
 
 
 def installed_files(target: Path) -> set[str]:
@@ -676,7 +691,7 @@ def venv_expected(venv: Path, whl: Path) -> set[str]:
             out.add(("bin/" if parts[1] == "scripts" else "") + parts[2])
         else:
             out.add(f"{sp}/{installed_path(m)}")
-    return out
+    return out | {"bin/" + s for s in entry_point_scripts(whl)}
 
 
 def record_files_raw(whl: Path) -> list[str]:

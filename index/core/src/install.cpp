@@ -125,9 +125,9 @@ std::vector<std::string> install_problems(std::string_view project, std::string_
     if (m.starts_with(di)) {
       const std::string base = lower_ascii(m.substr(di.size()));
       if (base == "installer" || base == "requested" || base == "direct_url.json")
-        problems.push_back(shown + "is written by the installer (INSTALLER, REQUESTED, direct_url.json): pip keeps "
-                           "a shipped one, and pip freeze then reports an install the user never made; remove it "
-                           "from the wheel");
+        problems.push_back(shown + "is written by the installer (INSTALLER, REQUESTED, direct_url.json): an "
+                           "installer may keep a shipped one (uv does), and freeze then reports an install the user "
+                           "never made; remove it from the wheel");
       continue;
     }
     std::string sp = m;  // where it lands relative to site-packages, for root and purelib/platlib members
