@@ -10,6 +10,8 @@
 #                emulator's release run, the device check)
 #   dtypes       the input dtypes compiled everywhere
 #   dev          the dev/mini defaults: head dims, and the arch used when no GPU is present
+#   wheel_top_level  per project, the paths its wheels may install (read by index/CMakeLists.txt
+#                into the engine's install rule, not here)
 #
 # Sets FFPA_RELEASE_CHANNELS, FFPA_RELEASE_PYTHONS, FFPA_RELEASE_CUDA_ARCHS, FFPA_RELEASE_HEAD_DIMS,
 # FFPA_RELEASE_DTYPES, FFPA_DEV_HEAD_DIMS, FFPA_DEV_FALLBACK_ARCH and

@@ -127,6 +127,23 @@ def build_crafted(out):
     seed("name-trailing-space", metadata=meta.replace(b"ffpa-fuzz\n", b"ffpa-fuzz \n"))
     seed("wheel-lowercase-keys", wheel=wheel.replace(b"Root-Is-Purelib", b"root-is-purelib"))
     seed("comma-name-accepted", [(b"ffpa_fuzz/a,b.py", b"1\n")])
+    # The install rule (install_problems, wheel.h): each class once, and an accepted
+    # entry point and PEP 639 pair beside them.
+    di, data = b"ffpa_fuzz-1.0.dist-info/", b"ffpa_fuzz-1.0.data/"
+    seed("entry-points", [(di + b"entry_points.txt", b"[console_scripts]\nffpa-x = ffpa_fuzz.core:f\n[gui_scripts]\n"
+                           b"python3 = ffpa_fuzz.core:f\n../x = a:b\n")])
+    seed("entry-point-accepted", [(di + b"entry_points.txt", b"[console_scripts]\nffpa-x = ffpa_fuzz.core:f\n")])
+    seed("other-distribution", [(b"nvidia/cublas/__init__.py", b"1\n"), (data + b"purelib/torch/x.py", b"2\n")])
+    seed("data-schemes", [(data + b"data/bin/python", b"1\n"), (data + b"scripts/pip", b"2\n"),
+                          (data + b"purelib/ffpa_fuzz/ok.py", b"3\n")])
+    seed("startup-hooks", [(b"x.pth", b"import os\n"), (b"sitecustomize.py", b"1\n"), (b"__editable__x.py", b"2\n")])
+    seed("installer-files", [(di + b"direct_url.json", b"{}"), (di + b"INSTALLER", b"pip\n")])
+    seed("requires-url", metadata=meta + b"Requires-Dist: x @ https://example.invalid/x.whl\nRequires-Dist: y[a]>=1\n")
+    seed("pep639-accepted", [(di + b"licenses/LICENSE", b"MIT\n")],
+         metadata=meta.replace(b"2.1", b"2.4") + b"License-Expression: MIT OR (Apache-2.0 WITH LLVM-exception)\n"
+         b"License-File: LICENSE\n")
+    seed("pep639", metadata=meta + b"License-Expression: MIT OR\nLicense-File: ../x\nDynamic: Summary\n")
+    seed("wheel-version", wheel=wheel.replace(b"1.0", b"1.x"))
     ents = wheel_entries(pkg, name="ffpa_fuzz", version="1.0", metadata=meta)
     rec = ents[-1]
     ents[-1] = type(rec)(**{**rec.__dict__, "data": rec.data.replace(b"\n", b"\r\n")})

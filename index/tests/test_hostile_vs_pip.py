@@ -78,9 +78,15 @@ def cases():
     # the oracle below shows the collisions case folding and normalisation make.
     yield "utf8_name_non_ascii", GOOD_NAME, Archive(wheel_entries(PKG + [("ffpa_attn/données.py".encode(), b"y = 1\n")])).build(), r"holds non-ASCII characters"
     yield "good_stored", GOOD_NAME, Archive([Entry(**{**e.__dict__, "method": 0}) for e in g]).build(), "accept"
-    yield "good_data_dir", GOOD_NAME, Archive(wheel_entries(PKG + [(b"ffpa_attn-1.0.0.data/purelib/extra_mod.py", b"y = 1\n"),
-                                                                   (b"ffpa_attn-1.0.0.data/scripts/ffpa-tool", b"#!python\nprint(1)\n"),
-                                                                   (b"ffpa_attn-1.0.0.data/data/share/ffpa.txt", b"d\n")])).build(), "accept"
+    yield "good_data_dir", GOOD_NAME, Archive(wheel_entries(PKG + [(b"ffpa_attn-1.0.0.data/purelib/ffpa_attn/extra_mod.py", b"y = 1\n"),
+                                                                   (b"ffpa_attn-1.0.0.data/platlib/ffpa_attn/plat_mod.py", b"y = 2\n")])).build(), "accept"
+    yield "good_pep639", GOOD_NAME, Archive(wheel_entries(
+        PKG + [(b"ffpa_attn-1.0.0.dist-info/licenses/LICENSE", b"Apache\n")],
+        metadata=META24 + b"License-Expression: apache-2.0 OR (MIT WITH llvm-exception)\nLicense-File: LICENSE\n")).build(), "accept"
+    yield "good_entry_points", GOOD_NAME, Archive(wheel_entries(
+        PKG + [(b"ffpa_attn-1.0.0.dist-info/entry_points.txt",
+                b"[console_scripts]\nffpa-tool = ffpa_attn.core:f\n[gui_scripts]\nffpa-gui = ffpa_attn.core:f\n")])).build(), "accept"
+    yield from install_cases()
     yield "good_x86_64_elf", X86_NAME, Archive(wheel_entries(PKG + [(b"ffpa_attn/_k.so", elf_header())],
                                                              tag="py3-none-manylinux_2_17_x86_64")).build(), "accept"
 
@@ -324,8 +330,70 @@ PAIR_SWEEP = [
     (("ffpa_attn-1.0.0.data/purelib/ffpa_attn/core2.py", "ffpa_attn/core2.py"), None),
     (("ffpa_attn-1.0.0.data/platlib/ffpa_attn/Core3.py", "ffpa_attn/core3.py"), None),
     (("ffpa_attn/a.py", "ffpa_attn/b.py"), None),
-    (("ffpa_attn-1.0.0.data/scripts/ffpa_attn", "ffpa_attn/x.py"), None),
+    (("ffpa_attn-1.0.0.data/scripts/ffpa_attn", "ffpa_attn/x.py"),
+     "a .data/scripts member installs into the environment's bin/: only where the project declares it"),
 ]
+
+
+META24 = b"Metadata-Version: 2.4\nName: ffpa-attn\nVersion: 1.0.0\nSummary: crafted\nRequires-Python: >=3.10\n"
+META21 = b"Metadata-Version: 2.1\nName: ffpa-attn\nVersion: 1.0.0\nSummary: crafted\nRequires-Python: >=3.10\n"
+DI_B = b"ffpa_attn-1.0.0.dist-info/"
+DATA_B = b"ffpa_attn-1.0.0.data/"
+ENTRY = DI_B + b"entry_points.txt"
+PWN = b"import os, pathlib; pathlib.Path(os.environ['FFPA_PWN_FILE']).write_text('ran')\n"
+
+
+def install_cases():
+    """What an accepted wheel would make the installers do (index/README.md, "What a
+    wheel may install"). Each case's harm says how the venv round trip proves it:
+    'refuses' (pip 25 or uv refuses the wheel), 'outside' (installing or uninstalling
+    touches files not its own: the nvidia/ bystander, the venv's interpreter, a path
+    outside the venv), 'startup' (the venv's interpreter runs the wheel's code at start),
+    'fetch' (installing with dependencies makes pip fetch a URL the index never listed),
+    'freeze' (pip freeze reports a direct URL install), 'packaging' (packaging.metadata,
+    which twine and PyPI read it with, refuses it). usercustomize runs where the user
+    site is on (outside a venv), so a venv cannot show it; nor can the pip/ and REQUESTED
+    cases, nor tags uv and pip read alike; those stay refused as the README says."""
+    def w(files, **kw):
+        return Archive(wheel_entries(PKG + files, **kw)).build()
+    eps = [(b"dotdot", b"../../ffpa_escape", r"not one plain file name", "outside"),
+           (b"python3", b"python3", r"the name of the environment's interpreter", "outside"),
+           (b"pip", b"pip", r"the name of the environment's interpreter, an installer", None)]
+    for label, ep, msg, harm in eps:
+        yield (f"install_entry_point_{label.decode()}", GOOD_NAME,
+               w([(ENTRY, b"[console_scripts]\n" + ep + b" = ffpa_attn.core:f\n")]), msg, harm)
+    yield "install_data_script_python3", GOOD_NAME, w([(DATA_B + b"scripts/python3", b"#!python\nprint(1)\n")]), r"scripts scheme", "outside"
+    yield "install_data_bin_python", GOOD_NAME, w([(DATA_B + b"data/bin/python", b"#!/bin/sh\n")]), r"data scheme", "outside"
+    yield "install_data_pyvenv_cfg", GOOD_NAME, w([(DATA_B + b"data/pyvenv.cfg", b"home = /tmp\n")]), r"data scheme", "outside"
+    yield "install_other_dist_nvidia", GOOD_NAME, w([(b"nvidia/cublas/__init__.py", b"import os\n")]), r"does not own", "outside"
+    yield "install_other_dist_pip", GOOD_NAME, w([(b"pip/__init__.py", b"")]), r"does not own", None
+    yield "install_purelib_other_dist", GOOD_NAME, w([(DATA_B + b"purelib/nvidia/cublas/__init__.py", b"x\n")]), r"does not own", "outside"
+    yield "install_pth", GOOD_NAME, w([(b"ffpa_zz.pth", PWN)]), r"a \.pth file", "startup"
+    yield "install_pth_purelib", GOOD_NAME, w([(DATA_B + b"purelib/ffpa_zz.pth", PWN)]), r"a \.pth file", "startup"
+    yield "install_sitecustomize", GOOD_NAME, w([(b"sitecustomize.py", PWN[:-1].replace(b"import os", b"import os") + b"\n")]), r"sitecustomize", "startup"
+    yield "install_usercustomize_pkg", GOOD_NAME, w([(b"usercustomize/__init__.py", PWN)]), r"usercustomize", None
+    yield "install_editable_finder", GOOD_NAME, w([(b"__editable___ffpa_attn_finder.py", b"x = 1\n"),
+                                                  (b"__editable__.ffpa_attn-1.0.0.pth", b"import __editable___ffpa_attn_finder\n" + PWN)]), r"__editable__|\.pth file", "startup"
+    yield "install_direct_url_json", GOOD_NAME, w([(DI_B + b"direct_url.json", b'{"url": "file:///home/someone/src/ffpa", "dir_info": {"editable": true}}')]), r"written by the installer", "freeze"
+    yield "install_requested_installer", GOOD_NAME, w([(DI_B + b"INSTALLER", b"evil\n"), (DI_B + b"REQUESTED", b"")]), r"written by the installer", None
+    for label, req in [("https", b"ffpa-evil @ https://example.invalid/ffpa_evil-1.0-py3-none-any.whl"),
+                       ("file", b"ffpa-evil @ file:///tmp/ffpa_evil-1.0-py3-none-any.whl"),
+                       ("git", b"ffpa-evil[x] @ git+https://example.invalid/evil.git")]:
+        yield f"install_requires_url_{label}", GOOD_NAME, w([], metadata=META21 + b"Requires-Dist: " + req + b"\n"), r"names a direct URL", "fetch"
+    for label, v in [("1x", b"1.x"), ("1dot", b"1."), ("2", b"2.0")]:
+        yield (f"wheel_version_{label}", GOOD_NAME, w([], wheel=b"Wheel-Version: " + v + b"\nGenerator: craftzip\nRoot-Is-Purelib: true\nTag: py3-none-any\n"),
+               r"Wheel-Version is", "refuses")
+    yield "pep639_license_file_escape", GOOD_NAME, w([], metadata=META24 + b"License-File: ../../../etc/passwd\n"), r"License-File", "packaging"
+    yield "pep639_license_file_missing", GOOD_NAME, w([], metadata=META24 + b"License-File: LICENSE\n"), r"License-File 'LICENSE' is not in the wheel", None
+    yield "pep639_license_expression", GOOD_NAME, w([], metadata=META24 + b"License-Expression: Use-it-after-midnight\n"), r"not an SPDX license identifier", "packaging"
+    yield "pep639_expression_syntax", GOOD_NAME, w([], metadata=META24 + b"License-Expression: MIT OR\n"), r"not an SPDX expression", "packaging"
+    yield "dynamic_under_21", GOOD_NAME, w([], metadata=META21 + b"Dynamic: Summary\n"), r"a field of metadata 2\.2", "packaging"
+    yield "tags_upper", "ffpa_attn-1.0.0-PY3-NONE-ANY.whl", w([], tag="PY3-NONE-ANY"), r"canonical form", None
+    yield "tags_unsorted", "ffpa_attn-1.0.0-py3.py2-none-any.whl", w([], tag="py3.py2-none-any"), r"canonical form", None
+    yield "tags_duplicate", "ffpa_attn-1.0.0-py3.py3-none-any.whl", w([], tag="py3.py3-none-any"), r"canonical form", None
+    yield ("tags_any_and_platform", "ffpa_attn-1.0.0-py3-none-any.manylinux_2_17_x86_64.whl",
+           w([], tag="py3-none-any.manylinux_2_17_x86_64"), r"combines 'any' with a platform", None)
+    yield "build_tag_without_wheel_build", "ffpa_attn-1.0.0-1-py3-none-any.whl", w([]), r"build tag '1' is not WHEEL's Build", None
 
 
 def run(cmd, **kw):
@@ -343,12 +411,93 @@ def installed_path(member: str) -> str:
     return member
 
 
+def full_state(root: Path) -> dict[str, str]:
+    """Files and symlinks under `root` (a venv's parent), symlinks by their target."""
+    out = {}
+    for p in root.rglob("*"):
+        rel = p.relative_to(root).as_posix()
+        if p.is_symlink():
+            out[rel] = "-> " + os.readlink(p)
+        elif p.is_file():
+            out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def harm_shown(inst: Installer, template: Path, whl: Path, kind: str, python: str, env: dict) -> str | None:
+    """Evidence that installing `whl` with `inst` does the harm `kind` (install_cases),
+    or that `inst` refuses the wheel; None when neither shows."""
+    outer = whl.parent / f"harm-{inst.label}"
+    shutil.rmtree(outer, ignore_errors=True)
+    venv = outer / "venv"
+    shutil.copytree(template, venv, symlinks=True)
+    if kind == "packaging":
+        with zipfile.ZipFile(whl) as z:
+            meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA")))
+        if inst.is_uv:
+            return None  # one reading, said once
+        r = run([python, "-c", "import sys\nfrom packaging.metadata import Metadata\ntry:\n"
+                 "    Metadata.from_email(sys.stdin.read(), validate=True)\nexcept ExceptionGroup as e:\n"
+                 "    sys.exit(str(e.exceptions[0]))"], input=meta.decode())
+        return f"packaging.metadata refuses it: {r.stderr.strip()}" if r.returncode else None
+    if kind == "fetch":
+        r = run(inst.cmd + (["pip", "install", "--no-config", "--python", python, "--target", outer / "t", whl] if inst.is_uv
+                            else ["-m", "pip", "install", "--no-index", "--disable-pip-version-check", "--target", outer / "t", whl]),
+                env={k: v for k, v in env.items() if k != "PIP_NO_INDEX"}, )
+        out = r.stdout + r.stderr
+        return f"{inst.label} goes for the dependency's URL: {next(l for l in out.splitlines() if 'evil' in l).strip()}" \
+            if "ffpa_evil" in out or "example.invalid" in out else None
+    before = full_state(outer)
+    if kind == "freeze":  # by name from an index (a --find-links page): pip then writes no direct_url.json of its own
+        r = run(inst.cmd + (["pip", "install", "--no-deps", "--offline", "--no-config", "--python", venv / "bin" / "python",
+                             "--find-links", whl.parent, "ffpa-attn"] if inst.is_uv else
+                            ["-m", "pip", "--python", venv / "bin" / "python", "install", "--no-deps", "--no-index",
+                             "--disable-pip-version-check", "--find-links", whl.parent, "ffpa-attn"]), env=env)
+    else:
+        r = inst.venv_install(venv, whl, env)
+    if r.returncode != 0:
+        return f"{inst.label} refuses it"
+    evidence = []
+    after = full_state(outer)
+    touched = sorted(k for k in before if after.get(k) != before[k])
+    outside = sorted(k for k in set(after) - set(before) if not k.startswith("venv/"))
+    if touched:
+        evidence.append(f"{inst.label} install replaced {touched}")
+    if outside:
+        evidence.append(f"{inst.label} wrote outside the venv: {outside}")
+    if kind == "startup":
+        run([venv / "bin" / "python", "-c", "pass"], env=dict(env, FFPA_PWN_FILE=str(outer / "pwned")))
+        if (outer / "pwned").exists():
+            evidence.append("the venv's interpreter ran the wheel's code at start-up")
+    if kind == "freeze":
+        f = run(inst.cmd + (["pip", "freeze", "--python", venv / "bin" / "python"] if inst.is_uv
+                            else ["-m", "pip", "--python", venv / "bin" / "python", "freeze"]), env=env)
+        if "file:///home/someone" in f.stdout:
+            evidence.append(f"{inst.label} freeze reports: {next(l for l in f.stdout.splitlines() if 'someone' in l)}")
+    inst.venv_uninstall(venv, "ffpa-attn", env)
+    gone = sorted(k for k in before if k not in full_state(outer))
+    if gone:
+        evidence.append(f"{inst.label} uninstall deleted {gone}")
+    return "; ".join(evidence) or None
+
+
 def record_files(whl: Path) -> set[str]:
     """The paths RECORD's list installs to, read by Python's zipfile as pip reads it."""
     with zipfile.ZipFile(whl) as z:
         name = next(n for n in z.namelist() if n.endswith(".dist-info/RECORD"))
         rows = csv.reader(z.read(name).decode("utf-8").splitlines())
-        return {installed_path(r[0]) for r in rows if r}
+        return {installed_path(r[0]) for r in rows if r} | {"bin/" + s for s in entry_point_scripts(whl)}
+
+
+def entry_point_scripts(whl: Path) -> set[str]:
+    """The launchers pip and uv write into bin/ for the wheel's console and GUI scripts
+    (importlib.metadata's reading of entry_points.txt)."""
+    import importlib.metadata
+    with zipfile.ZipFile(whl) as z:
+        name = next((n for n in z.namelist() if n.endswith(".dist-info/entry_points.txt")), None)
+        if name is None:
+            return set()
+        eps = importlib.metadata.EntryPoints._from_text(z.read(name).decode("utf-8"))
+    return {e.name for e in eps if e.group in ("console_scripts", "gui_scripts")}
 
 
 def installed_files(target: Path) -> set[str]:
@@ -542,7 +691,7 @@ def venv_expected(venv: Path, whl: Path) -> set[str]:
             out.add(("bin/" if parts[1] == "scripts" else "") + parts[2])
         else:
             out.add(f"{sp}/{installed_path(m)}")
-    return out
+    return out | {"bin/" + s for s in entry_point_scripts(whl)}
 
 
 def record_files_raw(whl: Path) -> list[str]:
@@ -625,7 +774,11 @@ def test_hostile_vs_pip(ffpa_env, work):
             return None, out
         return v.returncode == 1, out
 
-    for name, fname, data, expect in cases():
+    harms: dict[str, str] = {}
+    for case in cases():
+        name, fname, data, expect = case[:4]
+        if len(case) > 4 and case[4]:
+            harms[name] = case[4]
         assert name not in seen, f"duplicate case name {name}"
         if args.only and not re.search(args.only, name):
             continue
@@ -734,8 +887,28 @@ def test_hostile_vs_pip(ffpa_env, work):
         installers[0].venv_install(venv, by, env, "--force-reinstall")
         installers[0].venv_uninstall(venv, "ffpa-attn", env)
 
+    phases["venvs"] = time.monotonic() - started - sum(phases.values())
+    # Each refused install case, with pip 25 and uv in a copy of a venv holding the
+    # bystander: what the wheel would have done (install_cases).
+    template = work / "venv-harm"
+    make_venv(args.python, template, installers[0], env, by)
+    files = {c[0]: c[1] for c in cases()}
+
+    def harm(item):
+        name, kind = item
+        return name, kind, [e for e in (harm_shown(inst, template, work / name / files[name], kind, args.python, env)
+                                        for inst in (installers[0], installers[2])) if e]
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        for name, kind, shown in pool.map(harm, sorted(i for i in harms.items() if i[0] in seen)):
+            if shown:
+                print(f"[harm] {name}: {'; '.join(shown)}")
+            else:
+                failures.append(f"{name}: refused, but neither pip 25 nor uv shows the harm '{kind}' it is refused for")
+    phases["harm"] = time.monotonic() - started - sum(phases.values())
+
     print(f"\n{len(seen)} crafted wheels: {n_refused} refused, {len(accepted)} accepted and installed exactly as RECORD "
           f"lists by {', '.join(i.label for i in installers)} (and uninstalled exactly); {n_sweep} names/pairs swept "
           f"against the oracle; {time.monotonic() - started:.0f} s (" +
-          ", ".join(f"{k} {v:.0f} s" for k, v in phases.items()) + ", venvs the rest)")
+          ", ".join(f"{k} {v:.0f} s" for k, v in phases.items()) + ")")
     assert not failures, f"{len(failures)} failure(s):\n" + "\n".join(" - " + f for f in failures)

@@ -207,6 +207,16 @@ Prepared prepare(const PackOptions& o) {
   // set, a README that is not UTF-8, ...).
   if (const auto problems = check_core_metadata(w.metadata); !problems.empty()) throw metadata_error(source, problems);
   w.files = walk_tree(o.tree);
+  // The install rule verify-wheel applies (install_problems): the tree holds only what
+  // the project owns, no startup hook, no script under another program's name.
+  {
+    std::vector<std::string> names;
+    for (const auto& f : w.files) names.push_back(f.rel);
+    if (const auto problems = install_problems(o.name, version->canonical, names, ""); !problems.empty())
+      throw Error(problem_list("the staged tree '" + o.tree.string() + "' installs what the wheel may not:", problems));
+  }
+  if (const std::string tags = tag_set_problem(w.result.name); !tags.empty() && w.result.name.platform != "auto")
+    throw Error("--tag '" + o.tag + "': " + tags);
   return w;
 }
 

@@ -95,6 +95,12 @@ std::vector<std::pair<std::string, std::string>> parse_headers(std::string_view 
                          "header values on one line of plain text");
       continue;
     }
+    // C1 controls and bidi overrides: pip, twine and index pages show these values
+    // (Summary, Name, Version) on terminals as they are.
+    if (std::string why = terminal_text_problem(line); !why.empty()) {
+      problems.push_back(at + " " + why + "; header values are plain text: remove it");
+      continue;
+    }
     if (line.front() == ' ' || line.front() == '\t') {
       if (out.empty()) problems.push_back(at + " is a continuation line with no field before it");
       else out.back().second += "\n" + std::string(line);
@@ -239,6 +245,11 @@ std::vector<std::string> check_core_metadata(std::string_view text, std::vector<
       problems.push_back("METADATA: unknown field '" + k + "'; core metadata (up to 2.5) has no such field: remove it");
       continue;
     }
+    // packaging.metadata refuses a field newer than the file's Metadata-Version
+    // (Dynamic under 2.1, License-Expression under 2.3).
+    if (const std::string* mv = header(h, "metadata-version"); mv && std::string(rule->since) > *mv)
+      problems.push_back("METADATA: '" + k + "' is a field of metadata " + rule->since + ", but Metadata-Version is '" +
+                         printable(*mv) + "'; raise Metadata-Version to " + rule->since + " or drop the field");
     // Header names are case-insensitive (email.parser): 'name' repeats 'Name'.
     auto [first, fresh] = seen.emplace(key, k);
     if (!fresh && !rule->multi)
@@ -266,6 +277,14 @@ std::vector<std::string> check_core_metadata(std::string_view text, std::vector<
   for (const auto& [k, v] : h) {
     const std::string key = lower_ascii(k);
     if (key == "requires-dist" && !is_valid_requirement(v, &why)) problems.push_back("METADATA: Requires-Dist: " + why);
+    else if (key == "requires-dist" && has_direct_url(v))
+      problems.push_back("METADATA: Requires-Dist '" + printable(v) + "' names a direct URL: installing from the index "
+                         "would make pip fetch a package the index never listed (uv and PyPI refuse it); depend on a "
+                         "name and version instead");
+    if (key == "license-expression")
+      if (std::string p = license_expression_problem(v); !p.empty()) problems.push_back("METADATA: " + p);
+    if (key == "license-file")
+      if (std::string p = license_file_problem(v); !p.empty()) problems.push_back("METADATA: " + p);
     if (key == "provides-extra" && !is_valid_project_name(v))
       problems.push_back("METADATA: Provides-Extra '" + v + "' is not a valid extra name (letters, digits, '.', '_', '-')");
     if (key == "dynamic") {
@@ -326,6 +345,8 @@ WheelCheck verify_wheel(const std::filesystem::path& whl, int fd) {
   if (!fn) problem("file name: " + why);
   else if (std::string spelling = wheel_filename_spelling_problem(*fn); !spelling.empty())
     problem("file name: " + spelling);
+  if (fn)
+    if (std::string tags = tag_set_problem(*fn); !tags.empty()) problem("file name: " + tags);
 
   std::unique_ptr<ZipReader> zip;
   try {
@@ -372,6 +393,27 @@ WheelCheck verify_wheel(const std::filesystem::path& whl, int fd) {
               "/{purelib,platlib,headers,scripts,data}/, where installers put .data files");
   }
 
+  // What installing it does: owned paths only, no startup hooks, plain script names.
+  {
+    std::vector<std::string> names;
+    for (const auto& m : members) names.push_back(m.name);
+    std::string entry_points;
+    if (zip->find(di_prefix + "entry_points.txt")) {
+      try {
+        entry_points = zip->read(di_prefix + "entry_points.txt", kMaxDistInfoFile);
+      } catch (const std::exception& e) {
+        problem(e.what());
+      }
+    }
+    const std::string stem = di.substr(0, di.size() - 10);
+    const std::size_t dash = stem.find('-');
+    if (dash == std::string::npos)
+      problem("dist-info directory '" + di + "' is not <name>-<version>.dist-info");
+    else
+      for (auto& p : install_problems(stem.substr(0, dash), stem.substr(dash + 1), names, entry_points))
+        problem(std::move(p));
+  }
+
   // PEP 427 recommends the .dist-info files last so that a streaming installer has
   // everything before it reads RECORD; our engine promises it.
   bool in_tail = false;
@@ -404,8 +446,19 @@ WheelCheck verify_wheel(const std::filesystem::path& whl, int fd) {
     auto h = parse_headers(wheel_txt, "WHEEL", wp);
     check_wheel_headers(h, wp);
     for (auto& p : wp) problem(std::move(p));
+    // pip reads the version as dot-separated integers and refuses anything else
+    // ("1.x", "1."); only major version 1 exists.
     const std::string wv = first_header(h, "Wheel-Version");
-    if (wv.rfind("1.", 0) != 0) problem("WHEEL: Wheel-Version is '" + wv + "', expected 1.x");
+    if (wv.size() < 3 || wv.compare(0, 2, "1.") != 0 || wv.find_first_not_of("0123456789", 2) != std::string::npos ||
+        (wv.size() > 3 && wv[2] == '0'))
+      problem("WHEEL: Wheel-Version is '" + printable(wv) + "'; write 'Wheel-Version: 1.0' (1.<minor>, as pip reads it)");
+    const std::string* build = header(h, "Build");
+    if (fn && (build ? *build : std::string()) != fn->build)
+      problem(fn->build.empty() ? "WHEEL: Build '" + printable(*build) + "' but the file name has no build tag; drop "
+                                  "the Build line or add the build tag to the file name"
+                                : "the file name's build tag '" + fn->build + "' is not WHEEL's Build ('" +
+                                      (build ? printable(*build) : std::string()) + "'); write 'Build: " + fn->build +
+                                      "' in WHEEL or drop the build tag");
     const std::string purelib = first_header(h, "Root-Is-Purelib");
     if (purelib != "true" && purelib != "false") problem("WHEEL: Root-Is-Purelib must be true or false, got '" + purelib + "'");
     std::set<std::string> tag_lines;
@@ -421,6 +474,11 @@ WheelCheck verify_wheel(const std::filesystem::path& whl, int fd) {
     for (auto& p : check_core_metadata(metadata_txt, &h)) problem(std::move(p));
     r.metadata = metadata_txt;
     r.metadata_fields = h;
+    // PEP 639: each License-File is shipped under .dist-info/licenses/.
+    for (const auto& [k, v] : h)
+      if (lower_ascii(k) == "license-file" && license_file_problem(v).empty() && !zip->find(di_prefix + "licenses/" + v))
+        problem("METADATA: License-File '" + printable(v) + "' is not in the wheel as " + di_prefix + "licenses/" +
+                printable(v) + " (PEP 639); ship the file there or drop the field");
     const std::string name = first_header(h, "Name"), version = first_header(h, "Version");
     if (fn) {
       if (!name.empty() && normalize_project_name(name) != normalize_project_name(fn->name))

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/sendfile.h>
 #include <unistd.h>
 
@@ -108,10 +109,18 @@ void plan_pages(const IndexLocation& loc, const std::map<std::string, ProjectPag
 }
 
 // Throws, naming each place and its fix, when a directory the plan writes to cannot
-// be written (plan_add runs it; so do remove, yank, unyank and render).
-void check_writable(const IndexPlan& plan) {
+// be written, or a path in the site breaks site_path_problem (plan_add runs it; so do
+// remove, yank, unyank and render).
+void check_writable(const IndexLocation& loc, const IndexPlan& plan) {
   std::set<fs::path> dirs;
-  for (const auto& [path, data] : plan.writes) dirs.insert(path.parent_path());
+  std::set<std::string> problem_set;
+  for (const auto& [path, data] : plan.writes) {
+    dirs.insert(path.parent_path());
+    if (std::string why = site_path_problem(loc.root, path); !why.empty()) problem_set.insert(why);
+  }
+  if (!problem_set.empty())
+    throw Error(core::problem_list("the index would be written outside the site's plain directories, nothing was "
+                                   "written:", std::vector<std::string>(problem_set.begin(), problem_set.end())));
   std::vector<std::string> problems;
   for (const auto& d : dirs)
     if (std::string why = unwritable_dir_problem(d); !why.empty()) problems.push_back(why);
@@ -173,7 +182,7 @@ void write_pages(const IndexLocation& loc, const std::map<std::string, ProjectPa
                  const std::set<std::string>& changed, const SiteLock& lock) {
   IndexPlan plan;
   plan_pages(loc, pages, changed, plan);
-  check_writable(plan);
+  check_writable(loc, plan);
   remove_stale_temps(loc, lock);
   apply_plan(plan);
 }
@@ -200,15 +209,70 @@ void check_index_path(const std::string& value, const char* flag) {
   bool ok = !value.empty() && value.front() != '/';
   for (const auto& part : fs::path(value)) {
     const std::string s = part.string();
-    ok = ok && !s.empty() && s != "." && s != ".." &&
+    ok = ok && !s.empty() && s.front() != '.' &&
          s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == std::string::npos;
   }
   if (!ok)
     throw Error(std::string(flag) + " '" + core::printable(value) +
-                "' is not a relative path of plain names inside the site; pass e.g. whl (prefix) or cu13 (channel)");
+                "' is not a relative path of plain names inside the site (letters, digits, '.', '_', '-', none "
+                "starting with '.': .git and other dot-directories are not served); pass e.g. whl (prefix) or cu13 "
+                "(channel)");
 }
 
 // --- the site lock -------------------------------------------------------------------
+
+std::string channel_platform_problem(const core::WheelFilename& w, const std::string& channel) {
+  // A cu<N> channel serves CPython 3 on Linux x86_64 (the release's build machines,
+  // docs/release.md): what pip on any other platform or interpreter could never install
+  // from it, or would install wrongly, is not filed there.
+  const auto all = [](const std::string& set, auto ok) {
+    const auto parts = core::split(set, '.');
+    return std::all_of(parts.begin(), parts.end(), ok);
+  };
+  const auto py3 = [](const std::string& t) {
+    return t == "py3" || ((t.starts_with("cp3") || t.starts_with("py3")) && t.size() > 3 &&
+                          t.find_first_not_of("0123456789", 3) == std::string::npos);
+  };
+  const auto abi = [](const std::string& t) {
+    return t == "none" || t == "abi3" ||
+           (t.starts_with("cp3") && t.size() > 3 && t.find_first_not_of("0123456789", 3) >= t.size() - 1 &&
+            (std::isdigit(static_cast<unsigned char>(t.back())) || t.back() == 't'));
+  };
+  const auto linux_x86_64 = [](const std::string& t) {
+    return t == "any" || (t.ends_with("_x86_64") && (t.starts_with("manylinux") || t == "linux_x86_64"));
+  };
+  std::string what;
+  if (!all(w.python, py3)) what = "python tag '" + w.python + "' (the channel serves CPython 3: py3, cp3N)";
+  else if (!all(w.abi, abi)) what = "ABI tag '" + w.abi + "' (the channel serves none, abi3, cp3N)";
+  else if (!all(w.platform, linux_x86_64))
+    what = "platform tag '" + w.platform + "' (the channel serves Linux x86_64: manylinux_*_x86_64, or any)";
+  if (what.empty()) return "";
+  return w.filename() + " does not belong in the " + channel + " channel: its " + what +
+         "; build it for the channel's platform, or publish it elsewhere";
+}
+
+std::string site_path_problem(const fs::path& root, const fs::path& path) {
+  const fs::path rel = path.lexically_normal().lexically_relative(root.lexically_normal());
+  if (rel.empty() || *rel.begin() == ".." || rel.is_absolute()) return "";  // not in the site
+  const std::vector<fs::path> parts(rel.begin(), rel.end());
+  fs::path at = root;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const std::string part = parts[i].string();
+    at /= parts[i];
+    if (i + 1 < parts.size() && !part.empty() && part.front() == '.')
+      return "'" + core::printable(rel.generic_string()) + "' lies in the dot-directory '" + core::printable(part) +
+             "' (.git is git's own, others are hidden from the served site); the index goes into plain directories: "
+             "pass another --index-prefix or --channel";
+    struct stat st {};
+    if (::lstat(at.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+      std::error_code ec;
+      return "'" + core::printable(at.lexically_relative(root).generic_string()) + "' is a symlink (to '" +
+             core::printable(fs::read_symlink(at, ec).string()) + "'): the index would be written where it points, "
+             "outside what the site checkout tracks; replace it with a real directory of the checkout";
+    }
+  }
+  return "";
+}
 
 fs::path engine_dir(const fs::path& root) {
   const fs::path dotgit = root / ".git";
@@ -586,6 +650,8 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
     std::map<std::string, std::string> file_of, spelling_of;
   };
   std::map<std::string, Known> known;
+  for (const auto& w : wheels)
+    if (std::string why = channel_platform_problem(w.name, loc.channel); !why.empty()) throw Error(why);
   for (const auto& w : wheels) {
     const std::string fn = w.name.filename();
     if (auto [given, fresh] = seen.emplace(fn, w.sha256); !fresh) {
@@ -684,7 +750,7 @@ IndexPlan plan_add(const IndexLocation& loc, const std::vector<PreparedWheel>& w
     plan.removals = metadata_leftovers(*opt.metadata_dir, listed_metadata);
   }
   plan_pages(loc, st.pages, touched, plan);
-  check_writable(plan);
+  check_writable(loc, plan);
   log << loc.channel_label() << ": " << rep.added << " added, " << rep.replaced << " replaced, " << rep.unchanged
       << " unchanged\n";
   plan.log = log.str();
@@ -714,6 +780,9 @@ std::size_t edit_version(const IndexLocation& loc, Edit edit, const std::string&
   if (reason && !core::is_valid_utf8(*reason))
     throw Error("--reason '" + core::printable(*reason) +
                 "' is not valid UTF-8; the reason is shown to pip users as text: pass it in UTF-8");
+  if (reason)
+    if (const std::string why = core::terminal_text_problem(*reason); !why.empty())
+      throw Error("--reason '" + core::printable(*reason) + "' " + why + "; pip prints the reason as is: pass plain text");
   std::string why;
   auto wanted = core::parse_pep440(version, &why);
   if (!wanted) throw Error("--version '" + core::printable(version) + "' is not a PEP 440 version (" + why + ")");
@@ -723,7 +792,7 @@ std::size_t edit_version(const IndexLocation& loc, Edit edit, const std::string&
   // something changed: a refusal prints nothing but the refusal.
   std::ostringstream buf;
   std::set<std::string> changed, listed;
-  std::size_t n = 0;
+  std::size_t n = 0, already = 0;
   for (auto& [name, page] : st.pages) {
     if (project && name != core::normalize_project_name(*project)) continue;
     listed.insert(page.versions.begin(), page.versions.end());
@@ -735,7 +804,10 @@ std::size_t edit_version(const IndexLocation& loc, Edit edit, const std::string&
     });
     for (auto& e : page.files) {
       if (edit == Edit::remove || !version_matches(e.filename, *wanted)) continue;
-      if (edit == Edit::yank ? e.yanked == reason.value_or("") : !e.yanked) continue;
+      if (edit == Edit::yank ? e.yanked == reason.value_or("") : !e.yanked) {
+        ++already;  // a re-run of the same yank or unyank: nothing to do, and no error
+        continue;
+      }
       ++n;
       if (edit == Edit::unyank) e.yanked.reset();
       else e.yanked = reason.value_or("");
@@ -745,6 +817,12 @@ std::size_t edit_version(const IndexLocation& loc, Edit edit, const std::string&
       page.refresh_versions();
       changed.insert(name);
     }
+  }
+  if (changed.empty() && already > 0) {
+    log << "version " << wanted->canonical << " is already " << (edit == Edit::yank ? "yanked" : "not yanked")
+        << (edit == Edit::yank && reason ? " with this reason" : "") << " in " << loc.channel_label()
+        << "; nothing changed\n";
+    return 0;
   }
   if (changed.empty()) {
     throw Error(std::string("nothing to ") + verb + ": no file of version " + wanted->canonical + " in " +

@@ -110,8 +110,13 @@ ProjectPage project_from_json(const json& j, std::string_view origin) {
       f.filename = need(e, "filename", origin).get<std::string>();
       f.url = need(e, "url", origin).get<std::string>();
       f.sha256 = need(need(e, "hashes", origin), "sha256", origin).get<std::string>();
-      if (e.contains("requires-python") && e["requires-python"].is_string())
-        f.requires_python = e["requires-python"].get<std::string>();
+      if (e.contains("requires-python")) {
+        // pip reads it as a specifier set and skips (or fails on) anything else.
+        if (!e["requires-python"].is_string() ||
+            !core::is_valid_specifier_set(f.requires_python = e["requires-python"].get<std::string>()))
+          throw bad("requires-python of '" + need(e, "filename", origin).dump() + "' is not a PEP 440 specifier set (" +
+                    e["requires-python"].dump() + "); restore the entry from git history");
+      }
       const json* md = e.contains("core-metadata")        ? &e["core-metadata"]
                        : e.contains("dist-info-metadata") ? &e["dist-info-metadata"] : nullptr;
       if (md && md->is_object() && md->contains("sha256"))
@@ -120,6 +125,13 @@ ProjectPage project_from_json(const json& j, std::string_view origin) {
         const auto& y = e["yanked"];
         if (y.is_string()) f.yanked = y.get<std::string>();
         else if (y.is_boolean() && y.get<bool>()) f.yanked = std::string();
+        else if (!y.is_boolean())
+          throw bad("yanked of '" + need(e, "filename", origin).dump() + "' is " + y.dump() +
+                    ", not true, false or a reason (PEP 592); restore the entry from git history");
+        if (f.yanked)
+          if (const std::string why = core::terminal_text_problem(*f.yanked); !why.empty())
+            throw bad("the yank reason of '" + need(e, "filename", origin).dump() + "' " + why +
+                      "; pip prints it as is: unyank and yank again with a plain --reason");
       }
       if (e.contains("size")) {
         if (!e["size"].is_number_unsigned())

@@ -286,6 +286,30 @@ class SiteRepo {
     return p;
   }
 
+  // The paths of `paths` git would ignore (.gitignore, info/exclude): publish could
+  // write them but never commit them, so each is a problem with its fix.
+  std::vector<std::string> ignored(const std::set<std::string>& paths) const {
+    if (paths.empty()) return {};
+    std::vector<std::string> args = {"check-ignore", "--no-index", "--"};
+    args.insert(args.end(), paths.begin(), paths.end());
+    std::vector<std::string> p;
+    const ProcResult r = git(args);
+    if (r.status > 1)  // 0: some are ignored, 1: none
+      return {"git check-ignore failed in the site repository (" + trim(r.err) + "); fix the repository, then re-run"};
+    for (const auto& path : core::split(r.out, '\n'))
+      if (!path.empty())
+        p.push_back("'" + core::printable(path) + "' is ignored by git in the site repository (git -C " +
+                    shell_quote(dir_.string()) + " check-ignore -v " + shell_quote(path) + " names the rule): publish "
+                    "could write it but never commit it; remove that ignore rule, then re-run");
+    return p;
+  }
+
+  // The commit the remote's branch points at, or "" when it cannot be asked.
+  std::string remote_head() const {
+    auto r = git({"ls-remote", "--quiet", remote_, "refs/heads/" + branch_});
+    return r.status == 0 ? trim(r.out.substr(0, r.out.find('\t'))) : std::string();
+  }
+
   // The subset of `paths` git tracks (for staging removals of tracked files).
   std::set<std::string> tracked(const std::vector<std::string>& paths) const {
     if (paths.empty()) return {};
@@ -408,6 +432,16 @@ struct PublishRun {
     // The template, as the page records it: each file's URL expands "{tag}" to its
     // v<version>, which is this tag (check_inputs holds every wheel to it).
     release_url = normalize_release_url(opt.release_url.empty() ? store->default_release_url() : opt.release_url);
+    // A concrete per-tag URL (".../download/v0.4.0+cu13", as a mirror is often given)
+    // is this release's expansion of the template: recorded as such, so the next
+    // release's URL (ending in its own tag) reads the same, instead of being refused
+    // for differing from the first release's.
+    if (const std::string suffix = "/" + opt.tag + "/";
+        release_url.find("{tag}") == std::string::npos && release_url.ends_with(suffix)) {
+      release_url = release_url.substr(0, release_url.size() - suffix.size()) + "/{tag}/";
+      out << "note: --release-url ends in the tag " << opt.tag << "; read as the template " << release_url
+          << " ({tag} is each release's tag), recorded so on the page\n";
+    }
     site_url = !opt.site_url.empty() ? opt.site_url : store ? store->default_site_url() : "";
     project = wheels.front().project;
     // Not latest (the pure release vV stays latest), no title, the install notes.
@@ -439,6 +473,7 @@ struct PublishRun {
         pb.add(e.what());
       }
       pb.add(site.foreign_changes(channel_rel, ours));
+      pb.add(site.ignored(ours));
     }
     if (rel.store) rel.preflight(opt.target, opt.source_dir, pb);
     if (pb.refused(err, "publish")) return false;
@@ -567,6 +602,13 @@ struct PublishRun {
       out << "[4/4] pushed " << opt.branch << " to " << opt.remote << "\n";
     } else {
       out << "[4/4] " << up << " already has the index\n";
+    }
+    // "published" means the remote serves the index: ask it, not the local view of it.
+    const std::string head = trim(site.git({"rev-parse", "HEAD"}).out), remote_head = site.remote_head();
+    if (remote_head != head) {
+      err << "publish: " << opt.remote << "/" << opt.branch << " is at '" << remote_head << "', not the index commit "
+          << head << "; the index is not published. Recover with:\n" << site.recovery();
+      return 1;
     }
     out << "published " << tagv.canonical << ". Install with:\n" << rel.spec.notes;
     return 0;

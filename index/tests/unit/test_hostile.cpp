@@ -352,7 +352,9 @@ TEST(CoreMetadata, ParsesStrictly) {
   EXPECT_NE(first("Metadata-Version: 9.9\nName: x\nVersion: 1\n").find("Metadata-Version '9.9'"), std::string::npos);
   EXPECT_NE(first("Metadata-Version: 2.1\nName: -x\nVersion: 1\n").find("Name '-x'"), std::string::npos);
   EXPECT_NE(first("Metadata-Version: 2.1\nName: x\n").find("no Version"), std::string::npos);
-  EXPECT_NE(first(kMeta + "Dynamic: Version\n").find("can never be dynamic"), std::string::npos);
+  EXPECT_NE(first("Metadata-Version: 2.2\nName: x\nVersion: 1\nDynamic: Version\n").find("can never be dynamic"),
+            std::string::npos);
+  EXPECT_NE(first(kMeta + "Dynamic: Summary\n").find("a field of metadata 2.2"), std::string::npos);
   EXPECT_NE(first(kMeta + "Provides-Extra: -bad\n").find("Provides-Extra"), std::string::npos);
   EXPECT_TRUE(check_core_metadata(kMeta + "Description: first\n        second\nLicense: BSD\r\n").empty())
       << "continuation lines and CRLF endings are RFC 822";

@@ -56,6 +56,25 @@ inline bool has_unicode_line_break(std::string_view s) {
   return false;
 }
 
+// Why `s` (valid UTF-8) cannot reach a terminal as text, or "": C0 controls other than
+// tab, DEL, C1 controls (U+0080-U+009F: CSI and OSC sequences on many terminals) and the
+// bidirectional overrides and isolates (U+061C, U+200E, U+200F, U+202A-U+202E,
+// U+2066-U+2069) that make text read other than it is. pip prints yank reasons and
+// other index strings verbatim.
+inline std::string terminal_text_problem(std::string_view s) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if ((c < 0x20 && c != '\t') || c == 0x7f) return "holds a control character (ESC sequences retitle, clear or rewrite a terminal)";
+    const auto next = i + 1 < s.size() ? static_cast<unsigned char>(s[i + 1]) : 0;
+    const auto third = i + 2 < s.size() ? static_cast<unsigned char>(s[i + 2]) : 0;
+    if (c == 0xc2 && next >= 0x80 && next <= 0x9f) return "holds a C1 control character (U+0080-U+009F)";
+    if ((c == 0xd8 && next == 0x9c) || (c == 0xe2 && next == 0x80 && (third == 0x8e || third == 0x8f || (third >= 0xaa && third <= 0xae))) ||
+        (c == 0xe2 && next == 0x81 && third >= 0xa6 && third <= 0xa9))
+      return "holds a bidirectional override or isolate (U+202E and kin), which makes text read other than it is";
+  }
+  return "";
+}
+
 inline std::string lower_ascii(std::string_view s) {
   std::string out(s);
   for (char& c : out)

@@ -41,6 +41,41 @@ std::string member_name_problem(std::string_view name);
 // spelled in two cases, and a file that is also the directory of another member.
 std::vector<std::string> member_set_problems(const std::vector<std::string>& names);
 
+// --- what a wheel makes an installer do (install.cpp) --------------------------------
+
+// The paths a project's wheels may install, relative to site-packages (a trailing '/'
+// owns a directory and all it holds): the "wheel_top_level" of cmake/release-matrix.json
+// for a project declared there (ffpa-attn: ffpa_attn/ and its .dist-info/), else the
+// project's import name (its wheel name component) as a package or module, and its
+// .dist-info/. "{version}" stands for `version` (the .dist-info's).
+std::vector<std::string> owned_paths(std::string_view project, std::string_view version);
+
+// The one rule for what installing a wheel may do, for verify-wheel (add, publish) and
+// pack alike. Refused, each with the fix: a member outside the project's owned paths
+// (installers write it over other distributions or the environment, and uninstall
+// deletes it); a .data member outside purelib/platlib (which are site-packages, where the
+// owned paths apply) that the project does not declare; startup hooks (top-level
+// .pth, sitecustomize, usercustomize, __editable__ finders, also through
+// .data/purelib|platlib); the files installers write themselves (INSTALLER, REQUESTED,
+// direct_url.json); scripts (.data/scripts members and console_scripts/gui_scripts
+// entry points of `entry_points`, the text of entry_points.txt) whose name is not
+// script_name_problem-clean. `members` are the wheel's member names.
+std::vector<std::string> install_problems(std::string_view project, std::string_view version,
+                                          const std::vector<std::string>& members, std::string_view entry_points);
+// Why `name` cannot be a script's name, or "": one plain file name, not the name of an
+// interpreter, installer or activation script a venv's bin/ holds (python3, pip, uv, ...).
+std::string script_name_problem(std::string_view name);
+// PEP 639 values as packaging reads them: License-Expression an SPDX expression of the
+// SPDX list packaging carries (core/src/spdx_ids.inc); License-File a relative path of
+// plain names (the file itself must be under .dist-info/licenses/, which verify checks).
+std::string license_expression_problem(std::string_view expr);
+std::string license_file_problem(std::string_view value);
+// A file name's tags in the only spelling uv resolves and PEP 425 writes: lower case,
+// each compressed set sorted with no repeats, 'any' never beside a platform.
+std::string tag_set_problem(const WheelFilename& w);
+// True when a (valid PEP 508) requirement names a direct URL ("x @ https://...").
+bool has_direct_url(std::string_view requirement);
+
 // --- verifying -------------------------------------------------------------------
 
 struct WheelCheck {

@@ -127,6 +127,18 @@ struct IndexLocation {
 // names, so the index cannot be written outside the site.
 void check_index_path(const std::string& value, const char* flag);
 
+// Why the wheel `w` cannot be filed in `channel`, or "": a cu<N> channel serves CPython 3
+// on Linux x86_64 (python tags py3/cp3N, ABI none/abi3/cp3N, platform manylinux_*_x86_64,
+// linux_x86_64 or any); add and publish refuse a Windows, macOS or Python 2 wheel there.
+std::string channel_platform_problem(const core::WheelFilename& w, const std::string& channel);
+
+// Why `path` (a file the index writes) may not be written in the site `root`, or "":
+// a directory on the way from root that is a symlink (the write would land where it
+// points, outside what the checkout tracks) or a dot-directory (.git, .github). Paths
+// outside `root` (an --metadata-dir elsewhere) are not the site's: "". add, remove,
+// yank, unyank, render and publish check every path before the first write.
+std::string site_path_problem(const fs::path& root, const fs::path& path);
+
 // --- the site lock ----------------------------------------------------------------
 
 // The git directory of a site checkout (<root>/.git, or where a "gitdir:" file
