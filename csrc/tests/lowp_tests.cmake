@@ -8,6 +8,7 @@ add_executable(ffpa_test_lowp_numerics "${tests_dir}/test_lowp_numerics.cpp")
 target_include_directories(ffpa_test_lowp_numerics PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}/kernels")
 target_include_directories(ffpa_test_lowp_numerics SYSTEM PRIVATE ${CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES})
 target_compile_features(ffpa_test_lowp_numerics PRIVATE cxx_std_17)
+ffpa_test_program(ffpa_test_lowp_numerics)
 add_test(NAME ffpa.kernels.lowp_numerics COMMAND ffpa_test_lowp_numerics)
 set_tests_properties(ffpa.kernels.lowp_numerics PROPERTIES LABELS unit)
 

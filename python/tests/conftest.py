@@ -34,8 +34,8 @@ def pytest_configure(config: pytest.Config) -> None:
             import torch  # noqa: F401
         except ImportError as exc:
             raise pytest.UsageError(
-                f"FFPA_PYTEST_REQUIRE_TORCH=1 but torch does not import ({exc}); run tools/bootstrap, which "
-                "creates .venv-torch with the torch of tools/notebook-versions.txt") from exc
+                f"FFPA_PYTEST_REQUIRE_TORCH=1 but torch does not import ({exc}); run tools/torch-venv .venv-torch "
+                "(the test fixture python.torch-venv does), which installs the torch of tools/notebook-versions.txt") from exc
     # matplotlib's own use of pyparsing deprecations is not ours to fix.
     config.addinivalue_line("filterwarnings", r"ignore::DeprecationWarning:matplotlib(\..*)?")
 
