@@ -46,8 +46,8 @@ function(ffpa_generate_sweep_instances)
     message(FATAL_ERROR "ffpa: FFPA_SWEEP needs one CUDA arch (the device check builds for its GPU's); "
                         "got '${ARG_ARCH}': configure with -DFFPA_CUDA_ARCHS=<one arch>, e.g. 90")
   endif()
-  string(REGEX REPLACE "[af]$" "" arch_num "${ARG_ARCH}")
-  if(arch_num GREATER_EQUAL 90)
+  ffpa_arch_has(tma "${ARG_ARCH}" arch_tma)   # cmake/FfpaKernelFacts.cmake
+  if(arch_tma)
     set(mma_path tma)
     set(cute_path cute_tma)
   else()

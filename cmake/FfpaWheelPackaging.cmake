@@ -14,47 +14,9 @@
 # every wheel; build presets name it.
 include(FfpaReleasePlan)
 
-# _ffpa_tolerances_py(<out-var>)
-#   The tolerance table of csrc/include/ffpa/tolerance.h (its one home) as a Python dict
-#   literal for _build_info.py: both wheels carry it, so the package's tests, its bench
-#   and the notebooks read the same numbers as the kernels' C++ tests (python/tests hold it
-#   equal to the extension's build_info()["tolerances"]).
-function(_ffpa_tolerances_py out_var)
-  set(header "${CMAKE_SOURCE_DIR}/csrc/include/ffpa/tolerance.h")
-  file(STRINGS "${header}" rows REGEX "^ *\\{\"[a-z0-9_]+\", ")
-  set(fields rtol atol lse min_cos max_rel_l1 max_gain_err)
-  set(py "{\n")
-  foreach(row IN LISTS rows)
-    string(REGEX REPLACE "[ {}]" "" row "${row}")
-    string(REPLACE "," ";" row "${row}")
-    list(REMOVE_ITEM row "")  # the row's trailing comma
-    list(POP_FRONT row name)
-    string(REPLACE "\"" "" name "${name}")
-    list(LENGTH row n)
-    list(LENGTH fields nf)
-    if(NOT n EQUAL nf)
-      message(FATAL_ERROR "ffpa: ${header}: the row of '${name}' has ${n} numbers, expected ${nf} (${fields})")
-    endif()
-    string(APPEND py "    \"${name}\": {")
-    foreach(i RANGE 0 5)
-      list(GET fields ${i} f)
-      list(GET row ${i} v)
-      string(REGEX REPLACE "f$" "" v "${v}")
-      string(APPEND py "\"${f}\": ${v}, ")
-    endforeach()
-    string(APPEND py "},\n")
-  endforeach()
-  if(NOT rows)
-    message(FATAL_ERROR "ffpa: no tolerance rows found in ${header}")
-  endif()
-  string(APPEND py "}")
-  set(${out_var} "${py}" PARENT_SCOPE)
-endfunction()
-
 # _ffpa_write_build_info(<kind> <out-file>)
 #   kind: pure | cuda. Generates ffpa_attn/_build_info.py for that kind of wheel.
 function(_ffpa_write_build_info kind out_file)
-  _ffpa_tolerances_py(_ffpa_bi_tolerances)
   if(kind STREQUAL "cuda")
     set(_ffpa_bi_version "${FFPA_CUDA_VERSION}")
     set(_ffpa_bi_channel "\"${FFPA_CHANNEL}\"")

@@ -37,31 +37,8 @@ Status launch_status(cudaError_t err, const char* what) {
 }
 
 const char* impl_name(Impl impl) noexcept {
-  switch (impl) {
-    case Impl::kAuto:
-      return "auto";
-    case Impl::kMma:
-      return "mma";
-    case Impl::kSimt:
-      return "simt";
-    case Impl::kTma:
-      return "tma";
-    case Impl::kCute:
-      return "cute";
-    case Impl::kCuteTma:
-      return "cute_tma";
-    case Impl::kCuteFp8:
-      return "cute_fp8";
-    case Impl::kCuteTmaFp8:
-      return "cute_tma_fp8";
-    case Impl::kFp8:
-      return "fp8";
-    case Impl::kCuteTmaFp4:
-      return "cute_tma_fp4";
-    case Impl::kFp4:
-      return "fp4";
-  }
-  return "unknown";
+  const ImplFacts* facts = impl_facts(impl);
+  return facts != nullptr ? facts->name : "unknown";
 }
 
 const char* accum_name(Accum accum) noexcept {

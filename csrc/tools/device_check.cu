@@ -123,8 +123,7 @@ struct Case {
 
 // The row of ffpa/tolerance.h a case is judged by.
 const ffpa::Tolerance& tolerance(const Case& c) {
-  if (ffpa::is_fp4_impl(c.impl)) return ffpa::tolerance("fp4");
-  if (ffpa::is_lowp_impl(c.impl)) return ffpa::tolerance("fp8");
+  if (ffpa::is_lowp_impl(c.impl)) return ffpa::tolerance(ffpa::impl_facts(c.impl)->precision);
   if (c.accum == ffpa::Accum::kFp16) return ffpa::tolerance("fp16_acc");
   return ffpa::tolerance(c.dtype == ffpa::DType::kFp16 ? "fp16" : "bf16");
 }

@@ -21,7 +21,7 @@
 #                 say they were skipped and why. The low-precision kernels (cute_fp8,
 #                 cute_tma_fp8, cute_tma_fp4) get a group per head dim x dtype on plain
 #                 and outlier-K inputs, long rows and api checks where the device has
-#                 their code, judged by the fp8 / fp4 rows of ffpa/tolerance.h (cos,
+#                 their code, judged by the fp8 / fp4 rows of cmake/kernel-facts.json (cos,
 #                 rel L1, max abs, LSE, gain); on sm_90 FP8's mma runs as fp16 HMMA
 #                 (nvcc's lowering): its correctness is checked there, not its speed
 #   python-gpu    pytest -m gpu on the package (binding only)

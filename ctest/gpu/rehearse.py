@@ -74,7 +74,7 @@ HIDDEN_PACKAGES = ("OpenSSL", "ZLIB", "nlohmann_json", "GTest")
 IMAGE_PACKAGES = ("numpy", "pybind11", "pytest")
 
 
-# The low-precision kernels whose code an sm_90 build holds (csrc/kernels/ffpa/arch_rules.h:
+# The low-precision kernels whose code an sm_90 build holds (cmake/kernel-facts.json:
 # FP8 from sm_89, fed by cp.async below the sm_120 family and by TMA from sm_90; NVFP4 only
 # in the sm_120 family's 120f / 120a): the rehearsal's (and the H200's) device-check build.
 ARCH90_LOWP = {"cute_fp8", "cute_tma_fp8"}
@@ -299,7 +299,7 @@ def run_case(work: Path, case: str) -> int:
     check("long" in groups and "api" in groups, "the long-sequence and api groups are planned")
     rows = summarize.tolerance_table_names(REPO)
     check(set(corr["tolerances"]) == rows and {"fp16", "bf16", "fp16_acc", "fp8", "fp4"} <= rows,
-          f"the tolerances are ffpa/tolerance.h's table, row by row: {sorted(rows)}")
+          f"the tolerances are cmake/kernel-facts.json's table, row by row: {sorted(rows)}")
     paths = {(g["group"], g["impl"], g["accum"]) for g in corr["by_path"]}
     impl_accums = (("mma", "fp32"), ("simt", "fp32"), ("tma", "fp32"), ("mma", "fp16"), ("tma", "fp16"),
                    ("cute", "fp32"), ("cute_tma", "fp32"), ("cute", "fp16"), ("cute_tma", "fp16"))

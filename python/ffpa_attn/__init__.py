@@ -64,7 +64,7 @@ def tolerance(path: str) -> dict[str, float]:
     |ref|``), ``lse`` (max LSE error), and for the low-precision paths ``min_cos``
     (cosine similarity), ``max_rel_l1`` (``sum |out - ref| / sum |ref|``) and
     ``max_gain_err`` (``|sum(out ref) / sum(ref^2) - 1|``); 0 where unused. The one table
-    is csrc/include/ffpa/tolerance.h; both wheels carry it (docs/install.md states it).
+    is cmake/kernel-facts.json; both wheels carry it (docs/install.md states it).
     """
     table = getattr(_build_info, "TOLERANCES", None)
     if table is None:

@@ -41,7 +41,7 @@ __all__ = ["ArrayDesc", "IMPL_BUILD_HINTS", "arch_runs", "check", "cuda_device_o
            "extension_problem", "forward", "impl_build_hint", "is_torch_tensor", "launch", "release_channel"]
 
 # Why an impl may be missing from a build, for the error that names it; an impl without
-# an entry gets the generic message. The arch rules are ffpa/arch_rules.h's (csrc/kernels):
+# an entry gets the generic message. The arch rules are cmake/kernel-facts.json's:
 # TMA from sm_90, FP8 tensor cores from sm_89 (fed by cp.async below the sm_120 family,
 # by TMA from sm_90), NVFP4 only in code for the sm_120 family's family target (120f).
 _TMA_HINT = ("TMA code needs an arch >= 90; this build has archs {archs}: rebuild with e.g. "

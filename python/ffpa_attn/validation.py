@@ -10,22 +10,31 @@ import math
 
 from .errors import ShapeError, UnsupportedImplError
 
-__all__ = ["F16_ACC_IMPLS", "LOWP_IMPLS", "check_accum", "check_4d_shapes", "resolve_scale"]
+__all__ = ["F16_ACC_IMPLS", "IMPL_FACTS", "LOWP_IMPLS", "check_accum", "check_4d_shapes", "resolve_scale"]
 
-# The low-precision impls (the C API's kCuteFp8 ... kFp4, csrc/include/ffpa/api.h) and the
-# precision of their Q K^T: fp16/bf16 in, the same dtype out, P V on FP8 (e4m3) in both,
-# fp32 accumulation only. "fp8" is the alias the library resolves to cute_fp8 or
-# cute_tma_fp8 for the device, "fp4" the one NVFP4 kernel. impl="auto" never picks one:
-# they trade accuracy for speed (docs/install.md, "Low-precision paths").
-LOWP_IMPLS: dict[str, str] = {
-    "cute_fp8": "fp8",
-    "cute_tma_fp8": "fp8",
-    "fp8": "fp8",
-    "cute_tma_fp4": "fp4",
-    "fp4": "fp4",
-}
+
+def _impl_facts() -> dict[str, tuple[tuple[str, ...], tuple[str, ...], str | None]]:
+    """The C API's impls in its order (cmake/kernel-facts.json, generated into the build-info
+    module of both wheels): name -> (accumulators, arch features needed, precision)."""
+    try:
+        from ._build_info import IMPLS as facts
+    except ImportError as exc:
+        raise ImportError(
+            "ffpa_attn runs from a source tree without its generated _build_info.py, which carries the "
+            "kernels' facts (cmake/kernel-facts.json): build it (cmake --workflow --preset dev) and import "
+            "from build/dev/python, or install a wheel") from exc
+    return dict(facts)
+
+
+IMPL_FACTS = _impl_facts()
+# The low-precision impls (a precision of their own) and the precision of their Q K^T:
+# fp16/bf16 in, the same dtype out, P V on FP8 (e4m3) in both, fp32 accumulation only.
+# "fp8" is the alias the library resolves to cute_fp8 or cute_tma_fp8 for the device,
+# "fp4" the one NVFP4 kernel. impl="auto" never picks one: they trade accuracy for speed
+# (docs/install.md, "Low-precision paths").
+LOWP_IMPLS: dict[str, str] = {name: precision for name, (_, _, precision) in IMPL_FACTS.items() if precision}
 # The impls that take accum="fp16": the fp16/bf16 tensor-core kernels (auto when it picks one).
-F16_ACC_IMPLS = ("auto", "mma", "tma", "cute", "cute_tma")
+F16_ACC_IMPLS = tuple(name for name, (accums, _, _) in IMPL_FACTS.items() if "fp16" in accums)
 
 
 def check_accum(impl: str, accum: str) -> None:

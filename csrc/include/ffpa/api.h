@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "ffpa/impls.h"  // generated from cmake/kernel-facts.json
+
 #if defined(FFPA_BUILDING_LIBRARY) || !defined(_WIN32)
 #define FFPA_API __attribute__((visibility("default")))
 #else
@@ -52,12 +54,23 @@ enum class Impl : int {
 inline constexpr Impl kAllImpls[] = {Impl::kAuto,     Impl::kMma,        Impl::kSimt, Impl::kTma,
                                      Impl::kCute,     Impl::kCuteTma,    Impl::kCuteFp8,
                                      Impl::kCuteTmaFp8, Impl::kFp8,      Impl::kCuteTmaFp4, Impl::kFp4};
-// The low-precision impls (FP8 and NVFP4), and NVFP4's among them.
-constexpr bool is_lowp_impl(Impl impl) {
-  return impl == Impl::kCuteFp8 || impl == Impl::kCuteTmaFp8 || impl == Impl::kFp8 || impl == Impl::kCuteTmaFp4 ||
-         impl == Impl::kFp4;
+// cmake/kernel-facts.json lists the impls in this enum's order (ffpa/impls.h).
+static_assert(sizeof(kImplFacts) / sizeof(kImplFacts[0]) == sizeof(kAllImpls) / sizeof(kAllImpls[0]),
+              "cmake/kernel-facts.json's impls and ffpa::Impl must list the same impls");
+constexpr bool impls_in_enum_order() {
+  for (int i = 0; i < static_cast<int>(sizeof(kAllImpls) / sizeof(kAllImpls[0])); ++i)
+    if (static_cast<int>(kAllImpls[i]) != i) return false;
+  return true;
 }
-constexpr bool is_fp4_impl(Impl impl) { return impl == Impl::kCuteTmaFp4 || impl == Impl::kFp4; }
+static_assert(impls_in_enum_order(), "kAllImpls must hold ffpa::Impl in enum order (0, 1, ...)");
+// An impl's row of the facts table; nullptr for a value outside the enum.
+constexpr const ImplFacts* impl_facts(Impl impl) {
+  const int i = static_cast<int>(impl);
+  return i >= 0 && i < static_cast<int>(sizeof(kImplFacts) / sizeof(kImplFacts[0])) ? &kImplFacts[i] : nullptr;
+}
+// The low-precision impls (FP8 and NVFP4: a precision of their own), and NVFP4's among them.
+constexpr bool is_lowp_impl(Impl impl) { return impl_facts(impl) != nullptr && impl_facts(impl)->precision != nullptr; }
+constexpr bool is_fp4_impl(Impl impl) { return impl_facts(impl) != nullptr && impl_facts(impl)->needs_nvfp4; }
 
 // Accumulator precision of the tensor-core paths (kMma, kTma, kCute, kCuteTma). kFp16: fp16 inputs
 // only, both S = Q K^T and P V accumulate in fp16 (mma.sync ... f16.f16.f16.f16); the
