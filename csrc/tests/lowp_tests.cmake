@@ -42,7 +42,10 @@ if(FFPA_CUOBJDUMP)
 endif()
 
 # The accuracy table of docs/install.md ("Measured accuracy"): every release head dim, FP8
-# and NVFP4, both dtypes and input kinds, 256 x 256, against the same bounds (slow).
+# and NVFP4, both dtypes and input kinds, 256 x 256, against the same bounds (slow). The
+# count is asserted too: a run that measured nothing must not pass.
+list(LENGTH FFPA_RELEASE_HEAD_DIMS ffpa_accuracy_dims)
+math(EXPR ffpa_accuracy_rows "2 * 2 * 2 * ${ffpa_accuracy_dims}")  # precisions x dtypes x input kinds x dims
 add_test(NAME ffpa.kernels.emulated_lowp_accuracy COMMAND ffpa_emulate_kernels --lowp-accuracy ${FFPA_RELEASE_HEAD_DIMS})
 set_tests_properties(ffpa.kernels.emulated_lowp_accuracy PROPERTIES LABELS slow TIMEOUT 1800
-  PASS_REGULAR_EXPRESSION "0 accuracy rows out of bounds")
+  PASS_REGULAR_EXPRESSION "\n${ffpa_accuracy_rows} accuracy rows, 0 out of bounds")
