@@ -42,6 +42,7 @@ from . import launch, reference, routing
 from .deprecations import deprecation_message
 from .errors import (
     DeviceError,
+    FFPAError,
     ShapeError,
     UnsupportedArrayTypeError,
     UnsupportedDTypeError,
@@ -50,7 +51,7 @@ from .errors import (
 )
 from .launch import cuda_wheel_hint, release_channel
 from .routing import FALLBACK_REASONS, last_kernel
-from .validation import IMPL_FACTS, LOWP_IMPLS, check_4d_shapes, check_accum, resolve_scale
+from .validation import IMPL_FACTS, LOWP_IMPLS, SOURCE_TREE_PROBLEM, check_4d_shapes, check_accum, resolve_scale
 
 __all__ = ["ffpa_attn_func", "last_kernel", "IMPLS", "LOWP_IMPLS", "ACCUMS", "BACKWARDS", "FALLBACK_REASONS",
            "cuda_wheel_hint", "release_channel"]
@@ -69,6 +70,8 @@ BACKWARDS = ("auto", "fused", "lse", "recompute")
 
 
 def _check_choices(impl: str, accum: str, backward: str) -> None:
+    if not IMPLS:
+        raise FFPAError(SOURCE_TREE_PROBLEM)
     if impl not in IMPLS:
         raise UnsupportedImplError(f"impl must be one of {list(IMPLS)}, got {impl!r}")
     if accum not in ACCUMS:

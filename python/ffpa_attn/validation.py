@@ -10,19 +10,26 @@ import math
 
 from .errors import ShapeError, UnsupportedImplError
 
-__all__ = ["F16_ACC_IMPLS", "IMPL_FACTS", "LOWP_IMPLS", "check_accum", "check_4d_shapes", "resolve_scale"]
+__all__ = ["F16_ACC_IMPLS", "IMPL_FACTS", "LOWP_IMPLS", "SOURCE_TREE_PROBLEM", "check_accum", "check_4d_shapes", "resolve_scale"]
+
+
+# What a source tree lacks: the generated build-info module, which carries the kernels'
+# facts (cmake/kernel-facts.json) and the build's own. Importing works there (the notebook
+# checks read the deprecation registry from it); choosing a kernel or a tolerance does not.
+SOURCE_TREE_PROBLEM = (
+    "ffpa_attn runs from a source tree without its generated _build_info.py, which carries the kernels' "
+    "facts (cmake/kernel-facts.json: impls, tolerances): build the package (cmake --workflow --preset dev) "
+    "and import it from build/dev/python, or install a wheel")
 
 
 def _impl_facts() -> dict[str, tuple[tuple[str, ...], tuple[str, ...], str | None]]:
     """The C API's impls in its order (cmake/kernel-facts.json, generated into the build-info
-    module of both wheels): name -> (accumulators, arch features needed, precision)."""
+    module of both wheels): name -> (accumulators, arch features needed, precision); empty in
+    a source tree (SOURCE_TREE_PROBLEM)."""
     try:
         from ._build_info import IMPLS as facts
-    except ImportError as exc:
-        raise ImportError(
-            "ffpa_attn runs from a source tree without its generated _build_info.py, which carries the "
-            "kernels' facts (cmake/kernel-facts.json): build it (cmake --workflow --preset dev) and import "
-            "from build/dev/python, or install a wheel") from exc
+    except ImportError:
+        return {}
     return dict(facts)
 
 
