@@ -15,21 +15,31 @@
 include(FfpaReleasePlan)
 
 # _ffpa_write_build_info(<kind> <out-file>)
-#   kind: pure | cuda. Generates ffpa_attn/_build_info.py for that kind of wheel.
+#   kind: pure | cuda. Generates ffpa_attn/_build_info.py for that kind of wheel, from the
+#   release plan (ffpa_release_plan_json: the one record of the build's facts, the same the
+#   engine writes into the release manifest) and the kernels' facts.
 function(_ffpa_write_build_info kind out_file)
-  if(kind STREQUAL "cuda")
-    set(_ffpa_bi_version "${FFPA_CUDA_VERSION}")
-    set(_ffpa_bi_channel "\"${FFPA_CHANNEL}\"")
-    set(_ffpa_bi_nvcc "\"${FFPA_NVCC_VERSION}\"")
-  else()
-    set(_ffpa_bi_version "${FFPA_VERSION}")
-    set(_ffpa_bi_channel "None")
-    set(_ffpa_bi_nvcc "None")
-  endif()
-  if(FFPA_SOURCE_DIRTY)
+  ffpa_release_plan_json(OUT_VAR plan)
+  string(JSON _ffpa_bi_source_commit GET "${plan}" source_commit)
+  string(JSON _ffpa_bi_profile GET "${plan}" profile)
+  string(JSON _ffpa_bi_cmake GET "${plan}" toolchain cmake)
+  string(JSON _ffpa_bi_gcc GET "${plan}" toolchain gcc)
+  string(JSON dirty GET "${plan}" source_dirty)
+  if(dirty)
     set(_ffpa_bi_dirty "True")
   else()
     set(_ffpa_bi_dirty "False")
+  endif()
+  if(kind STREQUAL "cuda")
+    string(JSON _ffpa_bi_version GET "${plan}" cuda_version)
+    string(JSON channel GET "${plan}" channel)
+    string(JSON nvcc GET "${plan}" toolchain nvcc)
+    set(_ffpa_bi_channel "\"${channel}\"")
+    set(_ffpa_bi_nvcc "\"${nvcc}\"")
+  else()
+    string(JSON _ffpa_bi_version GET "${plan}" version)
+    set(_ffpa_bi_channel "None")
+    set(_ffpa_bi_nvcc "None")
   endif()
   # configure_file rewrites only on change: a re-configure with the same version
   # leaves the wheel inputs' timestamps alone.
