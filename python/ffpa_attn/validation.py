@@ -10,7 +10,7 @@ import math
 
 from .errors import ShapeError, UnsupportedImplError
 
-__all__ = ["F16_ACC_IMPLS", "IMPL_FACTS", "LOWP_IMPLS", "SOURCE_TREE_PROBLEM", "check_accum", "check_4d_shapes", "resolve_scale"]
+__all__ = ["ARCH_RULES", "F16_ACC_IMPLS", "IMPL_FACTS", "LOWP_IMPLS", "SOURCE_TREE_PROBLEM", "check_accum", "check_4d_shapes", "resolve_scale"]
 
 
 # What a source tree lacks: the generated build-info module, which carries the kernels'
@@ -34,6 +34,19 @@ def _impl_facts() -> dict[str, tuple[tuple[str, ...], tuple[str, ...], str | Non
 
 
 IMPL_FACTS = _impl_facts()
+
+
+def _arch_rules() -> dict[str, int]:
+    """The arch rules' thresholds (cmake/kernel-facts.json, through the build-info module):
+    tma_min_sm, fp8_min_sm, sm120_family; empty in a source tree."""
+    try:
+        from . import _build_info as info  # type: ignore[attr-defined]
+    except ImportError:
+        return {}
+    return {"tma_min_sm": info.TMA_MIN_SM, "fp8_min_sm": info.FP8_MIN_SM, "sm120_family": info.SM120_FAMILY}
+
+
+ARCH_RULES = _arch_rules()
 # The low-precision impls (a precision of their own) and the precision of their Q K^T:
 # fp16/bf16 in, the same dtype out, P V on FP8 (e4m3) in both, fp32 accumulation only.
 # "fp8" is the alias the library resolves to cute_fp8 or cute_tma_fp8 for the device,
