@@ -85,6 +85,7 @@ foreach(run IN LISTS runs)
   string(APPEND deps " ${d}")
 endforeach()
 file(REMOVE "${tu}" "${tmp}/closure.d")
+file(REMOVE_RECURSE "${tmp}/facts")  # only CUTLASS's headers are carried
 string(REGEX REPLACE "\\\\\n" " " deps "${deps}")
 string(REGEX REPLACE "[ \t\n]+" ";" deps "${deps}")
 file(REAL_PATH "${inc}" inc_real)
