@@ -37,32 +37,10 @@ enum class DType : int { kFp16 = 0, kBf16 = 1 };
 // kCuteTmaFp4: Q K^T on NVFP4 (e2m1 with ue4m3 scales per 16 elements, the block-scaled
 // mma of the sm_120 family), P V on FP8, TMA-fed; kFp4: the same (the one NVFP4 kernel).
 // kAuto never picks a low-precision path: they trade accuracy for speed.
-enum class Impl : int {
-  kAuto = 0,
-  kMma = 1,
-  kSimt = 2,
-  kTma = 3,
-  kCute = 4,
-  kCuteTma = 5,
-  kCuteFp8 = 6,
-  kCuteTmaFp8 = 7,
-  kFp8 = 8,
-  kCuteTmaFp4 = 9,
-  kFp4 = 10,
-};
-// Every Impl, in enum order: the one list that spellings are parsed from.
-inline constexpr Impl kAllImpls[] = {Impl::kAuto,     Impl::kMma,        Impl::kSimt, Impl::kTma,
-                                     Impl::kCute,     Impl::kCuteTma,    Impl::kCuteFp8,
-                                     Impl::kCuteTmaFp8, Impl::kFp8,      Impl::kCuteTmaFp4, Impl::kFp4};
-// cmake/kernel-facts.json lists the impls in this enum's order (ffpa/impls.h).
-static_assert(sizeof(kImplFacts) / sizeof(kImplFacts[0]) == sizeof(kAllImpls) / sizeof(kAllImpls[0]),
-              "cmake/kernel-facts.json's impls and ffpa::Impl must list the same impls");
-constexpr bool impls_in_enum_order() {
-  for (int i = 0; i < static_cast<int>(sizeof(kAllImpls) / sizeof(kAllImpls[0])); ++i)
-    if (static_cast<int>(kAllImpls[i]) != i) return false;
-  return true;
-}
-static_assert(impls_in_enum_order(), "kAllImpls must hold ffpa::Impl in enum order (0, 1, ...)");
+// enum class Impl (kAuto = 0, kMma, kSimt, ...), kAllImpls (every Impl in enum order: the
+// one list that spellings are parsed from) and kImplFacts (each one's spelling and facts)
+// are generated from cmake/kernel-facts.json into ffpa/impls.h, so an enumerator and its
+// spelling cannot drift apart.
 // An impl's row of the facts table; nullptr for a value outside the enum.
 constexpr const ImplFacts* impl_facts(Impl impl) {
   const int i = static_cast<int>(impl);
