@@ -64,6 +64,9 @@ string(RANDOM LENGTH 8 tag)
 set(tmp "${OUT}.tmp-${tag}")
 file(REMOVE_RECURSE "${tmp}")
 file(MAKE_DIRECTORY "${tmp}/include")
+# The kernels include the generated fact headers (cmake/FfpaKernelFacts.cmake).
+include(FfpaKernelFacts)
+ffpa_generate_kernel_facts(OUT_INCLUDE_DIR "${tmp}/facts" OUT_PY_VAR unused)
 set(tu "${tmp}/closure.cu")
 file(WRITE "${tu}" "#include \"ffpa/cute/launch.cuh\"\n")
 set(deps "")
@@ -72,7 +75,7 @@ foreach(run IN LISTS runs)
   list(REMOVE_ITEM gencode "")
   execute_process(
     COMMAND "${NVCC}" -std=c++17 -M -x cu ${gencode} "-I${source_dir}/csrc/include" "-I${source_dir}/csrc/kernels"
-            "-I${inc}" "${tu}" -o "${tmp}/closure.d"
+            "-I${tmp}/facts" "-I${inc}" "${tu}" -o "${tmp}/closure.d"
     RESULT_VARIABLE rc ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
     file(REMOVE_RECURSE "${tmp}")
@@ -82,6 +85,7 @@ foreach(run IN LISTS runs)
   string(APPEND deps " ${d}")
 endforeach()
 file(REMOVE "${tu}" "${tmp}/closure.d")
+file(REMOVE_RECURSE "${tmp}/facts")  # only CUTLASS's headers are carried
 string(REGEX REPLACE "\\\\\n" " " deps "${deps}")
 string(REGEX REPLACE "[ \t\n]+" ";" deps "${deps}")
 file(REAL_PATH "${inc}" inc_real)

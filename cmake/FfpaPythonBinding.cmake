@@ -1,5 +1,5 @@
 # The thin pybind11 module ffpa_attn._C, once per interpreter, linking the one kernel
-# library (DESIGN.md decision 1: five Pythons cost one kernel build plus five small
+# library (five Pythons cost one kernel build plus five small
 # binding builds).
 #
 #   ffpa_add_python_binding(TARGET <name> PYTHON <interpreter>)

@@ -62,18 +62,20 @@ function(_ffpa_json_string out text)
   set(${out} "\"${text}\"" PARENT_SCOPE)
 endfunction()
 
-# ffpa_write_release_plan(FILE <plan.json> [TAGS <cp3XY>...])
-#   FILE  where the plan goes (rewritten only when it changes)
+# ffpa_release_plan_json(OUT_VAR <var> [TAGS <cp3XY>...])
+#   The release plan as JSON text: the one record of the build's facts, which the engine
+#   runs (ffpa_write_release_plan) and the build-info module both wheels carry is written
+#   from (FfpaWheelPackaging.cmake).
 #   TAGS  the interpreter tags of the CUDA wheels (component wheel_<tag> each); the
 #         pure wheel (component wheel_pure) is always there
 #   Reads the build's facts from the caller's scope: FFPA_VERSION, FFPA_PROFILE,
 #   FFPA_SOURCE_COMMIT/DIRTY/DATE_EPOCH, FFPA_CHANNEL, FFPA_CUDA_VERSION,
 #   FFPA_NVCC_VERSION, FFPA_FATBIN_COMPRESSION, FFPA_CUDA_ARCHS, FFPA_HEAD_DIMS,
 #   FFPA_DTYPES, FFPA_BUILD_KERNELS, FFPA_RELEASE_DIST.
-function(ffpa_write_release_plan)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "" "FILE" "TAGS")
-  if(arg_UNPARSED_ARGUMENTS OR NOT arg_FILE)
-    message(FATAL_ERROR "ffpa_write_release_plan: FILE <plan.json> [TAGS ...] (got ${ARGN})")
+function(ffpa_release_plan_json)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "OUT_VAR" "TAGS")
+  if(arg_UNPARSED_ARGUMENTS OR NOT arg_OUT_VAR)
+    message(FATAL_ERROR "ffpa_release_plan_json: OUT_VAR <var> [TAGS ...] (got ${ARGN})")
   endif()
   set(p "{}")
   string(JSON p SET "${p}" schema 2)
@@ -134,6 +136,17 @@ function(ffpa_write_release_plan)
     string(JSON p SET "${p}" wheels ${_i} "{\"kind\": \"cuda\", \"tree\": \"wheel_${_tag}\", \"version\": \"${FFPA_CUDA_VERSION}\", \"tags\": \"${_tag}-${_tag}-auto\", \"kernel_library\": \"ffpa_attn/libffpa_kernels.so\"}")
     math(EXPR _i "${_i} + 1")
   endforeach()
+  set(${arg_OUT_VAR} "${p}" PARENT_SCOPE)
+endfunction()
+
+# ffpa_write_release_plan(FILE <plan.json> [TAGS <cp3XY>...])
+#   FILE  where the plan goes (rewritten only when it changes); TAGS as above.
+function(ffpa_write_release_plan)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "FILE" "TAGS")
+  if(arg_UNPARSED_ARGUMENTS OR NOT arg_FILE)
+    message(FATAL_ERROR "ffpa_write_release_plan: FILE <plan.json> [TAGS ...] (got ${ARGN})")
+  endif()
+  ffpa_release_plan_json(OUT_VAR p TAGS ${arg_TAGS})
   set(_old "")
   if(EXISTS "${arg_FILE}")
     file(READ "${arg_FILE}" _old)

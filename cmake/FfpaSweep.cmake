@@ -32,6 +32,8 @@ set(FFPA_SWEEP_VARIANTS
   "512|mma|4,2,2" "512|mma|4,2,4" "512|mma|2,4,3"
   "512|cute|64,32,64,4,2,3" "512|cute|32,64,64,2,4,3")
 
+include("${CMAKE_CURRENT_LIST_DIR}/FfpaKernelFacts.cmake")  # the arch rules (ffpa_arch_has)
+
 function(ffpa_generate_sweep_instances)
   cmake_parse_arguments(PARSE_ARGV 0 ARG "SUBSET" "ARCH;OUT_DIR;OUT_SOURCES" "HEAD_DIMS")
   if(ARG_UNPARSED_ARGUMENTS)
@@ -46,8 +48,9 @@ function(ffpa_generate_sweep_instances)
     message(FATAL_ERROR "ffpa: FFPA_SWEEP needs one CUDA arch (the device check builds for its GPU's); "
                         "got '${ARG_ARCH}': configure with -DFFPA_CUDA_ARCHS=<one arch>, e.g. 90")
   endif()
-  string(REGEX REPLACE "[af]$" "" arch_num "${ARG_ARCH}")
-  if(arch_num GREATER_EQUAL 90)
+  ffpa_load_kernel_facts()
+  ffpa_arch_has(tma "${ARG_ARCH}" arch_tma)
+  if(arch_tma)
     set(mma_path tma)
     set(cute_path cute_tma)
   else()

@@ -8,7 +8,7 @@ include_guard(GLOBAL)
 # ffpa_add_pytest(<name> <module>
 #                 [SELECT <expr>]          pytest -k: the tests of <module> this CTest test runs
 #                 [ENV <NAME=value>...]    FFPA_* inputs (and any other variable the module reads)
-#                 [LABELS <label>...]      CTest labels (from the closed set, DESIGN.md)
+#                 [LABELS <label>...]      CTest labels (from the closed set of ctest/CMakeLists.txt)
 #                 [TIMEOUT <s>]            default 300
 #                 [PROPERTIES <p> <v>...]) further test properties (RESOURCE_LOCK, FIXTURES_REQUIRED, ...)
 function(ffpa_add_pytest name module)

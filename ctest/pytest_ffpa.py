@@ -30,16 +30,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "ctest"))
+from pytest_skip_rc import all_skipped_exit  # noqa: E402  (the path above)
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """A run whose every test was skipped (a GPU check without a GPU) exits with
-    $FFPA_SKIP_RETURN_CODE, which CTest reports as SKIPPED (its SKIP_RETURN_CODE): a
-    skipped test never counts as passed."""
-    code = os.environ.get("FFPA_SKIP_RETURN_CODE")
-    stats = session.config.pluginmanager.get_plugin("terminalreporter").stats
-    if code and exitstatus == 0 and stats.get("skipped") and not stats.get("passed"):
-        session.exitstatus = int(code)
+    """An all-skipped run is CTest's skip (ctest/pytest_skip_rc.py)."""
+    all_skipped_exit(session, exitstatus)
 
 
 def env_value(name: str) -> str:

@@ -6,7 +6,7 @@
 #                 cute_tma_fp8|cute_tma_fp4, -f16acc for fp16 accumulation, -stub for the
 #                 trap stubs: TMA below sm_90, cute and mma-f16acc on the sm_120 family,
 #                 FP8 below sm_89, NVFP4 outside the sm_120 family's 120f / 120a:
-#                 ffpa/arch_rules.h; lowp_stats|lowp_quant for the quantisation pass of
+#                 the arch rules and impls of cmake/kernel-facts.json; lowp_stats|lowp_quant for the quantisation pass of
 #                 csrc/src/lowp_quant.cu, instance "lowp_quant:<dtype>"),
 #                 "registers", "spill_stores", "spill_loads", "stack_frame",
 #                 "smem_static", "smem_dynamic"}], "total_spill_bytes": N}
@@ -16,6 +16,8 @@
 # the CuTe kernels, computed from the tile their mangled name carries, and
 # LowpQuantGeometry's constants (ffpa/lowp/quant.cuh) for the quantisation pass.
 cmake_minimum_required(VERSION 3.25)
+include("${CMAKE_CURRENT_LIST_DIR}/../../cmake/FfpaKernelFacts.cmake")  # the arch rules
+ffpa_load_kernel_facts()
 foreach(var LOGS OUT_DIR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "parse_ptxas.cmake: -D${var}=... is required")
@@ -84,10 +86,11 @@ foreach(log IN LISTS logs)
         if(CMAKE_MATCH_2 STREQUAL "1")
           string(APPEND kernel "-f16acc")
         endif()
-        string(REGEX REPLACE "[a-z]$" "" arch_num "${arch}")
-        # The sm_120 family has no cp.async kernel with fp16 accumulation
-        # (kMmaF16AccCompiled in ffpa/fwd_kernel_mma.cuh): a trap stub there too.
-        if((kernel MATCHES "^tma" AND arch_num LESS 90) OR (kernel STREQUAL "mma-f16acc" AND NOT arch_num LESS 120))
+        # The cp.async kernel with fp16 accumulation is a cp.async-fed heavy kernel
+        # (kMmaF16AccCompiled in ffpa/fwd_kernel_mma.cuh): a trap stub where those are.
+        ffpa_impl_has_code(tma "${arch}" tma_code)
+        ffpa_arch_has(cp_async_heavy "${arch}" heavy_code)
+        if((kernel MATCHES "^tma" AND NOT tma_code) OR (kernel STREQUAL "mma-f16acc" AND NOT heavy_code))
           string(APPEND kernel "-stub")
         endif()
       elseif(mangled MATCHES "ffpa_fwd_cute_kernelI.*CuteTileILi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)EE.*LowpAtomsILNS_6LowpQKE([01])E.*LNS_4LoadE([01])E")
@@ -109,10 +112,8 @@ foreach(log IN LISTS logs)
         else()
           set(kernel cute_fp8)
         endif()
-        string(REGEX REPLACE "[a-z]$" "" arch_num "${arch}")
-        if((kernel STREQUAL "cute_fp8" AND (arch_num LESS 89 OR NOT arch_num LESS 120))
-           OR (kernel STREQUAL "cute_tma_fp8" AND arch_num LESS 90)
-           OR (kernel STREQUAL "cute_tma_fp4" AND NOT (arch MATCHES "^12[0-9][af]$")))
+        ffpa_impl_has_code(${kernel} "${arch}" code)
+        if(NOT code)
           string(APPEND kernel "-stub")
         endif()
       elseif(mangled MATCHES "ffpa_fwd_cute_kernelI.*CuteTileILi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)EE.*LNS_4LoadE([01])E")
@@ -132,10 +133,11 @@ foreach(log IN LISTS logs)
         if(mangled MATCHES "Sm80AtomsI[^L]*Lb1E")
           string(APPEND kernel "-f16acc")
         endif()
-        string(REGEX REPLACE "[a-z]$" "" arch_num "${arch}")
-        # cute_tma below sm_90, cute on the sm_120 family (kCuteCpAsyncCode in
-        # ffpa/cute/fwd_kernel.cuh): trap stubs.
-        if((kernel MATCHES "^cute_tma" AND arch_num LESS 90) OR (kernel MATCHES "^cute(-|$)" AND NOT arch_num LESS 120))
+        # cute_tma without TMA, cute where the cp.async-fed heavy kernels are not
+        # (kCuteCpAsyncCode in ffpa/cute/fwd_kernel.cuh): trap stubs.
+        string(REGEX REPLACE "-f16acc$" "" impl "${kernel}")
+        ffpa_impl_has_code(${impl} "${arch}" code)
+        if(NOT code)
           string(APPEND kernel "-stub")
         endif()
       elseif(mangled MATCHES "ffpa_fwd_simt_kernel")

@@ -37,31 +37,8 @@ Status launch_status(cudaError_t err, const char* what) {
 }
 
 const char* impl_name(Impl impl) noexcept {
-  switch (impl) {
-    case Impl::kAuto:
-      return "auto";
-    case Impl::kMma:
-      return "mma";
-    case Impl::kSimt:
-      return "simt";
-    case Impl::kTma:
-      return "tma";
-    case Impl::kCute:
-      return "cute";
-    case Impl::kCuteTma:
-      return "cute_tma";
-    case Impl::kCuteFp8:
-      return "cute_fp8";
-    case Impl::kCuteTmaFp8:
-      return "cute_tma_fp8";
-    case Impl::kFp8:
-      return "fp8";
-    case Impl::kCuteTmaFp4:
-      return "cute_tma_fp4";
-    case Impl::kFp4:
-      return "fp4";
-  }
-  return "unknown";
+  const ImplFacts* facts = impl_facts(impl);
+  return facts != nullptr ? facts->name : "unknown";
 }
 
 const char* accum_name(Accum accum) noexcept {
@@ -246,12 +223,13 @@ Status validate_forward(const ForwardArgs& a) {
   if (is_lowp_impl(a.impl) && !is_fp4_impl(a.impl) && !has_arch(is_fp8_arch))
     return {ErrorKind::kImpl, std::string("impl='") + impl_name(a.impl) + "' was not compiled in this build (archs " +
                                   compiled_archs_str() +
-                                  "; FP8 tensor cores need an arch >= 89): rebuild with -DFFPA_CUDA_ARCHS including "
+                                  "; FP8 tensor cores need an arch >= " + std::to_string(kFp8MinSm) + "): rebuild with -DFFPA_CUDA_ARCHS including "
                                   "89, 90 or 120f"};
   if (a.impl == Impl::kCuteTmaFp8 && !has_tma_arch())
     return {ErrorKind::kImpl, std::string("impl='cute_tma_fp8' was not compiled in this build (archs ") +
                                   compiled_archs_str() +
-                                  "; TMA code needs an arch >= 90): use impl='fp8' (cp.async-fed below sm_90), or "
+                                  "; TMA code needs an arch >= " + std::to_string(kTmaMinSm) + "): use impl='fp8' (cp.async-fed below sm_" +
+                                  std::to_string(kTmaMinSm) + "), or "
                                   "rebuild with -DFFPA_CUDA_ARCHS including 90 or 120f"};
   if (is_fp4_impl(a.impl) && !has_arch(is_fp4_arch))
     return {ErrorKind::kImpl, std::string("impl='") + impl_name(a.impl) + "' was not compiled in this build (archs " +
@@ -262,7 +240,7 @@ Status validate_forward(const ForwardArgs& a) {
   if (is_tma_impl(a.impl) && !has_tma_arch())
     return {ErrorKind::kImpl, std::string("impl='") + impl_name(a.impl) +
                                   "' was not compiled in this build (archs " + compiled_archs_str() +
-                                  "; TMA code needs an arch >= 90): use impl='" +
+                                  "; TMA code needs an arch >= " + std::to_string(kTmaMinSm) + "): use impl='" +
                                   (a.impl == Impl::kTma ? "mma" : "cute") +
                                   "', or rebuild with -DFFPA_CUDA_ARCHS including 90 or 120f"};
   if ((a.impl == Impl::kCute || a.impl == Impl::kCuteTma) && !has_cute())
@@ -595,7 +573,7 @@ Status forward(const ForwardArgs& a) {
     const int cc = current_device_cc();
     return {ErrorKind::kImpl, std::string("impl='") + impl_name(impl) + "' cannot run on this GPU (sm_" +
                                   std::to_string(cc) +
-                                  "): this library's TMA code is for archs >= 90 among its compiled archs (" +
+                                  "): this library's TMA code is for archs >= " + std::to_string(kTmaMinSm) + " among its compiled archs (" +
                                   compiled_archs_str() + "), and the device loads none of them; use impl='" +
                                   (impl == Impl::kTma ? "mma" : "cute") + "' or 'auto', or rebuild with "
                                   "-DFFPA_CUDA_ARCHS=" + std::to_string(cc)};
@@ -614,18 +592,19 @@ Status forward(const ForwardArgs& a) {
     const int cc = current_device_cc();
     return {ErrorKind::kImpl,
             std::string("impl='") + impl_name(a.impl) + "' has no code for this GPU (sm_" + std::to_string(cc) + "): " +
-                (!sm_has_fp8(cc) ? "FP8 tensor cores need sm_89 or newer (Ada, Hopper, Blackwell); use impl='cute_tma', "
-                                   "'tma' or 'mma'"
+                (!sm_has_fp8(cc) ? "FP8 tensor cores need sm_" + std::to_string(kFp8MinSm) +
+                                   " or newer (Ada, Hopper, Blackwell); use impl='cute_tma', 'tma' or 'mma'"
                  : impl == Impl::kCuteFp8
                      ? "on the sm_120 family the FP8 kernel is fed by TMA; use impl='fp8' or 'cute_tma_fp8'"
-                     : "the TMA-fed FP8 kernel needs sm_90 or newer; use impl='fp8' or 'cute_fp8'") +
+                     : "the TMA-fed FP8 kernel needs sm_" + std::to_string(kTmaMinSm) + " or newer; use impl='fp8' or 'cute_fp8'") +
                 " (compiled archs: " + compiled_archs_str() + ")"};
   }
   if (impl == Impl::kCuteTmaFp4 && !fp4_runs_on_current_device()) {
     return {ErrorKind::kImpl, std::string("impl='") + impl_name(a.impl) + "' has no code for this GPU (sm_" +
                                   std::to_string(current_device_cc()) +
                                   "): NVFP4 runs on the sm_120 family only (RTX 50xx, RTX PRO Blackwell; compiled "
-                                  "archs: " + compiled_archs_str() + "); use impl='fp8' for FP8 on sm_89 and newer"};
+                                  "archs: " + compiled_archs_str() + "); use impl='fp8' for FP8 on sm_" + std::to_string(kFp8MinSm) +
+                                  " and newer"};
   }
   if (is_lowp_impl(impl)) {
     st = run_fwd_lowp(p, a.q.dtype, impl);

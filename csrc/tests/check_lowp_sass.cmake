@@ -1,6 +1,6 @@
 # cmake -DCUOBJDUMP=<path> -DLIBRARY=<libffpa_kernels.so> -DARCHS=<a|b> -P check_lowp_sass.cmake
 # The low-precision kernels hold the instructions they exist for, arch by arch and kernel
-# by kernel (cuobjdump's "Function : <name>" headers; ffpa/arch_rules.h has the rules):
+# by kernel (cuobjdump's "Function : <name>" headers; cmake/kernel-facts.json has the rules):
 #   cute_fp8      (LowpAtoms<kFp8>, cp.async): on sm_89 .. sm_119 the FP8 mma (QMMA.16832
 #                 E4M3 on sm_89; nvcc 13.0 lowers it to HMMA.16816 after an e4m3 -> f16
 #                 unpack on sm_90) fed by cp.async (LDGSTS); a trap stub elsewhere (no mma);
@@ -13,15 +13,13 @@
 # names each one).
 cmake_minimum_required(VERSION 3.25)
 include("${CMAKE_CURRENT_LIST_DIR}/sass_functions.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/../../cmake/FfpaKernelFacts.cmake")  # the arch rules
+ffpa_load_kernel_facts()
 string(REPLACE "|" ";" tokens "${ARCHS}")
 set(bad "")
 foreach(token IN LISTS tokens)
   ffpa_sass_functions("${token}" parts)
   string(REGEX REPLACE "[af]$" "" sm "${token}")
-  set(specific OFF)
-  if(token MATCHES "[af]$")
-    set(specific ON)
-  endif()
   set(counts "")
   foreach(kind cute_fp8 cute_tma_fp8 cute_tma_fp4)
     set(n_${kind} 0)
@@ -36,23 +34,12 @@ foreach(token IN LISTS tokens)
     endif()
     if(CMAKE_MATCH_1 STREQUAL "1")
       set(kind cute_tma_fp4)
-      set(real OFF)
-      if(sm GREATER_EQUAL 120 AND sm LESS 130 AND specific)
-        set(real ON)
-      endif()
     elseif(CMAKE_MATCH_2 STREQUAL "1")
       set(kind cute_tma_fp8)
-      set(real OFF)
-      if(sm GREATER_EQUAL 90)
-        set(real ON)
-      endif()
     else()
       set(kind cute_fp8)
-      set(real OFF)
-      if(sm GREATER_EQUAL 89 AND sm LESS 120)
-        set(real ON)
-      endif()
     endif()
+    ffpa_impl_has_code(${kind} "${token}" real)
     math(EXPR n_${kind} "${n_${kind}} + 1")
     string(REGEX MATCHALL "QMMA\\.16832\\.F32\\.E4M3\\.E4M3" qmma "${part}")
     string(REGEX MATCHALL "OMMA\\.SF\\.16864\\.F32\\.E2M1\\.E2M1\\.UE4M3\\.4X" omma "${part}")

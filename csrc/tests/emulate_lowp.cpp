@@ -251,7 +251,7 @@ int run_lowp_accuracy(const std::vector<int>& dims) {
   std::printf("\n| path | dtype | D | inputs | cosine similarity | relative L1 | max abs | LSE max abs | gain |\n"
               "|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string& r : rows) std::printf("%s\n", r.c_str());
-  std::printf("%d accuracy rows out of bounds\n", failed);
+  std::printf("%zu accuracy rows, %d out of bounds\n", rows.size(), failed);
   return failed ? 1 : 0;
 }
 

@@ -82,6 +82,7 @@
 #include "attention_ref.h"
 #include "device_check.h"
 #include "ffpa/api.h"
+#include "ffpa/arch_rules.h"
 #include "ffpa/tolerance.h"
 
 using ffpa::check::row_offset;
@@ -95,9 +96,9 @@ namespace {
 // first row for a name it does not know).
 static_assert(ffpa::find_tolerance("fp16") && ffpa::find_tolerance("bf16") && ffpa::find_tolerance("fp16_acc") &&
                   ffpa::find_tolerance("fp8") && ffpa::find_tolerance("fp4"),
-              "ffpa/tolerance.h lost a row the device check judges by");
+              "cmake/kernel-facts.json lost a tolerance row the device check judges by");
 static_assert(ffpa::tolerance("fp8").min_cos > 0.f && ffpa::tolerance("fp4").min_cos > 0.f,
-              "the low-precision rows of ffpa/tolerance.h state their cosine bound");
+              "the low-precision rows of cmake/kernel-facts.json state their cosine bound");
 
 struct Case {
   std::string group;
@@ -123,8 +124,7 @@ struct Case {
 
 // The row of ffpa/tolerance.h a case is judged by.
 const ffpa::Tolerance& tolerance(const Case& c) {
-  if (ffpa::is_fp4_impl(c.impl)) return ffpa::tolerance("fp4");
-  if (ffpa::is_lowp_impl(c.impl)) return ffpa::tolerance("fp8");
+  if (ffpa::is_lowp_impl(c.impl)) return ffpa::tolerance(ffpa::impl_facts(c.impl)->precision);
   if (c.accum == ffpa::Accum::kFp16) return ffpa::tolerance("fp16_acc");
   return ffpa::tolerance(c.dtype == ffpa::DType::kFp16 ? "fp16" : "bf16");
 }
@@ -546,7 +546,7 @@ void decide_lowp(const ffpa::BuildInfo& info, bool dry_run, int major, int minor
   const ffpa::Tolerance &t8 = ffpa::tolerance("fp8"), &t4 = ffpa::tolerance("fp4");
   char bounds[256];
   std::snprintf(bounds, sizeof(bounds),
-                "; bounds (ffpa/tolerance.h) fp8 cos >= %g, rel_l1 <= %g, abs <= %g, lse <= %g, |gain-1| <= %g; "
+                "; bounds (cmake/kernel-facts.json) fp8 cos >= %g, rel_l1 <= %g, abs <= %g, lse <= %g, |gain-1| <= %g; "
                 "fp4 cos >= %g, rel_l1 <= %g, abs <= %g, lse <= %g, |gain-1| <= %g",
                 t8.min_cos, t8.max_rel_l1, t8.atol, t8.lse, t8.max_gain_err, t4.min_cos, t4.max_rel_l1, t4.atol, t4.lse,
                 t4.max_gain_err);
@@ -559,7 +559,8 @@ Extras decide_extras(const ffpa::BuildInfo& info, bool dry_run, int major, int m
   const std::string archs = join(info.archs, ", "), tma_archs = join(info.tma_archs, ", ");
   const std::string dev = "sm_" + std::to_string(major) + std::to_string(minor);
   if (!info.tma) {
-    e.tma_why = "this build has no TMA code (archs " + archs + "; TMA code needs an arch >= 90)";
+    e.tma_why = "this build has no TMA code (archs " + archs + "; TMA code needs an arch >= " +
+                std::to_string(ffpa::kTmaMinSm) + ")";
   } else if (dry_run) {
     e.tma = true;
     e.tma_why = "dry run: as on a device that loads this build's TMA code (TMA archs " + tma_archs + ")";

@@ -21,7 +21,7 @@
 #                 say they were skipped and why. The low-precision kernels (cute_fp8,
 #                 cute_tma_fp8, cute_tma_fp4) get a group per head dim x dtype on plain
 #                 and outlier-K inputs, long rows and api checks where the device has
-#                 their code, judged by the fp8 / fp4 rows of ffpa/tolerance.h (cos,
+#                 their code, judged by the fp8 / fp4 rows of cmake/kernel-facts.json (cos,
 #                 rel L1, max abs, LSE, gain); on sm_90 FP8's mma runs as fp16 HMMA
 #                 (nvcc's lowering): its correctness is checked there, not its speed
 #   python-gpu    pytest -m gpu on the package (binding only)
@@ -239,7 +239,7 @@ if [ "$failed" = 0 ] || [ -x "$runner" ]; then
   if [ "$binding" = yes ]; then
     # python-gpu: pytest -m gpu; exit 77 (all skipped, conftest) is expected without a GPU.
     ok="0"; [ "$mode" = no-gpu ] && ok="0 77"
-    PYTHONPATH="$build/python" FFPA_PYTEST_ALL_SKIPPED_RC=77 \
+    PYTHONPATH="$build/python" FFPA_SKIP_RETURN_CODE=77 \
       phase python-gpu 90 "$ok" -- "$python" -m pytest -q -p no:cacheprovider -m gpu "$repo/python/tests"
     rc=$?
     [[ " $ok " == *" $rc "* ]] || failed=1
@@ -256,7 +256,7 @@ PY
   # Without a GPU (or torch) the module skips: exit 77, expected only with --no-gpu.
   if [ "$binding" = yes ]; then
     ok="0"; [ "$mode" = no-gpu ] && ok="0 77"
-    PYTHONPATH="$build/python" FFPA_PYTEST_ALL_SKIPPED_RC=77 FFPA_TORCH_GPU_REPORT="$state/torch_gpu.json" \
+    PYTHONPATH="$build/python" FFPA_SKIP_RETURN_CODE=77 FFPA_TORCH_GPU_REPORT="$state/torch_gpu.json" \
       phase torch-gpu 60 "$ok" -- "$python" -m pytest -q -s -p no:cacheprovider -m gpu \
       "$repo/python/tests/gpu_torch_check.py"
     rc=$?

@@ -3,7 +3,7 @@
 
     rehearse.py venv   --work DIR                 make the stand-in for the GPU image's python3
     rehearse.py tree   --work DIR --cutlass-dir D --nvcc NVCC
-                                                  make the tree the device tool carries
+                                                  make the tree the device check is given
     rehearse.py run    --work DIR --case CASE     run ctest/gpu/device_check.sh --no-gpu and check OUT
 
 The GPU image has nvcc, CMake, Ninja and a python3 with numpy, pybind11 and pytest (and
@@ -14,9 +14,9 @@ bench's SDPA timing reports that it cannot run). Every case configures with
 CMAKE_DISABLE_FIND_PACKAGE_{OpenSSL,ZLIB,nlohmann_json,GTest} and a missing tools venv,
 so a kernels-only tree that reached for any of them fails here first.
 
-The script runs in a copy of the source tree made the way the lead's device tool
-carries one: the tracked and untracked-not-ignored files (no .git, no .venv, no build
-trees) plus the one carried ignored path, .cutlass/, the CUTLASS header subset made by
+The script runs in a copy of the source tree as the device check is given one on a GPU
+machine: the tracked and untracked-not-ignored files (no .git, no .venv, no build
+trees) plus the one ignored path it needs, .cutlass/, the CUTLASS header subset made by
 `cmake -P cmake/FfpaCutlassSubset.cmake` (docs/perf.md). With the tools venv out of
 reach, the kernels-only build can only take CUTLASS from that subset; a second copy
 without it must fail at configure, naming the fix.
@@ -63,7 +63,9 @@ import summarize  # beside this file: the summary's reader of the tolerance tabl
 
 REPO = Path(__file__).resolve().parents[2]
 ALLOWED_OUT = {"summary.json", "summary.md", "bench.csv", "bench.png", "logs.tar.gz"}
-# What the device tool carries besides the tree (64 MiB in all).
+# The device check's whole input is the source tree and the CUTLASS subset (a bare GPU
+# image installs nothing). It stays small so that copying it to the GPU machine is seconds
+# of a check whose own budget is FFPA_DEVICE_CHECK_BUDGET: at most 64 MiB.
 CARRY_LIMIT = 64 * 1024 * 1024
 REHEARSAL_BUDGET = 900
 # Head dims the rehearsal builds: one persist-D (64) and one split-D (320, the 4x2 warp
@@ -74,7 +76,7 @@ HIDDEN_PACKAGES = ("OpenSSL", "ZLIB", "nlohmann_json", "GTest")
 IMAGE_PACKAGES = ("numpy", "pybind11", "pytest")
 
 
-# The low-precision kernels whose code an sm_90 build holds (csrc/kernels/ffpa/arch_rules.h:
+# The low-precision kernels whose code an sm_90 build holds (cmake/kernel-facts.json:
 # FP8 from sm_89, fed by cp.async below the sm_120 family and by TMA from sm_90; NVFP4 only
 # in the sm_120 family's 120f / 120a): the rehearsal's (and the H200's) device-check build.
 ARCH90_LOWP = {"cute_fp8", "cute_tma_fp8"}
@@ -147,7 +149,7 @@ def make_tree(work: Path, cutlass_dir: str, nvcc: str) -> int:
     full = sum(1 for p in Path(cutlass_dir).rglob("*") if p.is_file())
     check(n < full, f"only the headers the kernels include: {n} of the {full} files")
     carried = sum(p.stat().st_size for p in tree.rglob("*") if p.is_file())
-    check(carried <= CARRY_LIMIT, f"tree + subset = {carried / 2**20:.1f} MiB, within the device tool's 64 MiB")
+    check(carried <= CARRY_LIMIT, f"tree + subset = {carried / 2**20:.1f} MiB, within the device check's 64 MiB input")
     print(f"carried tree: {tree} ({len(files)} files) and {tree / '.cutlass'} ({n} headers)")
     return 0
 
@@ -299,7 +301,7 @@ def run_case(work: Path, case: str) -> int:
     check("long" in groups and "api" in groups, "the long-sequence and api groups are planned")
     rows = summarize.tolerance_table_names(REPO)
     check(set(corr["tolerances"]) == rows and {"fp16", "bf16", "fp16_acc", "fp8", "fp4"} <= rows,
-          f"the tolerances are ffpa/tolerance.h's table, row by row: {sorted(rows)}")
+          f"the tolerances are cmake/kernel-facts.json's table, row by row: {sorted(rows)}")
     paths = {(g["group"], g["impl"], g["accum"]) for g in corr["by_path"]}
     impl_accums = (("mma", "fp32"), ("simt", "fp32"), ("tma", "fp32"), ("mma", "fp16"), ("tma", "fp16"),
                    ("cute", "fp32"), ("cute_tma", "fp32"), ("cute", "fp16"), ("cute_tma", "fp16"))

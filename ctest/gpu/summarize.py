@@ -90,30 +90,42 @@ def read_phases(state: Path) -> list[dict[str, Any]]:
     return phases
 
 
-# The low-precision impls (csrc/include/ffpa/api.h): judged by the fp8 / fp4 rows of the
-# tolerance table (ffpa/tolerance.h, the report's "tolerances") on cos, rel_l1, max abs,
-# lse and gain, not by the 16-bit rows' rel / abs / lse.
-LOWP_IMPLS = ("cute_fp8", "cute_tma_fp8", "fp8", "cute_tma_fp4", "fp4")
+# The kernels' facts (cmake/kernel-facts.json, their one home): the impls and the tolerance
+# table's rows.
+KERNEL_FACTS = Path(__file__).resolve().parents[2] / "cmake" / "kernel-facts.json"
+
+
+def kernel_facts(repo: Path | None = None) -> dict[str, Any]:
+    """cmake/kernel-facts.json of a source tree (this one by default)."""
+    path = KERNEL_FACTS if repo is None else repo / "cmake" / "kernel-facts.json"
+    facts: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return facts
+
+
+def tolerance_table_names(repo: Path | None = None) -> set[str]:
+    """The row names of the one tolerance table, for the checks that hold a report's
+    "tolerances" to it (test_summarize.py, rehearse.py)."""
+    return {row["name"] for row in kernel_facts(repo)["tolerances"]}
+
+
+# The low-precision impls (those with a precision of their own): judged by the fp8 / fp4
+# rows of the tolerance table (the report's "tolerances") on cos, rel_l1, max abs, lse and
+# gain, not by the 16-bit rows' rel / abs / lse.
+LOWP_IMPLS = tuple(impl["name"] for impl in kernel_facts()["impls"] if impl.get("precision"))
 # The 16-bit paths the low-precision bench rows are compared with (fp32 accumulation,
 # same shape, same run), besides the SDPA baselines.
 LOWP_OURS = ("mma", "tma", "cute_tma")
-
-
-def tolerance_table_names(repo: Path) -> set[str]:
-    """The row names of the one tolerance table in a source tree
-    (csrc/include/ffpa/tolerance.h), for the checks that hold a report's "tolerances"
-    to it (test_summarize.py, rehearse.py)."""
-    text = (repo / "csrc" / "include" / "ffpa" / "tolerance.h").read_text()
-    body = text[text.index("kTolerances[]"):]
-    return set(re.findall(r'^\s*\{"([a-z0-9_]+)",', body[:body.index("};")], re.M))
 
 
 def _is_lowp(impl: Any) -> bool:
     return str(impl) in LOWP_IMPLS
 
 
+_LOWP_PRECISION = {impl["name"]: impl["precision"] for impl in kernel_facts()["impls"] if impl.get("precision")}
+
+
 def _lowp_tolerance_name(case: dict[str, Any]) -> str:
-    return str(case.get("tolerance") or ("fp4" if "fp4" in str(case.get("impl")) else "fp8"))
+    return str(case.get("tolerance") or _LOWP_PRECISION.get(str(case.get("impl")), "fp8"))
 
 
 def _is_error_case(case: dict[str, Any]) -> bool:
@@ -487,7 +499,7 @@ def render_md(summary: dict[str, Any]) -> str:
     out += ["", "## Correctness (errors vs the fp64-accumulated host reference)", ""]
     if c.get("tolerances"):
         tol = c["tolerances"]
-        out.append("Tolerances (ffpa/tolerance.h): " + "; ".join(_tolerance_text(name, v) for name, v in tol.items()))
+        out.append("Tolerances (cmake/kernel-facts.json): " + "; ".join(_tolerance_text(name, v) for name, v in tol.items()))
         # "fp16-acc": the row's name in reports of runners before the one tolerance table.
         acc = next((n for n in ("fp16_acc", "fp16-acc") if n in tol), None)
         if acc:

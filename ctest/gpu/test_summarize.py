@@ -400,7 +400,7 @@ def test_lowp_cases_planned_judged_and_reported(tmp_path):
     (failed,) = [f for f in corr["failed_cases"] if f["cos"] is not None]
     assert failed["cos"] == 0.9971 and "cos < min_cos" in failed["error"]
     md = (out / "summary.md").read_text()
-    b = report["tolerances"]["fp8"]  # the bounds of ffpa/tolerance.h, as the runner reports them
+    b = report["tolerances"]["fp8"]  # the bounds of cmake/kernel-facts.json, as the runner reports them
     assert (f"fp8: cos >= {b['min_cos']:g}, rel L1 <= {b['max_rel_l1']:g}, abs <= {b['abs']:g}, "
             f"lse <= {b['lse']:g}, |gain - 1| <= {b['max_gain_err']:g}") in md
     assert "Low-precision cases (impl=cute_fp8, cute_tma_fp8, cute_tma_fp4): ran " in md
@@ -459,7 +459,7 @@ def test_fp8_bench_rows_against_our_paths_and_sdpa(tmp_path):
 
 def test_report_before_the_tolerance_table(tmp_path):
     """A report whose tolerances name fp16 accumulation "fp16-acc" and have no
-    low-precision rows (runners before ffpa/tolerance.h): rendered as it was."""
+    low-precision rows (runners before the tolerance table): rendered as it was."""
     state = _state(tmp_path)
     tol = {"fp16": {"rel": 1e-2, "abs": 2e-2, "lse": 2e-2}, "fp16-acc": {"rel": 3e-2, "abs": 5e-2, "lse": 5e-2}}
     case = {"case": "c", "group": "D64-fp16", "impl": "mma", "accum": "fp16", "ran": True, "pass": True,

@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     find_deprecated_uses = None
     if "hygiene" in checks:
         sys.path.insert(0, str(args.package_dir.resolve()))
-        from ffpa_attn.deprecations import find_deprecated_uses
+        from deprecated_uses import find_deprecated_uses  # beside this file
 
     problems = []
     if tuple(present) != EXPECTED:

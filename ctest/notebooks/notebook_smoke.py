@@ -74,14 +74,16 @@ TRAINING_FIELDS = (
 )
 EPOCH_FIELDS = ("epoch", "loss", "samples_per_s", "mean_step_s")
 
-# Runs in the kernel's interpreter with the package under test first on sys.path: the
-# registry of deprecated names is the package's, never a copy kept here.
+# Runs in the kernel's interpreter with the package under test first on sys.path and this
+# directory after it (deprecated_uses.py, the scanner): the registry of deprecated names is
+# the package's, never a copy kept here.
 DEPRECATION_SCRIPT = r"""
 import json, sys
 from ffpa_attn import deprecations
+from deprecated_uses import find_deprecated_uses
 sources = json.load(sys.stdin)
 hits = {name: [[cell, qualified, line, fix] for cell, src in cells
-               for qualified, line, fix in deprecations.find_deprecated_uses(src)]
+               for qualified, line, fix in find_deprecated_uses(src)]
         for name, cells in sources.items()}
 print(json.dumps({"module": deprecations.__file__, "count": len(deprecations.DEPRECATED_NAMES), "hits": hits}))
 """
@@ -185,7 +187,7 @@ def check_deprecations(setup: Setup, notebooks: dict[str, Any], report: Report) 
     sources = {name: [[i, c.source] for i, c in enumerate(nb.cells) if c.cell_type == "code"]
                for name, nb in notebooks.items()}
     env = dict(setup.env)
-    env["PYTHONPATH"] = str(setup.package_parent)
+    env["PYTHONPATH"] = os.pathsep.join((str(setup.package_parent), str(Path(__file__).resolve().parent)))
     result = run([setup.python, "-c", DEPRECATION_SCRIPT], env=env, input_text=json.dumps(sources))
     found = json.loads(result.stdout.strip().splitlines()[-1])
     report.check("deprecated-name registry read from the package under test",

@@ -2,14 +2,16 @@
 # what a user would see. Run with cmake -P and:
 #   -DSOURCE=<repo> -DWORK=<scratch dir>
 #   -DARGS=<configure args joined by @@>   e.g. -DFFPA_PROFILE=full@@-DFFPA_RELEASE_VERSION=1.2.3
-#   -DMUTATE=none|dirty|untracked|docs-cu14|fake-nvcc-12|matrix-one-line
+#   -DMUTATE=none|dirty|untracked|docs-cu14|fake-nvcc-12|matrix-one-line|kernel-facts-one-line
 #   -DEXPECT=pass|fail
 #   -DREGEX=<regexes joined by @@ that must all appear in the configure output>
 #   -DBUILD=ON  also run `cmake --build` and require that nothing was produced
+#   -DFILES=<build-tree files joined by @@>  their contents are matched by REGEX too
 cmake_minimum_required(VERSION 3.25)
 include("${CMAKE_CURRENT_LIST_DIR}/snapshot_repo.cmake")
 string(REPLACE "@@" ";" ARGS "${ARGS}")
 string(REPLACE "@@" ";" REGEX "${REGEX}")
+string(REPLACE "@@" ";" FILES "${FILES}")
 
 set(_src "${WORK}/src")
 set(_bld "${WORK}/build")
@@ -39,6 +41,18 @@ elseif(MUTATE STREQUAL "matrix-one-line")
   file(WRITE "${_src}/docs/channels.md" "CUDA 14 users install from whl/cu14/.\n")
   execute_process(COMMAND git add -A WORKING_DIRECTORY "${_src}")
   execute_process(COMMAND git -c user.name=t -c user.email=t@l commit -qm matrix WORKING_DIRECTORY "${_src}")
+elseif(MUTATE STREQUAL "kernel-facts-one-line")
+  # One edited line of cmake/kernel-facts.json (the TMA threshold, and the fp16 row on its
+  # own line) reaches the C++ headers, the build-info module and the CMake checks.
+  file(READ "${_src}/cmake/kernel-facts.json" _m)
+  string(REPLACE "\"tma_min_sm\": 90," "\"tma_min_sm\": 100," _m2 "${_m}")
+  string(REPLACE "\"rtol\": 1e-2, \"atol\": 2e-2," "\"rtol\": 1e-2, \"atol\": 4e-2," _m2 "${_m2}")
+  if(_m2 STREQUAL _m)
+    message(FATAL_ERROR "check_configure: cmake/kernel-facts.json no longer has the lines this test edits")
+  endif()
+  file(WRITE "${_src}/cmake/kernel-facts.json" "${_m2}")
+  execute_process(COMMAND git add -A WORKING_DIRECTORY "${_src}")
+  execute_process(COMMAND git -c user.name=t -c user.email=t@l commit -qm facts WORKING_DIRECTORY "${_src}")
 elseif(MUTATE STREQUAL "fake-nvcc-12")
   # Stands in for an old toolkit: only `nvcc --version` is asked before the guard.
   file(WRITE "${WORK}/fake-nvcc/nvcc"
@@ -53,6 +67,13 @@ execute_process(
   COMMAND "${CMAKE_COMMAND}" -S "${_src}" -B "${_bld}" -G Ninja ${ARGS} ${_extra}
   OUTPUT_VARIABLE _out ERROR_VARIABLE _err RESULT_VARIABLE _rc)
 set(_all "${_out}${_err}")
+foreach(_file IN LISTS FILES)
+  if(NOT EXISTS "${_bld}/${_file}")
+    message(FATAL_ERROR "configure did not write ${_file}")
+  endif()
+  file(READ "${_bld}/${_file}" _text)
+  string(APPEND _all "\n---- ${_file} ----\n${_text}")
+endforeach()
 message("---- configure output ----\n${_all}\n--------------------------")
 
 if(EXPECT STREQUAL "fail" AND _rc EQUAL 0)

@@ -31,6 +31,7 @@ from .errors import (
     UnsupportedLayoutError,
 )
 from .interface import FALLBACK_REASONS, ffpa_attn_func, last_kernel
+from .validation import SOURCE_TREE_PROBLEM
 
 try:
     # Written by CMake at build time (VERSION, SOURCE_COMMIT, SOURCE_DIRTY, CHANNEL,
@@ -64,15 +65,11 @@ def tolerance(path: str) -> dict[str, float]:
     |ref|``), ``lse`` (max LSE error), and for the low-precision paths ``min_cos``
     (cosine similarity), ``max_rel_l1`` (``sum |out - ref| / sum |ref|``) and
     ``max_gain_err`` (``|sum(out ref) / sum(ref^2) - 1|``); 0 where unused. The one table
-    is csrc/include/ffpa/tolerance.h; both wheels carry it (docs/install.md states it).
+    is cmake/kernel-facts.json; both wheels carry it (docs/install.md states it).
     """
     table = getattr(_build_info, "TOLERANCES", None)
     if table is None:
-        raise FFPAError(
-            "ffpa_attn runs from a source tree without its generated _build_info.py, which carries the "
-            "tolerance table: build the package (cmake --workflow --preset dev) and import it from "
-            "build/dev/python, or install a wheel"
-        )
+        raise FFPAError(SOURCE_TREE_PROBLEM)
     if path not in table:
         raise ValueError(f"no tolerance for {path!r}; the paths are {', '.join(table)}")
     return {key: float(value) for key, value in table[path].items()}
@@ -127,7 +124,13 @@ def build_info() -> dict[str, Any]:
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy submodules: torch_ops/torch_math import torch, bench/deprecations are for tools.
+    # Lazy submodules: torch_ops/torch_math import torch, bench is for tools.
     if name in ("torch_ops", "torch_math", "bench", "deprecations", "launch", "routing"):
         return importlib.import_module(f"{__name__}.{name}")
+    # An old name of an earlier release (ffpa_attn.ffpa, ...) says what to write instead.
+    from .deprecations import DEPRECATED_NAMES
+
+    replacement = DEPRECATED_NAMES.get(f"{__name__}.{name}")
+    if replacement is not None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}: it is deprecated: {replacement}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -91,7 +91,7 @@ __all__ = ["ATOL", "ATOL_FP16_ACC", "BASELINES", "CUDA_IMPLS", "LINE_RE", "LOWP_
            "accuracy", "build_parser", "main", "flops", "measure_baselines", "reference_heads", "resolve_cuda_impl",
            "sdpa_dispatch_from_events"]
 
-# Every tolerance below is read from the one table (csrc/include/ffpa/tolerance.h, carried
+# Every tolerance below is read from the one table (cmake/kernel-facts.json, carried
 # by both wheels: ffpa_attn.tolerance()).
 ATOL = {"fp16": tolerance("fp16")["atol"], "bf16": tolerance("bf16")["atol"]}
 # fp16 accumulation (S = Q K^T and P V summed in fp16) costs precision: its own, looser

@@ -42,6 +42,7 @@ from . import launch, reference, routing
 from .deprecations import deprecation_message
 from .errors import (
     DeviceError,
+    FFPAError,
     ShapeError,
     UnsupportedArrayTypeError,
     UnsupportedDTypeError,
@@ -50,15 +51,15 @@ from .errors import (
 )
 from .launch import cuda_wheel_hint, release_channel
 from .routing import FALLBACK_REASONS, last_kernel
-from .validation import LOWP_IMPLS, check_4d_shapes, check_accum, resolve_scale
+from .validation import IMPL_FACTS, LOWP_IMPLS, SOURCE_TREE_PROBLEM, check_4d_shapes, check_accum, resolve_scale
 
 __all__ = ["ffpa_attn_func", "last_kernel", "IMPLS", "LOWP_IMPLS", "ACCUMS", "BACKWARDS", "FALLBACK_REASONS",
            "cuda_wheel_hint", "release_channel"]
 
-# The kernel choices, one entry each, in the order of the C API's Impl enum (the spellings
-# of ffpa::impl_name, csrc/src/api.cu; their build checks: launch.check). The last five are
-# the low-precision paths (validation.LOWP_IMPLS), never picked by "auto".
-IMPLS = ("auto", "mma", "simt", "tma", "cute", "cute_tma", *LOWP_IMPLS)
+# The kernel choices, one entry each, in the order of the C API's Impl enum
+# (cmake/kernel-facts.json, the spellings of ffpa::impl_name too; their build checks:
+# launch.check). The low-precision paths (validation.LOWP_IMPLS) are never picked by "auto".
+IMPLS = tuple(IMPL_FACTS)
 # Accumulator precision of the fp16/bf16 tensor-core kernels (mma, tma, cute, cute_tma; auto
 # when it picks one); the SIMT and the low-precision kernels accumulate in fp32 only.
 ACCUMS = ("fp32", "fp16")
@@ -69,6 +70,8 @@ BACKWARDS = ("auto", "fused", "lse", "recompute")
 
 
 def _check_choices(impl: str, accum: str, backward: str) -> None:
+    if not IMPLS:
+        raise FFPAError(SOURCE_TREE_PROBLEM)
     if impl not in IMPLS:
         raise UnsupportedImplError(f"impl must be one of {list(IMPLS)}, got {impl!r}")
     if accum not in ACCUMS:

@@ -35,18 +35,19 @@ from .errors import (
     UnsupportedImplError,
     UnsupportedLayoutError,
 )
-from .validation import LOWP_IMPLS, check_4d_shapes, check_accum, resolve_scale
+from .validation import ARCH_RULES, LOWP_IMPLS, check_4d_shapes, check_accum, resolve_scale
 
 __all__ = ["ArrayDesc", "IMPL_BUILD_HINTS", "arch_runs", "check", "cuda_device_of", "cuda_wheel_hint", "describe",
            "extension_problem", "forward", "impl_build_hint", "is_torch_tensor", "launch", "release_channel"]
 
 # Why an impl may be missing from a build, for the error that names it; an impl without
-# an entry gets the generic message. The arch rules are ffpa/arch_rules.h's (csrc/kernels):
-# TMA from sm_90, FP8 tensor cores from sm_89 (fed by cp.async below the sm_120 family,
-# by TMA from sm_90), NVFP4 only in code for the sm_120 family's family target (120f).
-_TMA_HINT = ("TMA code needs an arch >= 90; this build has archs {archs}: rebuild with e.g. "
+# an entry gets the generic message. The {tma_min_sm}-style fields are the arch rules of
+# cmake/kernel-facts.json (validation.ARCH_RULES): TMA, FP8 tensor cores (fed by cp.async
+# below the sm_120 family, by TMA from the TMA threshold), NVFP4 only in code for the
+# sm_120 family's family target.
+_TMA_HINT = ("TMA code needs an arch >= {tma_min_sm}; this build has archs {archs}: rebuild with e.g. "
              "-DFFPA_CUDA_ARCHS=\"89;120f\" as the release does, or \"90a\" for Hopper")
-_FP8_HINT = ("FP8 tensor cores need an arch >= 89; this build has archs {archs}: rebuild with "
+_FP8_HINT = ("FP8 tensor cores need an arch >= {fp8_min_sm}; this build has archs {archs}: rebuild with "
              "-DFFPA_CUDA_ARCHS including 89, 90 or 120f")
 _FP4_HINT = ("NVFP4 (the block-scaled mma) runs on the sm_120 family only (RTX 50xx, RTX PRO Blackwell) and "
              "needs its family target 120f; this build has archs {archs}: rebuild with -DFFPA_CUDA_ARCHS "
@@ -55,11 +56,11 @@ IMPL_BUILD_HINTS = {
     "tma": _TMA_HINT,
     "cute_tma": _TMA_HINT,
     "fp8": _FP8_HINT,
-    "cute_fp8": ("the cp.async-fed FP8 kernel needs an arch >= 89 below the sm_120 family (there FP8 is "
+    "cute_fp8": ("the cp.async-fed FP8 kernel needs an arch >= {fp8_min_sm} below the sm_{sm120_family} family (there FP8 is "
                  "TMA-fed: impl='fp8' or 'cute_tma_fp8'); this build has archs {archs}: rebuild with "
                  "-DFFPA_CUDA_ARCHS including 89"),
-    "cute_tma_fp8": ("the TMA-fed FP8 kernel needs an arch >= 90 (impl='fp8' takes the cp.async-fed one "
-                     "below sm_90); this build has archs {archs}: rebuild with -DFFPA_CUDA_ARCHS including "
+    "cute_tma_fp8": ("the TMA-fed FP8 kernel needs an arch >= {tma_min_sm} (impl='fp8' takes the cp.async-fed "
+                     "one below sm_{tma_min_sm}); this build has archs {archs}: rebuild with -DFFPA_CUDA_ARCHS including "
                      "90 or 120f"),
     "cute_tma_fp4": _FP4_HINT,
     "fp4": _FP4_HINT,
@@ -80,7 +81,7 @@ def impl_build_hint(impl: str) -> str:
                     f"cuda.{flag} is False): install a build whose cuda.{flag} is True, or use impl='cute_tma', "
                     "'tma' or 'mma'")
     hint = IMPL_BUILD_HINTS.get(impl)
-    return hint.format(archs=list(cuda.COMPILED_ARCHS)) if hint else ""
+    return hint.format(archs=list(cuda.COMPILED_ARCHS), **ARCH_RULES) if hint and ARCH_RULES else ""
 
 
 def release_channel() -> str | None:

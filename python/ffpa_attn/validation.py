@@ -10,22 +10,51 @@ import math
 
 from .errors import ShapeError, UnsupportedImplError
 
-__all__ = ["F16_ACC_IMPLS", "LOWP_IMPLS", "check_accum", "check_4d_shapes", "resolve_scale"]
+__all__ = ["ARCH_RULES", "F16_ACC_IMPLS", "IMPL_FACTS", "LOWP_IMPLS", "SOURCE_TREE_PROBLEM", "check_accum", "check_4d_shapes", "resolve_scale"]
 
-# The low-precision impls (the C API's kCuteFp8 ... kFp4, csrc/include/ffpa/api.h) and the
-# precision of their Q K^T: fp16/bf16 in, the same dtype out, P V on FP8 (e4m3) in both,
-# fp32 accumulation only. "fp8" is the alias the library resolves to cute_fp8 or
-# cute_tma_fp8 for the device, "fp4" the one NVFP4 kernel. impl="auto" never picks one:
-# they trade accuracy for speed (docs/install.md, "Low-precision paths").
-LOWP_IMPLS: dict[str, str] = {
-    "cute_fp8": "fp8",
-    "cute_tma_fp8": "fp8",
-    "fp8": "fp8",
-    "cute_tma_fp4": "fp4",
-    "fp4": "fp4",
-}
+
+# What a source tree lacks: the generated build-info module, which carries the kernels'
+# facts (cmake/kernel-facts.json) and the build's own. Importing works there (the notebook
+# checks read the deprecation registry from it); choosing a kernel or a tolerance does not.
+SOURCE_TREE_PROBLEM = (
+    "ffpa_attn runs from a source tree without its generated _build_info.py, which carries the kernels' "
+    "facts (cmake/kernel-facts.json: impls, tolerances): build the package (cmake --workflow --preset dev) "
+    "and import it from build/dev/python, or install a wheel")
+
+
+def _impl_facts() -> dict[str, tuple[tuple[str, ...], tuple[str, ...], str | None]]:
+    """The C API's impls in its order (cmake/kernel-facts.json, generated into the build-info
+    module of both wheels): name -> (accumulators, arch features needed, precision); empty in
+    a source tree (SOURCE_TREE_PROBLEM)."""
+    try:
+        from ._build_info import IMPLS as facts
+    except ImportError:
+        return {}
+    return dict(facts)
+
+
+IMPL_FACTS = _impl_facts()
+
+
+def _arch_rules() -> dict[str, int]:
+    """The arch rules' thresholds (cmake/kernel-facts.json, through the build-info module):
+    tma_min_sm, fp8_min_sm, sm120_family; empty in a source tree."""
+    try:
+        from . import _build_info as info  # type: ignore[attr-defined]
+    except ImportError:
+        return {}
+    return {"tma_min_sm": info.TMA_MIN_SM, "fp8_min_sm": info.FP8_MIN_SM, "sm120_family": info.SM120_FAMILY}
+
+
+ARCH_RULES = _arch_rules()
+# The low-precision impls (a precision of their own) and the precision of their Q K^T:
+# fp16/bf16 in, the same dtype out, P V on FP8 (e4m3) in both, fp32 accumulation only.
+# "fp8" is the alias the library resolves to cute_fp8 or cute_tma_fp8 for the device,
+# "fp4" the one NVFP4 kernel. impl="auto" never picks one: they trade accuracy for speed
+# (docs/install.md, "Low-precision paths").
+LOWP_IMPLS: dict[str, str] = {name: precision for name, (_, _, precision) in IMPL_FACTS.items() if precision}
 # The impls that take accum="fp16": the fp16/bf16 tensor-core kernels (auto when it picks one).
-F16_ACC_IMPLS = ("auto", "mma", "tma", "cute", "cute_tma")
+F16_ACC_IMPLS = tuple(name for name, (accums, _, _) in IMPL_FACTS.items() if "fp16" in accums)
 
 
 def check_accum(impl: str, accum: str) -> None:

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 SOURCE_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(SOURCE_ROOT.parent / "ctest"))
+from pytest_skip_rc import all_skipped_exit  # noqa: E402  (the path above)
 
 try:
     import ffpa_attn  # noqa: F401
@@ -34,8 +36,8 @@ def pytest_configure(config: pytest.Config) -> None:
             import torch  # noqa: F401
         except ImportError as exc:
             raise pytest.UsageError(
-                f"FFPA_PYTEST_REQUIRE_TORCH=1 but torch does not import ({exc}); run tools/bootstrap, which "
-                "creates .venv-torch with the torch of tools/notebook-versions.txt") from exc
+                f"FFPA_PYTEST_REQUIRE_TORCH=1 but torch does not import ({exc}); run tools/torch-venv .venv-torch "
+                "(the test fixture python.torch-venv does), which installs the torch of tools/notebook-versions.txt") from exc
     # matplotlib's own use of pyparsing deprecations is not ours to fix.
     config.addinivalue_line("filterwarnings", r"ignore::DeprecationWarning:matplotlib(\..*)?")
 
@@ -49,25 +51,15 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return None
 
 
-_OUTCOMES = {"passed": 0, "failed": 0, "skipped": 0}
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if report.when == "call" or report.outcome != "passed":
-        _OUTCOMES[report.outcome] = _OUTCOMES.get(report.outcome, 0) + 1
-
-
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     # "No tests collected" (exit 5) must never read as success: a filter or an import
     # error that empties the suite is a failure.
     if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
         return
-    # CTest's SKIP_RETURN_CODE: a GPU suite on a machine without a GPU skipped
-    # everything, which CTest should show as "Not Run", not "Passed".
-    skip_rc = os.environ.get("FFPA_PYTEST_ALL_SKIPPED_RC")
-    if skip_rc and exitstatus == pytest.ExitCode.OK and _OUTCOMES["passed"] == 0 and _OUTCOMES["skipped"] > 0:
-        session.exitstatus = int(skip_rc)
+    # A GPU suite on a machine without a GPU skipped everything: CTest's skip, the one
+    # rule of ctest/pytest_skip_rc.py.
+    all_skipped_exit(session, exitstatus)
 
 
 class FakeExtension(types.ModuleType):

@@ -540,33 +540,3 @@ def test_exit_status_of_lowp_rows_follows_the_bound(install_extension, monkeypat
         assert "MISMATCH" not in err
 
 
-def _docs_bounds(text):
-    """The bounds table of docs/install.md's "Accuracy bounds": {precision: (cos, rel_l1)}, the rows that
-    state a bound ("-" marks one not stated yet)."""
-    section = text.split("### Accuracy bounds", 1)[1].split("\n#", 1)[0]
-    rows = re.findall(r"^\| (FP8|NVFP4) \([^|]*\| ([^|]*) \| ([^|]*) \|$", section, re.M)
-    assert [r[0] for r in rows] == ["FP8", "NVFP4"], section
-    stated = {}
-    for precision, cos, rel_l1 in rows:
-        if cos.strip() == "-" and rel_l1.strip() == "-":
-            continue
-        cos_match = re.fullmatch(r">= ([0-9.e-]+)", cos.strip())
-        rel_match = re.fullmatch(r"<= ([0-9.e-]+)|none", rel_l1.strip())
-        assert cos_match and rel_match, (cos, rel_l1)
-        stated["fp8" if precision == "FP8" else "fp4"] = (
-            float(cos_match[1]), float(rel_match[1]) if rel_match[1] else None)
-    return stated
-
-
-def test_lowp_bounds_are_the_ones_docs_install_states():
-    """docs/install.md's bounds table and bench.LOWP_BOUNDS say the same (both empty until measured)."""
-    text = (SOURCE_ROOT.parent / "docs" / "install.md").read_text(encoding="utf-8")
-    assert _docs_bounds(text) == bench.LOWP_BOUNDS
-
-
-def test_the_docs_bounds_reader_reads_a_filled_table():
-    """The reader above can fail: a filled-in table is read as stated."""
-    table = ("### Accuracy bounds\n\n| path | cosine similarity | relative L1 |\n|---|---|---|\n"
-             "| FP8 (`fp8`, `cute_fp8`, `cute_tma_fp8`) | >= 0.9985 | <= 4e-2 |\n"
-             "| NVFP4 (`fp4`, `cute_tma_fp4`) | >= 0.99 | none |\n\n### Next\n")
-    assert _docs_bounds(table) == {"fp8": (0.9985, 4e-2), "fp4": (0.99, None)}

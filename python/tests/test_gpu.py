@@ -15,7 +15,7 @@ from ffpa_attn import UnsupportedImplError, cuda, ffpa_attn_func, last_kernel, r
 
 pytestmark = pytest.mark.gpu
 
-# The one tolerance table (csrc/include/ffpa/tolerance.h): each dtype's atol.
+# The one tolerance table (cmake/kernel-facts.json): each dtype's atol.
 TOL = {"fp16": tolerance("fp16")["atol"], "bf16": tolerance("bf16")["atol"]}
 # fp16 accumulation's, measured as the device check does (abs = max |o - ref|, rel = abs /
 # max |ref|). The LSE comes from fp16-summed scores: its own, looser lse bound.

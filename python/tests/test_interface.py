@@ -451,16 +451,22 @@ LOWP_INFO = {**DEFAULT_INFO, "fp8": True, "fp8_archs": ["89", "120f"], "fp4": Tr
              "impls": [*DEFAULT_INFO["impls"], "cute_fp8", "cute_tma_fp8", "fp8", "cute_tma_fp4", "fp4"]}
 
 
-def test_impls_are_the_c_apis_spellings_in_enum_order():
-    """interface.IMPLS and the library's impl_name table (csrc/src/api.cu) are one list."""
-    from conftest import SOURCE_ROOT
-
+def test_impls_follow_the_kernel_facts():
+    """interface.IMPLS, LOWP_IMPLS and F16_ACC_IMPLS are derived from the one impl table
+    (cmake/kernel-facts.json through the build-info module): auto first, the low-precision
+    impls by their precision, fp16 accumulation only where an impl takes it."""
     from ffpa_attn.interface import IMPLS, LOWP_IMPLS
+    from ffpa_attn.validation import F16_ACC_IMPLS, check_accum
 
-    api = (SOURCE_ROOT.parent / "csrc" / "src" / "api.cu").read_text(encoding="utf-8")
-    body = api.split("const char* impl_name(Impl impl) noexcept {", 1)[1].split("\n}\n", 1)[0]
-    assert tuple(re.findall(r'case Impl::k\w+:\s*return "([a-z0-9_]+)";', body)) == IMPLS
-    assert tuple(LOWP_IMPLS) == IMPLS[-5:] == ("cute_fp8", "cute_tma_fp8", "fp8", "cute_tma_fp4", "fp4")
+    assert IMPLS[0] == "auto" and len(set(IMPLS)) == len(IMPLS)
+    assert LOWP_IMPLS == {"cute_fp8": "fp8", "cute_tma_fp8": "fp8", "fp8": "fp8", "cute_tma_fp4": "fp4", "fp4": "fp4"}
+    assert set(F16_ACC_IMPLS) == {"auto", "mma", "tma", "cute", "cute_tma"}
+    for impl in IMPLS:  # accum="fp16" is refused exactly where the table says so
+        if impl in F16_ACC_IMPLS:
+            check_accum(impl, "fp16")
+        else:
+            with pytest.raises(UnsupportedImplError, match="accum='fp16'"):
+                check_accum(impl, "fp16")
 
 
 @pytest.mark.parametrize("impl,ran", [("fp8", "cute_tma_fp8"), ("cute_fp8", "cute_fp8"),

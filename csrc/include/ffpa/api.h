@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "ffpa/impls.h"  // generated from cmake/kernel-facts.json
+
 #if defined(FFPA_BUILDING_LIBRARY) || !defined(_WIN32)
 #define FFPA_API __attribute__((visibility("default")))
 #else
@@ -35,29 +37,18 @@ enum class DType : int { kFp16 = 0, kBf16 = 1 };
 // kCuteTmaFp4: Q K^T on NVFP4 (e2m1 with ue4m3 scales per 16 elements, the block-scaled
 // mma of the sm_120 family), P V on FP8, TMA-fed; kFp4: the same (the one NVFP4 kernel).
 // kAuto never picks a low-precision path: they trade accuracy for speed.
-enum class Impl : int {
-  kAuto = 0,
-  kMma = 1,
-  kSimt = 2,
-  kTma = 3,
-  kCute = 4,
-  kCuteTma = 5,
-  kCuteFp8 = 6,
-  kCuteTmaFp8 = 7,
-  kFp8 = 8,
-  kCuteTmaFp4 = 9,
-  kFp4 = 10,
-};
-// Every Impl, in enum order: the one list that spellings are parsed from.
-inline constexpr Impl kAllImpls[] = {Impl::kAuto,     Impl::kMma,        Impl::kSimt, Impl::kTma,
-                                     Impl::kCute,     Impl::kCuteTma,    Impl::kCuteFp8,
-                                     Impl::kCuteTmaFp8, Impl::kFp8,      Impl::kCuteTmaFp4, Impl::kFp4};
-// The low-precision impls (FP8 and NVFP4), and NVFP4's among them.
-constexpr bool is_lowp_impl(Impl impl) {
-  return impl == Impl::kCuteFp8 || impl == Impl::kCuteTmaFp8 || impl == Impl::kFp8 || impl == Impl::kCuteTmaFp4 ||
-         impl == Impl::kFp4;
+// enum class Impl (kAuto = 0, kMma, kSimt, ...), kAllImpls (every Impl in enum order: the
+// one list that spellings are parsed from) and kImplFacts (each one's spelling and facts)
+// are generated from cmake/kernel-facts.json into ffpa/impls.h, so an enumerator and its
+// spelling cannot drift apart.
+// An impl's row of the facts table; nullptr for a value outside the enum.
+constexpr const ImplFacts* impl_facts(Impl impl) {
+  const int i = static_cast<int>(impl);
+  return i >= 0 && i < static_cast<int>(sizeof(kImplFacts) / sizeof(kImplFacts[0])) ? &kImplFacts[i] : nullptr;
 }
-constexpr bool is_fp4_impl(Impl impl) { return impl == Impl::kCuteTmaFp4 || impl == Impl::kFp4; }
+// The low-precision impls (FP8 and NVFP4: a precision of their own), and NVFP4's among them.
+constexpr bool is_lowp_impl(Impl impl) { return impl_facts(impl) != nullptr && impl_facts(impl)->precision != nullptr; }
+constexpr bool is_fp4_impl(Impl impl) { return impl_facts(impl) != nullptr && impl_facts(impl)->needs_nvfp4; }
 
 // Accumulator precision of the tensor-core paths (kMma, kTma, kCute, kCuteTma). kFp16: fp16 inputs
 // only, both S = Q K^T and P V accumulate in fp16 (mma.sync ... f16.f16.f16.f16); the
