@@ -100,6 +100,10 @@ def _numpy_forward(q: Any, k: Any, v: Any, mask: str, scale: float | None, retur
             raise UnsupportedDTypeError(
                 f"{name} has dtype {a.dtype}; pass floating-point arrays (e.g. .astype(np.float32))"
             )
+    if len({a.dtype for a in arrays.values()}) != 1:
+        raise UnsupportedDTypeError(
+            "q, k and v must have the same dtype (as SDPA and the CUDA kernels require), got "
+            f"{'/'.join(str(a.dtype) for a in arrays.values())}; cast them to one, e.g. k.astype(q.dtype)")
     compute = np.float64 if any(a.dtype == np.float64 for a in arrays.values()) else np.float32
     sm_scale = resolve_scale(scale, d)
     if mask == "top_left" and nq <= nkv:
