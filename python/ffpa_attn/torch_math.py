@@ -233,8 +233,17 @@ _CPU_FLASH_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 
 
 def all_finite(*tensors: torch.Tensor) -> bool:
-    """True when no tensor holds a NaN or an inf (one host-side answer)."""
-    return all(bool(torch.isfinite(t).all()) for t in tensors)
+    """True when no tensor holds a NaN or an inf (one host-side answer).
+
+    ``aminmax`` is one pass and passes a NaN on; ``isfinite(t).all()`` builds a bool
+    tensor and is many times slower, which would show next to the attention itself.
+    """
+    for t in tensors:
+        if t.numel():
+            lo, hi = torch.aminmax(t)
+            if not (math.isfinite(float(lo)) and math.isfinite(float(hi))):
+                return False
+    return True
 
 
 def cpu_segments(nq: int, nkv: int, mask: int) -> list[tuple[slice, slice, bool]]:
@@ -264,18 +273,20 @@ def cpu_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: int,
     """
     if not all_finite(q, k, v):
         return attention_math(q, k, v, causal=mask, scale=scale, return_lse=True)  # type: ignore[return-value]
-    b, hq, nq, _ = q.shape
-    nkv = k.shape[2]
-    lse_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
-    out = torch.zeros((b, hq, nq, v.shape[-1]), dtype=q.dtype)
-    lse = torch.full((b, hq, nq), float("-inf"), dtype=lse_dtype)
-    first = True
+    nq, nkv = q.shape[2], k.shape[2]
+    segments = cpu_segments(nq, nkv, mask)
     with torch.autocast(device_type="cpu", enabled=False):
-        for rows, keys, causal in cpu_segments(nq, nkv, mask):
+        if len(segments) == 1 and segments[0][0] == slice(0, nq):
+            # None and both causal masks with Nq == Nkv: SDPA's own call, nothing around it.
+            return _CPU_FLASH(q, k, v, 0.0, segments[0][2], scale=scale)
+        b, hq = q.shape[:2]
+        lse_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
+        out = torch.zeros((b, hq, nq, v.shape[-1]), dtype=q.dtype)
+        lse = torch.full((b, hq, nq), float("-inf"), dtype=lse_dtype)
+        for i, (rows, keys, causal) in enumerate(segments):
             o, l = _CPU_FLASH(q[:, :, rows], k[:, :, keys], v[:, :, keys], 0.0, causal, scale=scale)
-            if first:
+            if i == 0:
                 out[:, :, rows], lse[:, :, rows] = o, l
-                first = False
                 continue
             # Two key ranges of the same rows: softmax over their union.
             prev_out, prev_lse = out[:, :, rows].to(lse_dtype), lse[:, :, rows]

@@ -150,8 +150,8 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: int, 
                   accum: str, backward: str) -> tuple[torch.Tensor, torch.Tensor]:
     if q.device.type == "cuda":
         return _cuda_attention(q, k, v, mask, scale, impl, accum)
-    # CPU tensors: torch's own CPU attention (torch_math.cpu_attention), into the layout
-    # the fake promises.
+    # CPU tensors: torch's own CPU attention (torch_math.cpu_attention), copied into the
+    # layout the fake promises on every device (an O(N) copy).
     result, lse = cpu_attention(q, k, v, mask, scale)
     out, lse_out = _empty_outputs(q, v)
     out.copy_(result)

@@ -118,6 +118,9 @@ def test_every_impl_of_the_api_is_a_cuda_impl_spelling():
         (["--cuda-impl", "bf16", "--accum", "fp16"], "needs fp16 inputs"),
         (["--accum", "fp16", "--dtype", "both"], "needs fp16 inputs"),
         (["--backend", "reference", "--accum", "fp16"], "option of the CUDA kernels"),
+        (["--backend", "reference", "--cuda-impl", "fp8"], "the reference backend has none to pick"),
+        (["--backend", "cpu", "--cuda-impl", "mma"], "the cpu backend has none to pick"),
+        (["--backend", "cpu", "--accum", "fp16"], "the cpu backend computes in fp32"),
         (["--accum", "bf16"], "invalid choice"),
     ],
 )
