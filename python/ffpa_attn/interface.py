@@ -205,6 +205,13 @@ def ffpa_attn_func(
 
     arrays = (query, key, value)
     torch_inputs = [launch.is_torch_tensor(t) for t in arrays]
+    if all(torch_inputs) and attn_mask is not None and not launch.is_torch_tensor(attn_mask):
+        # SDPA's own TypeError, said once and with the fix, instead of a fallback warning
+        # followed by SDPA's error.
+        raise UnsupportedArrayTypeError(
+            f"attn_mask must be a tensor (or a torch.nn.attention.bias causal bias), as in SDPA's signature; got "
+            f"{type(attn_mask).__name__} {attn_mask!r:.40}: for a causal mask pass is_causal=True (or "
+            "attn_mask=torch.nn.attention.bias.causal_lower_right(Nq, Nkv) for the bottom-right alignment)")
     if all(torch_inputs):
         from . import torch_ops
 

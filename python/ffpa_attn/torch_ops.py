@@ -355,6 +355,17 @@ def _shape_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, enable_gqa
     return None
 
 
+def _gqa_fix(q: torch.Tensor, k: torch.Tensor, enable_gqa: bool) -> str | None:
+    """The fix for grouped-query inputs given without enable_gqa (None for other shapes)."""
+    if enable_gqa or q.dim() != 4 or k.dim() != 4:
+        return None
+    hq, hkv = q.shape[1], k.shape[1]
+    if hkv > 1 and hq != hkv and hq % hkv == 0:
+        return (f"pass enable_gqa=True: {hq} query heads over {hkv} kv heads is grouped-query attention, which "
+                "SDPA (and the kernels) take only with enable_gqa=True; without it SDPA broadcasts one kv head")
+    return None
+
+
 def _cuda_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[str, str, str | None] | None:
     """The first reason the kernels cannot take these CUDA tensors: (reason, detail, fix)."""
     if any(t.stride(-1) != 1 and t.shape[-1] > 1 for t in (q, k, v)):
@@ -430,7 +441,7 @@ def find_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: A
     if problem is None:
         shape = _shape_problem(q, k, v, enable_gqa)
         if shape is not None:
-            problem = ("shape", shape, None)
+            problem = ("shape", shape, _gqa_fix(q, k, enable_gqa))
     if problem is None and device_type == "cuda":
         problem = _cuda_problem(q, k, v)
     return mask, kind, problem
