@@ -307,7 +307,7 @@ def test_pure_wheel_on_a_gpu_falls_back_and_bench_says_so(torch, no_extension, c
     from ffpa_attn import SDPAFallbackWarning, bench, ffpa_attn_func, last_kernel
 
     q, k, v = _qkv(torch, 1, 4, 4, 128, 128, 64)
-    with pytest.warns(SDPAFallbackWarning, match=r"'pure_wheel'.*pip install ffpa-attn --index-url"):
+    with pytest.warns(SDPAFallbackWarning, match=r"'pure_wheel'.*pip install ffpa-attn==\S+\+\S*cu\d+ --index-url"):
         out = ffpa_attn_func(q, k, v, is_causal=True)
     assert last_kernel(with_reason=True) == ("sdpa", "pure_wheel")
     torch.testing.assert_close(out, torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True))

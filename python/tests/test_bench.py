@@ -330,7 +330,8 @@ class _TorchWithGpu:
 def test_pure_wheel_with_a_gpu_times_sdpa_and_says_so(no_extension):
     reason = bench.sdpa_only_reason(_TorchWithGpu)
     assert reason.startswith("pure wheel: ") and "times SDPA only" in reason and "kernel=sdpa" in reason
-    assert "pip install ffpa-attn --index-url" in reason
+    # The CUDA line pinned to the local version (cmake/install-lines.json).
+    assert re.search(r"pip install ffpa-attn==\S+\+\S*cu\d+ --index-url", reason), reason
     assert bench.sdpa_only_reason(None) is None  # no torch: nothing to time
 
 
