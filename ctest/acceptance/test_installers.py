@@ -17,7 +17,10 @@ documented hazards (uv with pip's flags; an unpinned dev install) are asserted t
 a change of installer behaviour fails here before the docs go stale; so is what each
 installer resolves for a machine the CUDA wheel cannot serve (glibc 2.28; a CPython
 without a CUDA wheel): pip and uv's unsafe-best-match the pure V, uv with our index
-first an error that names the wheels it found.
+first an error that names the wheels it found, pip with the docs' ==V+CHANNEL pin an
+error. And docs/install.md's CUDA lines themselves (rendered from their one home,
+cmake/install-lines.json), run over an installed pure wheel with pip and with uv, must
+leave the CUDA wheel installed, where a public ==V keeps the pure wheel.
 
 Inputs: $FFPA_DIST, $FFPA_SITE (served on loopback by the http_server fixture,
 ctest/pytest_ffpa.py), $FFPA_RESULTS, $FFPA_INDEX, $FFPA_PYTHONS (os.pathsep-separated;
@@ -340,8 +343,12 @@ def test_installers(ffpa_env, work, http_server):
             # with this site and the stand-in for PyPI: uv's default index is PyPI, so
             # UV_DEFAULT_INDEX names the stand-in): the CUDA wheel must be what is installed.
             lines = docs_cuda_lines(cuda_version=cuda_version, site=served.rstrip("/"), channel=channel, pypi=pypi)
-            for tool, line in lines.items():
-                key = f"{tag}: docs' {tool} line over an installed pure wheel"
+            # The hazard the local pin exists for: a public ==V keeps an installed pure V.
+            public_line = lines["pip"].replace(f"ffpa-attn=={cuda_version}", f"ffpa-attn=={public}")
+            for tool, line in [*lines.items(), ("hazard: public ==V", public_line)]:
+                expect_pure = tool.startswith("hazard")
+                label = tool if expect_pure else f"docs' {tool}"
+                key = f"{tag}: {label} line over an installed pure wheel"
                 venv = a.work / f"venv-{len(cases_out)}"
                 subprocess.run([py, "-m", "venv", "--without-pip", str(venv)], check=True)
                 vpy = str(venv / "bin" / "python")
@@ -359,11 +366,15 @@ def test_installers(ffpa_env, work, http_server):
                 got = json.loads(mm.group(1)) if mm else {}
                 if r.returncode != 0:
                     bad.append(f"the docs' line failed (exit {r.returncode}): {line}")
+                elif expect_pure:
+                    if got.get("version") != version or got.get("ext"):
+                        bad.append(f"documented as keeping the installed pure {version}, ended with "
+                                   f"{got.get('version')}: pip changed; update docs/install.md ({line})")
                 elif got.get("version") != cuda_version or not (got.get("ext") or "").startswith(str(venv)):
                     bad.append(f"ended with {got.get('version')} (_C {got.get('ext')}), not our {cuda_version}: the "
                                f"docs' line kept the pure wheel; fix cmake/install-lines.json ({line})")
-                cases_out[key] = {"ok": not bad, "expect": "cuda", "got": got.get("version"), "ext": got.get("ext"),
-                                  "problems": bad}
+                cases_out[key] = {"ok": not bad, "expect": "pure" if expect_pure else "cuda", "got": got.get("version"),
+                                  "ext": got.get("ext"), "problems": bad}
                 print(f"[{'OK' if not bad else 'FAIL'}] {key}: {got.get('version')}")
                 problems += [f"{key}: {b}" for b in bad]
 
