@@ -39,12 +39,14 @@ MASK_BOTTOM_RIGHT = 2
 # attention_backward_lse (fp32: 64 MiB).
 _BLOCK_ELEMENTS = 1 << 24
 
-NONFINITE_RULE = """NaN and inf: every path gives what SDPA's math backend gives for the same inputs.
+NONFINITE_RULE = """NaN and inf: the output is what SDPA's math backend gives for the same inputs.
 Scores are q k^T * scale with the causal mask ADDED as a -inf bias, so a NaN or +inf score
 stays NaN under the mask; a row whose scores hold a NaN or a +inf is NaN; a row that sees no
 key (every score -inf) is 0, with LSE -inf; probabilities multiply V as a matrix product, so a
 NaN or inf in V reaches every row (0 * inf is NaN). One NaN in K or V therefore makes every
-row of that head NaN, a NaN or inf in a query makes its row NaN."""
+row of that head NaN; a NaN in a query makes its row NaN (an inf usually does: its scores are
++-inf). The CPU path and the NumPy reference follow it; the CUDA kernels do where the causal
+mask does not hide the NaN / inf (docs/install.md "NaN and inf")."""
 
 
 def expand_kv(x: torch.Tensor, hq: int) -> torch.Tensor:
