@@ -448,7 +448,58 @@ struct Case {
   int b = 1;
   bool f16acc = false;   // fp16 accumulation (fp16 inputs, mma / tma)
   bool pv_step = false;  // with f16acc on mma: the per-mma P V form
+  // --nonfinite: one value planted in q, k or v (batch 0, head 0, row plant_row, column 3);
+  // the check is then the rule of every path (SDPA's math backend, docs/install.md).
+  char plant = 0;
+  float plant_value = 0.f;
+  int plant_row = 0;
 };
+
+// SDPA's math backend on one problem, in double, the reference of --nonfinite: scores
+// q k^T * scale with the causal mask ADDED as -inf (a NaN or +inf score stays NaN under
+// it), softmax (a row with a NaN or +inf score is NaN; a row whose every score is -inf
+// gives 0), then P V over every key (0 * inf and 0 * NaN are NaN). Bottom-right causal.
+void math_rule_reference(const ffpa::ref::Problem& p, const std::vector<float>& q, const std::vector<float>& k,
+                         const std::vector<float>& v, std::vector<float>& out) {
+  const int d = p.d;
+  std::vector<double> s(p.nkv);
+  for (int b = 0; b < p.b; ++b)
+    for (int h = 0; h < p.hq; ++h) {
+      const int hk = h / (p.hq / p.hkv);
+      for (int i = 0; i < p.nq; ++i) {
+        const float* qi = &q[((static_cast<size_t>(b) * p.hq + h) * p.nq + i) * d];
+        bool all_neg_inf = true;
+        double mx = -INFINITY;
+        bool any_nan = false;
+        for (int j = 0; j < p.nkv; ++j) {
+          const float* kj = &k[((static_cast<size_t>(b) * p.hkv + hk) * p.nkv + j) * d];
+          double dot = 0.0;
+          for (int c = 0; c < d; ++c) dot += static_cast<double>(qi[c]) * kj[c];
+          double x = dot * p.scale;
+          if (p.causal && j > i + (p.nkv - p.nq)) x = x + -INFINITY;
+          s[j] = x;
+          any_nan = any_nan || std::isnan(x);
+          all_neg_inf = all_neg_inf && x == -INFINITY;
+          if (!std::isnan(x)) mx = std::max(mx, x);
+        }
+        float* o = &out[((static_cast<size_t>(b) * p.hq + h) * p.nq + i) * d];
+        if (all_neg_inf) {
+          for (int c = 0; c < d; ++c) o[c] = 0.f;
+          continue;
+        }
+        double sum = 0.0;
+        for (int j = 0; j < p.nkv; ++j) sum += any_nan ? NAN : std::exp(s[j] - mx);
+        for (int c = 0; c < d; ++c) {
+          double acc = 0.0;
+          for (int j = 0; j < p.nkv; ++j) {
+            const double pj = any_nan ? NAN : std::exp(s[j] - mx) / sum;
+            acc += pj * v[((static_cast<size_t>(b) * p.hkv + hk) * p.nkv + j) * d + c];
+          }
+          o[c] = static_cast<float>(acc);
+        }
+      }
+    }
+}
 
 // One launch of the CuTe kernel of head dim D (its own translation unit per head dim:
 // emu/emu_cute.h).
@@ -483,6 +534,13 @@ bool run_case(const Case& c, std::mt19937& rng) {
   make(c.hq, c.nq, q, qm);
   make(c.hkv, c.nkv, k, km);
   make(c.hkv, c.nkv, v, vm);
+  if (c.plant) {
+    std::vector<float>& f = c.plant == 'q' ? q : c.plant == 'k' ? k : v;
+    std::vector<T>& m = c.plant == 'q' ? qm : c.plant == 'k' ? km : vm;
+    const size_t at = static_cast<size_t>(c.plant_row) * D + 3;  // batch 0, head 0
+    m[at] = ET::from_float(c.plant_value);
+    f[at] = ET::to_float(m[at]);
+  }
   ffpa::ref::Problem pr;
   pr.b = B, pr.hq = c.hq, pr.hkv = c.hkv, pr.nq = c.nq, pr.nkv = c.nkv, pr.d = D, pr.causal = c.causal;
   pr.scale = 1.f / std::sqrt(static_cast<float>(D));
@@ -528,6 +586,25 @@ bool run_case(const Case& c, std::mt19937& rng) {
     constexpr int R = ffpa::FwdSimtTraits::kRowsPerBlock;
     emu::launch(&simt_body<D, T>, p, {unsigned((c.nq + R - 1) / R), unsigned(c.hq), unsigned(B)},
                 ffpa::FwdSimtTraits::kNThreads, 0);
+  }
+  if (c.plant) {
+    // The NaN / inf pattern must be the math backend's exactly; finite values within atol.
+    std::vector<float> want(q.size());
+    math_rule_reference(pr, q, k, v, want);
+    const ffpa::Tolerance& tol = ffpa::tolerance(c.bf16 ? "bf16" : "fp16");
+    size_t nan_diff = 0, inf_diff = 0, far = 0;
+    for (size_t i = 0; i < om.size(); ++i) {
+      const float got = ET::to_float(om[i]);
+      if (std::isnan(got) != std::isnan(want[i])) ++nan_diff;
+      else if (std::isinf(got) != std::isinf(want[i]) || (std::isinf(got) && got != want[i])) ++inf_diff;
+      else if (std::isfinite(got) && std::fabs(got - want[i]) > tol.atol) ++far;
+    }
+    const bool ok = nan_diff == 0 && inf_diff == 0 && far == 0;
+    std::printf("[%s] nonfinite D=%d %s causal=%d Nq=%d Nkv=%d impl=%s plant=%c[%d]=%g nan_diff=%zu inf_diff=%zu "
+                "far=%zu\n", ok ? "PASS" : "FAIL", D, c.bf16 ? "bf16" : "fp16", c.causal, c.nq, c.nkv,
+                kind_name(c.kind), c.plant, c.plant_row, c.plant_value, nan_diff, inf_diff, far);
+    std::fflush(stdout);
+    return ok;
   }
   float out_err = 0.f, lse_err = 0.f, max_ref = 0.f;
   for (size_t i = 0; i < om.size(); ++i) {
@@ -610,6 +687,33 @@ std::vector<Case> standard_cases(int d, bool causal, Kind kind, bool f16acc, boo
     for (Case& c : cases) c.f16acc = true, c.pv_step = pv_step;
   }
   return cases;
+}
+
+// --nonfinite D...: NaN and +-inf planted in q, k and v for every kernel kind, causal and
+// not, against SDPA's math backend (math_rule_reference): the NaN / inf pattern exactly,
+// the rest within atol. Without the causal mask the plant sits in key / query row 0 and 70;
+// with it, only where every row that the plant reaches also sees it (key 0, query row 70).
+// --nonfinite-masked adds the plants the causal mask hides from some rows (key 70, query
+// row 0): SDPA's math backend adds the mask to a NaN / inf score (NaN) and multiplies
+// masked V by 0 (NaN), which the kernels, skipping what the mask hides, do not do yet.
+int run_nonfinite(const std::vector<int>& dims, bool masked) {
+  std::mt19937 rng(5);
+  int failed = 0, total = 0;
+  for (int d : dims)
+    for (Kind kind : {Kind::kMma, Kind::kSimt, Kind::kTma, Kind::kCute, Kind::kCuteTma})
+      for (bool causal : {false, true})
+        for (char plant : {'q', 'k', 'v'})
+          for (float value : {NAN, INFINITY, -INFINITY})
+            for (int row : {0, 70}) {
+              const bool hidden = causal && (plant == 'q' ? row == 0 : row == 70);
+              if (hidden && !masked) continue;
+              Case c{d, false, causal, 80, 80, 2, 1, kind};
+              c.plant = plant, c.plant_value = value, c.plant_row = row;
+              ++total;
+              if (!dispatch(c, rng)) ++failed;
+            }
+  std::printf("%d nonfinite cases, %d failed\n", total, failed);
+  return failed ? 1 : 0;
 }
 
 // --breakages D: each deliberate breakage of the TMA protocol (emu::Break) runs one
@@ -715,6 +819,7 @@ int run_cute_breakages() {
 // ffpa_emulate_kernels --release D...                         the release coverage run
 // ffpa_emulate_kernels --breakages D                          the TMA protocol breakages
 // ffpa_emulate_kernels --breakages-cute                       the CuTe kernel's breakages
+// ffpa_emulate_kernels --nonfinite[-masked] D...              NaN / inf as SDPA's math backend
 // ffpa_emulate_kernels --lowp-quant                           the low-precision quantisation pass
 // ffpa_emulate_kernels --lowp D... | --lowp-accuracy D... | --lowp-breakages
 //                                                             the low-precision kernels (emulate_lowp.cpp)
@@ -734,16 +839,19 @@ int main(int argc, char** argv) {
     return std::strcmp(argv[1], "--lowp") == 0 ? run_lowp_cases(lowp_dims) : run_lowp_accuracy(lowp_dims);
   }
   std::vector<int> dims;
-  bool release = false, breakages = false, cute_breakages = false;
+  bool release = false, breakages = false, cute_breakages = false, nonfinite = false, nonfinite_masked = false;
   std::string kinds = "mma,simt";
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--release") == 0) release = true;
     else if (std::strcmp(argv[i], "--breakages") == 0) breakages = true;
     else if (std::strcmp(argv[i], "--breakages-cute") == 0) cute_breakages = true;
+    else if (std::strcmp(argv[i], "--nonfinite") == 0) nonfinite = true;
+    else if (std::strcmp(argv[i], "--nonfinite-masked") == 0) nonfinite = nonfinite_masked = true;
     else if (std::strcmp(argv[i], "--kinds") == 0 && i + 1 < argc) kinds = argv[++i];
     else dims.push_back(std::atoi(argv[i]));
   }
   if (release) return run_release(dims);
+  if (nonfinite) return run_nonfinite(dims.empty() ? std::vector<int>{64} : dims, nonfinite_masked);
   if (breakages) return run_breakages(dims.empty() ? 64 : dims.front());
   if (cute_breakages) return run_cute_breakages();
   if (dims.empty()) dims = {64, 128, 320};

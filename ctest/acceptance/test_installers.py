@@ -17,7 +17,10 @@ documented hazards (uv with pip's flags; an unpinned dev install) are asserted t
 a change of installer behaviour fails here before the docs go stale; so is what each
 installer resolves for a machine the CUDA wheel cannot serve (glibc 2.28; a CPython
 without a CUDA wheel): pip and uv's unsafe-best-match the pure V, uv with our index
-first an error that names the wheels it found.
+first an error that names the wheels it found, pip with the docs' ==V+CHANNEL pin an
+error. And docs/install.md's CUDA lines themselves (rendered from their one home,
+cmake/install-lines.json), run over an installed pure wheel with pip and with uv, must
+leave the CUDA wheel installed, where a public ==V keeps the pure wheel.
 
 Inputs: $FFPA_DIST, $FFPA_SITE (served on loopback by the http_server fixture,
 ctest/pytest_ffpa.py), $FFPA_RESULTS, $FFPA_INDEX, $FFPA_PYTHONS (os.pathsep-separated;
@@ -30,6 +33,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -158,6 +162,27 @@ class PypiServer:
             pass
         self.proc.wait(timeout=10)
         self.log.close()
+
+
+INSTALL_LINES = REPO / "cmake" / "install-lines.json"
+
+
+def docs_cuda_lines(**values: str) -> dict[str, str]:
+    """docs/install.md's CUDA install lines, rendered from their one home
+    (cmake/install-lines.json) with this run's values instead of the docs' placeholders."""
+    data = json.loads(INSTALL_LINES.read_text(encoding="utf-8"))
+    return {tool: line.format(**{**data["docs"], **values}) for tool, line in data["cuda"].items()}
+
+
+def as_invocation(line: str, pip: list[str], uv: list[str], vpy: str) -> list[str]:
+    """A docs line (``pip install ...`` / ``uv pip install ...``) run verbatim against a venv:
+    only the program is replaced (the tools' pinned pip / uv, aimed at the venv)."""
+    words = shlex.split(line)
+    if words[:3] == ["uv", "pip", "install"]:
+        return [*uv, "--python", vpy, *words[3:]]
+    if words[:2] == ["pip", "install"]:
+        return [*pip, "--python", vpy, "install", *words[2:]]
+    raise AssertionError(f"{INSTALL_LINES}: a line that is neither 'pip install' nor 'uv pip install': {line!r}")
 
 
 def test_installers(ffpa_env, work, http_server):
@@ -313,6 +338,46 @@ def test_installers(ffpa_env, work, http_server):
                 print(f"[{'OK' if not bad else 'FAIL'}] {key}: {got.get('version')}")
                 problems += [f"{key}: {b}" for b in bad]
 
+            # docs/install.md's CUDA lines over an installed pure wheel: the pure V first (from
+            # the PyPI stand-in), then the line verbatim (rendered from cmake/install-lines.json
+            # with this site and the stand-in for PyPI: uv's default index is PyPI, so
+            # UV_DEFAULT_INDEX names the stand-in): the CUDA wheel must be what is installed.
+            lines = docs_cuda_lines(cuda_version=cuda_version, site=served.rstrip("/"), channel=channel, pypi=pypi)
+            # The hazard the local pin exists for: a public ==V keeps an installed pure V.
+            public_line = lines["pip"].replace(f"ffpa-attn=={cuda_version}", f"ffpa-attn=={public}")
+            for tool, line in [*lines.items(), ("hazard: public ==V", public_line)]:
+                expect_pure = tool.startswith("hazard")
+                label = tool if expect_pure else f"docs' {tool}"
+                key = f"{tag}: {label} line over an installed pure wheel"
+                venv = a.work / f"venv-{len(cases_out)}"
+                subprocess.run([py, "-m", "venv", "--without-pip", str(venv)], check=True)
+                vpy = str(venv / "bin" / "python")
+                bad = []
+                r0 = run([*pip, "--python", vpy, "install", f"ffpa-attn=={public}", "--index-url", pypi], env=env,
+                         cwd=str(a.work))
+                p0 = run([vpy, "-c", PROBE], env=env, cwd=str(a.work))
+                m0 = re.search(r"^PROBE-JSON (.*)$", p0.stdout, re.M)
+                first = json.loads(m0.group(1)) if m0 else {}
+                if r0.returncode != 0 or first.get("version") != version or first.get("ext"):
+                    bad.append(f"the pure {version} did not install first (got {first.get('version')})")
+                r = run(as_invocation(line, pip, uv, vpy), env={**env, "UV_DEFAULT_INDEX": pypi}, cwd=str(a.work))
+                p = run([vpy, "-c", PROBE], env=env, cwd=str(a.work))
+                mm = re.search(r"^PROBE-JSON (.*)$", p.stdout, re.M)
+                got = json.loads(mm.group(1)) if mm else {}
+                if r.returncode != 0:
+                    bad.append(f"the docs' line failed (exit {r.returncode}): {line}")
+                elif expect_pure:
+                    if got.get("version") != version or got.get("ext"):
+                        bad.append(f"documented as keeping the installed pure {version}, ended with "
+                                   f"{got.get('version')}: pip changed; update docs/install.md ({line})")
+                elif got.get("version") != cuda_version or not (got.get("ext") or "").startswith(str(venv)):
+                    bad.append(f"ended with {got.get('version')} (_C {got.get('ext')}), not our {cuda_version}: the "
+                               f"docs' line kept the pure wheel; fix cmake/install-lines.json ({line})")
+                cases_out[key] = {"ok": not bad, "expect": "pure" if expect_pure else "cuda", "got": got.get("version"),
+                                  "ext": got.get("ext"), "problems": bad}
+                print(f"[{'OK' if not bad else 'FAIL'}] {key}: {got.get('version')}")
+                problems += [f"{key}: {b}" for b in bad]
+
             # A machine the CUDA wheel cannot serve (older glibc, a CPython without a CUDA
             # wheel), as docs/install.md states it: each installer asked to resolve for
             # that target. Resolution only (--dry-run), ffpa-attn alone (--no-deps).
@@ -324,10 +389,17 @@ def test_installers(ffpa_env, work, http_server):
                 targets.append((f"CPython {lacking[0]}", "manylinux_2_34", lacking[0]))
             for target, plat, pv in targets:
                 cases_x = [
-                    ("pip", "pure"), ("uv --index ours", "error"), ("uv --index-strategy unsafe-best-match", "pure")]
+                    ("pip", "pure"), ("pip ==V+CHANNEL (docs)", "error"), ("uv --index ours", "error"),
+                    ("uv --index-strategy unsafe-best-match", "pure")]
                 for who, expect in cases_x:
                     key = f"{tag}: {target}: {who}"
-                    if who == "pip":
+                    if who == "pip ==V+CHANNEL (docs)":
+                        r = run([*pip, "install", "--dry-run", "--no-deps", "--ignore-installed", "--only-binary=:all:",
+                                 "--platform", f"{plat}_x86_64", "--python-version", pv, "--target", a.work / "t",
+                                 f"ffpa-attn=={cuda_version}", *pip_idx], env=env, cwd=str(a.work))
+                        got = None
+                        ok = r.returncode != 0 and "No matching distribution" in r.stderr
+                    elif who == "pip":
                         report = a.work / "pip-report.json"
                         report.unlink(missing_ok=True)
                         r = run([*pip, "install", "--dry-run", "--no-deps", "--ignore-installed", "--only-binary=:all:",

@@ -216,9 +216,9 @@ def test_release_notes(ffpa_env, work):
           f"grouped, in the configured order: {sections}")
     check(text.index("## Summary") < text.index("## Install"), "the changes come before the install lines")
     for line in ("pip install -U ffpa-attn==0.3.0",
-                 "pip install ffpa-attn==0.3.0 --index-url https://example.invalid/ffpa/whl/cu13/ "
+                 "pip install ffpa-attn==0.3.0+cu13 --index-url https://example.invalid/ffpa/whl/cu13/ "
                  "--extra-index-url https://pypi.org/simple",
-                 "uv pip install ffpa-attn==0.3.0 --index https://example.invalid/ffpa/whl/cu13/"):
+                 "uv pip install ffpa-attn==0.3.0+cu13 --index https://example.invalid/ffpa/whl/cu13/"):
         check(line in text, f"install line: {line}")
     check(not notes.with_name("RELEASE_NOTES.md.tmp").exists(), "no temp file left")
 

@@ -12,8 +12,13 @@ Backends:
   says on stderr that it times SDPA only (``pure wheel: ...``: ffpa_attn_func falls back
   to SDPA there, reason ``pure_wheel``) and measures that: the FFPA column is
   ffpa_attn_func (``kernel=sdpa``), the SDPA column SDPA called directly.
+* ``cpu``: ``ffpa_attn_func`` on CPU torch tensors (torch's own CPU attention, the op
+  SDPA runs there) against SDPA on the same inputs, forward and forward+backward; the
+  line's ratio is the CPU path's cost relative to SDPA's (about 1.00x).
 * ``reference``: the NumPy reference in fp32 on inputs rounded to fp16/bf16, checked
   against an fp64 evaluation; small default sizes, for CPUs and for testing the tool.
+  ``--cuda-impl`` and ``--accum fp16`` are errors with ``cpu`` and ``reference`` (they
+  have no CUDA kernel to pick).
 
 ``--cuda-impl`` picks the kernel and its accumulator (``CUDA_IMPLS`` maps every
 spelling to ``(impl, accum, dtype)``): ours (``auto``, ``mma``, ``simt``, ``tma``,
@@ -161,6 +166,8 @@ _DEFAULTS = {
     # cuda: the spec's headline case; reference: small enough for a CPU in seconds.
     "cuda": {"H": 32, "N": 8192, "warmup": 5, "iters": 20},
     "reference": {"H": 4, "N": 256, "warmup": 1, "iters": 3},
+    # cpu: seconds per row at the default D = 512 on a few cores.
+    "cpu": {"H": 2, "N": 2048, "warmup": 1, "iters": 2},
 }
 
 
@@ -291,9 +298,34 @@ def sdpa_dispatch_from_events(events: Sequence[Any]) -> tuple[str | None, str | 
     return op, kernel
 
 
+def _host_dispatch_events(call: Callable[[], Any]) -> list[Any]:
+    """The aten ops one CPU call ran, as profiler-like events (name, device_type CPU).
+
+    A CPU run needs no profiler to see them, and torch.profiler on a machine without a
+    GPU prints kineto's "gpuGetDeviceCount failed" noise on stderr."""
+    from types import SimpleNamespace
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Ops(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.names: list[str] = []
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            self.names.append(str(func._schema.name))
+            return func(*args, **(kwargs or {}))
+
+    with _Ops() as ops:
+        call()
+    return [SimpleNamespace(name=n, device_type="CPU") for n in ops.names]
+
+
 def _profile_dispatch(torch: Any, call: Callable[[], Any], device: str) -> tuple[str | None, str | None, str | None]:
-    """(op, kernel, why not) of one call under torch.profiler."""
+    """(op, kernel, why not) of one call: under torch.profiler on CUDA, a dispatch mode on a CPU."""
     try:
+        if device != "cuda":
+            return (*sdpa_dispatch_from_events(_host_dispatch_events(call)), None)
         from torch.profiler import ProfilerActivity, profile
 
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
@@ -540,7 +572,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m ffpa_attn.bench",
         description="Benchmark FFPA attention against torch SDPA (or run the NumPy reference).",
     )
-    parser.add_argument("--backend", choices=("cuda", "reference"), default="cuda")
+    parser.add_argument("--backend", choices=("cuda", "cpu", "reference"), default="cuda",
+                        help="cuda: the kernels on the GPU; cpu: ffpa_attn_func on CPU torch tensors (torch's own "
+                             "CPU attention) against SDPA on the same inputs; reference: the NumPy reference")
     parser.add_argument("--no-fwd", action="store_true", help="skip the forward cases")
     parser.add_argument("--no-bwd", action="store_true", help="skip the forward+backward cases")
     parser.add_argument(
@@ -619,9 +653,13 @@ def _finish_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> a
         if args.dtypes != ["fp16"]:
             parser.error(f"fp16 accumulation needs fp16 inputs; --dtype {args.dtype} asks for "
                          f"{'/'.join(args.dtypes)}: use --dtype fp16")
-        if args.backend == "reference":
-            parser.error("fp16 accumulation is an option of the CUDA kernels; the reference backend computes "
+        if args.backend != "cuda":
+            parser.error(f"fp16 accumulation is an option of the CUDA kernels; the {args.backend} backend computes "
                          "in fp32 (use --backend cuda, or drop the fp16 accumulation)")
+    if args.backend != "cuda" and args.impl != "auto":
+        # The host paths have one kernel each: an impl there would be silently ignored.
+        parser.error(f"--cuda-impl {args.cuda_impl} picks a CUDA kernel; the {args.backend} backend has none to "
+                     "pick (use --backend cuda, or drop --cuda-impl)")
     return args
 
 
@@ -848,10 +886,10 @@ _TORCH_DEVICE = "cuda"
 
 
 def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], None],
-                    sdpa_only: bool = False) -> list[Result]:
+                    sdpa_only: bool = False, device: str | None = None) -> list[Result]:
     from .interface import ffpa_attn_func, last_kernel
 
-    device = _TORCH_DEVICE
+    device = device or _TORCH_DEVICE
 
     # Kernels: strict, so that a call they cannot take fails instead of timing SDPA.
     strict = not sdpa_only
@@ -888,7 +926,7 @@ def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], N
             flop = flops(args.B, args.H, args.N, args.Nkv, d, args.causal)
             # The kernel that really ran (impl="auto" resolves to tma, mma or simt) goes
             # into the CSV/JSON "impl" column; it is known after the first call.
-            common = dict(backend="cuda", dtype=dtype, impl=args.impl, B=args.B, Hq=args.H, Hkv=args.Hkv,
+            common = dict(backend=args.backend, dtype=dtype, impl=args.impl, B=args.B, Hq=args.H, Hkv=args.Hkv,
                           Nq=args.N, Nkv=args.Nkv, D=d, causal=args.causal)
 
             def run_ffpa() -> Any:
@@ -986,6 +1024,16 @@ def _run_cuda_cupy(args: argparse.Namespace, cupy: Any, log: Callable[[str], Non
                               cos=cos, rel_l1=rel_l1, max_abs=err, ref=_ref_label([0]),
                               lowp=LOWP_IMPLS.get(args.impl)))
     return results
+
+
+def _run_cpu(args: argparse.Namespace, log: Callable[[str], None]) -> list[Result]:
+    """ffpa_attn_func on CPU torch tensors (torch's own CPU attention) against SDPA on the
+    same inputs: the FFPA column is ours, the ratio says what the CPU path costs."""
+    try:
+        import torch
+    except ImportError as exc:
+        raise BenchUnavailable("the cpu backend needs torch (pip install torch); or run --backend reference") from exc
+    return _run_cuda_torch(args, torch, log, device="cpu")
 
 
 def _run_cuda(args: argparse.Namespace, log: Callable[[str], None]) -> list[Result]:
@@ -1129,6 +1177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.backend == "reference":
             results = _run_reference(args, log)
+        elif args.backend == "cpu":
+            results = _run_cpu(args, log)
         else:
             results = _run_cuda(args, log)
     except BenchUnavailable as exc:

@@ -103,6 +103,10 @@ def _numpy_forward(q: Any, k: Any, v: Any, mask: str, scale: float | None, retur
             raise UnsupportedDTypeError(
                 f"{name} has dtype {a.dtype}; pass floating-point arrays (e.g. .astype(np.float32))"
             )
+    if len({a.dtype for a in arrays.values()}) != 1:
+        raise UnsupportedDTypeError(
+            "q, k and v must have the same dtype (as SDPA and the CUDA kernels require), got "
+            f"{'/'.join(str(a.dtype) for a in arrays.values())}; cast them to one, e.g. k.astype(q.dtype)")
     compute = np.float64 if any(a.dtype == np.float64 for a in arrays.values()) else np.float32
     sm_scale = resolve_scale(scale, d)
     if mask == "top_left" and nq <= nkv:
@@ -204,6 +208,13 @@ def ffpa_attn_func(
 
     arrays = (query, key, value)
     torch_inputs = [launch.is_torch_tensor(t) for t in arrays]
+    if all(torch_inputs) and attn_mask is not None and not launch.is_torch_tensor(attn_mask):
+        # SDPA's own TypeError, said once and with the fix, instead of a fallback warning
+        # followed by SDPA's error.
+        raise UnsupportedArrayTypeError(
+            f"attn_mask must be a tensor (or a torch.nn.attention.bias causal bias), as in SDPA's signature; got "
+            f"{type(attn_mask).__name__} {attn_mask!r:.40}: for a causal mask pass is_causal=True (or "
+            "attn_mask=torch.nn.attention.bias.causal_lower_right(Nq, Nkv) for the bottom-right alignment)")
     if all(torch_inputs):
         from . import torch_ops
 

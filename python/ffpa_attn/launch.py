@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import sys
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,14 +98,27 @@ def release_channel() -> str | None:
     return getattr(_build_info, "CUDA_CHANNEL", None)
 
 
+def cuda_install_lines() -> dict[str, str]:
+    """This release's CUDA install lines, ``{"pip": ..., "uv": ...}`` with ``<site>`` for the
+    project's site ({} from a source tree). Both wheel kinds carry them in
+    ``_build_info.CUDA_INSTALL_LINES``, rendered from cmake/install-lines.json."""
+    try:
+        from . import _build_info  # type: ignore[attr-defined]
+    except ImportError:
+        return {}
+    return dict(getattr(_build_info, "CUDA_INSTALL_LINES", {}) or {})
+
+
 def cuda_wheel_hint() -> str:
     """How to install the CUDA wheel, for error messages (docs/install.md has the rest)."""
+    lines = cuda_install_lines()
     channel = release_channel() or "cu<CUDA major>"
-    return (
-        "install the CUDA wheel from the project index: "
-        f"pip install ffpa-attn --index-url <site>/whl/{channel}/ --extra-index-url https://pypi.org/simple "
-        "(see docs/install.md)"
-    )
+    if not lines:
+        return (f"install the CUDA wheel from the project index <site>/whl/{channel}/, pinned to its local version "
+                f"(ffpa-attn==V+{channel}): docs/install.md has the line")
+    return (f"install the CUDA wheel from the project index, pinned to its local version: {lines['pip']} (uv: "
+            f"{lines['uv']}); the +{channel} pin also replaces an installed pure wheel, which a plain ==V would "
+            "keep (docs/install.md)")
 
 
 # DLPack device types (dlpack.h DLDeviceType).
@@ -201,9 +215,11 @@ def extension_problem() -> tuple[str, str, str] | None:
     if cuda.EXTENSION_IMPORT_ERROR is not None:
         return ("extension",
                 f"the CUDA extension ffpa_attn._C is installed but failed to load ({cuda.EXTENSION_IMPORT_ERROR})",
-                "reinstall the CUDA wheel that matches this Python (pip install --force-reinstall --no-deps "
-                f"ffpa-attn --index-url <site>/whl/{release_channel() or 'cu<CUDA major>'}/) and check that an "
-                "NVIDIA driver for CUDA 13 is installed")
+                "reinstall the CUDA wheel that matches this Python (" + (
+                    cuda_install_lines().get("pip", "").replace("pip install", "pip install --force-reinstall "
+                                                                "--no-deps", 1)
+                    or f"docs/install.md, the index <site>/whl/{release_channel() or 'cu<CUDA major>'}/")
+                + ") and check that an NVIDIA driver for CUDA 13 is installed")
     if ext is not None:
         return ("extension", "this build of ffpa_attn._C has no forward kernels compiled in",
                 "rebuild with FFPA_HEAD_DIMS / FFPA_DTYPES set, or " + cuda_wheel_hint())
@@ -223,27 +239,33 @@ def _extension_or_raise() -> Any:
     raise ExtensionNotAvailableError(f"{what}; {fix}")
 
 
-def arch_runs(capability: tuple[int, int]) -> bool:
-    """Whether this build holds machine code a GPU of ``capability`` loads.
+def serving_arch(capability: tuple[int, int], archs: Sequence[str] | None = None) -> str | None:
+    """The arch token of ``archs`` (default: this build's) whose machine code a GPU of
+    ``capability`` runs (the highest it loads), or None.
 
     The kernels are compiled as SASS only (``-real``, cmake/FfpaCudaArchs.cmake): a plain
     arch ``XY`` runs on major X with minor >= Y, a family arch ``XYf`` on the same, an
-    arch-specific ``XYa`` on exactly X.Y. An extension that reports no archs is trusted.
+    arch-specific ``XYa`` on exactly X.Y.
     """
-    if not cuda.COMPILED_ARCHS:
-        return True
     major, minor = int(capability[0]), int(capability[1])
-    for token in cuda.COMPILED_ARCHS:
+    best: tuple[int, str] | None = None
+    for token in cuda.COMPILED_ARCHS if archs is None else archs:
         m = re.fullmatch(r"(\d+)([af]?)", str(token))
         if m is None:
             continue
         t_major, t_minor = divmod(int(m[1]), 10)
-        if m[2] == "a":
-            if (t_major, t_minor) == (major, minor):
-                return True
-        elif t_major == major and minor >= t_minor:
-            return True
-    return False
+        loads = (t_major, t_minor) == (major, minor) if m[2] == "a" else (t_major == major and minor >= t_minor)
+        if loads and (best is None or int(m[1]) > best[0]):
+            best = (int(m[1]), str(token))
+    return None if best is None else best[1]
+
+
+def arch_runs(capability: tuple[int, int]) -> bool:
+    """Whether this build holds machine code a GPU of ``capability`` loads
+    (:func:`serving_arch`). An extension that reports no archs is trusted."""
+    if not cuda.COMPILED_ARCHS:
+        return True
+    return serving_arch(capability) is not None
 
 
 def check(descs: dict[str, ArrayDesc], impl: str, accum: str) -> tuple[int, int, int, int, int, int]:

@@ -15,6 +15,10 @@ Conventions (the CUDA kernels follow the same ones):
   0 and their log-sum-exp is ``-inf`` (the log of an empty sum).
 * **LSE** is the natural log of the row sum of ``exp(scale * q.k)`` over the keys a row
   may see, fp32/fp64 like the computation, shape ``[B, Hq, Nq]``.
+* **NaN and inf** give what torch SDPA's math backend gives for the same inputs (the rule
+  of every path, docs/install.md "NaN and inf"): the mask is added to the scores as a
+  -inf bias, a row with a NaN or +inf score is NaN, a row that sees no key is 0, and
+  ``P V`` is a matrix product (``0 * inf`` is NaN).
 """
 
 from __future__ import annotations
@@ -116,22 +120,25 @@ def attention(
     qg = qa.reshape(b, hkv, group, nq, d)
     kg = ka[:, :, None]
     vg = va[:, :, None]
-    scores = np.matmul(qg, np.swapaxes(kg, -1, -2)) * sm_scale
+    # As SDPA's math backend (NaN and inf below): q and k each scaled by sqrt(scale).
+    root = compute.type(math.sqrt(sm_scale))
+    with np.errstate(over="ignore", invalid="ignore"):
+        scores = np.matmul(qg * root, np.swapaxes(kg * root, -1, -2))
+        if causal:
+            # The mask is ADDED as a -inf bias: a NaN or +inf score under it stays NaN.
+            scores = scores + np.where(causal_mask(nq, nkv), compute.type(0), compute.type(-np.inf))
 
-    if causal:
-        allowed = causal_mask(nq, nkv)
-        scores = np.where(allowed, scores, -np.inf)
-
-    row_max = scores.max(axis=-1, keepdims=True)
-    # Fully masked rows have max -inf; subtracting it would give NaN, so use 0 there
-    # (their exp terms are all 0 anyway).
-    safe_max = np.where(np.isfinite(row_max), row_max, compute.type(0))
-    probs = np.exp(scores - safe_max)
-    row_sum = probs.sum(axis=-1, keepdims=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.matmul(probs, vg) / row_sum
-        lse = (safe_max + np.log(row_sum))[..., 0]
-    out = np.where(row_sum > 0, out, compute.type(0))
+    # A row that sees no key (every score -inf) gives 0 and LSE -inf; a NaN or +inf score
+    # makes its row NaN (np.max passes a NaN on, and exp(inf - inf) is NaN).
+    no_key = np.all(scores == -np.inf, axis=-1, keepdims=True)
+    row_max = np.where(no_key, compute.type(0), scores.max(axis=-1, keepdims=True))
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        probs = np.exp(scores - row_max)
+        row_sum = probs.sum(axis=-1, keepdims=True)
+        probs = np.where(no_key, compute.type(0), probs / np.where(no_key, compute.type(1), row_sum))
+        # P V as a matrix product: 0 * inf in V is NaN, as in SDPA.
+        out = np.matmul(probs, vg)
+        lse = np.where(no_key, compute.type(-np.inf), row_max + np.log(row_sum))[..., 0]
 
     out = out.reshape(b, hq, nq, d).astype(compute, copy=False)
     if not return_lse:

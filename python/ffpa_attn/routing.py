@@ -93,12 +93,22 @@ def fallback_error(reason: str, detail: str, fix: str | None = None) -> FFPAErro
                f"torch SDPA for this, with an SDPAFallbackWarning)")
 
 
+# Frames a warning never points at: this package's, and torch's (a model's
+# F.scaled_dot_product_attention call inside torch.nn, and torch.compile's tracing
+# machinery, under which the warning is raised while the user's call waits below it).
+_NOT_THE_CALLER = ("ffpa_attn", "torch")
+
+
+def _is_library_frame(frame: Any) -> bool:
+    name = str(frame.f_globals.get("__name__", ""))
+    return any(name == p or name.startswith(p + ".") for p in _NOT_THE_CALLER)
+
+
 def _caller_stacklevel() -> int:
-    # The first frame outside this package: the user's call (or torch's, for models that
-    # call F.scaled_dot_product_attention replaced by ffpa_attn_func).
+    # The first frame outside this package and torch: the user's call.
     frame = sys._getframe(1)
     level = 1
-    while frame is not None and str(frame.f_globals.get("__name__", "")).startswith("ffpa_attn"):
+    while frame is not None and _is_library_frame(frame):
         frame = frame.f_back
         level += 1
     return level

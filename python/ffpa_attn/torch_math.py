@@ -24,9 +24,9 @@ import torch
 from .errors import UnsupportedDTypeError
 from .validation import check_4d_shapes
 
-__all__ = ["MASK_BOTTOM_RIGHT", "MASK_NONE", "MASK_TOP_LEFT", "attention_backward_lse",
-           "attention_backward_recompute", "attention_math", "causal_allowed", "expand_kv", "scale_for",
-           "softmax_probs"]
+__all__ = ["MASK_BOTTOM_RIGHT", "MASK_NONE", "MASK_TOP_LEFT", "NONFINITE_RULE", "all_finite",
+           "attention_backward_lse", "attention_backward_recompute", "attention_math", "causal_allowed",
+           "cpu_attention", "cpu_attention_backward", "cpu_segments", "expand_kv", "scale_for", "softmax_probs"]
 
 # The mask kinds of the custom op, numbered as torch's memory-efficient attention numbers
 # its custom_mask_type (0 none, 1 causal from the top left, 2 from the bottom right), so
@@ -35,8 +35,18 @@ MASK_NONE = 0
 MASK_TOP_LEFT = 1
 MASK_BOTTOM_RIGHT = 2
 
-# Elements of one recomputed [B, Hq, rows, Nkv] block in attention_backward_lse (fp32: 64 MiB).
+# Elements of one [B, Hq, rows, Nkv] block of scores in attention_math and
+# attention_backward_lse (fp32: 64 MiB).
 _BLOCK_ELEMENTS = 1 << 24
+
+NONFINITE_RULE = """NaN and inf: the output is what SDPA's math backend gives for the same inputs.
+Scores are q k^T * scale with the causal mask ADDED as a -inf bias, so a NaN or +inf score
+stays NaN under the mask; a row whose scores hold a NaN or a +inf is NaN; a row that sees no
+key (every score -inf) is 0, with LSE -inf; probabilities multiply V as a matrix product, so a
+NaN or inf in V reaches every row (0 * inf is NaN). One NaN in K or V therefore makes every
+row of that head NaN; a NaN in a query makes its row NaN (an inf usually does: its scores are
++-inf). The CPU path and the NumPy reference follow it; the CUDA kernels do where the causal
+mask does not hide the NaN / inf (docs/install.md "NaN and inf")."""
 
 
 def expand_kv(x: torch.Tensor, hq: int) -> torch.Tensor:
@@ -76,23 +86,38 @@ def _compute_dtype(*tensors: torch.Tensor) -> torch.dtype:
     return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
 
 
+def _math_scores(q32: torch.Tensor, k32: torch.Tensor, kind: int, scale: float, rows: slice | None = None,
+                 nq: int | None = None) -> torch.Tensor:
+    # As SDPA's math backend: q and k each scaled by sqrt(scale), then the mask ADDED as a
+    # -inf bias (not written over the scores), so a NaN or +inf score under the mask stays
+    # NaN, as there.
+    root = math.sqrt(scale)
+    scores = torch.matmul(q32 * root, (k32 * root).transpose(-1, -2))
+    allowed = causal_allowed(scores.shape[-2] if nq is None else nq, scores.shape[-1], kind, scores.device, rows)
+    if allowed is not None:
+        bias = torch.zeros(allowed.shape, dtype=scores.dtype, device=scores.device)
+        scores = scores + bias.masked_fill(~allowed, float("-inf"))
+    return scores
+
+
+def _safe_softmax(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    # SDPA's math backend (_safe_softmax): a row that sees no key (every score -inf) gives
+    # probabilities 0, hence output 0; its LSE is -inf. Anything else is torch.softmax's:
+    # a NaN score, or a +inf one, makes the row NaN.
+    lse = torch.logsumexp(scores, dim=-1)
+    probs = torch.softmax(scores, dim=-1)
+    no_key = torch.isneginf(scores).all(dim=-1, keepdim=True)
+    return torch.where(no_key, torch.zeros_like(probs), probs), lse
+
+
 def softmax_probs(q32: torch.Tensor, k32: torch.Tensor, causal: bool | int,
                   scale: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Softmax probabilities [B, Hq, Nq, Nkv] and LSE [B, Hq, Nq] in q32's dtype.
 
-    ``causal``: False/True (bottom-right, as before) or a mask kind of this module.
+    ``causal``: False/True (bottom-right, as before) or a mask kind of this module. NaN
+    and inf follow NONFINITE_RULE.
     """
-    scores = torch.matmul(q32, k32.transpose(-1, -2)) * scale
-    allowed = causal_allowed(scores.shape[-2], scores.shape[-1], _mask_kind(causal), scores.device)
-    if allowed is not None:
-        scores = scores.masked_fill(~allowed, float("-inf"))
-    lse = torch.logsumexp(scores, dim=-1)
-    # Fully masked rows have lse = -inf; exp(-inf - -inf) is NaN, so give them p = 0,
-    # matching the reference (output 0, lse -inf).
-    finite = torch.isfinite(lse)
-    probs = torch.exp(scores - torch.where(finite, lse, torch.zeros_like(lse))[..., None])
-    probs = torch.where(finite[..., None], probs, torch.zeros_like(probs))
-    return probs, lse
+    return _safe_softmax(_math_scores(q32, k32, _mask_kind(causal), scale))
 
 
 def scale_for(q: torch.Tensor, scale: float | None) -> float:
@@ -106,28 +131,43 @@ def attention_math(
     causal: bool | int = False,
     scale: float | None = None,
     return_lse: bool = False,
+    block_elements: int = _BLOCK_ELEMENTS,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Attention in plain torch ops (fp32 compute, fp64 for fp64 inputs; output in q's dtype).
 
-    Same conventions as :func:`ffpa_attn.reference.attention` (GQA, fully masked rows
-    give 0 / -inf). ``causal=True`` is bottom-right aligned, as there; a mask kind
+    SDPA's math backend computed a block of query rows at a time (O(rows * Nkv) memory),
+    NaN and inf included (NONFINITE_RULE), with GQA. ``causal=True`` is bottom-right
+    aligned, as in :func:`ffpa_attn.reference.attention`; a mask kind
     (:data:`MASK_TOP_LEFT`, :data:`MASK_BOTTOM_RIGHT`) picks the alignment. The LSE is
-    fp32 (fp64 for fp64 inputs). Differentiable by torch autograd.
+    fp32 (fp64 for fp64 inputs), -inf on rows that see no key. Differentiable by torch
+    autograd.
     """
     check_4d_shapes({"q": tuple(q.shape), "k": tuple(k.shape), "v": tuple(v.shape)})
     if not (q.is_floating_point() and k.is_floating_point() and v.is_floating_point()):
         raise UnsupportedDTypeError(
             f"attention needs floating-point tensors, got {q.dtype}/{k.dtype}/{v.dtype}; cast with .float()"
         )
-    hq = q.shape[1]
+    b, hq, nq, d = q.shape
+    hkv, nkv = k.shape[1], k.shape[2]
+    group = hq // hkv
+    kind = _mask_kind(causal)
+    sm_scale = scale_for(q, scale)
     compute = _compute_dtype(q, k, v)
+    rows = max(1, min(nq, block_elements // max(1, b * hq * nkv)))
     # autocast would silently lower these matmuls back to fp16/bf16.
     with torch.autocast(device_type=q.device.type, enabled=False):
-        qc = q.to(compute)
-        kc = expand_kv(k.to(compute), hq)
-        vc = expand_kv(v.to(compute), hq)
-        probs, lse = softmax_probs(qc, kc, causal, scale_for(q, scale))
-        out = torch.matmul(probs, vc).to(q.dtype)
+        # [B, Hkv, G, N, D] against [B, Hkv, 1, Nkv, D]: no copy of k or v per query head.
+        qg = q.to(compute).reshape(b, hkv, group, nq, d)
+        kg = k.to(compute)[:, :, None]
+        vg = v.to(compute)[:, :, None]
+        outs, lses = [], []
+        for start in range(0, nq, rows):
+            block = slice(start, min(nq, start + rows))
+            probs, lse = _safe_softmax(_math_scores(qg[:, :, :, block], kg, kind, sm_scale, block, nq))
+            outs.append(torch.matmul(probs, vg))
+            lses.append(lse)
+        out = torch.cat(outs, dim=3).reshape(b, hq, nq, -1).to(q.dtype)
+        lse = torch.cat(lses, dim=3).reshape(b, hq, nq)
     return (out, lse) if return_lse else out
 
 
@@ -145,10 +185,11 @@ def attention_backward_lse(
     """dq, dk, dv from the forward's output and LSE, a block of query rows at a time.
 
     For each row block: ``S = q k^T * scale`` (masked), ``P = exp(S - LSE)`` (0 on rows
-    whose LSE is -inf: they saw no key), ``dV += P^T dO``, ``dP = dO V^T``,
-    ``dS = P * (dP - delta)`` with ``delta = rowsum(dO * O)``, ``dQ = dS K * scale``,
-    ``dK += dS^T Q * scale``; GQA sums each kv head's query-head group. Compute is
-    fp32 (fp64 for fp64 inputs); the gradients come back in the inputs' dtypes.
+    whose LSE is -inf: they saw no key; NaN on rows whose LSE is NaN or +inf, as the
+    softmax of SDPA's math backend), ``dV += P^T dO``, ``dP = dO V^T``, ``dS = P * (dP - delta)`` with
+    ``delta = rowsum(dO * O)``, ``dQ = dS K * scale``, ``dK += dS^T Q * scale``; GQA sums
+    each kv head's query-head group. Compute is fp32 (fp64 for fp64 inputs); the
+    gradients come back in the inputs' dtypes.
     """
     b, hq, nq, d = q.shape
     hkv, nkv = k.shape[1], k.shape[2]
@@ -169,14 +210,13 @@ def attention_backward_lse(
         for start in range(0, nq, rows):
             block = slice(start, min(nq, start + rows))
             q_b = qg[:, :, :, block]
-            s = torch.matmul(q_b, kg.transpose(-1, -2)) * scale
-            allowed = causal_allowed(nq, nkv, mask, q.device, rows=block)
-            if allowed is not None:
-                s = s.masked_fill(~allowed, float("-inf"))
-            lse_b = lseg[..., block]
-            finite = torch.isfinite(lse_b)
-            p = torch.exp(s - torch.where(finite, lse_b, torch.zeros_like(lse_b))[..., None])
-            p = torch.where(finite[..., None], p, torch.zeros_like(p))
+            s = _math_scores(q_b, kg, mask, scale, block, nq)
+            lse_b = lseg[..., block, None]
+            p = torch.exp(s - lse_b)
+            # A row that saw no key has P = 0; one with a +inf score had a NaN softmax row
+            # in the forward (exp(inf - inf)), so all of its P is NaN, as in SDPA's math.
+            p = torch.where(torch.isneginf(lse_b), torch.zeros_like(p), p)
+            p = torch.where(torch.isposinf(lse_b), torch.full_like(p, float("nan")), p)
             do_b = dog[:, :, :, block]
             delta = (do_b * og[:, :, :, block]).sum(dim=-1, keepdim=True)
             dv += torch.matmul(p.transpose(-1, -2), do_b).sum(dim=2)
@@ -184,6 +224,103 @@ def attention_backward_lse(
             dq[:, :, :, block] = torch.matmul(ds, kg) * scale
             dk += torch.matmul(ds.transpose(-1, -2), q_b).sum(dim=2) * scale
     return dq.reshape(b, hq, nq, d).to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+
+
+# --- the CPU path of the custom op: torch's own CPU attention ---------------------------------
+
+# The op SDPA runs for CPU tensors (its "flash attention for CPU"): O(N) memory, and it
+# returns the LSE the backward needs. The custom op calls it directly for CPU tensors.
+_CPU_FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+_CPU_FLASH_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
+
+
+def all_finite(*tensors: torch.Tensor) -> bool:
+    """True when no tensor holds a NaN or an inf (one host-side answer).
+
+    ``aminmax`` is one pass and passes a NaN on; ``isfinite(t).all()`` builds a bool
+    tensor and is many times slower, which would show next to the attention itself.
+    """
+    for t in tensors:
+        if t.numel():
+            lo, hi = torch.aminmax(t)
+            if not (math.isfinite(float(lo)) and math.isfinite(float(hi))):
+                return False
+    return True
+
+
+def cpu_segments(nq: int, nkv: int, mask: int) -> list[tuple[slice, slice, bool]]:
+    """``(query rows, keys, top-left causal)``: the calls of torch's CPU attention that
+    make up the op's mask. That op knows no mask but SDPA's top-left ``is_causal``; a
+    bottom-right mask is the top-left square on the last Nkv rows (Nq > Nkv: the first
+    rows see no key and are left 0 / -inf) or every row on the first Nkv - Nq keys plus
+    the top-left square on the rest (Nq < Nkv), merged by their LSEs."""
+    every_row, every_key = slice(0, nq), slice(0, nkv)
+    if mask == MASK_NONE:
+        return [(every_row, every_key, False)]
+    if mask == MASK_TOP_LEFT or nq == nkv:
+        return [(every_row, every_key, True)]
+    if nq > nkv:
+        return [(slice(nq - nkv, nq), every_key, True)]
+    return [(every_row, slice(0, nkv - nq), False), (every_row, slice(nkv - nq, nkv), True)]
+
+
+def cpu_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: int,
+                  scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The op's forward on CPU tensors: ``(out [B, Hq, Nq, D], lse [B, Hq, Nq])``.
+
+    Finite inputs run torch's CPU attention (:data:`_CPU_FLASH`, what SDPA runs for them:
+    the same numbers at the same cost); inputs holding NaN or inf run
+    :func:`attention_math`, block by block, which gives what SDPA's math backend gives
+    (NONFINITE_RULE; torch's CPU flash kernel returns 0 for a NaN query row, for one).
+    """
+    if not all_finite(q, k, v):
+        return attention_math(q, k, v, causal=mask, scale=scale, return_lse=True)  # type: ignore[return-value]
+    nq, nkv = q.shape[2], k.shape[2]
+    segments = cpu_segments(nq, nkv, mask)
+    with torch.autocast(device_type="cpu", enabled=False):
+        if len(segments) == 1 and segments[0][0] == slice(0, nq):
+            # None and both causal masks with Nq == Nkv: SDPA's own call, nothing around it.
+            return _CPU_FLASH(q, k, v, 0.0, segments[0][2], scale=scale)
+        b, hq = q.shape[:2]
+        lse_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
+        out = torch.zeros((b, hq, nq, v.shape[-1]), dtype=q.dtype)
+        lse = torch.full((b, hq, nq), float("-inf"), dtype=lse_dtype)
+        for i, (rows, keys, causal) in enumerate(segments):
+            o, l = _CPU_FLASH(q[:, :, rows], k[:, :, keys], v[:, :, keys], 0.0, causal, scale=scale)
+            if i == 0:
+                out[:, :, rows], lse[:, :, rows] = o, l
+                continue
+            # Two key ranges of the same rows: softmax over their union.
+            prev_out, prev_lse = out[:, :, rows].to(lse_dtype), lse[:, :, rows]
+            both = torch.logaddexp(prev_lse, l)
+            out[:, :, rows] = (prev_out * torch.exp(prev_lse - both)[..., None]
+                               + o.to(lse_dtype) * torch.exp(l - both)[..., None]).to(q.dtype)
+            lse[:, :, rows] = both
+    return out, lse
+
+
+def cpu_attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
+                           grad_out: torch.Tensor, mask: int,
+                           scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dq, dk, dv of :func:`cpu_attention`: torch's CPU attention backward on each of its
+    segments (fed the merged O and LSE, so each segment's ``P = exp(S - LSE)`` is the
+    share of the whole row), :func:`attention_backward_lse` where anything is not finite."""
+    if not all_finite(q, k, v, grad_out):
+        return attention_backward_lse(q, k, v, out, lse, grad_out, mask, scale)
+    nq, nkv = q.shape[2], k.shape[2]
+    segments = cpu_segments(nq, nkv, mask)
+    with torch.autocast(device_type="cpu", enabled=False):
+        if len(segments) == 1 and segments[0][0] == slice(0, nq):
+            _, _, causal = segments[0]
+            return _CPU_FLASH_BACKWARD(grad_out, q, k, v, out, lse, 0.0, causal, scale=scale)
+        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        for rows, keys, causal in segments:
+            gq, gk, gv = _CPU_FLASH_BACKWARD(grad_out[:, :, rows], q[:, :, rows], k[:, :, keys], v[:, :, keys],
+                                             out[:, :, rows], lse[:, :, rows], 0.0, causal, scale=scale)
+            dq[:, :, rows] += gq
+            dk[:, :, keys] += gk
+            dv[:, :, keys] += gv
+    return dq, dk, dv
 
 
 def attention_backward_recompute(

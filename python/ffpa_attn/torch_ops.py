@@ -18,8 +18,9 @@ the kernels as they are (every spelling of ``interface.IMPLS``, the low-precisio
 ``fp8`` / ``fp4`` paths included; launch.check validates them); the fake and the
 autograd formula do not depend on them. On CUDA it runs the FFPA kernels on
 the current stream into outputs allocated by torch (so CUDA graphs capture it: no host
-synchronisation, no allocation outside torch's allocator); on the CPU (and for meta
-tensors, through the fake) torch math (torch_math). ``out`` is ``[B, H, N, D]`` over
+synchronisation, no allocation outside torch's allocator); on the CPU torch's own CPU
+attention, the op SDPA runs there (torch_math.cpu_attention: SDPA's numbers, cost and O(N)
+memory; NaN and inf as SDPA's math backend, torch_math.NONFINITE_RULE). ``out`` is ``[B, H, N, D]`` over
 ``[B, N, H, D]`` memory, the layout SDPA's fused kernels return and the fused
 backward reads; ``lse`` is fp32 ``[B, H, N]`` (fp64 for fp64 CPU inputs) and carries no
 gradient.
@@ -30,7 +31,8 @@ The backward (``backward=`` of ffpa_attn_func) starts from the forward's O and L
   for D <= 256 where torch has flash attention, else
   ``aten::_efficient_attention_backward``; GQA: flash takes it, the memory-efficient
   kernel gets K/V expanded to the query heads and the gradients summed back over each
-  group), O(N) memory; elsewhere ``"lse"``.
+  group), O(N) memory; on the CPU torch's CPU attention backward (the one SDPA's CPU
+  path uses, torch_math.cpu_attention_backward), O(N) memory; elsewhere ``"lse"``.
 * ``"fused"``: the fused backward or an error (CUDA only).
 * ``"lse"``: torch_math.attention_backward_lse, the same math in torch ops a block of
   query rows at a time (any device; the CPU's backward).
@@ -60,6 +62,8 @@ from .torch_math import (
     attention_backward_lse,
     attention_backward_recompute,
     attention_math,
+    cpu_attention,
+    cpu_attention_backward,
 )
 from .validation import resolve_scale
 
@@ -146,11 +150,31 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: int, 
                   accum: str, backward: str) -> tuple[torch.Tensor, torch.Tensor]:
     if q.device.type == "cuda":
         return _cuda_attention(q, k, v, mask, scale, impl, accum)
-    result, lse = attention_math(q, k, v, causal=mask, scale=scale, return_lse=True)
-    out, _ = _empty_outputs(q, v)
+    # CPU tensors: torch's own CPU attention (torch_math.cpu_attention), copied into the
+    # layout the fake promises on every device (an O(N) copy).
+    result, lse = cpu_attention(q, k, v, mask, scale)
+    out, lse_out = _empty_outputs(q, v)
     out.copy_(result)
+    lse_out.copy_(lse)
     routing.note_kernel("torch_math")
-    return out, lse.to(_lse_dtype(q))
+    return out, lse_out
+
+
+@torch.library.custom_op("ffpa_attn::cpu_attention_backward", mutates_args=())
+def _cpu_backward_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
+                     grad_out: torch.Tensor, mask: int, scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    # An op of its own: which backward runs depends on whether the inputs are finite
+    # (torch_math.cpu_attention_backward), a question a traced backward cannot ask.
+    dq, dk, dv = cpu_attention_backward(q, k, v, out, lse, grad_out, mask, scale)
+    return dq.contiguous(), dk.contiguous(), dv.contiguous()
+
+
+@_cpu_backward_op.register_fake
+def _cpu_backward_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
+                       grad_out: torch.Tensor, mask: int,
+                       scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return (torch.empty(q.shape, dtype=q.dtype, device=q.device), torch.empty(k.shape, dtype=k.dtype, device=k.device),
+            torch.empty(v.shape, dtype=v.dtype, device=v.device))
 
 
 @_attention_op.register_fake
@@ -251,6 +275,9 @@ def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: t
     """dq, dk, dv of the op, by ``choice`` (module docstring)."""
     if choice == "recompute":
         return attention_backward_recompute(q, k, v, grad_out, mask, scale)
+    if choice == "auto" and q.device.type == "cpu":
+        # The CPU forward's own backward (torch's CPU attention backward), O(N) memory.
+        return _cpu_backward_op(q, k, v, out, lse, grad_out, mask, scale)
     if choice in ("auto", "fused"):
         kind = fused_backward_kind(q, k, mask)
         if kind == "flash":
@@ -285,12 +312,22 @@ def _causal_bias_kind(attn_mask: Any, nq: int, nkv: int) -> int | None:
 
 
 def _autocast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    # SDPA is on autocast's lower-precision list: fp32 inputs run in the autocast dtype.
+    # SDPA is on autocast's lower-precision list: every floating input but fp64 (autocast's
+    # eligible ones: fp32, and fp16 under a bf16 autocast) runs in the autocast dtype.
     device_type = q.device.type
     if device_type in ("cuda", "cpu") and torch.is_autocast_enabled(device_type):
         target = torch.get_autocast_dtype(device_type)
-        return tuple(t.to(target) if t.dtype == torch.float32 else t for t in (q, k, v))  # type: ignore[return-value]
+        return tuple(t.to(target) if t.dtype != torch.float64 else t for t in (q, k, v))  # type: ignore[return-value]
     return q, k, v
+
+
+def _check_one_dtype(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    # SDPA refuses mixed dtypes on every device (after autocast); so does every path here,
+    # rather than a CPU answer in one dtype and a CUDA fallback in another.
+    if not (q.dtype == k.dtype == v.dtype):
+        raise UnsupportedDTypeError(
+            f"q, k and v must have the same dtype (as SDPA requires), got {q.dtype}/{k.dtype}/{v.dtype}; cast them "
+            "to one, e.g. k.to(q.dtype), or run under torch.autocast")
 
 
 def _shape_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, enable_gqa: bool) -> str | None:
@@ -315,6 +352,17 @@ def _shape_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, enable_gqa
         # head is grouped-query attention with one group, anything else is not.
         if not enable_gqa and hkv != 1:
             return f"{hq} query heads and {hkv} kv heads without enable_gqa=True (SDPA broadcasts heads)"
+    return None
+
+
+def _gqa_fix(q: torch.Tensor, k: torch.Tensor, enable_gqa: bool) -> str | None:
+    """The fix for grouped-query inputs given without enable_gqa (None for other shapes)."""
+    if enable_gqa or q.dim() != 4 or k.dim() != 4:
+        return None
+    hq, hkv = q.shape[1], k.shape[1]
+    if hkv > 1 and hq != hkv and hq % hkv == 0:
+        return (f"pass enable_gqa=True: {hq} query heads over {hkv} kv heads is grouped-query attention, which "
+                "SDPA (and the kernels) take only with enable_gqa=True; without it SDPA broadcasts one kv head")
     return None
 
 
@@ -393,7 +441,7 @@ def find_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: A
     if problem is None:
         shape = _shape_problem(q, k, v, enable_gqa)
         if shape is not None:
-            problem = ("shape", shape, None)
+            problem = ("shape", shape, _gqa_fix(q, k, enable_gqa))
     if problem is None and device_type == "cuda":
         problem = _cuda_problem(q, k, v)
     return mask, kind, problem
@@ -415,6 +463,7 @@ def dispatch(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_m
     # An explicit kernel choice is a request for that kernel: its errors, not SDPA.
     strict_mode = routing.strict_enabled(strict) or impl != "auto" or accum != "fp32"
     q, k, v = _autocast(query, key, value)
+    _check_one_dtype(q, k, v)
     mask, kind, problem = find_problem(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa, legacy_causal)
     if problem is not None:
         reason, detail, fix = problem

@@ -13,7 +13,9 @@ one node (no graph break) on CUDA; CUDA graph capture of the forward, and of for
 included; the pure wheel on a GPU falls back to SDPA and ``python -m ffpa_attn.bench
 --backend cuda`` says it times SDPA only; and the peak memory of forward + backward at
 B = 1, H = 32, N = 8192, D = 512 against SDPA's own in the same process, printed as a
-ratio (goal <= 1.25x, docs/install.md). With FFPA_TORCH_GPU_REPORT set, every row's
+ratio (goal <= 1.25x, docs/install.md); and NaN / inf planted in Q, K and V (visible
+and masked positions) give, for every impl with code on the GPU, SDPA's math backend's
+NaN / inf pattern (docs/install.md "NaN and inf"). With FFPA_TORCH_GPU_REPORT set, every row's
 figures are also written there as JSON (the device check keeps it in its logs).
 """
 
@@ -305,7 +307,7 @@ def test_pure_wheel_on_a_gpu_falls_back_and_bench_says_so(torch, no_extension, c
     from ffpa_attn import SDPAFallbackWarning, bench, ffpa_attn_func, last_kernel
 
     q, k, v = _qkv(torch, 1, 4, 4, 128, 128, 64)
-    with pytest.warns(SDPAFallbackWarning, match=r"'pure_wheel'.*pip install ffpa-attn --index-url"):
+    with pytest.warns(SDPAFallbackWarning, match=r"'pure_wheel'.*pip install ffpa-attn==\S+\+\S*cu\d+ --index-url"):
         out = ffpa_attn_func(q, k, v, is_causal=True)
     assert last_kernel(with_reason=True) == ("sdpa", "pure_wheel")
     torch.testing.assert_close(out, torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True))
@@ -332,3 +334,49 @@ def test_fp32_cuda_tensors_fall_back_with_the_reason(torch):
     with torch.autocast("cuda", dtype=_dtype(torch)):  # SDPA's autocast policy: the kernels run
         out = ffpa_attn_func(q, k, v)
     assert out.dtype == _dtype(torch) and last_kernel() in ("mma", "tma")
+
+
+# --- NaN and inf as SDPA's math backend (torch_math.NONFINITE_RULE), every impl that runs -----
+
+_NONFINITE_PLANTS = [
+    # (tensor, value, row): row 40 of 96 keys; under the causal mask rows 0..39 do not see
+    # key 40, so a plant in K / V there checks the masked positions too.
+    ("q", float("nan"), 40), ("k", float("nan"), 40), ("v", float("nan"), 40),
+    ("k", float("inf"), 40), ("k", float("-inf"), 40), ("v", float("inf"), 40), ("q", float("inf"), 40),
+    ("k", float("nan"), 95),  # the last key: seen by the last causal row only
+]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("which,value,row", _NONFINITE_PLANTS)
+def test_nan_and_inf_as_sdpa_math(torch, which, value, row, causal):
+    """Every impl with code on this GPU gives SDPA's math backend's NaN / inf pattern on the
+    same inputs (one head planted, the other clean), and its finite values within the
+    path's tolerance (the low-precision paths: the pattern only)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from ffpa_attn import ffpa_attn_func, info, tolerance
+
+    d = _dim(128)
+    q, k, v = _qkv(torch, 1, 2, 2, 96, 96, d, seed=11)
+    {"q": q, "k": k, "v": v}[which][0, 0, row, 3] = value
+    with sdpa_kernel(SDPBackend.MATH):
+        want = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+    capability = torch.cuda.get_device_capability()
+    checked = []
+    for impl in ("mma", "simt", "tma", "cute", "cute_tma", "fp8", "fp4"):
+        if not info.impl_status(impl, capability)["runs"]:
+            continue
+        got = ffpa_attn_func(q, k, v, is_causal=causal, impl=impl).float()
+        nan_ok = torch.equal(torch.isnan(got), torch.isnan(want))
+        inf_ok = torch.equal(torch.isinf(got), torch.isinf(want))
+        finite = torch.isfinite(want) & torch.isfinite(got)
+        lowp = impl in ("fp8", "fp4")
+        err = float((got[finite] - want[finite]).abs().max()) if finite.any() else 0.0
+        atol = tolerance("fp8" if impl == "fp8" else "fp4")["atol"] if lowp else tolerance(
+            "fp16" if q.dtype == torch.float16 else "bf16")["atol"]
+        _record(f"nonfinite_{which}{value}_{row}_{'causal' if causal else 'full'}_{impl}", nan_ok=nan_ok,
+                inf_ok=inf_ok, finite_err=err, atol=atol)
+        checked.append((impl, nan_ok and inf_ok and err <= atol))
+    assert checked, "no impl runs on this GPU (the fixture should have skipped)"
+    assert all(ok for _, ok in checked), checked

@@ -118,6 +118,9 @@ def test_every_impl_of_the_api_is_a_cuda_impl_spelling():
         (["--cuda-impl", "bf16", "--accum", "fp16"], "needs fp16 inputs"),
         (["--accum", "fp16", "--dtype", "both"], "needs fp16 inputs"),
         (["--backend", "reference", "--accum", "fp16"], "option of the CUDA kernels"),
+        (["--backend", "reference", "--cuda-impl", "fp8"], "the reference backend has none to pick"),
+        (["--backend", "cpu", "--cuda-impl", "mma"], "the cpu backend has none to pick"),
+        (["--backend", "cpu", "--accum", "fp16"], "the cpu backend computes in fp32"),
         (["--accum", "bf16"], "invalid choice"),
     ],
 )
@@ -327,7 +330,8 @@ class _TorchWithGpu:
 def test_pure_wheel_with_a_gpu_times_sdpa_and_says_so(no_extension):
     reason = bench.sdpa_only_reason(_TorchWithGpu)
     assert reason.startswith("pure wheel: ") and "times SDPA only" in reason and "kernel=sdpa" in reason
-    assert "pip install ffpa-attn --index-url" in reason
+    # The CUDA line pinned to the local version (cmake/install-lines.json).
+    assert re.search(r"pip install ffpa-attn==\S+\+\S*cu\d+ --index-url", reason), reason
     assert bench.sdpa_only_reason(None) is None  # no torch: nothing to time
 
 

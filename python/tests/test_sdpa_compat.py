@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 import warnings
 
 import pytest
@@ -279,7 +280,7 @@ def test_fallback_runs_sdpa_and_warns_once(case):
     assert ours[0].filename == __file__  # it points at the caller
     fix = FALLBACK_REASONS[reason][1]
     if reason == "pure_wheel":
-        assert "pip install ffpa-attn --index-url" in message and "/whl/" in message
+        assert re.search(r"pip install ffpa-attn==\S+\+\S*cu\d+ --index-url", message) and "/whl/" in message
     elif reason == "extension":
         assert "undefined symbol: ffpa_forward" in message and "reinstall" in message
     else:

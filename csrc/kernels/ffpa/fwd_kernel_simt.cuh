@@ -59,8 +59,12 @@ __global__ void __launch_bounds__(FwdSimtTraits::kNThreads) ffpa_fwd_simt_kernel
     for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
 
     const float m_new = fmaxf(m, dot);
-    const float corr = expf(m - m_new);  // expf(-inf) = 0 on the first key
-    const float p = expf(dot - m_new);
+    // expf(-inf) = 0 on the first key. While the row has seen only -inf scores (a key
+    // with -inf in it), m and m_new are both -inf: -inf - -inf would be NaN, where SDPA's
+    // math backend gives such a key probability 0 (docs/install.md "NaN and inf"); an
+    // unchanged max needs no correction. A NaN score still makes the row NaN through p.
+    const float corr = m == m_new ? 1.f : expf(m - m_new);
+    const float p = dot == -INFINITY ? 0.f : expf(dot - m_new);
     l = l * corr + p;
     const T* v_row = v_head + static_cast<int64_t>(j) * params.v_row_stride;
 #pragma unroll

@@ -1,0 +1,307 @@
+"""``python -m ffpa_attn.info [--json]``: what runs in this environment.
+
+One report: the package (version, wheel kind, the build's archs), torch, each GPU with
+its arch, which kernels (``impl=``) have code that runs on it (for those that do not:
+why, and what would: the CUDA wheel, a build for this arch, a rebuild), what
+``ffpa_attn_func`` does there (the kernels, or torch SDPA and the fallback reason), the
+host paths, and the tolerances.
+
+The capability flags of :mod:`ffpa_attn.cuda` keep their meaning: what the extension
+*compiled in*, whatever the GPU present (``compiled`` in the report). The per-GPU part
+says what *runs*: a kernel runs on a GPU when the build holds machine code the GPU loads
+(``launch.serving_arch``) and that kernel has code for that arch (the extension's own
+per-kernel arch lists: ``tma_archs``, ``fp8_archs``, ``fp4_archs``).
+
+Importing this module never imports torch; the report asks torch for the GPUs (names
+and compute capabilities) when torch is installed, else the extension for their count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from . import cuda, launch
+from .interface import IMPLS
+from .validation import LOWP_IMPLS
+
+__all__ = ["gpus", "impl_status", "main", "report"]
+
+# The sm number from which a GPU is of the sm_120 family, where the cp.async-fed heavy
+# kernels (cute, cute_fp8) have no code (csrc/kernels/ffpa/arch_rules.h, kFamily120Sm).
+_FAMILY_120_SM = 120
+
+# What the JIT would be: not built yet, so the report names the build it would make.
+_A_BUILD_FOR = "a build for this arch (-DFFPA_CUDA_ARCHS={arch}; there is no JIT yet, docs/install.md)"
+
+
+def _token_sm(token: str) -> int:
+    m = re.fullmatch(r"(\d+)[af]?", token)
+    return int(m[1]) if m else 0
+
+
+def _gpu_arch(capability: tuple[int, int]) -> str:
+    return f"{capability[0]}{capability[1]}"
+
+
+def gpus() -> list[dict[str, Any]]:
+    """The CUDA GPUs: ``index``, ``name``, ``capability`` ((major, minor) or None)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        try:
+            import torch  # noqa: F811
+        except ImportError:
+            torch = None
+    if torch is not None and torch.cuda.is_available():
+        return [{"index": i, "name": str(torch.cuda.get_device_name(i)),
+                 "capability": tuple(int(x) for x in torch.cuda.get_device_capability(i))}
+                for i in range(torch.cuda.device_count())]
+    # Without torch, the extension counts them (no name or arch to report).
+    return [{"index": i, "name": None, "capability": None} for i in range(cuda.device_count())]
+
+
+def _kernel_archs(impl: str) -> tuple[tuple[str, ...] | None, str]:
+    """(compiled arch tokens that hold this kernel or None for all, the rule in words)."""
+    below_family = tuple(a for a in cuda.COMPILED_ARCHS if _token_sm(a) < _FAMILY_120_SM)
+    if impl in ("mma", "simt"):
+        return None, "every arch of the build"
+    if impl in ("tma", "cute_tma"):
+        return cuda.TMA_ARCHS, "TMA code: archs >= 90"
+    if impl == "cute":
+        return below_family, "cp.async-fed CuTe: archs below the sm_120 family (there: cute_tma)"
+    if impl == "cute_fp8":
+        return tuple(a for a in cuda.FP8_ARCHS if a in below_family), "FP8 fed by cp.async: sm_89 up to the sm_120 family"
+    if impl == "cute_tma_fp8":
+        return tuple(a for a in cuda.FP8_ARCHS if a in cuda.TMA_ARCHS), "FP8 fed by TMA: archs >= 90"
+    if impl == "cute_tma_fp4":
+        return cuda.FP4_ARCHS, "NVFP4: the sm_120 family's family target (120f)"
+    raise ValueError(f"no arch rule for impl {impl!r}")
+
+
+def _concrete(impl: str) -> tuple[str, ...]:
+    # fp8 is whichever FP8 kernel the GPU has code for; fp4 is the one NVFP4 kernel.
+    if impl == "fp8":
+        return ("cute_fp8", "cute_tma_fp8")
+    if impl == "fp4":
+        return ("cute_tma_fp4",)
+    return (impl,)
+
+
+def _hardware_lacks(impl: str, sm: int) -> str | None:
+    """Why no build of this kernel can run on an sm_XY GPU at all, or None."""
+    if impl in ("tma", "cute_tma", "cute_tma_fp8") and sm < 90:
+        return f"sm_{sm} has no TMA (sm_90 and later)"
+    if impl == "cute_fp8" and sm < 89:
+        return f"sm_{sm} has no FP8 tensor cores (sm_89 and later)"
+    if impl == "cute_fp8" and sm >= _FAMILY_120_SM:
+        return "on the sm_120 family FP8 is TMA-fed only: impl='cute_tma_fp8' (or 'fp8')"
+    if impl == "cute" and sm >= _FAMILY_120_SM:
+        return "on the sm_120 family the CuTe kernel is TMA-fed only: impl='cute_tma'"
+    if impl == "cute_tma_fp4" and sm < _FAMILY_120_SM:
+        return f"sm_{sm} has no NVFP4 block-scaled mma (the sm_120 family only)"
+    return None
+
+
+def impl_status(impl: str, capability: tuple[int, int] | None) -> dict[str, Any]:
+    """``{"runs": bool, "kernel": the kernel it would run or None, "why": ..., "what_would": ...}``."""
+    if impl in ("fp8", "fp4"):
+        options = [impl_status(k, capability) for k in _concrete(impl)]
+        running = [o for o in options if o["runs"]]
+        if running:
+            return running[0]
+        first = options[-1] if impl == "fp8" and capability and capability[0] * 10 >= _FAMILY_120_SM else options[0]
+        return first
+    result: dict[str, Any] = {"runs": False, "kernel": impl, "why": None, "what_would": None}
+    if capability is None:
+        result["why"] = "the GPU's arch is unknown (torch is not installed to ask it)"
+        result["what_would"] = "pip install torch, then run this report again"
+        return result
+    sm = capability[0] * 10 + capability[1]
+    lacks = _hardware_lacks(impl, sm)
+    if cuda.extension() is None:
+        if cuda.EXTENSION_IMPORT_ERROR is not None:
+            result["why"] = f"the extension is installed but does not load ({cuda.EXTENSION_IMPORT_ERROR})"
+            result["what_would"] = "reinstall the CUDA wheel that matches this Python; check the NVIDIA driver"
+            return result
+        result["why"] = "the pure wheel has no CUDA code" + (f"; and {lacks}" if lacks else "")
+        if lacks:
+            result["what_would"] = "nothing: this GPU cannot run this kernel; another impl"
+        elif _release_serves(capability):
+            result["what_would"] = "the CUDA wheel: " + launch.cuda_wheel_hint()
+        else:
+            result["what_would"] = _A_BUILD_FOR.format(arch=_gpu_arch(capability))
+        return result
+    if lacks:
+        result["why"] = lacks
+        result["what_would"] = "nothing on this GPU: use another impl"
+        return result
+    token = launch.serving_arch(capability)
+    if token is None:
+        result["why"] = (f"this build has machine code for archs {list(cuda.COMPILED_ARCHS)} only, none of which "
+                         f"sm_{sm} loads")
+        result["what_would"] = _A_BUILD_FOR.format(arch=_gpu_arch(capability))
+        return result
+    archs, rule = _kernel_archs(impl)
+    compiled = impl in cuda.COMPILED_IMPLS or (impl in ("mma", "simt") and not cuda.COMPILED_IMPLS)
+    if not compiled:
+        hint = launch.impl_build_hint(impl)
+        result["why"] = f"impl {impl!r} is not compiled in this build (impls {list(cuda.COMPILED_IMPLS)})"
+        result["what_would"] = hint or "a rebuild that compiles it"
+        return result
+    if archs is not None and token not in archs:
+        result["why"] = f"this GPU runs the build's sm_{token} code, which has no {impl} kernel ({rule})"
+        result["what_would"] = f"a rebuild whose -DFFPA_CUDA_ARCHS holds this kernel for sm_{sm} ({rule})"
+        return result
+    result.update(runs=True, why=None, what_would=None, arch=token)
+    return result
+
+
+def _release_serves(capability: tuple[int, int]) -> bool:
+    """Whether this release's CUDA wheels hold code this GPU loads (the pure wheel knows
+    their archs from its build facts)."""
+    archs = _release_archs()
+    return bool(archs) and launch.serving_arch(capability, archs) is not None
+
+
+def _release_archs() -> tuple[str, ...]:
+    try:
+        from . import _build_info  # type: ignore[attr-defined]
+    except ImportError:
+        return ()
+    return tuple(str(a) for a in getattr(_build_info, "CUDA_WHEEL_ARCHS", ()))
+
+
+def _auto_kernel(capability: tuple[int, int] | None) -> str | None:
+    # The rule of impl="auto" (cuda.auto_impl asks the current device; this asks for any).
+    if capability is None:
+        return None
+    sm = capability[0] * 10 + capability[1]
+    tma = impl_status("tma", capability)
+    if sm >= _FAMILY_120_SM and tma["runs"]:
+        return "tma"
+    return "mma" if impl_status("mma", capability)["runs"] else None
+
+
+def _fallback(capability: tuple[int, int] | None) -> dict[str, Any]:
+    kernel = _auto_kernel(capability)
+    if kernel is not None:
+        return {"kernel": kernel, "reason": None,
+                "says": f"fp16/bf16 CUDA tensors run the {kernel} kernel (impl='auto'); the other fallback "
+                        "reasons (masks, dropout, head dims the build lacks) still apply per call"}
+    if cuda.extension() is None:
+        reason = "pure_wheel" if cuda.EXTENSION_IMPORT_ERROR is None else "extension"
+    else:
+        reason = "arch"
+    return {"kernel": "sdpa", "reason": reason,
+            "says": f"every CUDA call runs torch SDPA (fallback reason {reason!r}, one SDPAFallbackWarning; "
+                    "strict=True raises)"}
+
+
+def _package() -> dict[str, Any]:
+    from . import __version__, build_info
+
+    info = build_info()
+    kind = "cuda" if cuda.extension() is not None else ("cuda (broken)" if cuda.EXTENSION_IMPORT_ERROR else "pure")
+    return {"version": __version__, "wheel": kind, "channel": info.get("channel"),
+            "cuda_wheel_archs": list(_release_archs()), "extension_path": cuda.EXTENSION_PATH,
+            "extension_import_error": cuda.EXTENSION_IMPORT_ERROR}
+
+
+def _compiled() -> dict[str, Any]:
+    return {"fwd": cuda.CUDA_FWD_AVAILABLE, "tma": cuda.CUDA_TMA_AVAILABLE, "cute": cuda.CUDA_CUTE_AVAILABLE,
+            "cute_tma": cuda.CUDA_CUTE_TMA_AVAILABLE, "fp8": cuda.CUDA_FP8_AVAILABLE,
+            "fp4": cuda.CUDA_FP4_AVAILABLE, "f16_acc": cuda.F16_ACC_AVAILABLE, "archs": list(cuda.COMPILED_ARCHS),
+            "tma_archs": list(cuda.TMA_ARCHS), "fp8_archs": list(cuda.FP8_ARCHS), "fp4_archs": list(cuda.FP4_ARCHS),
+            "head_dims": list(cuda.COMPILED_HEAD_DIMS), "dtypes": list(cuda.COMPILED_DTYPES),
+            "impls": list(cuda.COMPILED_IMPLS)}
+
+
+def _torch() -> dict[str, Any]:
+    try:
+        import torch
+    except ImportError:
+        return {"version": None, "cuda": None, "note": "torch is not installed: NumPy arrays run the NumPy reference"}
+    return {"version": str(torch.__version__), "cuda": torch.version.cuda,
+            "cuda_available": bool(torch.cuda.is_available())}
+
+
+def _tolerances() -> dict[str, Any] | None:
+    from . import build_info
+
+    return build_info().get("tolerances")
+
+
+def report() -> dict[str, Any]:
+    """The whole report as one JSON-ready dict."""
+    impls = [i for i in IMPLS if i != "auto"]
+    per_gpu = []
+    for gpu in gpus():
+        cap = gpu["capability"]
+        per_gpu.append({
+            "index": gpu["index"], "name": gpu["name"],
+            "arch": None if cap is None else f"sm_{_gpu_arch(cap)}",
+            "impls": {impl: impl_status(impl, cap) for impl in impls},
+            "auto": _auto_kernel(cap),
+            "ffpa_attn_func": _fallback(cap),
+        })
+    return {
+        "package": _package(),
+        "torch": _torch(),
+        "compiled": _compiled(),
+        "gpus": per_gpu,
+        "host": {"torch_cpu": "CPU tensors run torch's own CPU attention (the op SDPA runs there; "
+                              "last_kernel() 'torch_math')",
+                 "numpy": "NumPy arrays run the NumPy reference (last_kernel() 'reference')",
+                 "nonfinite": "NaN and inf give what SDPA's math backend gives on the CPU and NumPy paths, and in "
+                              "the CUDA kernels except where the causal mask hides them (docs/install.md)"},
+        "tolerances": _tolerances(),
+        "lowp_impls": dict(LOWP_IMPLS),
+    }
+
+
+def _text(rep: dict[str, Any]) -> str:
+    pkg, tor, comp = rep["package"], rep["torch"], rep["compiled"]
+    lines = [f"ffpa-attn {pkg['version']} ({pkg['wheel']} wheel"
+             + (f", channel {pkg['channel']}" if pkg["channel"] else "") + ")"]
+    if pkg["extension_import_error"]:
+        lines.append(f"  extension does not load: {pkg['extension_import_error']}")
+    if pkg["cuda_wheel_archs"]:
+        lines.append(f"  this release's CUDA wheels have code for archs {', '.join(pkg['cuda_wheel_archs'])}")
+    lines.append(f"torch {tor['version'] or 'not installed'}" + (f" (CUDA {tor['cuda']})" if tor.get("cuda") else ""))
+    lines.append("compiled in (the capability flags: what this build holds, whatever the GPU): "
+                 f"fwd={comp['fwd']} tma={comp['tma']} cute={comp['cute']} cute_tma={comp['cute_tma']} "
+                 f"fp8={comp['fp8']} fp4={comp['fp4']} archs={comp['archs'] or '-'} "
+                 f"head_dims={comp['head_dims'] or '-'}")
+    if not rep["gpus"]:
+        lines.append("GPUs: none: CUDA tensors cannot exist here")
+    for gpu in rep["gpus"]:
+        lines.append(f"GPU {gpu['index']}: {gpu['name'] or '(name unknown)'} {gpu['arch'] or '(arch unknown)'}")
+        for impl, st in gpu["impls"].items():
+            if st["runs"]:
+                lines.append(f"  {impl:14s} runs" + (f" ({st['kernel']})" if st["kernel"] != impl else ""))
+            else:
+                lines.append(f"  {impl:14s} no: {st['why']}; what would: {st['what_would']}")
+        lines.append(f"  ffpa_attn_func: {gpu['ffpa_attn_func']['says']}")
+    for text in rep["host"].values():
+        lines.append(text)
+    if rep["tolerances"]:
+        lines.append("tolerances: " + "; ".join(
+            f"{path} rtol={row['rtol']:g} atol={row['atol']:g}" for path, row in rep["tolerances"].items()))
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ffpa_attn.info", description=__doc__.split("\n")[0])
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    args = parser.parse_args(argv)
+    rep = report()
+    print(json.dumps(rep, indent=2, default=list) if args.json else _text(rep))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

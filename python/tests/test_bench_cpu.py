@@ -1,0 +1,47 @@
+"""python -m ffpa_attn.bench --backend cpu: ffpa_attn_func on CPU torch tensors against
+SDPA on the same inputs, with the ratio on each line, and no profiler noise on a CPU."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ffpa_attn import bench  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+
+def test_cpu_backend_rows_compare_with_sdpa_on_the_same_inputs(capsys):
+    rc = bench.main(["--backend", "cpu", "--verbose", "--N", "128", "--H", "2", "--D", "64", "--causal",
+                     "--dtype", "bf16", "--iters", "1", "--warmup", "0", "--baselines", "default"])
+    assert rc == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("[")]
+    assert len(lines) == 2  # forward, then forward + backward
+    for line in lines:
+        match = bench.LINE_RE.match(line)
+        assert match, line
+        assert match["kernel"] == "torch_math" and match["allclose"] == "True"
+        # The same op as SDPA's on the same inputs: the same numbers.
+        assert float(match["err"]) == 0.0
+        assert float(match["ratio"].rstrip("x")) > 0
+        # SDPA's column names the op it ran: torch's CPU attention, as ours.
+        assert "_scaled_dot_product_flash_attention_for_cpu" in line
+    assert lines[1].startswith("[self-attn bf16 bwd]")
+
+
+def test_cpu_run_prints_no_profiler_noise():
+    # torch.profiler on a machine without a GPU prints kineto's "gpuGetDeviceCount failed";
+    # the CPU rows find SDPA's op without it.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "CUDA_VISIBLE_DEVICES": ""}
+    for backend in ("cpu", "reference"):
+        done = subprocess.run([sys.executable, "-m", "ffpa_attn.bench", "--backend", backend, "--N", "64", "--H", "1",
+                               "--D", "64", "--iters", "1", "--warmup", "0", "--no-bwd", "--verbose"],
+                              capture_output=True, text=True, env=env, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert "gpuGetDeviceCount" not in done.stderr + done.stdout
+        assert "flash_attention_for_cpu" in done.stdout
