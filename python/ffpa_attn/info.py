@@ -20,28 +20,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from . import cuda, launch
 from .interface import IMPLS
-from .validation import LOWP_IMPLS
+from .validation import ARCH_RULES, IMPL_FACTS, LOWP_IMPLS, arch_has
 
 __all__ = ["gpus", "impl_status", "main", "report"]
 
-# The sm number from which a GPU is of the sm_120 family, where the cp.async-fed heavy
-# kernels (cute, cute_fp8) have no code (csrc/kernels/ffpa/arch_rules.h, kFamily120Sm).
-_FAMILY_120_SM = 120
-
 # What the JIT would be: not built yet, so the report names the build it would make.
 _A_BUILD_FOR = "a build for this arch (-DFFPA_CUDA_ARCHS={arch}; there is no JIT yet, docs/install.md)"
-
-
-def _token_sm(token: str) -> int:
-    m = re.fullmatch(r"(\d+)[af]?", token)
-    return int(m[1]) if m else 0
 
 
 def _gpu_arch(capability: tuple[int, int]) -> str:
@@ -64,22 +54,32 @@ def gpus() -> list[dict[str, Any]]:
     return [{"index": i, "name": None, "capability": None} for i in range(cuda.device_count())]
 
 
+# The arch features of cmake/kernel-facts.json in words: (what it is, which archs have it).
+_FEATURE_WORDS = {
+    "tma": ("TMA", "archs >= {tma_min_sm}"),
+    "fp8": ("FP8 tensor cores", "archs >= {fp8_min_sm}"),
+    "cp_async_heavy": ("code for the cp.async-fed heavy kernels", "archs below the sm_{sm120_family} family"),
+    "nvfp4": ("NVFP4 block-scaled mma", "the sm_{sm120_family} family's specific targets"),
+}
+
+
+def _feature_words(feature: str) -> tuple[str, str]:
+    if feature not in _FEATURE_WORDS:
+        raise ValueError(f"no words for arch feature {feature!r} (cmake/kernel-facts.json)")
+    what, where = _FEATURE_WORDS[feature]
+    return what, where.format(**ARCH_RULES)
+
+
 def _kernel_archs(impl: str) -> tuple[tuple[str, ...] | None, str]:
-    """(compiled arch tokens that hold this kernel or None for all, the rule in words)."""
-    below_family = tuple(a for a in cuda.COMPILED_ARCHS if _token_sm(a) < _FAMILY_120_SM)
-    if impl in ("mma", "simt"):
+    """(compiled arch tokens that hold this kernel or None for all, the rule in words): the
+    tokens with every arch feature the impl needs (cmake/kernel-facts.json)."""
+    if impl not in IMPL_FACTS:
+        raise ValueError(f"no arch rule for impl {impl!r}")
+    needs = IMPL_FACTS[impl][1]
+    if not needs:
         return None, "every arch of the build"
-    if impl in ("tma", "cute_tma"):
-        return cuda.TMA_ARCHS, "TMA code: archs >= 90"
-    if impl == "cute":
-        return below_family, "cp.async-fed CuTe: archs below the sm_120 family (there: cute_tma)"
-    if impl == "cute_fp8":
-        return tuple(a for a in cuda.FP8_ARCHS if a in below_family), "FP8 fed by cp.async: sm_89 up to the sm_120 family"
-    if impl == "cute_tma_fp8":
-        return tuple(a for a in cuda.FP8_ARCHS if a in cuda.TMA_ARCHS), "FP8 fed by TMA: archs >= 90"
-    if impl == "cute_tma_fp4":
-        return cuda.FP4_ARCHS, "NVFP4: the sm_120 family's family target (120f)"
-    raise ValueError(f"no arch rule for impl {impl!r}")
+    archs = tuple(a for a in cuda.COMPILED_ARCHS if all(arch_has(f, a) for f in needs))
+    return archs, "; ".join("{}: {}".format(*_feature_words(f)) for f in needs)
 
 
 def _concrete(impl: str) -> tuple[str, ...]:
@@ -91,18 +91,30 @@ def _concrete(impl: str) -> tuple[str, ...]:
     return (impl,)
 
 
+def _tma_fed_twin(impl: str) -> str | None:
+    """The impl that is this cp.async-fed one fed by TMA instead (same precision)."""
+    _, needs, precision = IMPL_FACTS[impl]
+    want = (set(needs) - {"cp_async_heavy"}) | {"tma"}
+    for name, (_, other_needs, other_precision) in IMPL_FACTS.items():
+        # the same kernel family: its name holds every part of this one's ("cute" -> "cute_tma")
+        if (set(other_needs) == want and other_precision == precision
+                and set(impl.split("_")) <= set(name.split("_"))):
+            return name
+    return None
+
+
 def _hardware_lacks(impl: str, sm: int) -> str | None:
-    """Why no build of this kernel can run on an sm_XY GPU at all, or None."""
-    if impl in ("tma", "cute_tma", "cute_tma_fp8") and sm < 90:
-        return f"sm_{sm} has no TMA (sm_90 and later)"
-    if impl == "cute_fp8" and sm < 89:
-        return f"sm_{sm} has no FP8 tensor cores (sm_89 and later)"
-    if impl == "cute_fp8" and sm >= _FAMILY_120_SM:
-        return "on the sm_120 family FP8 is TMA-fed only: impl='cute_tma_fp8' (or 'fp8')"
-    if impl == "cute" and sm >= _FAMILY_120_SM:
-        return "on the sm_120 family the CuTe kernel is TMA-fed only: impl='cute_tma'"
-    if impl == "cute_tma_fp4" and sm < _FAMILY_120_SM:
-        return f"sm_{sm} has no NVFP4 block-scaled mma (the sm_120 family only)"
+    """Why no build of this kernel can run on an sm_XY GPU at all, or None: a feature the
+    impl needs (cmake/kernel-facts.json) that even the GPU's own specific target lacks."""
+    for feature in IMPL_FACTS[impl][1]:
+        if arch_has(feature, f"{sm}a"):
+            continue
+        if feature == "cp_async_heavy":
+            twin = _tma_fed_twin(impl)
+            return (f"on the sm_{ARCH_RULES['sm120_family']} family this kernel is TMA-fed only"
+                    + (f": impl={twin!r}" if twin else ""))
+        what, where = _feature_words(feature)
+        return f"sm_{sm} has no {what} ({where})"
     return None
 
 
@@ -113,7 +125,7 @@ def impl_status(impl: str, capability: tuple[int, int] | None) -> dict[str, Any]
         running = [o for o in options if o["runs"]]
         if running:
             return running[0]
-        first = options[-1] if impl == "fp8" and capability and capability[0] * 10 >= _FAMILY_120_SM else options[0]
+        first = options[-1] if impl == "fp8" and capability and capability[0] * 10 >= ARCH_RULES["sm120_family"] else options[0]
         return first
     result: dict[str, Any] = {"runs": False, "kernel": impl, "why": None, "what_would": None}
     if capability is None:
@@ -181,7 +193,7 @@ def _auto_kernel(capability: tuple[int, int] | None) -> str | None:
         return None
     sm = capability[0] * 10 + capability[1]
     tma = impl_status("tma", capability)
-    if sm >= _FAMILY_120_SM and tma["runs"]:
+    if sm >= ARCH_RULES["sm120_family"] and tma["runs"]:
         return "tma"
     return "mma" if impl_status("mma", capability)["runs"] else None
 

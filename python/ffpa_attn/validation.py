@@ -7,10 +7,11 @@ No imports from the rest of the package besides the errors: ``interface`` and
 from __future__ import annotations
 
 import math
+import re
 
 from .errors import ShapeError, UnsupportedImplError
 
-__all__ = ["ARCH_RULES", "F16_ACC_IMPLS", "IMPL_FACTS", "LOWP_IMPLS", "SOURCE_TREE_PROBLEM", "check_accum", "check_4d_shapes", "resolve_scale"]
+__all__ = ["ARCH_RULES", "arch_has", "F16_ACC_IMPLS", "IMPL_FACTS", "LOWP_IMPLS", "SOURCE_TREE_PROBLEM", "check_accum", "check_4d_shapes", "resolve_scale"]
 
 
 # What a source tree lacks: the generated build-info module, which carries the kernels'
@@ -47,6 +48,28 @@ def _arch_rules() -> dict[str, int]:
 
 
 ARCH_RULES = _arch_rules()
+
+
+def arch_has(feature: str, token: str) -> bool:
+    """Whether code for an arch token ("89", "90a", "120f") has an arch feature of
+    cmake/kernel-facts.json (tma, fp8, cp_async_heavy, nvfp4): the rules of the generated
+    ffpa/arch_rules.h and of cmake/FfpaKernelFacts.cmake's ffpa_arch_has, over the same
+    thresholds."""
+    m = re.fullmatch(r"(\d+)([af]?)", token)
+    if m is None:
+        raise ValueError(f"{token!r} is not an arch token such as 89, 90a or 120f")
+    if not ARCH_RULES:
+        raise RuntimeError(SOURCE_TREE_PROBLEM)
+    sm, specific = int(m[1]), bool(m[2])
+    if feature == "tma":
+        return sm >= ARCH_RULES["tma_min_sm"]
+    if feature == "fp8":
+        return sm >= ARCH_RULES["fp8_min_sm"]
+    if feature == "cp_async_heavy":
+        return sm < ARCH_RULES["sm120_family"]
+    if feature == "nvfp4":
+        return sm >= ARCH_RULES["sm120_family"] and specific
+    raise ValueError(f"{feature!r} is not an arch feature (tma, fp8, cp_async_heavy, nvfp4)")
 # The low-precision impls (a precision of their own) and the precision of their Q K^T:
 # fp16/bf16 in, the same dtype out, P V on FP8 (e4m3) in both, fp32 accumulation only.
 # "fp8" is the alias the library resolves to cute_fp8 or cute_tma_fp8 for the device,

@@ -170,11 +170,14 @@ PlatformDecision decide_manylinux(const std::filesystem::path& tree,
   }
 
   for (const auto& [rel, info] : elves) {
-    const auto bytes = forbidden_strings.empty() ? std::optional<std::string>("") : read_file(root / rel);
-    if (!bytes)  // unread is not clean: the check sees every binary it ships
+    if (forbidden_strings.empty()) continue;
+    const auto bytes = read_file(root / rel);
+    if (!bytes) {  // unread is not clean: the check sees every binary it ships
       d.problems.push_back(rel.string() + " cannot be read (" + std::strerror(errno) + "); make it readable, pack again");
+      continue;
+    }
     for (const auto& s : forbidden_strings)
-      if (bytes && !s.empty() && bytes->find(s) != std::string::npos)
+      if (!s.empty() && bytes->find(s) != std::string::npos)
         d.problems.push_back(rel.string() + " contains the build-tree path '" + s +
                              "'; build with -ffile-prefix-map (or CMAKE_BUILD_RPATH_USE_ORIGIN / strip debug info) "
                              "so no absolute build path is shipped");

@@ -119,6 +119,14 @@ std::int64_t resolve_epoch(const std::optional<std::int64_t>& given) {
   return v;
 }
 
+// The README's content type by its extension (core metadata's Description-Content-Type).
+std::string readme_content_type(const fs::path& readme) {
+  const std::string ext = readme.extension().string();
+  if (ext == ".md" || ext == ".markdown") return "text/markdown";
+  if (ext == ".rst") return "text/x-rst";
+  return "text/plain";
+}
+
 // METADATA from the metadata lines and the README (its type from its extension); a
 // problem names `source`.
 std::string render_metadata(const PackOptions& o, const std::string& canonical_version, const std::string& source) {
@@ -141,9 +149,10 @@ std::string render_metadata(const PackOptions& o, const std::string& canonical_v
     if (!field)
       throw Error("the metadata file has an unknown field '" + k + "'; use a core metadata field name "
                   "(Summary, Requires-Python, Requires-Dist, License, Project-URL, Classifier, ...)");
-    if (k != field->name || k == "Requires" || k == "Provides" || k == "Obsoletes")  // as the spec spells it, not 1.1's
-      throw Error(k != field->name ? "the metadata file spells '" + k + "' as core metadata does not: write '" + field->name + "'"
-                                   : "the metadata field '" + k + "' is deprecated since 1.2; use '" + k + "-Dist' instead");
+    if (k != field->name)  // field names as the spec spells them
+      throw Error("the metadata file spells '" + k + "' as core metadata does not: write '" + field->name + "'");
+    if (k == "Requires" || k == "Provides" || k == "Obsoletes")  // metadata 1.1's, deprecated
+      throw Error("the metadata field '" + k + "' is deprecated since 1.2; use '" + k + "-Dist' instead");
     if (std::string(field->since) > mv) mv = field->since;
     if (v.empty()) throw Error("the metadata field '" + k + "' is empty; give it a value or remove the line");
     summary = summary || key == "summary";
@@ -161,11 +170,8 @@ std::string render_metadata(const PackOptions& o, const std::string& canonical_v
     }
     out += k + ": " + value + "\n";
   }
-  if (const std::string ext = o.readme.extension().string(); !o.readme.empty()) {
-    const std::string type = ext == ".md" || ext == ".markdown" ? "text/markdown"
-                             : ext == ".rst"                    ? "text/x-rst"
-                                                                : "text/plain";
-    out += "Description-Content-Type: " + type + "\n\n" + read_all(o.readme, "README");
+  if (!o.readme.empty()) {
+    out += "Description-Content-Type: " + readme_content_type(o.readme) + "\n\n" + read_all(o.readme, "README");
     if (out.back() != '\n') out += '\n';
   }
   return out;
