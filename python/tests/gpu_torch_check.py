@@ -176,15 +176,18 @@ def test_cuda_graph_capture_and_replay(torch, d, nkv):
         t.grad = None
     eager = step()
     expected = [eager, q.grad, k.grad, v.grad]
-    # The forward kernel is deterministic; the fused backward sums in fp32 with atomics,
-    # so its replay may differ from eager by the rounding of the order.
+    # The forward kernel and our backward are deterministic; torch's fused backward sums
+    # in fp32 with atomics, so its replay may differ from eager by the rounding of the order.
+    from ffpa_attn.torch_bwd import ffpa_backward_problem
+
+    ours = ffpa_backward_problem(q) is None
     for name, a, b in zip(("out", "dq", "dk", "dv"), replayed, expected):
-        tol = 0 if name == "out" else 2e-3
+        tol = 0 if name == "out" or ours else 2e-3
         torch.testing.assert_close(a, b, rtol=tol, atol=tol, msg=f"D={d} {name}: replay differs from eager")
     from ffpa_attn import torch_ops
 
     _record(f"cuda_graph_D{d}_Nkv{nkv}", captured="forward+backward", replay_equals_eager=True,
-            backward=torch_ops.fused_backward_kind(q, k, 1))
+            backward="ffpa" if ours else torch_ops.fused_backward_kind(q, k, 1))
 
 
 # --- the backward against SDPA's ---------------------------------------------------------------
@@ -207,7 +210,8 @@ def _grads(torch, fn, q, k, v, dout):
     (8, 2, 333, 200, 128, "lower_right"),    # rows that see no key, flash backward
     (4, 4, 333, 200, 512, "lower_right"),    # rows that see no key, memory-efficient backward
 ])
-def test_backward_agrees_with_sdpa(torch, hq, hkv, nq, nkv, d, mask):
+@pytest.mark.parametrize("backward", ["auto", "torch"])  # auto: our backward kernels where compiled
+def test_backward_agrees_with_sdpa(torch, hq, hkv, nq, nkv, d, mask, backward):
     from torch.nn.attention.bias import causal_lower_right
 
     from ffpa_attn import ffpa_attn_func, torch_ops
@@ -217,7 +221,7 @@ def test_backward_agrees_with_sdpa(torch, hq, hkv, nq, nkv, d, mask):
         pytest.skip(f"head dim {d} not compiled")
     q, k, v = _qkv(torch, 1, hq, hkv, nq, nkv, d, seed=nq + d)
     dout = torch.randn(1, hq, nq, d, device="cuda", dtype=q.dtype, generator=torch.Generator("cuda").manual_seed(5))
-    kwargs = {"enable_gqa": hkv != hq}
+    kwargs = {"enable_gqa": hkv != hq, "backward": backward}
     if mask == "is_causal":
         kwargs["is_causal"] = True
     elif mask == "lower_right":
@@ -225,15 +229,19 @@ def test_backward_agrees_with_sdpa(torch, hq, hkv, nq, nkv, d, mask):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the kernels take every case: no fallback
         out, grads = _grads(torch, lambda a, b, c: ffpa_attn_func(a, b, c, **kwargs), q, k, v, dout)
+    sdpa_kwargs = {n: a for n, a in kwargs.items() if n != "backward"}
     _, sdpa_grads = _grads(torch, lambda a, b, c: torch.nn.functional.scaled_dot_product_attention(
-        a, b, c, **kwargs), q, k, v, dout)
+        a, b, c, **sdpa_kwargs), q, k, v, dout)
     # The reference: plain torch math in fp32 with autograd (rows that see no key give 0,
     # where SDPA's lower-right bias gives NaN; its NaNs are left out of its own error).
     kind_code = {"none": MASK_NONE, "is_causal": MASK_TOP_LEFT, "lower_right": MASK_BOTTOM_RIGHT}[mask]
     _, ref_grads = _grads(torch, lambda a, b, c: attention_math(a.float(), b.float(), c.float(), causal=kind_code),
                           q, k, v, dout.float())
+    from ffpa_attn.torch_bwd import ffpa_backward_problem
+
+    ours = backward == "auto" and ffpa_backward_problem(q) is None
     kind = torch_ops.fused_backward_kind(q, k, kind_code)
-    figures = {"backward": kind}
+    figures = {"backward": "ffpa" if ours else kind}
     for name, mine, theirs, ref in zip(("dq", "dk", "dv"), grads, sdpa_grads, ref_grads):
         assert torch.isfinite(mine).all(), name
         err = float((mine.float() - ref).abs().max())
@@ -244,7 +252,25 @@ def test_backward_agrees_with_sdpa(torch, hq, hkv, nq, nkv, d, mask):
         assert err <= bound, f"{name}: ffpa {err:.3e} vs SDPA {sdpa_err:.3e} against fp32 math"
     assert kind == ("flash" if d <= 256 and (mask != "is_causal" or nq == nkv) and
                     torch.backends.cuda.is_flash_attention_available() else "efficient")
-    _record(f"backward_H{hq}x{hkv}_N{nq}x{nkv}_D{d}_{mask}", **figures)
+    _record(f"backward_{backward}_H{hq}x{hkv}_N{nq}x{nkv}_D{d}_{mask}", **figures)
+
+
+@pytest.mark.parametrize("d", sorted({_dim(128), _dim(512)}))
+def test_ffpa_backward_is_bit_identical_run_to_run(torch, d):
+    """Our backward has no atomics: two runs give the same bits (GQA, causal)."""
+    from ffpa_attn import ffpa_attn_func
+    from ffpa_attn.torch_bwd import ffpa_backward_problem
+
+    q, k, v = _qkv(torch, 2, 8, 2, 700, 900, d, seed=d)
+    if ffpa_backward_problem(q) is not None:
+        pytest.skip(ffpa_backward_problem(q))
+    dout = torch.randn(2, 8, 700, d, device="cuda", dtype=q.dtype)
+    fn = lambda a, b, c: ffpa_attn_func(a, b, c, is_causal=True, enable_gqa=True, backward="ffpa")  # noqa: E731
+    _, first = _grads(torch, fn, q, k, v, dout)
+    _, second = _grads(torch, fn, q, k, v, dout)
+    for name, a, b in zip(("dq", "dk", "dv"), first, second):
+        assert torch.equal(a, b), f"D={d} {name}: two runs differ"
+    _record(f"backward_ffpa_deterministic_D{d}", bit_identical=True)
 
 
 # --- memory: fused backward vs SDPA's own -----------------------------------------------------

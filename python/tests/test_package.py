@@ -198,7 +198,7 @@ def test_the_tolerance_table_is_the_headers():
     fields = ("rtol", "atol", "lse", "min_cos", "max_rel_l1", "max_gain_err")
     want = {name: dict(zip(fields, (float(v.strip().rstrip("f")) for v in values.split(",")), strict=True))
             for name, values in rows}
-    assert set(want) == {"fp16", "bf16", "fp16_acc", "fp8", "fp4"}
+    assert set(want) == {"fp16", "bf16", "fp16_acc", "fp8", "fp4", "bwd_fp16", "bwd_bf16"}
     assert {path: ffpa_attn.tolerance(path) for path in want} == want
     extension = ffpa_attn.cuda.extension()
     if extension is not None:
