@@ -376,6 +376,7 @@ int run_bwd_cases(const std::vector<int>& dims) {
         {d, false, true, false, 2, 2, 2, 70, 40},
         {d, false, true, true, 1, 2, 2, 70, 40},
         {d, false, false, false, 1, 2, 2, 19, 23, true, Plant::kNone, 0.3f},
+        {d, true, true, true, 1, 2, 1, 19, 23, true, Plant::kNone, 0.3f},
         {d, true, true, false, 1, 2, 1, 64, 128},
         {d, false, false, false, 1, 2, 2, 17, 0},
     };

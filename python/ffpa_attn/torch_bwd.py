@@ -45,7 +45,10 @@ def _aligned(t: torch.Tensor) -> bool:
 @torch.library.custom_op("ffpa_attn::attention_backward", mutates_args=())
 def _backward_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
                  grad_out: torch.Tensor, mask: int, scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    # An expanded or otherwise misaligned grad_out (e.g. the gradient of a sum) is copied once.
+    # torch refuses to export a tensor that requires grad through DLPack; the kernels only
+    # read these. An expanded or otherwise misaligned grad_out (e.g. the gradient of a sum)
+    # is copied once.
+    q, k, v, out, lse, grad_out = (t.detach() for t in (q, k, v, out, lse, grad_out))
     q, k, v, grad_out = (t if _aligned(t) else t.contiguous() for t in (q, k, v, grad_out))
     dq, dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
     b, hq, nq, _ = q.shape

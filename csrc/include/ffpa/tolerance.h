@@ -40,12 +40,16 @@ inline constexpr Tolerance kTolerances[] = {
     // The backward kernels' gradients (dQ, dK, dV each) against float64 on the same inputs
     // and the same O and LSE: atol bounds max |g - ref| / max |ref|, max_rel_l1 bounds
     // sum |g - ref| / sum |ref|. Each is 1.5x torch's own fused backward's worst error plus
-    // a floor, measured on torch's CPU fused (flash) backward as a proxy (torch 2.15, D =
-    // 64..512, Nq = 83, Nkv = 141, both causal settings, unit-variance inputs): fp16 max
-    // 8.9e-4, L1 3.6e-4; bf16 max 7.1e-3, L1 2.8e-3. The CPU emulator measured fp16 max
-    // <= 7.7e-4, L1 <= 4e-4 and bf16 max <= 4.1e-3, L1 <= 2.3e-3 (csrc/tests/emulate_bwd.cpp).
-    {"bwd_fp16", 0.f, 1.5e-3f, 0.f, 0.f, 6.4e-4f, 0.f},
-    {"bwd_bf16", 0.f, 1.2e-2f, 0.f, 0.f, 4.7e-3f, 0.f},
+    // a floor (2e-4 / 1e-4 fp16, 1e-3 / 5e-4 bf16), measured on torch's CPU fused (flash)
+    // backward as a proxy (torch 2.15, unit-variance inputs): D = 64..512, Nq = 83, Nkv =
+    // 141, both causal settings, default scale: fp16 max 8.9e-4, L1 3.6e-4; bf16 max 7.1e-3,
+    // L1 2.8e-3; and the peaked softmax of a custom scale 0.3 at D = 64 / 320, Nq = 19, Nkv
+    // = 23 (four seeds), the worst: fp16 max 1.23e-3, L1 1.02e-3; bf16 max 1.11e-2, L1
+    // 9.27e-3. The CPU emulator measured fp16 max <= 9.8e-4, L1 <= 7.5e-4 (the custom-scale
+    // case; <= 4e-4 at the default scale) and bf16 max <= 4.2e-3, L1 <= 2.3e-3
+    // (csrc/tests/emulate_bwd.cpp).
+    {"bwd_fp16", 0.f, 2e-3f, 0.f, 0.f, 1.6e-3f, 0.f},
+    {"bwd_bf16", 0.f, 1.8e-2f, 0.f, 0.f, 1.44e-2f, 0.f},
 };
 
 // The row named `name`, or nullptr when the table has none (a check that a row exists).
