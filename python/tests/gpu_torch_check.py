@@ -278,9 +278,11 @@ def test_ffpa_backward_is_bit_identical_run_to_run(torch, d):
 
 def test_peak_memory_forward_backward_vs_sdpa(torch):
     """B = 1, H = 32, N = 8192, D = 512: peak memory of forward + backward above the
-    inputs, ours against SDPA's default dispatch in the same process. The ratio is
-    reported (goal <= 1.25x); the assertion is that it is O(N): far below the 8 GiB a
-    single fp32 N x N probability matrix per head group (H * N * N * 4 bytes) would take."""
+    inputs, ours against SDPA's default dispatch in the same process, and the time of
+    forward + backward (ours with our backward, and with torch's). The ratio is reported
+    (goal <= 1.1x with the backward kernels); the assertion is that it is O(N): far below
+    the 8 GiB a single fp32 N x N probability matrix per head group (H * N * N * 4 bytes)
+    would take."""
     from ffpa_attn import ffpa_attn_func, last_kernel
 
     d = 512
@@ -311,16 +313,24 @@ def test_peak_memory_forward_backward_vs_sdpa(torch):
             t.grad = None
         return peak, start.elapsed_time(end)
 
+    from ffpa_attn.torch_bwd import ffpa_backward_problem
+
     sdpa_peak, sdpa_ms = measure(torch.nn.functional.scaled_dot_product_attention)
+    # Our forward with torch's fused backward, then with the default (ours where compiled):
+    # the end-to-end forward + backward row at D = 512.
+    torch_bwd_peak, torch_bwd_ms = measure(lambda a, b_, c: ffpa_attn_func(a, b_, c, backward="torch"))
     ffpa_peak, ffpa_ms = measure(ffpa_attn_func)
     assert last_kernel() in ("mma", "tma")
     ratio = ffpa_peak / sdpa_peak
     gib = 2.0 ** 30
     _record("peak_memory_fwd_bwd", shape=f"B={b} H={h} N={n} D={d} {str(q.dtype)[6:]}",
+            backward="ffpa" if ffpa_backward_problem(q) is None else "torch",
             ffpa_gib=f"{ffpa_peak / gib:.3f}", sdpa_gib=f"{sdpa_peak / gib:.3f}",
             baseline="torch SDPA, its default backend choice, same process",
-            ratio=f"{ratio:.3f}x", goal="<= 1.25x", goal_met=ratio <= 1.25,
-            ffpa_ms=f"{ffpa_ms:.1f}", sdpa_ms=f"{sdpa_ms:.1f}")
+            ratio=f"{ratio:.3f}x", goal="<= 1.1x (the backward kernels' target)", goal_met=ratio <= 1.1,
+            ffpa_ms=f"{ffpa_ms:.1f}", sdpa_ms=f"{sdpa_ms:.1f}",
+            ffpa_fwd_torch_bwd_ms=f"{torch_bwd_ms:.1f}", ffpa_fwd_torch_bwd_gib=f"{torch_bwd_peak / gib:.3f}",
+            fwd_bwd_speedup_vs_sdpa=f"{sdpa_ms / ffpa_ms:.2f}x (target >= 2.0x)")
     assert ffpa_peak < h * n * n * 4, f"peak {ffpa_peak / gib:.2f} GiB is not O(N)"
 
 
