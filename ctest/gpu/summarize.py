@@ -116,6 +116,11 @@ def _lowp_tolerance_name(case: dict[str, Any]) -> str:
     return str(case.get("tolerance") or ("fp4" if "fp4" in str(case.get("impl")) else "fp8"))
 
 
+def _is_bwd(impl: Any) -> bool:
+    """The backward's cases and bench rows (impl / kernel "bwd": ffpa::backward())."""
+    return str(impl) == "bwd"
+
+
 def _is_error_case(case: dict[str, Any]) -> bool:
     return case.get("expect_error", "ok") not in ("ok", None)
 
@@ -140,6 +145,11 @@ def _tally(g: dict[str, Any], case: dict[str, Any]) -> None:
         # null: not measured (the launch failed, or the case expects an error).
         if isinstance(value, (int, float)):
             g["max_" + key] = max(g["max_" + key] or 0.0, float(value))
+    if "bwd_max_rel_l1" in g:  # the backward: the worst gradient's sum |g - ref| / sum |ref|
+        rel_l1 = case.get("rel_l1")
+        if isinstance(rel_l1, (int, float)):
+            g["bwd_max_rel_l1"] = max(g["bwd_max_rel_l1"] or 0.0, float(rel_l1))
+        return
     if "min_cos" not in g:
         return
     # The low-precision metrics (null: not measured, or NaN in the output; the case then
@@ -169,7 +179,8 @@ def _extra_status(report: dict[str, Any], key: str, cases: list[dict[str, Any]])
     total = ran = failed = 0
     for case in cases:
         selected = {"tma": case.get("impl") == "tma", "cute": case.get("impl") in ("cute", "cute_tma"),
-                    "lowp": _is_lowp(case.get("impl"))}.get(key, case.get("accum") == "fp16")
+                    "lowp": _is_lowp(case.get("impl")), "bwd": _is_bwd(case.get("impl"))}.get(
+                        key, case.get("accum") == "fp16" and not _is_bwd(case.get("impl")))
         if case.get("expect_error") in (None, "ok", "") and selected:
             total += 1
             ran += bool(case.get("ran"))
@@ -200,6 +211,8 @@ def summarize_correctness(report: Any) -> dict[str, Any]:
         lowp = _is_lowp(impl) and not _is_error_case(case)
         # A low-precision path's row carries its metrics and the tolerance row it is judged by.
         extra = {**_new_lowp_tally(), "tolerance": _lowp_tolerance_name(case)} if lowp else {}
+        if _is_bwd(impl):  # judged by max rel and rel L1 per gradient (the bwd_* rows)
+            extra = {"bwd_max_rel_l1": None, "tolerance": case.get("tolerance")}
         _tally(paths.setdefault((group, impl, accum), {"group": group, "impl": impl, "accum": accum,
                                                        **_new_tally(), **extra}), case)
         if case.get("ran") and not case.get("pass"):
@@ -207,9 +220,12 @@ def summarize_correctness(report: Any) -> dict[str, Any]:
                                                     "impl_used", "error")})
     tolerances = report.get("tolerances") or {}
     lowp_paths = []
+    bwd_paths = []
     for g in paths.values():
         if "min_cos" in g:
             lowp_paths.append({**g, "bounds": tolerances.get(g["tolerance"])})
+        if "bwd_max_rel_l1" in g:
+            bwd_paths.append({**g, "bounds": tolerances.get(g["tolerance"])})
     return {
         "status": report.get("status"),
         "device": report.get("device"),
@@ -224,6 +240,8 @@ def summarize_correctness(report: Any) -> dict[str, Any]:
         "cute": _extra_status(report, "cute", cases),
         "lowp": _extra_status(report, "lowp", cases),
         "lowp_paths": lowp_paths,
+        "bwd": _extra_status(report, "bwd", cases),
+        "bwd_paths": bwd_paths,
         "by_group": groups,
         "by_path": list(paths.values()),
         "failed_cases": failed,
@@ -232,11 +250,13 @@ def summarize_correctness(report: Any) -> dict[str, Any]:
 
 PY_SOURCE = "python -m ffpa_attn.bench (SDPA in the same process)"
 CPP_SOURCE = "C++ runner (CUDA events); SDPA from a separate Python process"
+CPP_BWD_SOURCE = ("C++ runner (CUDA events): ffpa::backward() alone, 2.5x the forward's FLOPs; SDPA's backward "
+                  "is timed in the torch phase (python/tests/gpu_torch_check.py), not here")
 CPP_SOURCE_PY_SDPA = "C++ runner (CUDA events); SDPA from the python bench's row of the same shape"
 # Table order of the paths: the default path first, then TMA, then fp16 accumulation.
 PATH_ORDER = {("mma", "fp32"): 0, ("tma", "fp32"): 1, ("mma", "fp16"): 2, ("tma", "fp16"): 3,
               ("cute", "fp32"): 4, ("cute_tma", "fp32"): 5, ("cute", "fp16"): 6, ("cute_tma", "fp16"): 7,
-              ("cute_fp8", "fp32"): 8, ("cute_tma_fp8", "fp32"): 9, ("cute_tma_fp4", "fp32"): 10}
+              ("cute_fp8", "fp32"): 8, ("cute_tma_fp8", "fp32"): 9, ("cute_tma_fp4", "fp32"): 10, ("bwd", "fp32"): 11}
 # On sm_90 nvcc 13.0 lowers the FP8 mma (m16n8k32 e4m3) to two fp16 HMMA.16816 (docs/install.md,
 # "The scheme"): the rows time that lowering; sm_89 and the sm_120 family have FP8 tensor cores.
 LOWP_SM90_NOTE = ("on sm_90 (the H200) nvcc 13.0 lowers the FP8 mma to fp16 HMMA: these rows time that lowering "
@@ -306,7 +326,9 @@ def _rows_from_cpp(state: Path, py_rows: list[dict[str, Any]]) -> list[dict[str,
     rows = []
     for r in _read_csv(state / "bench_cpp.csv"):
         key = (int(r["D"]), r["dtype"], _truthy(r["causal"]))
-        s = sdpa.get(key, {})
+        # The backward rows time ffpa::backward() alone: the forward's baselines of the
+        # shape are no baseline for them (SDPA's backward is timed in the torch phase).
+        s = {"source": CPP_BWD_SOURCE} if _is_bwd(r["kernel"]) else sdpa.get(key, {})
         baselines = s.get("baselines", {})
         default = baselines.get("sdpa-default", {})
         rows.append({"D": key[0], "dtype": key[1], "causal": key[2], "N": int(r["N"]), "H": int(r["H"]),
@@ -373,7 +395,7 @@ def summarize_bench(state: Path) -> dict[str, Any]:
         # The targets are the 16-bit paths' (docs/perf.md "Targets"); the low-precision rows
         # have their own table (lowp below).
         picked = [r for r in one if r["D"] in t["dims"] and r["dtype"] == "fp16" and not r["causal"]
-                  and not _is_lowp(r["kernel"])]
+                  and not _is_lowp(r["kernel"]) and not _is_bwd(r["kernel"])]
         for r in sorted(picked, key=lambda r: (r["D"], PATH_ORDER.get(_path(r), 99), _path(r))):
             targets.append(_target_line(t, r, rows))
     # The baselines per shape, each once (every path of a shape shares them).
@@ -466,6 +488,9 @@ def _bound(op: str, x: Any) -> str:
 
 
 def _tolerance_text(name: str, v: dict[str, Any]) -> str:
+    if "max_rel_l1" in v and "min_cos" not in v:  # the backward's rows, per gradient
+        return (f"{name}: per gradient max |g - ref| / max |ref| {_bound('<=', v.get('max_rel'))}, "
+                f"rel L1 {_bound('<=', v.get('max_rel_l1'))}")
     if "min_cos" in v:
         return (f"{name}: cos {_bound('>=', v.get('min_cos'))}, rel L1 {_bound('<=', v.get('max_rel_l1'))}, "
                 f"abs {_bound('<=', v.get('abs'))}, lse {_bound('<=', v.get('lse'))}, "
@@ -502,7 +527,8 @@ def render_md(summary: dict[str, Any]) -> str:
                f"groups {c.get('groups_done', 'n/a')}/{c.get('groups_total', 'n/a')} ({c.get('status')})")
     for key, what in (("tma", "TMA cases (impl=tma)"), ("f16_acc", "fp16-accumulated cases (accum=fp16)"),
                       ("cute", "CuTe cases (impl=cute, cute_tma)"),
-                      ("lowp", "Low-precision cases (impl=cute_fp8, cute_tma_fp8, cute_tma_fp4)")):
+                      ("lowp", "Low-precision cases (impl=cute_fp8, cute_tma_fp8, cute_tma_fp4)"),
+                      ("bwd", "Backward cases (ffpa::backward() against float64 gradients)")):
         if c.get(key):
             out.append(f"{what}: {c[key]['status']}")
     out += ["", "| group | impl | accum | cases | ran | failed | max rel | max abs | max lse |",
@@ -527,6 +553,17 @@ def render_md(summary: dict[str, Any]) -> str:
                        f"{_fmt(g['max_abs_err'], '.4f')} ({_bound('<=', b.get('abs'))}) | "
                        f"{_fmt(g['max_lse_err'], '.4f')} ({_bound('<=', b.get('lse'))}) | "
                        f"{_fmt(g['max_gain_err'], '.4f')} ({_bound('<=', b.get('max_gain_err'))}) |")
+    if c.get("bwd_paths"):
+        out += ["", "### Backward cases (dQ, dK, dV against float64; the bwd_fp16 / bwd_bf16 rows)", "",
+                "Each cell: the worst gradient over the row's cases (bound). Inputs: the reference's own O and LSE, "
+                "so a row judges the backward alone.", "",
+                "| group | cases | ran | failed | max rel | max rel L1 | max abs |", "|---|---|---|---|---|---|---|"]
+        for g in c["bwd_paths"]:
+            b = g.get("bounds") or {}
+            out.append(f"| {g['group']} | {g['cases']} | {g['ran']} | {g['failed']} | "
+                       f"{_fmt(g['max_rel_err'], '.3g')} ({_bound('<=', b.get('max_rel'))}) | "
+                       f"{_fmt(g['bwd_max_rel_l1'], '.3g')} ({_bound('<=', b.get('max_rel_l1'))}) | "
+                       f"{_fmt(g['max_abs_err'], '.3g')} |")
     if c.get("failed_cases"):
         out.append("")
     for f in c.get("failed_cases") or []:
