@@ -1,7 +1,8 @@
 // ffpa_device_check: the GPU correctness matrix against the fp64-accumulated host
-// reference, and the kernels' own timings (for images without Python headers; in
-// device_check_bench.cu). About 900 lines: the case plan, the runner and the
-// incremental JSON report describe one matrix and change together.
+// reference, the backward's gradients against float64 (device_check_bwd.cu), and the
+// kernels' own timings (for images without Python headers; in device_check_bench.cu).
+// About 900 lines: the case plan, the runner and the incremental JSON report describe
+// one matrix and change together.
 //
 //   ffpa_device_check [--json FILE] [--quick] [--dry-run]
 //   ffpa_device_check --bench-csv FILE [--bench-dims 64,128,... (default: all compiled)] [--bench-n 8192]
@@ -24,6 +25,14 @@
 // outliers of real models that the scheme's smoothing of K is for (the CPU emulator's
 // inputs, csrc/tests/emulate_lowp.cpp); the plain cases share the 16-bit group's inputs
 // and references, so only the outlier-K ones cost host time.
+// Then one group per backward instance of the build, "bwd-D<d>-<dtype>"
+// (device_check_bwd.cu): ffpa::backward() on the float64 reference's own O and LSE,
+// its dQ, dK and dV against float64 gradients: non-causal 83/141 GQA (B = 2), bottom-right
+// causal 141/83 GQA (rows that see no key), top-left causal 141/83 with Hkv = 1 and
+// 83/141 on a [B, N, H, D] view (B = 2), and a square causal 128/128 GQA; judged per
+// gradient by the bwd_fp16 / bwd_bf16 rows of ffpa/tolerance.h (max |g - ref| / max |ref|
+// <= atol, sum |g - ref| / sum |ref| <= max_rel_l1, every value finite). The bench adds
+// a "bwd" row per head dim (device_check_bench.cu).
 // Then the group "long": N = 4096 and 8192 at D = 128 and 512 (those compiled), both
 // dtypes, causal and not, GQA, on mma, tma and cute_tma (fp16-accumulated too at
 // N = 8192, fp16, non-causal), checked on a sample of rows, and the low-precision kernels

@@ -10,6 +10,8 @@ Reads (all optional, so a run cut short at any point still summarizes):
   STATE/pytest-gpu.json  {"status": ..., "detail": ...} of the Python GPU tests
   STATE/bench_py/bench.json       python -m ffpa_attn.bench --save-path (binding present)
   STATE/bench_py_causal/bench.json
+  STATE/bench_py_bwd/bench.json   python -m ffpa_attn.bench --no-fwd: forward + backward against the named
+                                  SDPA baselines' forward + backward (binding present, GPU mode)
   STATE/bench_cpp.csv    the runner's own timings of every path (mma, tma, fp16 accumulation, cute,
                          cute_tma, and the low-precision cute_fp8 / cute_tma_fp8 / cute_tma_fp4)
   STATE/sdpa.csv         the named SDPA baselines timed by sdpa_bench.py in a separate process (no binding)
@@ -414,7 +416,55 @@ def summarize_bench(state: Path) -> dict[str, Any]:
                               "status": "ran" if b.get("tflops") else "n/a", "reason": b.get("reason")})
     paths = sorted({_path(r) for r in rows}, key=lambda p: (PATH_ORDER.get(p, 99), p))
     return {"rows": rows, "targets": targets, "baselines": baselines, "paths": [f"{k}/{a}" for k, a in paths],
-            "lowp": _lowp_bench(rows)}
+            "lowp": _lowp_bench(rows), "backward": summarize_backward(state, rows)}
+
+
+# The backward's targets measured in this run (docs/perf.md "The backward kernels"): forward +
+# backward together against SDPA's forward + backward, its own dispatch (python bench,
+# same process). The backward-alone targets (3.0x sdpa-efficient's backward, 0.9x FA2's)
+# need SDPA's backward timed alone, which no phase does: the summary says so.
+BWD_TARGETS = [
+    {"dims": (320, 512), "baseline": "sdpa-default", "min_ratio": 2.0, "stretch": None,
+     "what": "D = 320/512 forward + backward >= 2.0x SDPA's (its own dispatch)"},
+]
+BWD_UNMEASURED = ("backward alone against SDPA's backward alone (D = 320/512 >= 3.0x sdpa-efficient's, D = 64/128 "
+                  ">= 0.9x FA2(sdpa-flash)'s): not measured; the C++ rows time ours alone and the python rows time "
+                  "forward + backward")
+
+
+def _fwd_bwd_rows(path: Path) -> list[dict[str, Any]]:
+    """The python bench's forward + backward rows (direction "bwd"): ffpa_attn_func's forward
+    and its default backward (ours where compiled), and each named baseline's forward +
+    backward in the same process; TFLOPS count 3.5x the forward's FLOPs for both."""
+    rows = []
+    for r in (_read_json(path) or {}).get("results", []):
+        if r.get("direction") != "bwd":
+            continue
+        baselines = _baselines_of(r)
+        rows.append({"D": r["D"], "dtype": r["dtype"], "causal": bool(r["causal"]), "N": r["Nq"], "H": r["Hq"],
+                     "kernel": "fwd+bwd", "forward": r.get("impl"), "accum": "fp32", "origin": "py",
+                     "ffpa_ms": r["ffpa_ms"], "ffpa_tflops": r["ffpa_tflops"], "baselines": baselines,
+                     "ratios": {n: _ratio(r["ffpa_tflops"], b) for n, b in baselines.items()},
+                     "err_vs_sdpa": r.get("err")})
+    return sorted(rows, key=lambda r: (r["dtype"], r["causal"], r["D"]))
+
+
+def summarize_backward(state: Path, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The backward's bench: the runner's rows (ours alone; with the time of our forward of
+    the same shape and run, mma, for scale) and the python bench's forward + backward rows
+    against the named baselines, with the targets they can judge."""
+    cpp = []
+    for r in rows:
+        if not _is_bwd(r["kernel"]):
+            continue
+        fwd = next((x for x in rows if x["origin"] == r["origin"] and x["D"] == r["D"] and x["dtype"] == r["dtype"]
+                    and x["causal"] == r["causal"] and _path(x) == ("mma", "fp32")), None)
+        cpp.append({"D": r["D"], "dtype": r["dtype"], "causal": r["causal"], "ms": r["ffpa_ms"],
+                    "tflops": r["ffpa_tflops"], "x_forward_time": r["ffpa_ms"] / fwd["ffpa_ms"] if fwd else None})
+    fb = _fwd_bwd_rows(state / "bench_py_bwd" / "bench.json")
+    targets = [_target_line(t, r, fb) for t in BWD_TARGETS for r in fb
+               if r["D"] in t["dims"] and r["dtype"] == "fp16" and not r["causal"]]
+    return {"cpp": cpp, "fwd_bwd": fb, "targets": targets, "unmeasured": BWD_UNMEASURED}
 
 
 def _lowp_bench(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -619,6 +669,31 @@ def render_md(summary: dict[str, Any]) -> str:
                            f"{_fmt(x['ffpa_tflops'], '.1f')} | " + " | ".join(cells) + " |")
     else:
         out.append("No bench results.")
+    bw = b.get("backward") or {}
+    if bw.get("cpp") or bw.get("fwd_bwd"):
+        out += ["", "### Backward (fp16, B=1, H=32, N=8192)", "",
+                "Ours alone (C++ runner, CUDA events; TFLOPS: 2.5x the forward's FLOPs over the time; x forward: "
+                "its time over our mma forward's of the same shape and run):", "",
+                "| D | causal | ms | TFLOPS | x forward time |", "|---|---|---|---|---|"]
+        for x in bw["cpp"]:
+            out.append(f"| {x['D']} | {x['causal']} | {_fmt(x['ms'], '.3f')} | {_fmt(x['tflops'], '.1f')} | "
+                       f"{_fmt(x['x_forward_time'], '.2f')} |")
+        names = [n for n in BASELINE_ORDER if any(n in r["baselines"] for r in bw["fwd_bwd"])]
+        if bw["fwd_bwd"]:
+            out += ["", "Forward + backward (python bench, SDPA's in the same process; TFLOPS: 3.5x the forward's "
+                    "FLOPs; forward: the kernel ffpa_attn_func ran, then its default backward):", "",
+                    "| D | dtype | causal | forward | ms | TFLOPS | " + " | ".join(f"x {n}" for n in names) + " |",
+                    "|---" * (6 + len(names)) + "|"]
+            for r in bw["fwd_bwd"]:
+                cells = [_fmt(r["ratios"].get(n), ".2f") for n in names]
+                out.append(f"| {r['D']} | {r['dtype']} | {r['causal']} | {r['forward']} | {_fmt(r['ffpa_ms'], '.3f')} "
+                           f"| {_fmt(r['ffpa_tflops'], '.1f')} | " + " | ".join(cells) + " |")
+        out += ["", "| target | D | baseline | ratio | result |", "|---|---|---|---|---|"]
+        for t in bw["targets"]:
+            out.append(f"| {t['target']} | {t['D']} | {t['baseline']} | {_fmt(t['ratio'], '.2f')} | {t['result']} |")
+        if not bw["targets"]:
+            out.append("| forward + backward against SDPA's | - | - | n/a | n/a (no forward + backward rows) |")
+        out.append(f"Not in this run: {bw['unmeasured']}.")
     sw = summary.get("sweep") or {}
     out += ["", "## Tuning sweep (fp16, fp32 accumulation, B=1, H=32, N=8192, non-causal)", ""]
     if sw.get("rows"):

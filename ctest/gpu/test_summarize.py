@@ -505,9 +505,26 @@ def test_backward_cases_planned_judged_and_reported(tmp_path):
                      "ffpa-cpp,512,fp16,0,1,32,8192,bwd,60.0,91.6,fp32\n")
     (state / "sdpa.csv").write_text("D,dtype,causal,backend,label,kernel,ms,tflops,reason\n"
                                     "512,fp16,0,sdpa-efficient,sdpa-efficient,k,40.0,55.0,\n")
+    # The python bench's forward + backward rows (direction "bwd"), baselines in its process.
+    (state / "bench_py_bwd").mkdir()
+    base = {"direction": "bwd", "dtype": "fp16", "causal": False, "Nq": 8192, "Hq": 32, "impl": "mma", "err": 1e-3}
+    (state / "bench_py_bwd" / "bench.json").write_text(json.dumps({"results": [
+        {**base, "D": 512, "ffpa_ms": 100.0, "ffpa_tflops": 154.0, "baselines": [
+            {"name": "sdpa-efficient", "label": "sdpa-efficient", "ms": 300.0, "tflops": 51.3},
+            {"name": "sdpa-flash", "label": "FA2(sdpa-flash)", "ms": None, "tflops": None, "reason": "refused"},
+            {"name": "sdpa-default", "label": "sdpa-default", "ms": 300.0, "tflops": 51.3}]},
+        {**base, "D": 320, "ffpa_ms": 100.0, "ffpa_tflops": 60.0, "baselines": [
+            {"name": "sdpa-default", "label": "sdpa-default", "ms": 120.0, "tflops": 50.0}]},
+        {**base, "direction": "fwd", "D": 512, "ffpa_ms": 1.0, "ffpa_tflops": 1.0, "baselines": []}]}))
     out = tmp_path / "out"
     summarize.main([str(state), str(out), "--status", "passed", "--exit-code", "0"])
     summary = json.loads((out / "summary.json").read_text())
+    bw = summary["bench"]["backward"]
+    assert [(x["D"], x["x_forward_time"]) for x in bw["cpp"]] == [(512, 3.0)]
+    assert [r["D"] for r in bw["fwd_bwd"]] == [320, 512]  # the forward row is not one of them
+    assert bw["fwd_bwd"][1]["ratios"]["sdpa-efficient"] == pytest.approx(3.0)
+    assert [(t["D"], t["result"]) for t in bw["targets"]] == [(320, "MISS"), (512, "PASS")]
+    assert "backward alone" in bw["unmeasured"]
     corr = summary["correctness"]
     assert corr["bwd"]["cases"] == len(cases) and corr["bwd"]["failed"] == 0
     assert corr["f16_acc"]["cases"] == sum(1 for c in report["cases"] if c["accum"] == "fp16"
@@ -517,7 +534,8 @@ def test_backward_cases_planned_judged_and_reported(tmp_path):
     md = (out / "summary.md").read_text()
     b = report["tolerances"]["bwd_fp16"]
     assert f"bwd_fp16: per gradient max |g - ref| / max |ref| <= {b['max_rel']:g}, rel L1 <= {b['max_rel_l1']:g}" in md
-    assert "### Backward cases" in md
+    assert "### Backward cases" in md and "### Backward (fp16, B=1, H=32, N=8192)" in md
+    assert "| D = 320/512 forward + backward >= 2.0x SDPA's (its own dispatch) | 512 | sdpa-default | 3.00 | PASS |" in md
     rows = summary["bench"]["rows"]
     (bwd_row,) = [r for r in rows if r["kernel"] == "bwd"]
     (fwd_row,) = [r for r in rows if r["kernel"] == "mma"]
