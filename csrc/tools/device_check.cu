@@ -896,6 +896,8 @@ void write_json(const char* path, const std::string& device, const Extras& x, co
          (c.expect_error != ffpa::ErrorKind::kOk ? std::string("0")
           : c.sample_rows > 0                    ? std::to_string(rows_to_check(c).size())
                                                  : std::to_string(c.nq));
+    // A backward case's causal alignment (the forward's cases are bottom-right).
+    if (c.bwd) j += std::string(", \"top_left\": ") + (c.top_left ? "true" : "false");
     if (c.expect_error != ffpa::ErrorKind::kOk) {
       j += ", \"expect_in_message\": [";
       for (size_t m = 0; m < c.expect_in_message.size(); ++m)
@@ -909,7 +911,7 @@ void write_json(const char* path, const std::string& device, const Extras& x, co
            r.impl_used + "\", \"error_kind\": \"" + r.error_kind + "\", \"abs_err\": " + num(r.abs_err) +
            ", \"rel_err\": " + num(r.rel_err) + ", \"lse_err\": " + num(r.lse_err) +
            ", \"max_ref\": " + num(r.max_ref) + ", \"error\": \"" + json_escape(r.error) + "\"";
-      if (c.bwd) j += ", \"top_left\": " + std::string(c.top_left ? "true" : "false") + ", \"rel_l1\": " + num6(r.rel_l1);
+      if (c.bwd) j += ", \"rel_l1\": " + num6(r.rel_l1);
       if (ffpa::is_lowp_impl(c.impl) && c.expect_error == ffpa::ErrorKind::kOk && !c.bwd)
         j += ", \"cos\": " + num6(r.cos) + ", \"rel_l1\": " + num6(r.rel_l1) + ", \"gain\": " + num6(r.gain);
     } else {

@@ -252,8 +252,9 @@ def summarize_correctness(report: Any) -> dict[str, Any]:
 
 PY_SOURCE = "python -m ffpa_attn.bench (SDPA in the same process)"
 CPP_SOURCE = "C++ runner (CUDA events); SDPA from a separate Python process"
-CPP_BWD_SOURCE = ("C++ runner (CUDA events): ffpa::backward() alone, 2.5x the forward's FLOPs; SDPA's backward "
-                  "is timed in the torch phase (python/tests/gpu_torch_check.py), not here")
+CPP_BWD_SOURCE = ("C++ runner (CUDA events): ffpa::backward() alone, 2.5x the forward's FLOPs; no SDPA ratio: "
+                  "SDPA's forward + backward is timed in the bench-bwd phase (the backward section), its backward "
+                  "alone nowhere")
 CPP_SOURCE_PY_SDPA = "C++ runner (CUDA events); SDPA from the python bench's row of the same shape"
 # Table order of the paths: the default path first, then TMA, then fp16 accumulation.
 PATH_ORDER = {("mma", "fp32"): 0, ("tma", "fp32"): 1, ("mma", "fp16"): 2, ("tma", "fp16"): 3,
@@ -693,7 +694,7 @@ def render_md(summary: dict[str, Any]) -> str:
             out.append(f"| {t['target']} | {t['D']} | {t['baseline']} | {_fmt(t['ratio'], '.2f')} | {t['result']} |")
         if not bw["targets"]:
             out.append("| forward + backward against SDPA's | - | - | n/a | n/a (no forward + backward rows) |")
-        out.append(f"Not in this run: {bw['unmeasured']}.")
+        out += ["", f"Not in this run: {bw['unmeasured']}."]
     sw = summary.get("sweep") or {}
     out += ["", "## Tuning sweep (fp16, fp32 accumulation, B=1, H=32, N=8192, non-causal)", ""]
     if sw.get("rows"):
