@@ -608,10 +608,15 @@ Extras decide_extras(const ffpa::BuildInfo& info, bool dry_run, int major, int m
   // "<D>:<dtype>" per instance; the binding's bwd_instances reads the same list.
   for (const std::string& inst : ffpa::backward_instances()) {
     const size_t colon = inst.find(':');
-    if (colon == std::string::npos) continue;
-    const std::string t = inst.substr(colon + 1);
-    if (t != "fp16" && t != "bf16") continue;
-    e.bwd.emplace_back(std::atoi(inst.c_str()), t == "fp16" ? ffpa::DType::kFp16 : ffpa::DType::kBf16);
+    const std::string t = colon == std::string::npos ? "" : inst.substr(colon + 1);
+    const int d = std::atoi(inst.c_str());
+    if (d <= 0 || (t != "fp16" && t != "bf16")) {
+      // A new dtype or spelling in ffpa::backward_instances() must be planned here first.
+      std::fprintf(stderr, "ffpa::backward_instances() lists '%s': this runner knows <D>:fp16 and <D>:bf16 only\n",
+                   inst.c_str());
+      std::exit(2);
+    }
+    e.bwd.emplace_back(d, t == "fp16" ? ffpa::DType::kFp16 : ffpa::DType::kBf16);
   }
   const ffpa::Tolerance &b16 = ffpa::tolerance("bwd_fp16"), &bb16 = ffpa::tolerance("bwd_bf16");
   char bounds[200];
