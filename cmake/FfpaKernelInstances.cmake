@@ -8,6 +8,8 @@
 #     OUT_SOURCES  receives the generated sources, per (head dim, dtype):
 #                    ffpa_fwd_d<D>_<dtype>.cu  run_fwd<D, dtype>: the dispatcher and the mma,
 #                                              tma and simt kernels
+#                    ffpa_bwd_d<D>_<dtype>.cu  run_bwd<D, dtype>: the backward kernels
+#                                              (preprocessing, dK / dV, dQ; cp.async-fed)
 #                  and per head dim:
 #                    ffpa_fwd_d<D>_cute.cu     run_fwd_cute<D, dtype, feed> for every dtype
 #                                              and both feeds (impl cute, cute_tma)
@@ -116,6 +118,7 @@ function(ffpa_generate_kernel_instances)
   set(header "// auto-generated from ${_FFPA_INSTANCES_GENERATOR}, do not edit.\n")
   set(sources "")
   set(entries "")
+  set(bwd_entries "")
   set(lowp_entries "")
   foreach(d IN LISTS head_dims)
     # Per head dim: the dtypes' mma / tma / simt instances, one translation unit with every
@@ -145,6 +148,16 @@ function(ffpa_generate_kernel_instances)
           "template ffpa::Status ffpa::run_fwd_cute<${d}, ffpa::DType::${enum}, ffpa::Load::${load}>(const ffpa::FwdParams&);\n")
       endforeach()
       string(APPEND entries "    {${d}, DType::${enum}, &run_fwd<${d}, DType::${enum}>, true},\n")
+      # The backward kernels of this instance: their own file, so that a forward edit does
+      # not recompile them and the two compile in parallel.
+      set(path "${ARG_OUT_DIR}/ffpa_bwd_d${d}_${t}.cu")
+      string(CONCAT content
+        "${header}// Head dim ${d}, ${t}: the backward kernels of this instance.\n"
+        "#include \"ffpa/bwd_launch_template.cuh\"\n\n"
+        "template ffpa::Status ffpa::run_bwd<${d}, ffpa::DType::${enum}>(const ffpa::BwdParams&);\n")
+      _ffpa_write_cuda_instance("${path}" "${content}")
+      list(APPEND sources "${path}")
+      string(APPEND bwd_entries "    {${d}, DType::${enum}, &run_bwd<${d}, DType::${enum}>},\n")
     endforeach()
     set(path "${ARG_OUT_DIR}/ffpa_fwd_d${d}_cute.cu")
     string(CONCAT content
@@ -189,10 +202,13 @@ function(ffpa_generate_kernel_instances)
   set(path "${ARG_OUT_DIR}/ffpa_compiled_set.cpp")
   string(CONCAT content
     "${header}// The compiled set: every (head dim, dtype) instance of this build and its archs.\n"
+    "#include \"ffpa/bwd_params.h\"\n"
     "#include \"ffpa/params.h\"\n\n"
     "namespace ffpa {\n\n"
     "const KernelEntry kCompiledKernels[] = {\n${entries}};\n"
     "const int kNumCompiledKernels = static_cast<int>(sizeof(kCompiledKernels) / sizeof(kCompiledKernels[0]));\n\n"
+    "const BwdEntry kCompiledBwd[] = {\n${bwd_entries}};\n"
+    "const int kNumCompiledBwd = static_cast<int>(sizeof(kCompiledBwd) / sizeof(kCompiledBwd[0]));\n\n"
     "${lowp_table}"
     "const char* const kCompiledArchs[] = {${archs}};\n"
     "const int kNumCompiledArchs = ${n_archs};\n"

@@ -346,6 +346,59 @@ std::string forward(py::handle q, py::handle k, py::handle v, py::handle out, py
   return ffpa::impl_name(used);
 }
 
+// backward(q, k, v, out, dout, lse, dq, dk, dv, workspace, causal, causal_top_left, scale,
+//          stream=None): dq, dk, dv of the forward that produced out and lse (the library's
+// backward kernels; fp32 workspace of at least 2 B Hq Nq elements, any shape). Validation
+// order as forward's: array protocol and dtypes, then the library's validate_backward,
+// then devices.
+void backward(py::handle q, py::handle k, py::handle v, py::handle out, py::handle dout, py::handle lse,
+              py::handle dq, py::handle dk, py::handle dv, py::handle workspace, bool causal, bool causal_top_left,
+              double scale, py::object stream) {
+  const intptr_t s = stream.is_none() ? default_stream(q) : stream.cast<intptr_t>();
+  ffpa::BackwardArgs args;
+  const char* names[8] = {"q", "k", "v", "out", "dout", "dq", "dk", "dv"};
+  const py::handle objs[8] = {q, k, v, out, dout, dq, dk, dv};
+  ffpa::TensorDesc* descs[8] = {&args.q, &args.k, &args.v, &args.out, &args.dout, &args.dq, &args.dk, &args.dv};
+  int device = -1;
+  for (int i = 0; i < 8; ++i) {
+    const Array a = read_array(objs[i], names[i], s);
+    *descs[i] = to_desc(a, names[i]);
+    if (i >= 5 && a.readonly) raise("UnsupportedLayoutError", std::string(names[i]) + " is read-only; pass a writable array");
+    if (a.device >= 0 && device >= 0 && a.device != device)
+      raise("DeviceError", std::string(names[i]) + " is on cuda:" + std::to_string(a.device) +
+                               " but another array is on cuda:" + std::to_string(device) + "; move them to one device");
+    if (a.device >= 0) device = a.device;
+  }
+  const Array alse = read_array(lse, "lse", s);
+  if (alse.elem != Elem::kFp32 || alse.shape.size() != 3)
+    raise("UnsupportedDTypeError", "lse must be the forward's fp32 [B, Hq, Nq] log-sum-exp");
+  args.lse.data = static_cast<float*>(alse.data);
+  for (int i = 0; i < 3; ++i) {
+    args.lse.shape[i] = alse.shape[i];
+    args.lse.stride[i] = alse.stride[i];
+  }
+  args.lse.device = alse.device;
+  const Array aws = read_array(workspace, "workspace", s);
+  int64_t ws_elems = 1;
+  for (int64_t e : aws.shape) ws_elems *= e;
+  if (aws.elem != Elem::kFp32 || aws.readonly) raise("UnsupportedDTypeError", "workspace must be a writable fp32 array");
+  args.workspace = static_cast<float*>(aws.data);
+  args.causal = causal;
+  args.causal_top_left = causal_top_left;
+  args.scale = static_cast<float>(scale);
+  args.stream = stream_handle(s);
+  if (ws_elems < ffpa::backward_workspace_floats(args))
+    raise("ShapeError", "workspace has " + std::to_string(ws_elems) + " elements; the backward needs " +
+                            std::to_string(ffpa::backward_workspace_floats(args)) + " (2 B Hq Nq fp32)");
+  ffpa::Status st = ffpa::validate_backward(args);
+  if (!st.ok()) raise_status(st);
+  {
+    py::gil_scoped_release release;
+    st = ffpa::backward(args);
+  }
+  if (!st.ok()) raise_status(st);
+}
+
 py::dict build_info() {
   const ffpa::BuildInfo info = ffpa::build_info();
   py::dict d;
@@ -362,6 +415,9 @@ py::dict build_info() {
   d["fp8_archs"] = info.fp8_archs;
   d["fp4"] = info.fp4;
   d["fp4_archs"] = info.fp4_archs;
+  // The backward kernels' instances ("<D>:<dtype>"); bwd: at least one was compiled.
+  d["bwd_instances"] = ffpa::backward_instances();
+  d["bwd"] = !ffpa::backward_instances().empty();
   // The accuracy every path is held to (ffpa/tolerance.h, the one table): the package's
   // tests, its bench and the notebooks read these.
   py::dict tolerances;
@@ -407,4 +463,9 @@ PYBIND11_MODULE(_C, m) {
         py::arg("accum") = "fp32",
         "out[...] = softmax(q k^T * scale [+ causal]) v on the caller's stream; returns the kernel that ran "
         "(impl spelling); see csrc/python/binding.cpp.");
+  m.def("backward", &backward, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("dout"),
+        py::arg("lse"), py::arg("dq"), py::arg("dk"), py::arg("dv"), py::arg("workspace"), py::arg("causal"),
+        py::arg("causal_top_left"), py::arg("scale"), py::arg("stream") = py::none(),
+        "dq, dk, dv of softmax(q k^T * scale [+ causal]) v from the forward's out and lse, on the caller's "
+        "stream; see csrc/python/binding.cpp.");
 }

@@ -3,7 +3,8 @@
 # <instance>.log, every arch of the build in it: ptxas_capture.cmake) into
 # kernel_resources.txt (a table) and kernel_resources.json:
 #   {"kernels": [{"instance", "arch", "kernel" (mma|tma|simt|cute|cute_tma|cute_fp8|
-#                 cute_tma_fp8|cute_tma_fp4, -f16acc for fp16 accumulation, -stub for the
+#                 cute_tma_fp8|cute_tma_fp4|bwd_pre|bwd_dkv|bwd_dq (the backward's
+#                 preprocessing, dK / dV and dQ kernels), -f16acc for fp16 accumulation, -stub for the
 #                 trap stubs: TMA below sm_90, cute and mma-f16acc on the sm_120 family,
 #                 FP8 below sm_89, NVFP4 outside the sm_120 family's 120f / 120a:
 #                 the arch rules and impls of cmake/kernel-facts.json; lowp_stats|lowp_quant for the quantisation pass of
@@ -53,9 +54,9 @@ set(json_items "")
 set(total_spill 0)
 foreach(log IN LISTS logs)
   get_filename_component(base "${log}" NAME)
-  if(base MATCHES "^(ffpa_fwd_d([0-9]+)_(fp16|bf16|cute|lowp))\\.log$")
+  if(base MATCHES "^(ffpa_(fwd|bwd)_d([0-9]+)_(fp16|bf16|cute|lowp))\\.log$")
     set(instance "${CMAKE_MATCH_1}")
-    set(head_dim "${CMAKE_MATCH_2}")
+    set(head_dim "${CMAKE_MATCH_3}")
   elseif(base STREQUAL "lowp_quant.log")
     # The low-precision quantisation pass (csrc/src/lowp_quant.cu): one object for every
     # head dim, so no head dim of its own.
@@ -140,6 +141,18 @@ foreach(log IN LISTS logs)
         if(NOT code)
           string(APPEND kernel "-stub")
         endif()
+      elseif(mangled MATCHES "ffpa_bwd_kernelINS_12BwdMmaTraitsILi[0-9]+E[0-9]+__[a-z0-9_]+Li([0-9]+)ELi([0-9]+)ELi([0-9]+)EEELb([01])E")
+        # ffpa_bwd_kernel<BwdMmaTraits<D, T, WM, WD, S>, kRowsAreKeys>: 1 = dK / dV, 0 = dQ.
+        # Shared memory (BwdMmaTraits::kSmemBytes, ffpa/bwd_kernel_traits.h): S stages of
+        # (16 WM + 64) x 64 elements and the P and dS tiles, 16 WM x 64 each, 16-bit.
+        set(bwd_smem_rows "${CMAKE_MATCH_1}")
+        set(bwd_smem_stages "${CMAKE_MATCH_3}")
+        set(kernel bwd_dq)
+        if(CMAKE_MATCH_4 STREQUAL "1")
+          set(kernel bwd_dkv)
+        endif()
+      elseif(mangled MATCHES "ffpa_bwd_preprocess_kernel")
+        set(kernel bwd_pre)
       elseif(mangled MATCHES "ffpa_fwd_simt_kernel")
         set(kernel simt)
       elseif(mangled MATCHES "ffpa_lowp_kv_stats_kernel")
@@ -188,6 +201,8 @@ foreach(log IN LISTS logs)
         else()
           math(EXPR dyn "1024 + ${dyn}")
         endif()
+      elseif(kernel MATCHES "^bwd_d")
+        math(EXPR dyn "(${bwd_smem_stages} * (16 * ${bwd_smem_rows} * 64 + 64 * 64) + 2 * 16 * ${bwd_smem_rows} * 64) * 2")
       elseif(kernel STREQUAL "lowp_stats")
         # LowpQuantGeometry::kStatsSmemBytes (ffpa/lowp/quant.cuh): two fp32 partials of
         # 64 row slots x 32 channels.

@@ -14,6 +14,7 @@
 
 #include "ffpa/api.h"
 #include "ffpa/arch_rules.h"
+#include "ffpa/bwd_params.h"
 #include "ffpa/params.h"
 #include "ffpa/tma.cuh"
 #include "ffpa/tma_geometry.h"
@@ -664,6 +665,147 @@ BuildInfo build_info() {
   if (info.cute) info.cutlass_version = kCutlassVersion;
   info.cuda_runtime = std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10);
   return info;
+}
+
+// ---- the backward (ffpa/bwd_kernel_mma.cuh) ----------------------------------------------
+
+namespace {
+
+const BwdEntry* find_bwd(int head_dim, DType dtype) {
+  for (int i = 0; i < kNumCompiledBwd; ++i)
+    if (kCompiledBwd[i].head_dim == head_dim && kCompiledBwd[i].dtype == dtype) return &kCompiledBwd[i];
+  return nullptr;
+}
+
+std::string bwd_instances_str() {
+  std::string out;
+  for (int i = 0; i < kNumCompiledBwd; ++i)
+    out += (out.empty() ? "" : ", ") + std::to_string(kCompiledBwd[i].head_dim) + ":" + dtype_name(kCompiledBwd[i].dtype);
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+std::vector<std::string> backward_instances() {
+  std::vector<std::string> out;
+  for (int i = 0; i < kNumCompiledBwd; ++i)
+    out.push_back(std::to_string(kCompiledBwd[i].head_dim) + ":" + dtype_name(kCompiledBwd[i].dtype));
+  return out;
+}
+
+int64_t backward_workspace_floats(const BackwardArgs& a) noexcept {
+  if (a.q.shape[0] < 0 || a.q.shape[1] < 0 || a.q.shape[2] < 0) return 0;
+  return 2 * a.q.shape[0] * a.q.shape[1] * a.q.shape[2];
+}
+
+Status validate_backward(const BackwardArgs& a) {
+  // q, k, v, out: the forward's own checks (shapes, GQA, dtypes, unit-stride D, head dim).
+  ForwardArgs f;
+  f.q = a.q, f.k = a.k, f.v = a.v, f.out = a.out;
+  f.lse = a.lse;
+  Status st = validate_forward(f);
+  if (!st.ok()) return st;
+  const TensorDesc* grads[4] = {&a.dout, &a.dq, &a.dk, &a.dv};
+  const TensorDesc* like[4] = {&a.q, &a.q, &a.k, &a.v};
+  const char* names[4] = {"dout", "dq", "dk", "dv"};
+  const char* like_names[4] = {"q", "q", "k", "v"};
+  for (int i = 0; i < 4; ++i) {
+    if (!std::equal(grads[i]->shape, grads[i]->shape + 4, like[i]->shape))
+      return {ErrorKind::kShape, std::string(names[i]) + " has shape " + shape_str(grads[i]->shape, 4) +
+                                     "; it must have the shape of " + like_names[i] + " " + shape_str(like[i]->shape, 4)};
+    if (grads[i]->dtype != a.q.dtype)
+      return {ErrorKind::kDType, std::string(names[i]) + " is " + dtype_name(grads[i]->dtype) + " but q is " +
+                                     dtype_name(a.q.dtype) + ": the backward takes and returns one dtype"};
+    if (grads[i]->shape[3] > 1 && grads[i]->stride[3] != 1)
+      return {ErrorKind::kLayout, std::string(names[i]) + " must have a unit-stride last dim (stride " +
+                                      std::to_string(grads[i]->stride[3]) + " elements); call .contiguous() first"};
+  }
+  const int64_t b = a.q.shape[0], hq = a.q.shape[1], nq = a.q.shape[2];
+  if (b * hq * nq > 0 && a.lse.data == nullptr)
+    return {ErrorKind::kShape, "the backward needs the forward's lse ([B, Hq, Nq] fp32): run the forward with an lse"};
+  const int d = static_cast<int>(a.q.shape[3]);
+  if (!find_bwd(d, a.q.dtype))
+    return {ErrorKind::kHeadDim, "no backward kernel for head dim " + std::to_string(d) + " " + dtype_name(a.q.dtype) +
+                                     " in this build (backward instances: " + bwd_instances_str() +
+                                     "); use backward='torch', or rebuild with that head dim in -DFFPA_HEAD_DIMS"};
+  // cp.async reads q, k, v and dout in 16-byte vectors; the gradients are stored in 4-byte
+  // pairs: one rule for all of them (out is read element by element).
+  const TensorDesc* aligned[7] = {&a.q, &a.k, &a.v, &a.dout, &a.dq, &a.dk, &a.dv};
+  const char* aligned_names[7] = {"q", "k", "v", "dout", "dq", "dk", "dv"};
+  for (int i = 0; i < 7; ++i) {
+    const int64_t* sh = aligned[i]->shape;
+    if (sh[0] * sh[1] * sh[2] * sh[3] != 0 && !mma_aligned(*aligned[i]))
+      return {ErrorKind::kLayout, std::string(aligned_names[i]) +
+                                      " is not 16-byte aligned (data pointer, or batch/head/row strides not multiples "
+                                      "of 8 elements), which the backward kernels need; call .contiguous() or use "
+                                      "backward='torch'"};
+  }
+  if (b * hq * nq > 0 && a.workspace == nullptr)
+    return {ErrorKind::kShape, "the backward needs an fp32 workspace of backward_workspace_floats() = " +
+                                   std::to_string(backward_workspace_floats(a)) + " floats"};
+  return {};
+}
+
+Status backward(const BackwardArgs& a) {
+  Status st = validate_backward(a);
+  if (!st.ok()) return st;
+  if (device_count() == 0)
+    return {ErrorKind::kDevice,
+            "no CUDA device: the CUDA runtime sees no GPU (check nvidia-smi, the driver and CUDA_VISIBLE_DEVICES)"};
+  const TensorDesc* ts[8] = {&a.q, &a.k, &a.v, &a.out, &a.dout, &a.dq, &a.dk, &a.dv};
+  const char* names[10] = {"q", "k", "v", "out", "dout", "dq", "dk", "dv", "lse", "workspace"};
+  int device = -1;
+  for (int i = 0; i < 10; ++i) {
+    const void* p = i < 8 ? ts[i]->data : i == 8 ? static_cast<const void*>(a.lse.data) : a.workspace;
+    if (p == nullptr) continue;  // empty arrays (validate_backward required the rest)
+    int dev = -1;
+    st = pointer_device(p, names[i], &dev);
+    if (!st.ok()) return st;
+    if (device >= 0 && dev != device)
+      return {ErrorKind::kDevice, std::string(names[i]) + " is on cuda:" + std::to_string(dev) +
+                                      " but the other arrays on cuda:" + std::to_string(device) +
+                                      "; move them to one device"};
+    device = dev;
+  }
+  DeviceGuard guard(device);
+  const auto stream = static_cast<cudaStream_t>(a.stream);
+  const int64_t b = a.q.shape[0], hq = a.q.shape[1], nq = a.q.shape[2];
+  const int64_t hkv = a.k.shape[1], nkv = a.k.shape[2], d = a.q.shape[3];
+  if (b * hq * nq == 0) {
+    // No query: dK and dV are zero (dQ is empty). Row by row of each (batch, head).
+    for (const TensorDesc* g : {&a.dk, &a.dv}) {
+      if (g->data == nullptr || b * hkv * nkv * d == 0) continue;
+      for (int64_t i = 0; i < b; ++i)
+        for (int64_t h = 0; h < hkv; ++h) {
+          auto* base = static_cast<char*>(g->data) + (i * g->stride[0] + h * g->stride[1]) * 2;
+          st = launch_status(cudaMemset2DAsync(base, g->stride[2] * 2, 0, d * 2, nkv, stream),
+                             "cudaMemset2DAsync (zero dK / dV)");
+          if (!st.ok()) return st;
+        }
+    }
+    return {};
+  }
+  BwdParams p;
+  p.q = a.q.data, p.k = a.k.data, p.v = a.v.data, p.o = a.out.data, p.dout = a.dout.data, p.lse = a.lse.data;
+  p.dq = a.dq.data, p.dk = a.dk.data, p.dv = a.dv.data, p.workspace = a.workspace;
+  p.q_batch_stride = a.q.stride[0], p.q_head_stride = a.q.stride[1], p.q_row_stride = a.q.stride[2];
+  p.k_batch_stride = a.k.stride[0], p.k_head_stride = a.k.stride[1], p.k_row_stride = a.k.stride[2];
+  p.v_batch_stride = a.v.stride[0], p.v_head_stride = a.v.stride[1], p.v_row_stride = a.v.stride[2];
+  p.o_batch_stride = a.out.stride[0], p.o_head_stride = a.out.stride[1], p.o_row_stride = a.out.stride[2];
+  p.do_batch_stride = a.dout.stride[0], p.do_head_stride = a.dout.stride[1], p.do_row_stride = a.dout.stride[2];
+  p.dq_batch_stride = a.dq.stride[0], p.dq_head_stride = a.dq.stride[1], p.dq_row_stride = a.dq.stride[2];
+  p.dk_batch_stride = a.dk.stride[0], p.dk_head_stride = a.dk.stride[1], p.dk_row_stride = a.dk.stride[2];
+  p.dv_batch_stride = a.dv.stride[0], p.dv_head_stride = a.dv.stride[1], p.dv_row_stride = a.dv.stride[2];
+  p.lse_batch_stride = a.lse.stride[0], p.lse_head_stride = a.lse.stride[1], p.lse_row_stride = a.lse.stride[2];
+  p.b = static_cast<int>(b), p.hq = static_cast<int>(hq), p.hkv = static_cast<int>(hkv);
+  p.nq = static_cast<int>(nq), p.nkv = static_cast<int>(nkv), p.head_dim = static_cast<int>(d);
+  p.h_ratio = p.hq / p.hkv;
+  p.scale = a.scale;
+  p.scale_log2 = a.scale * 1.4426950408889634f;
+  p.causal = a.causal;
+  p.causal_offset = a.causal_top_left ? 0 : p.nkv - p.nq;
+  p.stream = a.stream;
+  return find_bwd(p.head_dim, a.q.dtype)->launch(p);
 }
 
 }  // namespace ffpa

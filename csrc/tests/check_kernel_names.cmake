@@ -4,11 +4,11 @@
 # depended on __CUDA_ARCH__ (a default chosen per pass), the host names a kernel the
 # device code does not hold and every launch fails with cudaErrorInvalidResourceHandle,
 # which no CPU test would otherwise see (it happened once: docs/perf.md, GPU run 3).
-# Host names: the library's mangled ffpa kernel symbols (the host stubs, internal
+# Host names: the library's mangled ffpa kernel symbols (forward and backward) (the host stubs, internal
 # linkage "L" dropped, compiler suffixes such as .cold cut); device names: the entry
 # functions cuobjdump lists per arch.
 cmake_minimum_required(VERSION 3.25)
-set(kernel_re "_ZN4ffpaL?[0-9]+ffpa_fwd_[a-z_]*kernel[A-Za-z0-9_]*")
+set(kernel_re "_ZN4ffpaL?[0-9]+ffpa_(fwd|bwd)_[a-z_]*kernel[A-Za-z0-9_]*")
 file(STRINGS "${LIBRARY}" host_lines REGEX "${kernel_re}")
 set(host "")
 foreach(line IN LISTS host_lines)
@@ -34,7 +34,7 @@ foreach(token IN LISTS tokens)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "cuobjdump --dump-elf-symbols -arch sm_${token} failed (${rc}): ${err}")
   endif()
-  string(REGEX MATCHALL "_ZN4ffpa[0-9]+ffpa_fwd_[a-z_]*kernel[A-Za-z0-9_]*" device "${out}")
+  string(REGEX MATCHALL "_ZN4ffpa[0-9]+ffpa_(fwd|bwd)_[a-z_]*kernel[A-Za-z0-9_]*" device "${out}")
   list(REMOVE_DUPLICATES device)
   list(LENGTH device n_dev)
   set(missing "")
@@ -43,7 +43,14 @@ foreach(token IN LISTS tokens)
       list(APPEND missing "${n}")
     endif()
   endforeach()
-  message("sm_${token}: ${n_host} host kernel names, ${n_dev} device entry functions")
+  # The backward kernels (ffpa/bwd_kernel_mma.cuh) are among the names both sides must hold.
+  set(n_bwd 0)
+  foreach(n IN LISTS device)
+    if(n MATCHES "ffpa_bwd_")
+      math(EXPR n_bwd "${n_bwd} + 1")
+    endif()
+  endforeach()
+  message("sm_${token}: ${n_host} host kernel names, ${n_dev} device entry functions (${n_bwd} backward)")
   if(missing)
     list(JOIN missing "\n    " m)
     list(APPEND bad "sm_${token} lacks kernels the host side names:\n    ${m}")

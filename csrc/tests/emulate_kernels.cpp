@@ -829,7 +829,19 @@ int run_lowp_quant_tests();  // emulate_lowp_quant.cpp
 int run_lowp_cases(const std::vector<int>& dims);  // emulate_lowp.cpp
 int run_lowp_accuracy(const std::vector<int>& dims);
 int run_lowp_breakages();
+// ffpa_emulate_kernels --bwd D... | --bwd-release D... | --bwd-breakages
+//                                                             the backward kernels (emulate_bwd.cpp)
+int run_bwd_cases(const std::vector<int>& dims);
+int run_bwd_release(const std::vector<int>& dims);
+int run_bwd_breakages();
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--bwd-breakages") == 0) return run_bwd_breakages();
+  if (argc > 1 && (std::strcmp(argv[1], "--bwd") == 0 || std::strcmp(argv[1], "--bwd-release") == 0)) {
+    std::vector<int> bwd_dims;
+    for (int i = 2; i < argc; ++i) bwd_dims.push_back(std::atoi(argv[i]));
+    if (bwd_dims.empty()) bwd_dims = {64, 320};
+    return std::strcmp(argv[1], "--bwd") == 0 ? run_bwd_cases(bwd_dims) : run_bwd_release(bwd_dims);
+  }
   if (argc > 1 && std::strcmp(argv[1], "--lowp-quant") == 0) return run_lowp_quant_tests();
   if (argc > 1 && std::strcmp(argv[1], "--lowp-breakages") == 0) return run_lowp_breakages();
   if (argc > 1 && (std::strcmp(argv[1], "--lowp") == 0 || std::strcmp(argv[1], "--lowp-accuracy") == 0)) {

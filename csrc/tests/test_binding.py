@@ -40,7 +40,10 @@ def test_build_info():
     info = _C.build_info()
     assert set(info) == {"head_dims", "dtypes", "archs", "fwd", "tma", "tma_archs", "f16_acc", "cute", "cute_tma",
                          "fp8", "fp8_archs", "fp4", "fp4_archs", "tolerances", "cutlass", "cuda_runtime", "impls",
-                         "auto_impl"}
+                         "auto_impl", "bwd", "bwd_instances"}
+    # The backward kernels: one instance per compiled (head dim, dtype), as the forward's.
+    assert info["bwd"] is True
+    assert sorted(info["bwd_instances"]) == sorted(f"{d}:{t}" for d in info["head_dims"] for t in info["dtypes"])
     assert info["head_dims"] == sorted(info["head_dims"]) and info["head_dims"]
     assert all(d % 64 == 0 for d in info["head_dims"])
     assert set(info["dtypes"]) <= {"fp16", "bf16"} and info["dtypes"]
@@ -65,7 +68,7 @@ def test_build_info():
     assert info["impls"] == (["mma", "simt"] + (["tma"] if want else []) + ["cute"] + (["cute_tma"] if want else [])
                              + lowp)
     tol = info["tolerances"]
-    assert set(tol) == {"fp16", "bf16", "fp16_acc", "fp8", "fp4"}
+    assert set(tol) == {"fp16", "bf16", "fp16_acc", "fp8", "fp4", "bwd_fp16", "bwd_bf16"}
     assert tol["fp16"]["atol"] == pytest.approx(2e-2) and tol["fp8"]["min_cos"] > 0.99
     assert info["f16_acc"] is ("fp16" in info["dtypes"])
     assert info["auto_impl"].startswith("tma on sm_120" if want else "mma")
@@ -175,3 +178,43 @@ def test_cute_impls_validate_like_the_other_tensor_core_paths():
     if not info["cute_tma"]:
         with pytest.raises(errors.UnsupportedImplError, match="impl='cute_tma' was not compiled.*use impl='cute'"):
             _C.forward(q, k, v, o, None, False, 0.1, "cute_tma")
+
+
+# --- the backward (validate_backward, then "no CUDA device") ---------------------------------
+
+
+def bwd_args(d=None, hq=4, hkv=2, nq=100, nkv=77, ws=None, **over):
+    q, k, v, o = qkvo(d, hq, hkv, nq, nkv)
+    d = q.__cuda_array_interface__["shape"][3]
+    a = {"q": q, "k": k, "v": v, "out": o, "dout": FakeCuda((2, hq, nq, d), ptr=0x7F0040000000),
+         "lse": FakeCuda((2, hq, nq), "<f4", 0x7F0050000000), "dq": FakeCuda((2, hq, nq, d), ptr=0x7F0060000000),
+         "dk": FakeCuda((2, hkv, nkv, d), ptr=0x7F0070000000), "dv": FakeCuda((2, hkv, nkv, d), ptr=0x7F0080000000),
+         "workspace": FakeCuda((2 * 2 * hq * nq if ws is None else ws,), "<f4", 0x7F0090000000),
+         "causal": True, "causal_top_left": False, "scale": 0.125}
+    a.update(over)
+    return a
+
+
+def test_backward_without_gpu_raises_device_error():
+    with pytest.raises(errors.DeviceError, match="no CUDA device"):
+        _C.backward(**bwd_args())
+
+
+def test_backward_argument_errors_name_the_fix():
+    d = _C.build_info()["head_dims"][0]
+    with pytest.raises(errors.ShapeError, match=r"dk has shape .*must have the shape of k"):
+        _C.backward(**bwd_args(dk=FakeCuda((2, 2, 76, d))))
+    with pytest.raises(errors.ShapeError, match=r"dout has shape"):
+        _C.backward(**bwd_args(dout=FakeCuda((2, 4, 99, d))))
+    with pytest.raises(errors.ShapeError, match=r"workspace has 10 elements; the backward needs 1600"):
+        _C.backward(**bwd_args(ws=10))
+    with pytest.raises(errors.UnsupportedDTypeError, match="dv has dtype fp32"):
+        _C.backward(**bwd_args(dv=FakeCuda((2, 2, 77, d), "<f4")))
+    with pytest.raises(errors.UnsupportedDTypeError, match="lse must be the forward's fp32"):
+        _C.backward(**bwd_args(lse=FakeCuda((2, 4, 100), "<f2")))
+    with pytest.raises(errors.UnsupportedLayoutError, match="dq is not 16-byte aligned.*backward='torch'"):
+        _C.backward(**bwd_args(dq=FakeCuda((2, 4, 100, d), ptr=0x7F0060000008)))
+    with pytest.raises(errors.UnsupportedLayoutError, match="dq is read-only"):
+        _C.backward(**bwd_args(dq=FakeCuda((2, 4, 100, d), ptr=0x7F0060000000, readonly=True)))
+    with pytest.raises(errors.ShapeError, match="Hq % Hkv"):
+        _C.backward(**bwd_args(hq=3, hkv=2))

@@ -1,7 +1,8 @@
 // ffpa_device_check: the GPU correctness matrix against the fp64-accumulated host
-// reference, and the kernels' own timings (for images without Python headers; in
-// device_check_bench.cu). About 900 lines: the case plan, the runner and the
-// incremental JSON report describe one matrix and change together.
+// reference, the backward's gradients against float64 (device_check_bwd.cu), and the
+// kernels' own timings (for images without Python headers; in device_check_bench.cu).
+// About 900 lines: the case plan, the runner and the incremental JSON report describe
+// one matrix and change together.
 //
 //   ffpa_device_check [--json FILE] [--quick] [--dry-run]
 //   ffpa_device_check --bench-csv FILE [--bench-dims 64,128,... (default: all compiled)] [--bench-n 8192]
@@ -24,6 +25,14 @@
 // outliers of real models that the scheme's smoothing of K is for (the CPU emulator's
 // inputs, csrc/tests/emulate_lowp.cpp); the plain cases share the 16-bit group's inputs
 // and references, so only the outlier-K ones cost host time.
+// Then one group per backward instance of the build, "bwd-D<d>-<dtype>"
+// (device_check_bwd.cu): ffpa::backward() on the float64 reference's own O and LSE,
+// its dQ, dK and dV against float64 gradients: non-causal 83/141 GQA (B = 2), bottom-right
+// causal 141/83 GQA (rows that see no key), top-left causal 141/83 with Hkv = 1 and
+// 83/141 on a [B, N, H, D] view (B = 2), and a square causal 128/128 GQA; judged per
+// gradient by the bwd_fp16 / bwd_bf16 rows of ffpa/tolerance.h (max |g - ref| / max |ref|
+// <= atol, sum |g - ref| / sum |ref| <= max_rel_l1, every value finite). The bench adds
+// a "bwd" row per head dim (device_check_bench.cu).
 // Then the group "long": N = 4096 and 8192 at D = 128 and 512 (those compiled), both
 // dtypes, causal and not, GQA, on mma, tma and cute_tma (fp16-accumulated too at
 // N = 8192, fp16, non-causal), checked on a sample of rows, and the low-precision kernels
@@ -89,6 +98,8 @@ using ffpa::check::row_offset;
 using ffpa::check::set_desc;
 using ffpa::check::BenchOpts;
 using ffpa::check::run_bench;
+using ffpa::check::to_bits;
+using ffpa::check::from_bits;
 
 namespace {
 
@@ -97,6 +108,8 @@ namespace {
 static_assert(ffpa::find_tolerance("fp16") && ffpa::find_tolerance("bf16") && ffpa::find_tolerance("fp16_acc") &&
                   ffpa::find_tolerance("fp8") && ffpa::find_tolerance("fp4"),
               "cmake/kernel-facts.json lost a tolerance row the device check judges by");
+static_assert(ffpa::find_tolerance("bwd_fp16") && ffpa::find_tolerance("bwd_bf16"),
+              "cmake/kernel-facts.json lost a backward row the device check judges by");
 static_assert(ffpa::tolerance("fp8").min_cos > 0.f && ffpa::tolerance("fp4").min_cos > 0.f,
               "the low-precision rows of cmake/kernel-facts.json state their cosine bound");
 
@@ -120,10 +133,19 @@ struct Case {
   std::vector<std::string> expect_in_message = {};
   // K with four outlier channels per (batch, kv head) (the low-precision cases; see the top).
   bool outlier_k = false;
+  // A backward case (device_check_bwd.cu): ffpa::backward() against the float64 gradients;
+  // impl, expect, sample_rows, misalign, stale_error and accum do not apply.
+  bool bwd = false;
+  bool top_left = false;  // causal alignment of a backward case: SDPA's is_causal
 };
+
+ffpa::check::BwdSpec bwd_spec(const Case& c) {
+  return {c.d, c.dtype, c.causal, c.top_left, c.b, c.nq, c.nkv, c.hq, c.hkv, c.bnhd};
+}
 
 // The row of ffpa/tolerance.h a case is judged by.
 const ffpa::Tolerance& tolerance(const Case& c) {
+  if (c.bwd) return ffpa::check::bwd_tolerance(c.dtype);
   if (ffpa::is_lowp_impl(c.impl)) return ffpa::tolerance(ffpa::impl_facts(c.impl)->precision);
   if (c.accum == ffpa::Accum::kFp16) return ffpa::tolerance("fp16_acc");
   return ffpa::tolerance(c.dtype == ffpa::DType::kFp16 ? "fp16" : "bf16");
@@ -143,6 +165,7 @@ const char* error_kind_name(ffpa::ErrorKind k) {
 }
 
 std::string case_name(const Case& c) {
+  if (c.bwd) return ffpa::check::bwd_spec_name(bwd_spec(c));
   char buf[400];
   std::snprintf(buf, sizeof(buf), "D=%d %s causal=%d B=%d Nq=%d Nkv=%d Hq=%d Hkv=%d layout=%s impl=%s%s%s%s%s%s%s",
                 c.d, ffpa::dtype_name(c.dtype), c.causal ? 1 : 0, c.b, c.nq, c.nkv, c.hq, c.hkv,
@@ -153,30 +176,6 @@ std::string case_name(const Case& c) {
                 c.expect_error != ffpa::ErrorKind::kOk ? error_kind_name(c.expect_error) : "");
   return buf;
 }
-
-uint16_t to_bits(float x, ffpa::DType t) {
-  uint16_t bits;
-  if (t == ffpa::DType::kFp16) {
-    __half h = __float2half_rn(x);
-    std::memcpy(&bits, &h, 2);
-  } else {
-    __nv_bfloat16 h = __float2bfloat16_rn(x);
-    std::memcpy(&bits, &h, 2);
-  }
-  return bits;
-}
-
-float from_bits(uint16_t bits, ffpa::DType t) {
-  if (t == ffpa::DType::kFp16) {
-    __half h;
-    std::memcpy(&h, &bits, 2);
-    return __half2float(h);
-  }
-  __nv_bfloat16 h;
-  std::memcpy(&h, &bits, 2);
-  return __bfloat162float(h);
-}
-
 
 struct Result {
   bool ok = true;
@@ -273,6 +272,17 @@ std::shared_ptr<T> find_cached(std::vector<std::pair<std::string, std::shared_pt
 }
 
 Result run_case(const Case& c, GroupCache& cache, uint64_t seed) {
+  if (c.bwd) {
+    const ffpa::check::BwdResult b = ffpa::check::run_bwd_case(bwd_spec(c), seed);
+    Result r;
+    r.ok = b.ok;
+    r.abs_err = static_cast<float>(b.max_abs), r.rel_err = static_cast<float>(b.max_rel), r.lse_err = NAN;
+    r.rel_l1 = b.rel_l1;
+    r.impl_used = "bwd";
+    r.error = b.error;
+    if (!b.ok && std::isnan(b.max_abs)) r.error_kind = "refused";
+    return r;
+  }
   const int B = c.b, D = c.d;
   if (cache.group != cache_scope(c.group)) cache = GroupCache{cache_scope(c.group), {}, {}};
   const int64_t pad = c.misalign ? 1 : 0;  // elements before the array in its allocation
@@ -493,6 +503,9 @@ struct Extras {
   bool fp8_cp_refused = false;  // cute_fp8 compiled, no code for this device (the sm_120 family)
   ffpa::Impl fp8_pick = ffpa::Impl::kAuto;  // the kernel impl=fp8 must run (kAuto: none)
   std::string lowp_why;
+  // The backward cases: one group per backward instance of the build (ffpa::backward_instances()).
+  std::vector<std::pair<int, ffpa::DType>> bwd;
+  std::string bwd_why;
   bool lowp() const { return fp8_cp || fp8_tma || fp4; }
   // The planned low-precision kernels, in the order the groups run them.
   std::vector<ffpa::Impl> lowp_impls() const {
@@ -593,6 +606,27 @@ Extras decide_extras(const ffpa::BuildInfo& info, bool dry_run, int major, int m
                    (e.cute ? (e.cute_tma ? ", cute and cute_tma" : ", cute") : "") + tol;
   }
   decide_lowp(info, dry_run, major, minor, e);
+  // "<D>:<dtype>" per instance; the binding's bwd_instances reads the same list.
+  for (const std::string& inst : ffpa::backward_instances()) {
+    const size_t colon = inst.find(':');
+    const std::string t = colon == std::string::npos ? "" : inst.substr(colon + 1);
+    const int d = std::atoi(inst.c_str());
+    if (d <= 0 || (t != "fp16" && t != "bf16")) {
+      // A new dtype or spelling in ffpa::backward_instances() must be planned here first.
+      std::fprintf(stderr, "ffpa::backward_instances() lists '%s': this runner knows <D>:fp16 and <D>:bf16 only\n",
+                   inst.c_str());
+      std::exit(2);
+    }
+    e.bwd.emplace_back(d, t == "fp16" ? ffpa::DType::kFp16 : ffpa::DType::kBf16);
+  }
+  const ffpa::Tolerance &b16 = ffpa::tolerance("bwd_fp16"), &bb16 = ffpa::tolerance("bwd_bf16");
+  char bounds[200];
+  std::snprintf(bounds, sizeof(bounds),
+                "; bounds (ffpa/tolerance.h) per gradient: bwd_fp16 max rel <= %g, rel L1 <= %g; bwd_bf16 max rel <= "
+                "%g, rel L1 <= %g",
+                b16.atol, b16.max_rel_l1, bb16.atol, bb16.max_rel_l1);
+  e.bwd_why = e.bwd.empty() ? std::string("this build has no backward kernels")
+                            : "backward instances " + join(ffpa::backward_instances(), ", ") + bounds;
   return e;
 }
 
@@ -672,6 +706,30 @@ std::vector<Case> plan_cases(const ffpa::BuildInfo& info, const Extras& x, bool 
             cases.push_back(c);
           }
     }
+  // The backward: one group per backward instance. B = 2 and Hq = 4 as above; ragged
+  // Nq / Nkv (83 / 141 and 141 / 83: partial tiles of the 64-query and 32 / 64-key
+  // blocks), GQA (h_ratio 2 and 4: dK / dV summed over the group), both causal alignments
+  // (bottom-right with Nq > Nkv has rows that see no key, whose gradients are zero;
+  // top-left with Nq > Nkv sees every key from row Nkv - 1 on), a square causal case and a
+  // strided [B, N, H, D] view. The float64 reference is the host's cost (about 0.3 s per
+  // case at D = 512): B = 1 where the batch stride is not what the case is about.
+  for (const std::pair<int, ffpa::DType>& inst : x.bwd) {
+    const int d = inst.first;
+    const ffpa::DType dt = inst.second;
+    char group[64];
+    std::snprintf(group, sizeof(group), "bwd-D%d-%s", d, ffpa::dtype_name(dt));
+    auto add = [&](bool causal, bool top_left, int b, int nq, int nkv, int hkv, bool bnhd) {
+      Case c{group, d, dt, causal, b, nq, nkv, 4, hkv, bnhd, Impl::kMma, Impl::kAuto, 0, false, false};
+      c.bwd = true, c.top_left = top_left;
+      cases.push_back(c);
+    };
+    add(false, false, 2, 83, 141, 2, false);
+    add(true, false, 1, 141, 83, 2, false);
+    if (quick) continue;
+    add(true, true, 1, 141, 83, 1, false);
+    add(true, true, 2, 83, 141, 4, true);
+    add(true, false, 1, 128, 128, 2, false);
+  }
   if (!quick && !info.head_dims.empty() && !dtypes.empty()) {
     std::vector<int> long_dims;
     for (int d : {128, 512})
@@ -799,6 +857,10 @@ void write_json(const char* path, const std::string& device, const Extras& x, co
   // ffpa/tolerance.h's table, row by row under its names: the 16-bit rows' rel (rtol), abs
   // (atol) and lse; the low-precision rows' cos, rel_l1 and gain bounds, abs and lse.
   auto tol = [](const ffpa::Tolerance& t) {
+    // The backward's rows bound each gradient's max |g - ref| / max |ref| (its atol) and
+    // sum |g - ref| / sum |ref|.
+    if (std::strncmp(t.name, "bwd_", 4) == 0)
+      return "{\"max_rel\": " + num(t.atol) + ", \"max_rel_l1\": " + num(t.max_rel_l1) + "}";
     if (t.min_cos > 0.f)
       return "{\"min_cos\": " + num(t.min_cos) + ", \"max_rel_l1\": " + num(t.max_rel_l1) + ", \"abs\": " +
              num(t.atol) + ", \"lse\": " + num(t.lse) + ", \"max_gain_err\": " + num(t.max_gain_err) + "}";
@@ -820,6 +882,8 @@ void write_json(const char* path, const std::string& device, const Extras& x, co
        ", \"cute_tma_fp4\": " + (x.fp4 ? "true" : "false") + ", \"fp8_resolves_to\": \"" +
        (x.fp8_pick == ffpa::Impl::kAuto ? "none" : ffpa::impl_name(x.fp8_pick)) + "\", \"reason\": \"" +
        json_escape(x.lowp_why) + "\"},\n";
+  j += "  \"bwd\": {\"planned\": " + std::string(x.bwd.empty() ? "false" : "true") + ", \"reason\": \"" +
+       json_escape(x.bwd_why) + "\"},\n";
   j += "  \"f16_acc\": {\"planned\": " + std::string(x.f16acc ? "true" : "false") + ", \"reason\": \"" +
        json_escape(x.f16acc_why) + "\"},\n";
   j += "  \"groups_done\": " + std::to_string(groups_done) + ",\n  \"groups_total\": " + std::to_string(groups_total) +
@@ -832,12 +896,14 @@ void write_json(const char* path, const std::string& device, const Extras& x, co
          (c.causal ? "true" : "false") + ", \"b\": " + std::to_string(c.b) + ", \"nq\": " + std::to_string(c.nq) +
          ", \"nkv\": " + std::to_string(c.nkv) + ", \"hq\": " + std::to_string(c.hq) +
          ", \"hkv\": " + std::to_string(c.hkv) + ", \"layout\": \"" + (c.bnhd ? "bnhd" : "bhnd") +
-         "\", \"impl\": \"" + ffpa::impl_name(c.impl) + "\", \"accum\": \"" + ffpa::accum_name(c.accum) +
+         "\", \"impl\": \"" + (c.bwd ? "bwd" : ffpa::impl_name(c.impl)) + "\", \"accum\": \"" + ffpa::accum_name(c.accum) +
          "\", \"inputs\": \"" + (c.outlier_k ? "outlier-k" : "normal") + "\", \"tolerance\": \"" +
          tolerance(c).name + "\", \"expect_error\": \"" + error_kind_name(c.expect_error) + "\", \"rows_checked\": " +
          (c.expect_error != ffpa::ErrorKind::kOk ? std::string("0")
           : c.sample_rows > 0                    ? std::to_string(rows_to_check(c).size())
                                                  : std::to_string(c.nq));
+    // A backward case's causal alignment (the forward's cases are bottom-right).
+    if (c.bwd) j += std::string(", \"top_left\": ") + (c.top_left ? "true" : "false");
     if (c.expect_error != ffpa::ErrorKind::kOk) {
       j += ", \"expect_in_message\": [";
       for (size_t m = 0; m < c.expect_in_message.size(); ++m)
@@ -851,7 +917,8 @@ void write_json(const char* path, const std::string& device, const Extras& x, co
            r.impl_used + "\", \"error_kind\": \"" + r.error_kind + "\", \"abs_err\": " + num(r.abs_err) +
            ", \"rel_err\": " + num(r.rel_err) + ", \"lse_err\": " + num(r.lse_err) +
            ", \"max_ref\": " + num(r.max_ref) + ", \"error\": \"" + json_escape(r.error) + "\"";
-      if (ffpa::is_lowp_impl(c.impl) && c.expect_error == ffpa::ErrorKind::kOk)
+      if (c.bwd) j += ", \"rel_l1\": " + num6(r.rel_l1);
+      if (ffpa::is_lowp_impl(c.impl) && c.expect_error == ffpa::ErrorKind::kOk && !c.bwd)
         j += ", \"cos\": " + num6(r.cos) + ", \"rel_l1\": " + num6(r.rel_l1) + ", \"gain\": " + num6(r.gain);
     } else {
       j += ", \"ran\": false";
@@ -947,6 +1014,7 @@ int main(int argc, char** argv) {
   std::printf("fp16-accumulated cases: %s (%s)\n", extras.f16acc ? "planned" : skipped, extras.f16acc_why.c_str());
   std::printf("CuTe cases: %s (%s)\n", extras.cute ? "planned" : skipped, extras.cute_why.c_str());
   std::printf("Low-precision cases: %s (%s)\n", extras.lowp() ? "planned" : skipped, extras.lowp_why.c_str());
+  std::printf("Backward cases: %s (%s)\n", extras.bwd.empty() ? skipped : "planned", extras.bwd_why.c_str());
   if (bench) {
     ffpa::check::BenchPaths paths;
     paths.tma = extras.tma, paths.f16acc = extras.f16acc, paths.mma_f16acc = extras.mma_f16acc;
@@ -962,7 +1030,9 @@ int main(int argc, char** argv) {
   std::string tols;
   for (const ffpa::Tolerance& t : ffpa::kTolerances) {
     char buf[160];
-    if (t.min_cos > 0.f)
+    if (std::strncmp(t.name, "bwd_", 4) == 0)
+      std::snprintf(buf, sizeof(buf), "%s max rel %g rel_l1 %g", t.name, t.atol, t.max_rel_l1);
+    else if (t.min_cos > 0.f)
       std::snprintf(buf, sizeof(buf), "%s cos >= %g rel_l1 <= %g abs %g lse %g |gain-1| <= %g", t.name, t.min_cos,
                     t.max_rel_l1, t.atol, t.lse, t.max_gain_err);
     else
@@ -990,6 +1060,9 @@ int main(int argc, char** argv) {
     if (c.expect_error != ffpa::ErrorKind::kOk)
       std::printf("[%s] %s returned=%s error=%s\n", r.ok ? "PASS" : "FAIL", name.c_str(), r.error_kind.c_str(),
                   r.error.c_str());
+    else if (c.bwd)
+      std::printf("[%s] %s max_rel=%.3e rel_l1=%.3e abs=%.3e%s%s\n", r.ok ? "PASS" : "FAIL", name.c_str(), r.rel_err,
+                  r.rel_l1, r.abs_err, r.error.empty() ? "" : " error=", r.error.c_str());
     else if (ffpa::is_lowp_impl(c.impl))
       std::printf("[%s] %s ran=%s cos=%.6f rel_l1=%.4f gain=%.4f abs=%.3e lse=%.3e%s%s\n", r.ok ? "PASS" : "FAIL",
                   name.c_str(), r.impl_used.c_str(), r.cos, r.rel_l1, r.gain, r.abs_err, r.lse_err,

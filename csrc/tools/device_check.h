@@ -2,14 +2,19 @@
 // kernel timings (device_check_bench.cu): one executable, two concerns, two files.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "ffpa/api.h"
+#include "ffpa/tolerance.h"
 
 #define CHECK_CUDA(expr)                                                                            \
   do {                                                                                              \
@@ -38,6 +43,55 @@ inline void set_desc(ffpa::TensorDesc& t, void* data, bool bnhd, int B, int H, i
   t.stride[3] = 1;
   t.dtype = dt;
 }
+
+// A float rounded to the dtype's 16 bits, and back.
+inline uint16_t to_bits(float x, ffpa::DType t) {
+  uint16_t bits;
+  if (t == ffpa::DType::kFp16) {
+    __half h = __float2half_rn(x);
+    std::memcpy(&bits, &h, 2);
+  } else {
+    __nv_bfloat16 h = __float2bfloat16_rn(x);
+    std::memcpy(&bits, &h, 2);
+  }
+  return bits;
+}
+
+inline float from_bits(uint16_t bits, ffpa::DType t) {
+  if (t == ffpa::DType::kFp16) {
+    __half h;
+    std::memcpy(&h, &bits, 2);
+    return __half2float(h);
+  }
+  __nv_bfloat16 h;
+  std::memcpy(&h, &bits, 2);
+  return __bfloat162float(h);
+}
+
+// One backward case (device_check_bwd.cu): fp16 / bf16 inputs drawn from N(0, 1), the
+// default scale, dout drawn the same way.
+struct BwdSpec {
+  int d;
+  ffpa::DType dtype;
+  bool causal;
+  bool top_left;  // causal: SDPA's is_causal alignment (key j <= i) instead of bottom-right
+  int b, nq, nkv, hq, hkv;
+  bool bnhd;  // [B, N, H, D] memory: head / row strides
+};
+// Over dQ, dK and dV, the worst of each: max |g - ref| / max |ref| (max_rel), max |g - ref|
+// (max_abs) and sum |g - ref| / sum |ref| (rel_l1). ok: every gradient within its row of
+// ffpa/tolerance.h (bwd_tolerance) and finite; error names the gradients that are not.
+struct BwdResult {
+  bool ok = true;
+  double max_rel = 0, max_abs = 0, rel_l1 = 0;
+  std::string error;
+};
+std::string bwd_spec_name(const BwdSpec& c);
+// The row a backward case is judged by: bwd_fp16 or bwd_bf16 (atol bounds max_rel,
+// max_rel_l1 bounds rel_l1).
+const ffpa::Tolerance& bwd_tolerance(ffpa::DType dt);
+// Runs ffpa::backward() on the case against its float64 reference (exit 2 on a device fault).
+BwdResult run_bwd_case(const BwdSpec& c, uint64_t seed);
 
 struct BenchOpts {
   const char* csv = nullptr;

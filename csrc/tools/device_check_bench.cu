@@ -60,14 +60,23 @@ int run_bench(const BenchOpts& o, const ffpa::BuildInfo& info, const BenchPaths&
   if (bp.cute_tma_fp8) paths.push_back({ffpa::Impl::kCuteTmaFp8, ffpa::Accum::kFp32});
   if (bp.cute_tma_fp4) paths.push_back({ffpa::Impl::kCuteTmaFp4, ffpa::Accum::kFp32});
   std::string csv = "source,D,dtype,causal,B,H,N,kernel,ms,tflops,accum\n";
+  // The backward rows (kernel "bwd"): ffpa::backward() alone (the Delta pass, dK / dV and
+  // the dQ pass) on the same tensors, fed by one forward's out and lse, where the build
+  // has an fp16 backward instance of the head dim.
+  const std::vector<std::string> bwd_instances = ffpa::backward_instances();
   int refused = 0;
   for (int d : dims)
     for (bool causal : {false, true}) {
       const double flop = 4.0 * o.h * double(o.n) * o.n * d / (causal ? 2 : 1);
+      const bool bwd = std::find(bwd_instances.begin(), bwd_instances.end(), std::to_string(d) + ":fp16") !=
+                       bwd_instances.end();
       if (dry_run) {
         for (const Path& p : paths)
           std::printf("bench plan: D=%d fp16 causal=%d impl=%s accum=%s B=1 H=%d N=%d warmup=%d iters=%d\n", d,
                       causal, ffpa::impl_name(p.impl), ffpa::accum_name(p.accum), o.h, o.n, o.warmup, o.iters);
+        if (bwd)
+          std::printf("bench plan: D=%d fp16 causal=%d backward B=1 H=%d N=%d warmup=%d iters=%d\n", d, causal, o.h,
+                      o.n, o.warmup, std::max(1, o.iters / 2));
         continue;
       }
       const int64_t elems = int64_t(o.h) * o.n * d;
@@ -122,6 +131,67 @@ int run_bench(const BenchOpts& o, const ffpa::BuildInfo& info, const BenchPaths&
         std::printf("bench: %s", line);
         std::fflush(stdout);
         csv += line;
+      }
+      if (bwd) {
+        // 2.5x the forward's FLOPs (dV, dP, dK, dQ and the recomputed S: five products of
+        // the forward's two), the convention of flash-attention's and SDPA's benchmarks,
+        // so that the rate compares with theirs; our dQ pass recomputes S and dP again (7
+        // products), which the rate does not credit.
+        uint16_t *dout, *dq, *dk, *dv;
+        float *lse, *ws;
+        CHECK_CUDA(cudaMalloc(&dout, elems * 2));
+        CHECK_CUDA(cudaMalloc(&dq, elems * 2));
+        CHECK_CUDA(cudaMalloc(&dk, elems * 2));
+        CHECK_CUDA(cudaMalloc(&dv, elems * 2));
+        CHECK_CUDA(cudaMalloc(&lse, int64_t(o.h) * o.n * 4));
+        fill_random<<<1024, 256>>>(dout, elems, 4u, false);
+        CHECK_CUDA(cudaGetLastError());
+        ffpa::ForwardArgs f;
+        set_desc(f.q, q, false, 1, o.h, o.n, d, ffpa::DType::kFp16);
+        set_desc(f.k, k, false, 1, o.h, o.n, d, ffpa::DType::kFp16);
+        set_desc(f.v, v, false, 1, o.h, o.n, d, ffpa::DType::kFp16);
+        set_desc(f.out, out, false, 1, o.h, o.n, d, ffpa::DType::kFp16);
+        f.lse.data = lse;
+        f.lse.shape[0] = 1, f.lse.shape[1] = o.h, f.lse.shape[2] = o.n;
+        f.lse.stride[0] = int64_t(o.h) * o.n, f.lse.stride[1] = o.n, f.lse.stride[2] = 1;
+        f.causal = causal;
+        f.scale = 1.f / std::sqrt(float(d));
+        ffpa::BackwardArgs b;
+        b.q = f.q, b.k = f.k, b.v = f.v, b.out = f.out, b.lse = f.lse;
+        set_desc(b.dout, dout, false, 1, o.h, o.n, d, ffpa::DType::kFp16);
+        set_desc(b.dq, dq, false, 1, o.h, o.n, d, ffpa::DType::kFp16);
+        set_desc(b.dk, dk, false, 1, o.h, o.n, d, ffpa::DType::kFp16);
+        set_desc(b.dv, dv, false, 1, o.h, o.n, d, ffpa::DType::kFp16);
+        b.causal = causal;  // N = Nq = Nkv: both alignments are one mask
+        b.scale = f.scale;
+        CHECK_CUDA(cudaMalloc(&ws, std::max<int64_t>(ffpa::backward_workspace_floats(b), 1) * 4));
+        b.workspace = ws;
+        // Half the forward's iterations (at least one): a backward call is 2.5-3.5x a
+        // forward's time, and the device check's budget holds both.
+        const int iters = std::max(1, o.iters / 2);
+        ffpa::Status st = ffpa::forward(f);
+        for (int i = 0; i < o.warmup + iters && st.ok(); ++i) {
+          if (i == o.warmup) CHECK_CUDA(cudaEventRecord(e0));
+          st = ffpa::backward(b);
+        }
+        if (!st.ok()) {
+          std::fprintf(stderr, "bench D=%d causal=%d backward refused: %s\n", d, causal, st.message.c_str());
+          ++refused;
+          CHECK_CUDA(cudaDeviceSynchronize());
+        } else {
+          CHECK_CUDA(cudaEventRecord(e1));
+          CHECK_CUDA(cudaEventSynchronize(e1));
+          float ms = 0.f;
+          CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+          ms /= iters;
+          char line[256];
+          std::snprintf(line, sizeof(line), "ffpa-cpp,%d,fp16,%d,1,%d,%d,bwd,%.4f,%.2f,fp32\n", d, causal ? 1 : 0,
+                        o.h, o.n, ms, 2.5 * flop / (ms * 1e-3) / 1e12);
+          std::printf("bench: %s", line);
+          std::fflush(stdout);
+          csv += line;
+        }
+        cudaFree(dout), cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(lse), cudaFree(ws);
       }
       cudaEventDestroy(e0), cudaEventDestroy(e1);
       cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(out);

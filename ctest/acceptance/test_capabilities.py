@@ -75,6 +75,6 @@ def test_pure_wheel_with_any_cuda_flag_is_reported() -> None:
              "reference_max_err": 0.0, "fwd": False, "tma": False, "cute_tma": False, "cute": False, "f16_acc": False,
              "fp8": False, "fp4": False, "tma_archs": [], "impls": [], "ext": None}
     assert install_problems(clean, "pure", w, manifest, venv) == []
-    for flag in ("fwd", "tma", "cute_tma", "cute", "f16_acc", "fp8", "fp4"):
+    for flag in ("fwd", "tma", "cute_tma", "cute", "f16_acc", "fp8", "fp4", "bwd"):
         probs = install_problems({**clean, flag: True}, "pure", w, manifest, venv)
         assert any(p.startswith("pure wheel reports CUDA flags") and f"{flag}=True" in p for p in probs), (flag, probs)

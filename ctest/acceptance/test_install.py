@@ -43,6 +43,7 @@ out = {
     "cute": getattr(cuda, "CUDA_CUTE_AVAILABLE", False),
     "f16_acc": cuda.F16_ACC_AVAILABLE, "tma_archs": list(cuda.TMA_ARCHS), "impls": list(cuda.COMPILED_IMPLS),
     "fp8": getattr(cuda, "CUDA_FP8_AVAILABLE", False), "fp4": getattr(cuda, "CUDA_FP4_AVAILABLE", False),
+    "bwd": getattr(cuda, "CUDA_BWD_AVAILABLE", False),
     "head_dims": list(cuda.COMPILED_HEAD_DIMS), "dtypes": list(cuda.COMPILED_DTYPES), "archs": list(cuda.COMPILED_ARCHS),
 }
 try:
@@ -137,16 +138,19 @@ def install_problems(got: dict, kind: str, w: dict, manifest: dict, venv: Path) 
         problems.append(f"reference.attention differs from the naive formula by {got['reference_max_err']}")
     if kind == "pure":
         if (got["fwd"] or got["tma"] or got["cute_tma"] or got["cute"] or got["f16_acc"] or got["fp8"]
-                or got["fp4"] or got["tma_archs"] or got["impls"]):
+                or got["fp4"] or got["tma_archs"] or got["impls"] or got.get("bwd")):
             problems.append(f"pure wheel reports CUDA flags fwd={got['fwd']} tma={got['tma']} "
                             f"cute={got['cute']} cute_tma={got['cute_tma']} f16_acc={got['f16_acc']} "
-                            f"fp8={got['fp8']} fp4={got['fp4']} "
+                            f"fp8={got['fp8']} fp4={got['fp4']} bwd={got.get('bwd')} "
                             f"tma_archs={got['tma_archs']} impls={got['impls']}")
         if got["ext"] is not None:
             problems.append(f"pure wheel imported an extension: {got['ext']}")
         return problems
     if got["fwd"] is not True:
         problems.append("CUDA wheel reports CUDA_FWD_AVAILABLE != True")
+    # Every (head dim, dtype) instance compiles its backward kernels too.
+    if got.get("bwd") is not True:
+        problems.append("CUDA wheel reports CUDA_BWD_AVAILABLE != True")
     for key in ("head_dims", "archs", "dtypes"):
         if sorted(got[key]) != sorted(manifest[key]):
             problems.append(f"compiled {key.replace('_', ' ')} {got[key]} != manifest {manifest[key]}")

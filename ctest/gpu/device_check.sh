@@ -23,14 +23,18 @@
 #                 and outlier-K inputs, long rows and api checks where the device has
 #                 their code, judged by the fp8 / fp4 rows of cmake/kernel-facts.json (cos,
 #                 rel L1, max abs, LSE, gain); on sm_90 FP8's mma runs as fp16 HMMA
-#                 (nvcc's lowering): its correctness is checked there, not its speed
+#                 (nvcc's lowering): its correctness is checked there, not its speed;
+#                 and the backward (a group per backward instance: dQ, dK, dV against
+#                 float64 gradients, GQA, both causal alignments, ragged Nq != Nkv, a
+#                 strided view; the bwd_fp16 / bwd_bf16 rows of ffpa/tolerance.h)
 #   python-gpu    pytest -m gpu on the package (binding only)
 #   bench-cpp     the kernels timed by the runner with CUDA events (fp16, B=1, H=32,
 #                 N=8192, every compiled head dim, causal and not) on each path: mma,
 #                 tma, accum=fp16 on both, cute, cute_tma and cute_tma with accum=fp16,
 #                 and the low-precision cute_fp8, cute_tma_fp8 (cute_tma_fp4 on the sm_120
 #                 family) where they run; the summary gives their ratios to mma, tma,
-#                 cute_tma and the SDPA baselines
+#                 cute_tma and the SDPA baselines; and ffpa::backward() alone ("bwd"
+#                 rows) at every head dim with a backward instance
 #   sweep         (last) the tree reconfigured with FFPA_SWEEP=ON: the tuning sweep's
 #                 variant kernels (cmake/FfpaSweep.cmake) built and timed next to each
 #                 path's default; the summary's sweep table and winner per head dim
@@ -40,6 +44,10 @@
 #                 one refuses the shape) and SDPA's default dispatch named by the kernel
 #                 the profiler saw; else the same baselines timed by sdpa_bench.py in a
 #                 separate process
+#   bench-bwd     (binding) forward + backward at D = 64/128/320/512 (those compiled)
+#                 against FA2(sdpa-flash)'s, sdpa-efficient's and SDPA's default forward +
+#                 backward in the same process; the runner's bench-cpp rows "bwd" time
+#                 our backward alone
 # OUT receives at most five files, all rewritten as the run goes (a run cut short still
 # says how far it got): summary.json, summary.md, bench.csv, bench.png, logs.tar.gz
 # (every log and raw result). The build never goes into OUT. Exit 0 only when every
@@ -72,7 +80,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --no-gpu) no_gpu=1 ;;
     --arch) [ $# -ge 2 ] || usage; arch=$2; shift ;;
-    -h|--help) sed -n '2,64p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,72p' "$0"; exit 0 ;;
     -*) echo "unknown option $1" >&2; usage ;;
     *) [ -z "$out_arg" ] || usage; out_arg=$1 ;;
   esac
@@ -265,7 +273,8 @@ PY
   fi
   # ---- end of the torch rows ----
   dry=(); [ "$mode" = no-gpu ] && dry=(--dry-run)
-  phase bench-cpp 60 -- "$runner" --bench-csv "$state/bench_cpp.csv" \
+  # 90 s: the backward rows (about 10-15 s on the H200) joined the forward's 20 s.
+  phase bench-cpp 90 -- "$runner" --bench-csv "$state/bench_cpp.csv" \
     --bench-n 8192 --bench-h 32 --bench-warmup 3 --bench-iters 10 ${dry[@]+"${dry[@]}"} || failed=1
   if [ "$binding" = yes ]; then
     dims=$(PYTHONPATH="$build/python" "$python" -c \
@@ -278,6 +287,18 @@ PY
           --no-bwd --B 1 --H 32 --N 8192 --D $dims --dtype fp16 --warmup 3 --iters 10 $causal --verbose \
           --baselines all --save-path "$dest" || failed=1
       done
+      # The backward's ratios: forward + backward of ffpa_attn_func (its default backward,
+      # ours where compiled) against FA2(sdpa-flash)'s and sdpa-efficient's forward +
+      # backward (and SDPA's own dispatch) in the same process, at the targets' head dims
+      # (docs/perf.md "The backward kernels"); non-causal, fewer iterations: each call at
+      # D = 512 is about 0.3 s of SDPA's.
+      bwd_dims=$(for d in $dims; do case "$d" in 64|128|320|512) printf '%s ' "$d" ;; esac; done)
+      if [ -n "$bwd_dims" ]; then
+        # shellcheck disable=SC2086  # $bwd_dims is a list of numbers
+        PYTHONPATH="$build/python" phase bench-bwd 90 -- "$python" -m ffpa_attn.bench --backend cuda --no-fwd \
+          --B 1 --H 32 --N 8192 --D $bwd_dims --dtype fp16 --warmup 2 --iters 5 --verbose \
+          --baselines flash,efficient --save-path "$state/bench_py_bwd" || failed=1
+      fi
     else
       PYTHONPATH="$build/python" phase binding-import 30 -- "$python" -c \
         'import json, ffpa_attn; i = ffpa_attn.build_info(); assert i["extension_available"], i; print(json.dumps(i, indent=1, default=str))' ||

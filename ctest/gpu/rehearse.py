@@ -267,7 +267,7 @@ def run_case(work: Path, case: str) -> int:
     if case == "gpu-mode":
         check(proc.returncode == 1, f"no CUDA device behind nvidia-smi fails the run (exit {proc.returncode})")
         check(phases.get("sweep-build", {}).get("status") == "ok", f"the sweep builds: {phases.get('sweep-build')}")
-        for name in ("correctness", "python-gpu", "torch-gpu", "bench-cpp", "bench", "bench-causal", "sweep"):
+        for name in ("correctness", "python-gpu", "torch-gpu", "bench-cpp", "bench", "bench-causal", "bench-bwd", "sweep"):
             check(phases.get(name, {}).get("status", "").startswith("failed"),
                   f"GPU phase {name} ran and failed cleanly: {phases.get(name)}")
         check(summary["status"] == "failed" and summary["env"]["gpu"] == "NVIDIA H200", "summary: failed, on the H200")
@@ -316,6 +316,12 @@ def run_case(work: Path, case: str) -> int:
     check(corr["tma"]["planned"] and corr["tma"]["cases"] > 0 and corr["f16_acc"]["planned"],
           f"TMA ({corr['tma']['status']}) and fp16 accumulation ({corr['f16_acc']['status']}) are planned")
     check_lowp(scratch, corr, paths, dims)
+    # The backward: a group per backward instance (every compiled head dim and dtype),
+    # judged by the bwd_fp16 / bwd_bf16 rows, and a bench row per head dim, causal and not.
+    for d in dims:
+        for dt in ("fp16", "bf16"):
+            check((f"bwd-D{d}-{dt}", "bwd", "fp32") in paths, f"group bwd-D{d}-{dt} is planned")
+    check(corr["bwd"]["planned"] and corr["bwd"]["cases"] > 0, f"the backward cases are planned: {corr['bwd']['status']}")
     md = (out / "summary.md").read_text()
     check("TMA cases (impl=tma): planned (dry run)" in md and "fp16_acc: rel " in md,
           "the summary states the TMA status and the fp16_acc tolerances")
@@ -325,6 +331,8 @@ def run_case(work: Path, case: str) -> int:
     corr_log = (state / "logs" / "correctness.log").read_text()
     check("TMA cases: planned (" in corr_log, "the runner says whether the TMA cases run, and why")
     check("CuTe cases: planned (cute and cute_tma (CUTLASS " in corr_log, "the runner says the CuTe cases run")
+    check("Backward cases: planned (backward instances " in corr_log and "bwd_fp16 max rel <= " in corr_log,
+          "the runner says the backward cases run, and their bounds")
     header = (state / "bench_cpp.csv").read_text().splitlines()[0]
     check(header == "source,D,dtype,causal,B,H,N,kernel,ms,tflops,accum", "the runner's bench CSV has its header")
     bench_log = (state / "logs" / "bench-cpp.log").read_text()
@@ -333,6 +341,8 @@ def run_case(work: Path, case: str) -> int:
         check(len(re.findall(rf"^bench plan: D=\d+ fp16 causal=[01] impl={impl} accum={accum} ", bench_log, re.M))
               == 2 * len(dims), f"the runner plans impl={impl} accum={accum} at every head dim, causal and not")
     check("impl=cute_tma_fp4" not in bench_log, "no NVFP4 bench row: arch 90 has no NVFP4 code")
+    check(len(re.findall(r"^bench plan: D=\d+ fp16 causal=[01] backward ", bench_log, re.M)) == 2 * len(dims),
+          "the runner plans a backward row at every head dim, causal and not")
     check_sweep(scratch, out, phases, summary)
     if case == "with-headers":
         check("binding=yes" in env_txt, "the binding was built and imports")

@@ -10,6 +10,8 @@ Reads (all optional, so a run cut short at any point still summarizes):
   STATE/pytest-gpu.json  {"status": ..., "detail": ...} of the Python GPU tests
   STATE/bench_py/bench.json       python -m ffpa_attn.bench --save-path (binding present)
   STATE/bench_py_causal/bench.json
+  STATE/bench_py_bwd/bench.json   python -m ffpa_attn.bench --no-fwd: forward + backward against the named
+                                  SDPA baselines' forward + backward (binding present, GPU mode)
   STATE/bench_cpp.csv    the runner's own timings of every path (mma, tma, fp16 accumulation, cute,
                          cute_tma, and the low-precision cute_fp8 / cute_tma_fp8 / cute_tma_fp4)
   STATE/sdpa.csv         the named SDPA baselines timed by sdpa_bench.py in a separate process (no binding)
@@ -128,6 +130,11 @@ def _lowp_tolerance_name(case: dict[str, Any]) -> str:
     return str(case.get("tolerance") or _LOWP_PRECISION.get(str(case.get("impl")), "fp8"))
 
 
+def _is_bwd(impl: Any) -> bool:
+    """The backward's cases and bench rows (impl / kernel "bwd": ffpa::backward())."""
+    return str(impl) == "bwd"
+
+
 def _is_error_case(case: dict[str, Any]) -> bool:
     return case.get("expect_error", "ok") not in ("ok", None)
 
@@ -152,6 +159,11 @@ def _tally(g: dict[str, Any], case: dict[str, Any]) -> None:
         # null: not measured (the launch failed, or the case expects an error).
         if isinstance(value, (int, float)):
             g["max_" + key] = max(g["max_" + key] or 0.0, float(value))
+    if "bwd_max_rel_l1" in g:  # the backward: the worst gradient's sum |g - ref| / sum |ref|
+        rel_l1 = case.get("rel_l1")
+        if isinstance(rel_l1, (int, float)):
+            g["bwd_max_rel_l1"] = max(g["bwd_max_rel_l1"] or 0.0, float(rel_l1))
+        return
     if "min_cos" not in g:
         return
     # The low-precision metrics (null: not measured, or NaN in the output; the case then
@@ -181,7 +193,8 @@ def _extra_status(report: dict[str, Any], key: str, cases: list[dict[str, Any]])
     total = ran = failed = 0
     for case in cases:
         selected = {"tma": case.get("impl") == "tma", "cute": case.get("impl") in ("cute", "cute_tma"),
-                    "lowp": _is_lowp(case.get("impl"))}.get(key, case.get("accum") == "fp16")
+                    "lowp": _is_lowp(case.get("impl")), "bwd": _is_bwd(case.get("impl"))}.get(
+                        key, case.get("accum") == "fp16" and not _is_bwd(case.get("impl")))
         if case.get("expect_error") in (None, "ok", "") and selected:
             total += 1
             ran += bool(case.get("ran"))
@@ -212,6 +225,8 @@ def summarize_correctness(report: Any) -> dict[str, Any]:
         lowp = _is_lowp(impl) and not _is_error_case(case)
         # A low-precision path's row carries its metrics and the tolerance row it is judged by.
         extra = {**_new_lowp_tally(), "tolerance": _lowp_tolerance_name(case)} if lowp else {}
+        if _is_bwd(impl):  # judged by max rel and rel L1 per gradient (the bwd_* rows)
+            extra = {"bwd_max_rel_l1": None, "tolerance": case.get("tolerance")}
         _tally(paths.setdefault((group, impl, accum), {"group": group, "impl": impl, "accum": accum,
                                                        **_new_tally(), **extra}), case)
         if case.get("ran") and not case.get("pass"):
@@ -219,9 +234,12 @@ def summarize_correctness(report: Any) -> dict[str, Any]:
                                                     "impl_used", "error")})
     tolerances = report.get("tolerances") or {}
     lowp_paths = []
+    bwd_paths = []
     for g in paths.values():
         if "min_cos" in g:
             lowp_paths.append({**g, "bounds": tolerances.get(g["tolerance"])})
+        if "bwd_max_rel_l1" in g:
+            bwd_paths.append({**g, "bounds": tolerances.get(g["tolerance"])})
     return {
         "status": report.get("status"),
         "device": report.get("device"),
@@ -236,6 +254,8 @@ def summarize_correctness(report: Any) -> dict[str, Any]:
         "cute": _extra_status(report, "cute", cases),
         "lowp": _extra_status(report, "lowp", cases),
         "lowp_paths": lowp_paths,
+        "bwd": _extra_status(report, "bwd", cases),
+        "bwd_paths": bwd_paths,
         "by_group": groups,
         "by_path": list(paths.values()),
         "failed_cases": failed,
@@ -244,11 +264,14 @@ def summarize_correctness(report: Any) -> dict[str, Any]:
 
 PY_SOURCE = "python -m ffpa_attn.bench (SDPA in the same process)"
 CPP_SOURCE = "C++ runner (CUDA events); SDPA from a separate Python process"
+CPP_BWD_SOURCE = ("C++ runner (CUDA events): ffpa::backward() alone, 2.5x the forward's FLOPs; no SDPA ratio: "
+                  "SDPA's forward + backward is timed in the bench-bwd phase (the backward section), its backward "
+                  "alone nowhere")
 CPP_SOURCE_PY_SDPA = "C++ runner (CUDA events); SDPA from the python bench's row of the same shape"
 # Table order of the paths: the default path first, then TMA, then fp16 accumulation.
 PATH_ORDER = {("mma", "fp32"): 0, ("tma", "fp32"): 1, ("mma", "fp16"): 2, ("tma", "fp16"): 3,
               ("cute", "fp32"): 4, ("cute_tma", "fp32"): 5, ("cute", "fp16"): 6, ("cute_tma", "fp16"): 7,
-              ("cute_fp8", "fp32"): 8, ("cute_tma_fp8", "fp32"): 9, ("cute_tma_fp4", "fp32"): 10}
+              ("cute_fp8", "fp32"): 8, ("cute_tma_fp8", "fp32"): 9, ("cute_tma_fp4", "fp32"): 10, ("bwd", "fp32"): 11}
 # On sm_90 nvcc 13.0 lowers the FP8 mma (m16n8k32 e4m3) to two fp16 HMMA.16816 (docs/install.md,
 # "The scheme"): the rows time that lowering; sm_89 and the sm_120 family have FP8 tensor cores.
 LOWP_SM90_NOTE = ("on sm_90 (the H200) nvcc 13.0 lowers the FP8 mma to fp16 HMMA: these rows time that lowering "
@@ -318,7 +341,9 @@ def _rows_from_cpp(state: Path, py_rows: list[dict[str, Any]]) -> list[dict[str,
     rows = []
     for r in _read_csv(state / "bench_cpp.csv"):
         key = (int(r["D"]), r["dtype"], _truthy(r["causal"]))
-        s = sdpa.get(key, {})
+        # The backward rows time ffpa::backward() alone: the forward's baselines of the
+        # shape are no baseline for them (SDPA's backward is timed in the torch phase).
+        s = {"source": CPP_BWD_SOURCE} if _is_bwd(r["kernel"]) else sdpa.get(key, {})
         baselines = s.get("baselines", {})
         default = baselines.get("sdpa-default", {})
         rows.append({"D": key[0], "dtype": key[1], "causal": key[2], "N": int(r["N"]), "H": int(r["H"]),
@@ -385,7 +410,7 @@ def summarize_bench(state: Path) -> dict[str, Any]:
         # The targets are the 16-bit paths' (docs/perf.md "Targets"); the low-precision rows
         # have their own table (lowp below).
         picked = [r for r in one if r["D"] in t["dims"] and r["dtype"] == "fp16" and not r["causal"]
-                  and not _is_lowp(r["kernel"])]
+                  and not _is_lowp(r["kernel"]) and not _is_bwd(r["kernel"])]
         for r in sorted(picked, key=lambda r: (r["D"], PATH_ORDER.get(_path(r), 99), _path(r))):
             targets.append(_target_line(t, r, rows))
     # The baselines per shape, each once (every path of a shape shares them).
@@ -404,7 +429,55 @@ def summarize_bench(state: Path) -> dict[str, Any]:
                               "status": "ran" if b.get("tflops") else "n/a", "reason": b.get("reason")})
     paths = sorted({_path(r) for r in rows}, key=lambda p: (PATH_ORDER.get(p, 99), p))
     return {"rows": rows, "targets": targets, "baselines": baselines, "paths": [f"{k}/{a}" for k, a in paths],
-            "lowp": _lowp_bench(rows)}
+            "lowp": _lowp_bench(rows), "backward": summarize_backward(state, rows)}
+
+
+# The backward's targets measured in this run (docs/perf.md "The backward kernels"): forward +
+# backward together against SDPA's forward + backward, its own dispatch (python bench,
+# same process). The backward-alone targets (3.0x sdpa-efficient's backward, 0.9x FA2's)
+# need SDPA's backward timed alone, which no phase does: the summary says so.
+BWD_TARGETS = [
+    {"dims": (320, 512), "baseline": "sdpa-default", "min_ratio": 2.0, "stretch": None,
+     "what": "D = 320/512 forward + backward >= 2.0x SDPA's (its own dispatch)"},
+]
+BWD_UNMEASURED = ("backward alone against SDPA's backward alone (D = 320/512 >= 3.0x sdpa-efficient's, D = 64/128 "
+                  ">= 0.9x FA2(sdpa-flash)'s): not measured; the C++ rows time ours alone and the python rows time "
+                  "forward + backward")
+
+
+def _fwd_bwd_rows(path: Path) -> list[dict[str, Any]]:
+    """The python bench's forward + backward rows (direction "bwd"): ffpa_attn_func's forward
+    and its default backward (ours where compiled), and each named baseline's forward +
+    backward in the same process; TFLOPS count 3.5x the forward's FLOPs for both."""
+    rows = []
+    for r in (_read_json(path) or {}).get("results", []):
+        if r.get("direction") != "bwd":
+            continue
+        baselines = _baselines_of(r)
+        rows.append({"D": r["D"], "dtype": r["dtype"], "causal": bool(r["causal"]), "N": r["Nq"], "H": r["Hq"],
+                     "kernel": "fwd+bwd", "forward": r.get("impl"), "accum": "fp32", "origin": "py",
+                     "ffpa_ms": r["ffpa_ms"], "ffpa_tflops": r["ffpa_tflops"], "baselines": baselines,
+                     "ratios": {n: _ratio(r["ffpa_tflops"], b) for n, b in baselines.items()},
+                     "err_vs_sdpa": r.get("err")})
+    return sorted(rows, key=lambda r: (r["dtype"], r["causal"], r["D"]))
+
+
+def summarize_backward(state: Path, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The backward's bench: the runner's rows (ours alone; with the time of our forward of
+    the same shape and run, mma, for scale) and the python bench's forward + backward rows
+    against the named baselines, with the targets they can judge."""
+    cpp = []
+    for r in rows:
+        if not _is_bwd(r["kernel"]):
+            continue
+        fwd = next((x for x in rows if x["origin"] == r["origin"] and x["D"] == r["D"] and x["dtype"] == r["dtype"]
+                    and x["causal"] == r["causal"] and _path(x) == ("mma", "fp32")), None)
+        cpp.append({"D": r["D"], "dtype": r["dtype"], "causal": r["causal"], "ms": r["ffpa_ms"],
+                    "tflops": r["ffpa_tflops"], "x_forward_time": r["ffpa_ms"] / fwd["ffpa_ms"] if fwd else None})
+    fb = _fwd_bwd_rows(state / "bench_py_bwd" / "bench.json")
+    targets = [_target_line(t, r, fb) for t in BWD_TARGETS for r in fb
+               if r["D"] in t["dims"] and r["dtype"] == "fp16" and not r["causal"]]
+    return {"cpp": cpp, "fwd_bwd": fb, "targets": targets, "unmeasured": BWD_UNMEASURED}
 
 
 def _lowp_bench(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -478,6 +551,9 @@ def _bound(op: str, x: Any) -> str:
 
 
 def _tolerance_text(name: str, v: dict[str, Any]) -> str:
+    if "max_rel_l1" in v and "min_cos" not in v:  # the backward's rows, per gradient
+        return (f"{name}: per gradient max |g - ref| / max |ref| {_bound('<=', v.get('max_rel'))}, "
+                f"rel L1 {_bound('<=', v.get('max_rel_l1'))}")
     if "min_cos" in v:
         return (f"{name}: cos {_bound('>=', v.get('min_cos'))}, rel L1 {_bound('<=', v.get('max_rel_l1'))}, "
                 f"abs {_bound('<=', v.get('abs'))}, lse {_bound('<=', v.get('lse'))}, "
@@ -514,7 +590,8 @@ def render_md(summary: dict[str, Any]) -> str:
                f"groups {c.get('groups_done', 'n/a')}/{c.get('groups_total', 'n/a')} ({c.get('status')})")
     for key, what in (("tma", "TMA cases (impl=tma)"), ("f16_acc", "fp16-accumulated cases (accum=fp16)"),
                       ("cute", "CuTe cases (impl=cute, cute_tma)"),
-                      ("lowp", "Low-precision cases (impl=cute_fp8, cute_tma_fp8, cute_tma_fp4)")):
+                      ("lowp", "Low-precision cases (impl=cute_fp8, cute_tma_fp8, cute_tma_fp4)"),
+                      ("bwd", "Backward cases (ffpa::backward() against float64 gradients)")):
         if c.get(key):
             out.append(f"{what}: {c[key]['status']}")
     out += ["", "| group | impl | accum | cases | ran | failed | max rel | max abs | max lse |",
@@ -539,6 +616,17 @@ def render_md(summary: dict[str, Any]) -> str:
                        f"{_fmt(g['max_abs_err'], '.4f')} ({_bound('<=', b.get('abs'))}) | "
                        f"{_fmt(g['max_lse_err'], '.4f')} ({_bound('<=', b.get('lse'))}) | "
                        f"{_fmt(g['max_gain_err'], '.4f')} ({_bound('<=', b.get('max_gain_err'))}) |")
+    if c.get("bwd_paths"):
+        out += ["", "### Backward cases (dQ, dK, dV against float64; the bwd_fp16 / bwd_bf16 rows)", "",
+                "Each cell: the worst gradient over the row's cases (bound). Inputs: the reference's own O and LSE, "
+                "so a row judges the backward alone.", "",
+                "| group | cases | ran | failed | max rel | max rel L1 | max abs |", "|---|---|---|---|---|---|---|"]
+        for g in c["bwd_paths"]:
+            b = g.get("bounds") or {}
+            out.append(f"| {g['group']} | {g['cases']} | {g['ran']} | {g['failed']} | "
+                       f"{_fmt(g['max_rel_err'], '.3g')} ({_bound('<=', b.get('max_rel'))}) | "
+                       f"{_fmt(g['bwd_max_rel_l1'], '.3g')} ({_bound('<=', b.get('max_rel_l1'))}) | "
+                       f"{_fmt(g['max_abs_err'], '.3g')} |")
     if c.get("failed_cases"):
         out.append("")
     for f in c.get("failed_cases") or []:
@@ -594,6 +682,31 @@ def render_md(summary: dict[str, Any]) -> str:
                            f"{_fmt(x['ffpa_tflops'], '.1f')} | " + " | ".join(cells) + " |")
     else:
         out.append("No bench results.")
+    bw = b.get("backward") or {}
+    if bw.get("cpp") or bw.get("fwd_bwd"):
+        out += ["", "### Backward (fp16, B=1, H=32, N=8192)", "",
+                "Ours alone (C++ runner, CUDA events; TFLOPS: 2.5x the forward's FLOPs over the time; x forward: "
+                "its time over our mma forward's of the same shape and run):", "",
+                "| D | causal | ms | TFLOPS | x forward time |", "|---|---|---|---|---|"]
+        for x in bw["cpp"]:
+            out.append(f"| {x['D']} | {x['causal']} | {_fmt(x['ms'], '.3f')} | {_fmt(x['tflops'], '.1f')} | "
+                       f"{_fmt(x['x_forward_time'], '.2f')} |")
+        names = [n for n in BASELINE_ORDER if any(n in r["baselines"] for r in bw["fwd_bwd"])]
+        if bw["fwd_bwd"]:
+            out += ["", "Forward + backward (python bench, SDPA's in the same process; TFLOPS: 3.5x the forward's "
+                    "FLOPs; forward: the kernel ffpa_attn_func ran, then its default backward):", "",
+                    "| D | dtype | causal | forward | ms | TFLOPS | " + " | ".join(f"x {n}" for n in names) + " |",
+                    "|---" * (6 + len(names)) + "|"]
+            for r in bw["fwd_bwd"]:
+                cells = [_fmt(r["ratios"].get(n), ".2f") for n in names]
+                out.append(f"| {r['D']} | {r['dtype']} | {r['causal']} | {r['forward']} | {_fmt(r['ffpa_ms'], '.3f')} "
+                           f"| {_fmt(r['ffpa_tflops'], '.1f')} | " + " | ".join(cells) + " |")
+        out += ["", "| target | D | baseline | ratio | result |", "|---|---|---|---|---|"]
+        for t in bw["targets"]:
+            out.append(f"| {t['target']} | {t['D']} | {t['baseline']} | {_fmt(t['ratio'], '.2f')} | {t['result']} |")
+        if not bw["targets"]:
+            out.append("| forward + backward against SDPA's | - | - | n/a | n/a (no forward + backward rows) |")
+        out += ["", f"Not in this run: {bw['unmeasured']}."]
     sw = summary.get("sweep") or {}
     out += ["", "## Tuning sweep (fp16, fp32 accumulation, B=1, H=32, N=8192, non-causal)", ""]
     if sw.get("rows"):

@@ -58,6 +58,8 @@ def _runner_report(tmp_path: Path, fail_case: int | None = None, fail_lowp: bool
         case.update({"ran": True, "pass": not bad, "impl_used": used,
                      "error_kind": "ok", "abs_err": 0.5 if bad else 1e-3, "rel_err": 0.2 if bad else 4e-4,
                      "lse_err": 1e-5, "max_ref": 2.5, "error": ""})
+        if case["impl"] == "bwd":  # the backward: max rel and rel L1 per gradient, no LSE
+            case.update({"lse_err": None, "rel_l1": 2e-4})
     report.update({"status": "done", "ran": len(report["cases"]),
                    "failed": int(fail_case is not None) + int(lowp_failed), "groups_done": report["groups_total"]})
     return report
@@ -474,3 +476,69 @@ def test_report_before_the_tolerance_table(tmp_path):
     md = (out / "summary.md").read_text()
     assert "fp16-acc: rel 0.03, abs 0.05, lse 0.05" in md and "(fp16-acc: fp16 inputs with accum=fp16" in md
     assert "Low-precision rows (fp8, fp4)" not in md
+
+
+def test_backward_cases_planned_judged_and_reported(tmp_path):
+    """The runner plans a backward group per backward instance of the build (GQA, both
+    causal alignments, ragged Nq != Nkv both ways, a strided view), each case judged by the
+    bwd_fp16 / bwd_bf16 row; the summary reports them against those bounds, and a bench
+    row "bwd" gets no forward baseline and no forward target line."""
+    report = _runner_report(tmp_path)
+    bwd = report["bwd"]
+    cases = [c for c in report["cases"] if c["impl"] == "bwd"]
+    assert bwd["planned"] == bool(cases) and bwd["reason"]
+    if not cases:
+        pytest.skip("this build has no backward kernels")
+    for group in sorted({c["group"] for c in cases}):
+        mine = [c for c in cases if c["group"] == group]
+        dt = mine[0]["dtype"]
+        assert group == f"bwd-D{mine[0]['d']}-{dt}" and all(c["tolerance"] == f"bwd_{dt}" for c in mine)
+        assert {(c["causal"], c["top_left"]) for c in mine} == {(False, False), (True, False), (True, True)}
+        assert any(c["hkv"] < c["hq"] for c in mine) and any(c["layout"] == "bnhd" for c in mine)
+        assert any(c["nq"] > c["nkv"] for c in mine) and any(c["nq"] < c["nkv"] for c in mine)
+    assert set(report["tolerances"]["bwd_fp16"]) == {"max_rel", "max_rel_l1"}
+    state = _state(tmp_path)
+    (state / "correctness.json").write_text(json.dumps(report))
+    with open(state / "bench_cpp.csv", "w") as handle:
+        handle.write("source,D,dtype,causal,B,H,N,kernel,ms,tflops,accum\n"
+                     "ffpa-cpp,512,fp16,0,1,32,8192,mma,20.0,110.0,fp32\n"
+                     "ffpa-cpp,512,fp16,0,1,32,8192,bwd,60.0,91.6,fp32\n")
+    (state / "sdpa.csv").write_text("D,dtype,causal,backend,label,kernel,ms,tflops,reason\n"
+                                    "512,fp16,0,sdpa-efficient,sdpa-efficient,k,40.0,55.0,\n")
+    # The python bench's forward + backward rows (direction "bwd"), baselines in its process.
+    (state / "bench_py_bwd").mkdir()
+    base = {"direction": "bwd", "dtype": "fp16", "causal": False, "Nq": 8192, "Hq": 32, "impl": "mma", "err": 1e-3}
+    (state / "bench_py_bwd" / "bench.json").write_text(json.dumps({"results": [
+        {**base, "D": 512, "ffpa_ms": 100.0, "ffpa_tflops": 153.9, "baselines": [
+            {"name": "sdpa-efficient", "label": "sdpa-efficient", "ms": 300.0, "tflops": 51.3},
+            {"name": "sdpa-flash", "label": "FA2(sdpa-flash)", "ms": None, "tflops": None, "reason": "refused"},
+            {"name": "sdpa-default", "label": "sdpa-default", "ms": 300.0, "tflops": 51.3}]},
+        {**base, "D": 320, "ffpa_ms": 100.0, "ffpa_tflops": 60.0, "baselines": [
+            {"name": "sdpa-default", "label": "sdpa-default", "ms": 120.0, "tflops": 50.0}]},
+        {**base, "direction": "fwd", "D": 512, "ffpa_ms": 1.0, "ffpa_tflops": 1.0, "baselines": []}]}))
+    out = tmp_path / "out"
+    summarize.main([str(state), str(out), "--status", "passed", "--exit-code", "0"])
+    summary = json.loads((out / "summary.json").read_text())
+    bw = summary["bench"]["backward"]
+    assert [(x["D"], x["x_forward_time"]) for x in bw["cpp"]] == [(512, 3.0)]
+    assert [r["D"] for r in bw["fwd_bwd"]] == [320, 512]  # the forward row is not one of them
+    assert bw["fwd_bwd"][1]["ratios"]["sdpa-efficient"] == pytest.approx(3.0)
+    assert [(t["D"], t["result"]) for t in bw["targets"]] == [(320, "MISS"), (512, "PASS")]
+    assert "backward alone" in bw["unmeasured"]
+    corr = summary["correctness"]
+    assert corr["bwd"]["cases"] == len(cases) and corr["bwd"]["failed"] == 0
+    assert corr["f16_acc"]["cases"] == sum(1 for c in report["cases"] if c["accum"] == "fp16"
+                                           and c["expect_error"] == "ok" and c["impl"] != "bwd")
+    row = next(g for g in corr["bwd_paths"] if g["group"] == cases[0]["group"])
+    assert row["bwd_max_rel_l1"] == 2e-4 and row["bounds"] == report["tolerances"][cases[0]["tolerance"]]
+    md = (out / "summary.md").read_text()
+    b = report["tolerances"]["bwd_fp16"]
+    assert f"bwd_fp16: per gradient max |g - ref| / max |ref| <= {b['max_rel']:g}, rel L1 <= {b['max_rel_l1']:g}" in md
+    assert "### Backward cases" in md and "### Backward (fp16, B=1, H=32, N=8192)" in md
+    assert "| D = 320/512 forward + backward >= 2.0x SDPA's (its own dispatch) | 512 | sdpa-default | 3.00 | PASS |" in md
+    rows = summary["bench"]["rows"]
+    (bwd_row,) = [r for r in rows if r["kernel"] == "bwd"]
+    (fwd_row,) = [r for r in rows if r["kernel"] == "mma"]
+    assert bwd_row["baselines"] == {} and "bench-bwd phase" in bwd_row["source"]
+    assert fwd_row["baselines"]["sdpa-efficient"]["tflops"] == 55.0
+    assert all(t["kernel"] != "bwd" for t in summary["bench"]["targets"])

@@ -63,7 +63,8 @@ error against SDPA with the dtype's atol. Without a bound (none is stated before
 measurement, docs/install.md) they are judged by ``allclose`` like every row.
 TFLOPS = 4*B*Hq*Nq*Nkv*D / time (halved for causal); ``SDPA=n/a`` (and the SDPA
 TFLOPS and ratio ``n/a``) without torch. Backward lines (``[... bwd]``, torch only)
-time forward+backward of ``ffpa_attn_func`` (its fused backward) against SDPA, count
+time forward+backward of ``ffpa_attn_func`` (its default backward: the FFPA backward
+kernels where the build has them, else torch's fused one) against SDPA, count
 3.5x the forward FLOPs and report the error of dQ; their forward is ``impl="auto"``
 with fp32 accumulation whatever ``--cuda-impl`` says, and their rows say so. Causal
 cases with ``Nq != Nkv`` use the kernels' bottom-right alignment on both sides

@@ -19,6 +19,8 @@ from typing import Any
 
 __all__ = [
     "CUDA_FWD_AVAILABLE",
+    "CUDA_BWD_AVAILABLE",
+    "BWD_INSTANCES",
     "CUDA_TMA_AVAILABLE",
     "CUDA_CUTE_AVAILABLE",
     "CUDA_CUTE_TMA_AVAILABLE",
@@ -105,6 +107,12 @@ CUDA_FP8_AVAILABLE: bool = bool(_INFO.get("fp8", False))
 CUDA_FP4_AVAILABLE: bool = bool(_INFO.get("fp4", False))
 FP8_ARCHS: tuple[str, ...] = tuple(str(a) for a in _INFO.get("fp8_archs", ()))
 FP4_ARCHS: tuple[str, ...] = tuple(str(a) for a in _INFO.get("fp4_archs", ()))
+# CUDA_BWD_AVAILABLE: the backward kernels (csrc/kernels/ffpa/bwd_kernel_mma.cuh: dQ, dK,
+# dV, cp.async-fed mma.sync, every compiled arch) were compiled; BWD_INSTANCES lists their
+# (head dim, dtype) instances. backward="auto" takes them where an instance exists.
+CUDA_BWD_AVAILABLE: bool = bool(_INFO.get("bwd", False))
+BWD_INSTANCES: tuple[tuple[int, str], ...] = tuple(
+    (int(str(e).split(":")[0]), str(e).split(":")[1]) for e in _INFO.get("bwd_instances", ()))
 COMPILED_HEAD_DIMS: tuple[int, ...] = tuple(sorted(int(d) for d in _INFO.get("head_dims", ())))
 COMPILED_DTYPES: tuple[str, ...] = tuple(str(d) for d in _INFO.get("dtypes", ()))
 COMPILED_ARCHS: tuple[str, ...] = tuple(str(a) for a in _INFO.get("archs", ()))

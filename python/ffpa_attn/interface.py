@@ -63,10 +63,10 @@ IMPLS = tuple(IMPL_FACTS)
 # Accumulator precision of the fp16/bf16 tensor-core kernels (mma, tma, cute, cute_tma; auto
 # when it picks one); the SIMT and the low-precision kernels accumulate in fp32 only.
 ACCUMS = ("fp32", "fp16")
-# How the gradient is computed (ffpa_attn.torch_ops): torch's fused attention backward
-# from the forward's O and LSE where it takes the input, the same math in torch ops a
-# block of rows at a time, or the older full recompute.
-BACKWARDS = ("auto", "fused", "lse", "recompute")
+# How the gradient is computed (ffpa_attn.torch_ops): the FFPA backward kernels, torch's
+# fused attention backward from the forward's O and LSE where it takes the input, the
+# same math in torch ops a block of rows at a time, or the older full recompute.
+BACKWARDS = ("auto", "ffpa", "torch", "fused", "lse", "recompute")
 
 
 def _check_choices(impl: str, accum: str, backward: str) -> None:
@@ -180,9 +180,11 @@ def ffpa_attn_func(
     * ``strict``: True raises the :class:`~ffpa_attn.FFPAError` instead of falling back
       to SDPA; None (default) reads the environment switch ``FFPA_STRICT=1``. An
       explicit ``impl``/``accum`` is always strict.
-    * ``backward``: ``"auto"`` (torch's fused attention backward on CUDA, O(N) memory;
-      the LSE recompute elsewhere), ``"fused"``, ``"lse"`` or ``"recompute"`` (the
-      older full Nq x Nkv recompute); see :mod:`ffpa_attn.torch_ops`.
+    * ``backward``: ``"auto"`` (the FFPA backward kernels where the build has them for
+      the inputs, else ``"torch"``), ``"ffpa"`` (those kernels or an error), ``"torch"``
+      (torch's fused attention backward on CUDA, O(N) memory; the LSE recompute
+      elsewhere), ``"fused"``, ``"lse"`` or ``"recompute"`` (the older full Nq x Nkv
+      recompute); see :mod:`ffpa_attn.torch_ops`.
     * ``causal``: deprecated (ffpa_attn.deprecations): the bottom-right causal mask.
 
     Returns ``out`` (same framework, device, shape and dtype as query) or, with

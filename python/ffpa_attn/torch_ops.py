@@ -27,15 +27,19 @@ gradient.
 
 The backward (``backward=`` of ffpa_attn_func) starts from the forward's O and LSE:
 
-* ``"auto"``: torch's fused attention backward on CUDA (``aten::_flash_attention_backward``
+* ``"auto"``: ``"ffpa"`` where this build has a backward kernel for the inputs (CUDA,
+  fp16 / bf16, a compiled head dim: ffpa_attn.cuda.BWD_INSTANCES), else ``"torch"``.
+* ``"ffpa"``: the FFPA backward kernels (ffpa_attn.torch_bwd: split-D, O(N) memory, no
+  atomics, so bit-identical run to run) or an error naming why not.
+* ``"torch"``: torch's fused attention backward on CUDA (``aten::_flash_attention_backward``
   for D <= 256 where torch has flash attention, else
   ``aten::_efficient_attention_backward``; GQA: flash takes it, the memory-efficient
   kernel gets K/V expanded to the query heads and the gradients summed back over each
   group), O(N) memory; on the CPU torch's CPU attention backward (the one SDPA's CPU
   path uses, torch_math.cpu_attention_backward), O(N) memory; elsewhere ``"lse"``.
-* ``"fused"``: the fused backward or an error (CUDA only).
+* ``"fused"``: torch's fused backward or an error (CUDA only).
 * ``"lse"``: torch_math.attention_backward_lse, the same math in torch ops a block of
-  query rows at a time (any device; the CPU's backward).
+  query rows at a time (any device).
 * ``"recompute"``: the older full ``Nq x Nkv`` recompute from q, k and v.
 
 A low-precision forward (``impl="fp8"``, ``"fp4"``, ...) has the same backward: it is fed
@@ -65,6 +69,7 @@ from .torch_math import (
     cpu_attention,
     cpu_attention_backward,
 )
+from .torch_bwd import attention_backward_ffpa, ffpa_backward_problem
 from .validation import resolve_scale
 
 __all__ = ["FFPAAttnFunction", "attention_math", "dispatch", "ffpa_attention", "sdpa"]
@@ -275,10 +280,18 @@ def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: t
     """dq, dk, dv of the op, by ``choice`` (module docstring)."""
     if choice == "recompute":
         return attention_backward_recompute(q, k, v, grad_out, mask, scale)
-    if choice == "auto" and q.device.type == "cpu":
+    if choice in ("auto", "ffpa"):
+        # The FFPA backward kernels where this build has them for the inputs (torch_bwd).
+        why_not = ffpa_backward_problem(q)
+        if why_not is None:
+            return attention_backward_ffpa(q, k, v, out, lse, grad_out, mask, scale)
+        if choice == "ffpa":
+            raise UnsupportedImplError(f"backward='ffpa' cannot run: {why_not}; use backward='torch' (torch's "
+                                       "fused backward on CUDA, its CPU attention backward on the CPU) or 'auto'")
+    if choice in ("auto", "torch") and q.device.type == "cpu":
         # The CPU forward's own backward (torch's CPU attention backward), O(N) memory.
         return _cpu_backward_op(q, k, v, out, lse, grad_out, mask, scale)
-    if choice in ("auto", "fused"):
+    if choice in ("auto", "torch", "fused"):
         kind = fused_backward_kind(q, k, mask)
         if kind == "flash":
             return _flash_backward(q, k, v, out, lse, grad_out, mask, scale)
@@ -476,6 +489,8 @@ def dispatch(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_m
         routing.warn_fallback(reason, detail, fix)
         routing.note_kernel("sdpa", reason)
         return sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa, kind)
+    if backward == "ffpa" and (why_not := ffpa_backward_problem(q)) is not None:
+        raise UnsupportedImplError(f"backward='ffpa' cannot run: {why_not}; use backward='auto' or 'torch'")
     if backward == "fused" and _device_type(q) != "cuda":
         raise UnsupportedImplError(
             "backward='fused' is torch's fused CUDA attention backward; these tensors are on "

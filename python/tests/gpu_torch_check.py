@@ -178,15 +178,18 @@ def test_cuda_graph_capture_and_replay(torch, d, nkv):
         t.grad = None
     eager = step()
     expected = [eager, q.grad, k.grad, v.grad]
-    # The forward kernel is deterministic; the fused backward sums in fp32 with atomics,
-    # so its replay may differ from eager by the rounding of the order.
+    # The forward kernel and our backward are deterministic; torch's fused backward sums
+    # in fp32 with atomics, so its replay may differ from eager by the rounding of the order.
+    from ffpa_attn.torch_bwd import ffpa_backward_problem
+
+    ours = ffpa_backward_problem(q) is None
     for name, a, b in zip(("out", "dq", "dk", "dv"), replayed, expected):
-        tol = 0 if name == "out" else 2e-3
+        tol = 0 if name == "out" or ours else 2e-3
         torch.testing.assert_close(a, b, rtol=tol, atol=tol, msg=f"D={d} {name}: replay differs from eager")
     from ffpa_attn import torch_ops
 
     _record(f"cuda_graph_D{d}_Nkv{nkv}", captured="forward+backward", replay_equals_eager=True,
-            backward=torch_ops.fused_backward_kind(q, k, 1))
+            backward="ffpa" if ours else torch_ops.fused_backward_kind(q, k, 1))
 
 
 # --- the backward against SDPA's ---------------------------------------------------------------
@@ -209,7 +212,8 @@ def _grads(torch, fn, q, k, v, dout):
     (8, 2, 333, 200, 128, "lower_right"),    # rows that see no key, flash backward
     (4, 4, 333, 200, 512, "lower_right"),    # rows that see no key, memory-efficient backward
 ])
-def test_backward_agrees_with_sdpa(torch, hq, hkv, nq, nkv, d, mask):
+@pytest.mark.parametrize("backward", ["auto", "torch"])  # auto: our backward kernels where compiled
+def test_backward_agrees_with_sdpa(torch, hq, hkv, nq, nkv, d, mask, backward):
     from torch.nn.attention.bias import causal_lower_right
 
     from ffpa_attn import ffpa_attn_func, torch_ops
@@ -219,7 +223,7 @@ def test_backward_agrees_with_sdpa(torch, hq, hkv, nq, nkv, d, mask):
         pytest.skip(f"head dim {d} not compiled")
     q, k, v = _qkv(torch, 1, hq, hkv, nq, nkv, d, seed=nq + d)
     dout = torch.randn(1, hq, nq, d, device="cuda", dtype=q.dtype, generator=torch.Generator("cuda").manual_seed(5))
-    kwargs = {"enable_gqa": hkv != hq}
+    kwargs = {"enable_gqa": hkv != hq, "backward": backward}
     if mask == "is_causal":
         kwargs["is_causal"] = True
     elif mask == "lower_right":
@@ -227,15 +231,19 @@ def test_backward_agrees_with_sdpa(torch, hq, hkv, nq, nkv, d, mask):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the kernels take every case: no fallback
         out, grads = _grads(torch, lambda a, b, c: ffpa_attn_func(a, b, c, **kwargs), q, k, v, dout)
+    sdpa_kwargs = {n: a for n, a in kwargs.items() if n != "backward"}
     _, sdpa_grads = _grads(torch, lambda a, b, c: torch.nn.functional.scaled_dot_product_attention(
-        a, b, c, **kwargs), q, k, v, dout)
+        a, b, c, **sdpa_kwargs), q, k, v, dout)
     # The reference: plain torch math in fp32 with autograd (rows that see no key give 0,
     # where SDPA's lower-right bias gives NaN; its NaNs are left out of its own error).
     kind_code = {"none": MASK_NONE, "is_causal": MASK_TOP_LEFT, "lower_right": MASK_BOTTOM_RIGHT}[mask]
     _, ref_grads = _grads(torch, lambda a, b, c: attention_math(a.float(), b.float(), c.float(), causal=kind_code),
                           q, k, v, dout.float())
+    from ffpa_attn.torch_bwd import ffpa_backward_problem
+
+    ours = backward == "auto" and ffpa_backward_problem(q) is None
     kind = torch_ops.fused_backward_kind(q, k, kind_code)
-    figures = {"backward": kind}
+    figures = {"backward": "ffpa" if ours else kind}
     for name, mine, theirs, ref in zip(("dq", "dk", "dv"), grads, sdpa_grads, ref_grads):
         assert torch.isfinite(mine).all(), name
         err = float((mine.float() - ref).abs().max())
@@ -246,7 +254,25 @@ def test_backward_agrees_with_sdpa(torch, hq, hkv, nq, nkv, d, mask):
         assert err <= bound, f"{name}: ffpa {err:.3e} vs SDPA {sdpa_err:.3e} against fp32 math"
     assert kind == ("flash" if d <= 256 and (mask != "is_causal" or nq == nkv) and
                     torch.backends.cuda.is_flash_attention_available() else "efficient")
-    _record(f"backward_H{hq}x{hkv}_N{nq}x{nkv}_D{d}_{mask}", **figures)
+    _record(f"backward_{backward}_H{hq}x{hkv}_N{nq}x{nkv}_D{d}_{mask}", **figures)
+
+
+@pytest.mark.parametrize("d", sorted({_dim(128), _dim(512)}))
+def test_ffpa_backward_is_bit_identical_run_to_run(torch, d):
+    """Our backward has no atomics: two runs give the same bits (GQA, causal)."""
+    from ffpa_attn import ffpa_attn_func
+    from ffpa_attn.torch_bwd import ffpa_backward_problem
+
+    q, k, v = _qkv(torch, 2, 8, 2, 700, 900, d, seed=d)
+    if ffpa_backward_problem(q) is not None:
+        pytest.skip(ffpa_backward_problem(q))
+    dout = torch.randn(2, 8, 700, d, device="cuda", dtype=q.dtype)
+    fn = lambda a, b, c: ffpa_attn_func(a, b, c, is_causal=True, enable_gqa=True, backward="ffpa")  # noqa: E731
+    _, first = _grads(torch, fn, q, k, v, dout)
+    _, second = _grads(torch, fn, q, k, v, dout)
+    for name, a, b in zip(("dq", "dk", "dv"), first, second):
+        assert torch.equal(a, b), f"D={d} {name}: two runs differ"
+    _record(f"backward_ffpa_deterministic_D{d}", bit_identical=True)
 
 
 # --- memory: fused backward vs SDPA's own -----------------------------------------------------
@@ -254,9 +280,11 @@ def test_backward_agrees_with_sdpa(torch, hq, hkv, nq, nkv, d, mask):
 
 def test_peak_memory_forward_backward_vs_sdpa(torch):
     """B = 1, H = 32, N = 8192, D = 512: peak memory of forward + backward above the
-    inputs, ours against SDPA's default dispatch in the same process. The ratio is
-    reported (goal <= 1.25x); the assertion is that it is O(N): far below the 8 GiB a
-    single fp32 N x N probability matrix per head group (H * N * N * 4 bytes) would take."""
+    inputs, ours against SDPA's default dispatch in the same process, and the time of
+    forward + backward (ours with our backward, and with torch's). The ratio is reported
+    (goal <= 1.1x with the backward kernels); the assertion is that it is O(N): far below
+    the 8 GiB a single fp32 N x N probability matrix per head group (H * N * N * 4 bytes)
+    would take."""
     from ffpa_attn import ffpa_attn_func, last_kernel
 
     d = 512
@@ -287,16 +315,24 @@ def test_peak_memory_forward_backward_vs_sdpa(torch):
             t.grad = None
         return peak, start.elapsed_time(end)
 
+    from ffpa_attn.torch_bwd import ffpa_backward_problem
+
     sdpa_peak, sdpa_ms = measure(torch.nn.functional.scaled_dot_product_attention)
+    # Our forward with torch's fused backward, then with the default (ours where compiled):
+    # the end-to-end forward + backward row at D = 512.
+    torch_bwd_peak, torch_bwd_ms = measure(lambda a, b_, c: ffpa_attn_func(a, b_, c, backward="torch"))
     ffpa_peak, ffpa_ms = measure(ffpa_attn_func)
     assert last_kernel() in ("mma", "tma")
     ratio = ffpa_peak / sdpa_peak
     gib = 2.0 ** 30
     _record("peak_memory_fwd_bwd", shape=f"B={b} H={h} N={n} D={d} {str(q.dtype)[6:]}",
+            backward="ffpa" if ffpa_backward_problem(q) is None else "torch",
             ffpa_gib=f"{ffpa_peak / gib:.3f}", sdpa_gib=f"{sdpa_peak / gib:.3f}",
             baseline="torch SDPA, its default backend choice, same process",
-            ratio=f"{ratio:.3f}x", goal="<= 1.25x", goal_met=ratio <= 1.25,
-            ffpa_ms=f"{ffpa_ms:.1f}", sdpa_ms=f"{sdpa_ms:.1f}")
+            ratio=f"{ratio:.3f}x", goal="<= 1.1x (the backward kernels' target)", goal_met=ratio <= 1.1,
+            ffpa_ms=f"{ffpa_ms:.1f}", sdpa_ms=f"{sdpa_ms:.1f}",
+            ffpa_fwd_torch_bwd_ms=f"{torch_bwd_ms:.1f}", ffpa_fwd_torch_bwd_gib=f"{torch_bwd_peak / gib:.3f}",
+            fwd_bwd_speedup_vs_sdpa=f"{sdpa_ms / ffpa_ms:.2f}x (target >= 2.0x)")
     assert ffpa_peak < h * n * n * 4, f"peak {ffpa_peak / gib:.2f} GiB is not O(N)"
 
 

@@ -13,6 +13,7 @@ def test_flags_without_extension(no_extension):
     assert cuda.extension() is None
     assert cuda.EXTENSION_IMPORT_ERROR is None
     assert cuda.CUDA_FWD_AVAILABLE is False
+    assert cuda.CUDA_BWD_AVAILABLE is False and cuda.BWD_INSTANCES == ()
     assert cuda.CUDA_TMA_AVAILABLE is False and cuda.TMA_ARCHS == ()
     assert cuda.F16_ACC_AVAILABLE is False
     assert cuda.CUDA_CUTE_TMA_AVAILABLE is False and cuda.CUDA_CUTE_AVAILABLE is False

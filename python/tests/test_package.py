@@ -197,7 +197,7 @@ def test_the_tolerance_table_reaches_the_package_and_the_binding():
     facts = json.loads((SOURCE_ROOT.parent / "cmake" / "kernel-facts.json").read_text(encoding="utf-8"))
     fields = ("rtol", "atol", "lse", "min_cos", "max_rel_l1", "max_gain_err")
     want = {row["name"]: {f: float(row[f]) for f in fields} for row in facts["tolerances"]}
-    assert {"fp16", "bf16", "fp16_acc", "fp8", "fp4"} <= set(want)
+    assert {"fp16", "bf16", "fp16_acc", "fp8", "fp4", "bwd_fp16", "bwd_bf16"} <= set(want)
     assert {path: ffpa_attn.tolerance(path) for path in want} == want
     extension = ffpa_attn.cuda.extension()
     if extension is not None:

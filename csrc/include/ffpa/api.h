@@ -174,4 +174,35 @@ FFPA_API BuildInfo build_info();
 
 FFPA_API const char* dtype_name(DType dtype) noexcept;
 
+// ---- the backward -----------------------------------------------------------------------
+// dQ, dK, dV of softmax(scale Q K^T) V from the forward's out and lse (the split-D
+// backward kernels, ffpa/bwd_kernel_mma.cuh; fp16 / bf16 in, fp32 accumulation, gradients
+// in the input dtype). GQA: dK / dV are summed over each kv head's query group. No
+// atomics: the gradients are bit-identical run to run. A row that saw no key gets zero
+// gradients; NaN propagates as in torch's math backend given the same LSE.
+struct BackwardArgs {
+  TensorDesc q, k, v, out, dout;  // out: the forward's output; dout: its gradient
+  TensorDesc dq, dk, dv;          // written (shapes of q, k, v)
+  LseDesc lse;                    // the forward's fp32 [B, Hq, Nq] LSE (required)
+  bool causal = false;
+  bool causal_top_left = false;  // causal: query i sees keys j <= i (SDPA's is_causal)
+                                 // instead of the forward's bottom-right j <= i + Nkv - Nq
+  float scale = 0.f;
+  // fp32 scratch of backward_workspace_floats() floats on the arrays' device (the caller
+  // allocates it, so a captured CUDA graph owns no hidden allocation).
+  float* workspace = nullptr;
+  void* stream = nullptr;
+};
+
+FFPA_API int64_t backward_workspace_floats(const BackwardArgs& args) noexcept;
+
+// Argument checks that touch no CUDA API (shapes, dtypes, strides, alignment, head dim).
+FFPA_API Status validate_backward(const BackwardArgs& args);
+
+// validate_backward, device checks, then the launches on args.stream. Asynchronous.
+FFPA_API Status backward(const BackwardArgs& args);
+
+// The head dims / dtypes with backward kernels in this build ("<D>:<dtype>", e.g. "128:fp16").
+FFPA_API std::vector<std::string> backward_instances();
+
 }  // namespace ffpa

@@ -1,0 +1,426 @@
+// FFPA split-D backward kernels: mma.sync m16n8k16 with fp32 accumulation, ldmatrix,
+// a kStages-deep cp.async pipeline into the forward's XOR-swizzled 64-column chunk
+// tiles (fwd_kernel_mma.cuh's swizzle and fragment conventions), gradients written in
+// the input dtype. Three launches:
+//
+// 1. ffpa_bwd_preprocess_kernel: Delta = rowsum(dO * O) in fp32 and the LSE moved to
+//    the base-2 domain, into a contiguous fp32 workspace (BwdParams::workspace).
+// 2. ffpa_bwd_kernel<.., kRowsAreKeys = true>: dK and dV. A block owns kBlockM keys of
+//    one kv head and walks every query block of every query head of its group (GQA:
+//    the group's sum happens in the block's registers; no expanded K / V, no atomics):
+//      S^T = K Q^T, P^T = exp2(S^T * scale log2 e - lse2)   (recomputed from the LSE)
+//      dV += P^T dO,  dP^T = V dO^T,  dS^T = P^T * (dP^T - Delta),  dK += dS^T Q
+// 3. ffpa_bwd_kernel<.., kRowsAreKeys = false>: dQ. A block owns kBlockM query rows and
+//    walks the key blocks: S = Q K^T, P, dP = dO V^T, dS, dQ += dS K.
+//
+// dQ's reduction over key blocks is this second pass rather than fp32 atomics from the
+// dK / dV kernel (flash-attention 2's choice): no atomics means the gradients are
+// bit-identical run to run with no separate deterministic mode, there is no fp32 dQ
+// accumulation buffer (B Hq Nq D floats) and no conversion pass, and the pass reuses
+// the same body. The price is recomputing S and dP: 7 matrix products instead of 5.
+//
+// Split-D as in the forward: per column block the pipeline streams, in 64-wide D chunks,
+//   steps [0, C)      the row operand's chunk and the column operand's chunk -> S
+//   steps [C, 2C)     the second pair -> dP (dK / dV kernel: and dV += P^T dO chunk)
+//   steps [2C, 3C)    the column operand's chunk -> gradient chunk += dS . chunk
+// (C = D / 64), so shared memory stays O(1) in D: kStages x (rows + 64) x 64 elements
+// plus the 16-bit P and dS tiles. The gradient accumulators live in registers, split
+// across the kNWarpsD warps of a row group along D (bwd_kernel_traits.h). The P and dS
+// tiles go through shared memory (every warp of a row group needs all 64 columns as
+// its mma A operand).
+//
+// Masking and NaN: an entry (query i, key j) is visible when j < Nkv, i < Nq and, causal,
+// j <= i + causal_offset. P of an invisible entry is exp2(-inf - lse2): 0, and NaN where
+// the row's LSE is NaN, as torch's math backend (softmax of a NaN row is NaN in every
+// column). A row that saw no key has lse2 = +inf (the preprocessing pass), so its P is 0
+// and its gradients are 0, as SDPA gives. NaN and inf in the inputs propagate through
+// the products. Key blocks a causal row never reaches are skipped, as in the forward.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <type_traits>
+
+#include "ffpa/bwd_kernel_traits.h"
+#include "ffpa/bwd_params.h"
+#include "ffpa/utils.cuh"
+
+namespace ffpa {
+
+// Deliberate defects for the CPU emulator's breakage tests (csrc/tests/emulate_bwd.cpp),
+// each of which must make a run fail; the library compiles kNone only.
+enum class BwdBreak {
+  kNone,
+  kDeltaFirstChunk,  // Delta summed over the first 64 columns of D only
+  kLseNoHeadOffset,  // the LSE read without its head offset (every head takes head 0's)
+  kNoGroupSum,       // dK / dV from the first query head of each group only (GQA)
+  kMaskEdge,         // causal mask off by one (the diagonal masked)
+  kDropSplit,        // every warp of a row group stores the columns of warp_d 0
+};
+
+// Element offset of (row, 16-byte vector vec) in a [rows][64] tile (fwd_kernel_mma.cuh).
+__device__ __forceinline__ int bwd_swizzle(int row, int vec) { return row * 64 + ((vec ^ (row & 7)) << 3); }
+
+// ---- 1. Delta and lse2 -----------------------------------------------------------------
+template <int kHeadDim, typename T, BwdBreak kBreak = BwdBreak::kNone>
+__global__ void __launch_bounds__(BwdPreTraits::kNThreads)
+    ffpa_bwd_preprocess_kernel(const BwdParams params) {
+  using ET = ElemTraits<T>;
+  const int lane = threadIdx.x & 31;
+  const int row = blockIdx.x * BwdPreTraits::kRowsPerBlock + (threadIdx.x >> 5);
+  const int head = blockIdx.y;
+  const int batch = blockIdx.z;
+  if (row >= params.nq) return;  // whole warps: the shuffle below is warp-uniform
+  const T* const o_row = static_cast<const T*>(params.o) + batch * params.o_batch_stride +
+                         head * params.o_head_stride + static_cast<int64_t>(row) * params.o_row_stride;
+  const T* const do_row = static_cast<const T*>(params.dout) + batch * params.do_batch_stride +
+                          head * params.do_head_stride + static_cast<int64_t>(row) * params.do_row_stride;
+  constexpr int kCols = kBreak == BwdBreak::kDeltaFirstChunk ? 64 : kHeadDim;
+  float sum = 0.f;
+#pragma unroll
+  for (int c = 2 * lane; c < kCols; c += 64) {
+    sum += ET::to_float(o_row[c]) * ET::to_float(do_row[c]);
+    sum += ET::to_float(o_row[c + 1]) * ET::to_float(do_row[c + 1]);
+  }
+#pragma unroll
+  for (int m = 16; m >= 1; m >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);
+  if (lane == 0) {
+    const int64_t head_off = kBreak == BwdBreak::kLseNoHeadOffset ? 0 : head * params.lse_head_stride;
+    const float lse = params.lse[batch * params.lse_batch_stride + head_off +
+                                 static_cast<int64_t>(row) * params.lse_row_stride];
+    const int64_t idx = (static_cast<int64_t>(batch) * params.hq + head) * params.nq + row;
+    const int64_t n = static_cast<int64_t>(params.b) * params.hq * params.nq;
+    params.workspace[idx] = sum;
+    params.workspace[n + idx] = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
+  }
+}
+
+// ---- 2. and 3. the main kernels ----------------------------------------------------------
+template <typename Traits, bool kRowsAreKeys, BwdBreak kBreak = BwdBreak::kNone>
+__global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const BwdParams params) {
+  using T = typename Traits::Element;
+  using ET = ElemTraits<T>;
+  constexpr int kNThreads = Traits::kNThreads;
+  constexpr int kNWarpsM = Traits::kNWarpsM;
+  constexpr int kBlockM = Traits::kBlockM;
+  constexpr int kBlockN = Traits::kBlockN;
+  constexpr int kBlockD = Traits::kBlockD;
+  constexpr int kStages = Traits::kStages;
+  constexpr int kNChunks = Traits::kNChunks;
+  constexpr int kSteps = Traits::kStepsPerBlock;
+  constexpr int kWarpN = Traits::kWarpN;
+  constexpr int kWarpNTiles = Traits::kWarpNTiles;
+  constexpr int kWarpD = Traits::kWarpD;
+  constexpr int kWarpDTiles = Traits::kWarpDTiles;
+  constexpr int kVecsPerRow = Traits::kVecsPerRow;
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* const smem_stages = reinterpret_cast<T*>(smem_raw);
+  T* const smem_p = smem_stages + kStages * Traits::kStageElems;  // [rows][64] P (dK / dV kernel)
+  T* const smem_ds = smem_p + Traits::kPElems;                     // [rows][64] dS
+
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int warp_m = warp % kNWarpsM;
+  const int warp_d = kBreak == BwdBreak::kDropSplit ? 0 : warp / kNWarpsM;  // columns it stores
+  const int warp_dc = warp / kNWarpsM;                                     // columns it computes
+  const int g = lane >> 2;
+  const int t = lane & 3;
+
+  const int nq = params.nq;
+  const int nkv = params.nkv;
+  const int batch = blockIdx.z;
+  const int m0 = blockIdx.x * kBlockM;
+  const int offset = params.causal_offset;
+  const int64_t bh_rows = static_cast<int64_t>(params.b) * params.hq * nq;
+  const float* const ws_delta = params.workspace;
+  const float* const ws_lse2 = params.workspace + bh_rows;
+
+  // Rows: keys of kv head blockIdx.y (dK / dV) or queries of head blockIdx.y (dQ).
+  // Columns: query blocks of the group's heads, or key blocks of the kv head.
+  const int row_head = blockIdx.y;
+  const int kv_head = kRowsAreKeys ? row_head : row_head / params.h_ratio;
+  const int n_groups = kRowsAreKeys ? (kBreak == BwdBreak::kNoGroupSum ? 1 : params.h_ratio) : 1;
+  int col_first = 0;  // first column block
+  int n_col_blocks;   // per group head
+  if constexpr (kRowsAreKeys) {
+    // Key j is seen by queries i >= j - offset (causal).
+    n_col_blocks = (nq + kBlockN - 1) / kBlockN;
+    if (params.causal) {
+      const int first_q = max(0, m0 - offset);
+      col_first = first_q >= nq ? n_col_blocks : first_q / kBlockN;
+    }
+  } else {
+    n_col_blocks = (nkv + kBlockN - 1) / kBlockN;
+    if (params.causal) {
+      const int last_key = min(m0 + kBlockM, nq) - 1 + offset;
+      n_col_blocks = last_key < 0 ? 0 : min(n_col_blocks, last_key / kBlockN + 1);
+    }
+  }
+  const int n_per_group = max(0, n_col_blocks - col_first);
+  const int n_iters = n_per_group * n_groups;
+
+  // Iteration it: column block col_first + it % n_per_group of group head it / n_per_group.
+  auto col_block_of = [&](int it) { return col_first + it % n_per_group; };
+  auto q_head_of = [&](int it) { return kRowsAreKeys ? row_head * params.h_ratio + it / n_per_group : row_head; };
+
+  const T* const k_base = static_cast<const T*>(params.k) + batch * params.k_batch_stride + kv_head * params.k_head_stride;
+  const T* const v_base = static_cast<const T*>(params.v) + batch * params.v_batch_stride + kv_head * params.v_head_stride;
+  auto q_ptr = [&](int head) {
+    return static_cast<const T*>(params.q) + batch * params.q_batch_stride + head * params.q_head_stride;
+  };
+  auto do_ptr = [&](int head) {
+    return static_cast<const T*>(params.dout) + batch * params.do_batch_stride + head * params.do_head_stride;
+  };
+
+  // Copies `rows` rows [r0, r0 + rows) of a [N, D] operand's chunk into a swizzled tile;
+  // rows at or past n are zero-filled.
+  auto copy_tile = [&](T* dst, const T* base, int64_t row_stride, int r0, int n, int d0, auto copies) {
+    constexpr int kCopies = decltype(copies)::value;
+#pragma unroll
+    for (int i = 0; i < kCopies; ++i) {
+      const int idx = tid + i * kNThreads;
+      const int r = idx / kVecsPerRow;
+      const int vec = idx % kVecsPerRow;
+      const int row = r0 + r;
+      const bool valid = row < n;
+      const T* src = base + static_cast<int64_t>(valid ? row : 0) * row_stride + d0 + vec * 8;
+      cp_async_16(dst + bwd_swizzle(r, vec), src, valid);
+    }
+  };
+  using RowCopies = std::integral_constant<int, Traits::kRowCopies>;
+  using ColCopies = std::integral_constant<int, Traits::kColCopies>;
+
+  auto load_step = [&](int step, int it, int stage) {
+    T* const s_row = smem_stages + stage * Traits::kStageElems;
+    T* const s_col = s_row + Traits::kRowTileElems;
+    const int c0 = col_block_of(it) * kBlockN;
+    const int head = q_head_of(it);
+    const int phase = step / kNChunks;
+    const int d0 = (step % kNChunks) * kBlockD;
+    if constexpr (kRowsAreKeys) {
+      // Rows K / V (phase 0 / 1); columns Q / dO / Q.
+      if (phase == 0) copy_tile(s_row, k_base, params.k_row_stride, m0, nkv, d0, RowCopies{});
+      if (phase == 1) copy_tile(s_row, v_base, params.v_row_stride, m0, nkv, d0, RowCopies{});
+      if (phase == 1) copy_tile(s_col, do_ptr(head), params.do_row_stride, c0, nq, d0, ColCopies{});
+      else copy_tile(s_col, q_ptr(head), params.q_row_stride, c0, nq, d0, ColCopies{});
+    } else {
+      // Rows Q / dO (phase 0 / 1); columns K / V / K.
+      if (phase == 0) copy_tile(s_row, q_ptr(head), params.q_row_stride, m0, nq, d0, RowCopies{});
+      if (phase == 1) copy_tile(s_row, do_ptr(head), params.do_row_stride, m0, nq, d0, RowCopies{});
+      if (phase == 1) copy_tile(s_col, v_base, params.v_row_stride, c0, nkv, d0, ColCopies{});
+      else copy_tile(s_col, k_base, params.k_row_stride, c0, nkv, d0, ColCopies{});
+    }
+  };
+
+  // Gradient accumulators: chunk c, n-tile j covers columns
+  // c * 64 + warp_d * kWarpD + j * 8 + {2t, 2t + 1} of rows g and g + 8.
+  // acc_a: dK (dK / dV kernel) or dQ; acc_b: dV (dK / dV kernel only).
+  float acc_a[kNChunks][kWarpDTiles][4];
+  float acc_b[kRowsAreKeys ? kNChunks : 1][kWarpDTiles][4];
+#pragma unroll
+  for (int c = 0; c < kNChunks; ++c)
+#pragma unroll
+    for (int j = 0; j < kWarpDTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        acc_a[c][j][e] = 0.f;
+        if constexpr (kRowsAreKeys) acc_b[c][j][e] = 0.f;
+      }
+
+  // dQ kernel: the rows' Delta and lse2 (rows g and g + 8), fixed for the block.
+  float row_delta[2] = {0.f, 0.f}, row_lse2[2] = {INFINITY, INFINITY};
+  if constexpr (!kRowsAreKeys) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = m0 + warp_m * 16 + g + r * 8;
+      if (row < nq) {
+        const int64_t idx = (static_cast<int64_t>(batch) * params.hq + row_head) * nq + row;
+        row_delta[r] = ws_delta[idx];
+        row_lse2[r] = ws_lse2[idx];
+      }
+    }
+  }
+
+  auto issue = [&](int step, int it, int stage) {
+    if (it < n_iters) load_step(step, it, stage);
+    cp_async_commit();  // empty groups keep the wait_group arithmetic uniform
+  };
+  int write_stage = 0;
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    issue(s % kSteps, s / kSteps, write_stage);
+    write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
+  }
+  int read_stage = 0;
+
+  // Publishes a warp's 16 x kWarpN fp32 tile as 16-bit into a [rows][64] tile.
+  auto publish = [&](T* dst, const float (&tile)[kWarpNTiles][4]) {
+#pragma unroll
+    for (int j = 0; j < kWarpNTiles; ++j) {
+      const int col = warp_dc * kWarpN + j * 8 + 2 * t;
+      const int row = warp_m * 16 + g;
+      const int vec = col >> 3;
+      *reinterpret_cast<uint32_t*>(dst + bwd_swizzle(row, vec) + (col & 7)) = ET::pack(tile[j][0], tile[j][1]);
+      *reinterpret_cast<uint32_t*>(dst + bwd_swizzle(row + 8, vec) + (col & 7)) = ET::pack(tile[j][2], tile[j][3]);
+    }
+  };
+  // acc[chunk] += X[16 rows, 64 columns] . col_tile[64, chunk's kWarpD columns]: X (P or
+  // dS) from shared memory, the column tile through ldmatrix.trans (the forward's P V).
+  auto x_times_cols = [&](float (&acc)[kWarpDTiles][4], const T* s_x, const T* s_col) {
+#pragma unroll
+    for (int ks = 0; ks < Traits::kNKSteps; ++ks) {
+      uint32_t a[4];
+      ldmatrix_x4(a, s_x + bwd_swizzle(warp_m * 16 + (lane & 15), ks * 2 + (lane >> 4)));
+#pragma unroll
+      for (int jp = 0; jp < kWarpDTiles / 2; ++jp) {
+        uint32_t b[4];
+        const int vrow = ks * 16 + (lane & 15);
+        const int vvec = warp_dc * (kWarpD / 8) + jp * 2 + (lane >> 4);
+        ldmatrix_x4_trans(b, s_col + bwd_swizzle(vrow, vvec));
+        Mma16816<T>::run(acc[2 * jp], a, b[0], b[1]);
+        Mma16816<T>::run(acc[2 * jp + 1], a, b[2], b[3]);
+      }
+    }
+  };
+  // acc += row_tile[16 rows of warp_m, chunk] . col_tile[kWarpN columns of warp_d, chunk]^T
+  // (the forward's Q K^T).
+  auto rows_times_cols_t = [&](float (&acc)[kWarpNTiles][4], const T* s_row, const T* s_col) {
+#pragma unroll
+    for (int ks = 0; ks < Traits::kKSteps; ++ks) {
+      uint32_t a[4];
+      ldmatrix_x4(a, s_row + bwd_swizzle(warp_m * 16 + (lane & 15), ks * 2 + (lane >> 4)));
+#pragma unroll
+      for (int jp = 0; jp < kWarpNTiles / 2; ++jp) {
+        uint32_t b[4];
+        const int crow = warp_dc * kWarpN + jp * 16 + (lane & 7) + ((lane >> 4) << 3);
+        ldmatrix_x4(b, s_col + bwd_swizzle(crow, ks * 2 + ((lane >> 3) & 1)));
+        Mma16816<T>::run(acc[2 * jp], a, b[0], b[1]);
+        Mma16816<T>::run(acc[2 * jp + 1], a, b[2], b[3]);
+      }
+    }
+  };
+
+  for (int it = 0; it < n_iters; ++it) {
+    const int c0 = col_block_of(it) * kBlockN;
+    const int q_head = q_head_of(it);
+    float acc_s[kWarpNTiles][4];   // S, then P (fp32)
+    float acc_dp[kWarpNTiles][4];  // dP
+#pragma unroll
+    for (int j = 0; j < kWarpNTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc_s[j][e] = acc_dp[j][e] = 0.f;
+
+#pragma unroll
+    for (int step = 0; step < kSteps; ++step) {
+      // The group of this step has landed once at most kStages - 2 newer ones are
+      // pending; the barrier also guarantees every warp finished the step that last used
+      // the stage refilled next, and makes the P / dS tiles published at the end of the
+      // previous step visible.
+      cp_async_wait<kStages - 2>();
+      __syncthreads();
+      {
+        const int ahead = step + kStages - 1;
+        issue(ahead % kSteps, it + ahead / kSteps, write_stage);
+        write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
+      }
+      const T* const s_row = smem_stages + read_stage * Traits::kStageElems;
+      const T* const s_col = s_row + Traits::kRowTileElems;
+      read_stage = read_stage + 1 == kStages ? 0 : read_stage + 1;
+
+      if (step < kNChunks) {
+        rows_times_cols_t(acc_s, s_row, s_col);
+        if (step == kNChunks - 1) {
+          // ---- P = exp2(S * scale log2 e - lse2), masked.
+#pragma unroll
+          for (int j = 0; j < kWarpNTiles; ++j) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int col = c0 + warp_dc * kWarpN + j * 8 + 2 * t + (e & 1);
+              const int row = m0 + warp_m * 16 + g + (e >> 1) * 8;
+              const int query = kRowsAreKeys ? col : row;
+              const int key = kRowsAreKeys ? row : col;
+              float lse2;
+              if constexpr (kRowsAreKeys) {
+                lse2 = query < nq ? ws_lse2[(static_cast<int64_t>(batch) * params.hq + q_head) * nq + query] : INFINITY;
+              } else {
+                lse2 = row_lse2[e >> 1];
+              }
+              const bool visible =
+                  key < nkv && query < nq &&
+                  (!params.causal ||
+                   (kBreak == BwdBreak::kMaskEdge ? key < query + offset : key <= query + offset));
+              const float x = visible ? acc_s[j][e] * params.scale_log2 : -INFINITY;
+              acc_s[j][e] = fast_exp2(x - lse2);
+            }
+          }
+          if constexpr (kRowsAreKeys) publish(smem_p, acc_s);  // dV's A operand, next step on
+        }
+      } else if (step < 2 * kNChunks) {
+        const int chunk = step - kNChunks;
+        rows_times_cols_t(acc_dp, s_row, s_col);
+        if constexpr (kRowsAreKeys) x_times_cols(acc_b[chunk], smem_p, s_col);  // dV += P^T dO
+        if (step == 2 * kNChunks - 1) {
+          // ---- dS = P * (dP - Delta)
+#pragma unroll
+          for (int j = 0; j < kWarpNTiles; ++j) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              float delta;
+              if constexpr (kRowsAreKeys) {
+                const int query = c0 + warp_dc * kWarpN + j * 8 + 2 * t + (e & 1);
+                delta = query < nq ? ws_delta[(static_cast<int64_t>(batch) * params.hq + q_head) * nq + query] : 0.f;
+              } else {
+                delta = row_delta[e >> 1];
+              }
+              acc_dp[j][e] = acc_s[j][e] * (acc_dp[j][e] - delta);
+            }
+          }
+          publish(smem_ds, acc_dp);
+        }
+      } else {
+        // ---- dK += dS^T Q chunk, or dQ += dS K chunk
+        x_times_cols(acc_a[step - 2 * kNChunks], smem_ds, s_col);
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // ---- epilogue: dK = scale dS^T Q, dV; or dQ = scale dS K.
+  T* out_a;
+  T* out_b = nullptr;
+  int64_t stride_a, stride_b = 0;
+  int n_rows;
+  if constexpr (kRowsAreKeys) {
+    out_a = static_cast<T*>(params.dk) + batch * params.dk_batch_stride + kv_head * params.dk_head_stride;
+    out_b = static_cast<T*>(params.dv) + batch * params.dv_batch_stride + kv_head * params.dv_head_stride;
+    stride_a = params.dk_row_stride;
+    stride_b = params.dv_row_stride;
+    n_rows = nkv;
+  } else {
+    out_a = static_cast<T*>(params.dq) + batch * params.dq_batch_stride + row_head * params.dq_head_stride;
+    stride_a = params.dq_row_stride;
+    n_rows = nq;
+  }
+  const float scale = params.scale;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = m0 + warp_m * 16 + g + r * 8;
+    if (row >= n_rows) continue;
+#pragma unroll
+    for (int c = 0; c < kNChunks; ++c)
+#pragma unroll
+      for (int j = 0; j < kWarpDTiles; ++j) {
+        const int col = c * kBlockD + warp_d * kWarpD + j * 8 + 2 * t;
+        *reinterpret_cast<uint32_t*>(out_a + static_cast<int64_t>(row) * stride_a + col) =
+            ET::pack(acc_a[c][j][2 * r] * scale, acc_a[c][j][2 * r + 1] * scale);
+        if constexpr (kRowsAreKeys)
+          *reinterpret_cast<uint32_t*>(out_b + static_cast<int64_t>(row) * stride_b + col) =
+              ET::pack(acc_b[c][j][2 * r], acc_b[c][j][2 * r + 1]);
+      }
+  }
+}
+
+}  // namespace ffpa

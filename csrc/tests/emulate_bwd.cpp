@@ -1,0 +1,444 @@
+// CPU emulation of the backward kernels (ffpa/bwd_kernel_mma.cuh) on the emulator of
+// emulate_kernels.cpp (fibers per CUDA thread, PTX modelled in emu/ffpa/utils.cuh,
+// shared memory poisoned with NaN, cp.async landing at issue or late), against a
+// float64 reference of torch's math backend: the forward and its autograd formulas
+// (safe softmax: a row with no visible key has P = 0; dS = P (dP - rowsum(dP P));
+// NaN propagates through every product, as matmuls do).
+//   ffpa_emulate_kernels --bwd D...            the case list below, every D
+//   ffpa_emulate_kernels --bwd-release D...    one fp16 and one bf16 case per D (label slow)
+//   ffpa_emulate_kernels --bwd-breakages       each deliberate defect (ffpa::BwdBreak) must fail
+// The gradients' bound: the tolerance table's bwd_fp16 / bwd_bf16 rows (ffpa/tolerance.h).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "emu_cute.h"
+#include "ffpa/bwd_kernel_mma.cuh"
+#include "ffpa/tolerance.h"
+
+namespace emu {
+extern bool g_cp_late;
+struct Range {
+  const unsigned char* p;
+  size_t n;
+};
+extern std::vector<Range> g_ranges;
+}  // namespace emu
+
+int run_bwd_cases(const std::vector<int>& dims);
+int run_bwd_release(const std::vector<int>& dims);
+int run_bwd_breakages();
+
+namespace {
+
+using ffpa::BwdBreak;
+
+// Where NaN / inf is planted (in one element of the named input).
+enum class Plant { kNone, kNanQ, kNanK, kNanV, kNanDo, kInfV };
+const char* plant_name(Plant p) {
+  switch (p) {
+    case Plant::kNone:
+      return "none";
+    case Plant::kNanQ:
+      return "nan-q";
+    case Plant::kNanK:
+      return "nan-k";
+    case Plant::kNanV:
+      return "nan-v";
+    case Plant::kNanDo:
+      return "nan-dO";
+    case Plant::kInfV:
+      return "inf-v";
+  }
+  return "?";
+}
+
+struct BwdCase {
+  int d;
+  bool bf16;
+  bool causal;
+  bool top_left;  // causal offset 0 (SDPA's is_causal) instead of Nkv - Nq
+  int b, hq, hkv, nq, nkv;
+  bool bnhd = false;  // Q / dO / dQ as [B, N, H, D] views (head stride D, row stride H D)
+  Plant plant = Plant::kNone;
+  float scale = 0.f;  // 0: 1 / sqrt(D)
+  BwdBreak br = BwdBreak::kNone;
+};
+
+// float64 reference of torch's math backend (forward and backward) on [B, H, N, D]
+// arrays; the mask: key j visible to query i when j <= i + offset (causal).
+struct Ref {
+  std::vector<double> o, lse, dq, dk, dv;
+};
+Ref reference(const BwdCase& c, double scale, int offset, const std::vector<double>& q, const std::vector<double>& k,
+              const std::vector<double>& v, const std::vector<double>& dout) {
+  const int D = c.d, nq = c.nq, nkv = c.nkv;
+  Ref r;
+  r.o.assign(q.size(), 0.0);
+  r.dq.assign(q.size(), 0.0);
+  r.dk.assign(k.size(), 0.0);
+  r.dv.assign(v.size(), 0.0);
+  r.lse.assign(size_t(c.b) * c.hq * nq, 0.0);
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> s(nkv), p(nkv), dp(nkv);
+  for (int b = 0; b < c.b; ++b)
+    for (int h = 0; h < c.hq; ++h) {
+      const int hk = h / (c.hq / c.hkv);
+      const double* qh = &q[(size_t(b) * c.hq + h) * nq * D];
+      const double* doh = &dout[(size_t(b) * c.hq + h) * nq * D];
+      const double* kh = &k[(size_t(b) * c.hkv + hk) * nkv * D];
+      const double* vh = &v[(size_t(b) * c.hkv + hk) * nkv * D];
+      double* dqh = &r.dq[(size_t(b) * c.hq + h) * nq * D];
+      double* dkh = &r.dk[(size_t(b) * c.hkv + hk) * nkv * D];
+      double* dvh = &r.dv[(size_t(b) * c.hkv + hk) * nkv * D];
+      double* oh = &r.o[(size_t(b) * c.hq + h) * nq * D];
+      for (int i = 0; i < nq; ++i) {
+        double mx = -inf;
+        bool any = false, nan = false;
+        for (int j = 0; j < nkv; ++j) {
+          double x = 0;
+          for (int e = 0; e < D; ++e) x += qh[size_t(i) * D + e] * kh[size_t(j) * D + e];
+          x *= scale;
+          if (c.causal && j > i + offset) x = -inf;
+          else any = true;
+          s[j] = x;
+          if (std::isnan(x)) nan = true;
+          else mx = std::max(mx, x);
+        }
+        if (nan) mx = NAN;  // torch's max propagates NaN
+        double sum = 0;
+        for (int j = 0; j < nkv; ++j) sum += (p[j] = std::exp(s[j] - mx));
+        for (int j = 0; j < nkv; ++j) p[j] = any ? p[j] / sum : 0.0;  // safe softmax
+        r.lse[(size_t(b) * c.hq + h) * nq + i] = any ? mx + std::log(sum) : -inf;
+        for (int e = 0; e < D; ++e) {
+          double acc = 0;
+          for (int j = 0; j < nkv; ++j) acc += p[j] * vh[size_t(j) * D + e];
+          oh[size_t(i) * D + e] = acc;
+        }
+        double delta = 0;
+        for (int j = 0; j < nkv; ++j) {
+          double x = 0;
+          for (int e = 0; e < D; ++e) x += doh[size_t(i) * D + e] * vh[size_t(j) * D + e];
+          dp[j] = x;
+          delta += x * p[j];
+        }
+        for (int j = 0; j < nkv; ++j) {
+          const double ds = any ? p[j] * (dp[j] - delta) : 0.0;  // masked_fill's gradient is 0
+          for (int e = 0; e < D; ++e) {
+            dvh[size_t(j) * D + e] += p[j] * doh[size_t(i) * D + e];
+            dqh[size_t(i) * D + e] += scale * ds * kh[size_t(j) * D + e];
+            dkh[size_t(j) * D + e] += scale * ds * qh[size_t(i) * D + e];
+          }
+        }
+      }
+    }
+  return r;
+}
+
+const ffpa::BwdParams* g_bwd = nullptr;
+template <int D, typename T, BwdBreak kBr>
+void pre_body(const ffpa::FwdParams&) {
+  ffpa::ffpa_bwd_preprocess_kernel<D, T, kBr>(*g_bwd);
+}
+template <typename Traits, bool kKeys, BwdBreak kBr>
+void main_body(const ffpa::FwdParams&) {
+  ffpa::ffpa_bwd_kernel<Traits, kKeys, kBr>(*g_bwd);
+}
+
+// Error of a gradient against the reference: max |err| / max |ref| and sum |err| /
+// sum |ref| over the finite reference entries; `nan_ok` is false when a NaN or inf sits
+// where the reference has none or the other way round.
+struct Err {
+  double max_rel = 0, rel_l1 = 0;
+  bool pattern_ok = true;
+};
+template <typename T>
+Err compare(const std::vector<T>& got, const std::vector<double>& ref) {
+  using ET = ffpa::ElemTraits<T>;
+  double max_err = 0, max_ref = 0, sum_err = 0, sum_ref = 0;
+  Err e;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double g = ET::to_float(got[i]), r = ref[i];
+    if (std::isnan(r) || std::isnan(g)) {
+      if (std::isnan(r) != std::isnan(g)) e.pattern_ok = false;
+      continue;
+    }
+    if (std::isinf(r) || std::isinf(g)) {
+      if (g != r) e.pattern_ok = false;
+      continue;
+    }
+    const double err = std::fabs(g - r);
+    max_err = std::max(max_err, err);
+    max_ref = std::max(max_ref, std::fabs(r));
+    sum_err += err;
+    sum_ref += std::fabs(r);
+  }
+  e.max_rel = max_ref > 0 ? max_err / max_ref : max_err;
+  e.rel_l1 = sum_ref > 0 ? sum_err / sum_ref : sum_err;
+  return e;
+}
+
+template <int D, typename T, BwdBreak kBr>
+bool run_case_t(const BwdCase& c, std::mt19937& rng) {
+  using ET = ffpa::ElemTraits<T>;
+  using DqTraits = ffpa::BwdDqTraits<D, T>;
+  using DkvTraits = ffpa::BwdDkvTraits<D, T>;
+  const int B = c.b, nq = c.nq, nkv = c.nkv;
+  const double scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(D));
+  const int offset = c.top_left ? 0 : nkv - nq;
+  std::normal_distribution<float> dist(0.f, 1.f);
+  // Inputs rounded to T; the reference sees the rounded values.
+  auto make = [&](size_t n, std::vector<T>& m, std::vector<double>& f) {
+    m.resize(n);
+    f.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      m[i] = ET::from_float(dist(rng));
+      f[i] = ET::to_float(m[i]);
+    }
+  };
+  std::vector<T> qm, km, vm, dom;
+  std::vector<double> q, k, v, dout;
+  make(size_t(B) * c.hq * nq * D, qm, q);
+  make(size_t(B) * c.hkv * nkv * D, km, k);
+  make(size_t(B) * c.hkv * nkv * D, vm, v);
+  make(size_t(B) * c.hq * nq * D, dom, dout);
+  auto plant = [&](std::vector<T>& m, std::vector<double>& f, size_t at, float x) {
+    if (f.empty()) return;
+    at %= f.size();
+    m[at] = ET::from_float(x);
+    f[at] = x;
+  };
+  switch (c.plant) {
+    case Plant::kNone:
+      break;
+    case Plant::kNanQ:
+      plant(qm, q, 5 * size_t(D) + 3, NAN);
+      break;
+    case Plant::kNanK:
+      plant(km, k, 7 * size_t(D) + 1, NAN);
+      break;
+    case Plant::kNanV:
+      plant(vm, v, 2 * size_t(D) + 9, NAN);
+      break;
+    case Plant::kNanDo:
+      plant(dom, dout, 4 * size_t(D) + 2, NAN);
+      break;
+    case Plant::kInfV:
+      plant(vm, v, 3 * size_t(D) + 4, INFINITY);
+      break;
+  }
+  const Ref ref = reference(c, scale, offset, q, k, v, dout);
+  // The forward's outputs as the kernels get them: O in T, the LSE in fp32.
+  std::vector<T> om(ref.o.size());
+  for (size_t i = 0; i < om.size(); ++i) om[i] = ET::from_float(float(ref.o[i]));
+  std::vector<float> lse(ref.lse.size());
+  for (size_t i = 0; i < lse.size(); ++i) lse[i] = float(ref.lse[i]);
+
+  // [B, N, H, D] views for Q, dO and dQ when asked: a permuted copy with the strides.
+  const int64_t q_bs = int64_t(c.hq) * nq * D;
+  const int64_t q_hs = c.bnhd ? D : int64_t(nq) * D;
+  const int64_t q_rs = c.bnhd ? int64_t(c.hq) * D : D;
+  auto to_view = [&](const std::vector<T>& m) {
+    if (!c.bnhd) return m;
+    std::vector<T> out(m.size());
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < c.hq; ++h)
+        for (int i = 0; i < nq; ++i)
+          std::memcpy(&out[b * q_bs + h * q_hs + i * q_rs], &m[((size_t(b) * c.hq + h) * nq + i) * D], D * sizeof(T));
+    return out;
+  };
+  std::vector<T> qv = to_view(qm), dov = to_view(dom);
+  const T poison = ffpa::from_bits<T>(0xffff);  // NaN in fp16 and bf16: an unwritten element shows
+  std::vector<T> dqv(qv.size(), poison), dkm(km.size(), poison), dvm(vm.size(), poison);
+  std::vector<float> ws(size_t(ffpa::bwd_workspace_floats(B, c.hq, nq)), NAN);
+
+  emu::g_ranges = {{reinterpret_cast<const unsigned char*>(qv.data()), qv.size() * 2},
+                   {reinterpret_cast<const unsigned char*>(km.data()), km.size() * 2},
+                   {reinterpret_cast<const unsigned char*>(vm.data()), vm.size() * 2},
+                   {reinterpret_cast<const unsigned char*>(dov.data()), dov.size() * 2}};
+  ffpa::BwdParams p;
+  p.q = qv.data(), p.k = km.data(), p.v = vm.data(), p.o = om.data(), p.dout = dov.data(), p.lse = lse.data();
+  p.dq = dqv.data(), p.dk = dkm.data(), p.dv = dvm.data(), p.workspace = ws.data();
+  p.q_batch_stride = q_bs, p.q_head_stride = q_hs, p.q_row_stride = q_rs;
+  p.do_batch_stride = q_bs, p.do_head_stride = q_hs, p.do_row_stride = q_rs;
+  p.dq_batch_stride = q_bs, p.dq_head_stride = q_hs, p.dq_row_stride = q_rs;
+  p.k_batch_stride = int64_t(c.hkv) * nkv * D, p.k_head_stride = int64_t(nkv) * D, p.k_row_stride = D;
+  p.v_batch_stride = p.k_batch_stride, p.v_head_stride = p.k_head_stride, p.v_row_stride = D;
+  p.dk_batch_stride = p.k_batch_stride, p.dk_head_stride = p.k_head_stride, p.dk_row_stride = D;
+  p.dv_batch_stride = p.k_batch_stride, p.dv_head_stride = p.k_head_stride, p.dv_row_stride = D;
+  p.o_batch_stride = int64_t(c.hq) * nq * D, p.o_head_stride = int64_t(nq) * D, p.o_row_stride = D;
+  p.lse_batch_stride = int64_t(c.hq) * nq, p.lse_head_stride = nq, p.lse_row_stride = 1;
+  p.b = B, p.hq = c.hq, p.hkv = c.hkv, p.nq = nq, p.nkv = nkv, p.head_dim = D, p.h_ratio = c.hq / c.hkv;
+  p.scale = float(scale);
+  p.scale_log2 = float(scale * 1.4426950408889634);
+  p.causal = c.causal;
+  p.causal_offset = offset;
+  g_bwd = &p;
+  const ffpa::FwdParams unused;
+  // The launch order of run_bwd (bwd_launch_template.cuh).
+  constexpr int R = ffpa::BwdPreTraits::kRowsPerBlock;
+  if (nq > 0) {
+    emu::launch(&pre_body<D, T, kBr>, unused, {unsigned((nq + R - 1) / R), unsigned(c.hq), unsigned(B)},
+                ffpa::BwdPreTraits::kNThreads, 0);
+    if (nkv > 0)
+      emu::launch(&main_body<DkvTraits, true, kBr>, unused,
+                  {unsigned((nkv + DkvTraits::kBlockM - 1) / DkvTraits::kBlockM), unsigned(c.hkv), unsigned(B)},
+                  DkvTraits::kNThreads, DkvTraits::kSmemBytes);
+    emu::launch(&main_body<DqTraits, false, kBr>, unused,
+                {unsigned((nq + DqTraits::kBlockM - 1) / DqTraits::kBlockM), unsigned(c.hq), unsigned(B)},
+                DqTraits::kNThreads, DqTraits::kSmemBytes);
+  } else {
+    emu::fail("Nq == 0 has no launch (api.cu zero-fills dK and dV)");
+  }
+  // dQ back to [B, H, N, D].
+  std::vector<T> dqm(qm.size());
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < c.hq; ++h)
+      for (int i = 0; i < nq; ++i)
+        std::memcpy(&dqm[((size_t(b) * c.hq + h) * nq + i) * D], &dqv[b * q_bs + h * q_hs + i * q_rs], D * sizeof(T));
+
+  const ffpa::Tolerance& tol = ffpa::tolerance(c.bf16 ? "bwd_bf16" : "bwd_fp16");
+  bool ok = true;
+  char buf[512];
+  std::string line;
+  const std::pair<const char*, Err> errs[] = {{"dq", compare(dqm, ref.dq)}, {"dk", compare(dkm, ref.dk)},
+                                              {"dv", compare(dvm, ref.dv)}};
+  for (const auto& [name, e] : errs) {
+    const bool g_ok = e.pattern_ok && e.max_rel <= tol.atol && e.rel_l1 <= tol.max_rel_l1;
+    ok = ok && g_ok;
+    std::snprintf(buf, sizeof buf, " %s:max=%.2e,l1=%.2e%s", name, e.max_rel, e.rel_l1,
+                  e.pattern_ok ? "" : ",NAN-PATTERN-DIFFERS");
+    line += buf;
+  }
+  std::printf("[%s] bwd D=%d %s causal=%s B=%d Nq=%d Nkv=%d Hq=%d Hkv=%d%s plant=%s copies=%s%s\n", ok ? "PASS" : "FAIL",
+              D, c.bf16 ? "bf16" : "fp16", !c.causal ? "none" : c.top_left ? "top-left" : "bottom-right", B, nq, nkv,
+              c.hq, c.hkv, c.bnhd ? " bnhd" : "", plant_name(c.plant), emu::g_cp_late ? "late" : "early", line.c_str());
+  std::fflush(stdout);
+  return ok;
+}
+
+template <int D, BwdBreak kBr>
+bool run_case_d(const BwdCase& c, std::mt19937& rng) {
+  return c.bf16 ? run_case_t<D, __nv_bfloat16, kBr>(c, rng) : run_case_t<D, __half, kBr>(c, rng);
+}
+
+bool dispatch(const BwdCase& c, std::mt19937& rng) {
+  if (c.br != BwdBreak::kNone) {
+    // The breakage runs use D = 128 (dQ 4x1, dK / dV 4x2: a split to drop) only.
+    if (c.d != 128) emu::fail("breakage runs take D = 128");
+    switch (c.br) {
+      case BwdBreak::kDeltaFirstChunk:
+        return run_case_d<128, BwdBreak::kDeltaFirstChunk>(c, rng);
+      case BwdBreak::kLseNoHeadOffset:
+        return run_case_d<128, BwdBreak::kLseNoHeadOffset>(c, rng);
+      case BwdBreak::kNoGroupSum:
+        return run_case_d<128, BwdBreak::kNoGroupSum>(c, rng);
+      case BwdBreak::kMaskEdge:
+        return run_case_d<128, BwdBreak::kMaskEdge>(c, rng);
+      case BwdBreak::kDropSplit:
+        return run_case_d<128, BwdBreak::kDropSplit>(c, rng);
+      case BwdBreak::kNone:
+        break;
+    }
+  }
+  switch (c.d) {
+#define FFPA_EMU_HEAD_DIM(D) \
+  case D:                    \
+    return run_case_d<D, BwdBreak::kNone>(c, rng);
+#include "emu_head_dims.inc"
+#undef FFPA_EMU_HEAD_DIM
+  }
+  std::fprintf(stderr, "head dim %d is not in the emulator's list (%s)\n", c.d, FFPA_EMU_HEAD_DIMS_TEXT);
+  std::exit(2);
+}
+
+}  // namespace
+
+// The case list of a head dim: GQA with ragged Nq < Nkv over several blocks, both causal
+// alignments, Nq > Nkv (causal rows that see no key), a [B, N, H, D] view with a custom
+// scale, bf16, no key (Nkv = 0: dQ is zero), and NaN / inf planted (non-causal: every
+// key is visible, so the math backend's NaN pattern is the kernels').
+int run_bwd_cases(const std::vector<int>& dims) {
+  std::mt19937 rng(29);
+  int failed = 0, total = 0;
+  for (int d : dims) {
+    std::vector<BwdCase> cases = {
+        {d, false, false, false, 1, 4, 2, 83, 141},
+        {d, false, true, false, 1, 4, 2, 83, 141},
+        {d, false, true, true, 1, 2, 1, 83, 141},
+        {d, false, true, false, 2, 2, 2, 70, 40},
+        {d, false, true, true, 1, 2, 2, 70, 40},
+        {d, false, false, false, 1, 2, 2, 19, 23, true, Plant::kNone, 0.3f},
+        {d, true, true, true, 1, 2, 1, 19, 23, true, Plant::kNone, 0.3f},
+        {d, true, true, false, 1, 2, 1, 64, 128},
+        {d, false, false, false, 1, 2, 2, 17, 0},
+    };
+    for (Plant pl : {Plant::kNanQ, Plant::kNanK, Plant::kNanV, Plant::kNanDo, Plant::kInfV})
+      cases.push_back({d, false, false, false, 1, 2, 1, 37, 45, false, pl});
+    for (bool late : {false, true})
+      for (const BwdCase& c : cases) {
+        if (!late && c.plant != Plant::kNone) continue;
+        emu::g_cp_late = late;
+        ++total;
+        if (!dispatch(c, rng)) ++failed;
+      }
+  }
+  std::printf("%d backward cases, %d failed\n", total, failed);
+  return failed ? 1 : 0;
+}
+
+// Every release head dim, both dtypes: batch 2, GQA 4:2, causal bottom-right with ragged
+// Nq < Nkv (fp16) and non-causal Nq > Nkv (bf16), copies landing late.
+int run_bwd_release(const std::vector<int>& dims) {
+  std::mt19937 rng(7);
+  int failed = 0, total = 0;
+  emu::g_cp_late = true;
+  for (int d : dims)
+    for (const BwdCase& c : {BwdCase{d, false, true, false, 2, 4, 2, 70, 100}, BwdCase{d, true, false, false, 2, 2, 2, 90, 50}}) {
+      ++total;
+      if (!dispatch(c, rng)) ++failed;
+    }
+  std::printf("%d backward cases, %d failed\n", total, failed);
+  return failed ? 1 : 0;
+}
+
+// Each deliberate defect of ffpa::BwdBreak on one case that exposes it (GQA 4:2 causal,
+// ragged lengths, D = 128), in a child process; the unbroken control must pass.
+int run_bwd_breakages() {
+  const std::pair<BwdBreak, const char*> runs[] = {
+      {BwdBreak::kNone, "none (control)"},
+      {BwdBreak::kDeltaFirstChunk, "Delta summed over the first D chunk only"},
+      {BwdBreak::kLseNoHeadOffset, "LSE read without its head offset"},
+      {BwdBreak::kNoGroupSum, "dK / dV without the sum over the query group"},
+      {BwdBreak::kMaskEdge, "causal mask off by one (diagonal masked)"},
+      {BwdBreak::kDropSplit, "gradient columns of warps_d > 0 dropped (every warp stores warp 0's)"},
+  };
+  int wrong = 0;
+  for (const auto& [br, name] : runs) {
+    std::fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      emu::g_cp_late = true;
+      std::mt19937 rng(11);
+      const BwdCase c{128, false, true, false, 1, 4, 2, 83, 141, false, Plant::kNone, 0.f, br};
+      std::_Exit(dispatch(c, rng) ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    const bool passed = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    const bool want_pass = br == BwdBreak::kNone;
+    const bool ok = passed == want_pass;
+    std::printf("[%s] breakage: %s -> %s\n", ok ? (want_pass ? "PASS" : "CAUGHT") : "MISSED", name,
+                passed ? "passed" : "failed");
+    if (!ok) ++wrong;
+  }
+  std::printf("%zu backward breakage runs, %d wrong\n", sizeof(runs) / sizeof(runs[0]), wrong);
+  return wrong ? 1 : 0;
+}
