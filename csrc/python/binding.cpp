@@ -31,6 +31,9 @@
 //   touching a device; its "auto_impl" states the auto rule (the library's auto_rule();
 //   auto never picks a low-precision impl).
 // auto_impl(): the kernel impl="auto" runs on aligned arrays on the current device.
+// validate_forward(q, k, v, impl="auto", accum="fp32"): forward()'s checks before the device,
+//   for arrays described by (shape, strides, dtype); None or the exception, unraised (the
+//   package's one validation of a forward call: ffpa_attn.launch.check asks it).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -45,36 +48,45 @@ namespace py = pybind11;
 
 namespace {
 
-[[noreturn]] void raise(const char* cls_name, const std::string& msg) {
-  py::object cls;
+py::object error_class(const char* cls_name) {
   try {
-    cls = py::module_::import("ffpa_attn.errors").attr(cls_name);
+    return py::module_::import("ffpa_attn.errors").attr(cls_name);
   } catch (py::error_already_set&) {
     // The module was loaded outside its package: keep the message, lose the class.
     PyErr_Clear();
-    cls = py::reinterpret_borrow<py::object>(PyExc_RuntimeError);
+    return py::reinterpret_borrow<py::object>(PyExc_RuntimeError);
   }
+}
+
+[[noreturn]] void raise(const char* cls_name, const std::string& msg) {
+  py::object cls = error_class(cls_name);
   PyErr_SetString(cls.ptr(), msg.c_str());
   throw py::error_already_set();
 }
 
-[[noreturn]] void raise_status(const ffpa::Status& st) {
-  switch (st.kind) {
+// The ffpa_attn.errors class of each library error kind (1:1).
+const char* status_class(ffpa::ErrorKind kind) {
+  switch (kind) {
     case ffpa::ErrorKind::kHeadDim:
-      raise("UnsupportedHeadDimError", st.message);
+      return "UnsupportedHeadDimError";
     case ffpa::ErrorKind::kDType:
-      raise("UnsupportedDTypeError", st.message);
+      return "UnsupportedDTypeError";
     case ffpa::ErrorKind::kLayout:
-      raise("UnsupportedLayoutError", st.message);
+      return "UnsupportedLayoutError";
     case ffpa::ErrorKind::kShape:
-      raise("ShapeError", st.message);
+      return "ShapeError";
     case ffpa::ErrorKind::kImpl:
-      raise("UnsupportedImplError", st.message);
+      return "UnsupportedImplError";
     case ffpa::ErrorKind::kDevice:
-      raise("DeviceError", st.message);
+      return "DeviceError";
     case ffpa::ErrorKind::kOk:
       break;
   }
+  return nullptr;
+}
+
+[[noreturn]] void raise_status(const ffpa::Status& st) {
+  if (const char* cls = status_class(st.kind)) raise(cls, st.message);
   raise("FFPAError", "internal: unknown error kind " + std::to_string(int(st.kind)) + ": " + st.message);
 }
 
@@ -399,6 +411,60 @@ void backward(py::handle q, py::handle k, py::handle v, py::handle out, py::hand
   if (!st.ok()) raise_status(st);
 }
 
+// --- forward validation without arrays ---------------------------------------------------
+// validate_forward(q, k, v, impl="auto", accum="fp32"): the checks forward() makes before
+// it touches a device (the impl and accum spellings, the dtypes, then the library's
+// validate_forward: shapes, strides, head dim, the impl and accum rules of this build),
+// for arrays described as (shape, strides in elements or None for C-contiguous, dtype
+// "fp16" / "bf16" / any other spelling, which is refused). out is q's shape and dtype,
+// C-contiguous, as the package allocates it. Returns None, or the ffpa_attn.errors
+// exception forward() would raise, unraised: the package raises it, or reads it as a
+// reason. Data pointers are not known here, so the 16-byte alignment of the data is
+// left to forward(); the strides' alignment is checked.
+Array described(const py::handle& desc, const char* name) {
+  const py::tuple t = py::reinterpret_borrow<py::object>(desc).cast<py::tuple>();
+  if (t.size() != 3) throw py::value_error(std::string(name) + ": expected (shape, strides, dtype)");
+  Array a;
+  for (auto s : py::tuple(t[0])) a.shape.push_back(s.cast<int64_t>());
+  if (t[1].is_none()) {
+    a.stride.assign(a.shape.size(), 1);
+    for (int i = static_cast<int>(a.shape.size()) - 2; i >= 0; --i) a.stride[i] = a.stride[i + 1] * a.shape[i + 1];
+  } else {
+    for (auto s : py::tuple(t[1])) a.stride.push_back(s.cast<int64_t>());
+    if (a.stride.size() != a.shape.size())
+      throw py::value_error(std::string(name) + ": strides and shape differ in length");
+  }
+  a.dtype_text = t[2].cast<std::string>();
+  for (Elem e : {Elem::kFp16, Elem::kBf16, Elem::kFp32})
+    if (a.dtype_text == elem_name(e)) a.elem = e;
+  return a;
+}
+
+py::object validate_forward(py::handle q, py::handle k, py::handle v, const std::string& impl,
+                            const std::string& accum) {
+  // The descriptions are read first: a malformed one is the caller's bug (ValueError /
+  // TypeError), never a reason.
+  const Array aq = described(q, "q"), ak = described(k, "k"), av = described(v, "v");
+  try {
+    ffpa::ForwardArgs args;
+    args.impl = parse_impl(impl);
+    args.accum = parse_accum(accum);
+    args.q = to_desc(aq, "q");
+    args.k = to_desc(ak, "k");
+    args.v = to_desc(av, "v");
+    args.out = args.q;
+    for (int i = 3; i >= 0; --i) args.out.stride[i] = i == 3 ? 1 : args.out.stride[i + 1] * args.out.shape[i + 1];
+    const ffpa::Status st = ffpa::validate_forward(args);
+    if (st.ok()) return py::none();
+    const char* cls = status_class(st.kind);
+    return error_class(cls != nullptr ? cls : "FFPAError")(st.message);
+  } catch (py::error_already_set& e) {
+    // The errors raise() made above: handed back unraised.
+    if (e.matches(error_class("FFPAError"))) return e.value();
+    throw;
+  }
+}
+
 py::dict build_info() {
   const ffpa::BuildInfo info = ffpa::build_info();
   py::dict d;
@@ -458,6 +524,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("device_count", &ffpa::device_count, "Number of CUDA devices; 0 without a driver or GPU.");
   m.def("auto_impl", &auto_impl,
         "The kernel impl='auto' runs on 16-byte aligned arrays on the current device ('tma' or 'mma').");
+  m.def("validate_forward", &validate_forward, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("impl") = "auto",
+        py::arg("accum") = "fp32",
+        "forward()'s argument checks for arrays described as (shape, strides or None, dtype); returns None or "
+        "the ffpa_attn.errors exception forward() would raise (unraised). Touches no device.");
   m.def("forward", &forward, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"),
         py::arg("causal"), py::arg("scale"), py::arg("impl") = "auto", py::arg("stream") = py::none(),
         py::arg("accum") = "fp32",

@@ -180,6 +180,61 @@ def test_cute_impls_validate_like_the_other_tensor_core_paths():
             _C.forward(q, k, v, o, None, False, 0.1, "cute_tma")
 
 
+# --- validate_forward: forward()'s checks without arrays -------------------------------------
+
+
+def _describe(a):
+    """validate_forward's description of a FakeCuda array: (shape, strides in elements, dtype)."""
+    cai = a.__cuda_array_interface__
+    size = np.dtype(cai["typestr"]).itemsize
+    strides = None if cai["strides"] is None else tuple(s // size for s in cai["strides"])
+    return cai["shape"], strides, {"<f2": "fp16", "<f4": "fp32"}[cai["typestr"]]
+
+
+def test_validate_forward_answers_what_forward_raises():
+    """The package asks validate_forward before it allocates: for the same arrays it hands
+    back, unraised, the very error forward() raises (and None where forward() gets as far
+    as the device)."""
+    d = _C.build_info()["head_dims"][0]
+    cases = [
+        (qkvo(d=d), "auto", "fp32"),
+        (qkvo(d=d, typestr="<f4"), "auto", "fp32"),
+        (qkvo(d=96), "auto", "fp32"),
+        (qkvo(d=d, hq=3), "auto", "fp32"),
+        ((FakeCuda((2, 4, 100, d), strides=(4 * 100 * d * 2, 100 * d * 2, d * 2, 4)), *qkvo(d=d)[1:]), "auto", "fp32"),
+        ((FakeCuda((2, 4, 100, d), strides=(4 * 100 * d * 2 + 2, 100 * d * 2, d * 2, 2)), *qkvo(d=d)[1:]), "mma",
+         "fp32"),
+        (qkvo(d=d), "wgmma", "fp32"),
+        (qkvo(d=d), "auto", "f16"),
+        (qkvo(d=d), "simt", "fp16"),
+        (qkvo(d=d), "fp8", "fp16"),
+        (qkvo(d=d), "fp4", "fp32"),
+        (qkvo(d=d), "tma", "fp32"),
+    ]
+    refused = 0
+    for (q, k, v, o), impl, accum in cases:
+        problem = _C.validate_forward(_describe(q), _describe(k), _describe(v), impl=impl, accum=accum)
+        with pytest.raises(errors.FFPAError) as raised:
+            _C.forward(q, k, v, o, None, False, 0.125, impl, accum=accum)
+        if problem is None:
+            assert isinstance(raised.value, errors.DeviceError) and "no CUDA device" in str(raised.value)
+        else:
+            refused += 1
+            assert isinstance(problem, errors.FFPAError) and type(problem) is type(raised.value), (impl, problem)
+            assert str(problem) == str(raised.value)
+    assert refused >= 9  # every case but the good one, and the impls this build may have
+
+
+def test_validate_forward_refuses_malformed_descriptions():
+    d = _C.build_info()["head_dims"][0]
+    good = ((1, 4, 16, d), None, "fp16")
+    with pytest.raises(ValueError, match="expected \\(shape, strides, dtype\\)"):
+        _C.validate_forward(((1, 4, 16, d), None), good, good)
+    with pytest.raises(ValueError, match="strides and shape differ"):
+        _C.validate_forward(((1, 4, 16, d), (1, 1), "fp16"), good, good)
+    assert _C.validate_forward(good, good, good) is None
+
+
 # --- the backward (validate_backward, then "no CUDA device") ---------------------------------
 
 

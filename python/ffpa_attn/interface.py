@@ -51,14 +51,14 @@ from .errors import (
 )
 from .launch import cuda_wheel_hint, release_channel
 from .routing import FALLBACK_REASONS, last_kernel
-from .validation import IMPL_FACTS, LOWP_IMPLS, SOURCE_TREE_PROBLEM, check_4d_shapes, check_accum, resolve_scale
+from .validation import IMPL_FACTS, LOWP_IMPLS, SOURCE_TREE_PROBLEM, check_4d_shapes, resolve_scale
 
 __all__ = ["ffpa_attn_func", "last_kernel", "IMPLS", "LOWP_IMPLS", "ACCUMS", "BACKWARDS", "FALLBACK_REASONS",
            "cuda_wheel_hint", "release_channel"]
 
 # The kernel choices, one entry each, in the order of the C API's Impl enum
-# (cmake/kernel-facts.json, the spellings of ffpa::impl_name too; their build checks:
-# launch.check). The low-precision paths (validation.LOWP_IMPLS) are never picked by "auto".
+# (cmake/kernel-facts.json, the spellings of ffpa::impl_name too; the extension's validation
+# says which the build has: launch.check). The low-precision paths (validation.LOWP_IMPLS) are never picked by "auto".
 IMPLS = tuple(IMPL_FACTS)
 # Accumulator precision of the fp16/bf16 tensor-core kernels (mma, tma, cute, cute_tma; auto
 # when it picks one); the SIMT and the low-precision kernels accumulate in fp32 only.
@@ -70,6 +70,9 @@ BACKWARDS = ("auto", "ffpa", "torch", "fused", "lse", "recompute")
 
 
 def _check_choices(impl: str, accum: str, backward: str) -> None:
+    # The spellings, before any path (the host ignores impl but not a misspelling). Which
+    # impl takes which accumulator, dtype and build is the extension's to say
+    # (launch.check asks it); the host refuses accum="fp16" whatever the impl.
     if not IMPLS:
         raise FFPAError(SOURCE_TREE_PROBLEM)
     if impl not in IMPLS:
@@ -78,7 +81,6 @@ def _check_choices(impl: str, accum: str, backward: str) -> None:
         raise UnsupportedImplError(
             f"accum must be one of {list(ACCUMS)}, got {accum!r} (the accumulator of the CUDA tensor-core kernels)"
         )
-    check_accum(impl, accum)
     if backward not in BACKWARDS:
         raise UnsupportedImplError(f"backward must be one of {list(BACKWARDS)}, got {backward!r}")
 

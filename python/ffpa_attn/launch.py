@@ -2,10 +2,13 @@
 
 Arrays arrive as they are: torch tensors and CuPy arrays (``__cuda_array_interface__``
 or DLPack), strided views included (the kernels take any batch/head/row strides; only
-the head dim must have unit stride). :func:`check` validates everything the extension
-would and raises the :class:`~ffpa_attn.errors.FFPAError` subclasses before anything
-is launched; :func:`launch` runs the kernel on the caller's current stream (the
-binding's rule, csrc/python/binding.cpp) into outputs the caller allocated, so the
+the head dim must have unit stride). :func:`check` raises the
+:class:`~ffpa_attn.errors.FFPAError` subclasses before anything is allocated or launched:
+the checks only the package can make (one framework, one device, an extension and a GPU,
+no empty dimension), and the extension's own validation (``_C.validate_forward``, the
+library's ``validate_forward``), whose messages are not restated here; :func:`launch`
+runs the kernel on the caller's current stream (the binding's rule,
+csrc/python/binding.cpp) into outputs the caller allocated, so the
 torch custom op (torch_ops) allocates with torch's allocator and CUDA graph capture
 sees no foreign allocation or host synchronisation. :func:`forward` allocates with
 the inputs' own framework (CuPy) and launches.
@@ -30,13 +33,10 @@ from .errors import (
     DeviceError,
     ExtensionNotAvailableError,
     SlowPathWarning,
+    ShapeError,
     UnsupportedArrayTypeError,
-    UnsupportedDTypeError,
-    UnsupportedHeadDimError,
-    UnsupportedImplError,
-    UnsupportedLayoutError,
 )
-from .validation import ARCH_RULES, LOWP_IMPLS, check_4d_shapes, check_accum, resolve_scale
+from .validation import ARCH_RULES, LOWP_IMPLS, resolve_scale
 
 __all__ = ["ArrayDesc", "IMPL_BUILD_HINTS", "arch_runs", "check", "cuda_device_of", "cuda_wheel_hint", "describe",
            "extension_problem", "forward", "impl_build_hint", "is_torch_tensor", "launch", "release_channel"]
@@ -141,7 +141,9 @@ class ArrayDesc:
     framework: str  # "torch" or the top-level module name of the array type (e.g. "cupy")
     shape: tuple[int, ...]
     dtype: str  # fp16 / bf16 / fp32 / fp64 / the framework's own spelling
-    unit_last_stride: bool  # the head dim is packed; other strides may be anything
+    # Strides in elements; None where only the extension can read them (DLPack-only
+    # arrays: the launch checks them) or for C-contiguous arrays.
+    strides: tuple[int, ...] | None
     device: int
 
 
@@ -182,25 +184,24 @@ def describe(x: Any) -> ArrayDesc:
             framework="torch",
             shape=tuple(int(s) for s in x.shape),
             dtype=_TORCH_DTYPE_NAMES.get(str(x.dtype), str(x.dtype)),
-            unit_last_stride=x.dim() == 0 or int(x.shape[-1]) <= 1 or int(x.stride(-1)) == 1,
+            strides=tuple(int(s) for s in x.stride()),
             device=device,
         )
     framework = type(x).__module__.split(".")[0]
     shape = tuple(int(s) for s in getattr(x, "shape", ()))
     dtype = str(getattr(x, "dtype", "unknown"))
     cai = getattr(x, "__cuda_array_interface__", None)
+    strides: tuple[int, ...] | None = None
     if cai is not None:
-        # CAI strides are None for C-contiguous arrays (v2+), else bytes per step.
-        strides = cai.get("strides")
+        # CAI strides are None for C-contiguous arrays (v2+), else bytes per step; a byte
+        # stride that is no multiple of the element size is the launch's error.
+        byte_strides = cai.get("strides")
         itemsize = np.dtype(cai["typestr"]).itemsize
-        unit_last = strides is None or not shape or shape[-1] <= 1 or int(strides[-1]) == itemsize
+        if byte_strides is not None and all(int(b) % itemsize == 0 for b in byte_strides):
+            strides = tuple(int(b) // itemsize for b in byte_strides)
         if dtype == "unknown":
             dtype = str(np.dtype(cai["typestr"]))
-    else:
-        # DLPack-only arrays: their strides are read by the extension, which refuses
-        # a non-unit head-dim stride with the same UnsupportedLayoutError.
-        unit_last = True
-    return ArrayDesc(framework, shape, _NUMPY_LIKE_DTYPE_NAMES.get(dtype, dtype), unit_last, device)
+    return ArrayDesc(framework, shape, _NUMPY_LIKE_DTYPE_NAMES.get(dtype, dtype), strides, device)
 
 
 def extension_problem() -> tuple[str, str, str] | None:
@@ -269,68 +270,39 @@ def arch_runs(capability: tuple[int, int]) -> bool:
 
 
 def check(descs: dict[str, ArrayDesc], impl: str, accum: str) -> tuple[int, int, int, int, int, int]:
-    """Every check before a launch, in the extension's order; returns (B, Hq, Hkv, Nq, Nkv, D)."""
-    dims = check_4d_shapes({n: s.shape for n, s in descs.items()})
+    """Every check before a launch, in the extension's order; returns (B, Hq, Hkv, Nq, Nkv, D).
+
+    The arguments themselves (shapes, dtypes, strides, head dim, the impl and accum rules
+    of this build) are the extension's to judge: ``_C.validate_forward`` runs the checks
+    of its ``forward`` and hands back the error it would raise, so each message is
+    written once, in csrc/src/api.cu and csrc/python/binding.cpp. What stays here is what
+    only the package knows: the frameworks and devices of the three arrays, whether an
+    extension and a GPU exist, and the empty dimensions the library would take but the
+    package refuses (there is no SDPA here to give SDPA's answer)."""
     frameworks = {s.framework for s in descs.values()}
     if len(frameworks) != 1:
         raise UnsupportedArrayTypeError(
             f"q, k, v come from different frameworks ({sorted(frameworks)}); "
             "convert them to one (e.g. torch.from_dlpack) before calling ffpa_attn_func"
         )
-    dtypes = {n: s.dtype for n, s in descs.items()}
-    if len(set(dtypes.values())) != 1:
-        raise UnsupportedDTypeError(
-            f"q, k, v must have the same dtype, got {dtypes}; cast them to one of fp16/bf16"
-        )
-    dtype = dtypes["q"]
-    supported = cuda.COMPILED_DTYPES or ("fp16", "bf16")
-    if dtype not in supported:
-        raise UnsupportedDTypeError(
-            f"the CUDA kernels take {'/'.join(supported)} inputs, got {dtype}; cast with "
-            ".half() / .to(torch.bfloat16) (torch) or .astype(cupy.float16), or run under "
-            "torch.autocast; rebuild with FFPA_DTYPES to compile other dtypes"
-        )
-    if accum == "fp16" and dtype != "fp16":
-        raise UnsupportedDTypeError(
-            f"accum='fp16' needs fp16 inputs, got {dtype}: fp16 accumulation exists only in the fp16 "
-            "kernels; cast with .half() or use accum='fp32' (the default)"
-        )
-    for name, s in descs.items():
-        if not s.unit_last_stride:
-            raise UnsupportedLayoutError(
-                f"{name} must have a unit-stride last dim (the head dim D of [B, H, N, D]); other "
-                "strides may be anything (a [B, N, H, D] tensor's .transpose(1, 2) is fine). "
-                "Call .contiguous() (torch) or cupy.ascontiguousarray() first"
-            )
     devices = {n: s.device for n, s in descs.items()}
     if len(set(devices.values())) != 1:
         raise DeviceError(f"q, k, v must be on the same CUDA device, got {devices}; move them with .to(device)")
-    _extension_or_raise()
+    ext = _extension_or_raise()
+    problem = ext.validate_forward(*((descs[n].shape, descs[n].strides, descs[n].dtype) for n in "qkv"),
+                                   impl=impl, accum=accum)
+    if problem is not None:
+        raise problem
     if cuda.device_count() == 0:
         raise DeviceError(
             "no CUDA device: the extension sees no GPU (check nvidia-smi, the driver and "
             "CUDA_VISIBLE_DEVICES), or pass NumPy arrays / CPU tensors to use the CPU path"
         )
-    d = dims[5]
-    if d not in cuda.COMPILED_HEAD_DIMS:
-        raise UnsupportedHeadDimError(
-            f"head dim {d} was not compiled; this build has {list(cuda.COMPILED_HEAD_DIMS)}. "
-            "Rebuild with -DFFPA_HEAD_DIMS=\"...;" + str(d) + "\" (multiples of 64 up to 1024), "
-            "or pad the head dim to a compiled one"
-        )
-    # The library's order: the accumulator's impl rules, then what the build has.
-    check_accum(impl, accum)
-    impls = cuda.COMPILED_IMPLS or ("mma", "simt")
-    if impl != "auto" and impl not in impls:
-        hint = impl_build_hint(impl)
-        why = f" ({hint})" if hint else ""
-        raise UnsupportedImplError(f"impl={impl!r} is not in this build{why}; choose one of {['auto', *impls]}")
-    if accum == "fp16" and not cuda.F16_ACC_AVAILABLE:
-        raise UnsupportedImplError(
-            "accum='fp16' is not in this build (its fp16 accumulation kernels were not compiled, "
-            "F16_ACC_AVAILABLE is False); use accum='fp32', or rebuild with fp16 in FFPA_DTYPES"
-        )
-    return dims
+    b, hq, nq, d = descs["q"].shape
+    hkv, nkv = descs["k"].shape[1:3]
+    if min(b, hq, nq, nkv, d) <= 0:
+        raise ShapeError(f"every dimension must be positive, got q {descs['q'].shape} and k/v {descs['k'].shape}")
+    return b, hq, hkv, nq, nkv, d
 
 
 def _exportable(x: Any) -> Any:

@@ -1,4 +1,7 @@
-"""Argument checks shared by every path (NumPy, torch math, the CUDA kernels).
+"""Argument checks of the host paths (NumPy, torch math) and the kernels' facts.
+
+A call that reaches the CUDA kernels is judged by the extension's own validation
+(``_C.validate_forward``, asked by ``launch.check``): its messages are not restated here.
 
 No imports from the rest of the package besides the errors: ``interface`` and
 ``torch_math`` both stand on this module, so the dependency runs one way.
@@ -9,9 +12,9 @@ from __future__ import annotations
 import math
 import re
 
-from .errors import ShapeError, UnsupportedImplError
+from .errors import ShapeError
 
-__all__ = ["ARCH_RULES", "arch_has", "F16_ACC_IMPLS", "IMPL_FACTS", "LOWP_IMPLS", "SOURCE_TREE_PROBLEM", "check_accum", "check_4d_shapes", "resolve_scale"]
+__all__ = ["ARCH_RULES", "arch_has", "F16_ACC_IMPLS", "IMPL_FACTS", "LOWP_IMPLS", "SOURCE_TREE_PROBLEM", "check_4d_shapes", "resolve_scale"]
 
 
 # What a source tree lacks: the generated build-info module, which carries the kernels'
@@ -76,26 +79,9 @@ def arch_has(feature: str, token: str) -> bool:
 # "fp4" the one NVFP4 kernel. impl="auto" never picks one: they trade accuracy for speed
 # (docs/install.md, "Low-precision paths").
 LOWP_IMPLS: dict[str, str] = {name: precision for name, (_, _, precision) in IMPL_FACTS.items() if precision}
-# The impls that take accum="fp16": the fp16/bf16 tensor-core kernels (auto when it picks one).
+# The impls that take accum="fp16": the fp16/bf16 tensor-core kernels (auto when it picks one);
+# the extension refuses accum="fp16" with any other.
 F16_ACC_IMPLS = tuple(name for name, (accums, _, _) in IMPL_FACTS.items() if "fp16" in accums)
-
-
-def check_accum(impl: str, accum: str) -> None:
-    """The impl rules of accum="fp16", as the library's validate_forward states them
-    (csrc/src/api.cu): neither the SIMT kernel nor a low-precision one has it."""
-    if accum != "fp16":
-        return
-    if impl in LOWP_IMPLS:
-        raise UnsupportedImplError(
-            f"accum='fp16' is not an option of impl={impl!r}: the FP8 / NVFP4 mma accumulates in fp32; drop "
-            "accum, or use impl 'mma', 'tma', 'cute' or 'cute_tma' for fp16 accumulation"
-        )
-    if impl == "simt":
-        choices = ", ".join(repr(i) for i in F16_ACC_IMPLS)
-        raise UnsupportedImplError(
-            f"accum='fp16' is for the tensor-core kernels (impl {choices}); the SIMT kernel accumulates in "
-            "fp32 only: drop accum or pick another impl"
-        )
 
 
 def check_4d_shapes(shapes: dict[str, tuple[int, ...]]) -> tuple[int, int, int, int, int, int]:

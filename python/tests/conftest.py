@@ -63,7 +63,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 class FakeExtension(types.ModuleType):
-    """Stands in for ffpa_attn._C: reports a build and records forward() calls."""
+    """Stands in for ffpa_attn._C: reports a build and records forward() calls.
+
+    Its validate_forward() takes every call (or answers ``problem``) and records what it
+    was asked: the messages of the real validation are tested against the built extension
+    (the ``install_extension.real()`` factory), which no stand-in can imitate."""
 
     def __init__(self, info: dict[str, Any], devices: int) -> None:
         super().__init__("ffpa_attn._C")
@@ -73,6 +77,8 @@ class FakeExtension(types.ModuleType):
         self.call_kwargs: list[dict[str, Any]] = []  # and its keywords (accum)
         self.kernel = "mma"  # what forward() reports as the kernel that ran
         self.auto = "mma"  # what auto_impl() reports for the current device
+        self.problem: Exception | None = None  # what validate_forward() answers
+        self.validations: list[tuple[Any, ...]] = []  # validate_forward()'s (q, k, v, impl, accum)
         self.__file__ = "/fake/ffpa_attn/_C.so"
 
     def build_info(self) -> dict[str, Any]:
@@ -83,6 +89,10 @@ class FakeExtension(types.ModuleType):
 
     def auto_impl(self) -> str:
         return self.auto
+
+    def validate_forward(self, q: Any, k: Any, v: Any, impl: str = "auto", accum: str = "fp32") -> Exception | None:
+        self.validations.append((q, k, v, impl, accum))
+        return self.problem
 
     def forward(self, *args: Any, **kwargs: Any) -> str:
         # Like the real binding, export q, k and v through DLPack when they offer it
@@ -152,7 +162,20 @@ def install_extension() -> Iterator[Any]:
         finders.append(finder)
         _reload_cuda()
 
+    def real() -> Any:
+        """The built extension (its own validation, the messages of csrc/); skips where the
+        build has none (the pure profile)."""
+        sys.modules.pop("ffpa_attn._C", None)
+        if saved_module is not None and not isinstance(saved_module, FakeExtension):
+            sys.modules["ffpa_attn._C"] = saved_module
+        _reload_cuda()
+        ext = ffpa_attn.cuda.extension()
+        if ext is None or isinstance(ext, FakeExtension):
+            pytest.skip("this build has no ffpa_attn._C (the pure profile): the extension's validation is untested")
+        return ext
+
     install.absent = absent  # type: ignore[attr-defined]
+    install.real = real  # type: ignore[attr-defined]
     yield install
     for finder in finders:
         sys.meta_path.remove(finder)

@@ -1,7 +1,9 @@
 """ffpa_attn_func: host paths, and validation of CUDA inputs before the extension runs.
 
 CUDA arrays are simulated by a small CuPy-like type exporting __cuda_array_interface__
-and __dlpack_device__; the extension by the conftest FakeExtension.
+and __dlpack_device__; the extension by the conftest FakeExtension, or, where the
+extension's own validation (its messages) is under test, the built one
+(``install_extension.real()``).
 """
 
 from __future__ import annotations
@@ -76,6 +78,11 @@ def qkv(b=1, hq=4, hkv=4, nq=16, nkv=16, d=128, dtype="float16"):
             FakeCudaArray((b, hkv, nkv, d), dtype))
 
 
+def real_head_dim(install_extension):
+    """Install the built extension; a head dim it has."""
+    return install_extension.real().build_info()["head_dims"][0]
+
+
 # --- host paths -------------------------------------------------------------------------
 
 
@@ -139,9 +146,11 @@ def test_broken_extension_message_carries_the_loader_error(install_extension):
         ffpa_attn_func(*qkv())
 
 
-def test_shape_errors_come_before_the_extension_check(no_extension):
+def test_without_the_extension_cuda_inputs_name_the_install(no_extension):
+    # The extension is the one judge of CUDA arguments: without it even bad shapes are told
+    # what to install (NumPy arrays get the host path's own shape check).
     q, k, v = qkv(hq=3, hkv=2)
-    with pytest.raises(ShapeError):
+    with pytest.raises(ExtensionNotAvailableError):
         ffpa_attn_func(q, k, v)
 
 
@@ -156,43 +165,74 @@ def test_no_cuda_device(install_extension):
 
 
 def test_head_dim_not_compiled_lists_the_compiled_set(install_extension):
-    ext = install_extension()
+    ext = install_extension.real()
+    dims = ext.build_info()["head_dims"]
     with pytest.raises(UnsupportedHeadDimError) as info:
         ffpa_attn_func(*qkv(d=96))
-    assert "[64, 128, 256, 320, 512]" in str(info.value) and "FFPA_HEAD_DIMS" in str(info.value)
-    assert ext.calls == []
+    assert f"this build has {dims}" in str(info.value) and "FFPA_HEAD_DIMS" in str(info.value)
 
 
 @pytest.mark.parametrize(
     "make,error,pattern",
     [
-        (lambda: (FakeCudaArray((1, 4, 16)),) * 3, ShapeError, "4-D"),
-        (lambda: qkv(hq=6, hkv=4), ShapeError, "multiple"),
-        (lambda: (FakeCudaArray((1, 4, 16, 128)), FakeCudaArray((2, 4, 16, 128)), FakeCudaArray((2, 4, 16, 128))),
-         ShapeError, "batch"),
-        (lambda: (FakeCudaArray((1, 4, 16, 128)), FakeCudaArray((1, 4, 16, 64)), FakeCudaArray((1, 4, 16, 64))),
-         ShapeError, "head dim"),
-        (lambda: (FakeCudaArray((1, 4, 16, 128)), FakeCudaArray((1, 4, 16, 128)), FakeCudaArray((1, 4, 8, 128))),
-         ShapeError, "same shape"),
-        (lambda: qkv(dtype="float32"), UnsupportedDTypeError, "fp16/bf16"),
-        (lambda: (FakeCudaArray((1, 4, 16, 128)), FakeCudaArray((1, 4, 16, 128), "float32"),
-                  FakeCudaArray((1, 4, 16, 128))), UnsupportedDTypeError, "same dtype"),
-        (lambda: (FakeCudaArray((1, 4, 16, 128), strides=(32768, 512, 16 * 512 * 4, 4)),
-                  *qkv()[1:]), UnsupportedLayoutError, "unit-stride last dim"),
-        (lambda: (FakeCudaArray((1, 4, 16, 128), device=1), *qkv()[1:]), DeviceError, "same CUDA device"),
+        (lambda d: (FakeCudaArray((1, 4, 16)),) * 3, ShapeError, "q must be 4-D"),
+        (lambda d: qkv(hq=6, hkv=4, d=d), ShapeError, r"Hq % Hkv == 0"),
+        (lambda d: (FakeCudaArray((1, 4, 16, d)), FakeCudaArray((2, 4, 16, d)), FakeCudaArray((2, 4, 16, d))),
+         ShapeError, "batch and head dim must match"),
+        (lambda d: (FakeCudaArray((1, 4, 16, d)), FakeCudaArray((1, 4, 16, 64)), FakeCudaArray((1, 4, 16, 64))),
+         ShapeError, "batch and head dim must match"),
+        (lambda d: (FakeCudaArray((1, 4, 16, d)), FakeCudaArray((1, 4, 16, d)), FakeCudaArray((1, 4, 8, d))),
+         ShapeError, "must have the same shape"),
+        (lambda d: qkv(dtype="float32", d=d), UnsupportedDTypeError,
+         "q has dtype fp32; the CUDA kernels take fp16 or bf16"),
+        (lambda d: (FakeCudaArray((1, 4, 16, d)), FakeCudaArray((1, 4, 16, d), "float32"),
+                    FakeCudaArray((1, 4, 16, d))), UnsupportedDTypeError, "k has dtype fp32"),
+        (lambda d: (FakeCudaArray((1, 4, 16, d), strides=(32768, 512, 16 * 512 * 4, 4)),
+                    *qkv(d=d)[1:]), UnsupportedLayoutError, "q must have a unit-stride last dim"),
+        (lambda d: (FakeCudaArray((1, 4, 16, d), device=1), *qkv(d=d)[1:]), DeviceError, "same CUDA device"),
     ],
 )
 def test_validation_before_launch(install_extension, make, error, pattern):
-    ext = install_extension()
+    """The extension's validation (its messages) refuses before anything is allocated."""
+    d = real_head_dim(install_extension)
     with pytest.raises(error, match=pattern):
-        ffpa_attn_func(*make())
+        ffpa_attn_func(*make(d))
+
+
+def test_the_extensions_answer_is_raised_as_it_is(install_extension):
+    """launch.check hands the extension the arrays' shapes, strides, dtypes, impl and accum,
+    and raises exactly the error it answers."""
+    from ffpa_attn import launch
+
+    ext = install_extension()
+    strides = (16 * 4 * 128 * 2, 128 * 2, 4 * 128 * 2, 2)  # [B, N, H, D] memory viewed as [B, H, N, D]
+    descs = {n: launch.describe(a) for n, a in zip("qkv", (FakeCudaArray((1, 4, 16, 128), strides=strides),
+                                                           *qkv()[1:]))}
+    assert launch.check(descs, "fp8", "fp32") == (1, 4, 4, 16, 16, 128)
+    assert ext.validations == [(((1, 4, 16, 128), (8192, 128, 512, 1), "fp16"), ((1, 4, 16, 128), None, "fp16"),
+                                ((1, 4, 16, 128), None, "fp16"), "fp8", "fp32")]
+    ext.problem = UnsupportedLayoutError("the library's own words")
+    with pytest.raises(UnsupportedLayoutError, match="the library's own words"):
+        ffpa_attn_func(*qkv())
     assert ext.calls == []
 
 
 def test_impl_not_in_build(install_extension):
-    install_extension({**DEFAULT_INFO, "impls": ["mma"]})
-    with pytest.raises(UnsupportedImplError, match="simt"):
-        ffpa_attn_func(*qkv(), impl="simt")
+    """An impl the build has no code for is refused by the extension's validation, with the fix."""
+    from ffpa_attn.interface import IMPLS
+
+    d = real_head_dim(install_extension)
+    info = install_extension.real().build_info()
+    # cute_fp8 in a build of the sm_120 family only is the launch's refusal (the device check
+    # of csrc/src/api.cu's forward), not the validation's.
+    missing = [i for i in IMPLS if i not in ("auto", "cute_fp8") and i not in info["impls"]]
+    if not missing:
+        pytest.skip("this build has every impl")
+    for impl in missing:
+        with pytest.raises(UnsupportedImplError, match=rf"impl='{impl}'.* was not compiled in this build") as err:
+            ffpa_attn_func(*qkv(d=d), impl=impl)
+        if impl in ("tma", "cute_tma"):
+            assert f"archs {' '.join(info['archs'])}; TMA code needs an arch >= 90" in str(err.value)
 
 
 def test_forward_call_contract(install_extension):
@@ -268,11 +308,11 @@ class _FakeTorchTensor:
     def dim(self):
         return len(self.shape)
 
-    def stride(self, i):
+    def stride(self, i=None):
         strides = [1] * len(self.shape)
         for j in range(len(self.shape) - 2, -1, -1):
             strides[j] = strides[j + 1] * self.shape[j + 1]
-        return strides[i]
+        return tuple(strides) if i is None else strides[i]
 
     def detach(self):
         return _FakeTorchTensor(self.shape)
@@ -353,26 +393,25 @@ def test_bad_accum_rejected_before_anything(install_extension, accum):
 
 
 def test_fp16_accum_with_simt_is_refused_everywhere(install_extension):
-    ext = install_extension()
-    for args in (qkv(), (np.zeros((1, 1, 4, 8), np.float16),) * 3):
-        with pytest.raises(UnsupportedImplError, match="tensor-core kernels.*SIMT kernel accumulates in fp32"):
-            ffpa_attn_func(*args, impl="simt", accum="fp16")
-    assert ext.calls == []
+    d = real_head_dim(install_extension)
+    with pytest.raises(UnsupportedImplError, match="tensor-core paths.*the SIMT kernel accumulates in fp32"):
+        ffpa_attn_func(*qkv(d=d), impl="simt", accum="fp16")
+    with pytest.raises(UnsupportedImplError, match="the host path .* always accumulates in fp32"):
+        ffpa_attn_func(*(np.zeros((1, 1, 4, 8), np.float16),) * 3, impl="simt", accum="fp16")
 
 
-@pytest.mark.parametrize("make", [lambda: qkv(dtype="float32"),
-                                  lambda: tuple(_Bf16CudaArray((1, 4, 16, 128)) for _ in range(3))])
+@pytest.mark.parametrize("make", [lambda d: qkv(dtype="float32", d=d),
+                                  lambda d: tuple(_Bf16CudaArray((1, 4, 16, d)) for _ in range(3))])
 def test_fp16_accum_needs_fp16_inputs(install_extension, make):
-    ext = install_extension()
+    d = real_head_dim(install_extension)
     with pytest.raises(UnsupportedDTypeError):
-        ffpa_attn_func(*make(), accum="fp16")
-    assert ext.calls == []
+        ffpa_attn_func(*make(d), accum="fp16")
 
 
 def test_fp16_accum_on_bf16_names_the_fix(install_extension):
-    install_extension()
-    q, k, v = (_Bf16CudaArray((1, 4, 16, 128)) for _ in range(3))
-    with pytest.raises(UnsupportedDTypeError, match=r"accum='fp16' needs fp16 inputs, got bf16.*\.half\(\)"):
+    d = real_head_dim(install_extension)
+    q, k, v = (_Bf16CudaArray((1, 4, 16, d)) for _ in range(3))
+    with pytest.raises(UnsupportedDTypeError, match=r"accum='fp16' needs fp16 inputs \(got bf16\).*cast to fp16"):
         ffpa_attn_func(q, k, v, accum="fp16")
 
 
@@ -384,14 +423,6 @@ def test_fp16_accum_is_a_cuda_option_on_the_host():
     # Spelling the default out is fine on the host, and so is any impl (ignored there).
     want = ffpa_attn_func(q, q, q)
     np.testing.assert_array_equal(ffpa_attn_func(q, q, q, accum="fp32", impl="tma"), want)
-
-
-def test_fp16_accum_not_in_build(install_extension):
-    # An extension that reports no fp16 accumulation (f16_acc False) although it takes fp16.
-    ext = install_extension({**DEFAULT_INFO, "f16_acc": False})
-    with pytest.raises(UnsupportedImplError, match="F16_ACC_AVAILABLE is False"):
-        ffpa_attn_func(*qkv(), accum="fp16")
-    assert ext.calls == []
 
 
 def test_tma_runs_and_is_reported(install_extension):
@@ -410,14 +441,6 @@ def test_tma_runs_and_is_reported(install_extension):
     assert ext.calls[-1][7] == "tma" and ext.call_kwargs[-1] == {"accum": "fp16"}
 
 
-def test_tma_not_in_build_names_the_archs(install_extension):
-    ext = install_extension({**DEFAULT_INFO, "archs": ["89"], "tma": False, "tma_archs": [], "impls": ["mma", "simt"]})
-    with pytest.raises(UnsupportedImplError, match=r"impl='tma' is not in this build \(TMA code needs an arch >= 90; "
-                                                   r"this build has archs \['89'\]"):
-        ffpa_attn_func(*qkv(), impl="tma")
-    assert ext.calls == []
-
-
 @pytest.mark.parametrize("impl", ["cute", "cute_tma"])
 def test_cute_paths_run_and_are_reported(install_extension, impl):
     import warnings
@@ -433,17 +456,6 @@ def test_cute_paths_run_and_are_reported(install_extension, impl):
     assert ext.calls[-1][7] == impl and ext.call_kwargs[-1] == {"accum": "fp16"}
 
 
-def test_cute_tma_not_in_build_names_the_archs(install_extension):
-    # An sm_89-only build has the cp.async-fed CuTe kernel but no TMA code.
-    ext = install_extension({**DEFAULT_INFO, "archs": ["89"], "tma": False, "tma_archs": [], "cute_tma": False,
-                             "impls": ["mma", "simt", "cute"]})
-    with pytest.raises(UnsupportedImplError, match=r"impl='cute_tma' is not in this build \(TMA code needs an arch "
-                                                   r">= 90; this build has archs \['89'\].*choose one of "
-                                                   r"\['auto', 'mma', 'simt', 'cute'\]"):
-        ffpa_attn_func(*qkv(), impl="cute_tma")
-    assert ext.calls == []
-
-
 # --- the low-precision paths ------------------------------------------------------------
 
 # A release-like build with the FP8 and NVFP4 kernels (archs 89;120f): build_info's impls.
@@ -451,22 +463,22 @@ LOWP_INFO = {**DEFAULT_INFO, "fp8": True, "fp8_archs": ["89", "120f"], "fp4": Tr
              "impls": [*DEFAULT_INFO["impls"], "cute_fp8", "cute_tma_fp8", "fp8", "cute_tma_fp4", "fp4"]}
 
 
-def test_impls_follow_the_kernel_facts():
+def test_impls_follow_the_kernel_facts(install_extension):
     """interface.IMPLS, LOWP_IMPLS and F16_ACC_IMPLS are derived from the one impl table
     (cmake/kernel-facts.json through the build-info module): auto first, the low-precision
-    impls by their precision, fp16 accumulation only where an impl takes it."""
+    impls by their precision, fp16 accumulation only where an impl takes it, as the
+    extension's validation has it."""
     from ffpa_attn.interface import IMPLS, LOWP_IMPLS
-    from ffpa_attn.validation import F16_ACC_IMPLS, check_accum
+    from ffpa_attn.validation import F16_ACC_IMPLS
 
     assert IMPLS[0] == "auto" and len(set(IMPLS)) == len(IMPLS)
     assert LOWP_IMPLS == {"cute_fp8": "fp8", "cute_tma_fp8": "fp8", "fp8": "fp8", "cute_tma_fp4": "fp4", "fp4": "fp4"}
     assert set(F16_ACC_IMPLS) == {"auto", "mma", "tma", "cute", "cute_tma"}
+    d = real_head_dim(install_extension)
+    desc = ((1, 4, 16, d), None, "fp16")
     for impl in IMPLS:  # accum="fp16" is refused exactly where the table says so
-        if impl in F16_ACC_IMPLS:
-            check_accum(impl, "fp16")
-        else:
-            with pytest.raises(UnsupportedImplError, match="accum='fp16'"):
-                check_accum(impl, "fp16")
+        problem = install_extension.real().validate_forward(desc, desc, desc, impl=impl, accum="fp16")
+        assert (problem is not None and "accum='fp16'" in str(problem)) is (impl not in F16_ACC_IMPLS), (impl, problem)
 
 
 @pytest.mark.parametrize("impl,ran", [("fp8", "cute_tma_fp8"), ("cute_fp8", "cute_fp8"),
@@ -490,70 +502,25 @@ def test_lowp_impls_reach_the_extension_and_report_the_kernel(install_extension,
 
 @pytest.mark.parametrize("impl", ["fp8", "cute_fp8", "cute_tma_fp8", "fp4", "cute_tma_fp4"])
 def test_fp16_accum_with_a_lowp_impl_is_refused_everywhere(install_extension, impl):
-    ext = install_extension(LOWP_INFO)
+    d = real_head_dim(install_extension)
     message = (rf"accum='fp16' is not an option of impl='{impl}': the FP8 / NVFP4 mma accumulates in fp32; drop "
                r"accum, or use impl 'mma', 'tma', 'cute' or 'cute_tma' for fp16 accumulation")
-    for args in (qkv(), (np.zeros((1, 1, 4, 8), np.float16),) * 3):
-        with pytest.raises(UnsupportedImplError, match=message):
-            ffpa_attn_func(*args, impl=impl, accum="fp16")
-    assert ext.calls == []
+    with pytest.raises(UnsupportedImplError, match=message):
+        ffpa_attn_func(*qkv(d=d), impl=impl, accum="fp16")
+    with pytest.raises(UnsupportedImplError, match="the host path .* always accumulates in fp32"):
+        ffpa_attn_func(*(np.zeros((1, 1, 4, 8), np.float16),) * 3, impl=impl, accum="fp16")
 
 
 def test_launch_check_refuses_fp16_accum_with_a_lowp_impl(install_extension):
-    """The torch op calls launch.check directly: the same refusal there."""
+    """The torch op calls launch.check directly: the extension's refusal there."""
     from ffpa_attn import launch
 
-    install_extension(LOWP_INFO)
-    descs = {n: launch.describe(a) for n, a in zip("qkv", qkv())}
+    d = real_head_dim(install_extension)
+    descs = {n: launch.describe(a) for n, a in zip("qkv", qkv(d=d))}
     with pytest.raises(UnsupportedImplError, match="accum='fp16' is not an option of impl='fp8'"):
         launch.check(descs, "fp8", "fp16")
     with pytest.raises(UnsupportedImplError, match="the SIMT kernel accumulates in fp32"):
         launch.check(descs, "simt", "fp16")
-    assert launch.check(descs, "fp8", "fp32") == (1, 4, 4, 16, 16, 128)
-
-
-def test_lowp_kernels_not_compiled_are_named(install_extension):
-    # The release's archs, but a build without the low-precision kernels (build_info's fp8/fp4 False).
-    ext = install_extension({**DEFAULT_INFO, "fp8": False, "fp8_archs": ["89", "120f"], "fp4": False,
-                             "fp4_archs": ["120f"]})
-    for impl, flag in (("fp8", "CUDA_FP8_AVAILABLE"), ("cute_fp8", "CUDA_FP8_AVAILABLE"),
-                       ("fp4", "CUDA_FP4_AVAILABLE")):
-        with pytest.raises(UnsupportedImplError,
-                           match=rf"impl='{impl}' is not in this build \(the FP8 / NVFP4 kernels were not compiled in "
-                                 rf"this build \(archs \['89', '120f'\], cuda.{flag} is False\): install a build "
-                                 rf"whose cuda.{flag} is True, or use impl='cute_tma', 'tma' or 'mma'\)"):
-            ffpa_attn_func(*qkv(), impl=impl)
-    assert ext.calls == []
-
-
-def test_lowp_impls_the_archs_lack_name_the_arch(install_extension):
-    # sm_89 only: FP8 cp.async-fed, no TMA and no NVFP4.
-    ext = install_extension({**DEFAULT_INFO, "archs": ["89"], "tma": False, "tma_archs": [], "cute_tma": False,
-                             "fp8": True, "fp8_archs": ["89"], "fp4": False, "fp4_archs": [],
-                             "impls": ["mma", "simt", "cute", "cute_fp8", "fp8"]})
-    with pytest.raises(UnsupportedImplError, match=r"impl='fp4' is not in this build \(NVFP4 \(the block-scaled mma\) "
-                                                   r"runs on the sm_120 family only.*needs its family target 120f; this "
-                                                   r"build has archs \['89'\]"):
-        ffpa_attn_func(*qkv(), impl="fp4")
-    with pytest.raises(UnsupportedImplError, match=r"impl='cute_tma_fp8' is not in this build \(the TMA-fed FP8 "
-                                                   r"kernel needs an arch >= 90.*choose one of \['auto', 'mma', "
-                                                   r"'simt', 'cute', 'cute_fp8', 'fp8'\]"):
-        ffpa_attn_func(*qkv(), impl="cute_tma_fp8")
-    # sm_120f only: FP8 is TMA-fed there, the cp.async-fed kernel has no code.
-    install_extension({**LOWP_INFO, "archs": ["120f"], "fp8_archs": ["120f"],
-                       "impls": ["mma", "simt", "tma", "cute", "cute_tma", "cute_tma_fp8", "fp8", "cute_tma_fp4",
-                                 "fp4"]})
-    with pytest.raises(UnsupportedImplError, match=r"impl='cute_fp8' is not in this build \(the cp.async-fed FP8 "
-                                                   r"kernel needs an arch >= 89 below the sm_120 family \(there FP8 "
-                                                   r"is TMA-fed: impl='fp8' or 'cute_tma_fp8'\)"):
-        ffpa_attn_func(*qkv(), impl="cute_fp8")
-    # Archs below 89: no FP8 code at all.
-    install_extension({**DEFAULT_INFO, "archs": ["80"], "tma": False, "tma_archs": [], "cute_tma": False,
-                       "impls": ["mma", "simt", "cute"]})
-    with pytest.raises(UnsupportedImplError, match=r"impl='fp8' is not in this build \(FP8 tensor cores need an "
-                                                   r"arch >= 89; this build has archs \['80'\]"):
-        ffpa_attn_func(*qkv(), impl="fp8")
-    assert ext.calls == []
 
 
 def test_lowp_impls_are_ignored_on_the_host():

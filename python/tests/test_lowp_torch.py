@@ -101,7 +101,7 @@ def stand_in_cuda(install_extension, monkeypatch):
 
     names = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
     monkeypatch.setattr(launch, "describe", lambda t: launch.ArrayDesc(
-        "torch", tuple(t.shape), names[t.dtype], t.stride(-1) == 1, 0))
+        "torch", tuple(t.shape), names[t.dtype], tuple(t.stride()), 0))
     return install
 
 
@@ -118,14 +118,21 @@ def test_the_ops_cuda_body_launches_the_impl(stand_in_cuda, impl, ran):
     assert out.shape == q.shape and out.dtype == torch.bfloat16 and lse.dtype == torch.float32
 
 
-def test_the_ops_cuda_body_refuses_what_the_build_lacks(stand_in_cuda):
-    calls = stand_in_cuda({**DEFAULT_INFO, "fp8": False, "fp8_archs": ["89", "120f"]}, "mma")
+def test_the_ops_cuda_body_refuses_what_the_extension_refuses(stand_in_cuda, install_extension):
+    """The op's CUDA body asks the extension's validation and raises its answer, launching nothing."""
+    calls = stand_in_cuda(DEFAULT_INFO, "mma")
+    fake = ffpa_attn.cuda.extension()
     q, k, v = make(d=64, dtype=torch.float16)
-    with pytest.raises(UnsupportedImplError, match="the FP8 / NVFP4 kernels were not compiled in this build"):
+    fake.problem = UnsupportedImplError("the extension's refusal")
+    with pytest.raises(UnsupportedImplError, match="the extension's refusal"):
         torch_ops._cuda_attention(q, k, v, MASK_NONE, 0.25, "fp8", "fp32")
+    assert [call[3:] for call in fake.validations] == [("fp8", "fp32")]
+    assert calls == []
+    # The built extension's own words.
+    d = install_extension.real().build_info()["head_dims"][0]
+    q, k, v = make(d=d, dtype=torch.float16)
     with pytest.raises(UnsupportedImplError, match="accum='fp16' is not an option of impl='fp8'"):
         torch_ops._cuda_attention(q, k, v, MASK_NONE, 0.25, "fp8", "fp16")
-    assert calls == []
 
 
 def test_an_explicit_lowp_impl_never_falls_back_to_sdpa(install_extension, monkeypatch):
