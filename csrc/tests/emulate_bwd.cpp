@@ -14,11 +14,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "attention_bwd_ref.h"
 #include "emu_cute.h"
 #include "ffpa/bwd_kernel_mma.cuh"
 #include "ffpa/tolerance.h"
@@ -71,76 +71,6 @@ struct BwdCase {
   float scale = 0.f;  // 0: 1 / sqrt(D)
   BwdBreak br = BwdBreak::kNone;
 };
-
-// float64 reference of torch's math backend (forward and backward) on [B, H, N, D]
-// arrays; the mask: key j visible to query i when j <= i + offset (causal).
-struct Ref {
-  std::vector<double> o, lse, dq, dk, dv;
-};
-Ref reference(const BwdCase& c, double scale, int offset, const std::vector<double>& q, const std::vector<double>& k,
-              const std::vector<double>& v, const std::vector<double>& dout) {
-  const int D = c.d, nq = c.nq, nkv = c.nkv;
-  Ref r;
-  r.o.assign(q.size(), 0.0);
-  r.dq.assign(q.size(), 0.0);
-  r.dk.assign(k.size(), 0.0);
-  r.dv.assign(v.size(), 0.0);
-  r.lse.assign(size_t(c.b) * c.hq * nq, 0.0);
-  const double inf = std::numeric_limits<double>::infinity();
-  std::vector<double> s(nkv), p(nkv), dp(nkv);
-  for (int b = 0; b < c.b; ++b)
-    for (int h = 0; h < c.hq; ++h) {
-      const int hk = h / (c.hq / c.hkv);
-      const double* qh = &q[(size_t(b) * c.hq + h) * nq * D];
-      const double* doh = &dout[(size_t(b) * c.hq + h) * nq * D];
-      const double* kh = &k[(size_t(b) * c.hkv + hk) * nkv * D];
-      const double* vh = &v[(size_t(b) * c.hkv + hk) * nkv * D];
-      double* dqh = &r.dq[(size_t(b) * c.hq + h) * nq * D];
-      double* dkh = &r.dk[(size_t(b) * c.hkv + hk) * nkv * D];
-      double* dvh = &r.dv[(size_t(b) * c.hkv + hk) * nkv * D];
-      double* oh = &r.o[(size_t(b) * c.hq + h) * nq * D];
-      for (int i = 0; i < nq; ++i) {
-        double mx = -inf;
-        bool any = false, nan = false;
-        for (int j = 0; j < nkv; ++j) {
-          double x = 0;
-          for (int e = 0; e < D; ++e) x += qh[size_t(i) * D + e] * kh[size_t(j) * D + e];
-          x *= scale;
-          if (c.causal && j > i + offset) x = -inf;
-          else any = true;
-          s[j] = x;
-          if (std::isnan(x)) nan = true;
-          else mx = std::max(mx, x);
-        }
-        if (nan) mx = NAN;  // torch's max propagates NaN
-        double sum = 0;
-        for (int j = 0; j < nkv; ++j) sum += (p[j] = std::exp(s[j] - mx));
-        for (int j = 0; j < nkv; ++j) p[j] = any ? p[j] / sum : 0.0;  // safe softmax
-        r.lse[(size_t(b) * c.hq + h) * nq + i] = any ? mx + std::log(sum) : -inf;
-        for (int e = 0; e < D; ++e) {
-          double acc = 0;
-          for (int j = 0; j < nkv; ++j) acc += p[j] * vh[size_t(j) * D + e];
-          oh[size_t(i) * D + e] = acc;
-        }
-        double delta = 0;
-        for (int j = 0; j < nkv; ++j) {
-          double x = 0;
-          for (int e = 0; e < D; ++e) x += doh[size_t(i) * D + e] * vh[size_t(j) * D + e];
-          dp[j] = x;
-          delta += x * p[j];
-        }
-        for (int j = 0; j < nkv; ++j) {
-          const double ds = any ? p[j] * (dp[j] - delta) : 0.0;  // masked_fill's gradient is 0
-          for (int e = 0; e < D; ++e) {
-            dvh[size_t(j) * D + e] += p[j] * doh[size_t(i) * D + e];
-            dqh[size_t(i) * D + e] += scale * ds * kh[size_t(j) * D + e];
-            dkh[size_t(j) * D + e] += scale * ds * qh[size_t(i) * D + e];
-          }
-        }
-      }
-    }
-  return r;
-}
 
 const ffpa::BwdParams* g_bwd = nullptr;
 template <int D, typename T, BwdBreak kBr>
@@ -234,7 +164,8 @@ bool run_case_t(const BwdCase& c, std::mt19937& rng) {
       plant(vm, v, 3 * size_t(D) + 4, INFINITY);
       break;
   }
-  const Ref ref = reference(c, scale, offset, q, k, v, dout);
+  const ffpa::ref::BwdGrads ref = ffpa::ref::attention_backward(
+      {c.b, c.hq, c.hkv, nq, nkv, D, c.causal, offset, scale}, q, k, v, dout);
   // The forward's outputs as the kernels get them: O in T, the LSE in fp32.
   std::vector<T> om(ref.o.size());
   for (size_t i = 0; i < om.size(); ++i) om[i] = ET::from_float(float(ref.o[i]));

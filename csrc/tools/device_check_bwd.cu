@@ -8,82 +8,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "attention_bwd_ref.h"
 #include "device_check.h"
 #include "ffpa/tolerance.h"
 
 namespace ffpa::check {
-
-namespace {
-
-struct Grads {
-  std::vector<double> o, lse, dq, dk, dv;
-};
-
-// Logical [B, H, N, D] arrays; key j visible to query i when j <= i + offset (causal).
-Grads reference(const BwdSpec& c, double scale, int offset, const std::vector<double>& q, const std::vector<double>& k,
-                const std::vector<double>& v, const std::vector<double>& dout) {
-  const int D = c.d, nq = c.nq, nkv = c.nkv;
-  Grads r;
-  r.o.assign(q.size(), 0.0), r.dq.assign(q.size(), 0.0);
-  r.dk.assign(k.size(), 0.0), r.dv.assign(v.size(), 0.0);
-  r.lse.assign(size_t(c.b) * c.hq * nq, 0.0);
-  const double inf = std::numeric_limits<double>::infinity();
-  std::vector<double> s(nkv), p(nkv), dp(nkv);
-  for (int b = 0; b < c.b; ++b)
-    for (int h = 0; h < c.hq; ++h) {
-      const int hk = h / (c.hq / c.hkv);
-      const double* qh = &q[(size_t(b) * c.hq + h) * nq * D];
-      const double* doh = &dout[(size_t(b) * c.hq + h) * nq * D];
-      const double* kh = &k[(size_t(b) * c.hkv + hk) * nkv * D];
-      const double* vh = &v[(size_t(b) * c.hkv + hk) * nkv * D];
-      double* dqh = &r.dq[(size_t(b) * c.hq + h) * nq * D];
-      double* dkh = &r.dk[(size_t(b) * c.hkv + hk) * nkv * D];
-      double* dvh = &r.dv[(size_t(b) * c.hkv + hk) * nkv * D];
-      double* oh = &r.o[(size_t(b) * c.hq + h) * nq * D];
-      for (int i = 0; i < nq; ++i) {
-        double mx = -inf;
-        bool any = false;
-        for (int j = 0; j < nkv; ++j) {
-          double x = 0;
-          for (int e = 0; e < D; ++e) x += qh[size_t(i) * D + e] * kh[size_t(j) * D + e];
-          x *= scale;
-          if (c.causal && j > i + offset) x = -inf;
-          else any = true;
-          s[j] = x;
-          mx = std::max(mx, x);
-        }
-        double sum = 0;
-        for (int j = 0; j < nkv; ++j) sum += (p[j] = any ? std::exp(s[j] - mx) : 0.0);
-        for (int j = 0; j < nkv; ++j) p[j] = any ? p[j] / sum : 0.0;
-        r.lse[(size_t(b) * c.hq + h) * nq + i] = any ? mx + std::log(sum) : -inf;
-        double delta = 0;
-        for (int j = 0; j < nkv; ++j) {
-          double x = 0;
-          for (int e = 0; e < D; ++e) x += doh[size_t(i) * D + e] * vh[size_t(j) * D + e];
-          dp[j] = x;
-          delta += x * p[j];
-        }
-        for (int j = 0; j < nkv; ++j) {
-          if (p[j] == 0.0) continue;  // masked or no key: no contribution
-          const double ds = p[j] * (dp[j] - delta);
-          for (int e = 0; e < D; ++e) {
-            oh[size_t(i) * D + e] += p[j] * vh[size_t(j) * D + e];
-            dvh[size_t(j) * D + e] += p[j] * doh[size_t(i) * D + e];
-            dqh[size_t(i) * D + e] += scale * ds * kh[size_t(j) * D + e];
-            dkh[size_t(j) * D + e] += scale * ds * qh[size_t(i) * D + e];
-          }
-        }
-      }
-    }
-  return r;
-}
-
-}  // namespace
 
 std::string bwd_spec_name(const BwdSpec& c) {
   char buf[256];
@@ -122,7 +55,8 @@ BwdResult run_bwd_case(const BwdSpec& c, uint64_t seed) {
   make(c.hkv, c.nkv, k, km);
   make(c.hkv, c.nkv, v, vm);
   make(c.hq, c.nq, dout, dom);
-  const Grads ref = reference(c, scale, offset, q, k, v, dout);
+  const ffpa::ref::BwdGrads ref = ffpa::ref::attention_backward(
+      {c.b, c.hq, c.hkv, c.nq, c.nkv, c.d, c.causal, offset, scale}, q, k, v, dout);
   std::vector<uint16_t> om(qm.size());
   for (int bi = 0; bi < B; ++bi)
     for (int hi = 0; hi < c.hq; ++hi)

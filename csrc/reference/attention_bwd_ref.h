@@ -1,0 +1,31 @@
+// float64 host reference of attention's forward and backward as torch's math backend
+// computes them (scores, safe softmax, P V; autograd's formulas), for the backward
+// kernels' checks: the CPU emulator (csrc/tests/emulate_bwd.cpp) and the device-check
+// runner (csrc/tools/device_check_bwd.cu). Written straight from the formulas in double,
+// so it shares no code or algorithm with the kernels.
+#pragma once
+
+#include <vector>
+
+namespace ffpa::ref {
+
+struct BwdProblem {
+  int b = 1, hq = 1, hkv = 1, nq = 1, nkv = 1, d = 64;
+  bool causal = false;
+  // Key j is visible to query i when j <= i + causal_offset (0: SDPA's is_causal, top-left;
+  // nkv - nq: bottom-right).
+  int causal_offset = 0;
+  double scale = 0.0;
+};
+
+struct BwdGrads {
+  std::vector<double> o, lse, dq, dk, dv;
+};
+
+// q and dout [b, hq, nq, d], k and v [b, hkv, nkv, d], contiguous. The math backend's
+// non-finite behaviour: a NaN score makes its row NaN (max propagates NaN); a row that
+// sees no key has O = 0, LSE = -inf and zero gradients (masked_fill's gradient is 0).
+BwdGrads attention_backward(const BwdProblem& p, const std::vector<double>& q, const std::vector<double>& k,
+                            const std::vector<double>& v, const std::vector<double>& dout);
+
+}  // namespace ffpa::ref
