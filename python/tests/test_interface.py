@@ -179,7 +179,7 @@ def test_head_dim_not_compiled_lists_the_compiled_set(install_extension):
         (lambda d: qkv(hq=6, hkv=4, d=d), ShapeError, r"Hq % Hkv == 0"),
         (lambda d: (FakeCudaArray((1, 4, 16, d)), FakeCudaArray((2, 4, 16, d)), FakeCudaArray((2, 4, 16, d))),
          ShapeError, "batch and head dim must match"),
-        (lambda d: (FakeCudaArray((1, 4, 16, d)), FakeCudaArray((1, 4, 16, 64)), FakeCudaArray((1, 4, 16, 64))),
+        (lambda d: (FakeCudaArray((1, 4, 16, d)), FakeCudaArray((1, 4, 16, d + 64)), FakeCudaArray((1, 4, 16, d + 64))),
          ShapeError, "batch and head dim must match"),
         (lambda d: (FakeCudaArray((1, 4, 16, d)), FakeCudaArray((1, 4, 16, d)), FakeCudaArray((1, 4, 8, d))),
          ShapeError, "must have the same shape"),
