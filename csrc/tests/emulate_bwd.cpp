@@ -20,17 +20,9 @@
 
 #include "attention_bwd_ref.h"
 #include "emu_cute.h"
+#include "emu_state.h"
 #include "ffpa/bwd_kernel_mma.cuh"
 #include "ffpa/tolerance.h"
-
-namespace emu {
-extern bool g_cp_late;
-struct Range {
-  const unsigned char* p;
-  size_t n;
-};
-extern std::vector<Range> g_ranges;
-}  // namespace emu
 
 int run_bwd_cases(const std::vector<int>& dims);
 int run_bwd_release(const std::vector<int>& dims);

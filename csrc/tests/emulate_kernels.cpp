@@ -22,6 +22,7 @@
 
 #include "attention_ref.h"
 #include "emu_cute.h"
+#include "emu_state.h"
 #include "ffpa/fwd_kernel_mma.cuh"
 #include "ffpa/fwd_kernel_simt.cuh"
 #include "ffpa/tma_geometry.h"
@@ -38,11 +39,6 @@ ffpa::TmaMaps g_tma_maps;
 unsigned char* g_smem = ffpa::smem_raw;
 size_t g_smem_bytes = 0;
 bool g_cp_late = false;
-
-struct Range {
-  const unsigned char* p;
-  size_t n;
-};
 std::vector<Range> g_ranges;
 
 bool global_readable(const void* p, size_t n) {

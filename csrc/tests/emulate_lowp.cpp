@@ -22,18 +22,9 @@
 
 #include "attention_ref.h"
 #include "emu_lowp_quant.h"
+#include "emu_state.h"
 #include "ffpa/cute/config.h"
 #include "ffpa/tolerance.h"
-
-namespace emu {
-// emulate_kernels.cpp's: copies land at their wait, not at issue; what cp.async may read.
-extern bool g_cp_late;
-struct Range {
-  const unsigned char* p;
-  size_t n;
-};
-extern std::vector<Range> g_ranges;
-}  // namespace emu
 
 int run_lowp_cases(const std::vector<int>& dims);
 int run_lowp_accuracy(const std::vector<int>& dims);

@@ -1,0 +1,17 @@
+// The emulator's run-time switches that the test drivers set (defined in
+// emulate_kernels.cpp, read by emulate_lowp.cpp and emulate_bwd.cpp too).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace emu {
+// Copies land at their wait, not at issue (a kernel that reads too early then fails).
+extern bool g_cp_late;
+// The global memory a kernel may read: cp.async and TMA loads outside it fail the run.
+struct Range {
+  const unsigned char* p;
+  size_t n;
+};
+extern std::vector<Range> g_ranges;
+}  // namespace emu
