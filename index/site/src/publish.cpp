@@ -5,6 +5,7 @@
 #include "ffpa/site/publish.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -204,7 +205,12 @@ class SiteRepo {
  public:
   SiteRepo(fs::path dir, std::string remote, std::string branch)
       : dir_(fs::absolute(std::move(dir)).lexically_normal()), remote_(std::move(remote)),
-        branch_(std::move(branch)), git_(tool_program("FFPA_GIT", "git")) {}
+        branch_(std::move(branch)), git_(tool_program("FFPA_GIT", "git")) {
+    // Our read-only commands (status above all) must not take index.lock for
+    // git's opportunistic index refresh: a publish killed during one would leave
+    // a git child holding the lock while the re-run's preflight looks for it.
+    ::setenv("GIT_OPTIONAL_LOCKS", "0", 1);
+  }
 
   ProcResult git(std::vector<std::string> args) const {
     args.insert(args.begin(), {git_, "-C", dir_.string()});
@@ -237,6 +243,11 @@ class SiteRepo {
     const fs::path gitdir = engine_dir(dir_), lock = gitdir / "index.lock";
     if (std::string why = unwritable_dir_problem(gitdir); !why.empty())
       p.push_back("site repository: " + why + " (the commit and the staged .metadata files are written there)");
+    // A publish killed with SIGKILL leaves its git child running for a moment
+    // (add or commit, holding index.lock): give such a child a few seconds to
+    // finish before calling the lock someone else's.
+    for (int waited_ms = 0; fs::exists(lock, ec) && waited_ms < 5000; waited_ms += 100)
+      ::usleep(100 * 1000);
     if (fs::exists(lock, ec))
       p.push_back("a git command is running in the site repository, or one was killed: " + lock.string() +
                   " exists; once no git command runs there, remove it (rm " + shell_quote(lock.string()) +
