@@ -44,10 +44,10 @@
 #                 one refuses the shape) and SDPA's default dispatch named by the kernel
 #                 the profiler saw; else the same baselines timed by sdpa_bench.py in a
 #                 separate process
-#   bench-bwd     (binding) forward + backward at D = 64/128/320/512 (those compiled)
-#                 against FA2(sdpa-flash)'s, sdpa-efficient's and SDPA's default forward +
-#                 backward in the same process; the runner's bench-cpp rows "bwd" time
-#                 our backward alone
+#   bench-bwd     (binding) forward + backward, and the backward alone, at D = 64/128/320/512
+#                 (those compiled) against FA2(sdpa-flash)'s, sdpa-efficient's and SDPA's
+#                 default in the same process; the runner's bench-cpp rows "bwd" time
+#                 ffpa::backward() alone too, without torch
 # OUT receives at most five files, all rewritten as the run goes (a run cut short still
 # says how far it got): summary.json, summary.md, bench.csv, bench.png, logs.tar.gz
 # (every log and raw result). The build never goes into OUT. Exit 0 only when every
@@ -295,7 +295,7 @@ PY
       bwd_dims=$(for d in $dims; do case "$d" in 64|128|320|512) printf '%s ' "$d" ;; esac; done)
       if [ -n "$bwd_dims" ]; then
         # shellcheck disable=SC2086  # $bwd_dims is a list of numbers
-        PYTHONPATH="$build/python" phase bench-bwd 90 -- "$python" -m ffpa_attn.bench --backend cuda --no-fwd \
+        PYTHONPATH="$build/python" phase bench-bwd 120 -- "$python" -m ffpa_attn.bench --backend cuda --no-fwd \
           --B 1 --H 32 --N 8192 --D $bwd_dims --dtype fp16 --warmup 2 --iters 5 --verbose \
           --baselines flash,efficient --save-path "$state/bench_py_bwd" || failed=1
       fi

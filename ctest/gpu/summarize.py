@@ -432,30 +432,35 @@ def summarize_bench(state: Path) -> dict[str, Any]:
             "lowp": _lowp_bench(rows), "backward": summarize_backward(state, rows)}
 
 
-# The backward's targets measured in this run (docs/perf.md "The backward kernels"): forward +
-# backward together against SDPA's forward + backward, its own dispatch (python bench,
-# same process). The backward-alone targets (3.0x sdpa-efficient's backward, 0.9x FA2's)
-# need SDPA's backward timed alone, which no phase does: the summary says so.
+# The backward's targets measured in this run (docs/perf.md "The backward kernels"), from the
+# python bench's rows (same process as the baselines): forward + backward together against
+# SDPA's forward + backward (its own dispatch), and the backward alone (direction
+# "bwd-only": torch.autograd.grad on a kept forward graph) against the named backends'
+# backward alone.
 BWD_TARGETS = [
-    {"dims": (320, 512), "baseline": "sdpa-default", "min_ratio": 2.0, "stretch": None,
+    {"dims": (320, 512), "baseline": "sdpa-default", "min_ratio": 2.0, "stretch": None, "rows": "fwd_bwd",
      "what": "D = 320/512 forward + backward >= 2.0x SDPA's (its own dispatch)"},
+    {"dims": (320, 512), "baseline": "sdpa-efficient", "min_ratio": 3.0, "stretch": 4.0, "rows": "bwd_only",
+     "what": "D = 320/512 backward alone >= 3.0x sdpa-efficient's backward alone (stretch 4x)"},
+    {"dims": (64, 128), "baseline": "sdpa-flash", "min_ratio": 0.9, "stretch": None, "rows": "bwd_only",
+     "what": "D = 64/128 backward alone >= 0.9x FA2(sdpa-flash)'s backward alone"},
 ]
-BWD_UNMEASURED = ("backward alone against SDPA's backward alone (D = 320/512 >= 3.0x sdpa-efficient's, D = 64/128 "
-                  ">= 0.9x FA2(sdpa-flash)'s): not measured; the C++ rows time ours alone and the python rows time "
-                  "forward + backward")
+_BWD_DIRECTIONS = {"fwd_bwd": ("bwd", "fwd+bwd"), "bwd_only": ("bwd-only", "bwd-only")}
 
 
-def _fwd_bwd_rows(path: Path) -> list[dict[str, Any]]:
-    """The python bench's forward + backward rows (direction "bwd"): ffpa_attn_func's forward
-    and its default backward (ours where compiled), and each named baseline's forward +
-    backward in the same process; TFLOPS count 3.5x the forward's FLOPs for both."""
+def _bwd_rows(path: Path, which: str) -> list[dict[str, Any]]:
+    """The python bench's backward rows of one kind: "fwd_bwd" (direction "bwd": forward +
+    backward of ffpa_attn_func, its default backward, ours where compiled; TFLOPS count 3.5x
+    the forward's FLOPs) or "bwd_only" (direction "bwd-only": the backward alone, 2.5x), each
+    with the named baselines timed the same way in the same process."""
+    direction, kernel = _BWD_DIRECTIONS[which]
     rows = []
     for r in (_read_json(path) or {}).get("results", []):
-        if r.get("direction") != "bwd":
+        if r.get("direction") != direction:
             continue
         baselines = _baselines_of(r)
         rows.append({"D": r["D"], "dtype": r["dtype"], "causal": bool(r["causal"]), "N": r["Nq"], "H": r["Hq"],
-                     "kernel": "fwd+bwd", "forward": r.get("impl"), "accum": "fp32", "origin": "py",
+                     "kernel": kernel, "forward": r.get("impl"), "accum": "fp32", "origin": "py",
                      "ffpa_ms": r["ffpa_ms"], "ffpa_tflops": r["ffpa_tflops"], "baselines": baselines,
                      "ratios": {n: _ratio(r["ffpa_tflops"], b) for n, b in baselines.items()},
                      "err_vs_sdpa": r.get("err")})
@@ -464,8 +469,8 @@ def _fwd_bwd_rows(path: Path) -> list[dict[str, Any]]:
 
 def summarize_backward(state: Path, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The backward's bench: the runner's rows (ours alone; with the time of our forward of
-    the same shape and run, mma, for scale) and the python bench's forward + backward rows
-    against the named baselines, with the targets they can judge."""
+    the same shape and run, mma, for scale) and the python bench's forward + backward and
+    backward-alone rows against the named baselines, with the targets they judge."""
     cpp = []
     for r in rows:
         if not _is_bwd(r["kernel"]):
@@ -474,10 +479,16 @@ def summarize_backward(state: Path, rows: list[dict[str, Any]]) -> dict[str, Any
                     and x["causal"] == r["causal"] and _path(x) == ("mma", "fp32")), None)
         cpp.append({"D": r["D"], "dtype": r["dtype"], "causal": r["causal"], "ms": r["ffpa_ms"],
                     "tflops": r["ffpa_tflops"], "x_forward_time": r["ffpa_ms"] / fwd["ffpa_ms"] if fwd else None})
-    fb = _fwd_bwd_rows(state / "bench_py_bwd" / "bench.json")
-    targets = [_target_line(t, r, fb) for t in BWD_TARGETS for r in fb
+    bench = state / "bench_py_bwd" / "bench.json"
+    kinds = {which: _bwd_rows(bench, which) for which in _BWD_DIRECTIONS}
+    targets = [_target_line(t, r, kinds[t["rows"]]) for t in BWD_TARGETS for r in kinds[t["rows"]]
                if r["D"] in t["dims"] and r["dtype"] == "fp16" and not r["causal"]]
-    return {"cpp": cpp, "fwd_bwd": fb, "targets": targets, "unmeasured": BWD_UNMEASURED}
+    missing = [what for which, what in (("fwd_bwd", "forward + backward"), ("bwd_only", "backward alone"))
+               if not kinds[which]]
+    unmeasured = (f"{' and '.join(missing)} against SDPA's: no such rows in the bench-bwd phase's output"
+                  if missing else None)
+    return {"cpp": cpp, "fwd_bwd": kinds["fwd_bwd"], "bwd_only": kinds["bwd_only"], "targets": targets,
+            "unmeasured": unmeasured}
 
 
 def _lowp_bench(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -683,7 +694,7 @@ def render_md(summary: dict[str, Any]) -> str:
     else:
         out.append("No bench results.")
     bw = b.get("backward") or {}
-    if bw.get("cpp") or bw.get("fwd_bwd"):
+    if bw.get("cpp") or bw.get("fwd_bwd") or bw.get("bwd_only"):
         out += ["", "### Backward (fp16, B=1, H=32, N=8192)", "",
                 "Ours alone (C++ runner, CUDA events; TFLOPS: 2.5x the forward's FLOPs over the time; x forward: "
                 "its time over our mma forward's of the same shape and run):", "",
@@ -691,13 +702,20 @@ def render_md(summary: dict[str, Any]) -> str:
         for x in bw["cpp"]:
             out.append(f"| {x['D']} | {x['causal']} | {_fmt(x['ms'], '.3f')} | {_fmt(x['tflops'], '.1f')} | "
                        f"{_fmt(x['x_forward_time'], '.2f')} |")
-        names = [n for n in BASELINE_ORDER if any(n in r["baselines"] for r in bw["fwd_bwd"])]
-        if bw["fwd_bwd"]:
-            out += ["", "Forward + backward (python bench, SDPA's in the same process; TFLOPS: 3.5x the forward's "
-                    "FLOPs; forward: the kernel ffpa_attn_func ran, then its default backward):", "",
+        for which, title in (("fwd_bwd", "Forward + backward (python bench, SDPA's in the same process; TFLOPS: "
+                                            "3.5x the forward's FLOPs; forward: the kernel ffpa_attn_func ran, then "
+                                            "its default backward):"),
+                             ("bwd_only", "Backward alone (python bench: torch.autograd.grad on a kept forward "
+                                          "graph, each baseline's forward run under its backend; TFLOPS: 2.5x the "
+                                          "forward's FLOPs):")):
+            picked = bw.get(which) or []
+            if not picked:
+                continue
+            names = [n for n in BASELINE_ORDER if any(n in r["baselines"] for r in picked)]
+            out += ["", title, "",
                     "| D | dtype | causal | forward | ms | TFLOPS | " + " | ".join(f"x {n}" for n in names) + " |",
                     "|---" * (6 + len(names)) + "|"]
-            for r in bw["fwd_bwd"]:
+            for r in picked:
                 cells = [_fmt(r["ratios"].get(n), ".2f") for n in names]
                 out.append(f"| {r['D']} | {r['dtype']} | {r['causal']} | {r['forward']} | {_fmt(r['ffpa_ms'], '.3f')} "
                            f"| {_fmt(r['ffpa_tflops'], '.1f')} | " + " | ".join(cells) + " |")
@@ -705,8 +723,9 @@ def render_md(summary: dict[str, Any]) -> str:
         for t in bw["targets"]:
             out.append(f"| {t['target']} | {t['D']} | {t['baseline']} | {_fmt(t['ratio'], '.2f')} | {t['result']} |")
         if not bw["targets"]:
-            out.append("| forward + backward against SDPA's | - | - | n/a | n/a (no forward + backward rows) |")
-        out += ["", f"Not in this run: {bw['unmeasured']}."]
+            out.append("| the backward against SDPA's | - | - | n/a | n/a (no python bench backward rows) |")
+        if bw.get("unmeasured"):
+            out += ["", f"Not in this run: {bw['unmeasured']}."]
     sw = summary.get("sweep") or {}
     out += ["", "## Tuning sweep (fp16, fp32 accumulation, B=1, H=32, N=8192, non-causal)", ""]
     if sw.get("rows"):

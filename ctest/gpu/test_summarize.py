@@ -515,7 +515,13 @@ def test_backward_cases_planned_judged_and_reported(tmp_path):
             {"name": "sdpa-default", "label": "sdpa-default", "ms": 300.0, "tflops": 51.3}]},
         {**base, "D": 320, "ffpa_ms": 100.0, "ffpa_tflops": 60.0, "baselines": [
             {"name": "sdpa-default", "label": "sdpa-default", "ms": 120.0, "tflops": 50.0}]},
-        {**base, "direction": "fwd", "D": 512, "ffpa_ms": 1.0, "ffpa_tflops": 1.0, "baselines": []}]}))
+        {**base, "direction": "fwd", "D": 512, "ffpa_ms": 1.0, "ffpa_tflops": 1.0, "baselines": []},
+        # The backward alone (direction "bwd-only"): judged against sdpa-efficient / FA2's alone.
+        {**base, "direction": "bwd-only", "D": 512, "ffpa_ms": 60.0, "ffpa_tflops": 183.3, "baselines": [
+            {"name": "sdpa-efficient", "label": "sdpa-efficient", "ms": 250.0, "tflops": 44.0},
+            {"name": "sdpa-default", "label": "sdpa-default", "ms": 250.0, "tflops": 44.0}]},
+        {**base, "direction": "bwd-only", "D": 128, "ffpa_ms": 10.0, "ffpa_tflops": 80.0, "baselines": [
+            {"name": "sdpa-flash", "label": "FA2(sdpa-flash)", "ms": 8.0, "tflops": 100.0}]}]}))
     out = tmp_path / "out"
     summarize.main([str(state), str(out), "--status", "passed", "--exit-code", "0"])
     summary = json.loads((out / "summary.json").read_text())
@@ -523,8 +529,11 @@ def test_backward_cases_planned_judged_and_reported(tmp_path):
     assert [(x["D"], x["x_forward_time"]) for x in bw["cpp"]] == [(512, 3.0)]
     assert [r["D"] for r in bw["fwd_bwd"]] == [320, 512]  # the forward row is not one of them
     assert bw["fwd_bwd"][1]["ratios"]["sdpa-efficient"] == pytest.approx(3.0)
-    assert [(t["D"], t["result"]) for t in bw["targets"]] == [(320, "MISS"), (512, "PASS")]
-    assert "backward alone" in bw["unmeasured"]
+    assert [r["D"] for r in bw["bwd_only"]] == [128, 512]
+    assert [(t["D"], t["baseline"], t["result"]) for t in bw["targets"]] == [
+        (320, "sdpa-default", "MISS"), (512, "sdpa-default", "PASS"),
+        (512, "sdpa-efficient", "PASS (stretch)"), (128, "FA2(sdpa-flash)", "MISS")]
+    assert bw["unmeasured"] is None
     corr = summary["correctness"]
     assert corr["bwd"]["cases"] == len(cases) and corr["bwd"]["failed"] == 0
     assert corr["f16_acc"]["cases"] == sum(1 for c in report["cases"] if c["accum"] == "fp16"
@@ -536,6 +545,8 @@ def test_backward_cases_planned_judged_and_reported(tmp_path):
     assert f"bwd_fp16: per gradient max |g - ref| / max |ref| <= {b['max_rel']:g}, rel L1 <= {b['max_rel_l1']:g}" in md
     assert "### Backward cases" in md and "### Backward (fp16, B=1, H=32, N=8192)" in md
     assert "| D = 320/512 forward + backward >= 2.0x SDPA's (its own dispatch) | 512 | sdpa-default | 3.00 | PASS |" in md
+    assert "| D = 64/128 backward alone >= 0.9x FA2(sdpa-flash)'s backward alone | 128 | FA2(sdpa-flash) | 0.80 | MISS |" in md
+    assert "Backward alone (python bench" in md and "Not in this run" not in md
     rows = summary["bench"]["rows"]
     (bwd_row,) = [r for r in rows if r["kernel"] == "bwd"]
     (fwd_row,) = [r for r in rows if r["kernel"] == "mma"]

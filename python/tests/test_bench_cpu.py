@@ -21,7 +21,7 @@ def test_cpu_backend_rows_compare_with_sdpa_on_the_same_inputs(capsys):
                      "--dtype", "bf16", "--iters", "1", "--warmup", "0", "--baselines", "default"])
     assert rc == 0
     lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("[")]
-    assert len(lines) == 2  # forward, then forward + backward
+    assert len(lines) == 3  # forward, forward + backward, then the backward alone
     for line in lines:
         match = bench.LINE_RE.match(line)
         assert match, line
@@ -32,6 +32,10 @@ def test_cpu_backend_rows_compare_with_sdpa_on_the_same_inputs(capsys):
         # SDPA's column names the op it ran: torch's CPU attention, as ours.
         assert "_scaled_dot_product_flash_attention_for_cpu" in line
     assert lines[1].startswith("[self-attn bf16 bwd]")
+    # The backward alone: SDPA's column is its backward op, timed on its own forward's graph.
+    assert lines[2].startswith("[self-attn bf16 bwd-only]")
+    assert bench.LINE_RE.match(lines[2])["bwd"] == " bwd-only"
+    assert "_scaled_dot_product_flash_attention_for_cpu_backward" in lines[2]
 
 
 def test_cpu_run_prints_no_profiler_noise():
