@@ -15,3 +15,12 @@ struct Range {
 };
 extern std::vector<Range> g_ranges;
 }  // namespace emu
+
+namespace ffpa {
+struct NonfiniteScan;
+}
+namespace emu {
+// Runs the non-finite pre-pass (ffpa/nonfinite.cuh) over batch b as api.cu launches it;
+// s.flags must point at [B, Hq] zeroed ints.
+void run_nonfinite_scan(const ffpa::NonfiniteScan& s, int b);
+}  // namespace emu
