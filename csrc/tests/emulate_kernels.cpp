@@ -499,8 +499,11 @@ struct Case {
 // it), softmax (a row with a NaN or +inf score is NaN; a row whose every score is -inf
 // gives 0), then P V over every key (0 * inf and 0 * NaN are NaN). Bottom-right causal.
 // The LSE: -inf for a row whose every score is -inf, NaN for a row with a NaN sum (a NaN or
-// +inf score; the kernels write NaN there, ffpa/mask.h row_lse).
-void math_rule_reference(const ffpa::ref::Problem& p, const std::vector<float>& q, const std::vector<float>& k,
+// +inf score; the kernels write NaN there, ffpa/mask.h row_lse). (emu_state.h declares it:
+// the low-precision driver checks against it too.)
+}  // namespace
+
+void emu::math_rule_reference(const ffpa::ref::Problem& p, const std::vector<float>& q, const std::vector<float>& k,
                          const std::vector<float>& v, std::vector<float>& out, std::vector<float>& lse) {
   const int d = p.d;
   std::vector<double> s(p.nkv);
@@ -549,6 +552,8 @@ void math_rule_reference(const ffpa::ref::Problem& p, const std::vector<float>& 
       }
     }
 }
+
+namespace {
 
 // One launch of the CuTe kernel of head dim D (its own translation unit per head dim:
 // emu/emu_cute.h).
@@ -646,7 +651,7 @@ bool run_case(const Case& c, std::mt19937& rng) {
   if (c.plant) {
     // The NaN / inf pattern must be the math backend's exactly; finite values within atol.
     std::vector<float> want(q.size()), want_lse(lse.size());
-    math_rule_reference(pr, q, k, v, want, want_lse);
+    emu::math_rule_reference(pr, q, k, v, want, want_lse);
     const ffpa::Tolerance& tol = ffpa::tolerance(c.bf16 ? "bf16" : "fp16");
     size_t nan_diff = 0, inf_diff = 0, far = 0;
     auto check = [&](float got, float w, float atol) {
@@ -907,7 +912,7 @@ int run_cute_breakages() {
 // ffpa_emulate_kernels --nonfinite[-masked] D...              NaN / inf as SDPA's math backend
 // ffpa_emulate_kernels --nonfinite-breakages D                the math rule's breakages
 // ffpa_emulate_kernels --lowp-quant                           the low-precision quantisation pass
-// ffpa_emulate_kernels --lowp D... | --lowp-accuracy D... | --lowp-breakages
+// ffpa_emulate_kernels --lowp D... | --lowp-accuracy D... | --lowp-breakages | --lowp-nonfinite D...
 //                                                             the low-precision kernels (emulate_lowp.cpp)
 //   kinds: mma, simt, tma, f16acc, cute, cute_tma, cute_f16acc (cute and cute_tma with
 //   fp16 accumulation)
@@ -915,6 +920,7 @@ int run_lowp_quant_tests();  // emulate_lowp_quant.cpp
 int run_lowp_cases(const std::vector<int>& dims);  // emulate_lowp.cpp
 int run_lowp_accuracy(const std::vector<int>& dims);
 int run_lowp_breakages();
+int run_lowp_nonfinite(const std::vector<int>& dims);
 // ffpa_emulate_kernels --bwd D... | --bwd-release D... | --bwd-breakages
 //                                                             the backward kernels (emulate_bwd.cpp)
 int run_bwd_cases(const std::vector<int>& dims);
@@ -930,6 +936,11 @@ int main(int argc, char** argv) {
   }
   if (argc > 1 && std::strcmp(argv[1], "--lowp-quant") == 0) return run_lowp_quant_tests();
   if (argc > 1 && std::strcmp(argv[1], "--lowp-breakages") == 0) return run_lowp_breakages();
+  if (argc > 1 && std::strcmp(argv[1], "--lowp-nonfinite") == 0) {
+    std::vector<int> lowp_dims;
+    for (int i = 2; i < argc; ++i) lowp_dims.push_back(std::atoi(argv[i]));
+    return run_lowp_nonfinite(lowp_dims.empty() ? std::vector<int>{64} : lowp_dims);
+  }
   if (argc > 1 && (std::strcmp(argv[1], "--lowp") == 0 || std::strcmp(argv[1], "--lowp-accuracy") == 0)) {
     std::vector<int> lowp_dims;
     for (int i = 2; i < argc; ++i) lowp_dims.push_back(std::atoi(argv[i]));
