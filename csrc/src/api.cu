@@ -652,8 +652,9 @@ Status forward(const ForwardArgs& a) {
                                   " and newer"};
   }
   // Which heads read a NaN or an inf: they follow SDPA's math backend under the causal
-  // mask too (ffpa/mask.h). Without the causal mask every kernel already does (nothing
-  // is skipped or replaced but the padding), so the pass runs for causal calls only.
+  // mask too (ffpa/mask.h). Without the causal mask the 16-bit kernels already do (nothing
+  // is skipped or replaced but the padding), so the pass runs for causal calls, and for
+  // every low-precision call (their flagged heads are recomputed below).
   NonfiniteFlags nonfinite;
   const KernelEntry* entry = find_kernel(static_cast<int>(a.q.shape[3]), a.q.dtype);
   if (a.causal || is_lowp_impl(impl)) {
