@@ -493,6 +493,7 @@ struct Case {
   char plant = 0;
   float plant_value = 0.f;
   int plant_row = 0;
+  int plant_batch = 0;
 };
 
 // SDPA's math backend on one problem, in double, the reference of --nonfinite: scores
@@ -592,7 +593,8 @@ bool run_case(const Case& c, std::mt19937& rng) {
   if (c.plant) {
     std::vector<float>& f = c.plant == 'q' ? q : c.plant == 'k' ? k : v;
     std::vector<T>& m = c.plant == 'q' ? qm : c.plant == 'k' ? km : vm;
-    const size_t at = static_cast<size_t>(c.plant_row) * D + 3;  // batch 0, head 0
+    const int H = c.plant == 'q' ? c.hq : c.hkv, N = c.plant == 'q' ? c.nq : c.nkv;  // head 0
+    const size_t at = ((static_cast<size_t>(c.plant_batch) * H) * N + c.plant_row) * D + 3;
     m[at] = ET::from_float(c.plant_value);
     f[at] = ET::to_float(m[at]);
   }
@@ -677,9 +679,10 @@ bool run_case(const Case& c, std::mt19937& rng) {
     for (size_t i = 0; i < lse.size(); ++i) check(lse[i], want_lse[i], tol.lse);
     lse_diff = nan_diff + inf_diff + far - lse_diff;
     const bool ok = nan_diff == 0 && inf_diff == 0 && far == 0;
-    std::printf("[%s] nonfinite D=%d %s causal=%d Nq=%d Nkv=%d impl=%s plant=%c[%d]=%g nan_diff=%zu inf_diff=%zu "
-                "far=%zu (lse %zu)%s\n", ok ? "PASS" : "FAIL", D, c.bf16 ? "bf16" : "fp16", c.causal, c.nq, c.nkv,
-                kind_name(c.kind), c.plant, c.plant_row, c.plant_value, nan_diff, inf_diff, far, lse_diff, timing);
+    std::printf("[%s] nonfinite D=%d %s causal=%d B=%d Nq=%d Nkv=%d impl=%s plant=%c[b%d,%d]=%g nan_diff=%zu inf_diff=%zu "
+                "far=%zu (lse %zu)%s\n", ok ? "PASS" : "FAIL", D, c.bf16 ? "bf16" : "fp16", c.causal, B, c.nq, c.nkv,
+                kind_name(c.kind), c.plant, c.plant_batch, c.plant_row, c.plant_value, nan_diff, inf_diff, far, lse_diff,
+                timing);
     std::fflush(stdout);
     return ok;
   }
@@ -790,6 +793,16 @@ int run_nonfinite(const std::vector<int>& dims, bool masked, const std::vector<K
               ++total;
               if (!dispatch(c, rng)) ++failed;
             }
+  // Masked: also an inf in V of batch 1 (the flags' batch index) with Nq 100 > Nkv 80, so
+  // that rows 0-19 see no key and are NaN by P V's 0 * inf.
+  if (masked)
+    for (int d : dims)
+      for (Kind kind : kinds) {
+        Case c{d, false, true, 100, 80, 2, 1, kind, 2};
+        c.plant = 'v', c.plant_value = INFINITY, c.plant_row = 70, c.plant_batch = 1;
+        ++total;
+        if (!dispatch(c, rng)) ++failed;
+      }
   std::printf("%d nonfinite cases, %d failed\n", total, failed);
   return failed ? 1 : 0;
 }
