@@ -37,8 +37,10 @@ BwdGrads attention_backward(const BwdProblem& c, const std::vector<double>& q, c
           double x = 0;
           for (int e = 0; e < D; ++e) x += qh[size_t(i) * D + e] * kh[size_t(j) * D + e];
           x *= scale;
-          if (c.causal && j > i + c.causal_offset) x = -inf;
-          else any = true;
+          // The math backend adds its mask: a NaN or +inf score stays NaN under it.
+          if (c.causal && j > i + c.causal_offset) x += -inf;
+          // Its safe softmax zero-fills a row whose every score is -inf.
+          if (x != -inf) any = true;
           s[j] = x;
           if (std::isnan(x)) nan = true;
           else mx = std::max(mx, x);
@@ -61,7 +63,9 @@ BwdGrads attention_backward(const BwdProblem& c, const std::vector<double>& q, c
           delta += x * p[j];
         }
         for (int j = 0; j < nkv; ++j) {
-          const double ds = any ? p[j] * (dp[j] - delta) : 0.0;  // masked_fill's gradient is 0
+          // A zero-filled row (no key) has ds = 0 * (dp - delta): 0, or NaN where dp or
+          // delta is (the safe softmax's backward is the same product).
+          const double ds = p[j] * (dp[j] - delta);
           for (int e = 0; e < D; ++e) {
             dvh[size_t(j) * D + e] += p[j] * doh[size_t(i) * D + e];
             dqh[size_t(i) * D + e] += scale * ds * kh[size_t(j) * D + e];

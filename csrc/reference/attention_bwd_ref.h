@@ -23,8 +23,11 @@ struct BwdGrads {
 };
 
 // q and dout [b, hq, nq, d], k and v [b, hkv, nkv, d], contiguous. The math backend's
-// non-finite behaviour: a NaN score makes its row NaN (max propagates NaN); a row that
-// sees no key has O = 0, LSE = -inf and zero gradients (masked_fill's gradient is 0).
+// non-finite behaviour: the causal mask is added as -inf (a NaN or +inf score stays NaN
+// under it); a NaN score makes its row NaN (max propagates NaN); a row whose every score
+// is -inf (one that sees no key) has O = 0, LSE = -inf and dS = 0 * (dP - Delta) (0 for
+// finite dP; the safe softmax's backward is the same product); P V, P^T dO, dS K and
+// dS^T Q are matrix products over every key and query, so 0 * NaN and 0 * inf give NaN.
 BwdGrads attention_backward(const BwdProblem& p, const std::vector<double>& q, const std::vector<double>& k,
                             const std::vector<double>& v, const std::vector<double>& dout);
 

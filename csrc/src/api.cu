@@ -15,6 +15,7 @@
 #include "ffpa/api.h"
 #include "ffpa/arch_rules.h"
 #include "ffpa/bwd_params.h"
+#include "ffpa/nonfinite.cuh"
 #include "ffpa/params.h"
 #include "ffpa/tma.cuh"
 #include "ffpa/tma_geometry.h"
@@ -508,6 +509,49 @@ Status encode_lowp_tma_maps(const FwdParams& p, int box_rows_q, int box_rows_kv,
   return st;
 }
 
+namespace {
+
+// The non-finite pre-pass of one call (ffpa/nonfinite.cuh): [B, Hq] int flags in a
+// stream-ordered allocation (graph capture records it as a graph allocation, like the
+// low-precision workspace), zeroed, then set by the scan of the given operands. The
+// caller launches its kernels with flags() and then release()s them on the same stream.
+class NonfiniteFlags {
+ public:
+  // One operand to scan: a TensorDesc of q, k, v or dout.
+  void add(const TensorDesc& t) { scan_.add(t.data, t.shape, t.stride); }
+  Status run(int b, int hq, int h_ratio, int d, DType dtype, cudaStream_t stream) {
+    stream_ = stream;
+    scan_.hq = hq, scan_.h_ratio = h_ratio, scan_.d = d;
+    scan_.exp_mask = dtype == DType::kBf16 ? 0x7f80 : 0x7c00;
+    const size_t bytes = sizeof(int) * static_cast<size_t>(b) * hq;
+    void* mem = nullptr;
+    Status st = launch_status(cudaMallocAsync(&mem, bytes, stream), "non-finite flags (cudaMallocAsync)");
+    if (!st.ok()) return st;
+    scan_.flags = static_cast<int*>(mem);
+    st = launch_status(cudaMemsetAsync(mem, 0, bytes, stream), "non-finite flags (cudaMemsetAsync)");
+    if (!st.ok() || scan_.max_rows == 0 || d == 0) return st;
+    const dim3 grid(scan_.grid_x(), scan_.total_heads, b);
+    void* args[] = {&scan_};
+    return launch_status(cudaLaunchKernel(reinterpret_cast<const void*>(&ffpa_nonfinite_kernel), grid,
+                                          dim3(NonfiniteScan::kNThreads), args, 0, stream),
+                         "non-finite pre-pass launch");
+  }
+  const int* flags() const { return scan_.flags; }
+  // Frees the flags after the kernels that read them (stream order); st: their status.
+  Status release(Status st) {
+    if (scan_.flags == nullptr) return st;
+    const Status freed = launch_status(cudaFreeAsync(scan_.flags, stream_), "non-finite flags release (cudaFreeAsync)");
+    scan_.flags = nullptr;
+    return st.ok() ? freed : st;
+  }
+
+ private:
+  NonfiniteScan scan_;
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace
+
 Status forward(const ForwardArgs& a) {
   if (a.impl_used != nullptr) *a.impl_used = Impl::kAuto;
   Status st = validate_forward(a);
@@ -607,13 +651,34 @@ Status forward(const ForwardArgs& a) {
                                   "archs: " + compiled_archs_str() + "); use impl='fp8' for FP8 on sm_" + std::to_string(kFp8MinSm) +
                                   " and newer"};
   }
-  if (is_lowp_impl(impl)) {
-    st = run_fwd_lowp(p, a.q.dtype, impl);
-    if (st.ok() && a.impl_used != nullptr) *a.impl_used = impl;
-    return st;
-  }
+  // Which heads read a NaN or an inf: they follow SDPA's math backend under the causal
+  // mask too (ffpa/mask.h). Without the causal mask the 16-bit kernels already do (nothing
+  // is skipped or replaced but the padding), so the pass runs for causal calls, and for
+  // every low-precision call (their flagged heads are recomputed below).
+  NonfiniteFlags nonfinite;
   const KernelEntry* entry = find_kernel(static_cast<int>(a.q.shape[3]), a.q.dtype);
-  st = entry->launch(p, impl);
+  if (a.causal || is_lowp_impl(impl)) {
+    nonfinite.add(a.q), nonfinite.add(a.k), nonfinite.add(a.v);
+    st = nonfinite.run(p.b, p.hq, p.h_ratio, p.head_dim, a.q.dtype, static_cast<cudaStream_t>(a.stream));
+    if (!st.ok()) return nonfinite.release(st);
+    p.nonfinite = nonfinite.flags();
+  }
+  if (is_lowp_impl(impl)) {
+    FwdParams lp = p;
+    lp.nonfinite = nullptr;
+    st = run_fwd_lowp(lp, a.q.dtype, impl);
+    // Quantisation has no NaN / inf to carry (e4m3 has no inf; one NaN would spoil a
+    // whole block's scale): the heads that read one are computed again, in full
+    // precision by the SIMT kernel, which follows the rule; it returns at once for
+    // every other head (FwdParams::nonfinite_heads_only).
+    if (st.ok()) {
+      p.nonfinite_heads_only = true;
+      st = entry->launch(p, Impl::kSimt);
+    }
+  } else {
+    st = entry->launch(p, impl);
+  }
+  st = nonfinite.release(st);
   if (st.ok() && a.impl_used != nullptr) *a.impl_used = impl;
   return st;
 }
@@ -805,7 +870,16 @@ Status backward(const BackwardArgs& a) {
   p.causal = a.causal;
   p.causal_offset = a.causal_top_left ? 0 : p.nkv - p.nq;
   p.stream = a.stream;
-  return find_bwd(p.head_dim, a.q.dtype)->launch(p);
+  // As in forward(): the heads reading a NaN or an inf (dO included) follow the math
+  // backend's autograd under the causal mask (ffpa/mask.h); causal calls only.
+  NonfiniteFlags nonfinite;
+  if (a.causal) {
+    nonfinite.add(a.q), nonfinite.add(a.k), nonfinite.add(a.v), nonfinite.add(a.dout);
+    st = nonfinite.run(p.b, p.hq, p.h_ratio, p.head_dim, a.q.dtype, stream);
+    if (!st.ok()) return nonfinite.release(st);
+    p.nonfinite = nonfinite.flags();
+  }
+  return nonfinite.release(find_bwd(p.head_dim, a.q.dtype)->launch(p));
 }
 
 }  // namespace ffpa

@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "attention_ref.h"
+
 namespace emu {
 // Copies land at their wait, not at issue (a kernel that reads too early then fails).
 extern bool g_cp_late;
@@ -14,4 +16,17 @@ struct Range {
   size_t n;
 };
 extern std::vector<Range> g_ranges;
+}  // namespace emu
+
+namespace ffpa {
+struct NonfiniteScan;
+}
+namespace emu {
+// Runs the non-finite pre-pass (ffpa/nonfinite.cuh) over batch b as api.cu launches it;
+// s.flags must point at [B, Hq] zeroed ints.
+void run_nonfinite_scan(const ffpa::NonfiniteScan& s, int b);
+// SDPA's math backend on one problem in double, NaN and inf included (q, k, v contiguous
+// [B, H, N, D]; bottom-right causal): the reference of the NaN / inf checks.
+void math_rule_reference(const ffpa::ref::Problem& p, const std::vector<float>& q, const std::vector<float>& k,
+                         const std::vector<float>& v, std::vector<float>& out, std::vector<float>& lse);
 }  // namespace emu

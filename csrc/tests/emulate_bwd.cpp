@@ -22,6 +22,7 @@
 #include "emu_cute.h"
 #include "emu_state.h"
 #include "ffpa/bwd_kernel_mma.cuh"
+#include "ffpa/nonfinite.h"
 #include "ffpa/tolerance.h"
 
 int run_bwd_cases(const std::vector<int>& dims);
@@ -62,6 +63,7 @@ struct BwdCase {
   Plant plant = Plant::kNone;
   float scale = 0.f;  // 0: 1 / sqrt(D)
   BwdBreak br = BwdBreak::kNone;
+  bool no_flags = false;  // breakage: causal without the non-finite pre-pass's flags
 };
 
 const ffpa::BwdParams* g_bwd = nullptr;
@@ -203,6 +205,22 @@ bool run_case_t(const BwdCase& c, std::mt19937& rng) {
   p.scale_log2 = float(scale * 1.4426950408889634);
   p.causal = c.causal;
   p.causal_offset = offset;
+  // The non-finite pre-pass over Q, K, V and dO, as api.cu runs it for causal calls.
+  std::vector<int> flags(size_t(B) * c.hq, 0);
+  if (c.causal && !c.no_flags) {
+    ffpa::NonfiniteScan scan;
+    const int64_t q_shape[4] = {B, c.hq, nq, D}, kv_shape[4] = {B, c.hkv, nkv, D};
+    const int64_t q_stride[4] = {q_bs, q_hs, q_rs, 1}, kv_stride[4] = {p.k_batch_stride, p.k_head_stride, D, 1};
+    scan.add(p.q, q_shape, q_stride);
+    scan.add(p.k, kv_shape, kv_stride);
+    scan.add(p.v, kv_shape, kv_stride);
+    scan.add(p.dout, q_shape, q_stride);
+    scan.hq = c.hq, scan.h_ratio = c.hq / c.hkv, scan.d = D;
+    scan.exp_mask = c.bf16 ? 0x7f80 : 0x7c00;
+    scan.flags = flags.data();
+    emu::run_nonfinite_scan(scan, B);
+    p.nonfinite = flags.data();
+  }
   g_bwd = &p;
   const ffpa::FwdParams unused;
   // The launch order of run_bwd (bwd_launch_template.cuh).
@@ -286,8 +304,8 @@ bool dispatch(const BwdCase& c, std::mt19937& rng) {
 
 // The case list of a head dim: GQA with ragged Nq < Nkv over several blocks, both causal
 // alignments, Nq > Nkv (causal rows that see no key), a [B, N, H, D] view with a custom
-// scale, bf16, no key (Nkv = 0: dQ is zero), and NaN / inf planted (non-causal: every
-// key is visible, so the math backend's NaN pattern is the kernels').
+// scale, bf16, no key (Nkv = 0: dQ is zero), and NaN / inf planted, without the causal
+// mask and under it (the non-finite pre-pass's flags, ffpa/mask.h).
 int run_bwd_cases(const std::vector<int>& dims) {
   std::mt19937 rng(29);
   int failed = 0, total = 0;
@@ -303,8 +321,13 @@ int run_bwd_cases(const std::vector<int>& dims) {
         {d, true, true, false, 1, 2, 1, 64, 128},
         {d, false, false, false, 1, 2, 2, 17, 0},
     };
-    for (Plant pl : {Plant::kNanQ, Plant::kNanK, Plant::kNanV, Plant::kNanDo, Plant::kInfV})
+    // Non-causal: every key visible. Causal bottom-right with Nq > Nkv: K row 7, V rows 2
+    // and 3 are hidden from some rows, query row 5 and dO row 4 see no key at all, so
+    // the math backend's additive mask and matrix products are what is checked.
+    for (Plant pl : {Plant::kNanQ, Plant::kNanK, Plant::kNanV, Plant::kNanDo, Plant::kInfV}) {
       cases.push_back({d, false, false, false, 1, 2, 1, 37, 45, false, pl});
+      cases.push_back({d, false, true, false, 1, 2, 1, 45, 37, false, pl});
+    }
     for (bool late : {false, true})
       for (const BwdCase& c : cases) {
         if (!late && c.plant != Plant::kNone) continue;
@@ -335,28 +358,40 @@ int run_bwd_release(const std::vector<int>& dims) {
 // Each deliberate defect of ffpa::BwdBreak on one case that exposes it (GQA 4:2 causal,
 // ragged lengths, D = 128), in a child process; the unbroken control must pass.
 int run_bwd_breakages() {
-  const std::pair<BwdBreak, const char*> runs[] = {
+  struct Run {
+    BwdBreak br;
+    const char* name;
+    Plant plant = Plant::kNone;  // with a plant: causal Nq > Nkv (the NaN under the mask)
+    bool no_flags = false;
+  };
+  const Run runs[] = {
       {BwdBreak::kNone, "none (control)"},
+      {BwdBreak::kNone, "none (control, NaN in a dO row that sees no key)", Plant::kNanDo},
       {BwdBreak::kDeltaFirstChunk, "Delta summed over the first D chunk only"},
       {BwdBreak::kLseNoHeadOffset, "LSE read without its head offset"},
       {BwdBreak::kNoGroupSum, "dK / dV without the sum over the query group"},
       {BwdBreak::kMaskEdge, "causal mask off by one (diagonal masked)"},
       {BwdBreak::kDropSplit, "gradient columns of warps_d > 0 dropped (every warp stores warp 0's)"},
+      // (dV is a matrix product over every query: 0 * NaN reaches every key's row.)
+      {BwdBreak::kNone, "the non-finite pre-pass's flags ignored (NaN in a dO row that sees no key)", Plant::kNanDo,
+       true},
   };
   int wrong = 0;
-  for (const auto& [br, name] : runs) {
+  for (const Run& r : runs) {
     std::fflush(stdout);
     const pid_t pid = fork();
     if (pid == 0) {
       emu::g_cp_late = true;
       std::mt19937 rng(11);
-      const BwdCase c{128, false, true, false, 1, 4, 2, 83, 141, false, Plant::kNone, 0.f, br};
+      BwdCase c{128, false, true, false, 1, 4, 2, 83, 141, false, Plant::kNone, 0.f, r.br};
+      if (r.plant != Plant::kNone) c.nq = 141, c.nkv = 83, c.plant = r.plant, c.no_flags = r.no_flags;
       std::_Exit(dispatch(c, rng) ? 0 : 1);
     }
     int status = 0;
     waitpid(pid, &status, 0);
     const bool passed = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    const bool want_pass = br == BwdBreak::kNone;
+    const auto name = r.name;
+    const bool want_pass = r.br == BwdBreak::kNone && !r.no_flags;
     const bool ok = passed == want_pass;
     std::printf("[%s] breakage: %s -> %s\n", ok ? (want_pass ? "PASS" : "CAUGHT") : "MISSED", name,
                 passed ? "passed" : "failed");

@@ -11,6 +11,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +26,7 @@
 #include "emu_state.h"
 #include "ffpa/fwd_kernel_mma.cuh"
 #include "ffpa/fwd_kernel_simt.cuh"
+#include "ffpa/nonfinite.cuh"
 #include "ffpa/tma_geometry.h"
 #include "ffpa/tolerance.h"
 
@@ -417,6 +419,48 @@ template <int D, typename T>
 void simt_body(const ffpa::FwdParams& p) {
   ffpa::ffpa_fwd_simt_kernel<D, T>(p);
 }
+// The mma kernel with the causal mask replacing scores under the math rule (breakage).
+template <typename Traits>
+void mma_mask_replace_body(const ffpa::FwdParams& p) {
+  ffpa::ffpa_fwd_kernel<Traits, ffpa::Load::kCpAsync, false, 1, true>(p, g_maps);
+}
+
+// The non-finite pre-pass (ffpa/nonfinite.cuh), as api.cu launches it for causal calls,
+// and the two breakages of the math rule (--nonfinite-breakages): no pre-pass (the flags
+// ignored) and the mma kernel replacing masked scores instead of adding -inf.
+enum class NonfiniteMode { kScan, kNoFlags, kMaskReplace };
+NonfiniteMode g_nonfinite_mode = NonfiniteMode::kScan;
+const ffpa::NonfiniteScan* g_scan = nullptr;
+void nonfinite_body(const ffpa::FwdParams&) { ffpa::ffpa_nonfinite_kernel(*g_scan); }
+
+}  // namespace
+
+void emu::run_nonfinite_scan(const ffpa::NonfiniteScan& s, int b) {
+  g_scan = &s;
+  emu::launch(&nonfinite_body, ffpa::FwdParams{}, {unsigned(s.grid_x()), unsigned(s.total_heads), unsigned(b)},
+              ffpa::NonfiniteScan::kNThreads, 0);
+  g_scan = nullptr;
+}
+
+namespace {
+
+// Runs the pre-pass over q, k and v of p ([B, H, N, D] with the given strides) into flags.
+void run_nonfinite_prepass(const ffpa::FwdParams& p, bool bf16, std::vector<int>& flags) {
+  flags.assign(static_cast<size_t>(p.b) * p.hq, 0);
+  ffpa::NonfiniteScan scan;
+  const int64_t d = p.head_dim;
+  const int64_t q_shape[4] = {p.b, p.hq, p.nq, d}, kv_shape[4] = {p.b, p.hkv, p.nkv, d};
+  const int64_t q_stride[4] = {p.q_batch_stride, p.q_head_stride, p.q_row_stride, 1};
+  const int64_t k_stride[4] = {p.k_batch_stride, p.k_head_stride, p.k_row_stride, 1};
+  const int64_t v_stride[4] = {p.v_batch_stride, p.v_head_stride, p.v_row_stride, 1};
+  scan.add(p.q, q_shape, q_stride);
+  scan.add(p.k, kv_shape, k_stride);
+  scan.add(p.v, kv_shape, v_stride);
+  scan.hq = p.hq, scan.h_ratio = p.h_ratio, scan.d = p.head_dim;
+  scan.exp_mask = bf16 ? 0x7f80 : 0x7c00;
+  scan.flags = flags.data();
+  emu::run_nonfinite_scan(scan, p.b);
+}
 
 enum class Kind { kMma, kSimt, kTma, kCute, kCuteTma };
 const char* kind_name(Kind k) {
@@ -449,14 +493,20 @@ struct Case {
   char plant = 0;
   float plant_value = 0.f;
   int plant_row = 0;
+  int plant_batch = 0;
 };
 
 // SDPA's math backend on one problem, in double, the reference of --nonfinite: scores
 // q k^T * scale with the causal mask ADDED as -inf (a NaN or +inf score stays NaN under
 // it), softmax (a row with a NaN or +inf score is NaN; a row whose every score is -inf
 // gives 0), then P V over every key (0 * inf and 0 * NaN are NaN). Bottom-right causal.
-void math_rule_reference(const ffpa::ref::Problem& p, const std::vector<float>& q, const std::vector<float>& k,
-                         const std::vector<float>& v, std::vector<float>& out) {
+// The LSE: -inf for a row whose every score is -inf, NaN for a row with a NaN sum (a NaN or
+// +inf score; the kernels write NaN there, ffpa/mask.h row_lse). (emu_state.h declares it:
+// the low-precision driver checks against it too.)
+}  // namespace
+
+void emu::math_rule_reference(const ffpa::ref::Problem& p, const std::vector<float>& q, const std::vector<float>& k,
+                         const std::vector<float>& v, std::vector<float>& out, std::vector<float>& lse) {
   const int d = p.d;
   std::vector<double> s(p.nkv);
   for (int b = 0; b < p.b; ++b)
@@ -479,12 +529,20 @@ void math_rule_reference(const ffpa::ref::Problem& p, const std::vector<float>& 
           if (!std::isnan(x)) mx = std::max(mx, x);
         }
         float* o = &out[((static_cast<size_t>(b) * p.hq + h) * p.nq + i) * d];
+        float* lse_i = &lse[(static_cast<size_t>(b) * p.hq + h) * p.nq + i];
         if (all_neg_inf) {
-          for (int c = 0; c < d; ++c) o[c] = 0.f;
+          // P = 0 (the safe softmax), and P V a matrix product: 0 * NaN / inf is NaN.
+          for (int c = 0; c < d; ++c) {
+            double acc = 0.0;
+            for (int j = 0; j < p.nkv; ++j) acc += 0.0 * v[((static_cast<size_t>(b) * p.hkv + hk) * p.nkv + j) * d + c];
+            o[c] = static_cast<float>(acc);
+          }
+          *lse_i = -INFINITY;
           continue;
         }
         double sum = 0.0;
         for (int j = 0; j < p.nkv; ++j) sum += any_nan ? NAN : std::exp(s[j] - mx);
+        *lse_i = static_cast<float>(mx + std::log(sum));
         for (int c = 0; c < d; ++c) {
           double acc = 0.0;
           for (int j = 0; j < p.nkv; ++j) {
@@ -496,6 +554,8 @@ void math_rule_reference(const ffpa::ref::Problem& p, const std::vector<float>& 
       }
     }
 }
+
+namespace {
 
 // One launch of the CuTe kernel of head dim D (its own translation unit per head dim:
 // emu/emu_cute.h).
@@ -533,7 +593,8 @@ bool run_case(const Case& c, std::mt19937& rng) {
   if (c.plant) {
     std::vector<float>& f = c.plant == 'q' ? q : c.plant == 'k' ? k : v;
     std::vector<T>& m = c.plant == 'q' ? qm : c.plant == 'k' ? km : vm;
-    const size_t at = static_cast<size_t>(c.plant_row) * D + 3;  // batch 0, head 0
+    const int H = c.plant == 'q' ? c.hq : c.hkv, N = c.plant == 'q' ? c.nq : c.nkv;  // head 0
+    const size_t at = ((static_cast<size_t>(c.plant_batch) * H) * N + c.plant_row) * D + 3;
     m[at] = ET::from_float(c.plant_value);
     f[at] = ET::to_float(m[at]);
   }
@@ -562,9 +623,19 @@ bool run_case(const Case& c, std::mt19937& rng) {
   p.causal = c.causal;
   p.head_dim = D;
   p.accum = c.f16acc ? ffpa::Accum::kFp16 : ffpa::Accum::kFp32;
+  std::vector<int> flags;
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  if (c.causal && g_nonfinite_mode != NonfiniteMode::kNoFlags) {
+    run_nonfinite_prepass(p, c.bf16, flags);
+    p.nonfinite = flags.data();
+  }
+  const auto t1 = Clock::now();
   using Traits = ffpa::DefaultFwdMmaTraits<D, T>;
   const emu::Dim3 grid{unsigned((c.nq + Traits::kBlockM - 1) / Traits::kBlockM), unsigned(c.hq), unsigned(B)};
-  if (c.kind == Kind::kMma) {
+  if (c.kind == Kind::kMma && g_nonfinite_mode == NonfiniteMode::kMaskReplace) {
+    emu::launch(&mma_mask_replace_body<Traits>, p, grid, Traits::kNThreads, Traits::kSmemBytes);
+  } else if (c.kind == Kind::kMma) {
     emu::launch(c.pv_step ? &mma_pv_step_body<Traits> : c.f16acc ? &mma_body<Traits, true> : &mma_body<Traits, false>,
                 p, grid, Traits::kNThreads, Traits::kSmemBytes);
   } else if (c.kind == Kind::kTma) {
@@ -583,22 +654,35 @@ bool run_case(const Case& c, std::mt19937& rng) {
     emu::launch(&simt_body<D, T>, p, {unsigned((c.nq + R - 1) / R), unsigned(c.hq), unsigned(B)},
                 ffpa::FwdSimtTraits::kNThreads, 0);
   }
+  const auto t2 = Clock::now();
+  // The pre-pass's emulated time next to the kernel's (docs/install.md quotes it; the
+  // emulator's times say nothing of a GPU's).
+  char timing[96] = "";
+  if (c.causal)
+    std::snprintf(timing, sizeof timing, " emu_ms prepass=%.1f kernel=%.1f",
+                  std::chrono::duration<double, std::milli>(t1 - t0).count(),
+                  std::chrono::duration<double, std::milli>(t2 - t1).count());
   if (c.plant) {
     // The NaN / inf pattern must be the math backend's exactly; finite values within atol.
-    std::vector<float> want(q.size());
-    math_rule_reference(pr, q, k, v, want);
+    std::vector<float> want(q.size()), want_lse(lse.size());
+    emu::math_rule_reference(pr, q, k, v, want, want_lse);
     const ffpa::Tolerance& tol = ffpa::tolerance(c.bf16 ? "bf16" : "fp16");
     size_t nan_diff = 0, inf_diff = 0, far = 0;
-    for (size_t i = 0; i < om.size(); ++i) {
-      const float got = ET::to_float(om[i]);
-      if (std::isnan(got) != std::isnan(want[i])) ++nan_diff;
-      else if (std::isinf(got) != std::isinf(want[i]) || (std::isinf(got) && got != want[i])) ++inf_diff;
-      else if (std::isfinite(got) && std::fabs(got - want[i]) > tol.atol) ++far;
-    }
+    auto check = [&](float got, float w, float atol) {
+      if (std::isnan(got) != std::isnan(w)) ++nan_diff;
+      else if (std::isinf(got) != std::isinf(w) || (std::isinf(got) && got != w)) ++inf_diff;
+      else if (std::isfinite(got) && std::fabs(got - w) > atol) ++far;
+    };
+    for (size_t i = 0; i < om.size(); ++i) check(ET::to_float(om[i]), want[i], tol.atol);
+    // The LSE too: NaN where the row's softmax sum is NaN (the backward reads it).
+    size_t lse_diff = nan_diff + inf_diff + far;
+    for (size_t i = 0; i < lse.size(); ++i) check(lse[i], want_lse[i], tol.lse);
+    lse_diff = nan_diff + inf_diff + far - lse_diff;
     const bool ok = nan_diff == 0 && inf_diff == 0 && far == 0;
-    std::printf("[%s] nonfinite D=%d %s causal=%d Nq=%d Nkv=%d impl=%s plant=%c[%d]=%g nan_diff=%zu inf_diff=%zu "
-                "far=%zu\n", ok ? "PASS" : "FAIL", D, c.bf16 ? "bf16" : "fp16", c.causal, c.nq, c.nkv,
-                kind_name(c.kind), c.plant, c.plant_row, c.plant_value, nan_diff, inf_diff, far);
+    std::printf("[%s] nonfinite D=%d %s causal=%d B=%d Nq=%d Nkv=%d impl=%s plant=%c[b%d,%d]=%g nan_diff=%zu inf_diff=%zu "
+                "far=%zu (lse %zu)%s\n", ok ? "PASS" : "FAIL", D, c.bf16 ? "bf16" : "fp16", c.causal, B, c.nq, c.nkv,
+                kind_name(c.kind), c.plant, c.plant_batch, c.plant_row, c.plant_value, nan_diff, inf_diff, far, lse_diff,
+                timing);
     std::fflush(stdout);
     return ok;
   }
@@ -615,10 +699,10 @@ bool run_case(const Case& c, std::mt19937& rng) {
   // The path's tolerance (ffpa/tolerance.h): its atol bounds the output, its lse the LSE.
   const ffpa::Tolerance& tol = ffpa::tolerance(c.f16acc ? "fp16_acc" : c.bf16 ? "bf16" : "fp16");
   const bool ok = out_err <= tol.atol && lse_err <= tol.lse;
-  std::printf("[%s] D=%d %s causal=%d B=%d Nq=%d Nkv=%d Hq=%d Hkv=%d impl=%s accum=%s copies=%s out_err=%.3e rel_err=%.3e lse_err=%.3e\n",
+  std::printf("[%s] D=%d %s causal=%d B=%d Nq=%d Nkv=%d Hq=%d Hkv=%d impl=%s accum=%s copies=%s out_err=%.3e rel_err=%.3e lse_err=%.3e%s\n",
               ok ? "PASS" : "FAIL", D, c.bf16 ? "bf16" : "fp16", c.causal, B, c.nq, c.nkv, c.hq, c.hkv,
               kind_name(c.kind), c.pv_step ? "fp16/pv-per-mma" : c.f16acc ? "fp16" : "fp32", emu::g_cp_late ? "late" : "early", out_err,
-              max_ref > 0.f ? out_err / max_ref : out_err, lse_err);
+              max_ref > 0.f ? out_err / max_ref : out_err, lse_err, timing);
   std::fflush(stdout);
   return ok;
 }
@@ -691,25 +775,60 @@ std::vector<Case> standard_cases(int d, bool causal, Kind kind, bool f16acc, boo
 // with it, only where every row that the plant reaches also sees it (key 0, query row 70).
 // --nonfinite-masked adds the plants the causal mask hides from some rows (key 70, query
 // row 0): SDPA's math backend adds the mask to a NaN / inf score (NaN) and multiplies
-// masked V by 0 (NaN), which the kernels, skipping what the mask hides, do not do yet.
-int run_nonfinite(const std::vector<int>& dims, bool masked) {
+// masked V by 0 (NaN), which the kernels reproduce for the heads the pre-pass flags
+// (ffpa/mask.h). kinds: the kernel kinds to run (default all five).
+int run_nonfinite(const std::vector<int>& dims, bool masked, const std::vector<Kind>& kinds, bool masked_only = false) {
   std::mt19937 rng(5);
   int failed = 0, total = 0;
   for (int d : dims)
-    for (Kind kind : {Kind::kMma, Kind::kSimt, Kind::kTma, Kind::kCute, Kind::kCuteTma})
+    for (Kind kind : kinds)
       for (bool causal : {false, true})
         for (char plant : {'q', 'k', 'v'})
           for (float value : {NAN, INFINITY, -INFINITY})
             for (int row : {0, 70}) {
               const bool hidden = causal && (plant == 'q' ? row == 0 : row == 70);
-              if (hidden && !masked) continue;
+              if ((hidden && !masked) || (!hidden && masked_only)) continue;
               Case c{d, false, causal, 80, 80, 2, 1, kind};
               c.plant = plant, c.plant_value = value, c.plant_row = row;
               ++total;
               if (!dispatch(c, rng)) ++failed;
             }
+  // Masked: also an inf in V of batch 1 (the flags' batch index) with Nq 100 > Nkv 80, so
+  // that rows 0-19 see no key and are NaN by P V's 0 * inf.
+  if (masked)
+    for (int d : dims)
+      for (Kind kind : kinds) {
+        Case c{d, false, true, 100, 80, 2, 1, kind, 2};
+        c.plant = 'v', c.plant_value = INFINITY, c.plant_row = 70, c.plant_batch = 1;
+        ++total;
+        if (!dispatch(c, rng)) ++failed;
+      }
   std::printf("%d nonfinite cases, %d failed\n", total, failed);
   return failed ? 1 : 0;
+}
+
+// --nonfinite-breakages D: the plants the causal mask hides, on the mma kernel, with the
+// math rule broken (no pre-pass flags; masked scores replaced instead of added): each
+// must fail some case; the control (the pre-pass and the additive mask) must pass.
+int run_nonfinite_breakages(int d) {
+  const std::pair<NonfiniteMode, const char*> modes[] = {
+      {NonfiniteMode::kScan, "none (control)"},
+      {NonfiniteMode::kNoFlags, "the pre-pass's flags ignored"},
+      {NonfiniteMode::kMaskReplace, "masked scores replaced by -inf instead of -inf added"},
+  };
+  int wrong = 0;
+  for (const auto& [mode, name] : modes) {
+    g_nonfinite_mode = mode;
+    const bool passed = run_nonfinite({d}, true, {Kind::kMma}, true) == 0;
+    const bool want_pass = mode == NonfiniteMode::kScan;
+    const bool ok = passed == want_pass;
+    std::printf("[%s] nonfinite breakage: %s -> %s\n", ok ? (want_pass ? "PASS" : "CAUGHT") : "MISSED", name,
+                passed ? "passed" : "failed");
+    if (!ok) ++wrong;
+  }
+  g_nonfinite_mode = NonfiniteMode::kScan;
+  std::printf("%zu nonfinite breakage runs, %d wrong\n", sizeof(modes) / sizeof(modes[0]), wrong);
+  return wrong ? 1 : 0;
 }
 
 // --breakages D: each deliberate breakage of the TMA protocol (emu::Break) runs one
@@ -816,8 +935,9 @@ int run_cute_breakages() {
 // ffpa_emulate_kernels --breakages D                          the TMA protocol breakages
 // ffpa_emulate_kernels --breakages-cute                       the CuTe kernel's breakages
 // ffpa_emulate_kernels --nonfinite[-masked] D...              NaN / inf as SDPA's math backend
+// ffpa_emulate_kernels --nonfinite-breakages D                the math rule's breakages
 // ffpa_emulate_kernels --lowp-quant                           the low-precision quantisation pass
-// ffpa_emulate_kernels --lowp D... | --lowp-accuracy D... | --lowp-breakages
+// ffpa_emulate_kernels --lowp D... | --lowp-accuracy D... | --lowp-breakages | --lowp-nonfinite D...
 //                                                             the low-precision kernels (emulate_lowp.cpp)
 //   kinds: mma, simt, tma, f16acc, cute, cute_tma, cute_f16acc (cute and cute_tma with
 //   fp16 accumulation)
@@ -825,6 +945,7 @@ int run_lowp_quant_tests();  // emulate_lowp_quant.cpp
 int run_lowp_cases(const std::vector<int>& dims);  // emulate_lowp.cpp
 int run_lowp_accuracy(const std::vector<int>& dims);
 int run_lowp_breakages();
+int run_lowp_nonfinite(const std::vector<int>& dims);
 // ffpa_emulate_kernels --bwd D... | --bwd-release D... | --bwd-breakages
 //                                                             the backward kernels (emulate_bwd.cpp)
 int run_bwd_cases(const std::vector<int>& dims);
@@ -840,6 +961,11 @@ int main(int argc, char** argv) {
   }
   if (argc > 1 && std::strcmp(argv[1], "--lowp-quant") == 0) return run_lowp_quant_tests();
   if (argc > 1 && std::strcmp(argv[1], "--lowp-breakages") == 0) return run_lowp_breakages();
+  if (argc > 1 && std::strcmp(argv[1], "--lowp-nonfinite") == 0) {
+    std::vector<int> lowp_dims;
+    for (int i = 2; i < argc; ++i) lowp_dims.push_back(std::atoi(argv[i]));
+    return run_lowp_nonfinite(lowp_dims.empty() ? std::vector<int>{64} : lowp_dims);
+  }
   if (argc > 1 && (std::strcmp(argv[1], "--lowp") == 0 || std::strcmp(argv[1], "--lowp-accuracy") == 0)) {
     std::vector<int> lowp_dims;
     for (int i = 2; i < argc; ++i) lowp_dims.push_back(std::atoi(argv[i]));
@@ -847,7 +973,8 @@ int main(int argc, char** argv) {
     return std::strcmp(argv[1], "--lowp") == 0 ? run_lowp_cases(lowp_dims) : run_lowp_accuracy(lowp_dims);
   }
   std::vector<int> dims;
-  bool release = false, breakages = false, cute_breakages = false, nonfinite = false, nonfinite_masked = false;
+  bool release = false, breakages = false, cute_breakages = false, nonfinite = false, nonfinite_masked = false,
+       nonfinite_breakages = false;
   std::string kinds = "mma,simt";
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--release") == 0) release = true;
@@ -855,11 +982,15 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--breakages-cute") == 0) cute_breakages = true;
     else if (std::strcmp(argv[i], "--nonfinite") == 0) nonfinite = true;
     else if (std::strcmp(argv[i], "--nonfinite-masked") == 0) nonfinite = nonfinite_masked = true;
+    else if (std::strcmp(argv[i], "--nonfinite-breakages") == 0) nonfinite_breakages = true;
     else if (std::strcmp(argv[i], "--kinds") == 0 && i + 1 < argc) kinds = argv[++i];
     else dims.push_back(std::atoi(argv[i]));
   }
   if (release) return run_release(dims);
-  if (nonfinite) return run_nonfinite(dims.empty() ? std::vector<int>{64} : dims, nonfinite_masked);
+  if (nonfinite_breakages) return run_nonfinite_breakages(dims.empty() ? 64 : dims.front());
+  if (nonfinite)
+    return run_nonfinite(dims.empty() ? std::vector<int>{64} : dims, nonfinite_masked,
+                         {Kind::kMma, Kind::kSimt, Kind::kTma, Kind::kCute, Kind::kCuteTma});
   if (breakages) return run_breakages(dims.empty() ? 64 : dims.front());
   if (cute_breakages) return run_cute_breakages();
   if (dims.empty()) dims = {64, 128, 320};

@@ -9,6 +9,7 @@
 //   ffpa_emulate_kernels --lowp D...            the case list, every low-precision impl
 //   ffpa_emulate_kernels --lowp-accuracy D...   the accuracy table (docs/install.md)
 //   ffpa_emulate_kernels --lowp-breakages       deliberate breakages must fail
+//   ffpa_emulate_kernels --lowp-nonfinite D...  NaN / inf as SDPA's math backend
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,11 +25,14 @@
 #include "emu_lowp_quant.h"
 #include "emu_state.h"
 #include "ffpa/cute/config.h"
+#include "ffpa/fwd_kernel_simt.cuh"
+#include "ffpa/nonfinite.h"
 #include "ffpa/tolerance.h"
 
 int run_lowp_cases(const std::vector<int>& dims);
 int run_lowp_accuracy(const std::vector<int>& dims);
 int run_lowp_breakages();
+int run_lowp_nonfinite(const std::vector<int>& dims);
 
 namespace {
 
@@ -65,10 +69,57 @@ struct LowpCase {
   Inputs inputs;
   emu::LowpVariant variant = emu::LowpVariant::kDefault;
   PassBreak pass = PassBreak::kNone;
+  // --lowp-nonfinite: one value planted in q, k or v (batch 0, head 0, row plant_row,
+  // column 3); the check is then the NaN / inf rule (nonfinite_ok).
+  char plant = 0;
+  float plant_value = 0.f;
+  int plant_row = 0;
+  bool no_rerun = false;  // breakage: the SIMT rerun of the flagged heads left out
 };
+
+template <int D, typename T>
+void simt_body(const ffpa::FwdParams& p) {
+  ffpa::ffpa_fwd_simt_kernel<D, T>(p);
+}
+
+// api.cu's second launch on the low-precision paths: the non-finite pre-pass over q, k
+// and v, then the SIMT kernel on the flagged heads only (every other block returns).
+template <typename T>
+void rerun_nonfinite_heads(ffpa::FwdParams p, bool bf16) {
+  std::vector<int> flags(size_t(p.b) * p.hq, 0);
+  ffpa::NonfiniteScan scan;
+  const int64_t d = p.head_dim;
+  const int64_t q_shape[4] = {p.b, p.hq, p.nq, d}, kv_shape[4] = {p.b, p.hkv, p.nkv, d};
+  const int64_t q_stride[4] = {p.q_batch_stride, p.q_head_stride, p.q_row_stride, 1};
+  const int64_t kv_stride[4] = {p.k_batch_stride, p.k_head_stride, p.k_row_stride, 1};
+  scan.add(p.q, q_shape, q_stride);
+  scan.add(p.k, kv_shape, kv_stride);
+  scan.add(p.v, kv_shape, kv_stride);
+  scan.hq = p.hq, scan.h_ratio = p.h_ratio, scan.d = p.head_dim;
+  scan.exp_mask = bf16 ? 0x7f80 : 0x7c00;
+  scan.flags = flags.data();
+  emu::run_nonfinite_scan(scan, p.b);
+  p.nonfinite = flags.data();
+  p.nonfinite_heads_only = true;
+  p.lowp_ws = nullptr;
+  constexpr int R = ffpa::FwdSimtTraits::kRowsPerBlock;
+  const emu::Dim3 grid{unsigned((p.nq + R - 1) / R), unsigned(p.hq), unsigned(p.b)};
+  switch (p.head_dim) {
+#define FFPA_EMU_HEAD_DIM(D)                                                         \
+  case D:                                                                            \
+    return emu::launch(&simt_body<D, T>, p, grid, ffpa::FwdSimtTraits::kNThreads, 0);
+#include "emu_head_dims.inc"
+#undef FFPA_EMU_HEAD_DIM
+  }
+  emu::fail("head dim not in the emulator's list");
+}
 
 struct Metrics {
   double cos = 0, rel_l1 = 0, max_abs = 0, lse = 0, gain = 0;
+  // --lowp-nonfinite: entries whose NaN / inf differs from the math backend's, and finite
+  // entries outside the bound (the planted head: the 16-bit SIMT kernel's atol; the others:
+  // the low-precision atol).
+  size_t pattern_diff = 0, far = 0;
 };
 
 template <typename T>
@@ -100,6 +151,13 @@ Metrics run_typed(const LowpCase& c, std::mt19937& rng) {
   make(c.hq, c.nq, false, q, qm);
   make(c.hkv, c.nkv, true, k, km);
   make(c.hkv, c.nkv, false, v, vm);
+  if (c.plant) {
+    std::vector<float>& f = c.plant == 'q' ? q : c.plant == 'k' ? k : v;
+    std::vector<T>& m = c.plant == 'q' ? qm : c.plant == 'k' ? km : vm;
+    const size_t at = static_cast<size_t>(c.plant_row) * D + 3;  // batch 0, head 0
+    m[at] = ET::from_float(c.plant_value);
+    f[at] = ET::to_float(m[at]);
+  }
   ffpa::ref::Problem pr;
   pr.b = c.b, pr.hq = c.hq, pr.hkv = c.hkv, pr.nq = c.nq, pr.nkv = c.nkv, pr.d = D, pr.causal = c.causal;
   pr.scale = 1.f / std::sqrt(static_cast<float>(D));
@@ -146,8 +204,27 @@ Metrics run_typed(const LowpCase& c, std::mt19937& rng) {
   if (c.pass == PassBreak::kNoLseShift)  // the smoothing's correction of the LSE forgotten
     std::memset(ws + p.lowp.lse_shift, 0, size_t(c.b) * c.hq * c.nq * sizeof(float));
   launch_kernel(D, {c.impl, c.variant}, p);
+  if (!c.no_rerun) rerun_nonfinite_heads<T>(p, c.bf16);
 
   Metrics m;
+  if (c.plant) {
+    std::vector<float> want(q.size()), want_lse(lse.size());
+    emu::math_rule_reference(pr, q, k, v, want, want_lse);
+    const double atol16 = ffpa::tolerance(c.bf16 ? "bf16" : "fp16").atol;
+    const double atol_lowp = ffpa::tolerance(c.impl == Impl::kCuteTmaFp4 ? "fp4" : "fp8").atol;
+    const size_t head_elems = size_t(c.nq) * D;
+    for (size_t i = 0; i < om.size(); ++i) {
+      const float got = ET::to_float(om[i]);
+      if (std::isnan(got) != std::isnan(want[i]) || std::isinf(got) != std::isinf(want[i]) ||
+          (std::isinf(got) && got != want[i]))
+        ++m.pattern_diff;
+      else if (std::isfinite(got) && std::fabs(got - want[i]) > (i < head_elems ? atol16 : atol_lowp))
+        ++m.far;
+    }
+    for (size_t i = 0; i < lse.size(); ++i)
+      if (std::isnan(lse[i]) != std::isnan(want_lse[i])) ++m.pattern_diff;
+    return m;
+  }
   double dot = 0, no = 0, nr = 0, l1 = 0, l1r = 0;
   for (size_t i = 0; i < om.size(); ++i) {
     const double o = ET::to_float(om[i]), r = ref_o[i];
@@ -188,7 +265,53 @@ bool run(const LowpCase& c, std::mt19937& rng, Metrics* out = nullptr) {
 
 constexpr Impl kLowpImpls[] = {Impl::kCuteFp8, Impl::kCuteTmaFp8, Impl::kCuteTmaFp4};
 
+bool run_nonfinite_case(const LowpCase& c, std::mt19937& rng) {
+  const Metrics m = c.bf16 ? run_typed<__nv_bfloat16>(c, rng) : run_typed<__half>(c, rng);
+  const bool ok = m.pattern_diff == 0 && m.far == 0;
+  std::printf("[%s] lowp nonfinite D=%d causal=%d impl=%s plant=%c[%d]=%g%s pattern_diff=%zu far=%zu\n",
+              ok ? "PASS" : "FAIL", c.d, c.causal, impl_label(c.impl), c.plant, c.plant_row, c.plant_value,
+              c.no_rerun ? " (no SIMT rerun)" : "", m.pattern_diff, m.far);
+  std::fflush(stdout);
+  return ok;
+}
+
 }  // namespace
+
+// --lowp-nonfinite D...: NaN and inf planted in q, k and v (head 0 of two; the causal
+// mask hides key / value row 70 from rows 0-69, and query row 0 sees one key) on the FP8
+// and NVFP4 kernels: the output is SDPA's math backend's NaN / inf pattern everywhere, the
+// planted head within the 16-bit atol (api.cu reruns it on the SIMT kernel), the clean
+// head within the low-precision atol. Then the breakage: without the rerun some case fails.
+int run_lowp_nonfinite(const std::vector<int>& dims) {
+  std::mt19937 rng(31);
+  int failed = 0, total = 0;
+  emu::g_cp_late = true;
+  for (int d : dims)
+    for (Impl impl : {Impl::kCuteFp8, Impl::kCuteTmaFp4})
+      for (bool causal : {false, true})
+        for (char plant : {'q', 'k', 'v'})
+          for (float value : {NAN, INFINITY}) {
+            LowpCase c{d, impl, false, causal, 1, 2, 1, 80, 80, Inputs::kNormal};
+            c.plant = plant, c.plant_value = value, c.plant_row = plant == 'q' ? 0 : 70;
+            ++total;
+            if (!run_nonfinite_case(c, rng)) ++failed;
+          }
+  // The breakage: the FP8 cases of the first head dim without the rerun; some must fail.
+  int broken_failed = 0;
+  if (!dims.empty())
+    for (bool causal : {false, true})
+      for (char plant : {'q', 'k', 'v'})
+        for (float value : {NAN, INFINITY}) {
+          LowpCase c{dims.front(), Impl::kCuteFp8, false, causal, 1, 2, 1, 80, 80, Inputs::kNormal};
+          c.plant = plant, c.plant_value = value, c.plant_row = plant == 'q' ? 0 : 70, c.no_rerun = true;
+          if (!run_nonfinite_case(c, rng)) ++broken_failed;
+        }
+  const int missed = !dims.empty() && broken_failed == 0 ? 1 : 0;
+  std::printf("[%s] lowp nonfinite breakage: the SIMT rerun of the flagged heads left out -> %d cases failed\n",
+              missed ? "MISSED" : "CAUGHT", broken_failed);
+  std::printf("%d lowp nonfinite cases, %d failed, %d breakage missed\n", total, failed, missed);
+  return failed || missed ? 1 : 0;
+}
 
 // The case list of every low-precision impl: non-aligned Nq / Nkv over several KV blocks
 // with GQA, a KV length shorter than one tile, Nq > Nkv (causal rows that see no key),

@@ -30,6 +30,12 @@ set_tests_properties(ffpa.kernels.emulated_lowp PROPERTIES LABELS unit TIMEOUT 6
 add_test(NAME ffpa.kernels.emulated_lowp_breakages COMMAND ffpa_emulate_kernels --lowp-breakages)
 set_tests_properties(ffpa.kernels.emulated_lowp_breakages PROPERTIES LABELS unit TIMEOUT 300
   PASS_REGULAR_EXPRESSION "8 lowp breakage runs, 0 wrong")
+# NaN and inf planted in Q, K and V on the FP8 and NVFP4 kernels: the output is SDPA's math
+# backend's (the non-finite pre-pass and the SIMT rerun of the flagged heads, api.cu), and
+# leaving the rerun out must fail.
+add_test(NAME ffpa.kernels.emulated_lowp_nonfinite COMMAND ffpa_emulate_kernels --lowp-nonfinite 64)
+set_tests_properties(ffpa.kernels.emulated_lowp_nonfinite PROPERTIES LABELS unit TIMEOUT 300
+  PASS_REGULAR_EXPRESSION "24 lowp nonfinite cases, 0 failed, 0 breakage missed")
 
 # The instructions themselves, per arch and kernel, in the built library (cuobjdump):
 # QMMA e4m3 in the FP8 kernels of sm_89 (HMMA after e4m3 unpacks on sm_90), OMMA.SF e2m1

@@ -137,10 +137,12 @@ struct Case {
   // impl, expect, sample_rows, misalign, stale_error and accum do not apply.
   bool bwd = false;
   bool top_left = false;  // causal alignment of a backward case: SDPA's is_causal
+  char nan_plant = 0;     // a backward case's planted NaN (BwdSpec::plant)
+  int nan_row = 0;
 };
 
 ffpa::check::BwdSpec bwd_spec(const Case& c) {
-  return {c.d, c.dtype, c.causal, c.top_left, c.b, c.nq, c.nkv, c.hq, c.hkv, c.bnhd};
+  return {c.d, c.dtype, c.causal, c.top_left, c.b, c.nq, c.nkv, c.hq, c.hkv, c.bnhd, c.nan_plant, c.nan_row};
 }
 
 // The row of ffpa/tolerance.h a case is judged by.
@@ -162,6 +164,15 @@ const char* error_kind_name(ffpa::ErrorKind k) {
     case ffpa::ErrorKind::kImpl: return "impl";
   }
   return "unknown";
+}
+
+// A case's inputs: "normal", "outlier-k" (the low-precision cases) or, for a backward
+// case with a planted NaN, "nan-<k|v|dout>[row]".
+std::string inputs_name(const Case& c) {
+  if (c.outlier_k) return "outlier-k";
+  if (c.nan_plant == 0) return "normal";
+  return std::string("nan-") + (c.nan_plant == 'o' ? "dout" : c.nan_plant == 'k' ? "k" : "v") + "[" +
+         std::to_string(c.nan_row) + "]";
 }
 
 std::string case_name(const Case& c) {
@@ -718,14 +729,22 @@ std::vector<Case> plan_cases(const ffpa::BuildInfo& info, const Extras& x, bool 
     const ffpa::DType dt = inst.second;
     char group[64];
     std::snprintf(group, sizeof(group), "bwd-D%d-%s", d, ffpa::dtype_name(dt));
-    auto add = [&](bool causal, bool top_left, int b, int nq, int nkv, int hkv, bool bnhd) {
+    auto add = [&](bool causal, bool top_left, int b, int nq, int nkv, int hkv, bool bnhd, char plant = 0,
+                   int plant_row = 0) {
       Case c{group, d, dt, causal, b, nq, nkv, 4, hkv, bnhd, Impl::kMma, Impl::kAuto, 0, false, false};
-      c.bwd = true, c.top_left = top_left;
+      c.bwd = true, c.top_left = top_left, c.nan_plant = plant, c.nan_row = plant_row;
       cases.push_back(c);
     };
     add(false, false, 2, 83, 141, 2, false);
     add(true, false, 1, 141, 83, 2, false);
+    // NaN where the bottom-right mask hides it (Nq 141 > Nkv 83: rows 0-57 see no key):
+    // in dO of row 4, which sees no key (dV = P^T dO is NaN in every key row), in K row 7
+    // and V row 2 (hidden from rows 0-64 / 0-59). The non-finite pre-pass's heads then
+    // visit every key block (kernels/ffpa/mask.h).
+    add(true, false, 1, 141, 83, 2, false, 'o', 4);
     if (quick) continue;
+    add(true, false, 1, 141, 83, 2, false, 'k', 7);
+    add(true, false, 1, 141, 83, 2, true, 'v', 2);
     add(true, true, 1, 141, 83, 1, false);
     add(true, true, 2, 83, 141, 4, true);
     add(true, false, 1, 128, 128, 2, false);
@@ -897,7 +916,7 @@ void write_json(const char* path, const std::string& device, const Extras& x, co
          ", \"nkv\": " + std::to_string(c.nkv) + ", \"hq\": " + std::to_string(c.hq) +
          ", \"hkv\": " + std::to_string(c.hkv) + ", \"layout\": \"" + (c.bnhd ? "bnhd" : "bhnd") +
          "\", \"impl\": \"" + (c.bwd ? "bwd" : ffpa::impl_name(c.impl)) + "\", \"accum\": \"" + ffpa::accum_name(c.accum) +
-         "\", \"inputs\": \"" + (c.outlier_k ? "outlier-k" : "normal") + "\", \"tolerance\": \"" +
+         "\", \"inputs\": \"" + inputs_name(c) + "\", \"tolerance\": \"" +
          tolerance(c).name + "\", \"expect_error\": \"" + error_kind_name(c.expect_error) + "\", \"rows_checked\": " +
          (c.expect_error != ffpa::ErrorKind::kOk ? std::string("0")
           : c.sample_rows > 0                    ? std::to_string(rows_to_check(c).size())

@@ -77,6 +77,11 @@ struct BwdSpec {
   bool top_left;  // causal: SDPA's is_causal alignment (key j <= i) instead of bottom-right
   int b, nq, nkv, hq, hkv;
   bool bnhd;  // [B, N, H, D] memory: head / row strides
+  // A NaN planted at (batch 0, head 0, row plant_row, column 3) of 'k', 'v' or 'o' (dO);
+  // 0: none. The gradients' NaN pattern must then be the float64 reference's (torch's math
+  // backend's autograd, the causal mask added) and the rest within the bounds.
+  char plant = 0;
+  int plant_row = 0;
 };
 // Over dQ, dK and dV, the worst of each: max |g - ref| / max |ref| (max_rel), max |g - ref|
 // (max_abs) and sum |g - ref| / sum |ref| (rel_l1). ok: every gradient within its row of

@@ -23,7 +23,10 @@ std::string bwd_spec_name(const BwdSpec& c) {
   std::snprintf(buf, sizeof(buf), "backward D=%d %s causal=%s B=%d Nq=%d Nkv=%d Hq=%d Hkv=%d layout=%s", c.d,
                 ffpa::dtype_name(c.dtype), !c.causal ? "0" : c.top_left ? "top-left" : "bottom-right", c.b, c.nq,
                 c.nkv, c.hq, c.hkv, c.bnhd ? "bnhd" : "bhnd");
-  return buf;
+  std::string name = buf;
+  if (c.plant) name += std::string(" nan=") + (c.plant == 'o' ? "dout" : c.plant == 'k' ? "k" : "v") + "[" +
+                       std::to_string(c.plant_row) + "]";
+  return name;
 }
 
 const ffpa::Tolerance& bwd_tolerance(ffpa::DType dt) {
@@ -55,6 +58,13 @@ BwdResult run_bwd_case(const BwdSpec& c, uint64_t seed) {
   make(c.hkv, c.nkv, k, km);
   make(c.hkv, c.nkv, v, vm);
   make(c.hq, c.nq, dout, dom);
+  if (c.plant) {
+    std::vector<double>& logical = c.plant == 'k' ? k : c.plant == 'v' ? v : dout;
+    std::vector<uint16_t>& mem = c.plant == 'k' ? km : c.plant == 'v' ? vm : dom;
+    const int H = c.plant == 'o' ? c.hq : c.hkv, N = c.plant == 'o' ? c.nq : c.nkv;
+    logical[size_t(c.plant_row) * D + 3] = NAN;  // batch 0, head 0
+    mem[row_offset(c.bnhd, H, N, D, 0, 0, c.plant_row) + 3] = to_bits(NAN, c.dtype);
+  }
   const ffpa::ref::BwdGrads ref = ffpa::ref::attention_backward(
       {c.b, c.hq, c.hkv, c.nq, c.nkv, c.d, c.causal, offset, scale}, q, k, v, dout);
   std::vector<uint16_t> om(qm.size());
@@ -107,7 +117,8 @@ BwdResult run_bwd_case(const BwdSpec& c, uint64_t seed) {
       std::exit(2);  // the context is unusable after a device fault
     }
     // Each gradient: max |g - ref| / max |ref| and sum |g - ref| / sum |ref| (the bwd rows'
-    // atol and max_rel_l1); a non-finite gradient fails (no input holds NaN or inf).
+    // atol and max_rel_l1) over the entries the reference has finite; a NaN where the
+    // reference has none, or none where it has one (a planted NaN), fails.
     const ffpa::Tolerance& tol = bwd_tolerance(c.dtype);
     struct G {
       const char* name;
@@ -127,6 +138,10 @@ BwdResult run_bwd_case(const BwdSpec& c, uint64_t seed) {
             for (int di = 0; di < D; ++di) {
               const double want = (*g.ref)[((size_t(bi) * g.h + hi) * g.n + ni) * D + di];
               const double x = from_bits(got[row_offset(c.bnhd, g.h, g.n, D, bi, hi, ni) + di], c.dtype);
+              if (std::isnan(want)) {
+                finite &= std::isnan(x);
+                continue;
+              }
               finite &= std::isfinite(x);
               const double err = std::fabs(x - want);
               max_err = std::max(max_err, err), max_ref = std::max(max_ref, std::fabs(want));
@@ -142,7 +157,7 @@ BwdResult run_bwd_case(const BwdSpec& c, uint64_t seed) {
         char buf[200];
         std::snprintf(buf, sizeof(buf), "%s%s: max rel %.3g (bound %g), rel L1 %.3g (bound %g)%s",
                       r.error.empty() ? "" : "; ", g.name, rel, tol.atol, l1, tol.max_rel_l1,
-                      finite ? "" : ", non-finite values");
+                      finite ? "" : ", NaN / inf where the reference differs");
         r.error += buf;
       }
     }

@@ -496,6 +496,10 @@ def test_backward_cases_planned_judged_and_reported(tmp_path):
         assert {(c["causal"], c["top_left"]) for c in mine} == {(False, False), (True, False), (True, True)}
         assert any(c["hkv"] < c["hq"] for c in mine) and any(c["layout"] == "bnhd" for c in mine)
         assert any(c["nq"] > c["nkv"] for c in mine) and any(c["nq"] < c["nkv"] for c in mine)
+        # NaN where the bottom-right mask hides it: in dO of a row that sees no key, in K, in V.
+        assert {c["inputs"] for c in mine if c["inputs"] != "normal"} >= {"nan-dout[4]"}
+        assert all(c["causal"] and not c["top_left"] and c["nq"] > c["nkv"]
+                   for c in mine if c["inputs"].startswith("nan-"))
     assert set(report["tolerances"]["bwd_fp16"]) == {"max_rel", "max_rel_l1"}
     state = _state(tmp_path)
     (state / "correctness.json").write_text(json.dumps(report))

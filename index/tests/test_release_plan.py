@@ -21,6 +21,14 @@ import ffpa_manifest
 import pytest
 from pytest_ffpa import run
 
+# The one home of the CUDA wheel's install lines; cmake/FfpaReleasePlan.cmake copies its
+# templates into the plan, the engine renders the site's front page from them.
+INSTALL_LINES = json.loads((Path(__file__).resolve().parents[2] / "cmake" / "install-lines.json").read_text())
+
+
+def plan_install_lines() -> dict:
+    return {**INSTALL_LINES["cuda"], "pypi": INSTALL_LINES["docs"]["pypi"]}
+
 EPOCH = 1700000000
 METADATA = "Summary: test\nRequires-Python: >=3.10\n"
 
@@ -43,7 +51,7 @@ def plan_for(work: Path, **over) -> dict:
         "channel": "cu13", "cuda_version": "1.2.3+cu13", "fatbin_compression": "size",
         "archs": ["89", "120f"], "head_dims": [64, 128], "dtypes": ["fp16", "bf16"],
         "metadata": METADATA, "readme": str(work / "stage" / "README.md"), "forbid_paths": ["/nonexistent/build/dir"],
-        "out_dir": str(work / "dist"), "site_dir": str(work / "site"),
+        "out_dir": str(work / "dist"), "site_dir": str(work / "site"), "install_lines": plan_install_lines(),
         "wheels": [
             {"kind": "pure", "tree": "wheel_pure", "tags": "py3-none-any", "version": "1.2.3"},
             {"kind": "cuda", "tree": "wheel_cp312", "tags": "cp312-cp312-auto", "version": "1.2.3+cu13",
@@ -107,6 +115,15 @@ def test_release_writes_wheels_sums_manifest_and_site(work, staged, ffpa_env):
     assert "pip install ffpa-attn==1.2.3+cu13 --index-url &lt;site&gt;/whl/cu13/" in front \
         and "uv pip install ffpa-attn==1.2.3+cu13 --index &lt;site&gt;/whl/cu13/" in front, \
         "the site's front page gives the pinned pip and uv lines"
+    # Exactly cmake/install-lines.json's lines, rendered with this release's values.
+    values = {"cuda_version": "1.2.3+cu13", "channel": "cu13", "site": "<site>", "pypi": INSTALL_LINES["docs"]["pypi"]}
+    for tool in ("pip", "uv"):
+        line = INSTALL_LINES["cuda"][tool].format(**values)
+        assert line.replace("<", "&lt;").replace(">", "&gt;") in front, f"front page lacks the {tool} line: {line}"
+    # Why the local version, and what to do over an installed pure wheel.
+    assert "Why <code>==1.2.3+cu13</code> and not <code>==1.2.3</code>" in front \
+        and "Requirement already satisfied" in front and "Over an installed pure wheel, run the same lines" in front, \
+        "the front page explains the local-version pin and the pure-wheel case"
     assert "development build" not in front, "a release version is not called a development build"
     r3 = run([ffpa_env("INDEX"), "verify", "--index-dir", site, "--channel", "cu13", "--assets", site / "assets"])
     assert r3.returncode == 0, "verify accepts the local site: " + r3.stdout[-300:] + r3.stderr[-300:]
@@ -139,3 +156,28 @@ def test_malformed_plan_names_the_field(work, staged, ffpa_env, mutate, expect):
     r = release(ffpa_env, work, bad, staged, "bad.json")
     assert r.returncode != 0 and expect in r.stderr, f"bad plan refused: {expect}: {r.stderr}"
     assert not (work / "dist").exists() or not any((work / "dist").glob("*")), "nothing written"
+
+
+def test_front_page_renders_the_plans_install_lines(work, staged, ffpa_env):
+    """The front page's CUDA lines come from the plan (cmake/install-lines.json), not from
+    the engine: a changed template shows on the page, and a placeholder the engine does
+    not know is refused with the file to fix."""
+    lines = plan_install_lines()
+    lines["pip"] = lines["pip"].replace("pip install", "pip install --upgrade", 1)
+    r = release(ffpa_env, work, plan_for(work, install_lines=lines), staged)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "pip install --upgrade ffpa-attn==1.2.3+cu13" in (work / "site" / "index.html").read_text()
+
+    lines["uv"] += " --python {interpreter}"
+    r = release(ffpa_env, work, plan_for(work, install_lines=lines, out_dir=str(work / "dist2"),
+                                         site_dir=str(work / "site2")), staged)
+    assert r.returncode != 0 and "fix cmake/install-lines.json" in r.stderr, r.stdout + r.stderr
+    assert not (work / "site2").exists() and not any((work / "dist2").glob("*.whl")), \
+        "nothing is written from a line the engine cannot render"
+
+
+def test_plan_without_install_lines_is_refused(work, staged, ffpa_env):
+    plan = plan_for(work)
+    del plan["install_lines"]
+    r = release(ffpa_env, work, plan, staged)
+    assert r.returncode != 0 and "'install_lines' is missing" in r.stderr, r.stdout + r.stderr

@@ -45,8 +45,8 @@ stays NaN under the mask; a row whose scores hold a NaN or a +inf is NaN; a row 
 key (every score -inf) is 0, with LSE -inf; probabilities multiply V as a matrix product, so a
 NaN or inf in V reaches every row (0 * inf is NaN). One NaN in K or V therefore makes every
 row of that head NaN; a NaN in a query makes its row NaN (an inf usually does: its scores are
-+-inf). The CPU path and the NumPy reference follow it; the CUDA kernels do where the causal
-mask does not hide the NaN / inf (docs/install.md "NaN and inf")."""
++-inf). The CPU path, the NumPy reference and the CUDA kernels follow it, forward and backward
+(the kernels through a non-finite pre-pass on causal calls; docs/install.md "NaN and inf")."""
 
 
 def expand_kv(x: torch.Tensor, hq: int) -> torch.Tensor:

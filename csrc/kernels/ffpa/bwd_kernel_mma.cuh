@@ -29,12 +29,18 @@
 // tiles go through shared memory (every warp of a row group needs all 64 columns as
 // its mma A operand).
 //
-// Masking and NaN: an entry (query i, key j) is visible when j < Nkv, i < Nq and, causal,
-// j <= i + causal_offset. P of an invisible entry is exp2(-inf - lse2): 0, and NaN where
-// the row's LSE is NaN, as torch's math backend (softmax of a NaN row is NaN in every
-// column). A row that saw no key has lse2 = +inf (the preprocessing pass), so its P is 0
-// and its gradients are 0, as SDPA gives. NaN and inf in the inputs propagate through
-// the products. Key blocks a causal row never reaches are skipped, as in the forward.
+// Masking and NaN (ffpa/mask.h): an entry (query i, key j) is visible when j < Nkv, i < Nq
+// and, causal, j <= i + causal_offset. P of an invisible entry is exp2(-inf - lse2): 0, and
+// NaN where the row's LSE is NaN, as torch's math backend (softmax of a NaN row is NaN in
+// every column). A row that saw no key has lse2 = +inf (the preprocessing pass), so its P
+// is 0 and its gradients are 0, as SDPA gives; its dS = 0 * (dP - Delta) is still NaN
+// where dP or Delta is (the math backend's softmax backward of a zero-filled row is the
+// same product). NaN and inf in the inputs propagate through the
+// products. Key blocks a causal row never reaches are skipped, as in the forward, except
+// for heads the non-finite pre-pass flagged: those visit every block (with the mask added,
+// which here gives what replacing gave: a row with a NaN or +inf score under the mask has
+// a NaN LSE, so its P is NaN either way), so that a NaN in V or dO under the mask reaches
+// the gradients through the products, as the math backend's autograd has it.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -44,6 +50,7 @@
 
 #include "ffpa/bwd_kernel_traits.h"
 #include "ffpa/bwd_params.h"
+#include "ffpa/mask.h"
 #include "ffpa/utils.cuh"
 
 namespace ffpa {
@@ -143,21 +150,21 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
   const int row_head = blockIdx.y;
   const int kv_head = kRowsAreKeys ? row_head : row_head / params.h_ratio;
   const int n_groups = kRowsAreKeys ? (kBreak == BwdBreak::kNoGroupSum ? 1 : params.h_ratio) : 1;
+  // The math rule (ffpa/mask.h): the dQ kernel's own head's flag; the dK / dV kernel's
+  // kv head follows it when any head of its group is flagged (for the others the added
+  // mask gives what the skip gave: their inputs are finite).
+  bool math_rule = false;
+  for (int h = 0; h < n_groups; ++h)
+    math_rule = math_rule || math_rule_for(params.nonfinite, batch, params.hq,
+                                           kRowsAreKeys ? row_head * params.h_ratio + h : row_head);
   int col_first = 0;  // first column block
   int n_col_blocks;   // per group head
   if constexpr (kRowsAreKeys) {
     // Key j is seen by queries i >= j - offset (causal).
     n_col_blocks = (nq + kBlockN - 1) / kBlockN;
-    if (params.causal) {
-      const int first_q = max(0, m0 - offset);
-      col_first = first_q >= nq ? n_col_blocks : first_q / kBlockN;
-    }
+    col_first = first_q_block_for_keys(m0, nq, kBlockN, params.causal, offset, math_rule);
   } else {
-    n_col_blocks = (nkv + kBlockN - 1) / kBlockN;
-    if (params.causal) {
-      const int last_key = min(m0 + kBlockM, nq) - 1 + offset;
-      n_col_blocks = last_key < 0 ? 0 : min(n_col_blocks, last_key / kBlockN + 1);
-    }
+    n_col_blocks = kv_blocks_for_rows(m0, kBlockM, nq, nkv, kBlockN, params.causal, offset, math_rule);
   }
   const int n_per_group = max(0, n_col_blocks - col_first);
   const int n_iters = n_per_group * n_groups;
@@ -348,11 +355,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
               } else {
                 lse2 = row_lse2[e >> 1];
               }
-              const bool visible =
-                  key < nkv && query < nq &&
-                  (!params.causal ||
-                   (kBreak == BwdBreak::kMaskEdge ? key < query + offset : key <= query + offset));
-              const float x = visible ? acc_s[j][e] * params.scale_log2 : -INFINITY;
+              float x = query < nq ? mask_score(acc_s[j][e] * params.scale_log2, query, key, nkv, params.causal,
+                                                offset, math_rule)
+                                   : -INFINITY;
+              if (kBreak == BwdBreak::kMaskEdge && params.causal && key == query + offset) x = -INFINITY;
               acc_s[j][e] = fast_exp2(x - lse2);
             }
           }

@@ -46,6 +46,10 @@ struct BwdParams {
   // Causal: query i sees keys j <= i + causal_offset. Nkv - Nq is the forward's
   // bottom-right alignment, 0 is SDPA's is_causal (top-left).
   int causal_offset = 0;
+  // [B, Hq] flags of the non-finite pre-pass (ffpa/nonfinite.cuh over Q, K, V and dO):
+  // non-zero where the head reads a NaN or an inf, so its gradients follow the math
+  // backend's autograd under the causal mask too (ffpa/mask.h). nullptr: none ran.
+  const int* nonfinite = nullptr;
 
   void* stream = nullptr;  // cudaStream_t
 };

@@ -25,6 +25,7 @@
 
 #include "ffpa/arch_rules.h"
 #include "ffpa/kernel_traits.h"
+#include "ffpa/mask.h"
 #include "ffpa/params.h"
 #include "ffpa/tma.cuh"
 #include "ffpa/utils.cuh"
@@ -73,7 +74,10 @@ inline constexpr bool kMmaF16AccCompiled = kDeviceCpAsyncHeavy;  // ffpa/arch_ru
 // __CUDA_ARCH__: the host pass registers the kernel by its template arguments, and a
 // default that differed between the host and device passes named a kernel the device
 // code does not hold (cudaErrorInvalidResourceHandle, seen on the H200).
-template <typename Traits, Load kLoad, bool kF16Acc, int kPvForm = 0>
+// kBreakMaskReplace: the CPU emulator's breakage (csrc/tests/emulate_kernels.cpp), the
+// causal mask replacing scores under the math rule instead of adding -inf; never compiled
+// into the library.
+template <typename Traits, Load kLoad, bool kF16Acc, int kPvForm = 0, bool kBreakMaskReplace = false>
 __global__ void __launch_bounds__(Traits::kNThreads, 1)
     ffpa_fwd_kernel(const FwdParams params, const __grid_constant__ TmaMaps maps) {
   using T = typename Traits::Element;
@@ -142,15 +146,11 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   const T* const v_base = static_cast<const T*>(params.v) + batch * params.v_batch_stride +
                           kv_head * params.v_head_stride;
 
-  // Keys beyond the last row's causal limit are never needed. Bottom-right alignment:
-  // row i sees keys j <= i + (nkv - nq); rows past nq are padding and do not count.
+  // Bottom-right alignment: row i sees keys j <= i + (nkv - nq). Keys beyond the last
+  // row's causal limit are skipped unless this head follows the math rule (ffpa/mask.h).
   const int causal_offset = nkv - nq;
-  int n_blocks = (nkv + kBlockN - 1) / kBlockN;
-  if (params.causal) {
-    const int last_row = min(m0 + kBlockM, nq) - 1;
-    const int last_key = last_row + causal_offset;
-    n_blocks = last_key < 0 ? 0 : min(n_blocks, last_key / kBlockN + 1);
-  }
+  const bool math_rule = math_rule_for(params.nonfinite, batch, params.hq, head);
+  const int n_blocks = kv_blocks_for_rows(m0, kBlockM, nq, nkv, kBlockN, params.causal, causal_offset, math_rule);
 
   // ---- pipeline step loads: step < kNChunks loads Q and K chunk `step`, otherwise
   // the V chunk (step - kNChunks): columns [64 c, 64 c + 64) of V, split between the
@@ -328,8 +328,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
           }
           // ---- online softmax on the finished S tile.
           const int row_lo = m0 + warp_m * 16 + g;
-          const bool need_mask =
-              n0 + kBlockN > nkv || (params.causal && n0 + kBlockN - 1 > m0 + causal_offset);
+          const bool need_mask = tile_needs_mask(m0, n0, kBlockN, nkv, params.causal, causal_offset);
 #pragma unroll
           for (int j = 0; j < kWarpNTiles; ++j) {
 #pragma unroll
@@ -338,7 +337,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
               if (need_mask) {
                 const int col = n0 + warp_d * kWarpN + j * 8 + 2 * t + (e & 1);
                 const int row = row_lo + (e >> 1) * 8;
-                if (col >= nkv || (params.causal && col > row + causal_offset)) x = -INFINITY;
+                x = mask_score(x, row, col, nkv, params.causal, causal_offset, math_rule && !kBreakMaskReplace);
               }
               acc_s[j][e] = x;
             }
@@ -511,7 +510,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     const int row = m0 + warp_m * 16 + g + r * 8;
     if (row >= nq) continue;
     // A row that saw no key (causal with nq > nkv, or nkv == 0) is 0, like the NumPy
-    // reference; its LSE is -inf.
+    // reference; its LSE is -inf. A NaN sum (a NaN or +inf score) leaves O NaN (its
+    // accumulators are NaN) and gives a NaN LSE (row_lse).
     const float inv = total[r] > 0.f ? 1.f / total[r] : 0.f;
     T* const o_row = o_base + static_cast<int64_t>(row) * params.o_row_stride;
 #pragma unroll
@@ -524,7 +524,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
       }
     if (params.lse != nullptr && t == 0 && warp_d == 0) {
       // row_max is max(s * scale * log2 e); back to natural log: * ln 2.
-      const float lse = total[r] > 0.f ? row_max[r] * 0.6931471805599453f + logf(total[r]) : -INFINITY;
+      const float lse = row_lse(row_max[r] * 0.6931471805599453f, total[r]);
       params.lse[batch * params.lse_batch_stride + head * params.lse_head_stride +
                  static_cast<int64_t>(row) * params.lse_row_stride] = lse;
     }

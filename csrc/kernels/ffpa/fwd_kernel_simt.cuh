@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "ffpa/kernel_traits.h"
+#include "ffpa/mask.h"
 #include "ffpa/params.h"
 #include "ffpa/utils.cuh"
 
@@ -41,12 +42,12 @@ __global__ void __launch_bounds__(FwdSimtTraits::kNThreads) ffpa_fwd_simt_kernel
     acc[i] = 0.f;
   }
 
-  // Bottom-right causal: row sees keys j <= row + (nkv - nq).
-  int kv_end = params.nkv;
-  if (params.causal) {
-    const int64_t limit = static_cast<int64_t>(row) + params.nkv - params.nq + 1;
-    kv_end = limit < 0 ? 0 : static_cast<int>(limit < kv_end ? limit : kv_end);
-  }
+  // Bottom-right causal: row sees keys j <= row + (nkv - nq); the keys past that are
+  // skipped unless the head follows the math rule (ffpa/mask.h; blocks of one key here).
+  const int causal_offset = params.nkv - params.nq;
+  const bool math_rule = math_rule_for(params.nonfinite, batch, params.hq, head);
+  if (params.nonfinite_heads_only && !math_rule) return;  // whole block: the flag is per head
+  const int kv_end = kv_blocks_for_rows(row, 1, params.nq, params.nkv, 1, params.causal, causal_offset, math_rule);
 
   float m = -INFINITY;
   float l = 0.f;
@@ -57,6 +58,7 @@ __global__ void __launch_bounds__(FwdSimtTraits::kNThreads) ffpa_fwd_simt_kernel
     for (int i = 0; i < kPerLane; ++i) dot += q[i] * ET::to_float(k_row[lane + 32 * i]);
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+    dot = mask_score(dot, row, j, params.nkv, params.causal, causal_offset, math_rule);
 
     const float m_new = fmaxf(m, dot);
     // expf(-inf) = 0 on the first key. While the row has seen only -inf scores (a key
@@ -79,7 +81,7 @@ __global__ void __launch_bounds__(FwdSimtTraits::kNThreads) ffpa_fwd_simt_kernel
   for (int i = 0; i < kPerLane; ++i) o_row[lane + 32 * i] = ET::from_float(acc[i] * inv);
   if (params.lse != nullptr && lane == 0) {
     params.lse[batch * params.lse_batch_stride + head * params.lse_head_stride +
-               static_cast<int64_t>(row) * params.lse_row_stride] = l > 0.f ? m + logf(l) : -INFINITY;
+               static_cast<int64_t>(row) * params.lse_row_stride] = row_lse(m, l);
   }
 }
 

@@ -33,6 +33,13 @@ struct FwdParams {
   float scale = 0.f;       // softmax scale (natural-exp domain)
   float scale_log2 = 0.f;  // scale * log2(e): the mma kernel works with exp2
   bool causal = false;     // bottom-right aligned (see api.h)
+  // [B, Hq] flags of the non-finite pre-pass (ffpa/nonfinite.cuh): non-zero where the
+  // head's Q, K or V holds a NaN or an inf, so its kernel follows SDPA's math backend
+  // under the causal mask too (ffpa/mask.h). nullptr: no pre-pass ran (finite inputs).
+  const int* nonfinite = nullptr;
+  // The SIMT kernel computes only the heads whose flag is set (the low-precision paths'
+  // second launch, api.cu): every other block returns at once.
+  bool nonfinite_heads_only = false;
   Accum accum = Accum::kFp32;  // kFp16: fp16 instances on the mma / tma paths only
 
   // The low-precision kernels (FP8 / NVFP4): the workspace holding the quantised operands

@@ -191,6 +191,10 @@ Release parse_release(std::string_view text, const std::string& where, ReleaseFo
     m.forbid_paths = r.array<std::string>(j, "forbid_paths");
     m.out_dir = r.str(j, "out_dir");
     m.site_dir = r.opt_str(j, "site_dir");
+    const auto& lines = r.at(j, "install_lines");
+    m.install_lines.pip = r.str(lines, "pip", "install_lines.");
+    m.install_lines.uv = r.str(lines, "uv", "install_lines.");
+    m.install_lines.pypi = r.str(lines, "pypi", "install_lines.");
   } else if (j.contains("requirements") && !j["requirements"].is_null()) {
     const auto& q = j["requirements"];
     ReleaseFile f;

@@ -18,6 +18,25 @@ using core::Error;
 
 namespace {
 
+// One install line of cmake/install-lines.json (the plan carries its templates) for this
+// release: {cuda_version}, {channel}, {pypi} filled in, {site} left as "<site>" (the front
+// page is served from any host). A placeholder left over is a plan this engine does not
+// know how to render: an error, never a line with braces in it.
+std::string render_install_line(const core::Release& p, const std::string& tmpl) {
+  std::string line = tmpl;
+  const std::pair<std::string, std::string> fills[] = {{"{cuda_version}", p.cuda_version.value_or(p.version)},
+                                                       {"{channel}", p.channel.value_or("")},
+                                                       {"{site}", "<site>"},
+                                                       {"{pypi}", p.install_lines.pypi}};
+  for (const auto& [key, value] : fills)
+    for (std::size_t at = line.find(key); at != std::string::npos; at = line.find(key, at + value.size()))
+      line.replace(at, key.size(), value);
+  if (line.find('{') != std::string::npos || line.find('}') != std::string::npos)
+    throw Error("the plan's install line '" + tmpl + "' has a placeholder other than {cuda_version}, {channel}, "
+                "{site} and {pypi}; fix cmake/install-lines.json");
+  return line;
+}
+
 void preflight(const core::Release& p, const fs::path& staging) {
   if (p.wheels.empty()) throw Error("the plan names no wheel");
   for (const auto& w : p.wheels) {
@@ -29,6 +48,9 @@ void preflight(const core::Release& p, const fs::path& staging) {
                   "; build the project before packaging");
     if (w.kind == "cuda" && !p.channel) throw Error("the plan has CUDA wheels but no channel");
   }
+  // The front page's lines are rendered before anything is written.
+  render_install_line(p, p.install_lines.pip);
+  render_install_line(p, p.install_lines.uv);
   core::create_directories(p.out_dir, "set FFPA_RELEASE_DIST to a writable directory");
   if (p.site_dir) core::create_directories(fs::path(*p.site_dir).parent_path(), "fix its permissions");
 }
@@ -46,23 +68,36 @@ std::string requirements_text(const core::Release& m) {
   return t + "\n";
 }
 
-// The site's front page: how to install this build. A dev build must be pinned
-// (==V): unpinned, pip and uv resolve PyPI's higher public release instead.
+// The site's front page: how to install this build. The CUDA lines are
+// cmake/install-lines.json's (the one home of install lines), pinned to the CUDA wheel's
+// own version V+cu13, and the page says why: a public ==V is already satisfied by an
+// installed pure wheel V, so pip and uv would keep it. A dev build must be pinned too:
+// unpinned, pip and uv resolve PyPI's higher public release instead.
 std::string front_page(const core::Release& p, bool cuda, bool pure) {
   using site::html_escape;
   const std::string v = html_escape(p.cuda_version.value_or(p.version)), name = html_escape(p.name);
+  const std::string pure_v = html_escape(p.version);
   const auto parsed = core::parse_pep440(p.version);
   const bool dev = parsed && (parsed->is_dev || !parsed->local.empty());
   const std::string channel = html_escape(p.channel.value_or("cu"));
   std::string page = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + name + " " + v +
                      "</title></head><body>\n<h1>" + name + " " + v + "</h1>\n";
-  if (cuda)
-    page += "<p>CUDA wheels (" + channel + "), from this site's root URL &lt;site&gt;:</p>\n<pre>pip install " + name +
-            "==" + v + " --index-url &lt;site&gt;/whl/" + channel + "/ --extra-index-url https://pypi.org/simple\n" +
-            "uv pip install " + name + "==" + v + " --index &lt;site&gt;/whl/" + channel + "/</pre>\n";
+  if (cuda) {
+    page += "<p>CUDA wheels (" + channel + "), from this site's root URL &lt;site&gt;:</p>\n<pre>" +
+            html_escape(render_install_line(p, p.install_lines.pip)) + "\n" +
+            html_escape(render_install_line(p, p.install_lines.uv)) + "</pre>\n";
+    page += "<p>Why <code>==" + v + "</code> and not <code>==" + pure_v + "</code>: <code>" + v +
+            "</code> is the CUDA wheel's own version (its local version <code>+" + channel +
+            "</code>). A public pin <code>==" + pure_v + "</code> is also matched by the pure wheel <code>" + pure_v +
+            "</code>, so where the pure wheel is already installed (from PyPI, or as a dependency) pip and uv "
+            "answer \"Requirement already satisfied\" and keep it, and models run on SDPA instead of the "
+            "kernels. <strong>Over an installed pure wheel, run the same lines as they are</strong>: "
+            "<code>==" + v + "</code> matches the CUDA wheel alone, so pip and uv replace the pure wheel with "
+            "it; no uninstall step is needed. Check with <code>python -m ffpa_attn.info</code>.</p>\n";
+  }
   if (pure)
-    page += "<p>The pure wheel:</p>\n<pre>pip install " + name + "==" + html_escape(p.version) +
-            " --index-url &lt;site&gt;/pypi/simple/ --extra-index-url https://pypi.org/simple</pre>\n";
+    page += "<p>The pure wheel:</p>\n<pre>pip install " + name + "==" + pure_v + " --index-url &lt;site&gt;/pypi/simple/ --extra-index-url " +
+            html_escape(p.install_lines.pypi) + "</pre>\n";
   if (dev)
     page += "<p><strong>This is a development build: keep the <code>==" + v +
             "</code> pin.</strong> Unpinned, pip and uv take the higher public release from PyPI.</p>\n";

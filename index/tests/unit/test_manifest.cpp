@@ -64,6 +64,9 @@ nlohmann::json plan() {
   j["forbid_paths"] = {"/build"};
   j["out_dir"] = "/build/dist";
   j["site_dir"] = nullptr;
+  j["install_lines"] = {{"pip", "pip install ffpa-attn=={cuda_version} --index-url {site}/whl/{channel}/"},
+                        {"uv", "uv pip install ffpa-attn=={cuda_version} --index {site}/whl/{channel}/"},
+                        {"pypi", "https://pypi.org/simple"}};
   return j;
 }
 
@@ -119,6 +122,8 @@ TEST(Manifest, PlanReadByTheSameReader) {
       {[](auto& j) { j["wheels"][0]["tree"] = "../up"; }, "'wheels[0].tree' is '../up', not a directory name"},
       {[](auto& j) { j.erase("metadata"); }, "'metadata' is missing"},
       {[](auto& j) { j["forbid_paths"] = "/build"; }, "'forbid_paths' must be an array"},
+      {[](auto& j) { j.erase("install_lines"); }, "'install_lines' is missing"},
+      {[](auto& j) { j["install_lines"].erase("uv"); }, "'install_lines.uv' is missing"},
       {[](auto& j) { j["head_dims"] = {"64"}; }, "'head_dims' must hold integers"},
   };
   for (const auto& [f, want] : cases) {

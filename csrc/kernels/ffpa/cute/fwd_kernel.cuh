@@ -32,6 +32,7 @@
 #include "ffpa/lowp/layout.h"
 #include "ffpa/lowp/mma.cuh"
 #include "ffpa/lowp/numerics.h"
+#include "ffpa/mask.h"
 #include "ffpa/params.h"
 #include "ffpa/tma.cuh"
 #include "ffpa/utils.cuh"
@@ -325,15 +326,13 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
                          typename Traits::SmemLayoutVt{});
     };
 
-    // Keys beyond the last row's causal limit are never needed (bottom-right alignment:
-    // row i sees keys j <= i + nkv - nq; rows past nq are padding).
+    // Bottom-right alignment: row i sees keys j <= i + nkv - nq. Keys beyond the last
+    // row's causal limit are skipped unless the head follows the math rule (ffpa/mask.h;
+    // the low-precision kernels never do: their launcher reruns such heads on the 16-bit
+    // SIMT kernel, lowp/launch.cuh).
     const int causal_offset = nkv - nq;
-    int n_blocks = (nkv + kBlockN - 1) / kBlockN;
-    if (params.causal) {
-      const int last_row = cute::min(m0 + kBlockM, nq) - 1;
-      const int last_key = last_row + causal_offset;
-      n_blocks = last_key < 0 ? 0 : cute::min(n_blocks, last_key / kBlockN + 1);
-    }
+    const bool math_rule = !kLowp && math_rule_for(params.nonfinite, batch, params.hq, head);
+    const int n_blocks = kv_blocks_for_rows(m0, kBlockM, nq, nkv, kBlockN, params.causal, causal_offset, math_rule);
 
     // ---- loads. cp.async: every thread, its slice of the tiled copy, rows outside
     // [0, nq) / [0, nkv) zero-filled. TMA: thread 0 alone, one box per slab (out-of-bounds
@@ -574,7 +573,7 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
       if constexpr (kLowp)
         s_scale *= reinterpret_cast<const float*>(params.lowp_ws + lw.k_scale)[k_bh * lw.nkv_blocks + n_block];
       Tensor s_rc = make_tensor(acc_s.data(), cute_fwd::acc_rowcol(acc_s.layout()));
-      const bool need_mask = n0 + kBlockN > nkv || (params.causal && n0 + kBlockN - 1 > m0 + causal_offset);
+      const bool need_mask = tile_needs_mask(m0, n0, kBlockN, nkv, params.causal, causal_offset);
       float blk_max[kRows];
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
@@ -585,7 +584,7 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
           if (need_mask) {
             const int row = m0 + get<0>(tScS_rc(r, c));
             const int col = n0 + get<1>(tScS_rc(r, c));
-            if (col >= nkv || (params.causal && col > row + causal_offset)) x = -INFINITY;
+            x = mask_score(x, row, col, nkv, params.causal, causal_offset, math_rule);
           }
           s_rc(r, c) = x;
           blk_max[r] = fmaxf(blk_max[r], x);
@@ -801,7 +800,7 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
         if (row >= nq) continue;
         // row_max is max(s * scale * log2 e); back to natural log: * ln 2. Low precision:
         // plus the K smoothing's scale * q . mean(K) (lowp/layout.h).
-        float lse = total[r] > 0.f ? row_max[r] * 0.6931471805599453f + logf(total[r]) : -INFINITY;
+        float lse = row_lse(row_max[r] * 0.6931471805599453f, total[r]);
         // (A row without a visible key keeps -inf: with nkv = 0 the pass wrote no shift.)
         if constexpr (kLowp)
           if (total[r] > 0.f) lse += reinterpret_cast<const float*>(params.lowp_ws + lw.lse_shift)[q_bh * nq + row];

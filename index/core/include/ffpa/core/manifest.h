@@ -43,6 +43,10 @@ struct ReleaseFile {  // another release asset (requirements-<channel>.txt)
   std::uint64_t size = 0;
 };
 
+struct InstallLines {
+  std::string pip, uv, pypi;
+};
+
 struct Release {
   int schema = kReleaseSchema;
   std::string name;     // project name, "ffpa-attn"
@@ -64,6 +68,9 @@ struct Release {
   std::vector<std::string> forbid_paths;    // byte strings no shipped binary may contain
   std::string out_dir;                      // the release directory
   std::optional<std::string> site_dir;      // the local site, rendered from scratch
+  // The CUDA wheel's install lines as cmake/install-lines.json (their one home) holds them:
+  // templates with {cuda_version}, {channel}, {site} and {pypi}, and PyPI's index URL.
+  InstallLines install_lines;
   // manifest only
   std::optional<ReleaseFile> requirements;  // hash-locked install file of the cuda wheels
 };
