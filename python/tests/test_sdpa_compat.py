@@ -31,6 +31,7 @@ from ffpa_attn import (  # noqa: E402
     UnsupportedFeatureError,
     UnsupportedImplError,
     ffpa_attn_func,
+    jit,
     last_kernel,
     routing,
     torch_ops,
@@ -219,6 +220,7 @@ def _cpu_case(reason):
 CUDA_REASONS = {
     # reason: (extension setup, capability, tensor kwargs)
     "pure_wheel": ("absent", (8, 9), {"dtype": torch.float16, "d": 64}),
+    "jit": ("jit-missing", (9, 0), {"dtype": torch.float16, "d": 64}),
     "extension": ("broken", (8, 9), {"dtype": torch.float16, "d": 64}),
     "device": ("no-device", (8, 9), {"dtype": torch.float16, "d": 64}),
     "arch": ("release", (9, 0), {"dtype": torch.float16, "d": 64}),
@@ -236,6 +238,13 @@ def cuda_case(install_extension, as_cuda, monkeypatch):
             install_extension.absent()
         elif setup == "broken":
             install_extension(broken="undefined symbol: ffpa_forward")
+        elif setup == "jit-missing":
+            # The pure wheel on a GPU it could build for, on a machine without nvcc.
+            install_extension.absent()
+            monkeypatch.setenv("FFPA_JIT", "1")
+            monkeypatch.setattr(jit, "_FAILED", {})
+            monkeypatch.setattr(jit, "find_toolchain", lambda: jit.Toolchain(
+                missing=(("nvcc (a CUDA 13 toolkit)", 'pip install "ffpa-attn[jit]"'),)))
         else:
             install_extension(devices=0 if setup == "no-device" else 1)
         monkeypatch.setattr(torch_ops, "_capability", lambda index: capability)
@@ -283,6 +292,9 @@ def test_fallback_runs_sdpa_and_warns_once(case):
         assert re.search(r"pip install ffpa-attn==\S+\+\S*cu\d+ --index-url", message) and "/whl/" in message
     elif reason == "extension":
         assert "undefined symbol: ffpa_forward" in message and "reinstall" in message
+    elif reason == "jit":
+        assert "sm_90" in message and "nvcc (a CUDA 13 toolkit)" in message
+        assert 'pip install "ffpa-attn[jit]"' in message and "FFPA_JIT=0" in message
     else:
         assert fix in message
 
