@@ -254,8 +254,10 @@ def _python_headers_fix() -> str:
             "or a Python from python.org / uv / conda, which carry their headers")
 
 
-def find_toolchain() -> Toolchain:
-    """Everything a JIT build needs, looked up now; nothing is cached between calls."""
+def find_toolchain(for_build: bool = True) -> Toolchain:
+    """Everything a JIT build needs, looked up now; nothing is cached between calls.
+    ``for_build=False`` skips asking CMake its version (a subprocess): enough to find a
+    cached entry, whose key holds no CMake."""
     missing: list[tuple[str, str]] = []
     src = source_dir()
     if src is None:
@@ -272,7 +274,7 @@ def find_toolchain() -> Toolchain:
     elif not (Path(cuda_root) / "include" / "cuda_runtime.h").is_file():
         missing.append((f"the CUDA runtime headers next to {nvcc} (cuda_runtime.h)", _JIT_INSTALL))
     cmake = shutil.which("cmake") or _tool_from_module("cmake", "CMAKE_BIN_DIR", "cmake")
-    if cmake and not _cmake_version_ok(cmake):
+    if cmake and for_build and not _cmake_version_ok(cmake):
         cmake = _tool_from_module("cmake", "CMAKE_BIN_DIR", "cmake")
     if not cmake:
         missing.append(("CMake 3.25 or newer", _JIT_INSTALL))
@@ -638,13 +640,24 @@ def ensure(capability: tuple[int, int], head_dim: int, dtype: str, *, arch_runs:
         failed = _FAILED.get((arch, head_dim, dtype))
         if failed is not None:
             return failed
-        tc = find_toolchain()
         what = f"the FFPA kernels for sm_{arch}{' (' + gpu + ')' if gpu else ''}"
+        # A cached entry first: the quick lookup (no CMake subprocess) is what every later
+        # process pays once.
+        quick = find_toolchain(for_build=False)
+        entry = find_entry(arch, head_dim, dtype, quick) if quick.complete else None
+        if entry is not None and not capturing:
+            try:
+                load(entry)
+                return None
+            except JitError:
+                entry = None  # rebuilt below
+        tc = find_toolchain()
         if not tc.complete:
             detail, fix = missing_message(tc, what)
             _FAILED[(arch, head_dim, dtype)] = ("jit", detail, fix)
             return _FAILED[(arch, head_dim, dtype)]
-        entry = find_entry(arch, head_dim, dtype, tc)
+        if entry is None:
+            entry = find_entry(arch, head_dim, dtype, tc)
         if capturing:
             raise JitError(f"{what}, head dim {head_dim}, {dtype} are not loaded yet, and they are never "
                            f"{'loaded' if entry else 'built'} during CUDA graph capture: call ffpa_attn_func once "

@@ -49,7 +49,7 @@ def test_ffpa_jit_0_disables(monkeypatch):
     monkeypatch.setenv("FFPA_JIT", "0")
     assert not jit.enabled() and not jit.wanted(arch_runs=False)
     # Nothing is looked up: a toolchain lookup here would fail the test.
-    monkeypatch.setattr(jit, "find_toolchain", lambda: pytest.fail("FFPA_JIT=0 looked for a toolchain"))
+    monkeypatch.setattr(jit, "find_toolchain", lambda *a, **k: pytest.fail("FFPA_JIT=0 looked for a toolchain"))
     assert jit.ensure((9, 0), 128, "fp16", arch_runs=False) is None
     monkeypatch.setenv("FFPA_JIT", "1")
     assert jit.enabled()
@@ -135,8 +135,8 @@ def test_missing_piece_is_named_with_its_install_command(absent, tmp_path, monke
 def test_a_failed_lookup_is_not_repeated_per_call(monkeypatch):
     calls = []
 
-    def lookup():
-        calls.append(1)
+    def lookup(for_build=True):
+        calls.append(for_build)
         return jit.Toolchain(missing=(("nvcc", "pip install x"),))
 
     monkeypatch.setenv("FFPA_JIT", "1")
@@ -146,14 +146,15 @@ def test_a_failed_lookup_is_not_repeated_per_call(monkeypatch):
     monkeypatch.setattr(ffpa_attn.cuda, "_C", None)
     monkeypatch.setattr(ffpa_attn.cuda, "EXTENSION_IMPORT_ERROR", None)
     first = jit.ensure((8, 0), 64, "bf16", arch_runs=False)
+    looked = len(calls)
     assert first is not None and jit.ensure((8, 0), 64, "bf16", arch_runs=False) == first
-    assert len(calls) == 1
+    assert looked and len(calls) == looked
 
 
 def test_no_build_for_a_broken_install_or_old_gpu(monkeypatch):
     monkeypatch.setenv("FFPA_JIT", "1")
     monkeypatch.setattr(jit, "_LOADED", {})
-    monkeypatch.setattr(jit, "find_toolchain", lambda: pytest.fail("looked for a toolchain"))
+    monkeypatch.setattr(jit, "find_toolchain", lambda *a, **k: pytest.fail("looked for a toolchain"))
     monkeypatch.setattr(ffpa_attn.cuda, "_C", None)
     monkeypatch.setattr(ffpa_attn.cuda, "EXTENSION_IMPORT_ERROR", "ImportError: undefined symbol")
     assert not jit.wanted(arch_runs=False)  # reported as "extension", never papered over
@@ -171,7 +172,7 @@ def test_capture_never_builds(monkeypatch, tmp_path):
     monkeypatch.setattr(ffpa_attn.cuda, "EXTENSION_IMPORT_ERROR", None)
     tc = jit.Toolchain(sources=str(jit.source_dir()), nvcc="/x/nvcc", nvcc_version="13.0.88", cmake="cmake",
                        ninja="ninja", cxx="g++", cutlass_version="4.2.0")
-    monkeypatch.setattr(jit, "find_toolchain", lambda: tc)
+    monkeypatch.setattr(jit, "find_toolchain", lambda *a, **k: tc)
     monkeypatch.setattr(jit, "build", lambda *a, **k: pytest.fail("built during capture"))
     with pytest.raises(jit.JitError, match=r"never built during CUDA graph capture: call ffpa_attn_func once "
                                            r"eagerly.*--arch 90 --head-dims 512 --dtypes fp16"):
@@ -335,14 +336,14 @@ def test_first_build_time(head_dim, goal, tmp_path):
     # A cached call's overhead: a new process finding and loading the entry.
     probe = textwrap.dedent("""
         import sys, time
-        t = time.perf_counter()
         from ffpa_attn import jit
-        tc = jit.find_toolchain()
+        t = time.perf_counter()
+        tc = jit.find_toolchain(for_build=False)
         jit.load(jit.find_entry(sys.argv[1], int(sys.argv[2]), "fp16", tc))
         print(time.perf_counter() - t)
     """)
     env = dict(os.environ, FFPA_CACHE_DIR=str(tmp_path))
     t = float(subprocess.run([sys.executable, "-c", probe, "90", str(head_dim)], env=env, check=True,
                              capture_output=True, text=True).stdout)
-    print(f"cached: toolchain lookup, entry check and load {t * 1000:.0f} ms")
-    assert t < 1.0
+    print(f"cached, once per process: toolchain lookup, entry check and load {t * 1000:.0f} ms")
+    assert t < 0.5

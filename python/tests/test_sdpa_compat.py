@@ -243,7 +243,7 @@ def cuda_case(install_extension, as_cuda, monkeypatch):
             install_extension.absent()
             monkeypatch.setenv("FFPA_JIT", "1")
             monkeypatch.setattr(jit, "_FAILED", {})
-            monkeypatch.setattr(jit, "find_toolchain", lambda: jit.Toolchain(
+            monkeypatch.setattr(jit, "find_toolchain", lambda *a, **k: jit.Toolchain(
                 missing=(("nvcc (a CUDA 13 toolkit)", 'pip install "ffpa-attn[jit]"'),)))
         else:
             install_extension(devices=0 if setup == "no-device" else 1)
