@@ -273,6 +273,10 @@ def find_toolchain(for_build: bool = True) -> Toolchain:
                         f"{_JIT_INSTALL}, or point CUDA_HOME at a CUDA 13 toolkit"))
     elif not (Path(cuda_root) / "include" / "cuda_runtime.h").is_file():
         missing.append((f"the CUDA runtime headers next to {nvcc} (cuda_runtime.h)", _JIT_INSTALL))
+    elif not (Path(cuda_root) / "nvvm" / "bin" / "cicc").is_file():
+        missing.append((f"NVVM next to {nvcc} (nvvm/bin/cicc; PyPI's nvidia-nvvm)", _JIT_INSTALL))
+    elif not (Path(cuda_root) / "include" / "crt" / "host_config.h").is_file():
+        missing.append((f"the CUDA C runtime headers next to {nvcc} (include/crt; PyPI's nvidia-cuda-crt)", _JIT_INSTALL))
     cmake = shutil.which("cmake") or _tool_from_module("cmake", "CMAKE_BIN_DIR", "cmake")
     if cmake and for_build and not _cmake_version_ok(cmake):
         cmake = _tool_from_module("cmake", "CMAKE_BIN_DIR", "cmake")
