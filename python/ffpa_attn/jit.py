@@ -601,6 +601,8 @@ def load(entry: Path) -> ModuleType:
         raise JitError(f"the JIT-built extension {entry / manifest['module']} failed to load ({exc}); "
                        "remove the entry (python -m ffpa_attn.jit clean) and call again") from exc
     sys.modules["ffpa_attn._C"] = module
+    # `from ffpa_attn import _C` reads the package attribute, which a wheel's own _C set.
+    setattr(sys.modules[__package__], "_C", module)
     cuda._adopt_extension(module)
     _LOADED.update(entry=str(entry), manifest=manifest)
     return module
