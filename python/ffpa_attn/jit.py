@@ -520,6 +520,14 @@ def build(arch: str, head_dims: Sequence[int], dtypes: Sequence[str], *, kernels
     Raises :class:`JitUnavailableError` when the toolchain is incomplete and :class:`JitError`
     when the build fails. Concurrent callers (threads or processes) build once.
     """
+    # Checked before they name a directory or reach CMake (which checks them again).
+    if not re.fullmatch(r"[1-9][0-9]{1,2}[af]?", str(arch)) or int(re.sub(r"[af]$", "", str(arch))) < MIN_SM:
+        raise ValueError(f"arch {arch!r}: give a CUDA arch from {MIN_SM}, e.g. 80, 86, 90, 100, 120")
+    bad_dims = [d for d in head_dims if not isinstance(d, int) or d % 64 or not 64 <= d <= 1024]
+    if not head_dims or bad_dims:
+        raise ValueError(f"head dims {list(head_dims)}: give multiples of 64 from 64 to 1024")
+    if not dtypes or not set(dtypes) <= {"fp16", "bf16"}:
+        raise ValueError(f"dtypes {list(dtypes)}: give fp16 and/or bf16")
     tc = toolchain or find_toolchain()
     what = f"the FFPA kernels for sm_{arch}{' (' + gpu + ')' if gpu else ''}, head dim " \
            f"{', '.join(str(d) for d in sorted(head_dims))}, {'/'.join(sorted(dtypes))}"
@@ -541,6 +549,9 @@ def build(arch: str, head_dims: Sequence[int], dtypes: Sequence[str], *, kernels
             return final
         (root / "tmp").mkdir(parents=True, exist_ok=True)
         (root / "logs").mkdir(parents=True, exist_ok=True)
+        # Left by a builder of this entry that was killed: nobody else holds the lock.
+        for left in (root / "tmp").glob(f"{name}.*"):
+            shutil.rmtree(left, ignore_errors=True)
         work = Path(tempfile.mkdtemp(prefix=f"{name}.", dir=root / "tmp"))
         try:
             entry_dir = _build_into(tc, key, name, work, what, stream, root / "logs" / f"{name}.log")
@@ -551,9 +562,8 @@ def build(arch: str, head_dims: Sequence[int], dtypes: Sequence[str], *, kernels
             final.parent.mkdir(parents=True, exist_ok=True)
             os.replace(entry_dir, final)
         finally:
-            shutil.rmtree(work, ignore_errors=True)
-            for stale_dir in (root / "tmp").glob(f"{name}.stale.*"):
-                shutil.rmtree(stale_dir, ignore_errors=True)
+            for left in (root / "tmp").glob(f"{name}.*"):  # the build tree, a replaced entry
+                shutil.rmtree(left, ignore_errors=True)
     return final
 
 
@@ -735,9 +745,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         arch = args.arch or _gpu_arch()
         if not arch:
             parser.error("no GPU visible: pass --arch (e.g. --arch 90)")
-        dims = [int(d) for d in _csv(args.head_dims)]
+        try:
+            dims = [int(d) for d in _csv(args.head_dims)]
+        except ValueError:
+            parser.error(f"--head-dims {args.head_dims!r}: give numbers, e.g. 128,512")
         try:
             entry = build(arch, dims, _csv(args.dtypes), kernels=args.kernels)
+        except ValueError as exc:
+            parser.error(str(exc))
         except JitError as exc:
             print(f"ffpa_attn.jit: {exc}", file=sys.stderr)
             return 1

@@ -210,6 +210,15 @@ def test_manifest_detects_half_written_and_altered_entries(tmp_path):
     assert [m for _, m in jit.list_entries(tmp_path)] == [None]
 
 
+@pytest.mark.parametrize("arch,dims,dtypes,what", [
+    ("../../x", [64], ["fp16"], "arch"), ("75", [64], ["fp16"], "arch"), ("90", [96], ["fp16"], "head dims"),
+    ("90", [], ["fp16"], "head dims"), ("90", [64], ["fp32"], "dtypes"), ("90", [64], [], "dtypes")])
+def test_build_refuses_bad_requests_before_anything(arch, dims, dtypes, what, tmp_path):
+    with pytest.raises(ValueError, match=what):
+        jit.build(arch, dims, dtypes, toolchain=jit.Toolchain(), root=tmp_path / "cache")
+    assert not (tmp_path / "cache").exists()
+
+
 def test_cli_clean_refuses_unknown_names(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("FFPA_CACHE_DIR", str(tmp_path))
     entry = _fake_entry(tmp_path)
