@@ -356,3 +356,17 @@ def test_first_build_time(head_dim, goal, tmp_path):
                              capture_output=True, text=True).stdout)
     print(f"cached, once per process: toolchain lookup, entry check and load {t * 1000:.0f} ms")
     assert t < 0.5
+
+
+def test_info_reports_the_first_use_build_status(monkeypatch, tmp_path):
+    from ffpa_attn import info
+
+    monkeypatch.setenv("FFPA_CACHE_DIR", str(tmp_path))
+    text = info._text(info.report())
+    assert f"first-use builds (ffpa_attn.jit): off (FFPA_JIT=0), cache {tmp_path}, 0 cached" in text
+    monkeypatch.setenv("FFPA_JIT", "1")
+    monkeypatch.setattr(jit, "find_toolchain", lambda *a, **k: jit.Toolchain(
+        missing=(("nvcc (a CUDA 13 toolkit)", 'pip install "ffpa-attn[jit]"'),)))
+    rep = info.report()
+    assert rep["jit"]["enabled"] and not rep["jit"]["toolchain_complete"]
+    assert '  missing: nvcc (a CUDA 13 toolkit): pip install "ffpa-attn[jit]"' in info._text(rep)
