@@ -12,6 +12,7 @@ the compiler cache, and a cached call's overhead.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -370,3 +371,18 @@ def test_info_reports_the_first_use_build_status(monkeypatch, tmp_path):
     rep = info.report()
     assert rep["jit"]["enabled"] and not rep["jit"]["toolchain_complete"]
     assert '  missing: nvcc (a CUDA 13 toolkit): pip install "ffpa-attn[jit]"' in info._text(rep)
+
+
+def test_a_failed_build_names_its_log_and_leaves_nothing(tmp_path):
+    _sources_present()
+    # A toolchain whose CMake fails at once: the configure step's failure, not a hang.
+    tc = jit.Toolchain(sources=str(jit.source_dir()), nvcc="/x/nvcc", nvcc_version="13.0.88", cuda_root="/x",
+                       cmake=shutil.which("false") or "/bin/false", ninja="ninja", cxx="g++",
+                       pybind11_include="/x", cutlass_include="/x", cutlass_version="4.2.0")
+    with pytest.raises(jit.JitError, match=r"configuring the JIT build of the FFPA kernels for sm_90 \(GPU X\), "
+                                           r"head dim 64, fp16 failed \(log: .*\.log\)"):
+        jit.build("90", [64], ["fp16"], gpu="GPU X", toolchain=tc, root=tmp_path, stream=io.StringIO())
+    assert not (tmp_path / "entries").exists() or not any((tmp_path / "entries").iterdir())
+    assert not any((tmp_path / "tmp").iterdir())
+    (log,) = (tmp_path / "logs").iterdir()
+    assert "-DFFPA_CUDA_ARCHS=90" in log.read_text() and "-DFFPA_KERNEL_SET=plain" in log.read_text()
