@@ -72,6 +72,7 @@ __all__ = [
     "source_dir",
     "status",
     "wanted",
+    "widen_hint",
 ]
 
 JIT_ENV = "FFPA_JIT"
@@ -621,6 +622,19 @@ def load(entry: Path) -> ModuleType:
 def loaded_entry() -> dict[str, Any] | None:
     """The manifest of the JIT entry this process loaded, or None."""
     return dict(_LOADED["manifest"]) if _LOADED else None
+
+
+def widen_hint(head_dim: int, dtype: str) -> str | None:
+    """The fix for a call the loaded first-use build lacks (another head dim or dtype), or
+    None when no first-use build is loaded (the reason's own fix applies)."""
+    if not _LOADED or dtype not in ("fp16", "bf16") or head_dim % 64 or not 64 <= head_dim <= 1024:
+        return None
+    key = _LOADED["manifest"]["key"]
+    dims = ",".join(str(d) for d in sorted({*key["head_dims"], head_dim}))
+    dtypes = ",".join(sorted({*key["dtypes"], dtype}))
+    return (f"this process loaded a first-use build for head dims {key['head_dims']} and {'/'.join(key['dtypes'])} "
+            f"only (one per process): prebuild one entry covering every call with python -m ffpa_attn.jit build "
+            f"--arch {key['arch']} --head-dims {dims} --dtypes {dtypes}, then restart the process")
 
 
 def wanted(arch_runs: bool) -> bool:

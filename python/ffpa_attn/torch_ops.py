@@ -432,10 +432,12 @@ def _cuda_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[st
     names = {_TORCH_DTYPE_NAMES.get(t.dtype, str(t.dtype)) for t in (q, k, v)}
     supported = cuda.COMPILED_DTYPES or ("fp16", "bf16")
     if len(names) != 1 or not names <= set(supported):
-        return "dtype", f"dtype {'/'.join(sorted(names))}; this build takes {'/'.join(supported)}", None
+        return ("dtype", f"dtype {'/'.join(sorted(names))}; this build takes {'/'.join(supported)}",
+                jit.widen_hint(int(q.shape[-1]), next(iter(names)) if len(names) == 1 else ""))
     d = q.shape[-1]
     if d not in cuda.COMPILED_HEAD_DIMS:
-        return "head_dim", f"head dim {d}; this build has {list(cuda.COMPILED_HEAD_DIMS)}", None
+        return ("head_dim", f"head dim {d}; this build has {list(cuda.COMPILED_HEAD_DIMS)}",
+                jit.widen_hint(int(d), next(iter(names)) if len(names) == 1 else ""))
     return None
 
 

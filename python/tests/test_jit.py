@@ -386,3 +386,13 @@ def test_a_failed_build_names_its_log_and_leaves_nothing(tmp_path):
     assert not any((tmp_path / "tmp").iterdir())
     (log,) = (tmp_path / "logs").iterdir()
     assert "-DFFPA_CUDA_ARCHS=90" in log.read_text() and "-DFFPA_KERNEL_SET=plain" in log.read_text()
+
+
+def test_widen_hint_names_the_prebuild_that_covers_both(monkeypatch):
+    monkeypatch.setattr(jit, "_LOADED", {})
+    assert jit.widen_hint(512, "fp16") is None  # nothing loaded: the reason's own fix
+    monkeypatch.setattr(jit, "_LOADED", {"entry": "x", "manifest": {"key": {
+        "arch": "90", "head_dims": [128], "dtypes": ["fp16"]}}})
+    hint = jit.widen_hint(512, "bf16")
+    assert "python -m ffpa_attn.jit build --arch 90 --head-dims 128,512 --dtypes bf16,fp16" in hint
+    assert "restart" in hint and jit.widen_hint(96, "fp16") is None
