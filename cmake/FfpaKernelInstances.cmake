@@ -21,6 +21,11 @@
 #                  ffpa_compiled_set.cpp, the dispatch table the library uses for
 #                  lookups, error messages and build_info()
 #     ARCHS        the FFPA_CUDA_ARCHS tokens, recorded in the compiled set
+#     KERNEL_SET   "all" (default): every file above; "plain": the per-dtype forward and
+#                  backward files only (mma, tma, simt: what impl="auto" runs), no CuTe and
+#                  no low-precision file. The first-use build of ffpa_attn.jit takes
+#                  "plain" (a fraction of the compile time); the compiled set then says
+#                  the CuTe and low-precision kernels are absent (build_info, impls).
 #     CUTLASS_VERSION  the CUTLASS headers' version (cmake/FfpaCutlass.cmake), recorded too
 #   Files are only rewritten when their content changes, so reconfiguring (say, for a
 #   new package version) leaves every object up to date.
@@ -69,7 +74,7 @@ function(_ffpa_write_cuda_instance path content)
 endfunction()
 
 function(ffpa_generate_kernel_instances)
-  cmake_parse_arguments(PARSE_ARGV 0 ARG "" "OUT_DIR;OUT_SOURCES;CUTLASS_VERSION" "HEAD_DIMS;DTYPES;ARCHS")
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "" "OUT_DIR;OUT_SOURCES;CUTLASS_VERSION;KERNEL_SET" "HEAD_DIMS;DTYPES;ARCHS")
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "ffpa_generate_kernel_instances: unknown arguments: ${ARG_UNPARSED_ARGUMENTS}")
   endif()
@@ -78,6 +83,18 @@ function(ffpa_generate_kernel_instances)
       message(FATAL_ERROR "ffpa_generate_kernel_instances: ${required} is required")
     endif()
   endforeach()
+  if(NOT ARG_KERNEL_SET)
+    set(ARG_KERNEL_SET all)
+  endif()
+  if(NOT ARG_KERNEL_SET MATCHES "^(all|plain)$")
+    message(FATAL_ERROR "ffpa: FFPA_KERNEL_SET='${ARG_KERNEL_SET}' is not a kernel set; use all (every kernel) "
+                        "or plain (mma, tma and simt forward plus backward: no CuTe, no low precision)")
+  endif()
+  if(ARG_KERNEL_SET STREQUAL "all")
+    set(with_cute true)
+  else()
+    set(with_cute false)
+  endif()
   if(NOT ARG_HEAD_DIMS)
     message(FATAL_ERROR "ffpa: FFPA_HEAD_DIMS is empty; give at least one head dim, e.g. -DFFPA_HEAD_DIMS=128")
   endif()
@@ -147,7 +164,7 @@ function(ffpa_generate_kernel_instances)
         string(APPEND cute_lines
           "template ffpa::Status ffpa::run_fwd_cute<${d}, ffpa::DType::${enum}, ffpa::Load::${load}>(const ffpa::FwdParams&);\n")
       endforeach()
-      string(APPEND entries "    {${d}, DType::${enum}, &run_fwd<${d}, DType::${enum}>, true},\n")
+      string(APPEND entries "    {${d}, DType::${enum}, &run_fwd<${d}, DType::${enum}>, ${with_cute}},\n")
       # The backward kernels of this instance: their own file, so that a forward edit does
       # not recompile them and the two compile in parallel.
       set(path "${ARG_OUT_DIR}/ffpa_bwd_d${d}_${t}.cu")
@@ -159,6 +176,9 @@ function(ffpa_generate_kernel_instances)
       list(APPEND sources "${path}")
       string(APPEND bwd_entries "    {${d}, DType::${enum}, &run_bwd<${d}, DType::${enum}>},\n")
     endforeach()
+    if(NOT ARG_KERNEL_SET STREQUAL "all")
+      continue()
+    endif()
     set(path "${ARG_OUT_DIR}/ffpa_fwd_d${d}_cute.cu")
     string(CONCAT content
       "${header}// Head dim ${d}: the CuTe kernels of every compiled dtype, fed by cp.async (impl cute;\n"
@@ -194,8 +214,14 @@ function(ffpa_generate_kernel_instances)
     # A zero-length array is ill-formed C++; the count says there are none.
     set(archs "nullptr")
   endif()
-  # The low-precision kernels' table: one entry per head dim.
-  list(LENGTH head_dims n_lowp)
+  # The low-precision kernels' table: one entry per head dim (none in the plain set: a
+  # zero-length array is ill-formed C++, so one null entry and a count of zero).
+  if(ARG_KERNEL_SET STREQUAL "all")
+    list(LENGTH head_dims n_lowp)
+  else()
+    set(n_lowp 0)
+    set(lowp_entries "    {0, nullptr},\n")
+  endif()
   string(CONCAT lowp_table
     "const LowpEntry kCompiledLowp[] = {\n${lowp_entries}};\n"
     "const int kNumCompiledLowp = ${n_lowp};\n\n")

@@ -79,6 +79,13 @@ function(_ffpa_install_package)
     install(FILES "${_src}" DESTINATION "${_dir}" COMPONENT ${arg_COMPONENT})
   endforeach()
   install(FILES "${arg_BUILD_INFO}" DESTINATION ffpa_attn COMPONENT ${arg_COMPONENT})
+  # The sources of first-use builds (ffpa_attn.jit), in every wheel: text only.
+  include(FfpaJitSources)
+  ffpa_jit_source_files(OUT_VAR _jit_files)
+  foreach(_file IN LISTS _jit_files)
+    get_filename_component(_dir "ffpa_attn/_src/${_file}" DIRECTORY)
+    install(FILES "${CMAKE_SOURCE_DIR}/${_file}" DESTINATION "${_dir}" COMPONENT ${arg_COMPONENT})
+  endforeach()
 endfunction()
 
 # ffpa_stage_build_info()

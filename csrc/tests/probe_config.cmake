@@ -17,6 +17,20 @@ elseif(CASE STREQUAL "arch_77")
   ffpa_validate_cuda_archs(89 77 OUT_VAR archs COMPILER "${NVCC}")
 elseif(CASE STREQUAL "arch_75")
   ffpa_validate_cuda_archs(75 OUT_VAR archs COMPILER "${NVCC}")
+elseif(CASE STREQUAL "kernel_set_x")
+  ffpa_generate_kernel_instances(KERNEL_SET cute HEAD_DIMS 128 DTYPES fp16 OUT_DIR "${out}" OUT_SOURCES srcs)
+elseif(CASE STREQUAL "kernel_set_plain")
+  # ffpa_attn.jit's set: per (head dim, dtype) the forward and backward files, the
+  # compiled set saying "no CuTe" and holding no low-precision entry; no CuTe or lowp file.
+  ffpa_generate_kernel_instances(KERNEL_SET plain HEAD_DIMS 128 64 DTYPES fp16 bf16 ARCHS 90 OUT_DIR "${out}"
+                                 OUT_SOURCES srcs)
+  file(READ "${out}/ffpa_compiled_set.cpp" set_cpp)
+  if(srcs MATCHES "_cute\\.cu|_lowp\\.cu" OR NOT set_cpp MATCHES "kNumCompiledLowp = 0;"
+     OR NOT set_cpp MATCHES "&run_fwd<64, DType::kBf16>, false}" OR set_cpp MATCHES ", true}")
+    message(FATAL_ERROR "the plain set generated CuTe / low-precision parts: ${srcs}\n${set_cpp}")
+  endif()
+  list(LENGTH srcs n)
+  message("PROBE OK: plain, ${n} sources")
 elseif(CASE STREQUAL "good")
   ffpa_generate_kernel_instances(HEAD_DIMS 128 64 DTYPES fp16 bf16 ARCHS 89 120f OUT_DIR "${out}" OUT_SOURCES srcs)
   ffpa_validate_cuda_archs(89 120f 90a OUT_VAR archs COMPILER "${NVCC}")

@@ -271,6 +271,17 @@ PY
     [[ " $ok " == *" $rc "* ]] || failed=1
     grep -h '^\[torch-gpu\] ' "$logs/torch-gpu.log" 2>/dev/null | sed 's/^/  /'
   fi
+  # ---- the first-use build (ctest/gpu/jit_check.py): the staged package without its
+  # binding (what the pure wheel installs) builds the kernels for this GPU on its first
+  # call, runs them against SDPA, and a second process reuses the cached entry.
+  if [ "$binding" = yes ]; then
+    ok="0"; [ "$mode" = no-gpu ] && ok="0 77"
+    phase jit 180 "$ok" -- "$python" "$repo/ctest/gpu/jit_check.py" --package "$build/python/ffpa_attn" \
+      --cutlass "$(sed -n 's/^cutlass=//p' "$state/gpu-check.txt" 2>/dev/null)"
+    rc=$?
+    [[ " $ok " == *" $rc "* ]] || failed=1
+    grep -h '^\[jit\] ' "$logs/jit.log" 2>/dev/null | sed 's/^/  /'
+  fi
   # ---- end of the torch rows ----
   dry=(); [ "$mode" = no-gpu ] && dry=(--dry-run)
   # 90 s: the backward rows (about 10-15 s on the H200) joined the forward's 20 s.

@@ -63,62 +63,81 @@ def _load_extension() -> tuple[ModuleType | None, str | None]:
     return module, None
 
 
-_C, EXTENSION_IMPORT_ERROR = _load_extension()
-
-
 def _read_info(module: ModuleType | None) -> dict[str, Any]:
     if module is None:
         return {}
     return dict(module.build_info())
 
 
-_INFO: dict[str, Any] = _read_info(_C)
+# The flags below are module attributes that the rest of the package reads as cuda.X at
+# call time; _set_extension assigns them all, at import and when ffpa_attn.jit loads a
+# first-use build (_adopt_extension), so no reader keeps a stale copy.
+_C: ModuleType | None = None
+EXTENSION_IMPORT_ERROR: str | None = None
 
-CUDA_FWD_AVAILABLE: bool = bool(_INFO.get("fwd", False))
-# Every flag says what the extension compiled; none is inferred from the GPU present.
-# CUDA_TMA_AVAILABLE: the TMA-fed split-D kernel (impl="tma") was compiled for at least
-# one arch >= 90 (TMA_ARCHS): the release's 120f (sm_120 family), or 90/90a in builds
-# naming them. Whether the current GPU can run that code is another question, answered
-# at launch (UnsupportedImplError naming the compiled archs) and by auto_impl().
-CUDA_TMA_AVAILABLE: bool = bool(_INFO.get("tma", False))
-TMA_ARCHS: tuple[str, ...] = tuple(str(a) for a in _INFO.get("tma_archs", ()))
-# F16_ACC_AVAILABLE: accum="fp16" (fp16 accumulation in the mma/tma kernels) exists,
-# i.e. the fp16 instances were compiled.
-F16_ACC_AVAILABLE: bool = bool(_INFO.get("f16_acc", False))
-# CUDA_CUTE_AVAILABLE: the CuTe kernels (impl="cute", built on CUTLASS's CuTe headers,
-# CUTLASS_VERSION) were compiled (impl="cute" runs below the sm_120 family; there the
-# CuTe kernel is TMA-fed only, and the launch refuses "cute" naming "cute_tma"). CUDA_CUTE_TMA_AVAILABLE: upstream's flag, True exactly
-# when both the TMA-fed and the CuTe kernels are compiled in (impl="cute_tma", archs
-# >= 90: TMA_ARCHS).
-CUDA_CUTE_AVAILABLE: bool = bool(_INFO.get("cute", False))
-CUDA_CUTE_TMA_AVAILABLE: bool = bool(_INFO.get("cute_tma", False))
-CUTLASS_VERSION: str | None = _INFO.get("cutlass") or None
-# The low-precision paths (fp16/bf16 in, the same dtype out, fp32 accumulation; never picked
-# by impl="auto"; docs/install.md, "Low-precision paths"). CUDA_FP8_AVAILABLE: an FP8 (e4m3)
-# kernel has code for at least one arch of FP8_ARCHS (the build's archs >= 89): impl="fp8",
-# "cute_fp8" (cp.async-fed, archs below the sm_120 family) and "cute_tma_fp8" (TMA-fed,
-# archs >= 90), whichever COMPILED_IMPLS lists. CUDA_FP4_AVAILABLE: the NVFP4 kernel
-# (impl="fp4" / "cute_tma_fp4") has code for FP4_ARCHS, the build's family-specific sm_120
-# targets (120f; plain 120 cannot hold the block-scaled mma). The *_ARCHS tuples are the
-# extension's fp8_archs / fp4_archs: the archs such code is for, listed even in a build
-# whose low-precision kernels were not compiled (the flag is False then). Which GPU runs
-# which kernel is decided at launch (UnsupportedImplError naming the GPUs that have it).
-CUDA_FP8_AVAILABLE: bool = bool(_INFO.get("fp8", False))
-CUDA_FP4_AVAILABLE: bool = bool(_INFO.get("fp4", False))
-FP8_ARCHS: tuple[str, ...] = tuple(str(a) for a in _INFO.get("fp8_archs", ()))
-FP4_ARCHS: tuple[str, ...] = tuple(str(a) for a in _INFO.get("fp4_archs", ()))
-# CUDA_BWD_AVAILABLE: the backward kernels (csrc/kernels/ffpa/bwd_kernel_mma.cuh: dQ, dK,
-# dV, cp.async-fed mma.sync, every compiled arch) were compiled; BWD_INSTANCES lists their
-# (head dim, dtype) instances. backward="auto" takes them where an instance exists.
-CUDA_BWD_AVAILABLE: bool = bool(_INFO.get("bwd", False))
-BWD_INSTANCES: tuple[tuple[int, str], ...] = tuple(
-    (int(str(e).split(":")[0]), str(e).split(":")[1]) for e in _INFO.get("bwd_instances", ()))
-COMPILED_HEAD_DIMS: tuple[int, ...] = tuple(sorted(int(d) for d in _INFO.get("head_dims", ())))
-COMPILED_DTYPES: tuple[str, ...] = tuple(str(d) for d in _INFO.get("dtypes", ()))
-COMPILED_ARCHS: tuple[str, ...] = tuple(str(a) for a in _INFO.get("archs", ()))
-COMPILED_IMPLS: tuple[str, ...] = tuple(str(i) for i in _INFO.get("impls", ()))
-CUDA_RUNTIME: str | None = _INFO.get("cuda_runtime") or None
-EXTENSION_PATH: str | None = getattr(_C, "__file__", None)
+
+def _set_extension(module: ModuleType | None, import_error: str | None) -> None:
+    global _C, EXTENSION_IMPORT_ERROR, _INFO
+    global CUDA_FWD_AVAILABLE, CUDA_TMA_AVAILABLE, TMA_ARCHS, F16_ACC_AVAILABLE, CUDA_CUTE_AVAILABLE
+    global CUDA_CUTE_TMA_AVAILABLE, CUTLASS_VERSION, CUDA_FP8_AVAILABLE, CUDA_FP4_AVAILABLE, FP8_ARCHS
+    global FP4_ARCHS, CUDA_BWD_AVAILABLE, BWD_INSTANCES, COMPILED_HEAD_DIMS, COMPILED_DTYPES, COMPILED_ARCHS
+    global COMPILED_IMPLS, CUDA_RUNTIME, EXTENSION_PATH
+    _C, EXTENSION_IMPORT_ERROR = module, import_error
+    _INFO = _read_info(_C)
+
+    CUDA_FWD_AVAILABLE = bool(_INFO.get("fwd", False))
+    # Every flag says what the extension compiled; none is inferred from the GPU present.
+    # CUDA_TMA_AVAILABLE: the TMA-fed split-D kernel (impl="tma") was compiled for at least
+    # one arch >= 90 (TMA_ARCHS): the release's 120f (sm_120 family), or 90/90a in builds
+    # naming them. Whether the current GPU can run that code is another question, answered
+    # at launch (UnsupportedImplError naming the compiled archs) and by auto_impl().
+    CUDA_TMA_AVAILABLE = bool(_INFO.get("tma", False))
+    TMA_ARCHS = tuple(str(a) for a in _INFO.get("tma_archs", ()))
+    # F16_ACC_AVAILABLE: accum="fp16" (fp16 accumulation in the mma/tma kernels) exists,
+    # i.e. the fp16 instances were compiled.
+    F16_ACC_AVAILABLE = bool(_INFO.get("f16_acc", False))
+    # CUDA_CUTE_AVAILABLE: the CuTe kernels (impl="cute", built on CUTLASS's CuTe headers,
+    # CUTLASS_VERSION) were compiled (impl="cute" runs below the sm_120 family; there the
+    # CuTe kernel is TMA-fed only, and the launch refuses "cute" naming "cute_tma"). CUDA_CUTE_TMA_AVAILABLE: upstream's flag, True exactly
+    # when both the TMA-fed and the CuTe kernels are compiled in (impl="cute_tma", archs
+    # >= 90: TMA_ARCHS).
+    CUDA_CUTE_AVAILABLE = bool(_INFO.get("cute", False))
+    CUDA_CUTE_TMA_AVAILABLE = bool(_INFO.get("cute_tma", False))
+    CUTLASS_VERSION = _INFO.get("cutlass") or None
+    # The low-precision paths (fp16/bf16 in, the same dtype out, fp32 accumulation; never picked
+    # by impl="auto"; docs/install.md, "Low-precision paths"). CUDA_FP8_AVAILABLE: an FP8 (e4m3)
+    # kernel has code for at least one arch of FP8_ARCHS (the build's archs >= 89): impl="fp8",
+    # "cute_fp8" (cp.async-fed, archs below the sm_120 family) and "cute_tma_fp8" (TMA-fed,
+    # archs >= 90), whichever COMPILED_IMPLS lists. CUDA_FP4_AVAILABLE: the NVFP4 kernel
+    # (impl="fp4" / "cute_tma_fp4") has code for FP4_ARCHS, the build's family-specific sm_120
+    # targets (120f; plain 120 cannot hold the block-scaled mma). The *_ARCHS tuples are the
+    # extension's fp8_archs / fp4_archs: the archs such code is for, listed even in a build
+    # whose low-precision kernels were not compiled (the flag is False then). Which GPU runs
+    # which kernel is decided at launch (UnsupportedImplError naming the GPUs that have it).
+    CUDA_FP8_AVAILABLE = bool(_INFO.get("fp8", False))
+    CUDA_FP4_AVAILABLE = bool(_INFO.get("fp4", False))
+    FP8_ARCHS = tuple(str(a) for a in _INFO.get("fp8_archs", ()))
+    FP4_ARCHS = tuple(str(a) for a in _INFO.get("fp4_archs", ()))
+    # CUDA_BWD_AVAILABLE: the backward kernels (csrc/kernels/ffpa/bwd_kernel_mma.cuh: dQ, dK,
+    # dV, cp.async-fed mma.sync, every compiled arch) were compiled; BWD_INSTANCES lists their
+    # (head dim, dtype) instances. backward="auto" takes them where an instance exists.
+    CUDA_BWD_AVAILABLE = bool(_INFO.get("bwd", False))
+    BWD_INSTANCES = tuple(
+        (int(str(e).split(":")[0]), str(e).split(":")[1]) for e in _INFO.get("bwd_instances", ()))
+    COMPILED_HEAD_DIMS = tuple(sorted(int(d) for d in _INFO.get("head_dims", ())))
+    COMPILED_DTYPES = tuple(str(d) for d in _INFO.get("dtypes", ()))
+    COMPILED_ARCHS = tuple(str(a) for a in _INFO.get("archs", ()))
+    COMPILED_IMPLS = tuple(str(i) for i in _INFO.get("impls", ()))
+    CUDA_RUNTIME = _INFO.get("cuda_runtime") or None
+    EXTENSION_PATH = getattr(_C, "__file__", None)
+
+
+_set_extension(*_load_extension())
+
+
+def _adopt_extension(module: ModuleType) -> None:
+    """Make a JIT-built ``_C`` (ffpa_attn.jit) the extension every flag and launch reads."""
+    _set_extension(module, None)
 
 
 def extension() -> ModuleType | None:

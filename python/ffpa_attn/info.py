@@ -24,7 +24,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import cuda, launch
+from . import cuda, jit, launch
 from .interface import IMPLS
 from .validation import ARCH_RULES, IMPL_FACTS, LOWP_IMPLS, arch_has
 
@@ -204,6 +204,16 @@ def _fallback(capability: tuple[int, int] | None) -> dict[str, Any]:
         return {"kernel": kernel, "reason": None,
                 "says": f"fp16/bf16 CUDA tensors run the {kernel} kernel (impl='auto'); the other fallback "
                         "reasons (masks, dropout, head dims the build lacks) still apply per call"}
+    if capability is not None and jit.wanted(False) and int(_gpu_arch(capability)) >= jit.MIN_SM:
+        tc = jit.find_toolchain()
+        if tc.complete:
+            return {"kernel": "jit", "reason": None,
+                    "says": f"the first fp16/bf16 CUDA call builds the kernels for sm_{_gpu_arch(capability)} and its "
+                            f"head dim (ffpa_attn.jit, cached in {jit.cache_root()}; docs/install.md, \"First-use "
+                            "builds\"), then runs them"}
+        detail, fix = jit.missing_message(tc, f"sm_{_gpu_arch(capability)}")
+        return {"kernel": "sdpa", "reason": "jit",
+                "says": f"every CUDA call runs torch SDPA (fallback reason 'jit': {detail}; {fix})"}
     if cuda.extension() is None:
         reason = "pure_wheel" if cuda.EXTENSION_IMPORT_ERROR is None else "extension"
     else:
@@ -272,6 +282,7 @@ def report() -> dict[str, Any]:
                               "the CUDA kernels except where the causal mask hides them (docs/install.md)"},
         "tolerances": _tolerances(),
         "lowp_impls": dict(LOWP_IMPLS),
+        "jit": jit.status(),
     }
 
 
@@ -300,6 +311,14 @@ def _text(rep: dict[str, Any]) -> str:
         lines.append(f"  ffpa_attn_func: {gpu['ffpa_attn_func']['says']}")
     for text in rep["host"].values():
         lines.append(text)
+    j = rep["jit"]
+    lines.append(f"first-use builds (ffpa_attn.jit): {'on' if j['enabled'] else 'off (FFPA_JIT=0)'}, cache {j['cache_dir']}"
+                 + (f", loaded {j['loaded']}" if j["loaded"] else "") + f", {len(j['entries'])} cached")
+    if j["toolchain_complete"]:
+        lines.append(f"  toolchain: nvcc {j['nvcc_version']} ({j['nvcc']}), cmake {j['cmake']}, ninja {j['ninja']}, "
+                     f"{j['cxx']}, CUTLASS {j['cutlass_version']}")
+    for m in j["missing"]:
+        lines.append(f"  missing: {m['what']}: {m['install']}")
     if rep["tolerances"]:
         lines.append("tolerances: " + "; ".join(
             f"{path} rtol={row['rtol']:g} atol={row['atol']:g}" for path, row in rep["tolerances"].items()))

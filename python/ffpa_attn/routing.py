@@ -62,12 +62,16 @@ FALLBACK_REASONS: dict[str, tuple[type[FFPAError], str]] = {
               "k and v, and Hq a multiple of Hkv"),
     "layout": (UnsupportedLayoutError, "the head dim (last) must have unit stride: call .contiguous()"),
     "pure_wheel": (ExtensionNotAvailableError, ""),  # the fix is cuda_wheel_hint(), filled in by the caller
+    # The installed wheel has no code for this GPU and the first-use build (ffpa_attn.jit)
+    # cannot run or failed; the detail names what is missing, the fix how to install it.
+    "jit": (ExtensionNotAvailableError, "pip install \"ffpa-attn[jit]\" (docs/install.md, \"First-use builds\")"),
     "extension": (ExtensionNotAvailableError,
                   "reinstall the CUDA wheel that matches this Python and check the NVIDIA driver"),
     "device": (DeviceError, "the extension sees no CUDA device: check nvidia-smi, the driver and "
                             "CUDA_VISIBLE_DEVICES"),
-    "arch": (DeviceError, "install a CUDA wheel built for this GPU, or rebuild with -DFFPA_CUDA_ARCHS set "
-                          "to its arch"),
+    "arch": (DeviceError, "the kernels need an NVIDIA GPU from sm_80; on those the first call builds them for "
+                          "the GPU (pip install \"ffpa-attn[jit]\"; docs/install.md, \"First-use builds\") "
+                          "unless FFPA_JIT=0"),
     "dtype": (UnsupportedDTypeError, "cast the inputs to a compiled dtype (.half(), .to(torch.bfloat16)) or "
                                      "run under torch.autocast"),
     "head_dim": (UnsupportedHeadDimError, "rebuild with -DFFPA_HEAD_DIMS including it (multiples of 64 up to "

@@ -56,7 +56,7 @@ from typing import Any
 
 import torch
 
-from . import cuda, launch, routing
+from . import cuda, jit, launch, routing
 from .deprecations import deprecation_message
 from .errors import DeviceError, ShapeError, UnsupportedDTypeError, UnsupportedImplError
 from .torch_math import (
@@ -115,6 +115,40 @@ def _extension_device_count() -> int:
 
 def _capability(index: int) -> tuple[int, int]:
     return _capability_traced(index) if torch.compiler.is_compiling() else _capability_eager(index)
+
+
+def _jit_problem_eager(index: int, capability: tuple[int, int], head_dim: int, dtype: str
+                       ) -> tuple[str, str, str | None] | None:
+    # A first-use build (ffpa_attn.jit) when the installed extension has no code for this
+    # GPU; never inside CUDA graph capture (jit.ensure raises the error that says so).
+    try:
+        capturing = bool(torch.cuda.is_current_stream_capturing())
+        gpu: str | None = torch.cuda.get_device_name(index)
+    except (RuntimeError, AssertionError):
+        capturing, gpu = False, None
+    problem = jit.ensure(capability, head_dim, dtype, arch_runs=_arch_runs(capability), gpu=gpu, capturing=capturing)
+    if jit.loaded_entry() is not None:
+        _extension_device_count_eager.cache_clear()
+    return problem
+
+
+# Under torch.compile the build runs once, when the call is traced, never in the graph.
+_jit_problem_traced = torch.compiler.assume_constant_result(_jit_problem_eager)
+
+
+def _arch_runs(capability: tuple[int, int]) -> bool:
+    return cuda.extension() is not None and launch.arch_runs(capability)
+
+
+def _jit_problem(q: torch.Tensor, capability: tuple[int, int]) -> tuple[str, str, str | None] | None:
+    if not jit.wanted(_arch_runs(capability)):
+        return None  # the common case, and the cheap test: the installed kernels serve this GPU
+    dtype = _TORCH_DTYPE_NAMES.get(q.dtype)
+    d = int(q.shape[-1])
+    if dtype not in ("fp16", "bf16") or d % 64 != 0 or not 64 <= d <= 1024:
+        return None  # nothing a build could serve: the reasons below say what is wrong
+    fn = _jit_problem_traced if torch.compiler.is_compiling() else _jit_problem_eager
+    return fn(q.device.index or 0, capability, d, dtype)
 
 
 # --- the custom op -------------------------------------------------------------------------
@@ -383,6 +417,9 @@ def _cuda_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[st
     """The first reason the kernels cannot take these CUDA tensors: (reason, detail, fix)."""
     if any(t.stride(-1) != 1 and t.shape[-1] > 1 for t in (q, k, v)):
         return "layout", f"strides q {q.stride()}, k {k.stride()}, v {v.stride()}", None
+    problem = _jit_problem(q, _capability(q.device.index or 0))
+    if problem is not None:
+        return problem
     problem = launch.extension_problem()
     if problem is not None:
         return problem
@@ -395,10 +432,12 @@ def _cuda_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[st
     names = {_TORCH_DTYPE_NAMES.get(t.dtype, str(t.dtype)) for t in (q, k, v)}
     supported = cuda.COMPILED_DTYPES or ("fp16", "bf16")
     if len(names) != 1 or not names <= set(supported):
-        return "dtype", f"dtype {'/'.join(sorted(names))}; this build takes {'/'.join(supported)}", None
+        return ("dtype", f"dtype {'/'.join(sorted(names))}; this build takes {'/'.join(supported)}",
+                jit.widen_hint(int(q.shape[-1]), next(iter(names)) if len(names) == 1 else ""))
     d = q.shape[-1]
     if d not in cuda.COMPILED_HEAD_DIMS:
-        return "head_dim", f"head dim {d}; this build has {list(cuda.COMPILED_HEAD_DIMS)}", None
+        return ("head_dim", f"head dim {d}; this build has {list(cuda.COMPILED_HEAD_DIMS)}",
+                jit.widen_hint(int(d), next(iter(names)) if len(names) == 1 else ""))
     return None
 
 

@@ -30,6 +30,8 @@ except ImportError:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs the CUDA extension and an NVIDIA GPU")
     config.addinivalue_line("markers", "torch: needs torch (CTest python.torch runs these in .venv-torch)")
+    config.addinivalue_line("markers", "jit: builds kernels with ffpa_attn.jit (CTest python.jit)")
+    config.addinivalue_line("markers", "jit_timing: times first-use builds (CTest python.jit.timing, slow)")
     if os.environ.get("FFPA_PYTEST_REQUIRE_TORCH") == "1":
         # python.torch: a torch that cannot be imported must fail the run, never skip it.
         try:
@@ -60,6 +62,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     # A GPU suite on a machine without a GPU skipped everything: CTest's skip, the one
     # rule of ctest/pytest_skip_rc.py.
     all_skipped_exit(session, exitstatus)
+
+
+@pytest.fixture(autouse=True)
+def _no_first_use_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test starts a first-use kernel build (ffpa_attn.jit) unless it sets FFPA_JIT=1
+    itself: the stand-in CUDA tensors would otherwise make the pure-wheel cases build."""
+    monkeypatch.setenv("FFPA_JIT", "0")
 
 
 class FakeExtension(types.ModuleType):

@@ -31,6 +31,7 @@ from ffpa_attn import (  # noqa: E402
     UnsupportedFeatureError,
     UnsupportedImplError,
     ffpa_attn_func,
+    jit,
     last_kernel,
     routing,
     torch_ops,
@@ -219,6 +220,7 @@ def _cpu_case(reason):
 CUDA_REASONS = {
     # reason: (extension setup, capability, tensor kwargs)
     "pure_wheel": ("absent", (8, 9), {"dtype": torch.float16, "d": 64}),
+    "jit": ("jit-missing", (9, 0), {"dtype": torch.float16, "d": 64}),
     "extension": ("broken", (8, 9), {"dtype": torch.float16, "d": 64}),
     "device": ("no-device", (8, 9), {"dtype": torch.float16, "d": 64}),
     "arch": ("release", (9, 0), {"dtype": torch.float16, "d": 64}),
@@ -236,6 +238,13 @@ def cuda_case(install_extension, as_cuda, monkeypatch):
             install_extension.absent()
         elif setup == "broken":
             install_extension(broken="undefined symbol: ffpa_forward")
+        elif setup == "jit-missing":
+            # The pure wheel on a GPU it could build for, on a machine without nvcc.
+            install_extension.absent()
+            monkeypatch.setenv("FFPA_JIT", "1")
+            monkeypatch.setattr(jit, "_FAILED", {})
+            monkeypatch.setattr(jit, "find_toolchain", lambda *a, **k: jit.Toolchain(
+                missing=(("nvcc (a CUDA 13 toolkit)", 'pip install "ffpa-attn[jit]"'),)))
         else:
             install_extension(devices=0 if setup == "no-device" else 1)
         monkeypatch.setattr(torch_ops, "_capability", lambda index: capability)
@@ -283,6 +292,9 @@ def test_fallback_runs_sdpa_and_warns_once(case):
         assert re.search(r"pip install ffpa-attn==\S+\+\S*cu\d+ --index-url", message) and "/whl/" in message
     elif reason == "extension":
         assert "undefined symbol: ffpa_forward" in message and "reinstall" in message
+    elif reason == "jit":
+        assert "sm_90" in message and "nvcc (a CUDA 13 toolkit)" in message
+        assert 'pip install "ffpa-attn[jit]"' in message and "FFPA_JIT=0" in message
     else:
         assert fix in message
 
@@ -507,3 +519,34 @@ def test_compile_traces_the_cuda_routing(dtype, reason, install_extension, monke
     torch.testing.assert_close(out, SDPA(q, k, v, is_causal=True), rtol=2e-3, atol=2e-3)
     assert _fallback_reasons(caught) == ([reason] if reason else [])
     assert last_kernel(with_reason=True) == (("sdpa", reason) if reason else ("torch_math", None))
+
+
+def test_compile_runs_the_first_use_build_step_at_trace_time(install_extension, monkeypatch):
+    """The pure wheel on a GPU it could build for, under torch.compile(fullgraph=True): the
+    first-use build step (here: no toolchain) runs when the call is traced, with no graph
+    break, and its one 'jit' warning comes from the trace; replays ask nothing."""
+    install_extension.absent()
+    lookups = []
+
+    def lookup(for_build=True):
+        lookups.append(for_build)
+        return jit.Toolchain(missing=(("nvcc (a CUDA 13 toolkit)", 'pip install "ffpa-attn[jit]"'),))
+
+    monkeypatch.setenv("FFPA_JIT", "1")
+    monkeypatch.setattr(jit, "_FAILED", {})
+    monkeypatch.setattr(jit, "find_toolchain", lookup)
+    monkeypatch.setattr(torch_ops, "_device_type", lambda t: "cuda")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None: (9, 0))
+    torch._dynamo.reset()
+    q, k, v = qkv(dtype=torch.float16, d=64)
+    compiled = torch.compile(lambda q, k, v: ffpa_attn_func(q, k, v, is_causal=True), fullgraph=True,
+                             backend="aot_eager")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = compiled(q, k, v)
+        traced = len(lookups)
+        compiled(q, k, v)
+    torch.testing.assert_close(out, SDPA(q, k, v, is_causal=True), rtol=2e-3, atol=2e-3)
+    assert _fallback_reasons(caught) == ["jit"]
+    assert traced >= 1 and len(lookups) == traced  # asked while tracing, never by the replay
+    assert last_kernel(with_reason=True) == ("sdpa", "jit")

@@ -3,6 +3,11 @@
 // explicitly instantiates run_fwd<head dim, dtype> once.
 #pragma once
 
+// FFPA_WITH_CUTE=0: the plain kernel set (csrc/CMakeLists.txt, FFPA_KERNEL_SET), whose
+// library has no CuTe instance to call.
+#ifndef FFPA_WITH_CUTE
+#define FFPA_WITH_CUTE 1
+#endif
 #include <cuda_runtime.h>
 
 #include <string>
@@ -66,10 +71,15 @@ Status run_fwd(const FwdParams& params, Impl impl) {
   return FFPA_IMPL_SWITCH(impl, kImpl, [&] {
     if constexpr (kImpl == Impl::kSimt) {
       return run_fwd_simt<kHeadDim, T>(params);
-    } else if constexpr (kImpl == Impl::kCute) {
-      return run_fwd_cute<kHeadDim, kDType, Load::kCpAsync>(params);  // its own instance file
-    } else if constexpr (kImpl == Impl::kCuteTma) {
-      return run_fwd_cute<kHeadDim, kDType, Load::kTma>(params);
+    } else if constexpr (kImpl == Impl::kCute || kImpl == Impl::kCuteTma) {
+#if FFPA_WITH_CUTE
+      return run_fwd_cute<kHeadDim, kDType, kImpl == Impl::kCute ? Load::kCpAsync : Load::kTma>(
+          params);  // its own instance file
+#else
+      // The plain kernel set (FFPA_KERNEL_SET=plain) has no CuTe instance files; api.cu
+      // refuses impl cute / cute_tma first (has_cute()), so this is never reached.
+      return Status{ErrorKind::kImpl, "the CuTe kernels are not compiled in this build (FFPA_KERNEL_SET=plain)"};
+#endif
     } else {
       return FFPA_ACCUM_SWITCH(params.accum, kF16Acc, [&] {
         if constexpr (kF16Acc && kDType != DType::kFp16) {

@@ -1,0 +1,398 @@
+"""First-use builds (ffpa_attn.jit), without a GPU.
+
+Unmarked tests (python.unit) check the toolchain lookup, the warning and strict error of an
+incomplete toolchain, the cache's manifest checks and the capture refusal, with no build.
+``jit``-marked tests (CTest python.jit, the tools venv: pybind11 and CUTLASS's headers)
+build the kernels-only tree for real, each for one head dim and dtype: sm_80 by two racing
+processes (one build, both load), sm_90, a corrupted entry rebuilt; the libraries are held
+to their arch with csrc/tests/check_elf_archs.cmake (cuobjdump) and the bindings imported.
+``jit_timing`` (python.jit.timing, slow) times first builds of D = 128 and D = 512 without
+the compiler cache, and a cached call's overhead.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import ffpa_attn
+from ffpa_attn import jit
+
+REPO = Path(__file__).resolve().parents[2]
+CHECK_ELF = REPO / "csrc" / "tests" / "check_elf_archs.cmake"
+
+
+# --- no build ----------------------------------------------------------------------------------
+
+
+def test_cache_root_precedence(monkeypatch, tmp_path):
+    monkeypatch.setenv("FFPA_CACHE_DIR", str(tmp_path / "explicit"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert jit.cache_root() == tmp_path / "explicit"
+    monkeypatch.delenv("FFPA_CACHE_DIR")
+    assert jit.cache_root() == tmp_path / "xdg" / "ffpa_attn"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert jit.cache_root() == tmp_path / "home" / ".cache" / "ffpa_attn"
+
+
+def test_ffpa_jit_0_disables(monkeypatch):
+    monkeypatch.setenv("FFPA_JIT", "0")
+    assert not jit.enabled() and not jit.wanted(arch_runs=False)
+    # Nothing is looked up: a toolchain lookup here would fail the test.
+    monkeypatch.setattr(jit, "find_toolchain", lambda *a, **k: pytest.fail("FFPA_JIT=0 looked for a toolchain"))
+    assert jit.ensure((9, 0), 128, "fp16", arch_runs=False) is None
+    monkeypatch.setenv("FFPA_JIT", "1")
+    assert jit.enabled()
+
+
+def _sources_present():
+    if jit.source_dir() is None:
+        pytest.fail("ffpa_attn/_src is missing from the staged package (python/CMakeLists.txt stages it)")
+
+
+def test_sources_ship_with_the_package():
+    _sources_present()
+    src = jit.source_dir()
+    for rel in ("CMakeLists.txt", "cmake/FfpaOptions.cmake", "csrc/CMakeLists.txt", "csrc/python/binding.cpp",
+                "python/CMakeLists.txt", "tools/requirements-cutlass.txt"):
+        assert (src / rel).is_file(), rel
+    assert not (src / "csrc" / "tests").exists() and not (src / "index").exists()
+    # Text only: the pure wheel holds no binary.
+    for path in src.rglob("*"):
+        if path.is_file():
+            assert b"\0" not in path.read_bytes(), path
+
+
+def _empty_bin(tmp_path, monkeypatch):
+    """A PATH with only the given tools; nvcc also hidden from CUDA_HOME and site-packages."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setattr(jit, "_pypi_nvcc", lambda: None)
+    monkeypatch.setattr(jit, "_tool_from_module", lambda *a: None)
+    return bin_dir
+
+
+def _link(bin_dir, name, target):
+    if target:
+        (bin_dir / name).symlink_to(target)
+
+
+@pytest.mark.parametrize("absent", ["nvcc", "g++", "Python.h"])
+def test_missing_piece_is_named_with_its_install_command(absent, tmp_path, monkeypatch):
+    _sources_present()
+    real = {t: shutil.which(t) for t in ("nvcc", "g++", "cmake", "ninja")}
+    real["nvcc"] = real["nvcc"] or "/usr/local/cuda/bin/nvcc"
+    bin_dir = _empty_bin(tmp_path, monkeypatch)
+    for tool, target in real.items():
+        if tool != absent:
+            _link(bin_dir, tool, target)
+    if absent == "Python.h":
+        paths = dict(sysconfig.get_paths(), include=str(tmp_path / "no-include"))
+        monkeypatch.setattr(jit.sysconfig, "get_paths", lambda: paths)
+    tc = jit.find_toolchain()
+    missing = dict(tc.missing)
+    if absent == "nvcc":
+        assert any(m.startswith("nvcc") for m in missing), missing
+        assert missing[next(m for m in missing if m.startswith("nvcc"))] == 'pip install "ffpa-attn[jit]"'
+    elif absent == "g++":
+        what = next(m for m in missing if "host C++ compiler" in m)
+        assert "apt-get install g++" in missing[what]
+    else:
+        what = next(m for m in missing if "headers of this Python" in m)
+        assert f"python{sys.version_info.major}.{sys.version_info.minor}-dev" in missing[what]
+    # The warning of the launch path: one reason, every missing piece, the commands.
+    monkeypatch.setenv("FFPA_JIT", "1")
+    monkeypatch.setattr(jit, "_FAILED", {})
+    monkeypatch.setattr(jit, "_LOADED", {})
+    monkeypatch.setattr(ffpa_attn.cuda, "_C", None)
+    monkeypatch.setattr(ffpa_attn.cuda, "EXTENSION_IMPORT_ERROR", None)
+    problem = jit.ensure((9, 0), 128, "fp16", arch_runs=False, gpu="NVIDIA H200")
+    assert problem is not None and problem[0] == "jit"
+    assert "sm_90 (NVIDIA H200)" in problem[1] and all(m in problem[1] for m in missing)
+    assert all(f in problem[2] for f in missing.values())
+    # strict: build() raises, naming the same.
+    with pytest.raises(jit.JitUnavailableError) as info:
+        jit.build("90", [128], ["fp16"], toolchain=tc, root=tmp_path / "cache")
+    assert isinstance(info.value, ffpa_attn.ExtensionNotAvailableError)
+    assert all(m in str(info.value) for m in missing) and info.value.missing == list(tc.missing)
+    assert not (tmp_path / "cache").exists()  # nothing was started
+
+
+def test_a_failed_lookup_is_not_repeated_per_call(monkeypatch):
+    calls = []
+
+    def lookup(for_build=True):
+        calls.append(for_build)
+        return jit.Toolchain(missing=(("nvcc", "pip install x"),))
+
+    monkeypatch.setenv("FFPA_JIT", "1")
+    monkeypatch.setattr(jit, "_FAILED", {})
+    monkeypatch.setattr(jit, "_LOADED", {})
+    monkeypatch.setattr(jit, "find_toolchain", lookup)
+    monkeypatch.setattr(ffpa_attn.cuda, "_C", None)
+    monkeypatch.setattr(ffpa_attn.cuda, "EXTENSION_IMPORT_ERROR", None)
+    first = jit.ensure((8, 0), 64, "bf16", arch_runs=False)
+    looked = len(calls)
+    assert first is not None and jit.ensure((8, 0), 64, "bf16", arch_runs=False) == first
+    assert looked and len(calls) == looked
+
+
+def test_no_build_for_a_broken_install_or_old_gpu(monkeypatch):
+    monkeypatch.setenv("FFPA_JIT", "1")
+    monkeypatch.setattr(jit, "_LOADED", {})
+    monkeypatch.setattr(jit, "find_toolchain", lambda *a, **k: pytest.fail("looked for a toolchain"))
+    monkeypatch.setattr(ffpa_attn.cuda, "_C", None)
+    monkeypatch.setattr(ffpa_attn.cuda, "EXTENSION_IMPORT_ERROR", "ImportError: undefined symbol")
+    assert not jit.wanted(arch_runs=False)  # reported as "extension", never papered over
+    monkeypatch.setattr(ffpa_attn.cuda, "EXTENSION_IMPORT_ERROR", None)
+    assert jit.ensure((7, 5), 64, "fp16", arch_runs=False) is None  # sm_75: the "arch" reason
+
+
+def test_capture_never_builds(monkeypatch, tmp_path):
+    _sources_present()
+    monkeypatch.setenv("FFPA_JIT", "1")
+    monkeypatch.setenv("FFPA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(jit, "_FAILED", {})
+    monkeypatch.setattr(jit, "_LOADED", {})
+    monkeypatch.setattr(ffpa_attn.cuda, "_C", None)
+    monkeypatch.setattr(ffpa_attn.cuda, "EXTENSION_IMPORT_ERROR", None)
+    tc = jit.Toolchain(sources=str(jit.source_dir()), nvcc="/x/nvcc", nvcc_version="13.0.88", cmake="cmake",
+                       ninja="ninja", cxx="g++", cutlass_version="4.2.0")
+    monkeypatch.setattr(jit, "find_toolchain", lambda *a, **k: tc)
+    monkeypatch.setattr(jit, "build", lambda *a, **k: pytest.fail("built during capture"))
+    with pytest.raises(jit.JitError, match=r"never built during CUDA graph capture: call ffpa_attn_func once "
+                                           r"eagerly.*--arch 90 --head-dims 512 --dtypes fp16"):
+        jit.ensure((9, 0), 512, "fp16", arch_runs=False, capturing=True)
+    assert not (tmp_path / "entries").exists()
+
+
+def _fake_entry(root: Path, name: str = "sm80-d64-fp16-plain-0123456789abcdef") -> Path:
+    entry = root / "entries" / name
+    entry.mkdir(parents=True)
+    (entry / "_C.so").write_bytes(b"module")
+    (entry / "libffpa_kernels_0123456789abcdef.so").write_bytes(b"library")
+    files = {n: jit._file_hash(entry / n) for n in ("_C.so", "libffpa_kernels_0123456789abcdef.so")}
+    key = {"sources": "0" * 64, "version": "0.1.0", "arch": "80", "abi": "cpython-312", "nvcc": "13.0.88",
+           "cutlass": "4.2.0", "head_dims": [64], "dtypes": ["fp16"], "kernels": "plain"}
+    (entry / jit.MANIFEST).write_text(json.dumps({"format": 1, "files": files, "module": "_C.so", "key": key}))
+    return entry
+
+
+def test_manifest_detects_half_written_and_altered_entries(tmp_path):
+    entry = _fake_entry(tmp_path)
+    assert jit._read_manifest(entry) is not None
+    (entry / "libffpa_kernels_0123456789abcdef.so").write_bytes(b"librarz")  # one byte altered
+    assert jit._read_manifest(entry) is None
+    (entry / "libffpa_kernels_0123456789abcdef.so").write_bytes(b"library")
+    (entry / "_C.so").unlink()  # a file missing
+    assert jit._read_manifest(entry) is None
+    (entry / "_C.so").write_bytes(b"module")
+    assert jit._read_manifest(entry) is not None
+    manifest = json.loads((entry / jit.MANIFEST).read_text())
+    (entry / jit.MANIFEST).write_text(json.dumps(manifest)[:-10])  # manifest cut short
+    assert jit._read_manifest(entry) is None
+    (entry / jit.MANIFEST).unlink()  # the state a build leaves before its last write
+    assert jit._read_manifest(entry) is None
+    assert [m for _, m in jit.list_entries(tmp_path)] == [None]
+
+
+@pytest.mark.parametrize("arch,dims,dtypes,what", [
+    ("../../x", [64], ["fp16"], "arch"), ("75", [64], ["fp16"], "arch"), ("90", [96], ["fp16"], "head dims"),
+    ("90", [], ["fp16"], "head dims"), ("90", [64], ["fp32"], "dtypes"), ("90", [64], [], "dtypes")])
+def test_build_refuses_bad_requests_before_anything(arch, dims, dtypes, what, tmp_path):
+    with pytest.raises(ValueError, match=what):
+        jit.build(arch, dims, dtypes, toolchain=jit.Toolchain(), root=tmp_path / "cache")
+    assert not (tmp_path / "cache").exists()
+
+
+def test_cli_clean_refuses_unknown_names(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("FFPA_CACHE_DIR", str(tmp_path))
+    entry = _fake_entry(tmp_path)
+    assert jit.main(["clean", "../../etc"]) == 1 and entry.is_dir()
+    assert jit.main(["list"]) == 0 and entry.name in capsys.readouterr().out
+    assert jit.main(["clean", entry.name]) == 0 and not entry.exists()
+
+
+# --- real builds (python.jit) ----------------------------------------------------------------------
+
+
+def _cuobjdump() -> str:
+    cands = [Path(p) for p in (os.environ.get("FFPA_CUOBJDUMP", ""),) if p]
+    cands += sorted(Path(sys.prefix).glob("lib/python3*/site-packages/nvidia/*/bin/cuobjdump"))
+    cands += [Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "cuobjdump"]
+    for c in cands:
+        if c.is_file() and os.access(c, os.X_OK):
+            return str(c)
+    pytest.fail("no cuobjdump (the tools venv's nvidia-cuda-cuobjdump, or CUDA_HOME): the archs cannot be checked")
+
+
+def _check_elf(library: Path, archs: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["cmake", f"-DCUOBJDUMP={_cuobjdump()}", f"-DLIBRARY={library}", f"-DARCHS={archs}",
+                           "-P", str(CHECK_ELF)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+_BUILD_AND_LOAD = textwrap.dedent("""
+    import json, sys
+    from ffpa_attn import cuda, jit
+    entry = jit.build(sys.argv[1], [int(sys.argv[2])], [sys.argv[3]])
+    jit.load(entry)
+    print(json.dumps({"entry": str(entry), "info": cuda.extension_info(), "path": cuda.EXTENSION_PATH}))
+""")
+
+
+def _build_proc(arch, head_dim, dtype, cache, extra_env=None):
+    env = dict(os.environ, FFPA_CACHE_DIR=str(cache), **(extra_env or {}))
+    return subprocess.Popen([sys.executable, "-c", _BUILD_AND_LOAD, arch, str(head_dim), dtype], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(proc):
+    out, err = proc.communicate(timeout=900)
+    assert proc.returncode == 0, err
+    return json.loads(out.strip().splitlines()[-1]), err
+
+
+def _library(entry: Path) -> Path:
+    (lib,) = entry.glob("libffpa_kernels_*.so")
+    return lib
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("jit-cache")
+
+
+@pytest.mark.jit
+def test_racing_processes_build_sm80_once_and_both_load(cache):
+    _sources_present()
+    procs = [_build_proc("80", 64, "fp16", cache) for _ in range(2)]
+    results = [_finish(p) for p in procs]
+    (a, err_a), (b, err_b) = results
+    assert a["entry"] == b["entry"]
+    assert (err_a + err_b).count("ffpa_attn.jit: building ") == 1, err_a + err_b
+    assert len(list((cache / "entries").iterdir())) == 1
+    for r in (a, b):
+        info = r["info"]
+        assert info["archs"] == ["80"] and info["head_dims"] == [64] and info["dtypes"] == ["fp16"]
+        assert info["fwd"] and info["bwd"] and "mma" in info["impls"]
+        assert not info["cute"] and not info["fp8"] and not info["tma"]  # the plain set; no TMA below sm_90
+        assert r["path"].startswith(r["entry"])
+    lib = _library(Path(a["entry"]))
+    ok = _check_elf(lib, "80")
+    assert ok.returncode == 0 and "archs OK: 80" in ok.stdout, ok.stdout
+    wrong = _check_elf(lib, "90")  # the check must be able to fail
+    assert wrong.returncode != 0 and "requested '90'" in wrong.stdout
+
+
+@pytest.mark.jit
+def test_cached_call_is_silent(cache):
+    a, err = _finish(_build_proc("80", 64, "fp16", cache))
+    assert err == "" and len(list((cache / "entries").iterdir())) == 1
+
+
+@pytest.mark.jit
+def test_corrupted_entry_is_rebuilt(cache):
+    (entry,) = (cache / "entries").iterdir()
+    lib = _library(entry)
+    data = bytearray(lib.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    lib.write_bytes(bytes(data))
+    a, err = _finish(_build_proc("80", 64, "fp16", cache))
+    assert "ffpa_attn.jit: building " in err  # detected and rebuilt, not loaded
+    assert a["entry"] == str(entry) and jit._read_manifest(entry) is not None
+    assert a["info"]["archs"] == ["80"]
+    assert not list((cache / "tmp").iterdir())  # the private build directories are gone
+
+
+@pytest.mark.jit
+def test_forced_build_sm90(cache):
+    a, err = _finish(_build_proc("90", 64, "bf16", cache))
+    info = a["info"]
+    assert info["archs"] == ["90"] and info["dtypes"] == ["bf16"] and info["tma"] and "tma" in info["impls"]
+    assert not info["cute"] and not info["fp8"]
+    ok = _check_elf(_library(Path(a["entry"])), "90")
+    assert ok.returncode == 0 and "archs OK: 90" in ok.stdout, ok.stdout
+
+
+# --- timing (python.jit.timing, slow) --------------------------------------------------------------
+
+
+@pytest.mark.jit_timing
+@pytest.mark.parametrize("head_dim,goal", [(128, 60.0), (512, 90.0)])
+def test_first_build_time(head_dim, goal, tmp_path):
+    _sources_present()
+    start = time.monotonic()
+    # No compiler cache: a first build on a user's machine.
+    a, err = _finish(_build_proc("90", head_dim, "fp16", tmp_path, {"CCACHE_DISABLE": "1"}))
+    elapsed = time.monotonic() - start
+    print(f"first build sm_90 D={head_dim} fp16: {elapsed:.1f} s (goal {goal:.0f} s)")
+    assert a["info"]["head_dims"] == [head_dim]
+    assert elapsed <= goal, f"first build of D={head_dim} took {elapsed:.1f} s, over the {goal:.0f} s goal"
+    # A cached call's overhead: a new process finding and loading the entry.
+    probe = textwrap.dedent("""
+        import sys, time
+        from ffpa_attn import jit
+        t = time.perf_counter()
+        tc = jit.find_toolchain(for_build=False)
+        jit.load(jit.find_entry(sys.argv[1], int(sys.argv[2]), "fp16", tc))
+        print(time.perf_counter() - t)
+    """)
+    env = dict(os.environ, FFPA_CACHE_DIR=str(tmp_path))
+    t = float(subprocess.run([sys.executable, "-c", probe, "90", str(head_dim)], env=env, check=True,
+                             capture_output=True, text=True).stdout)
+    print(f"cached, once per process: toolchain lookup, entry check and load {t * 1000:.0f} ms")
+    assert t < 0.5
+
+
+def test_info_reports_the_first_use_build_status(monkeypatch, tmp_path):
+    from ffpa_attn import info
+
+    monkeypatch.setenv("FFPA_CACHE_DIR", str(tmp_path))
+    text = info._text(info.report())
+    assert f"first-use builds (ffpa_attn.jit): off (FFPA_JIT=0), cache {tmp_path}, 0 cached" in text
+    monkeypatch.setenv("FFPA_JIT", "1")
+    monkeypatch.setattr(jit, "find_toolchain", lambda *a, **k: jit.Toolchain(
+        missing=(("nvcc (a CUDA 13 toolkit)", 'pip install "ffpa-attn[jit]"'),)))
+    rep = info.report()
+    assert rep["jit"]["enabled"] and not rep["jit"]["toolchain_complete"]
+    assert '  missing: nvcc (a CUDA 13 toolkit): pip install "ffpa-attn[jit]"' in info._text(rep)
+
+
+def test_a_failed_build_names_its_log_and_leaves_nothing(tmp_path):
+    _sources_present()
+    # A toolchain whose CMake fails at once: the configure step's failure, not a hang.
+    tc = jit.Toolchain(sources=str(jit.source_dir()), nvcc="/x/nvcc", nvcc_version="13.0.88", cuda_root="/x",
+                       cmake=shutil.which("false") or "/bin/false", ninja="ninja", cxx="g++",
+                       pybind11_include="/x", cutlass_include="/x", cutlass_version="4.2.0")
+    with pytest.raises(jit.JitError, match=r"configuring the JIT build of the FFPA kernels for sm_90 \(GPU X\), "
+                                           r"head dim 64, fp16 failed \(log: .*\.log\)"):
+        jit.build("90", [64], ["fp16"], gpu="GPU X", toolchain=tc, root=tmp_path, stream=io.StringIO())
+    assert not (tmp_path / "entries").exists() or not any((tmp_path / "entries").iterdir())
+    assert not any((tmp_path / "tmp").iterdir())
+    (log,) = (tmp_path / "logs").iterdir()
+    assert "-DFFPA_CUDA_ARCHS=90" in log.read_text() and "-DFFPA_KERNEL_SET=plain" in log.read_text()
+
+
+def test_widen_hint_names_the_prebuild_that_covers_both(monkeypatch):
+    monkeypatch.setattr(jit, "_LOADED", {})
+    assert jit.widen_hint(512, "fp16") is None  # nothing loaded: the reason's own fix
+    monkeypatch.setattr(jit, "_LOADED", {"entry": "x", "manifest": {"key": {
+        "arch": "90", "head_dims": [128], "dtypes": ["fp16"]}}})
+    hint = jit.widen_hint(512, "bf16")
+    assert "python -m ffpa_attn.jit build --arch 90 --head-dims 128,512 --dtypes bf16,fp16" in hint
+    assert "restart" in hint and jit.widen_hint(96, "fp16") is None
