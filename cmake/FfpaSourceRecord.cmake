@@ -1,0 +1,26 @@
+# FfpaSourceRecord.cmake: the source record an sdist carries (ffpa-source.json), from
+# the one version computation (FfpaVersion.cmake), so the sdist builds the wheel its
+# checkout would have built: same version, commit, dirty flag and commit time.
+#
+#   cmake -DOUT=<file> -P cmake/FfpaSourceRecord.cmake     (working directory: the source root)
+#
+# Run by the PEP 517 backend (tools/pep517/ffpa_build_backend.py) when it makes an sdist;
+# it reads <file> as data. In script mode CMAKE_SOURCE_DIR is the working directory.
+cmake_minimum_required(VERSION 3.25)
+if(NOT OUT)
+  message(FATAL_ERROR "FfpaSourceRecord.cmake: pass -DOUT=<file>")
+endif()
+include("${CMAKE_CURRENT_LIST_DIR}/FfpaVersion.cmake")
+ffpa_compute_version()
+if(FFPA_SOURCE_DIRTY)
+  set(_dirty true)
+else()
+  set(_dirty false)
+endif()
+set(_json "{}")
+string(JSON _json SET "${_json}" name "\"ffpa-attn\"")
+string(JSON _json SET "${_json}" version "\"${FFPA_VERSION}\"")
+string(JSON _json SET "${_json}" source_commit "\"${FFPA_SOURCE_COMMIT}\"")
+string(JSON _json SET "${_json}" source_dirty ${_dirty})
+string(JSON _json SET "${_json}" source_date_epoch ${FFPA_SOURCE_DATE_EPOCH})
+file(WRITE "${OUT}" "${_json}\n")
