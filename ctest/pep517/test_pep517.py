@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -98,6 +99,9 @@ def test_clone_wheel_is_a_local_cuda_wheel_for_the_requested_arch(clone_wheel, t
     assert (name, pytag, abi) == ("ffpa_attn", py, py), wheel.name
     assert version.endswith(".cu13.local") and "+" in version, version
     assert plat.startswith("manylinux_"), plat
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(wheel.stat().st_mode) == 0o666 & ~umask   # not mkstemp's 0600
     with zipfile.ZipFile(wheel) as z:
         z.extract("ffpa_attn/libffpa_kernels.so", tmp_path)
         build_info = z.read("ffpa_attn/_build_info.py").decode()

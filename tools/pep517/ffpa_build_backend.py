@@ -354,9 +354,12 @@ def _deliver_wheel(dist: Path, wheel_directory: Path) -> str:
 
 def _atomic_write(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    umask = os.umask(0)
+    os.umask(umask)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(tmp, 0o666 & ~umask)   # mkstemp's 0600 is no mode for a wheel others install
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
