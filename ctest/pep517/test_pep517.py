@@ -82,6 +82,7 @@ def _one_wheel(out: Path) -> Path:
 def clone_wheel(tmp_path_factory):
     """pip wheel . from a clean checkout, for arch 90, head dim 64, fp16."""
     base = Path(os.environ.get("FFPA_TEST_WORK") or tmp_path_factory.getbasetemp())
+    base.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(base / "clone-out", ignore_errors=True)
     src = _snapshot(Path(os.environ["FFPA_SOURCE"]), base / "clone")
     r = _pip_wheel(src, base / "clone-out", SMALL)
@@ -154,6 +155,16 @@ def test_sdist_holds_the_tracked_files_and_builds_the_same_wheel(clone_wheel, tm
     built = _one_wheel(tmp_path / "out")
     assert built.name == wheel.name
     assert hashlib.sha256(built.read_bytes()).hexdigest() == hashlib.sha256(wheel.read_bytes()).hexdigest()
+
+
+def test_git_url_builds_the_same_wheel(clone_wheel, tmp_path):
+    """pip install git+URL: pip clones the repository itself and builds in its own temporary
+    tree; the wheel is the checkout's, byte for byte."""
+    src, wheel = clone_wheel
+    r = _pip_wheel(f"git+file://{src}", tmp_path / "out", SMALL)
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-6000:]
+    built = _one_wheel(tmp_path / "out")
+    assert built.name == wheel.name and built.read_bytes() == wheel.read_bytes()
 
 
 def test_unknown_define_names_the_settings(clone_wheel, tmp_path):
