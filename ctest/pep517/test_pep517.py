@@ -168,10 +168,14 @@ def test_git_url_builds_the_same_wheel(clone_wheel, tmp_path):
 
 
 def test_unknown_define_names_the_settings(clone_wheel, tmp_path):
-    """A misspelt cache variable is refused after configure (CMake used it nowhere), with the
-    project's FFPA settings listed; the build tree of the clone is reused, so this is cheap."""
+    """A misspelt FFPA setting is refused after configure (the project defines no such cache
+    variable), with the project's FFPA settings listed; the clone's build tree is reused, so
+    this is cheap."""
     src, _ = clone_wheel
-    r = _pip_wheel(src, tmp_path / "out", {**SMALL, "cmake.define.FFPA_CUDA_ARCH": "90"})
+    # CUDAToolkit_ROOT (a find module's, never typed in the cache) goes through: listed first,
+    # it would be the one the error names if it were refused.
+    r = _pip_wheel(src, tmp_path / "out", {"cmake.define.CUDAToolkit_ROOT": "/usr/local/cuda", **SMALL,
+                                           "cmake.define.FFPA_CUDA_ARCH": "90"})
     assert r.returncode != 0
     err = r.stdout + r.stderr
     assert "-C cmake.define.FFPA_CUDA_ARCH is not a setting of this project" in err, err[-4000:]

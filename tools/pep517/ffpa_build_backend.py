@@ -11,7 +11,8 @@ wheel.
 What the build takes (docs/install.md "Building from source"):
   -C cmake.define.NAME=VALUE   a cache variable of the project, as -DNAME=VALUE
                                (scikit-build-core's spelling), e.g. FFPA_CUDA_ARCHS=90,
-                               FFPA_HEAD_DIMS=128, FFPA_DTYPES=fp16
+                               FFPA_HEAD_DIMS=128, FFPA_DTYPES=fp16; an FFPA_* name the
+                               project does not define is an error
   -C cmake.build-type=TYPE     CMAKE_BUILD_TYPE (default Release)
   -C build-dir=DIR             the build tree (default <source>/build/local, the local
                                preset's binaryDir; a rebuild there is incremental)
@@ -212,7 +213,7 @@ def _run(cmd: list[str], what: str, cwd: Path) -> None:
         raise _fail(f"{cmd[0]} is not installed; a build with isolation (the default of pip and build) installs "
                     f"it from the pins, else pip install {cmd[0]}") from None
     if rc != 0:
-        raise _fail(f"{what} failed (exit {rc}); CMake's message above names the problem")
+        raise _fail(f"{what} failed (exit {rc}); the messages above (CMake's, the compiler's) name the problem")
 
 
 def _module_dir(module: str, relative: str, fix: str) -> Path:
@@ -230,9 +231,13 @@ def _tool_defines(source: Path, user: dict[str, str]) -> dict[str, str]:
         pin = _requirement(source, "requirements.txt", "pybind11")
         defines["pybind11_INCLUDE_DIR"] = str(_module_dir("pybind11", "include", f"pip install {pin}"))
     if "FFPA_CUTLASS_DIR" not in user:
-        pin = _requirement(source, "requirements-cutlass.txt", "nvidia-cutlass")
-        defines["FFPA_CUTLASS_DIR"] = str(_module_dir("cutlass_library", "source/include",
-                                                      f"pip install --no-deps {pin}"))
+        if importlib.util.find_spec("cutlass_library") is not None:
+            defines["FFPA_CUTLASS_DIR"] = str(_module_dir("cutlass_library", "source/include", ""))
+        else:
+            # Without build isolation on a machine that reaches no registry: CMake's own
+            # search (cmake/FfpaCutlass.cmake: the tools venv, the in-tree subset .cutlass/)
+            # decides, and names the fix when it finds nothing.
+            _log("no nvidia-cutlass in the build environment: the CUTLASS headers are left to CMake's search")
     return defines
 
 
@@ -294,7 +299,10 @@ def _env_defines(entries: dict[str, dict], given: dict[str, str]) -> dict[str, s
 
 
 def _unknown_defines(entries: dict[str, dict], given: dict[str, str]) -> None:
-    unknown = [n for n in given if n not in entries or not _settable(entries[n])]
+    """Every setting of the project is a typed FFPA_* cache entry; an FFPA_* name CMake left
+    untyped was used nowhere (a typo). Other names are CMake's or a find module's (for
+    example CUDAToolkit_ROOT, read without being typed) and go through as given."""
+    unknown = [n for n in given if n.startswith("FFPA_") and (n not in entries or not _settable(entries[n]))]
     if unknown:
         known = sorted(n for n, e in entries.items()
                        if n.startswith("FFPA_") and _settable(e) and n not in _CONTROLLED)
