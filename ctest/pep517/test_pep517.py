@@ -145,8 +145,11 @@ def test_sdist_holds_the_tracked_files_and_builds_the_same_wheel(clone_wheel, tm
     assert all(m.isfile() and m.uid == 0 and m.uname == "" for m in members.values())
     head = _run(["git", "rev-parse", "HEAD"], cwd=src).stdout.strip()
     assert record["source_commit"] == head and record["source_dirty"] is False
-    assert f"Version: {record['version']}\n" in pkg_info and base == f"ffpa_attn-{record['version']}"
-    assert wheel.name.startswith(f"ffpa_attn-{record['version']}.cu13.local-")
+    # The sdist's version is the one wheel's it builds (uv refuses a wheel whose version
+    # differs from its sdist's, pip one found on an index).
+    assert record["cuda_version"] == f"{record['version']}.cu13.local" and record["channel"] == "cu13"
+    assert f"Version: {record['cuda_version']}\n" in pkg_info and base == f"ffpa_attn-{record['cuda_version']}"
+    assert wheel.name.startswith(f"{base}-")
 
     # The unpacked sdist has no git history: its record gives the version, commit and time,
     # so the wheel is byte for byte the clone's (another build tree, same bytes).
@@ -157,6 +160,26 @@ def test_sdist_holds_the_tracked_files_and_builds_the_same_wheel(clone_wheel, tm
     assert hashlib.sha256(built.read_bytes()).hexdigest() == hashlib.sha256(wheel.read_bytes()).hexdigest()
 
 
+def test_sdist_for_another_channel_is_refused_before_the_build(clone_wheel, tmp_path):
+    """An sdist whose declared wheel version this toolkit cannot make (a cu14 record under a
+    CUDA 13 nvcc) stops after configure, naming the toolkit it needs."""
+    src, _ = clone_wheel
+    name = _hooks(src).build_sdist(str(tmp_path / "sdist"))
+    with tarfile.open(tmp_path / "sdist" / name) as t:
+        t.extractall(tmp_path / "unpacked", filter="data")
+    tree = tmp_path / "unpacked" / name[:-len(".tar.gz")]
+    record = json.loads((tree / "ffpa-source.json").read_text())
+    record["channel"], record["cuda_version"] = "cu14", record["cuda_version"].replace(".cu13.", ".cu14.")
+    (tree / "ffpa-source.json").write_text(json.dumps(record))
+    r = _pip_wheel(tree, tmp_path / "out", SMALL)
+    assert r.returncode != 0
+    err = r.stdout + r.stderr
+    assert f"this sdist is ffpa-attn {record['cuda_version']}, for channel cu14 (a CUDA 14 toolkit)" in err, err[-4000:]
+    assert (tree / "build/local/packaging/ffpa-release-plan.json").is_file()   # configured,
+    assert not (tree / "build/local/bin/ffpa-index").exists()                   # nothing built
+    assert not list((tmp_path / "out").glob("*.whl"))
+
+
 def test_git_url_builds_the_same_wheel(clone_wheel, tmp_path):
     """pip install git+URL: pip clones the repository itself and builds in its own temporary
     tree; the wheel is the checkout's, byte for byte."""
@@ -164,6 +187,25 @@ def test_git_url_builds_the_same_wheel(clone_wheel, tmp_path):
     r = _pip_wheel(f"git+file://{src}", tmp_path / "out", SMALL)
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-6000:]
     built = _one_wheel(tmp_path / "out")
+    assert built.name == wheel.name and built.read_bytes() == wheel.read_bytes()
+
+
+def test_uv_reads_the_backend_as_pip_does(clone_wheel, tmp_path):
+    """uv (the tools venv's, tools/requirements.txt) as the frontend: its sdist of the checkout
+    is the bytes pip's hook caller gets, and its wheel from that sdist is the checkout's wheel."""
+    src, wheel = clone_wheel
+    uv = Path(sys.executable).with_name("uv")
+    env = dict(os.environ, UV_OFFLINE="1", UV_NO_CONFIG="1")
+    common = ["--no-build-isolation", "--python", sys.executable]
+    r = _run([uv, "build", "--sdist", *common, "-o", tmp_path / "uv-sdist", src], env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (sdist,) = (tmp_path / "uv-sdist").glob("*.tar.gz")
+    name = _hooks(src).build_sdist(str(tmp_path / "pip-sdist"))
+    assert sdist.name == name and sdist.read_bytes() == (tmp_path / "pip-sdist" / name).read_bytes()
+    r = _run([uv, "build", "--wheel", *common, "-o", tmp_path / "uv-wheel",
+              *[f"--config-setting={k}={v}" for k, v in SMALL.items()], sdist], env=env)
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-6000:]
+    built = _one_wheel(tmp_path / "uv-wheel")
     assert built.name == wheel.name and built.read_bytes() == wheel.read_bytes()
 
 
@@ -222,6 +264,7 @@ def test_build_requirements_are_the_pins_of_tools():
     homes = {"cmake": "requirements-build.txt", "ninja": "requirements-build.txt",
              "pybind11": "requirements.txt", "nvidia-cutlass": "requirements-cutlass.txt"}
     assert sorted(r.name for r in reqs) == sorted(homes)
+    assert _hooks(REPO).get_requires_for_build_sdist({}) == [str(r) for r in reqs if r.name == "cmake"]
     for r in reqs:
         (spec,) = r.specifier
         assert spec.operator == "==", r

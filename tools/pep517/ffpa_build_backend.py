@@ -338,9 +338,27 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     if from_env:
         _log("from the environment: " + ", ".join(f"{k}={v}" for k, v in from_env.items()))
         _configure(source, build_dir, settings, {**defines, **from_env}, fresh=False)
+    _check_sdist_version(source, build_dir)
     _run(["cmake", "--build", build_dir, "--target", *_build_targets(source)],
          "building (the local build preset's targets)", source)
     return _deliver_wheel(build_dir / "dist", Path(wheel_directory))
+
+
+def _check_sdist_version(source: Path, build_dir: Path) -> None:
+    """An sdist declares the version of the wheel it builds (its source record's
+    cuda_version); the configured build must make exactly that wheel (the release plan,
+    written at configure, says what it will make), or installers refuse it after the build."""
+    record_file = source / _SOURCE_RECORD
+    if not record_file.is_file():
+        return   # a checkout: the version is the one git gives
+    record = json.loads(record_file.read_text(encoding="utf-8"))
+    plan = json.loads((build_dir / "packaging" / "ffpa-release-plan.json").read_text(encoding="utf-8"))
+    if plan.get("cuda_version") != record.get("cuda_version"):
+        raise _fail(f"this sdist is ffpa-attn {record.get('cuda_version')}, for channel {record.get('channel')} "
+                    f"(a CUDA {str(record.get('channel')).removeprefix('cu')} toolkit), but the build would make "
+                    f"{plan.get('cuda_version')}; build with that toolkit (CMAKE_CUDA_COMPILER, CUDACXX) and "
+                    "without -C cmake.define.FFPA_CHANNEL / FFPA_RELEASE_VERSION, or make an sdist on a "
+                    "machine with your toolkit")
 
 
 def _deliver_wheel(dist: Path, wheel_directory: Path) -> str:
@@ -407,7 +425,9 @@ def build_sdist(sdist_directory, config_settings=None):
              "the source record (cmake/FfpaSourceRecord.cmake)", source)
         record_bytes = record_file.read_bytes()
     record = json.loads(record_bytes)
-    name, version, epoch = record["name"], record["version"], int(record["source_date_epoch"])
+    # The sdist's version is the version of the one wheel it builds (the local CUDA wheel):
+    # pip and uv refuse a wheel whose version differs from its sdist's.
+    name, version, epoch = record["name"], record["cuda_version"], int(record["source_date_epoch"])
     base = f"{re.sub(r'[-_.]+', '_', name).lower()}-{version}"
     # PKG-INFO: core metadata of the sdist (PEP 643), the fields every frontend reads.
     pkg_info = f"Metadata-Version: 2.2\nName: {name}\nVersion: {version}\n".encode()
