@@ -151,9 +151,9 @@ def test_sdist_holds_the_tracked_files_and_builds_the_same_wheel(clone_wheel, tm
     assert f"Version: {record['cuda_version']}\n" in pkg_info and base == f"ffpa_attn-{record['cuda_version']}"
     assert wheel.name.startswith(f"{base}-")
 
-    # The unpacked sdist has no git history: its record gives the version, commit and time,
-    # so the wheel is byte for byte the clone's (another build tree, same bytes).
-    r = _pip_wheel(tmp_path / "unpacked" / base, tmp_path / "out", SMALL)
+    # pip unpacks the sdist (no git history there): its record gives the version, commit and
+    # time, so the wheel is byte for byte the clone's (another build tree, same bytes).
+    r = _pip_wheel(sdist, tmp_path / "out", SMALL)
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-6000:]
     built = _one_wheel(tmp_path / "out")
     assert built.name == wheel.name
