@@ -230,12 +230,14 @@ def test_environment_settings_and_bad_values(clone_wheel, tmp_path):
     stops at configure with CMake's message naming the valid archs."""
     src, _ = clone_wheel
     settings = {k: v for k, v in SMALL.items() if k != "cmake.define.FFPA_CUDA_ARCHS"}
-    r = _pip_wheel(src, tmp_path / "out", settings, env={"FFPA_CUDA_ARCHS": "75", "FFPA_JIT": "0"})
+    r = _pip_wheel(src, tmp_path / "out", settings,
+                   env={"FFPA_CUDA_ARCHS": "75", "FFPA_JIT": "0", "FFPA_PROFILE": "full"})
     assert r.returncode != 0
     err = r.stdout + r.stderr
     assert "from the environment: FFPA_CUDA_ARCHS=75" in err
     ignored = [line for line in err.splitlines() if "not build settings, left to the package at run time:" in line]
     assert ignored and "FFPA_JIT" in ignored[0].split(":", 1)[1].replace(",", " ").split(), ignored
+    assert "ignored from the environment, a build from source decides them: FFPA_PROFILE" in err
     assert "CUDA arch '75' in FFPA_CUDA_ARCHS is not compiled by" in err, err[-4000:]
     assert "configuring (cmake --preset local) failed" in err
 

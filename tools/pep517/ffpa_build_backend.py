@@ -285,14 +285,18 @@ def _build_targets(source: Path) -> list[str]:
 
 def _env_defines(entries: dict[str, dict], given: dict[str, str]) -> dict[str, str]:
     """FFPA_* environment variables that name a setting of the project (and no config setting)."""
-    found, ignored = {}, []
+    found, decided, ignored = {}, [], []
     for name, value in sorted(os.environ.items()):
         if not name.startswith("FFPA_") or name in given:
             continue
-        if name in entries and _settable(entries[name]) and name not in _CONTROLLED:
+        if name in _CONTROLLED:
+            decided.append(name)
+        elif name in entries and _settable(entries[name]):
             found[name] = value
         else:
             ignored.append(name)
+    if decided:
+        _log(f"ignored from the environment, a build from source decides them: {', '.join(decided)}")
     if ignored:
         _log(f"not build settings, left to the package at run time: {', '.join(ignored)}")
     return found
