@@ -15,6 +15,7 @@
 #
 # ffpa-source.json is written by cmake/FfpaSourceRecord.cmake (from this function) into
 # the sdists of the PEP 517 backend (tools/pep517); no checkout holds one.
+#
 # The version is computed at configure time. The configure step depends on
 # .git/HEAD, the current branch ref and .git/index, so a commit, a checkout or a
 # `git add` re-runs it; the packaging step re-checks the dirty flag right before
@@ -133,6 +134,9 @@ function(ffpa_compute_version)
   if(EXISTS "${_record}")
     _ffpa_read_source_record("${_record}" _record_version _commit _dirty _epoch)
     set(_git_dir "NOTFOUND")
+    if(NOT CMAKE_SCRIPT_MODE_FILE)
+      set_property(DIRECTORY "${CMAKE_SOURCE_DIR}" APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${_record}")
+    endif()
   else()
     _ffpa_git(_git_dir rev-parse --absolute-git-dir)
   endif()
