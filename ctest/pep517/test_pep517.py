@@ -21,10 +21,12 @@ import stat
 import subprocess
 import sys
 import tarfile
+import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
+# pip's own PEP 517 caller and requirement parser: the frontend under test (the tools venv's pip).
 from pip._vendor.packaging.requirements import Requirement
 from pip._vendor.pyproject_hooks import BuildBackendHookCaller
 
@@ -53,7 +55,6 @@ def _snapshot(source: Path, dest: Path) -> Path:
 
 def _hooks(tree: Path) -> BuildBackendHookCaller:
     """pip's own PEP 517 caller, reading the backend from the tree's pyproject.toml as pip does."""
-    import tomllib
     system = tomllib.loads((tree / "pyproject.toml").read_text())["build-system"]
     return BuildBackendHookCaller(str(tree), system["build-backend"], backend_path=system["backend-path"],
                                   runner=_quiet_runner)
