@@ -36,6 +36,16 @@ set(FFPA_RELEASE_VERSION "" CACHE STRING "Release version X.Y.Z (wins over git; 
 option(FFPA_RELEASE_DRY_RUN "Print the release plan and build nothing" OFF)
 option(FFPA_RELEASE_ALLOW_UNCOMMITTED "Allow profile full from uncommitted sources (loud warning)" OFF)
 option(FFPA_BUILD_TESTING "Register the CTest suite" ON)
+# A wheel built from source for one machine (`pip install .`, the local preset, the
+# PEP 517 backend in tools/pep517): the CUDA wheels' version ends in .local
+# (X.Y.Z+cu13.local), so nobody mistakes it for a release wheel, and pip still takes it
+# for ==X.Y.Z. Only the dev profile builds one: a release never carries the marker.
+option(FFPA_LOCAL_BUILD "Mark the CUDA wheels as a local build from source (+cuNN.local)" OFF)
+if(FFPA_LOCAL_BUILD AND NOT FFPA_PROFILE STREQUAL "dev")
+  message(FATAL_ERROR "FFPA_LOCAL_BUILD=ON builds wheels for this machine only, so it needs FFPA_PROFILE=dev "
+                      "(it is '${FFPA_PROFILE}'); use the local preset (cmake --preset local) or pip install ., "
+                      "or drop -DFFPA_LOCAL_BUILD for a release profile.")
+endif()
 
 if(FFPA_PROFILE MATCHES "^(full|pure)$")
   set(_ffpa_default_dist "${CMAKE_SOURCE_DIR}/dist")

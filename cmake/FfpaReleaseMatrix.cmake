@@ -22,7 +22,9 @@
 include_guard(GLOBAL)
 
 set(FFPA_RELEASE_MATRIX_FILE "${CMAKE_CURRENT_LIST_DIR}/release-matrix.json")
-set_property(DIRECTORY "${CMAKE_SOURCE_DIR}" APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${FFPA_RELEASE_MATRIX_FILE}")
+if(NOT CMAKE_SCRIPT_MODE_FILE)   # cmake -P scripts read it too (FfpaSourceRecord.cmake)
+  set_property(DIRECTORY "${CMAKE_SOURCE_DIR}" APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${FFPA_RELEASE_MATRIX_FILE}")
+endif()
 file(READ "${FFPA_RELEASE_MATRIX_FILE}" _ffpa_matrix_json)
 
 # _ffpa_matrix_list(<out-var> <json-key>...): a JSON array of strings or numbers as a list.

@@ -8,6 +8,13 @@
 #                                      (X.Y.Z on a dirty exact tag becomes
 #                                      X.Y.(Z+1).dev0+g<sha>.dirty, as setuptools-scm
 #                                      refuses to call a dirty tree a release)
+#   an sdist (ffpa-source.json)     -> the version, commit, dirty flag and commit time
+#                                      the checkout had when the sdist was made: an
+#                                      unpacked sdist has no git history, and may sit
+#                                      inside someone else's repository
+#
+# ffpa-source.json is written by cmake/FfpaSourceRecord.cmake (from this function) into
+# the sdists of the PEP 517 backend (tools/pep517); no checkout holds one.
 #
 # The version is computed at configure time. The configure step depends on
 # .git/HEAD, the current branch ref and .git/index, so a commit, a checkout or a
@@ -71,6 +78,40 @@ function(_ffpa_git out_var)
   endif()
 endfunction()
 
+# _ffpa_read_source_record(<file> <out-version> <out-commit> <out-dirty> <out-epoch>)
+#   Reads an sdist's ffpa-source.json; a record that is not one is an error (an sdist
+#   must never silently build as version 0.0.1.dev0+unknown).
+function(_ffpa_read_source_record file out_version out_commit out_dirty out_epoch)
+  file(READ "${file}" _json)
+  set(_values "")
+  foreach(_key version source_commit source_dirty source_date_epoch)
+    string(JSON _v ERROR_VARIABLE _err GET "${_json}" ${_key})
+    if(_err)
+      message(FATAL_ERROR "ffpa: ${file} is not a source record ('${_key}': ${_err}); "
+                          "remake the sdist with python -m build --sdist from a git checkout.")
+    endif()
+    list(APPEND _values "${_v}")
+  endforeach()
+  list(GET _values 0 _version)
+  list(GET _values 1 _commit)
+  list(GET _values 2 _dirty)
+  list(GET _values 3 _epoch)
+  ffpa_pep440_check("${_version}" _ok _why)
+  if(NOT _ok OR NOT _commit MATCHES "^([0-9a-f]+|unknown)$" OR NOT _epoch MATCHES "^[0-9]+$")
+    message(FATAL_ERROR "ffpa: ${file} records version '${_version}', commit '${_commit}', epoch '${_epoch}': "
+                        "not a version, a commit and a time (${_why}); remake the sdist from a git checkout.")
+  endif()
+  if(_dirty)
+    set(_dirty TRUE)
+  else()
+    set(_dirty FALSE)
+  endif()
+  set(${out_version} "${_version}" PARENT_SCOPE)
+  set(${out_commit} "${_commit}" PARENT_SCOPE)
+  set(${out_dirty} ${_dirty} PARENT_SCOPE)
+  set(${out_epoch} "${_epoch}" PARENT_SCOPE)
+endfunction()
+
 # ffpa_compute_version()
 #   Sets in the caller's scope:
 #     FFPA_VERSION           full PEP 440 version of the package (without channel)
@@ -85,10 +126,20 @@ function(ffpa_compute_version)
     message(FATAL_ERROR "ffpa_compute_version: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
   endif()
 
-  _ffpa_git(_git_dir rev-parse --absolute-git-dir)
   set(_commit "unknown")
   set(_dirty FALSE)
   set(_epoch "")
+  set(_record_version "")
+  set(_record "${CMAKE_SOURCE_DIR}/ffpa-source.json")
+  if(EXISTS "${_record}")
+    _ffpa_read_source_record("${_record}" _record_version _commit _dirty _epoch)
+    set(_git_dir "NOTFOUND")
+    if(NOT CMAKE_SCRIPT_MODE_FILE)
+      set_property(DIRECTORY "${CMAKE_SOURCE_DIR}" APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${_record}")
+    endif()
+  else()
+    _ffpa_git(_git_dir rev-parse --absolute-git-dir)
+  endif()
   if(NOT _git_dir STREQUAL "NOTFOUND")
     _ffpa_git(_commit rev-parse HEAD)
     if(_commit STREQUAL "NOTFOUND")
@@ -130,6 +181,9 @@ function(ffpa_compute_version)
     endif()
     set(_version "${_requested}")
     set(_origin "FFPA_RELEASE_VERSION")
+  elseif(NOT _record_version STREQUAL "")
+    set(_version "${_record_version}")
+    set(_origin "the sdist's source record (ffpa-source.json) of ${_commit}")
   elseif(_commit STREQUAL "unknown")
     set(_version "0.0.1.dev0+unknown")
     set(_origin "no git checkout: placeholder version")
@@ -181,13 +235,23 @@ function(ffpa_compute_version)
   set(FFPA_VERSION_ORIGIN "${_origin}" PARENT_SCOPE)
 endfunction()
 
-# ffpa_channel_version(<version> <channel> <out-var>)
+# ffpa_channel_version(<version> <channel> <out-var> [LOCAL])
 #   The CUDA wheels' version: <version>+<channel>, or <version>.<channel> when
-#   <version> already has a local part (PEP 440 allows one '+' only).
+#   <version> already has a local part (PEP 440 allows one '+' only). LOCAL: a wheel
+#   built from source for one machine (FFPA_LOCAL_BUILD, the PEP 517 backend's sdists)
+#   ends in .local, so nobody mistakes it for a release wheel (X.Y.Z+cu13.local).
 function(ffpa_channel_version version channel out_var)
-  if(version MATCHES "\\+")
-    set(${out_var} "${version}.${channel}" PARENT_SCOPE)
-  else()
-    set(${out_var} "${version}+${channel}" PARENT_SCOPE)
+  cmake_parse_arguments(PARSE_ARGV 3 arg "LOCAL" "" "")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "ffpa_channel_version: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
   endif()
+  if(version MATCHES "\\+")
+    set(v "${version}.${channel}")
+  else()
+    set(v "${version}+${channel}")
+  endif()
+  if(arg_LOCAL)
+    string(APPEND v ".local")
+  endif()
+  set(${out_var} "${v}" PARENT_SCOPE)
 endfunction()

@@ -23,7 +23,7 @@ endfunction()
 # expect(<regex> [<-D args>...])
 function(expect regex)
   execute_process(COMMAND "${CMAKE_COMMAND}" ${ARGN} -P "${WORK}/probe.cmake"
-    WORKING_DIRECTORY "${_repo}" OUTPUT_VARIABLE _o ERROR_VARIABLE _e RESULT_VARIABLE _rc)
+    WORKING_DIRECTORY "${_probe_dir}" OUTPUT_VARIABLE _o ERROR_VARIABLE _e RESULT_VARIABLE _rc)
   set(_all "${_o}${_e}")
   string(REGEX REPLACE "[ \t\r\n]+" " " _all "${_all}")
   if(NOT _all MATCHES "${regex}")
@@ -33,6 +33,7 @@ function(expect regex)
 endfunction()
 
 set(ENV{SOURCE_DATE_EPOCH} "")
+set(_probe_dir "${_repo}")
 git(init -q -b main)
 file(WRITE "${_repo}/a.txt" "1\n")
 git(add a.txt)
@@ -76,4 +77,26 @@ expect("FFPA_RELEASE_VERSION='1\\.2-3' is invalid" -DFFPA_RELEASE_VERSION=1.2-3)
 git(tag not-a-version)
 git(tag vnext)
 expect("VERSION=1\\.4\\.3\\.dev2\\+g${_sha2}")
+# An sdist's source record (cmake/FfpaSourceRecord.cmake, the PEP 517 backend writes it
+# into every sdist) gives the version, commit and time of its checkout, also when the
+# unpacked sdist sits inside another repository (here: inside the scratch repo, whose own
+# version it must not take).
+execute_process(COMMAND git rev-parse HEAD WORKING_DIRECTORY "${_repo}" OUTPUT_VARIABLE _full OUTPUT_STRIP_TRAILING_WHITESPACE)
+execute_process(COMMAND git log -1 --format=%ct WORKING_DIRECTORY "${_repo}" OUTPUT_VARIABLE _ct2 OUTPUT_STRIP_TRAILING_WHITESPACE)
+set(_sdist "${_repo}/unpacked-sdist")
+file(MAKE_DIRECTORY "${_sdist}")
+execute_process(COMMAND "${CMAKE_COMMAND}" "-DOUT=${_sdist}/ffpa-source.json" -P "${SOURCE}/cmake/FfpaSourceRecord.cmake"
+  WORKING_DIRECTORY "${_repo}" RESULT_VARIABLE _rc)
+if(NOT _rc EQUAL 0)
+  message(FATAL_ERROR "cmake/FfpaSourceRecord.cmake failed in ${_repo}")
+endif()
+git(commit -q --allow-empty -m five)   # the enclosing repository moves on; the record does not
+set(_probe_dir "${_sdist}")
+expect("VERSION=1\\.4\\.3\\.dev2\\+g${_sha2}\\|RELEASE=FALSE\\|DIRTY=FALSE\\|COMMIT=${_full}\\|EPOCH=${_ct2}")
+expect("VERSION=3\\.0\\.0\\|RELEASE=TRUE" -DFFPA_RELEASE_VERSION=3.0.0)
+file(WRITE "${_sdist}/ffpa-source.json" "{\"version\": \"1.0\"}")
+expect("ffpa-source\\.json is not a source record \\('source_commit'.*remake the sdist")
+file(WRITE "${_sdist}/ffpa-source.json"
+  "{\"version\": \"1.02\", \"source_commit\": \"abc\", \"source_dirty\": false, \"source_date_epoch\": 1}")
+expect("records version '1\\.02'.*not a canonical PEP 440 version")
 message("check_version: OK")

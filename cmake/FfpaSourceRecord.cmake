@@ -1,0 +1,34 @@
+# FfpaSourceRecord.cmake: the source record an sdist carries (ffpa-source.json), from
+# the one version computation (FfpaVersion.cmake), so the sdist builds the wheel its
+# checkout would have built: same version, commit, dirty flag and commit time; and the
+# version of that wheel (channel, cuda_version), which is the sdist's version too.
+#
+#   cmake -DOUT=<file> -P cmake/FfpaSourceRecord.cmake     (working directory: the source root)
+#
+# Run by the PEP 517 backend (tools/pep517/ffpa_build_backend.py) when it makes an sdist;
+# it reads <file> as data. In script mode CMAKE_SOURCE_DIR is the working directory.
+cmake_minimum_required(VERSION 3.25)
+if(NOT OUT)
+  message(FATAL_ERROR "FfpaSourceRecord.cmake: pass -DOUT=<file>")
+endif()
+include("${CMAKE_CURRENT_LIST_DIR}/FfpaVersion.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/FfpaReleaseMatrix.cmake")
+ffpa_compute_version()
+# What the sdist builds: the local CUDA wheel of the newest channel (the one the release
+# builds), whose version is also the sdist's own (installers require the two to agree).
+list(GET FFPA_RELEASE_CHANNELS -1 _channel)
+ffpa_channel_version("${FFPA_VERSION}" "${_channel}" _cuda_version LOCAL)
+if(FFPA_SOURCE_DIRTY)
+  set(_dirty true)
+else()
+  set(_dirty false)
+endif()
+set(_json "{}")
+string(JSON _json SET "${_json}" name "\"ffpa-attn\"")
+string(JSON _json SET "${_json}" version "\"${FFPA_VERSION}\"")
+string(JSON _json SET "${_json}" channel "\"${_channel}\"")
+string(JSON _json SET "${_json}" cuda_version "\"${_cuda_version}\"")
+string(JSON _json SET "${_json}" source_commit "\"${FFPA_SOURCE_COMMIT}\"")
+string(JSON _json SET "${_json}" source_dirty ${_dirty})
+string(JSON _json SET "${_json}" source_date_epoch ${FFPA_SOURCE_DATE_EPOCH})
+file(WRITE "${OUT}" "${_json}\n")

@@ -1,0 +1,321 @@
+"""The PEP 517 backend (tools/pep517/ffpa_build_backend.py): pip wheel . from a clean checkout,
+the sdist and the wheel it builds, the pins it asks for, the GPU it asks the driver about,
+and the errors that name the fix.
+
+Inputs from CTest (ctest/pep517/CMakeLists.txt):
+  FFPA_INDEX       the release engine, for verify-wheel
+  FFPA_CUOBJDUMP   cuobjdump, for the arch check of the kernel library
+  FFPA_SOURCE      the source tree under test
+The builds use the tools venv's pip without build isolation (CI reaches no registry): the
+backend then takes pybind11 and the CUTLASS headers from that venv, as it takes them from
+the isolated build environment pip makes from get_requires_for_build_wheel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tarfile
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+# pip's own PEP 517 caller and requirement parser: the frontend under test (the tools venv's pip).
+from pip._vendor.packaging.requirements import Requirement
+from pip._vendor.pyproject_hooks import BuildBackendHookCaller
+
+REPO = Path(__file__).resolve().parents[2]
+# One head dim, one dtype, an arch outside the release's 89;120f: minutes, not the full
+# kernel build, and proof that a local build may target any GPU.
+SMALL = {"cmake.define.FFPA_HEAD_DIMS": "64", "cmake.define.FFPA_DTYPES": "fp16",
+         "cmake.define.FFPA_CUDA_ARCHS": "90"}
+
+
+def _run(cmd, **kw):
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
+
+
+def _snapshot(source: Path, dest: Path) -> Path:
+    """A clean checkout of the working tree: ctest/release/snapshot_repo.cmake's snapshot
+    (tracked and untracked-but-not-ignored files, committed once), so no build/, .venv or
+    other ignored file of the developer's tree comes along."""
+    script = dest.parent / "snapshot.cmake"
+    script.write_text(f'include("{REPO}/ctest/release/snapshot_repo.cmake")\n'
+                      f'ffpa_test_snapshot(SOURCE "{source}" DEST "{dest}")\n')
+    r = _run(["cmake", "-P", script])
+    assert r.returncode == 0, r.stdout + r.stderr
+    return dest
+
+
+def _hooks(tree: Path) -> BuildBackendHookCaller:
+    """pip's own PEP 517 caller, reading the backend from the tree's pyproject.toml as pip does."""
+    system = tomllib.loads((tree / "pyproject.toml").read_text())["build-system"]
+    return BuildBackendHookCaller(str(tree), system["build-backend"], backend_path=system["backend-path"],
+                                  runner=_quiet_runner)
+
+
+def _quiet_runner(cmd, cwd=None, extra_environ=None):
+    env = dict(os.environ, **(extra_environ or {}))
+    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise subprocess.CalledProcessError(r.returncode, cmd, r.stdout, r.stderr)
+
+
+def _pip_wheel(tree: Path, out: Path, settings: dict, env=None):
+    cmd = [sys.executable, "-m", "pip", "wheel", tree, "--no-build-isolation", "--no-deps", "-w", out]
+    cmd += [f"--config-settings={k}={v}" for k, v in settings.items()]
+    return _run(cmd, env=dict(os.environ, **(env or {})))
+
+
+def _one_wheel(out: Path) -> Path:
+    wheels = sorted(out.glob("*.whl"))
+    assert len(wheels) == 1, wheels
+    return wheels[0]
+
+
+@pytest.fixture(scope="module")
+def clone_wheel(tmp_path_factory):
+    """pip wheel . from a clean checkout, for arch 90, head dim 64, fp16."""
+    base = Path(os.environ.get("FFPA_TEST_WORK") or tmp_path_factory.getbasetemp())
+    base.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(base / "clone-out", ignore_errors=True)
+    src = _snapshot(Path(os.environ["FFPA_SOURCE"]), base / "clone")
+    r = _pip_wheel(src, base / "clone-out", SMALL)
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-6000:]
+    return src, _one_wheel(base / "clone-out")
+
+
+def test_clone_wheel_is_a_local_cuda_wheel_for_the_requested_arch(clone_wheel, tmp_path):
+    src, wheel = clone_wheel
+    # The engine's own check, the one a release runs on every wheel.
+    r = _run([os.environ["FFPA_INDEX"], "verify-wheel", wheel])
+    assert r.returncode == 0, r.stdout + r.stderr
+    py = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    name, version, pytag, abi, plat = wheel.name[:-len(".whl")].split("-")
+    assert (name, pytag, abi) == ("ffpa_attn", py, py), wheel.name
+    assert version.endswith(".cu13.local") and "+" in version, version
+    assert plat.startswith("manylinux_"), plat
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(wheel.stat().st_mode) == 0o666 & ~umask   # not mkstemp's 0600
+    with zipfile.ZipFile(wheel) as z:
+        z.extract("ffpa_attn/libffpa_kernels.so", tmp_path)
+        build_info = z.read("ffpa_attn/_build_info.py").decode()
+    # The kernel library holds SASS for sm_90 and nothing else (csrc/tests/check_elf_archs.cmake).
+    r = _run(["cmake", f"-DCUOBJDUMP={os.environ['FFPA_CUOBJDUMP']}",
+              f"-DLIBRARY={tmp_path / 'ffpa_attn/libffpa_kernels.so'}", "-DARCHS=90",
+              "-P", REPO / "csrc/tests/check_elf_archs.cmake"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    info: dict = {}
+    exec(build_info, info)
+    assert info["CUDA_WHEEL_ARCHS"] == ["90"], info["CUDA_WHEEL_ARCHS"]
+    # The binding loads from the installed wheel (no GPU needed to import it).
+    target = tmp_path / "site"
+    r = _run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", target, wheel])
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = _run([sys.executable, "-c", "import ffpa_attn._C, ffpa_attn._build_info as b; print(b.__file__)"],
+             env=dict(os.environ, PYTHONPATH=str(target)), cwd=tmp_path)
+    assert r.returncode == 0 and str(target) in r.stdout, r.stdout + r.stderr
+
+
+def test_sdist_holds_the_tracked_files_and_builds_the_same_wheel(clone_wheel, tmp_path):
+    src, wheel = clone_wheel
+    hooks = _hooks(src)
+    name = hooks.build_sdist(str(tmp_path / "sdist"))
+    sdist = tmp_path / "sdist" / name
+    # Same commit, same sdist bytes.
+    again = hooks.build_sdist(str(tmp_path / "sdist-again"))
+    assert (tmp_path / "sdist-again" / again).read_bytes() == sdist.read_bytes()
+
+    tracked = set(_run(["git", "ls-files"], cwd=src).stdout.split())
+    base = name[:-len(".tar.gz")]
+    with tarfile.open(sdist) as t:
+        members = {m.name: m for m in t.getmembers()}
+        record = json.loads(t.extractfile(f"{base}/ffpa-source.json").read())
+        pkg_info = t.extractfile(f"{base}/PKG-INFO").read().decode()
+        t.extractall(tmp_path / "unpacked", filter="data")
+    files = {n.split("/", 1)[1] for n in members}
+    assert files == tracked | {"PKG-INFO", "ffpa-source.json"}, files ^ (tracked | {"PKG-INFO", "ffpa-source.json"})
+    assert not any(f.startswith(("build/", ".venv", ".git/", "dist/")) for f in files)
+    assert all(m.isfile() and m.uid == 0 and m.uname == "" for m in members.values())
+    head = _run(["git", "rev-parse", "HEAD"], cwd=src).stdout.strip()
+    assert record["source_commit"] == head and record["source_dirty"] is False
+    # The sdist's version is the one wheel's it builds (uv refuses a wheel whose version
+    # differs from its sdist's, pip one found on an index).
+    assert record["cuda_version"] == f"{record['version']}.cu13.local" and record["channel"] == "cu13"
+    assert f"Version: {record['cuda_version']}\n" in pkg_info and base == f"ffpa_attn-{record['cuda_version']}"
+    assert wheel.name.startswith(f"{base}-")
+
+    # pip unpacks the sdist (no git history there): its record gives the version, commit and
+    # time, so the wheel is byte for byte the clone's (another build tree, same bytes).
+    r = _pip_wheel(sdist, tmp_path / "out", SMALL)
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-6000:]
+    built = _one_wheel(tmp_path / "out")
+    assert built.name == wheel.name
+    assert hashlib.sha256(built.read_bytes()).hexdigest() == hashlib.sha256(wheel.read_bytes()).hexdigest()
+
+
+def test_sdist_for_another_channel_is_refused_before_the_build(clone_wheel, tmp_path):
+    """An sdist whose declared wheel version this toolkit cannot make (a cu14 record under a
+    CUDA 13 nvcc) stops after configure, naming the toolkit it needs."""
+    src, _ = clone_wheel
+    name = _hooks(src).build_sdist(str(tmp_path / "sdist"))
+    with tarfile.open(tmp_path / "sdist" / name) as t:
+        t.extractall(tmp_path / "unpacked", filter="data")
+    tree = tmp_path / "unpacked" / name[:-len(".tar.gz")]
+    record = json.loads((tree / "ffpa-source.json").read_text())
+    record["channel"], record["cuda_version"] = "cu14", record["cuda_version"].replace(".cu13.", ".cu14.")
+    (tree / "ffpa-source.json").write_text(json.dumps(record))
+    r = _pip_wheel(tree, tmp_path / "out", SMALL)
+    assert r.returncode != 0
+    err = r.stdout + r.stderr
+    assert f"this sdist is ffpa-attn {record['cuda_version']}, for channel cu14 (a CUDA 14 toolkit)" in err, err[-4000:]
+    assert (tree / "build/local/packaging/ffpa-release-plan.json").is_file()   # configured,
+    assert not (tree / "build/local/bin/ffpa-index").exists()                   # nothing built
+    assert not list((tmp_path / "out").glob("*.whl"))
+
+
+def test_git_url_builds_the_same_wheel(clone_wheel, tmp_path):
+    """pip install git+URL: pip clones the repository itself and builds in its own temporary
+    tree; the wheel is the checkout's, byte for byte."""
+    src, wheel = clone_wheel
+    r = _pip_wheel(f"git+file://{src}", tmp_path / "out", SMALL)
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-6000:]
+    built = _one_wheel(tmp_path / "out")
+    assert built.name == wheel.name and built.read_bytes() == wheel.read_bytes()
+
+
+def test_uv_reads_the_backend_as_pip_does(clone_wheel, tmp_path):
+    """uv (the tools venv's, tools/requirements.txt) as the frontend: its sdist of the checkout
+    is the bytes pip's hook caller gets, and its wheel from that sdist is the checkout's wheel."""
+    src, wheel = clone_wheel
+    uv = Path(sys.executable).with_name("uv")
+    env = dict(os.environ, UV_OFFLINE="1", UV_NO_CONFIG="1")
+    common = ["--no-build-isolation", "--python", sys.executable]
+    r = _run([uv, "build", "--sdist", *common, "-o", tmp_path / "uv-sdist", src], env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (sdist,) = (tmp_path / "uv-sdist").glob("*.tar.gz")
+    name = _hooks(src).build_sdist(str(tmp_path / "pip-sdist"))
+    assert sdist.name == name and sdist.read_bytes() == (tmp_path / "pip-sdist" / name).read_bytes()
+    r = _run([uv, "build", "--wheel", *common, "-o", tmp_path / "uv-wheel",
+              *[f"--config-setting={k}={v}" for k, v in SMALL.items()], sdist], env=env)
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-6000:]
+    built = _one_wheel(tmp_path / "uv-wheel")
+    assert built.name == wheel.name and built.read_bytes() == wheel.read_bytes()
+
+
+def test_unknown_define_names_the_settings(clone_wheel, tmp_path):
+    """A misspelt FFPA setting is refused after configure (the project defines no such cache
+    variable), with the project's FFPA settings listed; the clone's build tree is reused, so
+    this is cheap."""
+    src, _ = clone_wheel
+    # CUDAToolkit_ROOT (a find module's, never typed in the cache) goes through: listed first,
+    # it would be the one the error names if it were refused.
+    r = _pip_wheel(src, tmp_path / "out", {"cmake.define.CUDAToolkit_ROOT": "/usr/local/cuda", **SMALL,
+                                           "cmake.define.FFPA_CUDA_ARCH": "90"})
+    assert r.returncode != 0
+    err = r.stdout + r.stderr
+    assert "-C cmake.define.FFPA_CUDA_ARCH is not a setting of this project" in err, err[-4000:]
+    assert "FFPA_CUDA_ARCHS" in err and "FFPA_HEAD_DIMS" in err
+    assert not list((tmp_path / "out").glob("*.whl"))
+
+
+def test_environment_settings_and_bad_values(clone_wheel, tmp_path):
+    """FFPA_* environment variables count as settings (a config setting wins); a bad value
+    stops at configure with CMake's message naming the valid archs."""
+    src, _ = clone_wheel
+    settings = {k: v for k, v in SMALL.items() if k != "cmake.define.FFPA_CUDA_ARCHS"}
+    r = _pip_wheel(src, tmp_path / "out", settings,
+                   env={"FFPA_CUDA_ARCHS": "75", "FFPA_JIT": "0", "FFPA_PROFILE": "full"})
+    assert r.returncode != 0
+    err = r.stdout + r.stderr
+    assert "from the environment: FFPA_CUDA_ARCHS=75" in err
+    ignored = [line for line in err.splitlines() if "not build settings, left to the package at run time:" in line]
+    assert ignored and "FFPA_JIT" in ignored[0].split(":", 1)[1].replace(",", " ").split(), ignored
+    assert "ignored from the environment, a build from source decides them: FFPA_PROFILE" in err
+    assert "CUDA arch '75' in FFPA_CUDA_ARCHS is not compiled by" in err, err[-4000:]
+    assert "configuring (cmake --preset local) failed" in err
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"cmake.define.FFPA_PROFILE": "full"}, "release wheels come from cmake --preset release-full"),
+    ({"cmake.define.FFPA_PYTHON_INTERPRETERS": "/usr/bin/python3"}, "run pip with the interpreter you want"),
+    ({"cmake.define.CMAKE_BUILD_TYPE": "Debug"}, "use -C cmake.build-type=TYPE"),
+    ({"cmake.define.FFPA_RELEASE_DIST": "/tmp"}, "-C build-dir=DIR says where the build tree lives"),
+    ({"cmake.build-type": "Fast"}, "use one of Release, RelWithDebInfo, MinSizeRel, Debug"),
+    ({"cmake.defines.FFPA_CUDA_ARCHS": "90"}, "unknown config setting 'cmake.defines.FFPA_CUDA_ARCHS'"),
+    ({"cmake.define.FFPA-ARCHS": "90"}, "is not a CMake variable name"),
+    ({"cmake.define.FFPA_CUDA_ARCHS": ["89", "90"]}, "is given 2 times"),
+    ({"build-dir": ""}, "-C build-dir= is empty"),
+])
+def test_bad_config_settings_fail_before_anything_is_installed(settings, message):
+    hooks = _hooks(REPO)
+    with pytest.raises(Exception) as e:
+        hooks.get_requires_for_build_wheel(settings)
+    assert message in str(e.value.stderr if hasattr(e.value, "stderr") else e.value)
+
+
+def test_build_requirements_are_the_pins_of_tools():
+    """get_requires_for_build_wheel asks for exactly the pins of their one home."""
+    reqs = [Requirement(r) for r in _hooks(REPO).get_requires_for_build_wheel({})]
+    homes = {"cmake": "requirements-build.txt", "ninja": "requirements-build.txt",
+             "pybind11": "requirements.txt", "nvidia-cutlass": "requirements-cutlass.txt"}
+    assert sorted(r.name for r in reqs) == sorted(homes)
+    assert _hooks(REPO).get_requires_for_build_sdist({}) == [str(r) for r in reqs if r.name == "cmake"]
+    for r in reqs:
+        (spec,) = r.specifier
+        assert spec.operator == "==", r
+        lines = (REPO / "tools" / homes[r.name]).read_text().splitlines()
+        assert any(line.split()[0] == f"{r.name}=={spec.version}" for line in lines if line.strip()), r
+
+
+FAKE_DRIVER = r"""
+/* A stand-in for libcuda.so.1: the four entry points the backend calls. */
+static const int caps[][2] = {%s};
+int cuInit(unsigned flags) { (void)flags; return 0; }
+int cuDeviceGetCount(int *n) { *n = (int)(sizeof caps / sizeof caps[0]); return 0; }
+int cuDeviceGet(int *dev, int ordinal) { *dev = ordinal; return 0; }
+int cuDeviceGetAttribute(int *v, int attr, int dev) {
+  if (attr == 75) { *v = caps[dev][0]; return 0; }
+  if (attr == 76) { *v = caps[dev][1]; return 0; }
+  return 1;
+}
+"""
+
+
+@pytest.mark.parametrize("caps, archs, outcome", [
+    ("{9, 0}, {7, 5}, {9, 0}", ["75", "90"], "FFPA_CUDA_ARCHS=90"),
+    ("{12, 0}", ["120"], "FFPA_CUDA_ARCHS=120"),
+    ("{7, 5}", ["75"], "error: this machine's GPUs are sm_75; the kernels need sm_80 or newer"),
+])
+def test_the_gpu_present_comes_from_the_driver(tmp_path, caps, archs, outcome):
+    lib = tmp_path / "libcuda.so.1"
+    (tmp_path / "fake.c").write_text(FAKE_DRIVER % caps)
+    r = _run(["cc", "-shared", "-fPIC", "-o", lib, tmp_path / "fake.c"])
+    assert r.returncode == 0, r.stderr
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import ffpa_build_backend as b\n"
+             "print(b.driver_archs()[0])\n"
+             "try:\n    print('FFPA_CUDA_ARCHS=' + b._cuda_archs_define()['FFPA_CUDA_ARCHS'])\n"
+             "except b.FfpaBuildError:\n    pass\n")
+    r = _run([sys.executable, "-c", probe, REPO / "tools/pep517"],
+             env=dict(os.environ, LD_LIBRARY_PATH=str(tmp_path)))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == str(archs)
+    assert outcome in r.stdout + r.stderr
+
+
+def test_no_driver_leaves_the_preset_fallback(tmp_path):
+    """Without libcuda (this machine) the backend passes no arch: the local preset's fallback."""
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import ffpa_build_backend as b\n"
+             "print(b.driver_archs()[0], b._cuda_archs_define())\n")
+    r = _run([sys.executable, "-c", probe, REPO / "tools/pep517"], env=dict(os.environ, LD_LIBRARY_PATH=str(tmp_path)))
+    assert r.returncode == 0, r.stderr
+    if "no NVIDIA driver" not in r.stderr:
+        pytest.skip("this machine has an NVIDIA driver")
+    assert r.stdout.strip() == "[] {}"
