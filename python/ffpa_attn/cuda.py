@@ -35,6 +35,7 @@ __all__ = [
     "COMPILED_DTYPES",
     "COMPILED_ARCHS",
     "COMPILED_IMPLS",
+    "COMPILED_MASKS",
     "CUDA_RUNTIME",
     "EXTENSION_IMPORT_ERROR",
     "EXTENSION_PATH",
@@ -117,6 +118,11 @@ COMPILED_HEAD_DIMS: tuple[int, ...] = tuple(sorted(int(d) for d in _INFO.get("he
 COMPILED_DTYPES: tuple[str, ...] = tuple(str(d) for d in _INFO.get("dtypes", ()))
 COMPILED_ARCHS: tuple[str, ...] = tuple(str(a) for a in _INFO.get("archs", ()))
 COMPILED_IMPLS: tuple[str, ...] = tuple(str(i) for i in _INFO.get("impls", ()))
+# The masks the kernels take beyond causal, forward and backward ("window": a sliding
+# window, "seqused_k": per-batch key lengths, "varlen": packed sequences with cu_seqlens):
+# the extension's build_info()["masks"]; empty in builds without them, whose torch calls
+# run those masks on torch SDPA (ffpa_attn.routing.FALLBACK_REASONS "window" / "varlen").
+COMPILED_MASKS: tuple[str, ...] = tuple(str(m) for m in _INFO.get("masks", ()))
 CUDA_RUNTIME: str | None = _INFO.get("cuda_runtime") or None
 EXTENSION_PATH: str | None = getattr(_C, "__file__", None)
 
