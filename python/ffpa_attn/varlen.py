@@ -41,12 +41,12 @@ from typing import Any
 
 import torch
 
-from . import cuda, launch, routing
+from . import cuda, launch, routing, torch_ops
 from .errors import DeviceError, ShapeError, UnsupportedDTypeError, UnsupportedFeatureError, UnsupportedImplError
 from .torch_bwd import ffpa_backward_problem
 from .torch_masks import cpu_masked_attention, cpu_masked_backward, masked_math, window_allowed, window_bias
 from .torch_math import MASK_BOTTOM_RIGHT, MASK_NONE, cpu_attention, cpu_attention_backward
-from .torch_ops import _SDPA, _autocast, _cuda_problem, _device_type
+from .torch_ops import _SDPA, _autocast, _cuda_problem
 from .validation import resolve_scale
 from .window import NO_WINDOW, check_window, effective_window
 
@@ -335,7 +335,7 @@ def _check_inputs(q: Any, k: Any, v: Any, enable_gqa: bool) -> None:
 
 def _fallback_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: Any,
                       window: tuple[int, int]) -> tuple[str, str, str | None] | None:
-    device_type = _device_type(q)
+    device_type = torch_ops._device_type(q)  # one place reads it (tests stand CPU tensors in for CUDA)
     if device_type not in ("cuda", "cpu", "meta"):
         return "device_type", f"tensors on {device_type}", None
     if not isinstance(dropout_p, (int, float)) or dropout_p != 0:
