@@ -52,6 +52,7 @@ from .errors import (
 from .launch import cuda_wheel_hint, release_channel
 from .routing import FALLBACK_REASONS, last_kernel
 from .validation import IMPL_FACTS, LOWP_IMPLS, SOURCE_TREE_PROBLEM, check_4d_shapes, resolve_scale
+from .window import check_window
 
 __all__ = ["ffpa_attn_func", "last_kernel", "IMPLS", "LOWP_IMPLS", "ACCUMS", "BACKWARDS", "FALLBACK_REASONS",
            "cuda_wheel_hint", "release_channel"]
@@ -201,8 +202,6 @@ def ffpa_attn_func(
     subclasses; nothing is launched until every check has passed.
     """
     _check_choices(impl, accum, backward)
-    from .window import check_window
-
     window = check_window(window_size)
     if isinstance(attn_mask, bool):
         raise UnsupportedArrayTypeError(

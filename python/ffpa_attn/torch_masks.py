@@ -110,7 +110,8 @@ def cpu_masked_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: 
             leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
             o, _ = masked_math(*leaves, bias, scale)
             grads = torch.autograd.grad(o, leaves, grad_out, allow_unused=True)
-        return tuple(torch.zeros_like(t) if g is None else g for g, t in zip(grads, (q, k, v)))  # type: ignore[return-value]
+        dq, dk, dv = (torch.zeros_like(t) if g is None else g for g, t in zip(grads, (q, k, v)))
+        return dq, dk, dv
     # Rows that saw no key: their LSE is -inf, and exp(S - LSE) would be NaN there; any
     # finite value gives P = exp(-inf) = 0.
     lse_in = torch.where(torch.isneginf(lse), torch.zeros_like(lse), lse)

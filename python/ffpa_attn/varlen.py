@@ -149,7 +149,9 @@ def _layout(cu_q: torch.Tensor, cu_k: torch.Tensor, max_q: int, max_k: int) -> d
     return {"cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k, "max_seqlen_q": int(max_q), "max_seqlen_k": int(max_k)}
 
 
-def _cuda_forward(q, k, v, cu_q, cu_k, max_q, max_k, causal, window, scale, impl, accum):  # type: ignore[no-untyped-def]
+def _cuda_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_q: torch.Tensor, cu_k: torch.Tensor, max_q: int,
+                  max_k: int, causal: bool, window: tuple[int, int], scale: float, impl: str,
+                  accum: str) -> tuple[torch.Tensor, torch.Tensor]:
     q4, k4, v4 = (_packed_view(t) for t in (q, k, v))
     launch.check({n: launch.describe(t) for n, t in (("q", q4), ("k", k4), ("v", v4))}, impl, accum)
     out = torch.empty((q.shape[0], q.shape[1], v.shape[-1]), dtype=q.dtype, device=q.device)
@@ -159,7 +161,10 @@ def _cuda_forward(q, k, v, cu_q, cu_k, max_q, max_k, causal, window, scale, impl
     return out, lse
 
 
-def _cuda_backward(q, k, v, out, lse, grad_out, cu_q, cu_k, max_q, max_k, causal, window, scale):  # type: ignore[no-untyped-def]
+def _cuda_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
+                   grad_out: torch.Tensor, cu_q: torch.Tensor, cu_k: torch.Tensor, max_q: int, max_k: int,
+                   causal: bool, window: tuple[int, int],
+                   scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     q, k, v, out, lse, grad_out = (t.detach() for t in (q, k, v, out, lse, grad_out))
     grad_out = grad_out.contiguous()
     dq, dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
@@ -225,7 +230,9 @@ def _varlen_backward_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out
                           grad_out: torch.Tensor, cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,
                           max_seqlen_q: int, max_seqlen_k: int, causal: bool, window_left: int, window_right: int,
                           scale: float, kernels: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return tuple(torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))  # type: ignore[return-value]
+    return (torch.empty_like(q, memory_format=torch.contiguous_format),
+            torch.empty_like(k, memory_format=torch.contiguous_format),
+            torch.empty_like(v, memory_format=torch.contiguous_format))
 
 
 def _backward_kernels_problem(q: torch.Tensor, window: tuple[int, int]) -> str | None:
