@@ -77,7 +77,7 @@ def batch(padding_side="left"):
 
 def run(model, ids, mask, **kwargs):
     out = model(input_ids=ids, attention_mask=mask, **kwargs).logits
-    valid = mask.bool()
+    valid = mask.bool() if mask is not None else torch.ones(ids.shape, dtype=torch.bool)
     loss = out[valid].float().logsumexp(-1).mean()
     loss.backward()
     grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
@@ -209,3 +209,22 @@ def test_mask_function_keeps_plain_patterns_two_dimensional():
         mask_function=chunked_causal_mask_function(WINDOW - 1, torch.zeros(2, dtype=torch.long)),
         allow_is_causal_skip=True, local_size=WINDOW - 1, **common)
     assert chunked.dim() == 4
+
+
+@pytest.mark.parametrize("name", ["llama", "gemma3"])
+def test_padding_free_batches_run_on_their_offsets(name):
+    # What transformers' DataCollatorWithFlattening hands flash attention: the sequences
+    # end to end in one row, with their offsets; the reference is sdpa with the
+    # block-diagonal mask transformers builds from position_ids.
+    reference, ours = build(name, MODELS[name][2]), build(name, ffpa_hf.NAME)
+    ids = torch.randint(3, 96, (1, 13), generator=torch.Generator().manual_seed(4))
+    position_ids = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 0, 1, 2, 0, 1, 2]])
+    offsets = torch.tensor([0, 7, 10, 13], dtype=torch.int32)
+    packed = dict(cu_seq_lens_q=offsets, cu_seq_lens_k=offsets, max_length_q=7, max_length_k=7)
+    want, want_grads = run(reference, ids, None, position_ids=position_ids, use_cache=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SDPAFallbackWarning)
+        got, got_grads = run(ours, ids, None, position_ids=position_ids, use_cache=False, **packed)
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+    for key in want_grads:
+        torch.testing.assert_close(got_grads[key], want_grads[key], atol=2e-5, rtol=1e-4, msg=key)

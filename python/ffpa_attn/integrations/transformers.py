@@ -22,6 +22,9 @@ How a layer's call runs:
   path does) and run by :func:`ffpa_attn.ffpa_attn_varlen_func`, causal aligned
   bottom-right per row and the layer's sliding window ``w`` as ``window_size=(w - 1, 0)``
   (a key is seen when ``q - w < k <= q``, transformers' rule); padded query rows are 0.
+  Padding-free batches that bring their own offsets (``cu_seq_lens_q`` / ``cu_seq_lens_k``
+  / ``max_length_q`` / ``max_length_k``, as transformers' DataCollatorWithFlattening
+  passes them to flash attention) run by the varlen call on those offsets.
   Dropout in training and 4-D masks run on torch SDPA through ffpa-attn's own fallback,
   with one SDPAFallbackWarning per reason (``strict=True`` via ``FFPA_STRICT=1`` raises).
   ``softcap`` (Gemma 2's ``attn_logit_softcapping``) and attention sinks raise, as
@@ -103,17 +106,28 @@ def ffpa_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: to
     b, hq, nq, d = query.shape
     hkv, nkv = key.shape[1], key.shape[2]
     gqa = hq != hkv
-    if attention_mask is not None and attention_mask.dim() != 2:
-        # A pattern the varlen call does not express: torch SDPA, said once (SDPAFallbackWarning).
-        out = ffpa_attn_func(query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling,
-                             enable_gqa=gqa)
-        return out.transpose(1, 2).contiguous(), None
     if sliding_window is not None and not causal:
         raise UnsupportedFeatureError(
             f"attn_implementation='{NAME}' got a sliding window on a bidirectional layer with a plain mask; its "
             "masks come from ffpa_attention_mask, which gives such layers SDPA's 4-D mask")
     window = (sliding_window - 1, -1) if sliding_window is not None else (-1, -1)
     q, k, v = (t.transpose(1, 2) for t in (query, key, value))  # [B, N, H, D]
+    packed_layout = [kwargs.get(n) for n in ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k")]
+    if all(x is not None for x in packed_layout):
+        # Padding-free batches (sequences laid end to end, e.g. transformers'
+        # DataCollatorWithFlattening): their own offsets, as transformers' flash path
+        # takes them, whatever mask was built from position_ids.
+        cu_q, cu_k, max_q, max_k = packed_layout
+        out = ffpa_attn_varlen_func(q.reshape(b * nq, hq, d), k.reshape(b * nkv, hkv, d),
+                                    v.reshape(b * nkv, hkv, v.shape[-1]), cu_q.to(torch.int32), cu_k.to(torch.int32),
+                                    int(max_q), int(max_k), dropout_p=dropout, softmax_scale=scaling, causal=causal,
+                                    window_size=window, enable_gqa=gqa)
+        return out.view(b, nq, hq, -1), None
+    if attention_mask is not None and attention_mask.dim() != 2:
+        # A pattern the varlen call does not express: torch SDPA, said once (SDPAFallbackWarning).
+        out = ffpa_attn_func(query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling,
+                             enable_gqa=gqa)
+        return out.transpose(1, 2).contiguous(), None
     if attention_mask is None:
         cu_q = torch.arange(b + 1, dtype=torch.int32, device=query.device) * nq
         cu_k = torch.arange(b + 1, dtype=torch.int32, device=query.device) * nkv
