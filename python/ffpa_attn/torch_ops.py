@@ -45,6 +45,11 @@ The backward (``backward=`` of ffpa_attn_func) starts from the forward's O and L
   query rows at a time (any device).
 * ``"recompute"``: the older full ``Nq x Nkv`` recompute from q, k and v.
 
+With a sliding window: ``"auto"`` / ``"ffpa"`` take the FFPA backward kernels where the
+build has windows (cuda.COMPILED_MASKS), ``"torch"`` (and ``"auto"`` without them) torch's
+CPU attention backward under the window's mask on the CPU, elsewhere the full recompute
+under that mask (torch's fused CUDA backward has no window; ``"fused"`` raises).
+
 A low-precision forward (``impl="fp8"``, ``"fp4"``, ...) has the same backward: it is fed
 the forward's O and LSE in the input dtype and fp32 like any other, and recomputes
 ``P`` from q and k in fp16/bf16 (or fp32), so the quantisation error reaches the gradients
