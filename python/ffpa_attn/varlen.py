@@ -274,8 +274,9 @@ torch.library.register_autograd("ffpa_attn::varlen_attention", _backward, setup_
 
 
 def _host_checks_possible(t: torch.Tensor) -> bool:
-    # Reading the offsets needs a device-to-host copy: impossible while tracing or capturing.
-    if torch.compiler.is_compiling():
+    # Reading the offsets needs a device-to-host copy: impossible while tracing or capturing,
+    # and meta tensors have no values.
+    if torch.compiler.is_compiling() or t.device.type == "meta":
         return False
     return not (t.device.type == "cuda" and torch.cuda.is_current_stream_capturing())
 

@@ -452,3 +452,45 @@ def test_varlen_nonfinite_inputs_stay_in_their_sequence():
     with sdpa_kernel(SDPBackend.MATH):
         want, _ = per_sequence_sdpa(q, k, v, cu_q, cu_k, True, (-1, -1))
     torch.testing.assert_close(out, want, equal_nan=True)
+
+
+def test_varlen_cuda_backward_hands_the_layout_to_the_extension(install_extension, monkeypatch):
+    fake = install_extension({**__import__("conftest").DEFAULT_INFO, "masks": ["window", "varlen"]})
+    calls = []
+    monkeypatch.setattr(fake, "backward", lambda *args, **kwargs: calls.append((args, kwargs)), raising=False)
+    q = torch.zeros(13, 4, 64, dtype=torch.float16)
+    k = torch.zeros(17, 2, 64, dtype=torch.float16)
+    out, grad_out = torch.zeros_like(q), torch.ones_like(q)
+    lse = torch.zeros(4, 13)
+    cu_q = torch.tensor([0, 5, 5, 13], dtype=torch.int32)
+    cu_k = torch.tensor([0, 6, 9, 17], dtype=torch.int32)
+    dq, dk, dv = varlen._cuda_backward(q, k, k, out, lse, grad_out, cu_q, cu_k, 8, 8, True, (3, -1), 0.125)
+    (args, kwargs), = calls
+    qa, ka, va, oa, goa, la, dqa, dka, dva, workspace, causal, top_left, scale = args
+    assert qa.shape == (1, 4, 13, 64) and ka.shape == va.shape == (1, 2, 17, 64) and goa.shape == (1, 4, 13, 64)
+    assert la.shape == (1, 4, 13) and la.dtype == torch.float32
+    assert dqa.data_ptr() == dq.data_ptr() and dka.data_ptr() == dk.data_ptr() and dq.shape == q.shape
+    assert workspace.numel() >= 2 * 4 * 13 and (causal, top_left, scale) == (True, False, 0.125)
+    assert kwargs == {"cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k, "max_seqlen_q": 8, "max_seqlen_k": 8,
+                      "window_left": 3, "window_right": 0}
+
+
+def test_ffpa_backward_kernels_get_the_window(install_extension, monkeypatch):
+    from ffpa_attn import torch_bwd
+
+    fake = install_extension({**__import__("conftest").DEFAULT_INFO, "masks": ["window"]})
+    calls = []
+    monkeypatch.setattr(fake, "backward", lambda *args, **kwargs: calls.append(kwargs), raising=False)
+    q = torch.zeros(1, 2, 8, 64, dtype=torch.float16)
+    lse = torch.zeros(1, 2, 8)
+    torch_bwd._backward_op(q, q, q, q, lse, q, MASK_TOP_LEFT, 0.125)
+    torch_bwd._backward_op(q, q, q, q, lse, q, MASK_TOP_LEFT, 0.125, 2, 0)
+    # No window: no new keyword (builds without windows take none); a window: both extents.
+    assert calls == [{}, {"window_left": 2, "window_right": 0}]
+
+
+def test_varlen_meta_tensors_go_through_the_fake():
+    q, k, v = (torch.empty(11, 4, 64, device="meta", dtype=torch.float16) for _ in range(3))
+    cu = torch.empty(4, dtype=torch.int32, device="meta")
+    out, lse = ffpa_attn_varlen_func(q, k, v, cu, cu, 6, 6, causal=True, window_size=(2, -1), return_lse=True)
+    assert out.device.type == "meta" and out.shape == (11, 4, 64) and lse.shape == (4, 11)
