@@ -136,10 +136,15 @@ def test_the_sliding_window_is_applied():
     assert (narrow[0, WINDOW + 1:] - wide[0, WINDOW + 1:]).abs().max() > 1e-4
 
 
+@pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
 @pytest.mark.parametrize("name", ["llama", "qwen2"])
-def test_greedy_generation_with_a_cache_matches(name):
+def test_greedy_generation_with_a_cache_matches(name, padded):
+    # Decoding: one query against the cache's keys (bottom-right), through the 2-D padding
+    # mask, or with none when no row is padded.
     reference, ours = build(name, MODELS[name][2]), build(name, ffpa_hf.NAME)
     ids, mask = batch("left")
+    if not padded:
+        mask = torch.ones_like(mask)
     kwargs = dict(max_new_tokens=5, do_sample=False, pad_token_id=0)
     with torch.no_grad():
         want = reference.generate(input_ids=ids, attention_mask=mask, **kwargs)
