@@ -494,3 +494,12 @@ def test_varlen_meta_tensors_go_through_the_fake():
     cu = torch.empty(4, dtype=torch.int32, device="meta")
     out, lse = ffpa_attn_varlen_func(q, k, v, cu, cu, 6, 6, causal=True, window_size=(2, -1), return_lse=True)
     assert out.device.type == "meta" and out.shape == (11, 4, 64) and lse.shape == (4, 11)
+
+
+def test_windowed_op_opcheck():
+    # One case (opcheck is slow): bottom-right, Nq < Nkv, a window on both sides of the clip.
+    mask, window = MASK_BOTTOM_RIGHT, (3, 1)
+    gen = torch.Generator().manual_seed(7)
+    q, k, v = (torch.randn(1, 2, n, 8, generator=gen, dtype=torch.float64, requires_grad=True) for n in (5, 7, 7))
+    result = torch.library.opcheck(torch_ops._attention_op, (q, k, v, mask, 0.3, "auto", "fp32", "auto", *window))
+    assert result == {name: "SUCCESS" for name in result} and len(result) == 4
