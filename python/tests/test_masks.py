@@ -71,6 +71,9 @@ def assert_grads_close(got, want, **tol):
 WINDOWS = [(2, -1), (0, 0), (3, 1), (-1, 2), (1, 0)]
 
 
+# torch's causal_lower_right warns that SDPA gives NaN rows for Nq > Nkv; here the window's
+# mask is what SDPA is given (rows that see no key: 0).
+@pytest.mark.filterwarnings("ignore:Lower right causal bias will produce NaNs")
 @pytest.mark.parametrize("window", WINDOWS)
 @pytest.mark.parametrize("mask", [MASK_NONE, MASK_TOP_LEFT, MASK_BOTTOM_RIGHT])
 @pytest.mark.parametrize("nq,nk", [(9, 9), (6, 11), (11, 6)])
