@@ -232,7 +232,8 @@ def test_varlen_cuda_forward_launches_once_on_packed_views(install_extension, mo
     q, k = torch.zeros(13, 4, 64, dtype=torch.float16), torch.zeros(17, 2, 64, dtype=torch.float16)
     cu_q = torch.tensor([0, 5, 5, 13], dtype=torch.int32)
     cu_k = torch.tensor([0, 6, 9, 17], dtype=torch.int32)
-    out, lse = varlen._cuda_forward(q, k, k, cu_q, cu_k, 8, 8, True, (2, -1), 0.125, "auto", "fp32")
+    used = torch.tensor([4, 3, 8], dtype=torch.int32)
+    out, lse = varlen._cuda_forward(q, k, k, cu_q, cu_k, 8, 8, True, (2, -1), 0.125, "auto", "fp32", used)
     assert checked == [{"q": (1, 4, 13, 64), "k": (1, 2, 17, 64), "v": (1, 2, 17, 64)}]
     (qa, ka, va, oa, la, causal, scale, impl), kwargs = fake.calls[-1], fake.call_kwargs[-1]
     assert qa.shape == (1, 4, 13, 64) and qa.data_ptr() == q.data_ptr()  # a view, nothing copied
@@ -240,7 +241,7 @@ def test_varlen_cuda_forward_launches_once_on_packed_views(install_extension, mo
     assert la.shape == (1, 4, 13) and lse.shape == (4, 13)
     assert causal is True and scale == 0.125
     assert kwargs["window_left"] == 2 and kwargs["window_right"] == 0
-    assert kwargs["cu_seqlens_q"] is cu_q and kwargs["cu_seqlens_k"] is cu_k
+    assert kwargs["cu_seqlens_q"] is cu_q and kwargs["cu_seqlens_k"] is cu_k and kwargs["seqused_k"] is used
     assert (kwargs["max_seqlen_q"], kwargs["max_seqlen_k"]) == (8, 8)
 
 
@@ -257,12 +258,15 @@ def packed(lens_q, lens_k, hq=4, hkv=2, d=16, dtype=torch.float64, seed=0):
     return q, k, v, offsets[0], offsets[1]
 
 
-def per_sequence_sdpa(q, k, v, cu_q, cu_k, causal, window, scale=None):
-    """The reference: torch SDPA once per sequence with the rule's boolean mask."""
+def per_sequence_sdpa(q, k, v, cu_q, cu_k, causal, window, scale=None, used=None):
+    """The reference: torch SDPA once per sequence with the rule's boolean mask (on the
+    first used[s] keys of sequence s when given)."""
     pieces, lses = [], []
     group = q.shape[1] // k.shape[1]
     for s in range(len(cu_q) - 1):
         q0, q1, k0, k1 = int(cu_q[s]), int(cu_q[s + 1]), int(cu_k[s]), int(cu_k[s + 1])
+        if used is not None:
+            k1 = k0 + int(used[s])
         if q1 == q0:
             continue
         if k1 == k0:
@@ -505,4 +509,55 @@ def test_windowed_op_opcheck():
     gen = torch.Generator().manual_seed(7)
     q, k, v = (torch.randn(1, 2, n, 8, generator=gen, dtype=torch.float64, requires_grad=True) for n in (5, 7, 7))
     result = torch.library.opcheck(torch_ops._attention_op, (q, k, v, mask, 0.3, "auto", "fp32", "auto", *window))
+    assert result == {name: "SUCCESS" for name in result} and len(result) == 4
+
+
+@pytest.mark.parametrize("causal,window", [(False, (-1, -1)), (True, (-1, -1)), (True, (1, -1))])
+def test_varlen_seqused_k_uses_the_first_keys_of_each_sequence(causal, window):
+    q, k, v, cu_q, cu_k = packed([4, 3, 5], [7, 4, 5])
+    used = torch.tensor([5, 0, 3], dtype=torch.int32)
+    out, lse = ffpa_attn_varlen_func(q, k, v, cu_q, cu_k, 5, 7, causal=causal, window_size=window, enable_gqa=True,
+                                     seqused_k=used, return_lse=True)
+    want, want_lse = per_sequence_sdpa(q, k, v, cu_q, cu_k, causal, window, used=used)
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(lse, want_lse)
+    got_grads, want_grads = grads(out, (q, k, v)), grads(want, (q, k, v))
+    assert_grads_close(got_grads, want_grads)
+    unused = torch.ones(k.shape[0], dtype=torch.bool)
+    for s, n in enumerate(used.tolist()):
+        unused[int(cu_k[s]):int(cu_k[s]) + n] = False
+    assert unused.sum() == 8 and not got_grads[1][unused].any() and not got_grads[2][unused].any()
+    # The SDPA fallback cuts the same keys.
+    with pytest.warns(SDPAFallbackWarning, match="'dropout'"):
+        torch.manual_seed(0)
+        dropped = ffpa_attn_varlen_func(q, k, v, cu_q, cu_k, 5, 7, causal=causal, window_size=window,
+                                        enable_gqa=True, seqused_k=used, dropout_p=1e-9)
+    torch.testing.assert_close(dropped, want, atol=1e-6, rtol=1e-6)
+
+
+def test_varlen_seqused_k_checks_and_reason(install_extension, as_cuda):
+    q, k, v, cu_q, cu_k = packed([3, 5], [3, 5], hq=2, hkv=2, d=8)
+    for cls, pattern, used in [
+        (UnsupportedDTypeError, "seqused_k must be int32", torch.tensor([1, 2])),
+        (ShapeError, "must be \\[S\\] = \\[2\\]", torch.tensor([1, 2, 3], dtype=torch.int32)),
+        (ShapeError, "seqused_k\\[1\\] = 6 but sequence 1 has 5 keys", torch.tensor([1, 6], dtype=torch.int32)),
+        (ShapeError, "seqused_k\\[0\\] = -1", torch.tensor([-1, 2], dtype=torch.int32)),
+        (DeviceError, "seqused_k is on meta", torch.tensor([1, 2], dtype=torch.int32, device="meta")),
+        (UnsupportedFeatureError, "must be a torch tensor", [1, 2]),
+    ]:
+        with pytest.raises(cls, match=pattern):
+            _call(q, k, v, cu_q, cu_k, seqused_k=used)
+    # Kernels with the packed layout but not the key counts: the varlen reason, said so.
+    install_extension({**__import__("conftest").DEFAULT_INFO, "masks": ["varlen", "window"]})
+    q, k, v, cu_q, cu_k = packed([6, 2], [6, 2], hq=2, hkv=2, d=64, dtype=torch.float16)
+    with pytest.raises(UnsupportedFeatureError, match="seqused_k .* do not take it"):
+        ffpa_attn_varlen_func(q, k, v, cu_q, cu_k, 6, 6, seqused_k=torch.tensor([3, 2], dtype=torch.int32),
+                              strict=True)
+
+
+def test_varlen_op_opcheck_with_seqused_k():
+    q, k, v, cu_q, cu_k = packed([3, 5], [4, 6], hq=2, hkv=2, d=8)
+    used = torch.tensor([2, 6], dtype=torch.int32)
+    args = (q, k, v, cu_q, cu_k, 5, 6, True, -1, -1, 0.3, "auto", "fp32", "auto", used)
+    result = torch.library.opcheck(varlen._varlen_op, args)
     assert result == {name: "SUCCESS" for name in result} and len(result) == 4
