@@ -1,7 +1,9 @@
 """ffpa-attn: large-head-dim (up to 1024) attention kernels for CUDA, with a NumPy reference.
 
 Public API: :func:`ffpa_attn_func` (SDPA's signature: it can replace
-``torch.nn.functional.scaled_dot_product_attention``), :func:`last_kernel`, the
+``torch.nn.functional.scaled_dot_product_attention``), :func:`ffpa_attn_varlen_func`
+(packed variable-length sequences, flash-attention's varlen call; needs torch, loaded on
+first access), :func:`last_kernel`, the
 :class:`FFPAError` hierarchy and the warnings, the :mod:`~ffpa_attn.reference` and
 :mod:`~ffpa_attn.cuda` modules, :func:`build_info` and ``__version__``.
 ``ffpa_attn.torch_ops`` (the ``ffpa_attn::attention`` torch op) is loaded on the first
@@ -49,6 +51,7 @@ __all__ = [
     "cuda",
     "reference",
     "ffpa_attn_func",
+    "ffpa_attn_varlen_func",
     "last_kernel",
     "FALLBACK_REASONS",
     *errors.__all__,
@@ -125,8 +128,11 @@ def build_info() -> dict[str, Any]:
 
 def __getattr__(name: str) -> Any:
     # Lazy submodules: torch_ops/torch_math import torch, bench is for tools.
-    if name in ("torch_ops", "torch_math", "bench", "deprecations", "launch", "routing"):
+    if name in ("torch_ops", "torch_math", "torch_masks", "varlen", "integrations", "bench", "deprecations", "launch",
+                "routing"):
         return importlib.import_module(f"{__name__}.{name}")
+    if name == "ffpa_attn_varlen_func":
+        return importlib.import_module(f"{__name__}.varlen").ffpa_attn_varlen_func
     # An old name of an earlier release (ffpa_attn.ffpa, ...) says what to write instead.
     from .deprecations import DEPRECATED_NAMES
 

@@ -150,7 +150,7 @@ EXIT_MISMATCH = 1
 EXIT_UNAVAILABLE = 2
 
 LINE_RE = re.compile(
-    r"^\[(?P<tag>self-attn|cross-attn) (?P<dtype>fp16|bf16)(?P<bwd> bwd(?:-only)?)?\] "
+    r"^\[(?P<tag>self-attn|cross-attn|packed) (?P<dtype>fp16|bf16)(?P<bwd> bwd(?:-only)?)?\] "
     r"B=(?P<B>\d+) Hq=(?P<Hq>\d+) Hkv=(?P<Hkv>\d+) Nq=(?P<Nq>\d+) Nkv=(?P<Nkv>\d+) D=(?P<D>\d+)"
     r"(?P<causal> causal)? (?P<err_name>O_err|dQ_err)=(?P<err>\S+) "
     r"allclose\(atol=(?P<atol>[0-9.e-]+)\)=(?P<allclose>True|False) "
@@ -163,7 +163,9 @@ LINE_RE = re.compile(
     # Forward rows: accuracy against the float64 reference on the slice ``ref``.
     r"(?: cos=(?P<cos>\S+) rel_l1=(?P<rel_l1>\S+) max_abs=(?P<max_abs>\S+) ref=(?P<ref>\S+))?"
     # Low-precision rows: the bounds of LOWP_BOUNDS they are held to, and the verdict.
-    r"(?: bound\((?P<bound>[^)]*)\)=(?P<bound_ok>True|False))?$"
+    r"(?: bound\((?P<bound>[^)]*)\)=(?P<bound_ok>True|False))?"
+    # Packed rows (--varlen): the sequence lengths of the batch.
+    r"(?: seqlens=(?P<seqlens>[0-9,]+))?$"
 )
 
 _DEFAULTS = {
@@ -196,6 +198,9 @@ SDPA_BACKENDS: dict[str, str] = {
     "sdpa-math": "MATH",
 }
 BASELINES: tuple[str, ...] = (*SDPA_BACKENDS, "sdpa-default")
+# The baseline of the packed rows (--varlen): torch SDPA (its default dispatch) called once
+# per sequence, what a model without a varlen kernel does.
+PER_SEQUENCE = "sdpa-per-sequence"
 # --baselines spellings: the short names, "all" and "none".
 _BASELINE_SPELLINGS = {name.removeprefix("sdpa-"): name for name in BASELINES}
 # A CUDA kernel whose name says it is attention; a dispatch with such kernels is named by
@@ -450,6 +455,9 @@ class Result:
     ref: str | None = None
     # "fp8" / "fp4" for the rows of a low-precision impl (held to LOWP_BOUNDS), else None.
     lowp: str | None = None
+    # Packed rows (--varlen): the batch's sequence lengths ("512,2048,..."); B is their
+    # count, Nq = Nkv the longest; the baseline is SDPA once per sequence. None otherwise.
+    seqlens: str | None = None
 
     @property
     def bound(self) -> tuple[float, float | None] | None:
@@ -479,7 +487,7 @@ class Result:
     def baseline(self) -> str:
         """The label of the baseline behind sdpa_ms/sdpa_tflops/speedup."""
         for b in self.baselines:
-            if b.name == "sdpa-default":
+            if b.name in ("sdpa-default", PER_SEQUENCE):
                 return b.label
         return "sdpa-default"
 
@@ -490,7 +498,7 @@ class Result:
         return self.ffpa_tflops / self.sdpa_tflops
 
     def line(self) -> str:
-        tag = "self-attn" if self.Nq == self.Nkv else "cross-attn"
+        tag = "packed" if self.seqlens else "self-attn" if self.Nq == self.Nkv else "cross-attn"
         direction = "" if self.direction == "fwd" else f" {self.direction}"
         err_name = "O_err" if self.direction == "fwd" else "dQ_err"
         sdpa_ms = "n/a" if self.sdpa_ms is None else f"{self.sdpa_ms:.3f}ms"
@@ -502,7 +510,7 @@ class Result:
             f"{err_name}={self.err:.6f} allclose(atol={self.atol:g})={self.allclose} "
             f"FFPA={self.ffpa_ms:.3f}ms SDPA={sdpa_ms} TFLOPS={self.ffpa_tflops:.2f}/{sdpa_tf} {ratio} "
             f"kernel={self.impl} accum={self.accum}" + (f" vs={self.baseline}" if self.baselines else "")
-            + self._accuracy_columns()
+            + self._accuracy_columns() + (f" seqlens={self.seqlens}" if self.seqlens else "")
         )
 
     def _accuracy_columns(self) -> str:
@@ -623,6 +631,14 @@ def build_parser() -> argparse.ArgumentParser:
              "default (SDPA's own dispatch, with the kernel that ran), or all (default) / none. A backend that "
              "refuses the shape is reported n/a with torch's reason",
     )
+    parser.add_argument(
+        "--varlen",
+        default=None,
+        metavar="LENS",
+        help="a packed batch instead of [B, H, N, D]: comma list of sequence lengths (e.g. 512,4096,1024; 0 is an "
+             "empty sequence), run by ffpa_attn_varlen_func (self-attention, --causal aligned per sequence) against "
+             "SDPA once per sequence in the same run (baseline sdpa-per-sequence); torch backends (cuda, cpu)",
+    )
     parser.add_argument("--save-path", default=None, help="directory for bench.csv, bench.json, bench_tflops.png")
     return parser
 
@@ -653,6 +669,16 @@ def _finish_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> a
     except ValueError as exc:
         parser.error(str(exc))
     args.dtypes = [narrowed] if narrowed else (["fp16", "bf16"] if args.dtype == "both" else [args.dtype])
+    args.seqlens = None
+    if args.varlen is not None:
+        if args.backend == "reference":
+            parser.error("--varlen runs ffpa_attn_varlen_func on torch tensors: use --backend cuda or cpu")
+        try:
+            args.seqlens = [int(x) for x in args.varlen.split(",")]
+        except ValueError:
+            parser.error(f"--varlen {args.varlen!r}: give a comma list of sequence lengths, e.g. 512,4096,1024")
+        if min(args.seqlens) < 0 or max(args.seqlens) == 0:
+            parser.error(f"--varlen {args.varlen!r}: lengths must be >= 0 with at least one positive")
     if args.accum == "fp16":
         if args.impl == "simt":
             parser.error("fp16 accumulation is for the tensor-core kernels (auto, mma, tma, cute, cute_tma); "
@@ -903,6 +929,8 @@ def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], N
 
     # Kernels: strict, so that a call they cannot take fails instead of timing SDPA.
     strict = not sdpa_only
+    if args.seqlens:
+        return _run_varlen(args, torch, strict, device)
     bottom_right = None
     if args.causal and args.N != args.Nkv:
         from torch.nn.attention.bias import causal_lower_right
@@ -1011,6 +1039,82 @@ def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], N
                                       sdpa_tflops=default.tflops, accum="fp32", baselines=baselines,
                                       **{**common, "impl": kernel}))
     return results
+
+
+def _run_varlen(args: argparse.Namespace, torch: Any, strict: bool, device: str) -> list[Result]:
+    """The packed rows: ffpa_attn_varlen_func on one packed batch of ``args.seqlens``
+    against SDPA once per sequence (PER_SEQUENCE), timed in the same run on the same tensors."""
+    from .interface import last_kernel
+    from .varlen import ffpa_attn_varlen_func
+
+    lens = args.seqlens
+    offsets = torch.tensor([0, *np.cumsum(lens).tolist()], dtype=torch.int32, device=device)
+    bounds = [(int(a), int(b)) for a, b in zip(offsets.tolist(), offsets.tolist()[1:]) if b > a]
+    total, longest = int(sum(lens)), max(lens)
+    gen = torch.Generator(device=device).manual_seed(args.seed)
+    torch_dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
+    gqa = args.Hkv != args.H
+
+    def time_fn(fn: Callable[[], Any]) -> float:
+        if device != "cuda":
+            return _time_host(fn, args.warmup, args.iters)
+        return _time_cuda(fn, args.warmup, args.iters, lambda: torch.cuda.Event(enable_timing=True),
+                          torch.cuda.synchronize)
+
+    def per_sequence(q: Any, k: Any, v: Any) -> Any:
+        return torch.cat([_SDPA_BUILTIN(torch)(*(t[a:b].transpose(0, 1)[None] for t in (q, k, v)),
+                                               is_causal=args.causal, enable_gqa=gqa)[0].transpose(0, 1)
+                          for a, b in bounds])
+
+    results: list[Result] = []
+    for dtype in args.dtypes:
+        for d in args.D:
+            q = torch.randn((total, args.H, d), generator=gen, device=device, dtype=torch_dtypes[dtype])
+            k, v = (torch.randn((total, args.Hkv, d), generator=gen, device=device, dtype=torch_dtypes[dtype])
+                    for _ in range(2))
+            flop = sum(flops(1, args.H, n, n, d, args.causal) for n in lens if n)
+            common = dict(backend=args.backend, dtype=dtype, B=len(lens), Hq=args.H, Hkv=args.Hkv, Nq=longest,
+                          Nkv=longest, D=d, causal=args.causal, accum="fp32", seqlens=args.varlen)
+
+            def run(q: Any = q, k: Any = k, v: Any = v) -> Any:
+                return ffpa_attn_varlen_func(q, k, v, offsets, offsets, longest, longest, causal=args.causal,
+                                             enable_gqa=gqa, strict=strict)
+
+            atol = _atol(dtype, "fp32")
+            if not args.no_fwd:
+                with torch.no_grad():
+                    out = run()
+                    kernel = last_kernel() or "auto"
+                    err = float((out.float() - per_sequence(q, k, v).float()).abs().max().item())
+                    ffpa_ms = time_fn(run)
+                    sdpa_ms = time_fn(lambda: per_sequence(q, k, v))
+                results.append(_packed_result("fwd", err, atol, ffpa_ms, sdpa_ms, flop, device, kernel, common))
+            if not args.no_bwd:
+                qg, kg, vg = (t.detach().requires_grad_(True) for t in (q, k, v))
+                dout = torch.randn(q.shape, generator=gen, device=device, dtype=q.dtype)
+                run(qg, kg, vg).backward(dout)
+                kernel = last_kernel() or "auto"
+                dq, qg.grad = qg.grad.detach().clone(), None
+                per_sequence(qg, kg, vg).backward(dout)
+                err = float((dq.float() - qg.grad.float()).abs().max().item())
+                ffpa_ms = time_fn(lambda: run(qg, kg, vg).backward(dout))
+                sdpa_ms = time_fn(lambda: per_sequence(qg, kg, vg).backward(dout))
+                results.append(_packed_result("bwd", err, atol, ffpa_ms, sdpa_ms, 3.5 * flop, device, kernel,
+                                              common))
+    return results
+
+
+def _SDPA_BUILTIN(torch: Any) -> Callable[..., Any]:
+    # torch's own SDPA, never a patched F.scaled_dot_product_attention.
+    return torch._C._nn.scaled_dot_product_attention
+
+
+def _packed_result(direction: str, err: float, atol: float, ffpa_ms: float, sdpa_ms: float, flop: float, device: str,
+                   kernel: str, common: dict[str, Any]) -> Result:
+    baseline = Baseline(PER_SEQUENCE, sdpa_ms, _tflops(flop, sdpa_ms), device=device)
+    return Result(direction=direction, err=err, atol=atol, allclose=err <= atol, ffpa_ms=ffpa_ms, sdpa_ms=sdpa_ms,
+                  ffpa_tflops=_tflops(flop, ffpa_ms), sdpa_tflops=baseline.tflops, baselines=[baseline], impl=kernel,
+                  **common)
 
 
 def _run_cuda_cupy(args: argparse.Namespace, cupy: Any, log: Callable[[str], None]) -> list[Result]:
@@ -1139,8 +1243,9 @@ def save_results(results: Sequence[Result], save_path: str, config: dict[str, An
     # older CSV see the same columns in the same places. sdpa_ms, sdpa_tflops and speedup
     # are the row's baseline's (one row per case and named baseline).
     # The accuracy columns came last, after the baseline ones.
-    columns = ([f.name for f in fields(Result) if f.name not in ("accum", "baselines", *_ACCURACY_COLUMNS)]
-               + ["speedup", "accum"] + _BASELINE_COLUMNS + _ACCURACY_COLUMNS)
+    # seqlens (the packed rows) after them.
+    columns = ([f.name for f in fields(Result) if f.name not in ("accum", "baselines", "seqlens", *_ACCURACY_COLUMNS)]
+               + ["speedup", "accum"] + _BASELINE_COLUMNS + _ACCURACY_COLUMNS + ["seqlens"])
     csv_path = os.path.join(save_path, "bench.csv")
     with open(csv_path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns)

@@ -35,6 +35,7 @@ __all__ = [
     "COMPILED_DTYPES",
     "COMPILED_ARCHS",
     "COMPILED_IMPLS",
+    "COMPILED_MASKS",
     "CUDA_RUNTIME",
     "EXTENSION_IMPORT_ERROR",
     "EXTENSION_PATH",
@@ -81,7 +82,7 @@ def _set_extension(module: ModuleType | None, import_error: str | None) -> None:
     global CUDA_FWD_AVAILABLE, CUDA_TMA_AVAILABLE, TMA_ARCHS, F16_ACC_AVAILABLE, CUDA_CUTE_AVAILABLE
     global CUDA_CUTE_TMA_AVAILABLE, CUTLASS_VERSION, CUDA_FP8_AVAILABLE, CUDA_FP4_AVAILABLE, FP8_ARCHS
     global FP4_ARCHS, CUDA_BWD_AVAILABLE, BWD_INSTANCES, COMPILED_HEAD_DIMS, COMPILED_DTYPES, COMPILED_ARCHS
-    global COMPILED_IMPLS, CUDA_RUNTIME, EXTENSION_PATH
+    global COMPILED_IMPLS, COMPILED_MASKS, CUDA_RUNTIME, EXTENSION_PATH
     _C, EXTENSION_IMPORT_ERROR = module, import_error
     _INFO = _read_info(_C)
 
@@ -128,6 +129,11 @@ def _set_extension(module: ModuleType | None, import_error: str | None) -> None:
     COMPILED_DTYPES = tuple(str(d) for d in _INFO.get("dtypes", ()))
     COMPILED_ARCHS = tuple(str(a) for a in _INFO.get("archs", ()))
     COMPILED_IMPLS = tuple(str(i) for i in _INFO.get("impls", ()))
+    # The masks the kernels take beyond causal, forward and backward ("window": a sliding
+    # window, "seqused_k": per-batch key lengths, "varlen": packed sequences with cu_seqlens):
+    # the extension's build_info()["masks"]; empty in builds without them, whose torch calls
+    # run those masks on torch SDPA (ffpa_attn.routing.FALLBACK_REASONS "window" / "varlen").
+    COMPILED_MASKS = tuple(str(m) for m in _INFO.get("masks", ()))
     CUDA_RUNTIME = _INFO.get("cuda_runtime") or None
     EXTENSION_PATH = getattr(_C, "__file__", None)
 

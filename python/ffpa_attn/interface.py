@@ -52,6 +52,7 @@ from .errors import (
 from .launch import cuda_wheel_hint, release_channel
 from .routing import FALLBACK_REASONS, last_kernel
 from .validation import IMPL_FACTS, LOWP_IMPLS, SOURCE_TREE_PROBLEM, check_4d_shapes, resolve_scale
+from .window import check_window
 
 __all__ = ["ffpa_attn_func", "last_kernel", "IMPLS", "LOWP_IMPLS", "ACCUMS", "BACKWARDS", "FALLBACK_REASONS",
            "cuda_wheel_hint", "release_channel"]
@@ -154,6 +155,7 @@ def ffpa_attn_func(
     strict: bool | None = None,
     backward: str = "auto",
     causal: bool | None = None,
+    window_size: tuple[int, int] = (-1, -1),
 ) -> Any:
     """Attention ``softmax(query key^T * scale [+ mask]) value`` for [B, H, N, D] inputs,
     with SDPA's signature and conventions (module docstring).
@@ -188,12 +190,19 @@ def ffpa_attn_func(
       elsewhere), ``"fused"``, ``"lse"`` or ``"recompute"`` (the older full Nq x Nkv
       recompute); see :mod:`ffpa_attn.torch_ops`.
     * ``causal``: deprecated (ffpa_attn.deprecations): the bottom-right causal mask.
+    * ``window_size``: a sliding window ``(left, right)``, flash-attention's convention:
+      query i sees key j iff ``diag(i) - left <= j <= diag(i) + right`` (-1: unbounded;
+      ``(-1, -1)``, the default, is no window), with ``diag(i) = i`` (SDPA's top-left
+      alignment, ``is_causal``) or ``i + Nkv - Nq`` under a ``causal_lower_right`` bias;
+      a causal mask clips ``right`` to 0. Torch tensors only; with an ``attn_mask`` tensor
+      both apply (SDPA runs it).
 
     Returns ``out`` (same framework, device, shape and dtype as query) or, with
     ``return_lse=True``, ``(out, lse)``. Raises the :class:`ffpa_attn.FFPAError`
     subclasses; nothing is launched until every check has passed.
     """
     _check_choices(impl, accum, backward)
+    window = check_window(window_size)
     if isinstance(attn_mask, bool):
         raise UnsupportedArrayTypeError(
             f"attn_mask={attn_mask}: the fourth argument is attn_mask (a tensor), as in SDPA's signature; it was "
@@ -227,7 +236,7 @@ def ffpa_attn_func(
         return torch_ops.dispatch(query, key, value, attn_mask, dropout_p, is_causal, scale,
                                   enable_gqa or causal is not None,
                                   legacy_causal=causal, impl=impl, accum=accum, return_lse=return_lse,
-                                  strict=strict, backward=backward)
+                                  strict=strict, backward=backward, window=window)
 
     devices = [launch.cuda_device_of(t) for t in arrays]
     on_cuda = [dev is not None for dev in devices]
@@ -240,6 +249,10 @@ def ffpa_attn_func(
             "with torch.as_tensor(x) / torch.from_dlpack(x), or x.numpy()"
         )
     # NumPy and CuPy arrays: there is no SDPA to run what the kernels do not take.
+    if window != (-1, -1):
+        raise UnsupportedFeatureError(
+            f"window_size={window_size!r} needs torch tensors (CPU or CUDA); NumPy/CuPy arrays take no sliding "
+            "window: convert them with torch.from_dlpack(x) / torch.from_numpy(x)")
     if attn_mask is not None:
         raise UnsupportedFeatureError(
             "attn_mask needs torch tensors (they run masked calls on torch SDPA); for NumPy/CuPy arrays "

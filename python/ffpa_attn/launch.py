@@ -313,16 +313,23 @@ def _exportable(x: Any) -> Any:
     return x
 
 
-def launch(q: Any, k: Any, v: Any, out: Any, lse: Any, causal: bool, scale: float, impl: str, accum: str) -> str:
+def launch(q: Any, k: Any, v: Any, out: Any, lse: Any, causal: bool, scale: float, impl: str, accum: str, *,
+           window: tuple[int, int] = (-1, -1), varlen: dict[str, Any] | None = None) -> str:
     """``out[...] = attention(q, k, v)`` (and lse when not None) on the current stream.
 
     The caller has run :func:`check`; ``causal`` is bottom-right aligned (the kernels'
-    convention, docs/perf.md). Returns the kernel that ran and records it for
-    :func:`ffpa_attn.last_kernel`; warns when impl="auto" had to take the SIMT kernel.
+    convention, docs/perf.md), as is ``window`` (left, right; -1 unbounded); ``varlen``
+    holds the packed layout's ``cu_seqlens_q`` / ``cu_seqlens_k`` / ``max_seqlen_q`` /
+    ``max_seqlen_k`` (ffpa_attn.varlen). Both are handed to the extension only when given
+    (cuda.COMPILED_MASKS says whether it has them). Returns the kernel that ran and records
+    it for :func:`ffpa_attn.last_kernel`; warns when impl="auto" had to take the SIMT kernel.
     """
     ext = _extension_or_raise()
     qx, kx, vx = (_exportable(t) for t in (q, k, v))
-    used = ext.forward(qx, kx, vx, out, lse, bool(causal), float(scale), impl, accum=accum)
+    masks: dict[str, Any] = dict(varlen or {})
+    if window != (-1, -1):
+        masks.update(window_left=int(window[0]), window_right=int(window[1]))
+    used = ext.forward(qx, kx, vx, out, lse, bool(causal), float(scale), impl, accum=accum, **masks)
     kernel = str(used) if used is not None else impl
     routing.note_kernel(kernel)
     if impl == "auto" and kernel == "simt":

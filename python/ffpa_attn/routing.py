@@ -76,6 +76,13 @@ FALLBACK_REASONS: dict[str, tuple[type[FFPAError], str]] = {
                                      "run under torch.autocast"),
     "head_dim": (UnsupportedHeadDimError, "rebuild with -DFFPA_HEAD_DIMS including it (multiples of 64 up to "
                                           "1024), or pad the head dim to a compiled one"),
+    # The masks of the kernels beyond causal (ffpa_attn.cuda.COMPILED_MASKS): a build
+    # without them runs sliding windows and packed sequences on SDPA (per sequence).
+    "window": (UnsupportedFeatureError, "install a build whose kernels take sliding windows "
+                                        "('window' in ffpa_attn.cuda.COMPILED_MASKS), or drop window_size"),
+    "varlen": (UnsupportedFeatureError, "install a build whose kernels take packed sequences "
+                                        "('varlen' in ffpa_attn.cuda.COMPILED_MASKS); without it "
+                                        "ffpa_attn_varlen_func runs torch SDPA once per sequence"),
 }
 
 _WARNED: set[str] = set()

@@ -44,7 +44,8 @@ def _aligned(t: torch.Tensor) -> bool:
 
 @torch.library.custom_op("ffpa_attn::attention_backward", mutates_args=())
 def _backward_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
-                 grad_out: torch.Tensor, mask: int, scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                 grad_out: torch.Tensor, mask: int, scale: float, window_left: int = -1,
+                 window_right: int = -1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     # torch refuses to export a tensor that requires grad through DLPack; the kernels only
     # read these. An expanded or otherwise misaligned grad_out (e.g. the gradient of a sum)
     # is copied once.
@@ -55,19 +56,27 @@ def _backward_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.T
     workspace = torch.empty(2 * b * hq * nq, dtype=torch.float32, device=q.device)
     ext = cuda.extension()
     assert ext is not None, "ffpa_backward_problem() said the backward kernels exist"
+    # The window (bottom-right or top-left as the mask) only when there is one: builds
+    # without windows (ffpa_attn.cuda.COMPILED_MASKS) take no such keyword.
+    window = {} if (window_left, window_right) == (-1, -1) else {"window_left": window_left,
+                                                                 "window_right": window_right}
     ext.backward(q, k, v, out, grad_out, lse.float(), dq, dk, dv, workspace, mask != MASK_NONE,
-                 mask == MASK_TOP_LEFT, scale)
+                 mask == MASK_TOP_LEFT, scale, **window)
     return dq, dk, dv
 
 
 @_backward_op.register_fake
 def _backward_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
-                   grad_out: torch.Tensor, mask: int, scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   grad_out: torch.Tensor, mask: int, scale: float, window_left: int = -1,
+                   window_right: int = -1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return tuple(torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))  # type: ignore[return-value]
 
 
 def attention_backward_ffpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
-                            grad_out: torch.Tensor, mask: int,
-                            scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dq, dk, dv by the backward kernels (the caller checked ffpa_backward_problem())."""
+                            grad_out: torch.Tensor, mask: int, scale: float,
+                            window: tuple[int, int] = (-1, -1)) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dq, dk, dv by the backward kernels (the caller checked ffpa_backward_problem(), and
+    cuda.COMPILED_MASKS for a window)."""
+    if window != (-1, -1):
+        return _backward_op(q, k, v, out, lse, grad_out, mask, scale, window[0], window[1])
     return _backward_op(q, k, v, out, lse, grad_out, mask, scale)

@@ -10,10 +10,13 @@ autograd formula, so ``torch.compile(fullgraph=True)`` traces a model that calls
 one node:
 
     ffpa_attn::attention(Tensor q, Tensor k, Tensor v, int mask, float scale, str impl,
-                         str accum, str backward) -> (Tensor out, Tensor lse)
+                         str accum, str backward, int window_left=-1,
+                         int window_right=-1) -> (Tensor out, Tensor lse)
 
 ``mask`` is 0 (none), 1 (causal, top-left: SDPA's ``is_causal``) or 2 (causal,
-bottom-right: the kernels' and flash-attention's). ``impl`` and ``accum`` are handed to
+bottom-right: the kernels' and flash-attention's). ``window_left`` / ``window_right`` are
+a sliding window (torch_masks: -1 unbounded), aligned as the mask (top-left for 0 and 1);
+a causal mask clips its right extent to 0. ``impl`` and ``accum`` are handed to
 the kernels as they are (every spelling of ``interface.IMPLS``, the low-precision
 ``fp8`` / ``fp4`` paths included; launch.check validates them); the fake and the
 autograd formula do not depend on them. On CUDA it runs the FFPA kernels on
@@ -41,6 +44,11 @@ The backward (``backward=`` of ffpa_attn_func) starts from the forward's O and L
 * ``"lse"``: torch_math.attention_backward_lse, the same math in torch ops a block of
   query rows at a time (any device).
 * ``"recompute"``: the older full ``Nq x Nkv`` recompute from q, k and v.
+
+With a sliding window: ``"auto"`` / ``"ffpa"`` take the FFPA backward kernels where the
+build has windows (cuda.COMPILED_MASKS), ``"torch"`` (and ``"auto"`` without them) torch's
+CPU attention backward under the window's mask on the CPU, elsewhere the full recompute
+under that mask (torch's fused CUDA backward has no window; ``"fused"`` raises).
 
 A low-precision forward (``impl="fp8"``, ``"fp4"``, ...) has the same backward: it is fed
 the forward's O and LSE in the input dtype and fp32 like any other, and recomputes
@@ -70,7 +78,15 @@ from .torch_math import (
     cpu_attention_backward,
 )
 from .torch_bwd import attention_backward_ffpa, ffpa_backward_problem
+from .torch_masks import (
+    cpu_masked_attention,
+    cpu_masked_backward,
+    masked_math,
+    window_allowed,
+    window_bias,
+)
 from .validation import resolve_scale
+from .window import effective_window
 
 __all__ = ["FFPAAttnFunction", "attention_math", "dispatch", "ffpa_attention", "sdpa"]
 
@@ -166,11 +182,15 @@ def _empty_outputs(q: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torc
 
 
 def _cuda_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: int, scale: float, impl: str,
-                    accum: str) -> tuple[torch.Tensor, torch.Tensor]:
+                    accum: str, window: tuple[int, int] = (-1, -1)) -> tuple[torch.Tensor, torch.Tensor]:
     launch.check({n: launch.describe(t) for n, t in (("q", q), ("k", k), ("v", v))}, impl, accum)
     out, lse = _empty_outputs(q, v)
     nq, nkv = q.shape[2], k.shape[2]
-    if mask == MASK_TOP_LEFT and nq != nkv:
+    if window != (-1, -1):
+        # find_problem sent a top-left window here only when Nq == Nkv, where both alignments agree.
+        launch.launch(q, k, v, out, lse, mask != MASK_NONE, scale, impl, accum,
+                      window=effective_window(mask != MASK_NONE, window))
+    elif mask == MASK_TOP_LEFT and nq != nkv:
         # The kernels' causal mask is bottom-right aligned; top-left is the same mask on
         # the first Nq keys (Nq < Nkv), or a causal square on the first Nkv rows and no
         # mask on the rest (Nq > Nkv). Views: nothing is copied.
@@ -184,14 +204,26 @@ def _cuda_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: int
     return out, lse
 
 
+def _window_bias_for(q: torch.Tensor, k: torch.Tensor, mask: int, window: tuple[int, int]) -> torch.Tensor | None:
+    # The op's mask and window as one additive [Nq, Nkv] mask (torch_masks' rule).
+    left, right = effective_window(mask != MASK_NONE, window)
+    return window_bias(q.shape[2], k.shape[2], left, right, mask == MASK_BOTTOM_RIGHT, q.dtype, q.device)
+
+
 @torch.library.custom_op("ffpa_attn::attention", mutates_args=())
 def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: int, scale: float, impl: str,
-                  accum: str, backward: str) -> tuple[torch.Tensor, torch.Tensor]:
+                  accum: str, backward: str, window_left: int = -1,
+                  window_right: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
+    window = (window_left, window_right)
     if q.device.type == "cuda":
-        return _cuda_attention(q, k, v, mask, scale, impl, accum)
-    # CPU tensors: torch's own CPU attention (torch_math.cpu_attention), copied into the
-    # layout the fake promises on every device (an O(N) copy).
-    result, lse = cpu_attention(q, k, v, mask, scale)
+        return _cuda_attention(q, k, v, mask, scale, impl, accum, window)
+    # CPU tensors: torch's own CPU attention (torch_math.cpu_attention; with a window,
+    # torch_masks.cpu_masked_attention), copied into the layout the fake promises on every
+    # device (an O(N) copy).
+    if window != (-1, -1):
+        result, lse = cpu_masked_attention(q, k, v, _window_bias_for(q, k, mask, window), scale)
+    else:
+        result, lse = cpu_attention(q, k, v, mask, scale)
     out, lse_out = _empty_outputs(q, v)
     out.copy_(result)
     lse_out.copy_(lse)
@@ -201,31 +233,38 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: int, 
 
 @torch.library.custom_op("ffpa_attn::cpu_attention_backward", mutates_args=())
 def _cpu_backward_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
-                     grad_out: torch.Tensor, mask: int, scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                     grad_out: torch.Tensor, mask: int, scale: float, window_left: int = -1,
+                     window_right: int = -1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     # An op of its own: which backward runs depends on whether the inputs are finite
     # (torch_math.cpu_attention_backward), a question a traced backward cannot ask.
-    dq, dk, dv = cpu_attention_backward(q, k, v, out, lse, grad_out, mask, scale)
+    window = (window_left, window_right)
+    if window != (-1, -1):
+        dq, dk, dv = cpu_masked_backward(q, k, v, out, lse, grad_out, _window_bias_for(q, k, mask, window), scale)
+    else:
+        dq, dk, dv = cpu_attention_backward(q, k, v, out, lse, grad_out, mask, scale)
     return dq.contiguous(), dk.contiguous(), dv.contiguous()
 
 
 @_cpu_backward_op.register_fake
 def _cpu_backward_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
-                       grad_out: torch.Tensor, mask: int,
-                       scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                       grad_out: torch.Tensor, mask: int, scale: float, window_left: int = -1,
+                       window_right: int = -1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return (torch.empty(q.shape, dtype=q.dtype, device=q.device), torch.empty(k.shape, dtype=k.dtype, device=k.device),
             torch.empty(v.shape, dtype=v.dtype, device=v.device))
 
 
 @_attention_op.register_fake
 def _attention_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: int, scale: float, impl: str,
-                    accum: str, backward: str) -> tuple[torch.Tensor, torch.Tensor]:
+                    accum: str, backward: str, window_left: int = -1,
+                    window_right: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
     return _empty_outputs(q, v)
 
 
 def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, torch.Tensor]) -> None:
-    q, k, v, mask, scale, _impl, _accum, backward = inputs
+    q, k, v, mask, scale, _impl, _accum, backward, *window = inputs
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse)
+    ctx.window = tuple(window) if window else (-1, -1)
     ctx.mask = mask
     ctx.scale = scale
     ctx.backward = backward
@@ -235,8 +274,8 @@ def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor
 
 def _backward(ctx: Any, grad_out: torch.Tensor, _grad_lse: Any) -> tuple[Any, ...]:
     q, k, v, out, lse = ctx.saved_tensors
-    dq, dk, dv = attention_backward(q, k, v, out, lse, grad_out, ctx.mask, ctx.scale, ctx.backward)
-    return dq, dk, dv, None, None, None, None, None
+    dq, dk, dv = attention_backward(q, k, v, out, lse, grad_out, ctx.mask, ctx.scale, ctx.backward, ctx.window)
+    return dq, dk, dv, None, None, None, None, None, None, None
 
 
 torch.library.register_autograd("ffpa_attn::attention", _backward, setup_context=_setup_context)
@@ -309,9 +348,11 @@ def _efficient_backward(q, k, v, out, lse, grad_out, mask, scale):  # type: igno
 
 
 def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
-                       grad_out: torch.Tensor, mask: int, scale: float,
-                       choice: str = "auto") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                       grad_out: torch.Tensor, mask: int, scale: float, choice: str = "auto",
+                       window: tuple[int, int] = (-1, -1)) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dq, dk, dv of the op, by ``choice`` (module docstring)."""
+    if window != (-1, -1):
+        return _window_backward(q, k, v, out, lse, grad_out, mask, scale, choice, window)
     if choice == "recompute":
         return attention_backward_recompute(q, k, v, grad_out, mask, scale)
     if choice in ("auto", "ffpa"):
@@ -336,6 +377,33 @@ def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: t
                 f"backward='fused' is torch's fused CUDA attention backward, which takes fp16/bf16 CUDA tensors; "
                 f"got {q.dtype} on {q.device.type}: use backward='auto' (the LSE recompute here) or 'lse'")
     return attention_backward_lse(q, k, v, out, lse, grad_out, mask, scale)
+
+
+def _window_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
+                     grad_out: torch.Tensor, mask: int, scale: float, choice: str,
+                     window: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    # A sliding window: the FFPA backward kernels where they have it, torch's CPU attention
+    # backward on the CPU, else the full recompute under the window's mask (torch's fused
+    # CUDA backward has no window).
+    if choice in ("auto", "ffpa"):
+        why_not = ffpa_backward_problem(q) or (None if "window" in cuda.COMPILED_MASKS else
+                                                "this build's backward kernels have no sliding window")
+        if why_not is None:
+            return attention_backward_ffpa(q, k, v, out, lse, grad_out, mask, scale,
+                                           window=effective_window(mask != MASK_NONE, window))
+        if choice == "ffpa":
+            raise UnsupportedImplError(f"backward='ffpa' cannot run: {why_not}; use backward='torch' or 'auto'")
+    if choice in ("auto", "torch", "lse") and q.device.type == "cpu":
+        return _cpu_backward_op(q, k, v, out, lse, grad_out, mask, scale, window[0], window[1])
+    if choice == "fused":
+        raise UnsupportedImplError("backward='fused' (torch's fused CUDA attention backward) has no sliding window; "
+                                   "use backward='auto'")
+    bias = _window_bias_for(q, k, mask, window)
+    with torch.enable_grad():
+        leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
+        o, _ = masked_math(*leaves, bias, scale)
+        dq, dk, dv = torch.autograd.grad(o, leaves, grad_out)
+    return dq, dk, dv
 
 
 # --- the torch side of ffpa_attn_func --------------------------------------------------------
@@ -442,9 +510,23 @@ def _cuda_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[st
 
 
 def sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: Any, dropout_p: float,
-         is_causal: bool, scale: float | None, enable_gqa: bool, kind: int | None = None) -> torch.Tensor:
+         is_causal: bool, scale: float | None, enable_gqa: bool, kind: int | None = None,
+         window: tuple[int, int] = (-1, -1)) -> torch.Tensor:
     """torch's own SDPA (never the patched attribute). ``kind`` is the mask kind when it
-    came from a causal bias or causal=, which torch's builtin is given in its own terms."""
+    came from a causal bias or causal=, which torch's builtin is given in its own terms;
+    ``window`` a sliding window (torch_masks), given to it as a boolean mask."""
+    if window != (-1, -1):
+        mask = kind if kind is not None else (MASK_TOP_LEFT if is_causal else MASK_NONE)
+        nq, nkv = query.shape[-2], key.shape[-2]
+        left, right = effective_window(mask != MASK_NONE, window)
+        allowed = window_allowed(nq, nkv, left, right, mask == MASK_BOTTOM_RIGHT, query.device)
+        if kind is not None or attn_mask is None:
+            attn_mask = allowed
+        elif attn_mask.dtype == torch.bool:
+            attn_mask = attn_mask & allowed
+        else:
+            attn_mask = attn_mask.masked_fill(~allowed, float("-inf"))
+        return _SDPA(query, key, value, attn_mask, dropout_p, False, scale=scale, enable_gqa=enable_gqa)
     if kind is not None:
         nq, nkv = query.shape[-2], key.shape[-2]
         attn_mask, is_causal = None, False
@@ -499,9 +581,25 @@ def find_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: A
     return mask, kind, problem
 
 
+def window_problem(q: torch.Tensor, k: torch.Tensor, mask: int,
+                   window: tuple[int, int]) -> tuple[str, str, str | None] | None:
+    """Why the CUDA kernels cannot take this sliding window (a fallback reason), or None."""
+    if window == (-1, -1) or _device_type(q) != "cuda":
+        return None
+    if "window" not in cuda.COMPILED_MASKS:
+        return "window", f"window_size={window} and this build's kernels have no sliding window", None
+    if mask != MASK_BOTTOM_RIGHT and q.shape[2] != k.shape[2]:
+        return ("window", f"window_size={window} aligned top-left (SDPA's) with Nq = {q.shape[2]} != Nkv = "
+                          f"{k.shape[2]}; the kernels align windows bottom-right",
+                "pass attn_mask=torch.nn.attention.bias.causal_lower_right(Nq, Nkv) for the bottom-right "
+                "alignment the kernels take")
+    return None
+
+
 def dispatch(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: Any, dropout_p: Any,
              is_causal: bool, scale: float | None, enable_gqa: bool, *, legacy_causal: bool | None, impl: str,
-             accum: str, return_lse: bool, strict: bool | None, backward: str) -> Any:
+             accum: str, return_lse: bool, strict: bool | None, backward: str,
+             window: tuple[int, int] = (-1, -1)) -> Any:
     """ffpa_attn_func for torch tensors: the op where the kernels (or the host math) take
     the call, torch SDPA with a warning where they do not (routing.FALLBACK_REASONS)."""
     for t in (query, key, value):
@@ -517,6 +615,8 @@ def dispatch(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_m
     q, k, v = _autocast(query, key, value)
     _check_one_dtype(q, k, v)
     mask, kind, problem = find_problem(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa, legacy_causal)
+    if problem is None:
+        problem = window_problem(q, k, mask, window)
     if problem is not None:
         reason, detail, fix = problem
         if strict_mode:
@@ -527,7 +627,7 @@ def dispatch(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_m
                       f"returns no LSE); {fix or default_fix}")
         routing.warn_fallback(reason, detail, fix)
         routing.note_kernel("sdpa", reason)
-        return sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa, kind)
+        return sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa, kind, window)
     if backward == "ffpa" and (why_not := ffpa_backward_problem(q)) is not None:
         raise UnsupportedImplError(f"backward='ffpa' cannot run: {why_not}; use backward='auto' or 'torch'")
     if backward == "fused" and _device_type(q) != "cuda":
@@ -535,7 +635,10 @@ def dispatch(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_m
             "backward='fused' is torch's fused CUDA attention backward; these tensors are on "
             f"{_device_type(q)}: use backward='auto' or 'lse'")
     sm_scale = resolve_scale(scale, q.shape[-1])
-    out, lse = _attention_op(q, k, v, mask, sm_scale, impl, accum, backward)
+    if window != (-1, -1):
+        out, lse = _attention_op(q, k, v, mask, sm_scale, impl, accum, backward, window[0], window[1])
+    else:
+        out, lse = _attention_op(q, k, v, mask, sm_scale, impl, accum, backward)
     return (out, lse) if return_lse else out
 
 

@@ -32,6 +32,16 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "torch: needs torch (CTest python.torch runs these in .venv-torch)")
     config.addinivalue_line("markers", "jit: builds kernels with ffpa_attn.jit (CTest python.jit)")
     config.addinivalue_line("markers", "jit_timing: times first-use builds (CTest python.jit.timing, slow)")
+    config.addinivalue_line("markers", "transformers: needs transformers (CTest python.transformers runs these in "
+                                       ".venv-torch, where tools/torch-venv installs it)")
+    if os.environ.get("FFPA_PYTEST_REQUIRE_TRANSFORMERS") == "1":
+        # python.transformers: as for torch, a transformers that cannot be imported fails the run.
+        try:
+            import transformers  # noqa: F401
+        except ImportError as exc:
+            raise pytest.UsageError(
+                f"FFPA_PYTEST_REQUIRE_TRANSFORMERS=1 but transformers does not import ({exc}); run tools/torch-venv "
+                ".venv-torch, which installs the transformers of tools/requirements-transformers.txt") from exc
     if os.environ.get("FFPA_PYTEST_REQUIRE_TORCH") == "1":
         # python.torch: a torch that cannot be imported must fail the run, never skip it.
         try:

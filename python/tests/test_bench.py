@@ -280,7 +280,7 @@ def test_save_path_writes_csv_json_png(tmp_path, capsys, monkeypatch):
     assert header == ["backend", "direction", "dtype", "impl", "B", "Hq", "Hkv", "Nq", "Nkv", "D", "causal", "err",
                       "atol", "allclose", "ffpa_ms", "sdpa_ms", "ffpa_tflops", "sdpa_tflops", "speedup", "accum",
                       "baseline", "baseline_label", "baseline_kernel", "baseline_status", "baseline_reason",
-                      "cos", "rel_l1", "max_abs", "ref", "lowp", "bound_ok"]
+                      "cos", "rel_l1", "max_abs", "ref", "lowp", "bound_ok", "seqlens"]
     assert [(r["impl"], r["accum"]) for r in rows] == [("numpy", "fp32")] * 10
     assert all(float(r["cos"]) > 0.9999 and r["ref"] == "all" and r["lowp"] == "" and r["bound_ok"] == ""
                for r in rows)

@@ -49,3 +49,34 @@ def test_cpu_run_prints_no_profiler_noise():
         assert done.returncode == 0, done.stderr
         assert "gpuGetDeviceCount" not in done.stderr + done.stdout
         assert "flash_attention_for_cpu" in done.stdout
+
+
+def test_packed_rows_compare_with_sdpa_per_sequence(capsys, tmp_path):
+    rc = bench.main(["--backend", "cpu", "--verbose", "--varlen", "48,0,96,17", "--H", "4", "--Hkv", "2", "--D", "64",
+                     "--causal", "--iters", "1", "--warmup", "0", "--save-path", str(tmp_path)])
+    assert rc == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("[")]
+    assert [line.split("]")[0] for line in lines] == ["[packed fp16", "[packed fp16 bwd"]
+    for line in lines:
+        match = bench.LINE_RE.match(line)
+        assert match, line
+        assert (match["B"], match["Nq"], match["seqlens"]) == ("4", "96", "48,0,96,17")
+        assert match["kernel"] == "torch_math" and match["allclose"] == "True" and float(match["err"]) == 0.0
+        assert match["baseline"] == bench.PER_SEQUENCE and float(match["ratio"].rstrip("x")) > 0
+    import csv
+
+    with open(tmp_path / "bench.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(r["direction"], r["baseline"], r["seqlens"]) for r in rows] == [
+        ("fwd", bench.PER_SEQUENCE, "48,0,96,17"), ("bwd", bench.PER_SEQUENCE, "48,0,96,17")]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--backend", "reference", "--varlen", "8,8"], "--backend cuda or cpu"),
+    (["--backend", "cpu", "--varlen", "8,x"], "comma list of sequence lengths"),
+    (["--backend", "cpu", "--varlen", "0,0"], "at least one positive"),
+])
+def test_varlen_arguments_are_checked(argv, message, capsys):
+    with pytest.raises(SystemExit) as info:
+        bench.main(argv)
+    assert info.value.code == 2 and message in capsys.readouterr().err

@@ -123,7 +123,10 @@ def test_cmake_lists_every_package_file():
     cmake = (SOURCE_ROOT / "CMakeLists.txt").read_text()
     block = cmake.split("set(_ffpa_python_package_files", 1)[1].split(")", 1)[0]
     listed = set(block.split())
-    on_disk = {p.name for p in (SOURCE_ROOT / "ffpa_attn").glob("*.py") if p.name != "_build_info.py"}
+    package = SOURCE_ROOT / "ffpa_attn"
+    # Subpackages (integrations/) by their path in the package, as the list names them.
+    on_disk = {p.relative_to(package).as_posix() for p in package.rglob("*.py")
+               if p.name != "_build_info.py" and "__pycache__" not in p.parts}
     assert listed == on_disk, "python/CMakeLists.txt must list exactly the package's .py files"
 
 

@@ -87,7 +87,7 @@ def test_signature_matches_sdpa():
             assert p.default is inspect.Parameter.empty, p.name
     # Everything of ours comes after, keyword-only; no *args/**kwargs to swallow typos.
     rest = params[len(names):]
-    assert [p.name for p in rest] == ["impl", "accum", "return_lse", "strict", "backward", "causal"]
+    assert [p.name for p in rest] == ["impl", "accum", "return_lse", "strict", "backward", "causal", "window_size"]
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in rest)
 
 
@@ -259,7 +259,8 @@ ALL_REASONS = ["attn_mask", "dropout", "shape", *CUDA_REASONS]
 
 
 def test_every_reason_is_covered_here():
-    assert set(ALL_REASONS) | {"device_type"} == set(FALLBACK_REASONS)
+    # "window" and "varlen" are the masks' reasons: test_masks.py runs them (warning, strict).
+    assert set(ALL_REASONS) | {"device_type", "window", "varlen"} == set(FALLBACK_REASONS)
 
 
 @pytest.fixture

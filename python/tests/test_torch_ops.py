@@ -172,7 +172,8 @@ def test_grads_agree_with_sdpa_in_half_precision():
 def test_op_is_registered_with_its_schema():
     op = torch.ops.ffpa_attn.attention.default
     assert str(op._schema) == ("ffpa_attn::attention(Tensor q, Tensor k, Tensor v, SymInt mask, float scale, str impl, "
-                               "str accum, str backward) -> (Tensor, Tensor)")
+                               "str accum, str backward, SymInt window_left=-1, SymInt window_right=-1) -> "
+                               "(Tensor, Tensor)")
     assert torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "Meta") or \
         torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeExplicitAutograd")
 
