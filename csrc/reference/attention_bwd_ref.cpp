@@ -37,7 +37,10 @@ BwdGrads attention_backward(const BwdProblem& c, const std::vector<double>& q, c
           double x = 0;
           for (int e = 0; e < D; ++e) x += qh[size_t(i) * D + e] * kh[size_t(j) * D + e];
           x *= scale;
-          if (c.causal && j > i + c.causal_offset) x = -inf;
+          const long diag = long(i) + c.causal_offset;
+          const bool hidden = (c.causal && j > diag) || (c.window_left >= 0 && j < diag - c.window_left) ||
+                              (c.window_right >= 0 && j > diag + c.window_right);
+          if (hidden) x = -inf;
           else any = true;
           s[j] = x;
           if (std::isnan(x)) nan = true;

@@ -78,7 +78,7 @@ foreach(log IN LISTS logs)
       set(arch "${CMAKE_MATCH_2}")
       # ffpa_fwd_kernel<Traits, Load, kF16Acc, kPvForm>: Load 0 = cp.async ("mma"),
       # 1 = TMA ("tma"; "tma-stub" below sm_90, where it is a trap stub); kF16Acc adds
-      # "-f16acc".
+      # "-f16acc"; the instance for masked calls (kMasked, ffpa/mask.h) adds "-masked".
       if(mangled MATCHES "ffpa_fwd_kernelI.*LNS_4LoadE([01])ELb([01])E")
         set(kernel mma)
         if(CMAKE_MATCH_1 STREQUAL "1")
@@ -91,7 +91,11 @@ foreach(log IN LISTS logs)
         # (kMmaF16AccCompiled in ffpa/fwd_kernel_mma.cuh): a trap stub where those are.
         ffpa_impl_has_code(tma "${arch}" tma_code)
         ffpa_arch_has(cp_async_heavy "${arch}" heavy_code)
-        if((kernel MATCHES "^tma" AND NOT tma_code) OR (kernel STREQUAL "mma-f16acc" AND NOT heavy_code))
+        set(base "${kernel}")
+        if(mangled MATCHES "MaskBreakE[0-9]+ELb1EE")
+          string(APPEND kernel "-masked")
+        endif()
+        if((base MATCHES "^tma" AND NOT tma_code) OR (base STREQUAL "mma-f16acc" AND NOT heavy_code))
           string(APPEND kernel "-stub")
         endif()
       elseif(mangled MATCHES "ffpa_fwd_cute_kernelI.*CuteTileILi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)EE.*LowpAtomsILNS_6LowpQKE([01])E.*LNS_4LoadE([01])E")

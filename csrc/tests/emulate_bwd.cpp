@@ -202,7 +202,7 @@ bool run_case_t(const BwdCase& c, std::mt19937& rng) {
   p.scale = float(scale);
   p.scale_log2 = float(scale * 1.4426950408889634);
   p.causal = c.causal;
-  p.causal_offset = offset;
+  p.mask.diag_bottom_right = c.causal && !c.top_left;  // the offset above
   g_bwd = &p;
   const ffpa::FwdParams unused;
   // The launch order of run_bwd (bwd_launch_template.cuh).
@@ -267,6 +267,12 @@ bool dispatch(const BwdCase& c, std::mt19937& rng) {
         return run_case_d<128, BwdBreak::kMaskEdge>(c, rng);
       case BwdBreak::kDropSplit:
         return run_case_d<128, BwdBreak::kDropSplit>(c, rng);
+      case BwdBreak::kMaskLeftEdge:
+      case BwdBreak::kSeqOffset:
+      case BwdBreak::kPaddedKeyCounted:
+      case BwdBreak::kSkipOneBlock:
+      case BwdBreak::kNoSkip:
+        emu::fail("the mask breakages run in emulate_masks.cpp");
       case BwdBreak::kNone:
         break;
     }

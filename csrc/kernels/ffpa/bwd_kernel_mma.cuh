@@ -29,12 +29,14 @@
 // tiles go through shared memory (every warp of a row group needs all 64 columns as
 // its mma A operand).
 //
-// Masking and NaN: an entry (query i, key j) is visible when j < Nkv, i < Nq and, causal,
-// j <= i + causal_offset. P of an invisible entry is exp2(-inf - lse2): 0, and NaN where
+// Masking and NaN: an entry (query i, key j) is visible when i < Nq and visible() of
+// ffpa/mask.h holds (j < the keys read, the causal diagonal, the sliding window; per packed
+// sequence in varlen). P of an invisible entry is exp2(-inf - lse2): 0, and NaN where
 // the row's LSE is NaN, as torch's math backend (softmax of a NaN row is NaN in every
 // column). A row that saw no key has lse2 = +inf (the preprocessing pass), so its P is 0
 // and its gradients are 0, as SDPA gives. NaN and inf in the inputs propagate through
-// the products. Key blocks a causal row never reaches are skipped, as in the forward.
+// the products. Column blocks the mask hides from every row of a block are skipped (never
+// computed), as in the forward; keys past a sequence's read keys get zero dK / dV.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -44,6 +46,7 @@
 
 #include "ffpa/bwd_kernel_traits.h"
 #include "ffpa/bwd_params.h"
+#include "ffpa/mask.h"
 #include "ffpa/utils.cuh"
 
 namespace ffpa {
@@ -55,7 +58,12 @@ enum class BwdBreak {
   kDeltaFirstChunk,  // Delta summed over the first 64 columns of D only
   kLseNoHeadOffset,  // the LSE read without its head offset (every head takes head 0's)
   kNoGroupSum,       // dK / dV from the first query head of each group only (GQA)
-  kMaskEdge,         // causal mask off by one (the diagonal masked)
+  kMaskEdge,         // the mask's upper edge off by one (causal: the diagonal masked)
+  kMaskLeftEdge,     // the window's left edge off by one (key diag - left masked)
+  kSeqOffset,        // varlen: keys read from the sequence's offset minus one row
+  kPaddedKeyCounted, // seqused_k ignored: padded keys counted
+  kSkipOneBlock,     // the last column block of every row block skipped
+  kNoSkip,           // every column block of the sequence visited (computed, then masked)
   kDropSplit,        // every warp of a row group stores the columns of warp_d 0
 };
 
@@ -129,12 +137,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
   const int g = lane >> 2;
   const int t = lane & 3;
 
-  const int nq = params.nq;
-  const int nkv = params.nkv;
-  const int batch = blockIdx.z;
   const int m0 = blockIdx.x * kBlockM;
-  const int offset = params.causal_offset;
-  const int64_t bh_rows = static_cast<int64_t>(params.b) * params.hq * nq;
+  const int64_t bh_rows = static_cast<int64_t>(params.b) * params.hq * params.nq;
   const float* const ws_delta = params.workspace;
   const float* const ws_lse2 = params.workspace + bh_rows;
 
@@ -143,36 +147,55 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
   const int row_head = blockIdx.y;
   const int kv_head = kRowsAreKeys ? row_head : row_head / params.h_ratio;
   const int n_groups = kRowsAreKeys ? (kBreak == BwdBreak::kNoGroupSum ? 1 : params.h_ratio) : 1;
-  int col_first = 0;  // first column block
-  int n_col_blocks;   // per group head
+  // The sequence (blockIdx.z: a batch entry, or a packed sequence in varlen) and its mask
+  // (ffpa/mask.h); rows and columns below are the sequence's own (local) indices.
+  MaskParams mp = params.mask;
+  if constexpr (kBreak == BwdBreak::kPaddedKeyCounted) mp.seqused_k = nullptr;
+  SeqMask sm = seq_mask(mp, blockIdx.z, params.nq, params.nkv, params.causal, mp.diag_bottom_right);
+  if constexpr (kBreak == BwdBreak::kMaskEdge) sm.hi -= 1;
+  if constexpr (kBreak == BwdBreak::kMaskLeftEdge) sm.lo += 1;
+  if constexpr (kBreak == BwdBreak::kSeqOffset) sm.k_start = sm.k_start > 0 ? sm.k_start - 1 : 0;
+  const int nq = sm.len_q;
+  const int nkv = sm.len_k;  // keys at or past it are never loaded
+  const int batch = sm.batch;
+  // Varlen grids cover the longest sequence: blocks past this one's rows have no work and
+  // write nothing (those rows belong to the next sequence). Key rows in [len_k, rows_k)
+  // (padding) are written as zeros below.
+  if (m0 >= (kRowsAreKeys ? sm.rows_k : nq)) return;
+
+  // The column blocks some row of this block sees (mask.h); the rest are skipped.
+  int col_first, col_end;
   if constexpr (kRowsAreKeys) {
-    // Key j is seen by queries i >= j - offset (causal).
-    n_col_blocks = (nq + kBlockN - 1) / kBlockN;
-    if (params.causal) {
-      const int first_q = max(0, m0 - offset);
-      col_first = first_q >= nq ? n_col_blocks : first_q / kBlockN;
-    }
+    q_block_range(sm, m0, m0 + kBlockM, kBlockN, &col_first, &col_end);
   } else {
-    n_col_blocks = (nkv + kBlockN - 1) / kBlockN;
-    if (params.causal) {
-      const int last_key = min(m0 + kBlockM, nq) - 1 + offset;
-      n_col_blocks = last_key < 0 ? 0 : min(n_col_blocks, last_key / kBlockN + 1);
-    }
+    kv_block_range(sm, m0, min(m0 + kBlockM, nq), kBlockN, &col_first, &col_end);
   }
-  const int n_per_group = max(0, n_col_blocks - col_first);
+  if constexpr (kBreak == BwdBreak::kSkipOneBlock) col_end = max(col_first, col_end - 1);
+  if constexpr (kBreak == BwdBreak::kNoSkip) col_first = 0, col_end = ((kRowsAreKeys ? nq : nkv) + kBlockN - 1) / kBlockN;
+  const int n_per_group = col_end - col_first;
   const int n_iters = n_per_group * n_groups;
 
   // Iteration it: column block col_first + it % n_per_group of group head it / n_per_group.
   auto col_block_of = [&](int it) { return col_first + it % n_per_group; };
   auto q_head_of = [&](int it) { return kRowsAreKeys ? row_head * params.h_ratio + it / n_per_group : row_head; };
 
-  const T* const k_base = static_cast<const T*>(params.k) + batch * params.k_batch_stride + kv_head * params.k_head_stride;
-  const T* const v_base = static_cast<const T*>(params.v) + batch * params.v_batch_stride + kv_head * params.v_head_stride;
+  const int64_t q_start = sm.q_start, k_start = sm.k_start;
+  const T* const k_base = static_cast<const T*>(params.k) + batch * params.k_batch_stride +
+                          kv_head * params.k_head_stride + k_start * params.k_row_stride;
+  const T* const v_base = static_cast<const T*>(params.v) + batch * params.v_batch_stride +
+                          kv_head * params.v_head_stride + k_start * params.v_row_stride;
   auto q_ptr = [&](int head) {
-    return static_cast<const T*>(params.q) + batch * params.q_batch_stride + head * params.q_head_stride;
+    return static_cast<const T*>(params.q) + batch * params.q_batch_stride + head * params.q_head_stride +
+           q_start * params.q_row_stride;
   };
   auto do_ptr = [&](int head) {
-    return static_cast<const T*>(params.dout) + batch * params.do_batch_stride + head * params.do_head_stride;
+    return static_cast<const T*>(params.dout) + batch * params.do_batch_stride + head * params.do_head_stride +
+           q_start * params.do_row_stride;
+  };
+  // The workspace row (Delta, lse2) of query `row` of head `head`: contiguous [B, Hq, Nq]
+  // over the arrays' rows (the totals in varlen).
+  auto ws_row = [&](int head, int row) {
+    return (static_cast<int64_t>(batch) * params.hq + head) * params.nq + q_start + row;
   };
 
   // Copies `rows` rows [r0, r0 + rows) of a [N, D] operand's chunk into a swizzled tile;
@@ -237,7 +260,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
     for (int r = 0; r < 2; ++r) {
       const int row = m0 + warp_m * 16 + g + r * 8;
       if (row < nq) {
-        const int64_t idx = (static_cast<int64_t>(batch) * params.hq + row_head) * nq + row;
+        const int64_t idx = ws_row(row_head, row);
         row_delta[r] = ws_delta[idx];
         row_lse2[r] = ws_lse2[idx];
       }
@@ -344,15 +367,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
               const int key = kRowsAreKeys ? row : col;
               float lse2;
               if constexpr (kRowsAreKeys) {
-                lse2 = query < nq ? ws_lse2[(static_cast<int64_t>(batch) * params.hq + q_head) * nq + query] : INFINITY;
+                lse2 = query < nq ? ws_lse2[ws_row(q_head, query)] : INFINITY;
               } else {
                 lse2 = row_lse2[e >> 1];
               }
-              const bool visible =
-                  key < nkv && query < nq &&
-                  (!params.causal ||
-                   (kBreak == BwdBreak::kMaskEdge ? key < query + offset : key <= query + offset));
-              const float x = visible ? acc_s[j][e] * params.scale_log2 : -INFINITY;
+              const bool seen = query < nq && visible(sm, query, key);
+              const float x = seen ? acc_s[j][e] * params.scale_log2 : -INFINITY;
               acc_s[j][e] = fast_exp2(x - lse2);
             }
           }
@@ -371,7 +391,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
               float delta;
               if constexpr (kRowsAreKeys) {
                 const int query = c0 + warp_dc * kWarpN + j * 8 + 2 * t + (e & 1);
-                delta = query < nq ? ws_delta[(static_cast<int64_t>(batch) * params.hq + q_head) * nq + query] : 0.f;
+                delta = query < nq ? ws_delta[ws_row(q_head, query)] : 0.f;
               } else {
                 delta = row_delta[e >> 1];
               }
@@ -394,13 +414,16 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
   int64_t stride_a, stride_b = 0;
   int n_rows;
   if constexpr (kRowsAreKeys) {
-    out_a = static_cast<T*>(params.dk) + batch * params.dk_batch_stride + kv_head * params.dk_head_stride;
-    out_b = static_cast<T*>(params.dv) + batch * params.dv_batch_stride + kv_head * params.dv_head_stride;
+    out_a = static_cast<T*>(params.dk) + batch * params.dk_batch_stride + kv_head * params.dk_head_stride +
+            k_start * params.dk_row_stride;
+    out_b = static_cast<T*>(params.dv) + batch * params.dv_batch_stride + kv_head * params.dv_head_stride +
+            k_start * params.dv_row_stride;
     stride_a = params.dk_row_stride;
     stride_b = params.dv_row_stride;
-    n_rows = nkv;
+    n_rows = sm.rows_k;  // padded keys too: zero (no query saw them)
   } else {
-    out_a = static_cast<T*>(params.dq) + batch * params.dq_batch_stride + row_head * params.dq_head_stride;
+    out_a = static_cast<T*>(params.dq) + batch * params.dq_batch_stride + row_head * params.dq_head_stride +
+            q_start * params.dq_row_stride;
     stride_a = params.dq_row_stride;
     n_rows = nq;
   }

@@ -7,6 +7,7 @@
 
 #include "ffpa/api.h"
 #include "ffpa/lowp/layout.h"
+#include "ffpa/mask.h"
 
 namespace ffpa {
 
@@ -33,6 +34,10 @@ struct FwdParams {
   float scale = 0.f;       // softmax scale (natural-exp domain)
   float scale_log2 = 0.f;  // scale * log2(e): the mma kernel works with exp2
   bool causal = false;     // bottom-right aligned (see api.h)
+  // Sliding window, key padding, varlen (ffpa/mask.h; the mma and TMA feeds only). In
+  // varlen the arrays are [1, H, total, D] views: nq / nkv are the totals, b is 1, and the
+  // grid covers mask.num_seqs sequences of up to mask.max_seqlen_q rows.
+  MaskParams mask;
   Accum accum = Accum::kFp32;  // kFp16: fp16 instances on the mma / tma paths only
 
   // The low-precision kernels (FP8 / NVFP4): the workspace holding the quantised operands
