@@ -119,7 +119,8 @@ Err compare(const std::vector<double>& got, const std::vector<double>& ref) {
 template <int D, typename T, MaskBreak kFbr, BwdBreak kBbr>
 bool run_case_t(const MaskCase& c, std::mt19937& rng) {
   using ET = ffpa::ElemTraits<T>;
-  using Traits = ffpa::DefaultFwdMmaTraits<D, T>;
+  using Traits = ffpa::DefaultFwdMmaTraits<D, T>;  // the TMA feed's (masked too)
+  using CpTraits = ffpa::MaskedFwdMmaTraits<D, T, ffpa::Load::kCpAsync>;
   using DqTraits = ffpa::BwdDqTraits<D, T>;
   using DkvTraits = ffpa::BwdDkvTraits<D, T>;
   const int S = static_cast<int>(c.lens_q.size());
@@ -261,13 +262,14 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     p.mask = mp;
     // (The forward's kernel aligns its causal bottom-right itself; diag_bottom_right is the backward's.)
     const emu::Dim3 grid{unsigned((max_q + Traits::kBlockM - 1) / Traits::kBlockM), unsigned(hq), unsigned(S)};
+    const emu::Dim3 cp_grid{unsigned((max_q + CpTraits::kBlockM - 1) / CpTraits::kBlockM), unsigned(hq), unsigned(S)};
     if (load == ffpa::Load::kTma) {
       emu::g_tma_maps.q = emu::encode_tiled(p.q, ffpa::tma_geometry(p, ffpa::TmaOperand::kQ, Traits::kBlockM));
       emu::g_tma_maps.k = emu::encode_tiled(p.k, ffpa::tma_geometry(p, ffpa::TmaOperand::kK, Traits::kBlockN));
       emu::g_tma_maps.v = emu::encode_tiled(p.v, ffpa::tma_geometry(p, ffpa::TmaOperand::kV, Traits::kBlockN));
       emu::launch(&fwd_body<Traits, ffpa::Load::kTma, kFbr>, p, grid, Traits::kNThreads, Traits::kSmemBytesTma);
     } else {
-      emu::launch(&fwd_body<Traits, ffpa::Load::kCpAsync, kFbr>, p, grid, Traits::kNThreads, Traits::kSmemBytes);
+      emu::launch(&fwd_body<CpTraits, ffpa::Load::kCpAsync, kFbr>, p, cp_grid, CpTraits::kNThreads, CpTraits::kSmemBytes);
     }
     double o_err = 0, lse_err = 0;
     bool pattern = true;
@@ -292,7 +294,7 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     size_t k_read = 0, k_want = 0;
     if (load == ffpa::Load::kCpAsync) {
       k_read = emu::g_ranges[1].read;
-      k_want = expected_bytes(Traits::kBlockM, false, 1, hq);
+      k_want = expected_bytes(CpTraits::kBlockM, false, 1, hq);
       skip_ok = k_read == k_want;
     }
     const bool f_ok = pattern && skip_ok && o_err <= ftol.atol && lse_err <= ftol.lse;

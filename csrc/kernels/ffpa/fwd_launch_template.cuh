@@ -25,13 +25,10 @@ dim3 fwd_grid(const FwdParams& params) {
   return dim3((rows + Traits::kBlockM - 1) / Traits::kBlockM, params.hq, varlen ? params.mask.num_seqs : params.b);
 }
 
-template <typename Traits, bool kF16Acc>
+template <typename Traits, bool kF16Acc, bool kMasked = false>
 Status run_fwd_mma(const FwdParams& params) {
   const dim3 grid = fwd_grid<Traits>(params);
-  // Calls with a window, seqused_k or varlen take the masked instance (ffpa/mask.h).
-  const auto kernel = mask_active(params.mask)
-                          ? &ffpa_fwd_kernel<Traits, Load::kCpAsync, kF16Acc, 0, MaskBreak::kNone, true>
-                          : &ffpa_fwd_kernel<Traits, Load::kCpAsync, kF16Acc>;
+  const auto kernel = &ffpa_fwd_kernel<Traits, Load::kCpAsync, kF16Acc, 0, MaskBreak::kNone, kMasked>;
   Status st = smem_opt_in(kernel, Traits::kSmemBytes);
   if (!st.ok()) return st;
   TmaMaps unused{};  // the cp.async feed has no tensor maps
@@ -93,6 +90,9 @@ Status run_fwd(const FwdParams& params, Impl impl) {
           return Status{ErrorKind::kDType, "fp16 accumulation needs fp16 inputs"};
         } else if constexpr (kImpl == Impl::kTma) {
           return run_fwd_tma<Traits, kF16Acc, kDType>(params);
+        } else if (mask_active(params.mask)) {
+          // Calls with a window, seqused_k or varlen: the masked instance (ffpa/mask.h).
+          return run_fwd_mma<MaskedFwdMmaTraits<kHeadDim, T, Load::kCpAsync>, kF16Acc, true>(params);
         } else {
           return run_fwd_mma<Traits, kF16Acc>(params);
         }
