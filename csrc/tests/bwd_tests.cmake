@@ -28,6 +28,8 @@ set_tests_properties(ffpa.kernels.emulated_masks PROPERTIES LABELS unit TIMEOUT 
 add_test(NAME ffpa.kernels.emulated_masks_breakages COMMAND ffpa_emulate_kernels --masks-breakages)
 set_tests_properties(ffpa.kernels.emulated_masks_breakages PROPERTIES LABELS unit TIMEOUT 300
   PASS_REGULAR_EXPRESSION "14 mask breakage runs, 0 wrong")
-add_test(NAME ffpa.kernels.emulated_masks_release COMMAND ffpa_emulate_kernels --masks ${FFPA_RELEASE_HEAD_DIMS})
-set_tests_properties(ffpa.kernels.emulated_masks_release PROPERTIES LABELS slow TIMEOUT 1200
+# The release sweep: the five cases combining the most masks at every release head dim
+# (the masked cp.async instance's wider layouts at D = 256 and 512 included), copies late.
+add_test(NAME ffpa.kernels.emulated_masks_release COMMAND ffpa_emulate_kernels --masks-release ${FFPA_RELEASE_HEAD_DIMS})
+set_tests_properties(ffpa.kernels.emulated_masks_release PROPERTIES LABELS slow TIMEOUT 900
   PASS_REGULAR_EXPRESSION "mask cases, 0 failed")
