@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 
 EPOCH = "1700000000"
+# The install lines' one home (the release plan carries them for the site's front page).
+INSTALL_LINES = json.loads((Path(__file__).resolve().parents[2] / "cmake" / "install-lines.json").read_text())
 
 
 def synthetic_blob(size: int) -> bytes:
@@ -121,6 +123,9 @@ def main() -> int:
                     "toolchain": {"cmake": None, "gcc": None, "nvcc": None}, "channel": "cu13",
                     "cuda_version": "0.3.0+cu13", "archs": [], "head_dims": [], "dtypes": [],
                     "metadata": metadata, "readme": "", "forbid_paths": [], "out_dir": str(out), "site_dir": None,
+                    # The front page's install lines, from their one home (as FfpaReleasePlan.cmake
+                    # copies them: the cuda lines plus the docs' pypi spelling).
+                    "install_lines": {**INSTALL_LINES["cuda"], "pypi": INSTALL_LINES["docs"]["pypi"]},
                     "wheels": [{"kind": "cuda", "tree": t.name, "tags": tag, "version": "0.3.0+cu13"}
                                for t, tag in zip(trees, tags)]}
             (work / "plan.json").write_text(json.dumps(plan))
