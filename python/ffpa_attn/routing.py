@@ -195,6 +195,21 @@ def note_kernel(kernel: str, reason: str | None = None) -> None:
         _note_kernel(kernel, reason)
 
 
+def take_fallback(problem: tuple[str, str, str | None], strict: bool, return_lse: bool) -> None:
+    """A torch call's way to SDPA for ``problem`` (reason, detail, fix): strict mode raises
+    the reason's error; return_lse=True raises too (SDPA returns no LSE); otherwise the
+    reason's one warning, and the call is recorded as SDPA's. The caller then runs SDPA."""
+    reason, detail, fix = problem
+    if strict:
+        raise fallback_error(reason, detail, fix)
+    if return_lse:
+        cls, default_fix = FALLBACK_REASONS[reason]
+        raise cls(f"{detail}: the FFPA kernels cannot take this call and return_lse=True needs them (torch SDPA "
+                  f"returns no LSE); {fix or default_fix}")
+    warn_fallback(reason, detail, fix)
+    note_kernel("sdpa", reason)
+
+
 def last_kernel(with_reason: bool = False) -> Any:
     """The path of this thread's last ``ffpa_attn_func`` call.
 

@@ -618,15 +618,7 @@ def dispatch(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_m
     if problem is None:
         problem = window_problem(q, k, mask, window)
     if problem is not None:
-        reason, detail, fix = problem
-        if strict_mode:
-            raise routing.fallback_error(reason, detail, fix)
-        if return_lse:
-            cls, default_fix = routing.FALLBACK_REASONS[reason]
-            raise cls(f"{detail}: the FFPA kernels cannot take this call and return_lse=True needs them (torch SDPA "
-                      f"returns no LSE); {fix or default_fix}")
-        routing.warn_fallback(reason, detail, fix)
-        routing.note_kernel("sdpa", reason)
+        routing.take_fallback(problem, strict_mode, return_lse)
         return sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa, kind, window)
     if backward == "ffpa" and (why_not := ffpa_backward_problem(q)) is not None:
         raise UnsupportedImplError(f"backward='ffpa' cannot run: {why_not}; use backward='auto' or 'torch'")

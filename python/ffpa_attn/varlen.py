@@ -498,15 +498,7 @@ def ffpa_attn_varlen_func(
     scale = resolve_scale(softmax_scale, q.shape[-1])
     problem = _fallback_problem(q, k, v, dropout_p, window, seqused_k is not None)
     if problem is not None:
-        reason, detail, fix = problem
-        if strict_mode:
-            raise routing.fallback_error(reason, detail, fix)
-        if return_lse:
-            cls, default_fix = routing.FALLBACK_REASONS[reason]
-            raise cls(f"{detail}: the FFPA kernels cannot take this call and return_lse=True needs them (torch SDPA "
-                      f"returns no LSE); {fix or default_fix}")
-        routing.warn_fallback(reason, detail, fix)
-        routing.note_kernel("sdpa", reason)
+        routing.take_fallback(problem, strict_mode, return_lse)
         return sdpa_per_sequence(q, k, v, cu_seqlens_q, cu_seqlens_k, float(dropout_p), causal, window, scale,
                                  enable_gqa, seqused_k)
     if backward == "ffpa" and (why_not := _backward_kernels_problem(q, window, seqused_k is not None)) is not None:
