@@ -20,11 +20,15 @@ extern std::vector<Range> g_ranges;
 
 namespace ffpa {
 struct NonfiniteScan;
+struct FwdParams;
 }
 namespace emu {
 // Runs the non-finite pre-pass (ffpa/nonfinite.cuh) over batch b as api.cu launches it;
 // s.flags must point at [B, Hq] zeroed ints.
 void run_nonfinite_scan(const ffpa::NonfiniteScan& s, int b);
+// The same pass over q, k and v of a forward's params ([B, H, N, D] with p's strides) into
+// flags (resized to [B, Hq] and zeroed), as api.cu's forward() runs it.
+void run_nonfinite_prepass(const ffpa::FwdParams& p, bool bf16, std::vector<int>& flags);
 // SDPA's math backend on one problem in double, NaN and inf included (q, k, v contiguous
 // [B, H, N, D]; bottom-right causal): the reference of the NaN / inf checks.
 void math_rule_reference(const ffpa::ref::Problem& p, const std::vector<float>& q, const std::vector<float>& k,

@@ -442,10 +442,8 @@ void emu::run_nonfinite_scan(const ffpa::NonfiniteScan& s, int b) {
   g_scan = nullptr;
 }
 
-namespace {
-
 // Runs the pre-pass over q, k and v of p ([B, H, N, D] with the given strides) into flags.
-void run_nonfinite_prepass(const ffpa::FwdParams& p, bool bf16, std::vector<int>& flags) {
+void emu::run_nonfinite_prepass(const ffpa::FwdParams& p, bool bf16, std::vector<int>& flags) {
   flags.assign(static_cast<size_t>(p.b) * p.hq, 0);
   ffpa::NonfiniteScan scan;
   const int64_t d = p.head_dim;
@@ -461,6 +459,9 @@ void run_nonfinite_prepass(const ffpa::FwdParams& p, bool bf16, std::vector<int>
   scan.flags = flags.data();
   emu::run_nonfinite_scan(scan, p.b);
 }
+
+namespace {
+
 
 enum class Kind { kMma, kSimt, kTma, kCute, kCuteTma };
 const char* kind_name(Kind k) {
@@ -627,7 +628,7 @@ bool run_case(const Case& c, std::mt19937& rng) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   if (c.causal && g_nonfinite_mode != NonfiniteMode::kNoFlags) {
-    run_nonfinite_prepass(p, c.bf16, flags);
+    emu::run_nonfinite_prepass(p, c.bf16, flags);
     p.nonfinite = flags.data();
   }
   const auto t1 = Clock::now();

@@ -86,19 +86,8 @@ void simt_body(const ffpa::FwdParams& p) {
 // and v, then the SIMT kernel on the flagged heads only (every other block returns).
 template <typename T>
 void rerun_nonfinite_heads(ffpa::FwdParams p, bool bf16) {
-  std::vector<int> flags(size_t(p.b) * p.hq, 0);
-  ffpa::NonfiniteScan scan;
-  const int64_t d = p.head_dim;
-  const int64_t q_shape[4] = {p.b, p.hq, p.nq, d}, kv_shape[4] = {p.b, p.hkv, p.nkv, d};
-  const int64_t q_stride[4] = {p.q_batch_stride, p.q_head_stride, p.q_row_stride, 1};
-  const int64_t kv_stride[4] = {p.k_batch_stride, p.k_head_stride, p.k_row_stride, 1};
-  scan.add(p.q, q_shape, q_stride);
-  scan.add(p.k, kv_shape, kv_stride);
-  scan.add(p.v, kv_shape, kv_stride);
-  scan.hq = p.hq, scan.h_ratio = p.h_ratio, scan.d = p.head_dim;
-  scan.exp_mask = bf16 ? 0x7f80 : 0x7c00;
-  scan.flags = flags.data();
-  emu::run_nonfinite_scan(scan, p.b);
+  std::vector<int> flags;
+  emu::run_nonfinite_prepass(p, bf16, flags);
   p.nonfinite = flags.data();
   p.nonfinite_heads_only = true;
   p.lowp_ws = nullptr;
