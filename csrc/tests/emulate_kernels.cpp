@@ -46,7 +46,10 @@ std::vector<Range> g_ranges;
 bool global_readable(const void* p, size_t n) {
   const auto* c = static_cast<const unsigned char*>(p);
   for (const Range& r : g_ranges)
-    if (c >= r.p && c + n <= r.p + r.n) return true;
+    if (c >= r.p && c + n <= r.p + r.n) {
+      r.read += n;
+      return true;
+    }
   return false;
 }
 
@@ -952,7 +955,18 @@ int run_lowp_nonfinite(const std::vector<int>& dims);
 int run_bwd_cases(const std::vector<int>& dims);
 int run_bwd_release(const std::vector<int>& dims);
 int run_bwd_breakages();
+// ffpa_emulate_kernels --masks[-release] D... | --masks-breakages    the sliding window, key padding and
+//                                                        varlen, forward and backward (emulate_masks.cpp)
+int run_mask_cases(const std::vector<int>& dims, bool release);
+int run_mask_breakages();
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--masks-breakages") == 0) return run_mask_breakages();
+  if (argc > 1 && (std::strcmp(argv[1], "--masks") == 0 || std::strcmp(argv[1], "--masks-release") == 0)) {
+    std::vector<int> mask_dims;
+    for (int i = 2; i < argc; ++i) mask_dims.push_back(std::atoi(argv[i]));
+    if (mask_dims.empty()) mask_dims = {64};
+    return run_mask_cases(mask_dims, std::strcmp(argv[1], "--masks-release") == 0);
+  }
   if (argc > 1 && std::strcmp(argv[1], "--bwd-breakages") == 0) return run_bwd_breakages();
   if (argc > 1 && (std::strcmp(argv[1], "--bwd") == 0 || std::strcmp(argv[1], "--bwd-release") == 0)) {
     std::vector<int> bwd_dims;

@@ -7,6 +7,7 @@
 
 #include "ffpa/api.h"
 #include "ffpa/lowp/layout.h"
+#include "ffpa/mask.h"
 
 namespace ffpa {
 
@@ -40,6 +41,10 @@ struct FwdParams {
   // The SIMT kernel computes only the heads whose flag is set (the low-precision paths'
   // second launch, api.cu): every other block returns at once.
   bool nonfinite_heads_only = false;
+  // Sliding window, key padding, varlen (ffpa/mask.h; the mma and TMA feeds only). In
+  // varlen the arrays are [1, H, total, D] views: nq / nkv are the totals, b is 1, and the
+  // grid covers mask.num_seqs sequences of up to mask.max_seqlen_q rows.
+  MaskParams mask;
   Accum accum = Accum::kFp32;  // kFp16: fp16 instances on the mma / tma paths only
 
   // The low-precision kernels (FP8 / NVFP4): the workspace holding the quantised operands
