@@ -768,7 +768,9 @@ Status forward(const ForwardArgs& a) {
   // every low-precision call (their flagged heads are recomputed below).
   NonfiniteFlags nonfinite;
   const KernelEntry* entry = find_kernel(static_cast<int>(a.q.shape[3]), a.q.dtype);
-  if (a.causal || is_lowp_impl(impl)) {
+  // Calls with a window, seqused_k or varlen run the masked instances, which keep their
+  // own rule and read no flags (ffpa/mask.h): no pass for them.
+  if ((a.causal && !mask_active(p.mask)) || is_lowp_impl(impl)) {
     nonfinite.add(a.q), nonfinite.add(a.k), nonfinite.add(a.v);
     st = nonfinite.run(p.b, p.hq, p.h_ratio, p.head_dim, a.q.dtype, static_cast<cudaStream_t>(a.stream));
     if (!st.ok()) return nonfinite.release(st);
@@ -989,7 +991,7 @@ Status backward(const BackwardArgs& a) {
   // As in forward(): the heads reading a NaN or an inf (dO included) follow the math
   // backend's autograd under the causal mask (ffpa/mask.h); causal calls only.
   NonfiniteFlags nonfinite;
-  if (a.causal) {
+  if (a.causal && !mask_active(p.mask)) {
     nonfinite.add(a.q), nonfinite.add(a.k), nonfinite.add(a.v), nonfinite.add(a.dout);
     st = nonfinite.run(p.b, p.hq, p.h_ratio, p.head_dim, a.q.dtype, stream);
     if (!st.ok()) return nonfinite.release(st);

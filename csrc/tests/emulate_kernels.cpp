@@ -425,7 +425,7 @@ void simt_body(const ffpa::FwdParams& p) {
 // The mma kernel with the causal mask replacing scores under the math rule (breakage).
 template <typename Traits>
 void mma_mask_replace_body(const ffpa::FwdParams& p) {
-  ffpa::ffpa_fwd_kernel<Traits, ffpa::Load::kCpAsync, false, 1, true>(p, g_maps);
+  ffpa::ffpa_fwd_kernel<Traits, ffpa::Load::kCpAsync, false, 1, ffpa::MaskBreak::kNone, false, true>(p, g_maps);
 }
 
 // The non-finite pre-pass (ffpa/nonfinite.cuh), as api.cu launches it for causal calls,
