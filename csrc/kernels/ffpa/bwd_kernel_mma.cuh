@@ -172,16 +172,21 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
   // kernel's own head's flag; the dK / dV kernel's kv head follows it when any head of its
   // group is flagged (for the others the added mask gives what the skip gave: their inputs
   // are finite).
-  bool math_rule = false;
-  if (!mask_active(params.mask))
-    for (int h = 0; h < n_groups; ++h)
-      math_rule = math_rule || math_rule_for(params.nonfinite, batch, params.hq,
-                                             kRowsAreKeys ? row_head * params.h_ratio + h : row_head);
+  // Read again where a tile needs it rather than held across the main loop (spills at
+  // D = 64 dK / dV and D = 512 dQ on sm_89 otherwise).
+  auto math_rule = [&]() {
+    bool rule = false;
+    if (!mask_active(params.mask))
+      for (int h = 0; h < n_groups; ++h)
+        rule = rule || math_rule_for(params.nonfinite, batch, params.hq,
+                                     kRowsAreKeys ? row_head * params.h_ratio + h : row_head);
+    return rule;
+  };
 
   // The column blocks some row of this block sees (mask.h); the rest are skipped, except
   // under the math rule, which visits them all.
   int col_first, col_end;
-  if (math_rule) {
+  if (math_rule()) {
     col_first = 0;
     col_end = ((kRowsAreKeys ? nq : nkv) + kBlockN - 1) / kBlockN;
   } else if constexpr (kRowsAreKeys) {
@@ -376,6 +381,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
         rows_times_cols_t(acc_s, s_row, s_col);
         if (step == kNChunks - 1) {
           // ---- P = exp2(S * scale log2 e - lse2), masked.
+          const bool tile_math_rule = math_rule();
 #pragma unroll
           for (int j = 0; j < kWarpNTiles; ++j) {
 #pragma unroll
@@ -395,8 +401,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
               const float raw = acc_s[j][e] * params.scale_log2;
               const float x = query >= nq || key >= nkv ? -INFINITY
                               : visible(sm, query, key) ? raw
-                              : math_rule ? raw + -INFINITY
-                                          : -INFINITY;
+                              : tile_math_rule ? raw + -INFINITY
+                                               : -INFINITY;
               acc_s[j][e] = fast_exp2(x - lse2);
             }
           }

@@ -164,8 +164,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   // Bottom-right alignment: row i sees keys j <= i + (nkv - nq). The masked instance
   // (window, seqused_k, varlen) has its own rule (SeqMask) and ignores the non-finite
   // pre-pass's flags: docs/install.md, "NaN and inf", says so.
-  const int causal_offset = params.nkv - params.nq;
-  const bool math_rule = !kMasked && math_rule_for(params.nonfinite, batch, params.hq, head);
+  // The offset and the head's flag are read again where a tile needs them rather than
+  // held across the main loop (spills at D = 192 / 256 / 512 on sm_89 otherwise).
+  auto causal_offset = [&]() { return params.nkv - params.nq; };
+  auto math_rule = [&]() { return !kMasked && math_rule_for(params.nonfinite, batch, params.hq, head); };
   const T* const q_base = static_cast<const T*>(params.q) + batch * params.q_batch_stride +
                           head * params.q_head_stride + static_cast<int64_t>(sm.q_start) * params.q_row_stride;
   const T* const k_base = static_cast<const T*>(params.k) + batch * params.k_batch_stride +
@@ -182,7 +184,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   } else {
     // Unmasked: keys beyond the last row's causal limit (bottom-right) are skipped unless
     // this head follows the math rule (ffpa/mask.h: a NaN / inf under the causal mask).
-    n_end = kv_blocks_for_rows(m0, kBlockM, params.nq, params.nkv, kBlockN, params.causal, causal_offset, math_rule);
+    n_end = kv_blocks_for_rows(m0, kBlockM, params.nq, params.nkv, kBlockN, params.causal, causal_offset(),
+                               math_rule());
   }
   if constexpr (kMaskBreak == MaskBreak::kSkipLastBlock) n_end = max(n_first, n_end - 1);
   if constexpr (kMaskBreak == MaskBreak::kNoSkip) n_first = 0, n_end = (sm.len_k + kBlockN - 1) / kBlockN;
@@ -395,7 +398,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
           const int row_lo = m0 + warp_m * 16 + g;
           const SeqMask& cur = sm;
           const bool need_mask = kMasked ? !block_visible(cur, m0, min(m0 + kBlockM, cur.len_q), n0, n0 + kBlockN)
-                                         : tile_needs_mask(m0, n0, kBlockN, params.nkv, params.causal, causal_offset);
+                                         : tile_needs_mask(m0, n0, kBlockN, params.nkv, params.causal, causal_offset());
+          const bool tile_math_rule = !kMasked && need_mask && !kBreakMaskReplace && math_rule();
 #pragma unroll
           for (int j = 0; j < kWarpNTiles; ++j) {
 #pragma unroll
@@ -407,8 +411,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
                 if constexpr (kMasked) {
                   if (!visible(cur, row, col)) x = -INFINITY;
                 } else {
-                  x = mask_score(x, row, col, params.nkv, params.causal, causal_offset,
-                                 math_rule && !kBreakMaskReplace);
+                  x = mask_score(x, row, col, params.nkv, params.causal, causal_offset(), tile_math_rule);
                 }
               }
               acc_s[j][e] = x;
