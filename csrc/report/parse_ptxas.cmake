@@ -38,9 +38,9 @@ function(_mma_dynamic_smem head_dim out_var)
     set(wm 2)
   endif()
   # WIDEN: the masked cp.async instance (MaskedFwdMmaTraits, ffpa/kernel_traits.h) splits D
-  # one step wider where the layout holds 128 O accumulators per thread.
+  # one step wider where the layout holds 96 or more O accumulators per thread.
   math(EXPR acc "${head_dim} / ${wd} / 2")
-  if("WIDEN" IN_LIST ARGN AND acc GREATER_EQUAL 128 AND wd LESS 4)
+  if("WIDEN" IN_LIST ARGN AND acc GREATER_EQUAL 96 AND wd LESS 4)
     if(wd EQUAL 1)
       set(wm 4)
     else()

@@ -165,7 +165,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   // (window, seqused_k, varlen) has its own rule (SeqMask) and ignores the non-finite
   // pre-pass's flags: docs/install.md, "NaN and inf", says so.
   // The offset and the head's flag are read again where a tile needs them rather than
-  // held across the main loop (spills at D = 192 / 256 / 512 on sm_89 otherwise).
+  // held across the main loop, and the flag is not hoisted out of the per-score mask
+  // either (held or hoisted, ptxas spilled 28-96 bytes at D = 256 on sm_89, nvcc 13.0).
   auto causal_offset = [&]() { return params.nkv - params.nq; };
   auto math_rule = [&]() { return !kMasked && math_rule_for(params.nonfinite, batch, params.hq, head); };
   const T* const q_base = static_cast<const T*>(params.q) + batch * params.q_batch_stride +
@@ -399,7 +400,6 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
           const SeqMask& cur = sm;
           const bool need_mask = kMasked ? !block_visible(cur, m0, min(m0 + kBlockM, cur.len_q), n0, n0 + kBlockN)
                                          : tile_needs_mask(m0, n0, kBlockN, params.nkv, params.causal, causal_offset());
-          const bool tile_math_rule = !kMasked && need_mask && !kBreakMaskReplace && math_rule();
 #pragma unroll
           for (int j = 0; j < kWarpNTiles; ++j) {
 #pragma unroll
@@ -411,7 +411,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
                 if constexpr (kMasked) {
                   if (!visible(cur, row, col)) x = -INFINITY;
                 } else {
-                  x = mask_score(x, row, col, params.nkv, params.causal, causal_offset(), tile_math_rule);
+                  x = mask_score(x, row, col, params.nkv, params.causal, causal_offset(), math_rule() && !kBreakMaskReplace);
                 }
               }
               acc_s[j][e] = x;
