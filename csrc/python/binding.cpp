@@ -357,7 +357,7 @@ ffpa::MaskArgs read_masks(const MaskKw& kw, intptr_t s, std::vector<Array>& keep
 // Returns the kernel that ran (ffpa::impl_name; "auto" when nothing was launched).
 std::string forward(py::handle q, py::handle k, py::handle v, py::handle out, py::handle lse, bool causal,
                     double scale, const std::string& impl, py::object stream, const std::string& accum,
-                    const MaskKw& kw) {
+                    const MaskKw& kw, bool causal_top_left) {
   const ffpa::Impl impl_code = parse_impl(impl);
   const ffpa::Accum accum_code = parse_accum(accum);
   const intptr_t s = stream.is_none() ? default_stream(q) : stream.cast<intptr_t>();
@@ -392,6 +392,7 @@ std::string forward(py::handle q, py::handle k, py::handle v, py::handle out, py
   std::vector<Array> keep;
   args.mask = read_masks(kw, s, keep);
   args.causal = causal;
+  args.causal_top_left = causal_top_left;
   args.scale = static_cast<float>(scale);
   args.impl = impl_code;
   args.accum = accum_code;
@@ -591,16 +592,17 @@ PYBIND11_MODULE(_C, m) {
       [](py::handle q, py::handle k, py::handle v, py::handle out, py::handle lse, bool causal, double scale,
          const std::string& impl, py::object stream, const std::string& accum, int64_t window_left,
          int64_t window_right, py::object seqused_k, py::object cu_seqlens_q, py::object cu_seqlens_k,
-         int64_t max_seqlen_q, int64_t max_seqlen_k) {
+         int64_t max_seqlen_q, int64_t max_seqlen_k, bool causal_top_left) {
         const MaskKw kw{window_left, window_right, seqused_k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k};
-        return forward(q, k, v, out, lse, causal, scale, impl, stream, accum, kw);
+        return forward(q, k, v, out, lse, causal, scale, impl, stream, accum, kw, causal_top_left);
       },
       py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"), py::arg("causal"), py::arg("scale"),
       py::arg("impl") = "auto", py::arg("stream") = py::none(), py::arg("accum") = "fp32", py::kw_only(),
       py::arg("window_left") = -1, py::arg("window_right") = -1, py::arg("seqused_k") = py::none(),
       py::arg("cu_seqlens_q") = py::none(), py::arg("cu_seqlens_k") = py::none(), py::arg("max_seqlen_q") = 0,
-      py::arg("max_seqlen_k") = 0,
-        "out[...] = softmax(q k^T * scale [+ causal]) v on the caller's stream; returns the kernel that ran "
+      py::arg("max_seqlen_k") = 0, py::arg("causal_top_left") = false,
+        "out[...] = softmax(q k^T * scale [+ causal]) v on the caller's stream (causal bottom-right aligned, "
+        "top-left with causal_top_left=True); returns the kernel that ran "
         "(impl spelling); see csrc/python/binding.cpp.");
   m.def(
       "backward",

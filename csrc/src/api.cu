@@ -716,7 +716,8 @@ Status forward(const ForwardArgs& a) {
   p.scale = a.scale;
   p.scale_log2 = a.scale * 1.4426950408889634f;
   p.causal = a.causal;
-  p.mask = mask_params(a.mask, /*bottom_right=*/a.causal);  // the forward's causal: bottom-right
+  p.causal_offset = a.causal_top_left ? 0 : p.nkv - p.nq;
+  p.mask = mask_params(a.mask, /*bottom_right=*/a.causal && !a.causal_top_left);
   p.accum = a.accum;
   p.out_dtype = a.out.dtype;
   p.head_dim = static_cast<int>(a.q.shape[3]);

@@ -128,6 +128,10 @@ struct ForwardArgs {
   LseDesc lse;
   MaskArgs mask;
   bool causal = false;  // bottom-right aligned: query i sees keys j <= i + (Nkv - Nq)
+  // causal (and a window): aligned top-left instead, query i sees keys j <= i (SDPA's
+  // is_causal); every Nkv key is read, so a NaN or inf the mask hides reaches the output
+  // as in SDPA's math backend. Varlen calls are bottom-right per sequence regardless.
+  bool causal_top_left = false;
   float scale = 0.f;    // softmax scale, already resolved by the caller (1/sqrt(D) default)
   Impl impl = Impl::kAuto;
   Accum accum = Accum::kFp32;

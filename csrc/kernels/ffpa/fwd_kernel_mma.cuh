@@ -147,8 +147,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   if constexpr (kMaskBreak == MaskBreak::kPaddedKeyCounted) mp.seqused_k = nullptr;
   // The forward's causal is bottom-right aligned (api.h).
   auto make_mask = [&]() {
-    return kMasked ? seq_mask(mp, blockIdx.z, params.nq, params.nkv, params.causal, /*bottom_right=*/params.causal)
-                   : plain_mask(blockIdx.z, params.nq, params.nkv, params.causal);
+    return kMasked ? seq_mask(mp, blockIdx.z, params.nq, params.nkv, params.causal, mp.diag_bottom_right)
+                   : plain_mask(blockIdx.z, params.nq, params.nkv, params.causal, params.causal_offset);
   };
   SeqMask sm = make_mask();
   if constexpr (kMaskBreak == MaskBreak::kUpperEdge) sm.hi -= 1;
@@ -161,13 +161,14 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   const SeqMask& seq = sm;
   const int batch = sm.batch;
 
-  // Bottom-right alignment: row i sees keys j <= i + (nkv - nq). The masked instance
+  // Causal: row i sees keys j <= i + causal_offset (nkv - nq bottom-right, 0 top-left,
+  // set on the host: FwdParams). The masked instance
   // (window, seqused_k, varlen) has its own rule (SeqMask) and ignores the non-finite
   // pre-pass's flags: docs/install.md, "NaN and inf", says so.
   // The offset and the head's flag are read again where a tile needs them rather than
   // held across the main loop, and the flag is not hoisted out of the per-score mask
   // either (held or hoisted, ptxas spilled 28-96 bytes at D = 256 on sm_89, nvcc 13.0).
-  auto causal_offset = [&]() { return params.nkv - params.nq; };
+  auto causal_offset = [&]() { return params.causal_offset; };
   auto math_rule = [&]() { return !kMasked && math_rule_for(params.nonfinite, batch, params.hq, head); };
   const T* const q_base = static_cast<const T*>(params.q) + batch * params.q_batch_stride +
                           head * params.q_head_stride + static_cast<int64_t>(sm.q_start) * params.q_row_stride;

@@ -122,13 +122,13 @@ FFPA_MASK_FN SeqMask seq_mask(const MaskParams& m, int seq, int nq, int nkv, boo
 // The mask of an unmasked call (no window, padding or varlen) from the arrays' extents
 // alone: the kernels' unmasked instances use it, so their extents stay constant-bank reads
 // rather than registers (the masked form pushed D = 256 / 512 over 255 registers).
-FFPA_MASK_FN SeqMask plain_mask(int batch, int nq, int nkv, bool causal) {
+FFPA_MASK_FN SeqMask plain_mask(int batch, int nq, int nkv, bool causal, int causal_offset) {
   SeqMask s{};
   s.batch = batch;
   s.len_q = nq;
   s.rows_k = s.len_k = nkv;
   s.lo = -kMaskUnbounded;
-  s.hi = causal ? nkv - nq : kMaskUnbounded;  // bottom-right
+  s.hi = causal ? causal_offset : kMaskUnbounded;  // FwdParams::causal_offset
   return s;
 }
 

@@ -34,6 +34,10 @@ struct FwdParams {
   float scale = 0.f;       // softmax scale (natural-exp domain)
   float scale_log2 = 0.f;  // scale * log2(e): the mma kernel works with exp2
   bool causal = false;     // bottom-right aligned (see api.h)
+  // Causal: query i sees keys j <= i + causal_offset: Nkv - Nq bottom-right (the default
+  // alignment), 0 top-left (ForwardArgs::causal_top_left). Set by whoever fills these
+  // parameters (api.cu, the emulator's tests); the masked instance reads mask instead.
+  int causal_offset = 0;
   // [B, Hq] flags of the non-finite pre-pass (ffpa/nonfinite.cuh): non-zero where the
   // head's Q, K or V holds a NaN or an inf, so its kernel follows SDPA's math backend
   // under the causal mask too (ffpa/mask.h). nullptr: no pre-pass ran (finite inputs).
