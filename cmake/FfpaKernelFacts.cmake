@@ -7,6 +7,9 @@
 #                sm120_family (there they are TMA-fed)
 #   tolerances   the accuracy each path is held to (a change is a change of what the project
 #                promises; docs/install.md has the measurements behind the low-precision rows)
+#   masks        the masks the mma / TMA forwards and the backward kernels take (window:
+#                sliding window, seqused_k: per-batch key lengths, varlen: packed sequences;
+#                kernels/ffpa/mask.h), reported by build_info()
 #   impls        the C API's impls in its enum order (ffpa::Impl), each with the accumulators it
 #                takes, the arch features it needs and, for the low-precision ones, the precision
 #                of its Q K^T
@@ -14,6 +17,7 @@
 # ffpa_load_kernel_facts() sets, in the caller's scope (configure and `cmake -P` scripts alike):
 #   FFPA_TMA_MIN_SM, FFPA_FP8_MIN_SM, FFPA_SM120_FAMILY    the arch rules' numbers
 #   FFPA_TOLERANCE_NAMES, FFPA_TOLERANCE_<name>_<field>     the tolerance table
+#   FFPA_MASKS                                              the masks list
 #   FFPA_IMPLS, FFPA_IMPL_<name>_ACCUMS / _NEEDS / _PRECISION
 #   FFPA_KERNEL_FACTS_JSON                                  the file's path
 # ffpa_generate_kernel_facts(OUT_INCLUDE_DIR <dir> OUT_PY_VAR <var>) writes, at configure time,
@@ -26,6 +30,7 @@ include_guard(GLOBAL)
 set(FFPA_KERNEL_FACTS_JSON "${CMAKE_CURRENT_LIST_DIR}/kernel-facts.json")
 set(_FFPA_TOLERANCE_FIELDS rtol atol lse min_cos max_rel_l1 max_gain_err)
 set(_FFPA_IMPL_NEEDS tma fp8 cp_async_heavy nvfp4)
+set(_FFPA_MASK_KINDS window seqused_k varlen)
 
 function(_ffpa_kf_fail what)
   message(FATAL_ERROR "ffpa: ${FFPA_KERNEL_FACTS_JSON}: ${what}")
@@ -75,6 +80,20 @@ function(ffpa_load_kernel_facts)
     endforeach()
   endforeach()
   set(FFPA_TOLERANCE_NAMES "${names}" PARENT_SCOPE)
+
+  string(JSON n LENGTH "${_ffpa_kf_text}" masks)
+  set(masks "")
+  if(n GREATER 0)
+    math(EXPR last "${n} - 1")
+    foreach(i RANGE 0 ${last})
+      _ffpa_kf_get(m masks ${i})
+      if(NOT m IN_LIST _FFPA_MASK_KINDS OR m IN_LIST masks)
+        _ffpa_kf_fail("masks[${i}] '${m}' is not a new mask kind (${_FFPA_MASK_KINDS})")
+      endif()
+      list(APPEND masks ${m})
+    endforeach()
+  endif()
+  set(FFPA_MASKS "${masks}" PARENT_SCOPE)
 
   string(JSON n LENGTH "${_ffpa_kf_text}" impls)
   if(n EQUAL 0)
@@ -176,6 +195,11 @@ function(ffpa_generate_kernel_facts)
     string(APPEND rows "${row}},\n")
   endforeach()
   set(FFPA_KF_IMPL_ROWS "${rows}")
+  set(masks "")
+  foreach(m IN LISTS FFPA_MASKS)
+    string(APPEND masks "\"${m}\", ")
+  endforeach()
+  set(FFPA_KF_MASKS "${masks}")
 
   foreach(h tolerance arch_rules impls)
     configure_file("${CMAKE_CURRENT_FUNCTION_LIST_DIR}/templates/${h}.h.in" "${arg_OUT_INCLUDE_DIR}/ffpa/${h}.h" @ONLY)
@@ -210,6 +234,11 @@ function(ffpa_generate_kernel_facts)
     string(APPEND py "    \"${name}\": ((${accums}), (${needs}), ${precision}),\n")
   endforeach()
   string(APPEND py "}\n")
+  set(masks "")
+  foreach(m IN LISTS FFPA_MASKS)
+    string(APPEND masks "\"${m}\", ")
+  endforeach()
+  string(APPEND py "# The masks the mma / TMA forwards and the backward take.\nMASKS = (${masks})\n")
   set(${arg_OUT_PY_VAR} "${py}" PARENT_SCOPE)
   message(STATUS "ffpa: kernel facts (cmake/kernel-facts.json): TMA from sm_${FFPA_TMA_MIN_SM}, FP8 from "
                  "sm_${FFPA_FP8_MIN_SM}, the sm_${FFPA_SM120_FAMILY} family; impls ${FFPA_IMPLS}; "

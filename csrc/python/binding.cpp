@@ -25,6 +25,13 @@
 //   pending work before it (the DLPack stream-exchange protocol).
 //   Validation order: the impl and accum spellings, array protocol and dtypes, then shapes/strides/head dim (the
 //   library's validate_forward), then "no CUDA device", then pointers/devices.
+//   Keyword-only masks (forward and backward alike; ffpa::MaskArgs, kernels/ffpa/mask.h):
+//   window_left=-1, window_right=-1 (key counts before / after the diagonal, -1 unbounded),
+//   seqused_k=None (int32 CUDA [B]: keys past seqused_k[b] are padding, never read),
+//   cu_seqlens_q=None, cu_seqlens_k=None (int32 CUDA [S + 1] prefix sums: q/k/v/out are then
+//   [1, H, total, D] views of packed [total, H, D] tensors, lse [1, Hq, total_q]) with
+//   max_seqlen_q=0, max_seqlen_k=0 (the longest sequence's lengths: the grid). The mma and
+//   tma kernels take them; other impls refuse them.
 //
 // build_info(): the compiled set (head dims, dtypes, archs, impls, tma, tma_archs,
 //   f16_acc, cute, cute_tma, fp8, fp8_archs, fp4, fp4_archs, cutlass, ...) without
@@ -116,10 +123,11 @@ struct DLManagedTensor {
 };
 constexpr int32_t kDLCUDA = 2;
 constexpr int32_t kDLCUDAManaged = 13;
+constexpr uint8_t kDLInt = 0;
 constexpr uint8_t kDLFloat = 2;
 constexpr uint8_t kDLBfloat = 4;
 
-enum class Elem { kFp16, kBf16, kFp32, kOther };
+enum class Elem { kFp16, kBf16, kFp32, kInt32, kOther };
 
 const char* elem_name(Elem e) {
   switch (e) {
@@ -129,6 +137,8 @@ const char* elem_name(Elem e) {
       return "bf16";
     case Elem::kFp32:
       return "fp32";
+    case Elem::kInt32:
+      return "int32";
     case Elem::kOther:
       break;
   }
@@ -219,6 +229,7 @@ Array from_dlpack(const py::handle& obj, const char* name, intptr_t stream) {
   if (dt.lanes == 1 && dt.code == kDLFloat && dt.bits == 16) a.elem = Elem::kFp16;
   else if (dt.lanes == 1 && dt.code == kDLBfloat && dt.bits == 16) a.elem = Elem::kBf16;
   else if (dt.lanes == 1 && dt.code == kDLFloat && dt.bits == 32) a.elem = Elem::kFp32;
+  else if (dt.lanes == 1 && dt.code == kDLInt && dt.bits == 32) a.elem = Elem::kInt32;
   a.dtype_text = "DLPack(code=" + std::to_string(dt.code) + ", bits=" + std::to_string(dt.bits) +
                  ", lanes=" + std::to_string(dt.lanes) + ")";
   return a;
@@ -232,6 +243,7 @@ Array from_cai(const py::handle& obj, const char* name) {
   int itemsize = 0;
   if (typestr == "<f2") a.elem = Elem::kFp16, itemsize = 2;
   else if (typestr == "<f4") a.elem = Elem::kFp32, itemsize = 4;
+  else if (typestr == "<i4") a.elem = Elem::kInt32, itemsize = 4;
   py::tuple data = cai["data"];
   a.data = reinterpret_cast<void*>(data[0].cast<uintptr_t>());
   a.readonly = data[1].cast<bool>();
@@ -304,9 +316,48 @@ ffpa::Accum parse_accum(const std::string& accum) {
   raise("UnsupportedImplError", "accum='" + accum + "' is not one of " + known);
 }
 
+// The masks' keyword arguments (ffpa::MaskArgs): window_left / window_right (-1 unbounded),
+// seqused_k (int32 [B], or [S] with varlen), cu_seqlens_q / cu_seqlens_k (int32 [S + 1]) with
+// max_seqlen_q / max_seqlen_k. `keep` holds the arrays' DLPack capsules for the call.
+struct MaskKw {
+  int64_t window_left = -1, window_right = -1;
+  py::object seqused_k, cu_seqlens_q, cu_seqlens_k;
+  int64_t max_seqlen_q = 0, max_seqlen_k = 0;
+};
+
+ffpa::IntArrayDesc read_int_array(const py::object& obj, const char* name, intptr_t s, std::vector<Array>& keep) {
+  ffpa::IntArrayDesc d;
+  if (obj.is_none()) return d;
+  keep.push_back(read_array(obj, name, s));
+  const Array& a = keep.back();
+  if (a.elem != Elem::kInt32)
+    raise("UnsupportedDTypeError", std::string(name) + " must be int32, got " +
+                                       (a.elem == Elem::kOther ? a.dtype_text : elem_name(a.elem)) +
+                                       "; cast with .to(torch.int32)");
+  if (a.shape.size() != 1) raise("ShapeError", std::string(name) + " must be 1-D, got " + std::to_string(a.shape.size()) + " dims");
+  d.data = static_cast<const int32_t*>(a.data);
+  d.size = a.shape[0];
+  d.stride = a.stride.empty() ? 1 : a.stride[0];
+  d.device = a.device;
+  return d;
+}
+
+ffpa::MaskArgs read_masks(const MaskKw& kw, intptr_t s, std::vector<Array>& keep) {
+  ffpa::MaskArgs m;
+  m.window_left = kw.window_left;
+  m.window_right = kw.window_right;
+  m.seqused_k = read_int_array(kw.seqused_k, "seqused_k", s, keep);
+  m.cu_seqlens_q = read_int_array(kw.cu_seqlens_q, "cu_seqlens_q", s, keep);
+  m.cu_seqlens_k = read_int_array(kw.cu_seqlens_k, "cu_seqlens_k", s, keep);
+  m.max_seqlen_q = kw.max_seqlen_q;
+  m.max_seqlen_k = kw.max_seqlen_k;
+  return m;
+}
+
 // Returns the kernel that ran (ffpa::impl_name; "auto" when nothing was launched).
 std::string forward(py::handle q, py::handle k, py::handle v, py::handle out, py::handle lse, bool causal,
-                    double scale, const std::string& impl, py::object stream, const std::string& accum) {
+                    double scale, const std::string& impl, py::object stream, const std::string& accum,
+                    const MaskKw& kw, bool causal_top_left) {
   const ffpa::Impl impl_code = parse_impl(impl);
   const ffpa::Accum accum_code = parse_accum(accum);
   const intptr_t s = stream.is_none() ? default_stream(q) : stream.cast<intptr_t>();
@@ -338,7 +389,10 @@ std::string forward(py::handle q, py::handle k, py::handle v, py::handle out, py
     if (a != nullptr && a->device >= 0 && aq.device >= 0 && a->device != aq.device)
       raise("DeviceError", "q is on cuda:" + std::to_string(aq.device) + " but another array is on cuda:" +
                                std::to_string(a->device) + "; move them to one device");
+  std::vector<Array> keep;
+  args.mask = read_masks(kw, s, keep);
   args.causal = causal;
+  args.causal_top_left = causal_top_left;
   args.scale = static_cast<float>(scale);
   args.impl = impl_code;
   args.accum = accum_code;
@@ -365,7 +419,7 @@ std::string forward(py::handle q, py::handle k, py::handle v, py::handle out, py
 // then devices.
 void backward(py::handle q, py::handle k, py::handle v, py::handle out, py::handle dout, py::handle lse,
               py::handle dq, py::handle dk, py::handle dv, py::handle workspace, bool causal, bool causal_top_left,
-              double scale, py::object stream) {
+              double scale, py::object stream, const MaskKw& kw) {
   const intptr_t s = stream.is_none() ? default_stream(q) : stream.cast<intptr_t>();
   ffpa::BackwardArgs args;
   const char* names[8] = {"q", "k", "v", "out", "dout", "dq", "dk", "dv"};
@@ -395,6 +449,8 @@ void backward(py::handle q, py::handle k, py::handle v, py::handle out, py::hand
   for (int64_t e : aws.shape) ws_elems *= e;
   if (aws.elem != Elem::kFp32 || aws.readonly) raise("UnsupportedDTypeError", "workspace must be a writable fp32 array");
   args.workspace = static_cast<float*>(aws.data);
+  std::vector<Array> keep;
+  args.mask = read_masks(kw, s, keep);
   args.causal = causal;
   args.causal_top_left = causal_top_left;
   args.scale = static_cast<float>(scale);
@@ -505,6 +561,9 @@ py::dict build_info() {
   // touches no device (ffpa_attn.cuda reads it at import, which must not initialise
   // CUDA); the kernel auto picks on the current device is auto_impl() below.
   d["auto_impl"] = std::string(ffpa::auto_rule());
+  // The masks the mma / tma forwards and the backward take (cmake/kernel-facts.json's
+  // "masks"; forward() and backward() take them as keyword arguments).
+  d["masks"] = info.masks;
   return d;
 }
 
@@ -528,14 +587,37 @@ PYBIND11_MODULE(_C, m) {
         py::arg("accum") = "fp32",
         "forward()'s argument checks for arrays described as (shape, strides or None, dtype); returns None or "
         "the ffpa_attn.errors exception forward() would raise (unraised). Touches no device.");
-  m.def("forward", &forward, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"),
-        py::arg("causal"), py::arg("scale"), py::arg("impl") = "auto", py::arg("stream") = py::none(),
-        py::arg("accum") = "fp32",
-        "out[...] = softmax(q k^T * scale [+ causal]) v on the caller's stream; returns the kernel that ran "
+  m.def(
+      "forward",
+      [](py::handle q, py::handle k, py::handle v, py::handle out, py::handle lse, bool causal, double scale,
+         const std::string& impl, py::object stream, const std::string& accum, int64_t window_left,
+         int64_t window_right, py::object seqused_k, py::object cu_seqlens_q, py::object cu_seqlens_k,
+         int64_t max_seqlen_q, int64_t max_seqlen_k, bool causal_top_left) {
+        const MaskKw kw{window_left, window_right, seqused_k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k};
+        return forward(q, k, v, out, lse, causal, scale, impl, stream, accum, kw, causal_top_left);
+      },
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"), py::arg("causal"), py::arg("scale"),
+      py::arg("impl") = "auto", py::arg("stream") = py::none(), py::arg("accum") = "fp32", py::kw_only(),
+      py::arg("window_left") = -1, py::arg("window_right") = -1, py::arg("seqused_k") = py::none(),
+      py::arg("cu_seqlens_q") = py::none(), py::arg("cu_seqlens_k") = py::none(), py::arg("max_seqlen_q") = 0,
+      py::arg("max_seqlen_k") = 0, py::arg("causal_top_left") = false,
+        "out[...] = softmax(q k^T * scale [+ causal]) v on the caller's stream (causal bottom-right aligned, "
+        "top-left with causal_top_left=True); returns the kernel that ran "
         "(impl spelling); see csrc/python/binding.cpp.");
-  m.def("backward", &backward, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("dout"),
-        py::arg("lse"), py::arg("dq"), py::arg("dk"), py::arg("dv"), py::arg("workspace"), py::arg("causal"),
-        py::arg("causal_top_left"), py::arg("scale"), py::arg("stream") = py::none(),
+  m.def(
+      "backward",
+      [](py::handle q, py::handle k, py::handle v, py::handle out, py::handle dout, py::handle lse, py::handle dq,
+         py::handle dk, py::handle dv, py::handle workspace, bool causal, bool causal_top_left, double scale,
+         py::object stream, int64_t window_left, int64_t window_right, py::object seqused_k, py::object cu_seqlens_q,
+         py::object cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k) {
+        const MaskKw kw{window_left, window_right, seqused_k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k};
+        backward(q, k, v, out, dout, lse, dq, dk, dv, workspace, causal, causal_top_left, scale, stream, kw);
+      },
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("dout"), py::arg("lse"), py::arg("dq"),
+      py::arg("dk"), py::arg("dv"), py::arg("workspace"), py::arg("causal"), py::arg("causal_top_left"),
+      py::arg("scale"), py::arg("stream") = py::none(), py::kw_only(), py::arg("window_left") = -1,
+      py::arg("window_right") = -1, py::arg("seqused_k") = py::none(), py::arg("cu_seqlens_q") = py::none(),
+      py::arg("cu_seqlens_k") = py::none(), py::arg("max_seqlen_q") = 0, py::arg("max_seqlen_k") = 0,
         "dq, dk, dv of softmax(q k^T * scale [+ causal]) v from the forward's out and lse, on the caller's "
         "stream; see csrc/python/binding.cpp.");
 }

@@ -37,8 +37,11 @@ BwdGrads attention_backward(const BwdProblem& c, const std::vector<double>& q, c
           double x = 0;
           for (int e = 0; e < D; ++e) x += qh[size_t(i) * D + e] * kh[size_t(j) * D + e];
           x *= scale;
+          const long diag = long(i) + c.causal_offset;
+          const bool hidden = (c.causal && j > diag) || (c.window_left >= 0 && j < diag - c.window_left) ||
+                              (c.window_right >= 0 && j > diag + c.window_right);
           // The math backend adds its mask: a NaN or +inf score stays NaN under it.
-          if (c.causal && j > i + c.causal_offset) x += -inf;
+          if (hidden) x += -inf;
           // Its safe softmax zero-fills a row whose every score is -inf.
           if (x != -inf) any = true;
           s[j] = x;

@@ -12,10 +12,12 @@ namespace ffpa::ref {
 struct BwdProblem {
   int b = 1, hq = 1, hkv = 1, nq = 1, nkv = 1, d = 64;
   bool causal = false;
-  // Key j is visible to query i when j <= i + causal_offset (0: SDPA's is_causal, top-left;
-  // nkv - nq: bottom-right).
+  // diag(i) = i + causal_offset (0: SDPA's is_causal, top-left; nkv - nq: bottom-right).
+  // Causal: key j is visible to query i when j <= diag(i). The sliding window, with or
+  // without causal: diag(i) - window_left <= j <= diag(i) + window_right (-1: unbounded).
   int causal_offset = 0;
   double scale = 0.0;
+  int window_left = -1, window_right = -1;
 };
 
 struct BwdGrads {

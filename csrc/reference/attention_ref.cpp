@@ -21,8 +21,8 @@ void one_row(const Problem& p, int bh, int i, const float* q, const float* k, co
   const float* qi = q + ((static_cast<int64_t>(batch) * p.hq + head) * p.nq + i) * p.d;
   const float* kh = k + (static_cast<int64_t>(batch) * p.hkv + kv_head) * p.nkv * p.d;
   const float* vh = v + (static_cast<int64_t>(batch) * p.hkv + kv_head) * p.nkv * p.d;
-  // Bottom-right causal: key j is visible iff j <= i + (nkv - nq).
-  const int64_t limit = p.causal ? static_cast<int64_t>(i) + p.nkv - p.nq + 1 : p.nkv;
+  // Causal: key j is visible iff j <= i + (nkv - nq) bottom-right, j <= i top-left.
+  const int64_t limit = p.causal ? static_cast<int64_t>(i) + (p.top_left ? 0 : p.nkv - p.nq) + 1 : p.nkv;
   const int visible = static_cast<int>(std::clamp<int64_t>(limit, 0, p.nkv));
   float mx = -std::numeric_limits<float>::infinity();
   for (int j = 0; j < visible; ++j) {

@@ -10,6 +10,7 @@ namespace ffpa::ref {
 struct Problem {
   int b = 1, hq = 1, hkv = 1, nq = 1, nkv = 1, d = 64;
   bool causal = false;
+  bool top_left = false;  // causal aligned top-left (key j <= i, SDPA's is_causal), else bottom-right
   float scale = 0.f;
 };
 

@@ -140,6 +140,61 @@ bool is_known_impl(Impl impl) {
   return false;
 }
 
+bool mask_compiled(const char* kind) {
+  for (const char* const* m = kCompiledMasks; *m != nullptr; ++m)
+    if (std::strcmp(*m, kind) == 0) return true;
+  return false;
+}
+
+// The masks' checks (MaskArgs), shared by the forward and the backward: extents, the
+// int32 arrays' sizes and strides, and the varlen layout. b / nq / nkv: the arrays'.
+Status validate_masks(const MaskArgs& m, int64_t b, int64_t nq, int64_t nkv) {
+  for (const auto& [value, name] : {std::pair{m.window_left, "window_left"}, std::pair{m.window_right, "window_right"}})
+    if (value < -1 || value > INT32_MAX)
+      return {ErrorKind::kShape, std::string(name) + " = " + std::to_string(value) +
+                                     ": pass -1 (unbounded) or a key count in [0, 2^31)"};
+  const bool window = m.window_left != -1 || m.window_right != -1;
+  if (window && !mask_compiled("window"))
+    return {ErrorKind::kImpl, "this build's kernels take no sliding window (build_info()['masks']); drop window_size"};
+  if (m.seqused_k.data != nullptr && !mask_compiled("seqused_k"))
+    return {ErrorKind::kImpl, "this build's kernels take no seqused_k (build_info()['masks']); drop seqused_k"};
+  if (m.varlen() && !mask_compiled("varlen"))
+    return {ErrorKind::kImpl, "this build's kernels take no varlen layout (build_info()['masks']); pad the batch"};
+  if ((m.cu_seqlens_q.data == nullptr) != (m.cu_seqlens_k.data == nullptr))
+    return {ErrorKind::kShape, "varlen needs both cu_seqlens_q and cu_seqlens_k (int32 [S + 1] prefix sums); pass both"};
+  const IntArrayDesc* arrs[3] = {&m.seqused_k, &m.cu_seqlens_q, &m.cu_seqlens_k};
+  const char* names[3] = {"seqused_k", "cu_seqlens_q", "cu_seqlens_k"};
+  for (int i = 0; i < 3; ++i)
+    if (arrs[i]->data != nullptr && arrs[i]->size > 1 && arrs[i]->stride != 1)
+      return {ErrorKind::kLayout, std::string(names[i]) + " must be contiguous (stride " +
+                                      std::to_string(arrs[i]->stride) + "); call .contiguous() first"};
+  int64_t seqs = b;
+  if (m.varlen()) {
+    if (b != 1)
+      return {ErrorKind::kShape, "varlen takes q, k, v as [1, H, total, D] views of packed [total, H, D] tensors; got "
+                                 "a batch of " + std::to_string(b)};
+    if (m.cu_seqlens_q.size < 2 || m.cu_seqlens_q.size != m.cu_seqlens_k.size)
+      return {ErrorKind::kShape, "cu_seqlens_q has " + std::to_string(m.cu_seqlens_q.size) + " entries and cu_seqlens_k " +
+                                     std::to_string(m.cu_seqlens_k.size) + ": both must be [S + 1] with S >= 1 sequences"};
+    seqs = m.cu_seqlens_q.size - 1;
+    if (seqs > kMaxGridYZ)
+      return {ErrorKind::kShape, std::to_string(seqs) + " sequences: at most 65535 per call (CUDA grid limit); split the batch"};
+    if (m.max_seqlen_q < 0 || m.max_seqlen_q > nq || m.max_seqlen_k < 0 || m.max_seqlen_k > nkv)
+      return {ErrorKind::kShape, "max_seqlen_q = " + std::to_string(m.max_seqlen_q) + ", max_seqlen_k = " +
+                                     std::to_string(m.max_seqlen_k) + ": each must be the longest sequence's length, "
+                                     "within [0, total] (total_q = " + std::to_string(nq) + ", total_k = " +
+                                     std::to_string(nkv) + ")"};
+    if ((nq > 0 && m.max_seqlen_q == 0) || (nkv > 0 && m.max_seqlen_k == 0))
+      return {ErrorKind::kShape, "max_seqlen_q = " + std::to_string(m.max_seqlen_q) + ", max_seqlen_k = " +
+                                     std::to_string(m.max_seqlen_k) + " with " + std::to_string(nq) + " / " +
+                                     std::to_string(nkv) + " packed rows: pass the longest sequence's lengths"};
+  }
+  if (m.seqused_k.data != nullptr && m.seqused_k.size != seqs)
+    return {ErrorKind::kShape, "seqused_k has " + std::to_string(m.seqused_k.size) + " entries; it must have one per " +
+                                   (m.varlen() ? "sequence (" : "batch entry (") + std::to_string(seqs) + ")"};
+  return {};
+}
+
 }  // namespace
 
 Status validate_forward(const ForwardArgs& a) {
@@ -204,6 +259,24 @@ Status validate_forward(const ForwardArgs& a) {
     std::string known;
     for (Impl i : kAllImpls) known += std::string(known.empty() ? "" : ", ") + impl_name(i);
     return {ErrorKind::kImpl, "unknown impl code " + std::to_string(int(a.impl)) + "; choose " + known};
+  }
+  {
+    Status st = validate_masks(a.mask, b, nq, nkv);
+    if (!st.ok()) return st;
+  }
+  if (a.mask.active()) {
+    // The masks live in the split-D mma kernel (both feeds) only.
+    const bool takes = a.impl == Impl::kAuto || a.impl == Impl::kMma || a.impl == Impl::kTma;
+    if (!takes)
+      return {ErrorKind::kImpl, std::string("impl='") + impl_name(a.impl) +
+                                    "' takes no sliding window, seqused_k or varlen layout (the mma and tma kernels "
+                                    "do): use impl='auto', 'mma' or 'tma'"};
+    for (int i = 0; i < 4; ++i)
+      if (!mma_aligned(*ts[i]))
+        return {ErrorKind::kLayout, std::string(names[i]) +
+                                        " is not 16-byte aligned (data pointer, or batch/head/row strides not "
+                                        "multiples of 8 elements), which the masked kernels (mma, tma) need: call "
+                                        ".contiguous() first"};
   }
   if (a.accum != Accum::kFp32 && a.accum != Accum::kFp16)
     return {ErrorKind::kImpl, "unknown accum code " + std::to_string(int(a.accum)) + "; choose fp32 or fp16"};
@@ -287,6 +360,39 @@ Status pointer_device(const void* p, const char* name, int* device) {
                                                     "pointer); move it to the GPU first"};
   *device = attr.device;
   return {};
+}
+
+// The masks' int32 arrays live on the device of the other arrays.
+Status check_mask_devices(const MaskArgs& m, int device) {
+  for (const auto& [arr, name] : {std::pair{&m.seqused_k, "seqused_k"}, std::pair{&m.cu_seqlens_q, "cu_seqlens_q"},
+                                  std::pair{&m.cu_seqlens_k, "cu_seqlens_k"}}) {
+    if (arr->data == nullptr) continue;
+    int dev = -1;
+    Status st = pointer_device(arr->data, name, &dev);
+    if (!st.ok()) return st;
+    if (device >= 0 && dev != device)
+      return {ErrorKind::kDevice, std::string(name) + " is on cuda:" + std::to_string(dev) + " but q on cuda:" +
+                                      std::to_string(device) + "; move it to q's device"};
+  }
+  return {};
+}
+
+// The kernels' MaskParams (ffpa/mask.h) of validated MaskArgs; bottom_right: the
+// backward's alignment (the forward's kernel knows its own; varlen is bottom-right always).
+MaskParams mask_params(const MaskArgs& m, bool bottom_right) {
+  MaskParams p;
+  p.window_left = static_cast<int>(m.window_left);
+  p.window_right = static_cast<int>(m.window_right);
+  p.diag_bottom_right = bottom_right || m.varlen();
+  p.seqused_k = m.seqused_k.data;
+  if (m.varlen()) {
+    p.cu_seqlens_q = m.cu_seqlens_q.data;
+    p.cu_seqlens_k = m.cu_seqlens_k.data;
+    p.num_seqs = static_cast<int>(m.cu_seqlens_q.size - 1);
+    p.max_seqlen_q = static_cast<int>(m.max_seqlen_q);
+    p.max_seqlen_k = static_cast<int>(m.max_seqlen_k);
+  }
+  return p;
 }
 
 class DeviceGuard {
@@ -583,8 +689,12 @@ Status forward(const ForwardArgs& a) {
     device = dev;
   }
 
+  st = check_mask_devices(a.mask, device);
+  if (!st.ok()) return st;
+
   const int64_t b = a.q.shape[0], hq = a.q.shape[1], nq = a.q.shape[2];
   if (b * hq * nq == 0) return {};
+  if (a.mask.varlen() && a.mask.max_seqlen_q == 0) return {};
 
   FwdParams p;
   p.q = a.q.data;
@@ -606,6 +716,8 @@ Status forward(const ForwardArgs& a) {
   p.scale = a.scale;
   p.scale_log2 = a.scale * 1.4426950408889634f;
   p.causal = a.causal;
+  p.causal_offset = a.causal_top_left ? 0 : p.nkv - p.nq;
+  p.mask = mask_params(a.mask, /*bottom_right=*/a.causal && !a.causal_top_left);
   p.accum = a.accum;
   p.out_dtype = a.out.dtype;
   p.head_dim = static_cast<int>(a.q.shape[3]);
@@ -657,7 +769,9 @@ Status forward(const ForwardArgs& a) {
   // every low-precision call (their flagged heads are recomputed below).
   NonfiniteFlags nonfinite;
   const KernelEntry* entry = find_kernel(static_cast<int>(a.q.shape[3]), a.q.dtype);
-  if (a.causal || is_lowp_impl(impl)) {
+  // Calls with a window, seqused_k or varlen run the masked instances, which keep their
+  // own rule and read no flags (ffpa/mask.h): no pass for them.
+  if ((a.causal && !mask_active(p.mask)) || is_lowp_impl(impl)) {
     nonfinite.add(a.q), nonfinite.add(a.k), nonfinite.add(a.v);
     st = nonfinite.run(p.b, p.hq, p.h_ratio, p.head_dim, a.q.dtype, static_cast<cudaStream_t>(a.stream));
     if (!st.ok()) return nonfinite.release(st);
@@ -728,6 +842,8 @@ BuildInfo build_info() {
   }
   info.f16_acc = std::find(info.dtypes.begin(), info.dtypes.end(), "fp16") != info.dtypes.end();
   if (info.cute) info.cutlass_version = kCutlassVersion;
+  if (info.fwd)
+    for (const char* const* m = kCompiledMasks; *m != nullptr; ++m) info.masks.emplace_back(*m);
   info.cuda_runtime = std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10);
   return info;
 }
@@ -768,6 +884,7 @@ Status validate_backward(const BackwardArgs& a) {
   ForwardArgs f;
   f.q = a.q, f.k = a.k, f.v = a.v, f.out = a.out;
   f.lse = a.lse;
+  f.mask = a.mask;
   Status st = validate_forward(f);
   if (!st.ok()) return st;
   const TensorDesc* grads[4] = {&a.dout, &a.dq, &a.dk, &a.dv};
@@ -832,6 +949,8 @@ Status backward(const BackwardArgs& a) {
                                       "; move them to one device"};
     device = dev;
   }
+  st = check_mask_devices(a.mask, device);
+  if (!st.ok()) return st;
   DeviceGuard guard(device);
   const auto stream = static_cast<cudaStream_t>(a.stream);
   const int64_t b = a.q.shape[0], hq = a.q.shape[1], nq = a.q.shape[2];
@@ -868,12 +987,12 @@ Status backward(const BackwardArgs& a) {
   p.scale = a.scale;
   p.scale_log2 = a.scale * 1.4426950408889634f;
   p.causal = a.causal;
-  p.causal_offset = a.causal_top_left ? 0 : p.nkv - p.nq;
+  p.mask = mask_params(a.mask, /*bottom_right=*/a.causal && !a.causal_top_left);
   p.stream = a.stream;
   // As in forward(): the heads reading a NaN or an inf (dO included) follow the math
   // backend's autograd under the causal mask (ffpa/mask.h); causal calls only.
   NonfiniteFlags nonfinite;
-  if (a.causal) {
+  if (a.causal && !mask_active(p.mask)) {
     nonfinite.add(a.q), nonfinite.add(a.k), nonfinite.add(a.v), nonfinite.add(a.dout);
     st = nonfinite.run(p.b, p.hq, p.h_ratio, p.head_dim, a.q.dtype, stream);
     if (!st.ok()) return nonfinite.release(st);

@@ -1,4 +1,4 @@
-# The backward kernels' CPU tests, included by csrc/CMakeLists.txt inside
+# The backward kernels' CPU tests (and the masks', forward and backward), included by csrc/CMakeLists.txt inside
 # if(FFPA_BUILD_TESTING) once the emulator (ffpa_emulate_kernels) and tests_dir exist.
 # emulate_bwd.cpp runs kernels/ffpa/bwd_kernel_mma.cuh on the emulator against a float64
 # reference of torch's math backend, held to ffpa/tolerance.h's bwd_fp16 / bwd_bf16 rows.
@@ -17,3 +17,20 @@ set_tests_properties(ffpa.kernels.emulated_bwd_breakages PROPERTIES LABELS unit 
 # Every release head dim, fp16 and bf16.
 add_test(NAME ffpa.kernels.emulated_bwd_release COMMAND ffpa_emulate_kernels --bwd-release ${FFPA_RELEASE_HEAD_DIMS})
 set_tests_properties(ffpa.kernels.emulated_bwd_release PROPERTIES LABELS slow TIMEOUT 900)
+# The masks (kernels/ffpa/mask.h: sliding window, seqused_k, varlen) in the forward's two
+# feeds and the backward, against the float64 reference per sequence, with the blocks the
+# mask hides counted unread (emulate_masks.cpp): D = 64 and 320 (the 4x1 and 2x4 / 4x2
+# layouts) in the unit run, every release head dim in the slow one; then each deliberate
+# mask defect (ffpa::MaskBreak, ffpa::BwdBreak) must make its run fail.
+target_sources(ffpa_emulate_kernels PRIVATE "${tests_dir}/emulate_masks.cpp")
+add_test(NAME ffpa.kernels.emulated_masks COMMAND ffpa_emulate_kernels --masks 64 320)
+set_tests_properties(ffpa.kernels.emulated_masks PROPERTIES LABELS unit TIMEOUT 600
+  PASS_REGULAR_EXPRESSION "mask cases, 0 failed")
+add_test(NAME ffpa.kernels.emulated_masks_breakages COMMAND ffpa_emulate_kernels --masks-breakages)
+set_tests_properties(ffpa.kernels.emulated_masks_breakages PROPERTIES LABELS unit TIMEOUT 300
+  PASS_REGULAR_EXPRESSION "14 mask breakage runs, 0 wrong")
+# The release sweep: the five cases combining the most masks at every release head dim
+# (the masked cp.async instance's wider layouts at D = 256 and 512 included), copies late.
+add_test(NAME ffpa.kernels.emulated_masks_release COMMAND ffpa_emulate_kernels --masks-release ${FFPA_RELEASE_HEAD_DIMS})
+set_tests_properties(ffpa.kernels.emulated_masks_release PROPERTIES LABELS slow TIMEOUT 900
+  PASS_REGULAR_EXPRESSION "mask cases, 0 failed")

@@ -14,6 +14,9 @@ extern bool g_cp_late;
 struct Range {
   const unsigned char* p;
   size_t n;
+  // Bytes loaded from it (cp.async with a source, TMA in-bounds elements): the mask tests
+  // count the K / Q bytes of a launch to see skipped blocks stay unread.
+  mutable size_t read = 0;
 };
 extern std::vector<Range> g_ranges;
 }  // namespace emu

@@ -204,7 +204,7 @@ bool run_case_t(const BwdCase& c, std::mt19937& rng) {
   p.scale = float(scale);
   p.scale_log2 = float(scale * 1.4426950408889634);
   p.causal = c.causal;
-  p.causal_offset = offset;
+  p.mask.diag_bottom_right = c.causal && !c.top_left;  // the offset above
   // The non-finite pre-pass over Q, K, V and dO, as api.cu runs it for causal calls.
   std::vector<int> flags(size_t(B) * c.hq, 0);
   if (c.causal && !c.no_flags) {
@@ -285,6 +285,12 @@ bool dispatch(const BwdCase& c, std::mt19937& rng) {
         return run_case_d<128, BwdBreak::kMaskEdge>(c, rng);
       case BwdBreak::kDropSplit:
         return run_case_d<128, BwdBreak::kDropSplit>(c, rng);
+      case BwdBreak::kMaskLeftEdge:
+      case BwdBreak::kSeqOffset:
+      case BwdBreak::kPaddedKeyCounted:
+      case BwdBreak::kSkipOneBlock:
+      case BwdBreak::kNoSkip:
+        emu::fail("the mask breakages run in emulate_masks.cpp");
       case BwdBreak::kNone:
         break;
     }

@@ -46,7 +46,10 @@ std::vector<Range> g_ranges;
 bool global_readable(const void* p, size_t n) {
   const auto* c = static_cast<const unsigned char*>(p);
   for (const Range& r : g_ranges)
-    if (c >= r.p && c + n <= r.p + r.n) return true;
+    if (c >= r.p && c + n <= r.p + r.n) {
+      r.read += n;
+      return true;
+    }
   return false;
 }
 
@@ -422,7 +425,7 @@ void simt_body(const ffpa::FwdParams& p) {
 // The mma kernel with the causal mask replacing scores under the math rule (breakage).
 template <typename Traits>
 void mma_mask_replace_body(const ffpa::FwdParams& p) {
-  ffpa::ffpa_fwd_kernel<Traits, ffpa::Load::kCpAsync, false, 1, true>(p, g_maps);
+  ffpa::ffpa_fwd_kernel<Traits, ffpa::Load::kCpAsync, false, 1, ffpa::MaskBreak::kNone, false, true>(p, g_maps);
 }
 
 // The non-finite pre-pass (ffpa/nonfinite.cuh), as api.cu launches it for causal calls,
@@ -495,12 +498,14 @@ struct Case {
   float plant_value = 0.f;
   int plant_row = 0;
   int plant_batch = 0;
+  bool top_left = false;  // causal aligned top-left (FwdParams::causal_offset 0)
 };
 
 // SDPA's math backend on one problem, in double, the reference of --nonfinite: scores
 // q k^T * scale with the causal mask ADDED as -inf (a NaN or +inf score stays NaN under
 // it), softmax (a row with a NaN or +inf score is NaN; a row whose every score is -inf
-// gives 0), then P V over every key (0 * inf and 0 * NaN are NaN). Bottom-right causal.
+// gives 0), then P V over every key (0 * inf and 0 * NaN are NaN). Causal aligned as the
+// problem says (bottom-right, or top-left with top_left).
 // The LSE: -inf for a row whose every score is -inf, NaN for a row with a NaN sum (a NaN or
 // +inf score; the kernels write NaN there, ffpa/mask.h row_lse). (emu_state.h declares it:
 // the low-precision driver checks against it too.)
@@ -523,7 +528,7 @@ void emu::math_rule_reference(const ffpa::ref::Problem& p, const std::vector<flo
           double dot = 0.0;
           for (int c = 0; c < d; ++c) dot += static_cast<double>(qi[c]) * kj[c];
           double x = dot * p.scale;
-          if (p.causal && j > i + (p.nkv - p.nq)) x = x + -INFINITY;
+          if (p.causal && j > i + (p.top_left ? 0 : p.nkv - p.nq)) x = x + -INFINITY;
           s[j] = x;
           any_nan = any_nan || std::isnan(x);
           all_neg_inf = all_neg_inf && x == -INFINITY;
@@ -601,6 +606,7 @@ bool run_case(const Case& c, std::mt19937& rng) {
   }
   ffpa::ref::Problem pr;
   pr.b = B, pr.hq = c.hq, pr.hkv = c.hkv, pr.nq = c.nq, pr.nkv = c.nkv, pr.d = D, pr.causal = c.causal;
+  pr.top_left = c.top_left;
   pr.scale = 1.f / std::sqrt(static_cast<float>(D));
   std::vector<float> ref_o(q.size()), ref_lse(static_cast<size_t>(B) * c.hq * c.nq);
   ffpa::ref::attention(pr, q.data(), k.data(), v.data(), ref_o.data(), ref_lse.data());
@@ -622,6 +628,7 @@ bool run_case(const Case& c, std::mt19937& rng) {
   p.scale = pr.scale;
   p.scale_log2 = pr.scale * 1.4426950408889634f;
   p.causal = c.causal;
+  p.causal_offset = c.top_left ? 0 : c.nkv - c.nq;
   p.head_dim = D;
   p.accum = c.f16acc ? ffpa::Accum::kFp16 : ffpa::Accum::kFp32;
   std::vector<int> flags;
@@ -680,8 +687,9 @@ bool run_case(const Case& c, std::mt19937& rng) {
     for (size_t i = 0; i < lse.size(); ++i) check(lse[i], want_lse[i], tol.lse);
     lse_diff = nan_diff + inf_diff + far - lse_diff;
     const bool ok = nan_diff == 0 && inf_diff == 0 && far == 0;
-    std::printf("[%s] nonfinite D=%d %s causal=%d B=%d Nq=%d Nkv=%d impl=%s plant=%c[b%d,%d]=%g nan_diff=%zu inf_diff=%zu "
-                "far=%zu (lse %zu)%s\n", ok ? "PASS" : "FAIL", D, c.bf16 ? "bf16" : "fp16", c.causal, B, c.nq, c.nkv,
+    std::printf("[%s] nonfinite D=%d %s causal=%d%s B=%d Nq=%d Nkv=%d impl=%s plant=%c[b%d,%d]=%g nan_diff=%zu "
+                "inf_diff=%zu far=%zu (lse %zu)%s\n", ok ? "PASS" : "FAIL", D, c.bf16 ? "bf16" : "fp16", c.causal,
+                c.top_left ? " top-left" : "", B, c.nq, c.nkv,
                 kind_name(c.kind), c.plant, c.plant_batch, c.plant_row, c.plant_value, nan_diff, inf_diff, far, lse_diff,
                 timing);
     std::fflush(stdout);
@@ -700,8 +708,9 @@ bool run_case(const Case& c, std::mt19937& rng) {
   // The path's tolerance (ffpa/tolerance.h): its atol bounds the output, its lse the LSE.
   const ffpa::Tolerance& tol = ffpa::tolerance(c.f16acc ? "fp16_acc" : c.bf16 ? "bf16" : "fp16");
   const bool ok = out_err <= tol.atol && lse_err <= tol.lse;
-  std::printf("[%s] D=%d %s causal=%d B=%d Nq=%d Nkv=%d Hq=%d Hkv=%d impl=%s accum=%s copies=%s out_err=%.3e rel_err=%.3e lse_err=%.3e%s\n",
-              ok ? "PASS" : "FAIL", D, c.bf16 ? "bf16" : "fp16", c.causal, B, c.nq, c.nkv, c.hq, c.hkv,
+  std::printf("[%s] D=%d %s causal=%d%s B=%d Nq=%d Nkv=%d Hq=%d Hkv=%d impl=%s accum=%s copies=%s out_err=%.3e rel_err=%.3e lse_err=%.3e%s\n",
+              ok ? "PASS" : "FAIL", D, c.bf16 ? "bf16" : "fp16", c.causal, c.top_left ? " top-left" : "", B, c.nq, c.nkv,
+              c.hq, c.hkv,
               kind_name(c.kind), c.pv_step ? "fp16/pv-per-mma" : c.f16acc ? "fp16" : "fp32", emu::g_cp_late ? "late" : "early", out_err,
               max_ref > 0.f ? out_err / max_ref : out_err, lse_err, timing);
   std::fflush(stdout);
@@ -763,6 +772,13 @@ std::vector<Case> standard_cases(int d, bool causal, Kind kind, bool f16acc, boo
       {d, false, causal, 70, 40, 1, 1, kind},
       {d, true, causal, 64, 128, 2, 2, kind},
   };
+  if (causal) {
+    // SDPA's top-left alignment (FwdParams::causal_offset 0) over every key: Nq < Nkv,
+    // and Nq > Nkv (rows past Nkv see every key).
+    Case nq_lt{d, false, true, 45, 141, 2, 1, kind}, nq_gt{d, false, true, 100, 70, 2, 2, kind};
+    nq_lt.top_left = nq_gt.top_left = true;
+    cases.insert(cases.end() - 1, {nq_lt, nq_gt});  // before the bf16 case, which f16acc drops
+  }
   if (f16acc) {
     cases.pop_back();  // fp16 accumulation takes fp16 inputs only
     for (Case& c : cases) c.f16acc = true, c.pv_step = pv_step;
@@ -804,6 +820,19 @@ int run_nonfinite(const std::vector<int>& dims, bool masked, const std::vector<K
         ++total;
         if (!dispatch(c, rng)) ++failed;
       }
+  // Masked: top-left with Nq 40 < Nkv 100 (SDPA's is_causal), a NaN / inf in key or value
+  // row 70, which no query row sees: the math backend makes every row NaN, so every key
+  // must reach the kernel (the op passes all Nkv, not the first Nq).
+  if (masked)
+    for (int d : dims)
+      for (Kind kind : kinds)
+        for (char plant : {'k', 'v'})
+          for (float value : {NAN, INFINITY}) {
+            Case c{d, false, true, 40, 100, 2, 1, kind};
+            c.top_left = true, c.plant = plant, c.plant_value = value, c.plant_row = 70;
+            ++total;
+            if (!dispatch(c, rng)) ++failed;
+          }
   std::printf("%d nonfinite cases, %d failed\n", total, failed);
   return failed ? 1 : 0;
 }
@@ -952,7 +981,18 @@ int run_lowp_nonfinite(const std::vector<int>& dims);
 int run_bwd_cases(const std::vector<int>& dims);
 int run_bwd_release(const std::vector<int>& dims);
 int run_bwd_breakages();
+// ffpa_emulate_kernels --masks[-release] D... | --masks-breakages    the sliding window, key padding and
+//                                                        varlen, forward and backward (emulate_masks.cpp)
+int run_mask_cases(const std::vector<int>& dims, bool release);
+int run_mask_breakages();
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--masks-breakages") == 0) return run_mask_breakages();
+  if (argc > 1 && (std::strcmp(argv[1], "--masks") == 0 || std::strcmp(argv[1], "--masks-release") == 0)) {
+    std::vector<int> mask_dims;
+    for (int i = 2; i < argc; ++i) mask_dims.push_back(std::atoi(argv[i]));
+    if (mask_dims.empty()) mask_dims = {64};
+    return run_mask_cases(mask_dims, std::strcmp(argv[1], "--masks-release") == 0);
+  }
   if (argc > 1 && std::strcmp(argv[1], "--bwd-breakages") == 0) return run_bwd_breakages();
   if (argc > 1 && (std::strcmp(argv[1], "--bwd") == 0 || std::strcmp(argv[1], "--bwd-release") == 0)) {
     std::vector<int> bwd_dims;

@@ -164,6 +164,7 @@ Metrics run_typed(const LowpCase& c, std::mt19937& rng) {
   p.scale = pr.scale;
   p.scale_log2 = pr.scale * 1.4426950408889634f;
   p.causal = c.causal;
+  p.causal_offset = c.nkv - c.nq;  // bottom-right (the top-left offset 0 is the 16-bit tests')
   p.head_dim = D;
   p.out_dtype = c.bf16 ? ffpa::DType::kBf16 : ffpa::DType::kFp16;
   const ffpa::CuteTileParams tile = ffpa::lowp_default_tile(D);

@@ -3,6 +3,7 @@ order (argument errors first, then "no CUDA device"). Arrays are faked with obje
 exposing __cuda_array_interface__ and made-up pointers: nothing is dereferenced
 before a launch, and no launch happens here."""
 
+import json
 import re
 from pathlib import Path
 
@@ -40,7 +41,7 @@ def test_build_info():
     info = _C.build_info()
     assert set(info) == {"head_dims", "dtypes", "archs", "fwd", "tma", "tma_archs", "f16_acc", "cute", "cute_tma",
                          "fp8", "fp8_archs", "fp4", "fp4_archs", "tolerances", "cutlass", "cuda_runtime", "impls",
-                         "auto_impl", "bwd", "bwd_instances"}
+                         "auto_impl", "bwd", "bwd_instances", "masks"}
     # The backward kernels: one instance per compiled (head dim, dtype), as the forward's.
     assert info["bwd"] is True
     assert sorted(info["bwd_instances"]) == sorted(f"{d}:{t}" for d in info["head_dims"] for t in info["dtypes"])
@@ -273,3 +274,73 @@ def test_backward_argument_errors_name_the_fix():
         _C.backward(**bwd_args(dq=FakeCuda((2, 4, 100, d), ptr=0x7F0060000000, readonly=True)))
     with pytest.raises(errors.ShapeError, match="Hq % Hkv"):
         _C.backward(**bwd_args(hq=3, hkv=2))
+
+
+def ints(n, ptr=0x7F00A0000000, typestr="<i4"):
+    return FakeCuda((n,), typestr, ptr)
+
+
+def test_build_info_masks_come_from_kernel_facts():
+    facts = json.loads((ROOT / "cmake" / "kernel-facts.json").read_text())
+    assert _C.build_info()["masks"] == facts["masks"] == ["window", "seqused_k", "varlen"]
+
+
+def test_masks_reach_the_device_check_when_valid():
+    # Valid masks pass every argument check: only the device is missing.
+    q, k, v, o = qkvo()
+    for kw in ({"window_left": 16}, {"window_right": 0}, {"window_left": 0, "window_right": 5},
+               {"seqused_k": ints(2)}):
+        with pytest.raises(errors.DeviceError, match="no CUDA device"):
+            _C.forward(q, k, v, o, None, True, 0.1, "mma", **kw)
+        with pytest.raises(errors.DeviceError, match="no CUDA device"):
+            _C.backward(**bwd_args(), **kw)
+    d = q.__cuda_array_interface__["shape"][3]
+    # Varlen: [1, H, total, D] views of packed [total, H, D] (row stride H D).
+    hq, hkv, tq, tk = 4, 2, 300, 280
+    pq = FakeCuda((1, hq, tq, d), strides=(tq * hq * d * 2, d * 2, hq * d * 2, 2))
+    pk = FakeCuda((1, hkv, tk, d), ptr=0x7F0010000000, strides=(tk * hkv * d * 2, d * 2, hkv * d * 2, 2))
+    pv = FakeCuda((1, hkv, tk, d), ptr=0x7F0020000000, strides=(tk * hkv * d * 2, d * 2, hkv * d * 2, 2))
+    po = FakeCuda((1, hq, tq, d), ptr=0x7F0030000000, strides=(tq * hq * d * 2, d * 2, hq * d * 2, 2))
+    varlen = {"cu_seqlens_q": ints(4), "cu_seqlens_k": ints(4, 0x7F00B0000000), "max_seqlen_q": 200,
+              "max_seqlen_k": 150}
+    with pytest.raises(errors.DeviceError, match="no CUDA device"):
+        _C.forward(pq, pk, pv, po, FakeCuda((1, hq, tq), "<f4", 0x7F0050000000), True, 0.1, "auto", **varlen,
+                   seqused_k=ints(3, 0x7F00C0000000), window_left=8)
+    with pytest.raises(errors.ShapeError, match=r"seqused_k has 2 entries; .*sequence \(3\)"):
+        _C.forward(pq, pk, pv, po, None, True, 0.1, "auto", **varlen, seqused_k=ints(2, 0x7F00C0000000))
+    with pytest.raises(errors.ShapeError, match="max_seqlen_q = 301.*longest sequence"):
+        _C.forward(pq, pk, pv, po, None, True, 0.1, "auto", **{**varlen, "max_seqlen_q": 301})
+    with pytest.raises(errors.ShapeError, match="max_seqlen_q = 0.*longest sequence"):
+        _C.forward(pq, pk, pv, po, None, True, 0.1, "auto", **{**varlen, "max_seqlen_q": 0})
+
+
+def test_mask_argument_errors_name_the_fix():
+    q, k, v, o = qkvo()
+    with pytest.raises(errors.ShapeError, match="window_left = -2: pass -1"):
+        _C.forward(q, k, v, o, None, False, 0.1, "auto", window_left=-2)
+    with pytest.raises(errors.ShapeError, match="window_right = 2147483648"):
+        _C.backward(**bwd_args(), window_right=2**31)
+    with pytest.raises(errors.ShapeError, match=r"seqused_k has 3 entries; it must have one per batch entry \(2\)"):
+        _C.forward(q, k, v, o, None, False, 0.1, "auto", seqused_k=ints(3))
+    with pytest.raises(errors.UnsupportedDTypeError, match="seqused_k must be int32.*torch.int32"):
+        _C.forward(q, k, v, o, None, False, 0.1, "auto", seqused_k=ints(2, typestr="<f4"))
+    with pytest.raises(errors.ShapeError, match="seqused_k must be 1-D"):
+        _C.forward(q, k, v, o, None, False, 0.1, "auto", seqused_k=FakeCuda((2, 1), "<i4"))
+    with pytest.raises(errors.UnsupportedLayoutError, match="seqused_k must be contiguous"):
+        _C.forward(q, k, v, o, None, False, 0.1, "auto", seqused_k=FakeCuda((2,), "<i4", strides=(8,)))
+    with pytest.raises(errors.ShapeError, match="both cu_seqlens_q and cu_seqlens_k"):
+        _C.forward(q, k, v, o, None, False, 0.1, "auto", cu_seqlens_q=ints(3), max_seqlen_q=10)
+    with pytest.raises(errors.ShapeError, match=r"varlen takes q, k, v as \[1, H, total, D\] views.*batch of 2"):
+        _C.forward(q, k, v, o, None, False, 0.1, "auto", cu_seqlens_q=ints(3), cu_seqlens_k=ints(3),
+                   max_seqlen_q=10, max_seqlen_k=10)
+    # The masks live in the mma kernel's two feeds: every other impl refuses them.
+    for impl in ("simt", "cute", "cute_tma", "fp8", "cute_fp8"):
+        if impl not in _C.build_info()["impls"]:
+            continue
+        with pytest.raises(errors.UnsupportedImplError, match="takes no sliding window.*impl='auto', 'mma' or 'tma'"):
+            _C.forward(q, k, v, o, None, False, 0.1, impl, window_left=4)
+    misaligned = FakeCuda(q.__cuda_array_interface__["shape"], ptr=0x7F0000000002)
+    with pytest.raises(errors.UnsupportedLayoutError, match="16-byte aligned.*masked kernels"):
+        _C.forward(misaligned, k, v, o, None, False, 0.1, "auto", seqused_k=ints(2))
+    with pytest.raises(TypeError):  # keyword-only
+        _C.forward(q, k, v, o, None, False, 0.1, "auto", None, "fp32", 4)

@@ -33,6 +33,13 @@
 // gradient by the bwd_fp16 / bwd_bf16 rows of ffpa/tolerance.h (max |g - ref| / max |ref|
 // <= atol, sum |g - ref| / sum |ref| <= max_rel_l1, every value finite). The bench adds
 // a "bwd" row per head dim (device_check_bench.cu).
+// Then one group per backward instance, "masks-D<d>-<dtype>" (device_check_masks.cu): the
+// sliding window, seqused_k and varlen (kernels/ffpa/mask.h) through ffpa::forward() on mma
+// and tma (where the device runs it) and ffpa::backward(), per sequence against float64:
+// a two-sided window (B = 2, GQA), varlen causal with a window and a one-row sequence,
+// seqused_k with an empty entry (causal), a causal window with Nq < Nkv, varlen with
+// seqused_k and a two-sided window; O / LSE by the fp16 / bf16 rows, the gradients by
+// the bwd rows; padded keys hold NaN on the device (a read one shows).
 // Then the group "long": N = 4096 and 8192 at D = 128 and 512 (those compiled), both
 // dtypes, causal and not, GQA, on mma, tma and cute_tma (fp16-accumulated too at
 // N = 8192, fp16, non-causal), checked on a sample of rows, and the low-precision kernels
@@ -139,7 +146,19 @@ struct Case {
   bool top_left = false;  // causal alignment of a backward case: SDPA's is_causal
   char nan_plant = 0;     // a backward case's planted NaN (BwdSpec::plant)
   int nan_row = 0;
+  // A mask case (device_check_masks.cu): index into mask_specs(); impl is the forward's.
+  int mask = -1;
 };
+
+// The mask cases' shapes (kernels/ffpa/mask.h), per backward instance: a two-sided window
+// on a batch of 2 with GQA, a causal window with Nq < Nkv, seqused_k with an empty entry
+// and causal, and varlen (a one-row sequence, lengths over several 64-row blocks) causal
+// with a window and with seqused_k. The first two run in --quick.
+std::vector<ffpa::check::MaskSpec> g_mask_specs;
+int add_mask_spec(const ffpa::check::MaskSpec& m) {
+  g_mask_specs.push_back(m);
+  return static_cast<int>(g_mask_specs.size()) - 1;
+}
 
 ffpa::check::BwdSpec bwd_spec(const Case& c) {
   return {c.d, c.dtype, c.causal, c.top_left, c.b, c.nq, c.nkv, c.hq, c.hkv, c.bnhd, c.nan_plant, c.nan_row};
@@ -148,6 +167,7 @@ ffpa::check::BwdSpec bwd_spec(const Case& c) {
 // The row of ffpa/tolerance.h a case is judged by.
 const ffpa::Tolerance& tolerance(const Case& c) {
   if (c.bwd) return ffpa::check::bwd_tolerance(c.dtype);
+  if (c.mask >= 0) return ffpa::tolerance(c.dtype == ffpa::DType::kFp16 ? "fp16" : "bf16");  // and the bwd rows
   if (ffpa::is_lowp_impl(c.impl)) return ffpa::tolerance(ffpa::impl_facts(c.impl)->precision);
   if (c.accum == ffpa::Accum::kFp16) return ffpa::tolerance("fp16_acc");
   return ffpa::tolerance(c.dtype == ffpa::DType::kFp16 ? "fp16" : "bf16");
@@ -177,6 +197,7 @@ std::string inputs_name(const Case& c) {
 
 std::string case_name(const Case& c) {
   if (c.bwd) return ffpa::check::bwd_spec_name(bwd_spec(c));
+  if (c.mask >= 0) return ffpa::check::mask_spec_name(g_mask_specs[c.mask], c.impl);
   char buf[400];
   std::snprintf(buf, sizeof(buf), "D=%d %s causal=%d B=%d Nq=%d Nkv=%d Hq=%d Hkv=%d layout=%s impl=%s%s%s%s%s%s%s",
                 c.d, ffpa::dtype_name(c.dtype), c.causal ? 1 : 0, c.b, c.nq, c.nkv, c.hq, c.hkv,
@@ -283,6 +304,16 @@ std::shared_ptr<T> find_cached(std::vector<std::pair<std::string, std::shared_pt
 }
 
 Result run_case(const Case& c, GroupCache& cache, uint64_t seed) {
+  if (c.mask >= 0) {
+    const ffpa::check::MaskResult m = ffpa::check::run_mask_case(g_mask_specs[c.mask], c.impl, seed);
+    Result r;
+    r.ok = m.ok;
+    r.abs_err = static_cast<float>(m.o_err), r.lse_err = static_cast<float>(m.lse_err);
+    r.rel_err = static_cast<float>(m.grad_max_rel), r.rel_l1 = m.grad_rel_l1;
+    r.impl_used = ffpa::impl_name(c.impl);
+    r.error = m.error;
+    return r;
+  }
   if (c.bwd) {
     const ffpa::check::BwdResult b = ffpa::check::run_bwd_case(bwd_spec(c), seed);
     Result r;
@@ -749,6 +780,35 @@ std::vector<Case> plan_cases(const ffpa::BuildInfo& info, const Extras& x, bool 
     add(true, true, 2, 83, 141, 4, true);
     add(true, false, 1, 128, 128, 2, false);
   }
+  // The masks, per backward instance (they need the forward and the backward of the head
+  // dim and dtype): the forward on mma and, where the device runs it, tma.
+  std::vector<Impl> mask_impls = {Impl::kMma};
+  if (x.tma) mask_impls.push_back(Impl::kTma);
+  for (const std::pair<int, ffpa::DType>& inst : x.bwd) {
+    const int d = inst.first;
+    const ffpa::DType dt = inst.second;
+    char group[64];
+    std::snprintf(group, sizeof(group), "masks-D%d-%s", d, ffpa::dtype_name(dt));
+    using MS = ffpa::check::MaskSpec;
+    const MS specs[] = {
+        MS{d, dt, false, false, 4, 2, {300, 300}, {300, 300}, {}, 100, 40},
+        MS{d, dt, true, true, 4, 1, {70, 1, 257}, {90, 33, 300}, {}, 64, -1},
+        MS{d, dt, false, true, 4, 2, {141, 141, 141}, {200, 200, 200}, {200, 77, 0}, -1, -1},
+        MS{d, dt, false, true, 4, 4, {200}, {317}, {}, 64, -1},
+        MS{d, dt, true, false, 4, 2, {100, 180}, {128, 180}, {60, 180}, 30, 20},
+    };
+    for (size_t i = 0; i < sizeof(specs) / sizeof(specs[0]); ++i) {
+      if (quick && i >= 2) break;
+      const MS& m = specs[i];
+      const int idx = add_mask_spec(m);
+      for (Impl impl : mask_impls) {
+        Case c{group, d, dt, m.causal, static_cast<int>(m.lens_q.size()), m.lens_q[0], m.lens_k[0], m.hq, m.hkv,
+               m.varlen, impl, Impl::kAuto, 0, false, false};
+        c.mask = idx;
+        cases.push_back(c);
+      }
+    }
+  }
   if (!quick && !info.head_dims.empty() && !dtypes.empty()) {
     std::vector<int> long_dims;
     for (int d : {128, 512})
@@ -936,7 +996,7 @@ void write_json(const char* path, const std::string& device, const Extras& x, co
            r.impl_used + "\", \"error_kind\": \"" + r.error_kind + "\", \"abs_err\": " + num(r.abs_err) +
            ", \"rel_err\": " + num(r.rel_err) + ", \"lse_err\": " + num(r.lse_err) +
            ", \"max_ref\": " + num(r.max_ref) + ", \"error\": \"" + json_escape(r.error) + "\"";
-      if (c.bwd) j += ", \"rel_l1\": " + num6(r.rel_l1);
+      if (c.bwd || c.mask >= 0) j += ", \"rel_l1\": " + num6(r.rel_l1);
       if (ffpa::is_lowp_impl(c.impl) && c.expect_error == ffpa::ErrorKind::kOk && !c.bwd)
         j += ", \"cos\": " + num6(r.cos) + ", \"rel_l1\": " + num6(r.rel_l1) + ", \"gain\": " + num6(r.gain);
     } else {
@@ -1078,6 +1138,10 @@ int main(int argc, char** argv) {
     const std::string name = case_name(c);
     if (c.expect_error != ffpa::ErrorKind::kOk)
       std::printf("[%s] %s returned=%s error=%s\n", r.ok ? "PASS" : "FAIL", name.c_str(), r.error_kind.c_str(),
+                  r.error.c_str());
+    else if (c.mask >= 0)
+      std::printf("[%s] %s O abs=%.3e lse=%.3e grads max_rel=%.3e rel_l1=%.3e%s%s\n", r.ok ? "PASS" : "FAIL",
+                  name.c_str(), r.abs_err, r.lse_err, r.rel_err, r.rel_l1, r.error.empty() ? "" : " error=",
                   r.error.c_str());
     else if (c.bwd)
       std::printf("[%s] %s max_rel=%.3e rel_l1=%.3e abs=%.3e%s%s\n", r.ok ? "PASS" : "FAIL", name.c_str(), r.rel_err,

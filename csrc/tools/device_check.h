@@ -98,6 +98,28 @@ const ffpa::Tolerance& bwd_tolerance(ffpa::DType dt);
 // Runs ffpa::backward() on the case against its float64 reference (exit 2 on a device fault).
 BwdResult run_bwd_case(const BwdSpec& c, uint64_t seed);
 
+// One mask case (device_check_masks.cu): the sliding window, seqused_k and varlen through
+// ffpa::forward() on an impl and ffpa::backward(), per sequence against float64.
+struct MaskSpec {
+  int d;
+  ffpa::DType dtype;
+  bool varlen;
+  bool causal;  // bottom-right (per sequence)
+  int hq, hkv;
+  std::vector<int> lens_q, lens_k;  // per sequence (a padded batch: all equal)
+  std::vector<int> used_k;          // seqused_k; empty: not given
+  int left = -1, right = -1;
+};
+// o_err: max |O - ref| (fp16 / bf16 row's atol), lse_err (its lse), grad_max_rel and
+// grad_rel_l1: the worst of dQ, dK, dV (bwd rows); ok: all within, every value finite.
+struct MaskResult {
+  bool ok = true;
+  double o_err = 0, lse_err = 0, grad_max_rel = 0, grad_rel_l1 = 0;
+  std::string error;
+};
+std::string mask_spec_name(const MaskSpec& c, ffpa::Impl impl);
+MaskResult run_mask_case(const MaskSpec& c, ffpa::Impl impl, uint64_t seed);
+
 struct BenchOpts {
   const char* csv = nullptr;
   std::vector<int> dims;  // empty: every compiled head dim

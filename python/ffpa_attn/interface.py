@@ -266,15 +266,8 @@ def ffpa_attn_func(
     _check_heads([tuple(getattr(t, "shape", ())) for t in arrays], enable_gqa or causal is not None)
 
     if all(on_cuda):
-        if mask == "top_left":
-            nq, nkv = int(query.shape[2]), int(key.shape[2])
-            if nq > nkv:
-                raise UnsupportedFeatureError(
-                    f"is_causal=True with Nq = {nq} > Nkv = {nkv} on CuPy arrays (SDPA's top-left alignment); pass "
-                    "torch tensors, or causal=... for the kernels' bottom-right alignment")
-            if nq < nkv:
-                key, value = key[:, :, :nq], value[:, :, :nq]
-        return launch.forward(query, key, value, mask != "none", scale, return_lse, impl, accum)
+        return launch.forward(query, key, value, mask != "none", scale, return_lse, impl, accum,
+                              top_left=mask == "top_left")
     if accum == "fp16":
         raise UnsupportedImplError(_HOST_FP16_ACCUM)
     for name, t in zip("qkv", arrays):

@@ -314,11 +314,13 @@ def _exportable(x: Any) -> Any:
 
 
 def launch(q: Any, k: Any, v: Any, out: Any, lse: Any, causal: bool, scale: float, impl: str, accum: str, *,
-           window: tuple[int, int] = (-1, -1), varlen: dict[str, Any] | None = None) -> str:
+           top_left: bool = False, window: tuple[int, int] = (-1, -1),
+           varlen: dict[str, Any] | None = None) -> str:
     """``out[...] = attention(q, k, v)`` (and lse when not None) on the current stream.
 
     The caller has run :func:`check`; ``causal`` is bottom-right aligned (the kernels'
-    convention, docs/perf.md), as is ``window`` (left, right; -1 unbounded); ``varlen``
+    convention, docs/perf.md) unless ``top_left`` (SDPA's ``is_causal``: query i sees keys
+    j <= i), and ``window`` (left, right; -1 unbounded) is aligned as the mask; ``varlen``
     holds the packed layout's ``cu_seqlens_q`` / ``cu_seqlens_k`` / ``max_seqlen_q`` /
     ``max_seqlen_k`` (ffpa_attn.varlen). Both are handed to the extension only when given
     (cuda.COMPILED_MASKS says whether it has them). Returns the kernel that ran and records
@@ -329,6 +331,8 @@ def launch(q: Any, k: Any, v: Any, out: Any, lse: Any, causal: bool, scale: floa
     masks: dict[str, Any] = dict(varlen or {})
     if window != (-1, -1):
         masks.update(window_left=int(window[0]), window_right=int(window[1]))
+    if top_left:
+        masks.update(causal_top_left=True)
     used = ext.forward(qx, kx, vx, out, lse, bool(causal), float(scale), impl, accum=accum, **masks)
     kernel = str(used) if used is not None else impl
     routing.note_kernel(kernel)
@@ -371,11 +375,11 @@ def _allocate(q: Any, desc: ArrayDesc, lse_shape: tuple[int, int, int], want_lse
 
 
 def forward(q: Any, k: Any, v: Any, causal: bool, scale: float | None, return_lse: bool, impl: str,
-            accum: str) -> Any:
+            accum: str, *, top_left: bool = False) -> Any:
     """Validate, allocate with the inputs' framework, launch (the path of CuPy-like arrays)."""
     descs = {name: describe(t) for name, t in (("q", q), ("k", k), ("v", v))}
     b, hq, _hkv, nq, _nkv, d = check(descs, impl, accum)
     sm_scale = resolve_scale(scale, d)
     out, lse = _allocate(q, descs["q"], (b, hq, nq), return_lse)
-    launch(q, k, v, out, lse, causal, sm_scale, impl, accum)
+    launch(q, k, v, out, lse, causal, sm_scale, impl, accum, top_left=top_left and causal)
     return (out, lse) if return_lse else out

@@ -185,22 +185,12 @@ def _cuda_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: int
                     accum: str, window: tuple[int, int] = (-1, -1)) -> tuple[torch.Tensor, torch.Tensor]:
     launch.check({n: launch.describe(t) for n, t in (("q", q), ("k", k), ("v", v))}, impl, accum)
     out, lse = _empty_outputs(q, v)
-    nq, nkv = q.shape[2], k.shape[2]
-    if window != (-1, -1):
-        # find_problem sent a top-left window here only when Nq == Nkv, where both alignments agree.
-        launch.launch(q, k, v, out, lse, mask != MASK_NONE, scale, impl, accum,
-                      window=effective_window(mask != MASK_NONE, window))
-    elif mask == MASK_TOP_LEFT and nq != nkv:
-        # The kernels' causal mask is bottom-right aligned; top-left is the same mask on
-        # the first Nq keys (Nq < Nkv), or a causal square on the first Nkv rows and no
-        # mask on the rest (Nq > Nkv). Views: nothing is copied.
-        if nq < nkv:
-            launch.launch(q, k[:, :, :nq], v[:, :, :nq], out, lse, True, scale, impl, accum)
-        else:
-            launch.launch(q[:, :, :nkv], k, v, out[:, :, :nkv], lse[:, :, :nkv], True, scale, impl, accum)
-            launch.launch(q[:, :, nkv:], k, v, out[:, :, nkv:], lse[:, :, nkv:], False, scale, impl, accum)
-    else:
-        launch.launch(q, k, v, out, lse, mask != MASK_NONE, scale, impl, accum)
+    # One launch for every alignment: the kernels take SDPA's top-left causal mask (and a
+    # window aligned with it) themselves, over all Nkv keys, so a NaN or an inf in a key
+    # the mask hides reaches the output as it does in SDPA's math backend (ffpa/mask.h).
+    window_kw = {"window": effective_window(mask != MASK_NONE, window)} if window != (-1, -1) else {}
+    launch.launch(q, k, v, out, lse, mask != MASK_NONE, scale, impl, accum, top_left=mask == MASK_TOP_LEFT,
+                  **window_kw)
     return out, lse
 
 
@@ -588,11 +578,6 @@ def window_problem(q: torch.Tensor, k: torch.Tensor, mask: int,
         return None
     if "window" not in cuda.COMPILED_MASKS:
         return "window", f"window_size={window} and this build's kernels have no sliding window", None
-    if mask != MASK_BOTTOM_RIGHT and q.shape[2] != k.shape[2]:
-        return ("window", f"window_size={window} aligned top-left (SDPA's) with Nq = {q.shape[2]} != Nkv = "
-                          f"{k.shape[2]}; the kernels align windows bottom-right",
-                "pass attn_mask=torch.nn.attention.bias.causal_lower_right(Nq, Nkv) for the bottom-right "
-                "alignment the kernels take")
     return None
 
 

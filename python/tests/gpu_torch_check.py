@@ -207,7 +207,7 @@ def _grads(torch, fn, q, k, v, dout):
     (8, 2, 384, 512, 128, "is_causal"),      # GQA, top-left with Nq < Nkv
     (8, 2, 300, 300, 256, "none"),
     (4, 4, 256, 256, 512, "is_causal"),      # the memory-efficient backward
-    (8, 8, 500, 300, 128, "is_causal"),      # top-left with Nq > Nkv: two launches, efficient backward
+    (8, 8, 500, 300, 128, "is_causal"),      # top-left with Nq > Nkv: rows past Nkv see every key
     (8, 4, 200, 333, 320, "lower_right"),    # GQA, bottom-right (the kernels' own alignment)
     (8, 2, 333, 200, 128, "lower_right"),    # rows that see no key, flash backward
     (4, 4, 333, 200, 512, "lower_right"),    # rows that see no key, memory-efficient backward
@@ -449,3 +449,30 @@ def test_nan_and_inf_as_sdpa_math(torch, which, value, row, causal):
         checked.append((impl, nan_ok and inf_ok and err <= atol))
     assert checked, "no impl runs on this GPU (the fixture should have skipped)"
     assert all(ok for _, ok in checked), checked
+
+
+@pytest.mark.parametrize("which,value", [("k", float("nan")), ("v", float("inf"))])
+def test_nan_in_keys_past_nq_top_left_as_sdpa_math(torch, which, value):
+    """is_causal with Nq < Nkv (SDPA's top-left): a NaN / inf in a key no query row sees
+    (key 70 of 96, 48 queries) makes every row of its head NaN in SDPA's math backend; every
+    impl must read all Nkv keys to give the same."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from ffpa_attn import ffpa_attn_func, info
+
+    d = _dim(128)
+    q, k, v = _qkv(torch, 1, 2, 2, 48, 96, d, seed=12)
+    {"k": k, "v": v}[which][0, 0, 70, 3] = value
+    with sdpa_kernel(SDPBackend.MATH):
+        want = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True)
+    assert torch.isnan(want[0, 0]).all() and torch.isfinite(want[0, 1]).all()
+    capability = torch.cuda.get_device_capability()
+    checked = []
+    for impl in ("mma", "simt", "tma", "cute", "cute_tma", "fp8", "fp4"):
+        if not info.impl_status(impl, capability)["runs"]:
+            continue
+        got = ffpa_attn_func(q, k, v, is_causal=True, impl=impl).float()
+        ok = torch.equal(torch.isnan(got), torch.isnan(want))
+        _record(f"nonfinite_top_left_{which}{value}_{impl}", nan_ok=ok)
+        checked.append((impl, ok))
+    assert checked and all(ok for _, ok in checked), checked

@@ -597,23 +597,23 @@ def test_host_arrays_refuse_what_only_sdpa_does():
         ffpa_attn_func(x, x, x, backward="fast")
 
 
-def test_cuda_arrays_is_causal_slices_the_keys(install_extension):
-    """Top-left on Nq < Nkv is the kernels' bottom-right mask on the first Nq keys."""
+def test_cuda_arrays_is_causal_runs_top_left_on_every_key(install_extension):
+    """SDPA's top-left is_causal goes to the kernels as their top-left mask, over all Nkv keys
+    (a NaN in a key the mask hides must reach the output, as in SDPA's math backend), for
+    Nq < Nkv and Nq > Nkv alike; causal= stays bottom-right."""
     ext = install_extension()
-
-    class Sliceable(FakeCudaArray):
-        def __getitem__(self, index):
-            rows = index[2]
-            return Sliceable((*self.shape[:2], len(range(*rows.indices(self.shape[2]))), self.shape[3]))
-
-    Sliceable.__module__ = "fakecu"
-    q = Sliceable((1, 4, 16, 128))
-    k, v = Sliceable((1, 4, 40, 128)), Sliceable((1, 4, 40, 128))
+    q = FakeCudaArray((1, 4, 16, 128))
+    k, v = FakeCudaArray((1, 4, 40, 128)), FakeCudaArray((1, 4, 40, 128))
     ffpa_attn_func(q, k, v, is_causal=True)
-    cq, ck, cv, _out, _lse, causal, _scale, _impl = ext.calls[-1]
-    assert ck.shape == cv.shape == (1, 4, 16, 128) and causal is True
-    with pytest.raises(UnsupportedFeatureError, match="Nq = 40 > Nkv = 16"):
-        ffpa_attn_func(Sliceable((1, 4, 40, 128)), q, q, is_causal=True)
+    _cq, ck, cv, _out, _lse, causal, _scale, _impl = ext.calls[-1]
+    assert ck is k and cv is v and causal is True
+    assert ext.call_kwargs[-1].get("causal_top_left") is True
+    ffpa_attn_func(k, q, q, is_causal=True)  # Nq = 40 > Nkv = 16
+    assert ext.calls[-1][0] is k and ext.call_kwargs[-1].get("causal_top_left") is True
+    ffpa_attn_func(q, k, v, causal=True)
+    assert ext.calls[-1][5] is True and "causal_top_left" not in ext.call_kwargs[-1]
+    ffpa_attn_func(q, k, v)
+    assert ext.calls[-1][5] is False and "causal_top_left" not in ext.call_kwargs[-1]
 
 
 def test_cuda_arrays_without_extension_raise_not_fall_back(no_extension):

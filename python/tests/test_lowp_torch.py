@@ -92,8 +92,8 @@ def stand_in_cuda(install_extension, monkeypatch):
     def install(info, ran):
         ext = install_extension(info)
 
-        def forward(q, k, v, out, lse, causal, scale, impl, accum="fp32"):
-            calls.append((impl, accum, causal, tuple(q.shape), tuple(k.shape)))
+        def forward(q, k, v, out, lse, causal, scale, impl, accum="fp32", causal_top_left=False):
+            calls.append((impl, accum, causal, causal_top_left, tuple(q.shape), tuple(k.shape)))
             return ran
 
         monkeypatch.setattr(ext, "forward", forward)
@@ -111,9 +111,8 @@ def test_the_ops_cuda_body_launches_the_impl(stand_in_cuda, impl, ran):
     calls = stand_in_cuda(LOWP_INFO, ran)
     q, k, v = make(nq=12, nkv=8, d=64, dtype=torch.bfloat16)
     out, lse = torch_ops._cuda_attention(q, k, v, MASK_TOP_LEFT, 0.25, impl, "fp32")
-    # Top-left with Nq > Nkv: a causal square and the unmasked rest, both on the impl asked for.
-    assert calls == [(impl, "fp32", True, (1, 4, 8, 64), (1, 2, 8, 64)),
-                     (impl, "fp32", False, (1, 4, 4, 64), (1, 2, 8, 64))]
+    # Top-left with Nq > Nkv: one launch of the impl asked for, with the kernels' top-left mask.
+    assert calls == [(impl, "fp32", True, True, (1, 4, 12, 64), (1, 2, 8, 64))]
     assert routing.last_kernel() == ran
     assert out.shape == q.shape and out.dtype == torch.bfloat16 and lse.dtype == torch.float32
 

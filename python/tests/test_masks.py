@@ -194,9 +194,13 @@ def test_window_with_window_kernels_goes_to_the_op(install_extension, as_cuda, m
         warnings.simplefilter("error", SDPAFallbackWarning)
         ffpa_attn_func(q, k, v, is_causal=True, window_size=(3, -1))
     assert calls and calls[0][3] == MASK_TOP_LEFT and calls[0][8:] == (3, -1)
-    # Top-left with Nq != Nkv is not the kernels' alignment: SDPA, said so.
-    with pytest.warns(SDPAFallbackWarning, match="aligned top-left"):
+    # Top-left with Nq != Nkv (SDPA's alignment) is the kernels' too: the op, no warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SDPAFallbackWarning)
         ffpa_attn_func(q, k[:, :, :6], v[:, :, :6], window_size=(3, 1))
+        ffpa_attn_func(q[:, :, :5], k, v, is_causal=True, window_size=(2, -1))
+    assert calls[1][3] == MASK_NONE and calls[1][8:] == (3, 1)
+    assert calls[2][3] == MASK_TOP_LEFT and calls[2][8:] == (2, -1) and calls[2][1].shape[2] == 8
 
 
 def _recording(fake, monkeypatch):

@@ -90,10 +90,48 @@ struct LseDesc {
   int device = -1;
 };
 
+// An int32 CUDA array of one dimension (seqused_k, cu_seqlens_q / _k). Stride in elements.
+struct IntArrayDesc {
+  const int32_t* data = nullptr;  // nullptr: not given
+  int64_t size = 0;
+  int64_t stride = 1;
+  int device = -1;
+};
+
+// The masks of the mma and TMA forwards and of the backward (kernels/ffpa/mask.h has the
+// rule; docs/perf.md "Masks"): query i of a sequence sees key j iff j < its keys read and
+// diag(i) - window_left <= j <= diag(i) + window_right, diag(i) = i + (Nk - Nq) with the
+// bottom-right alignment (the forward's causal, the backward's causal without
+// causal_top_left, and every varlen call, per sequence) and i otherwise; causal is
+// window_right = 0. The SIMT, CuTe and low-precision kernels refuse them.
+struct MaskArgs {
+  int64_t window_left = -1;   // -1: unbounded; else >= 0 keys before the diagonal
+  int64_t window_right = -1;  // -1: unbounded; else >= 0 keys after it
+  // int32 [B] (varlen: [S]): keys at or past seqused_k[b] are padding, never read (values
+  // outside [0, the sequence's keys] are clamped to it).
+  IntArrayDesc seqused_k;
+  // Varlen: int32 [S + 1] prefix sums of the packed sequences' rows (both or neither); q,
+  // k, v, out (and the backward's arrays) are then [1, H, total, D] views of packed
+  // [total, H, D] tensors, lse [1, Hq, total_q]. max_seqlen_q / _k must be at least every
+  // sequence's length (the grid's extent; rows beyond it are not computed), as flash-attn's
+  // varlen API requires. Rows of the arrays outside [cu[0], cu[S]) are not written.
+  IntArrayDesc cu_seqlens_q, cu_seqlens_k;
+  int64_t max_seqlen_q = 0, max_seqlen_k = 0;
+  bool varlen() const { return cu_seqlens_q.data != nullptr || cu_seqlens_k.data != nullptr; }
+  bool active() const {
+    return window_left != -1 || window_right != -1 || seqused_k.data != nullptr || varlen();
+  }
+};
+
 struct ForwardArgs {
   TensorDesc q, k, v, out;
   LseDesc lse;
+  MaskArgs mask;
   bool causal = false;  // bottom-right aligned: query i sees keys j <= i + (Nkv - Nq)
+  // causal (and a window): aligned top-left instead, query i sees keys j <= i (SDPA's
+  // is_causal); every Nkv key is read, so a NaN or inf the mask hides reaches the output
+  // as in SDPA's math backend. Varlen calls are bottom-right per sequence regardless.
+  bool causal_top_left = false;
   float scale = 0.f;    // softmax scale, already resolved by the caller (1/sqrt(D) default)
   Impl impl = Impl::kAuto;
   Accum accum = Accum::kFp32;
@@ -167,6 +205,9 @@ struct BuildInfo {
   std::vector<std::string> fp4_archs;  // the family-specific sm_120 tokens, e.g. "120f"
   std::string cutlass_version;  // the CUTLASS headers the CuTe kernels were built with
   std::string cuda_runtime;  // version of the statically linked CUDA runtime, "13.0"
+  // The masks compiled into the mma / TMA forwards and the backward ("window", "seqused_k",
+  // "varlen": cmake/kernel-facts.json's "masks"); empty without forward kernels.
+  std::vector<std::string> masks;
 };
 
 // What this library was compiled with (from the generated compiled-set table).
@@ -184,6 +225,7 @@ struct BackwardArgs {
   TensorDesc q, k, v, out, dout;  // out: the forward's output; dout: its gradient
   TensorDesc dq, dk, dv;          // written (shapes of q, k, v)
   LseDesc lse;                    // the forward's fp32 [B, Hq, Nq] LSE (required)
+  MaskArgs mask;                  // the forward's masks (varlen: causal is bottom-right)
   bool causal = false;
   bool causal_top_left = false;  // causal: query i sees keys j <= i (SDPA's is_causal)
                                  // instead of the forward's bottom-right j <= i + Nkv - Nq

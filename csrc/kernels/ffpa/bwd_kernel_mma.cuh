@@ -29,18 +29,19 @@
 // tiles go through shared memory (every warp of a row group needs all 64 columns as
 // its mma A operand).
 //
-// Masking and NaN (ffpa/mask.h): an entry (query i, key j) is visible when j < Nkv, i < Nq
-// and, causal, j <= i + causal_offset. P of an invisible entry is exp2(-inf - lse2): 0, and
-// NaN where the row's LSE is NaN, as torch's math backend (softmax of a NaN row is NaN in
-// every column). A row that saw no key has lse2 = +inf (the preprocessing pass), so its P
-// is 0 and its gradients are 0, as SDPA gives; its dS = 0 * (dP - Delta) is still NaN
-// where dP or Delta is (the math backend's softmax backward of a zero-filled row is the
-// same product). NaN and inf in the inputs propagate through the
-// products. Key blocks a causal row never reaches are skipped, as in the forward, except
-// for heads the non-finite pre-pass flagged: those visit every block (with the mask added,
-// which here gives what replacing gave: a row with a NaN or +inf score under the mask has
-// a NaN LSE, so its P is NaN either way), so that a NaN in V or dO under the mask reaches
-// the gradients through the products, as the math backend's autograd has it.
+// Masking and NaN: an entry (query i, key j) is visible when i < Nq and visible() of
+// ffpa/mask.h holds (j < the keys read, the causal diagonal, the sliding window; per packed
+// sequence in varlen). P of an invisible entry is exp2(-inf - lse2): 0, and NaN where
+// the row's LSE is NaN, as torch's math backend (softmax of a NaN row is NaN in every
+// column). A row that saw no key has lse2 = +inf (the preprocessing pass), so its P is 0
+// and its gradients are 0, as SDPA gives. NaN and inf in the inputs propagate through
+// the products. Column blocks the mask hides from every row of a block are skipped (never
+// computed), as in the forward; keys past a sequence's read keys get zero dK / dV.
+// Heads the non-finite pre-pass flagged (calls without a window, seqused_k or varlen)
+// visit every block with the mask added as -inf instead (ffpa/mask.h's math rule), so
+// that a NaN in V or dO under the causal mask reaches the gradients through the
+// products, as the math backend's autograd has it; a row that saw no key keeps
+// dS = 0 * (dP - Delta), NaN where dP or Delta is, as the math backend's.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -62,7 +63,12 @@ enum class BwdBreak {
   kDeltaFirstChunk,  // Delta summed over the first 64 columns of D only
   kLseNoHeadOffset,  // the LSE read without its head offset (every head takes head 0's)
   kNoGroupSum,       // dK / dV from the first query head of each group only (GQA)
-  kMaskEdge,         // causal mask off by one (the diagonal masked)
+  kMaskEdge,         // the mask's upper edge off by one (causal: the diagonal masked)
+  kMaskLeftEdge,     // the window's left edge off by one (key diag - left masked)
+  kSeqOffset,        // varlen: keys read from the sequence's offset minus one row
+  kPaddedKeyCounted, // seqused_k ignored: padded keys counted
+  kSkipOneBlock,     // the last column block of every row block skipped
+  kNoSkip,           // every column block of the sequence visited (computed, then masked)
   kDropSplit,        // every warp of a row group stores the columns of warp_d 0
 };
 
@@ -136,12 +142,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
   const int g = lane >> 2;
   const int t = lane & 3;
 
-  const int nq = params.nq;
-  const int nkv = params.nkv;
-  const int batch = blockIdx.z;
   const int m0 = blockIdx.x * kBlockM;
-  const int offset = params.causal_offset;
-  const int64_t bh_rows = static_cast<int64_t>(params.b) * params.hq * nq;
+  const int64_t bh_rows = static_cast<int64_t>(params.b) * params.hq * params.nq;
   const float* const ws_delta = params.workspace;
   const float* const ws_lse2 = params.workspace + bh_rows;
 
@@ -150,36 +152,74 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
   const int row_head = blockIdx.y;
   const int kv_head = kRowsAreKeys ? row_head : row_head / params.h_ratio;
   const int n_groups = kRowsAreKeys ? (kBreak == BwdBreak::kNoGroupSum ? 1 : params.h_ratio) : 1;
-  // The math rule (ffpa/mask.h): the dQ kernel's own head's flag; the dK / dV kernel's
-  // kv head follows it when any head of its group is flagged (for the others the added
-  // mask gives what the skip gave: their inputs are finite).
-  bool math_rule = false;
-  for (int h = 0; h < n_groups; ++h)
-    math_rule = math_rule || math_rule_for(params.nonfinite, batch, params.hq,
-                                           kRowsAreKeys ? row_head * params.h_ratio + h : row_head);
-  int col_first = 0;  // first column block
-  int n_col_blocks;   // per group head
-  if constexpr (kRowsAreKeys) {
-    // Key j is seen by queries i >= j - offset (causal).
-    n_col_blocks = (nq + kBlockN - 1) / kBlockN;
-    col_first = first_q_block_for_keys(m0, nq, kBlockN, params.causal, offset, math_rule);
+  // The sequence (blockIdx.z: a batch entry, or a packed sequence in varlen) and its mask
+  // (ffpa/mask.h); rows and columns below are the sequence's own (local) indices.
+  MaskParams mp = params.mask;
+  if constexpr (kBreak == BwdBreak::kPaddedKeyCounted) mp.seqused_k = nullptr;
+  SeqMask sm = seq_mask(mp, blockIdx.z, params.nq, params.nkv, params.causal, mp.diag_bottom_right);
+  if constexpr (kBreak == BwdBreak::kMaskEdge) sm.hi -= 1;
+  if constexpr (kBreak == BwdBreak::kMaskLeftEdge) sm.lo += 1;
+  if constexpr (kBreak == BwdBreak::kSeqOffset) sm.k_start = sm.k_start > 0 ? sm.k_start - 1 : 0;
+  const int nq = sm.len_q;
+  const int nkv = sm.len_k;  // keys at or past it are never loaded
+  const int batch = sm.batch;
+  // Varlen grids cover the longest sequence: blocks past this one's rows have no work and
+  // write nothing (those rows belong to the next sequence). Key rows in [len_k, rows_k)
+  // (padding) are written as zeros below.
+  if (m0 >= (kRowsAreKeys ? sm.rows_k : nq)) return;
+
+  // The math rule (ffpa/mask.h; calls without a window, seqused_k or varlen): the dQ
+  // kernel's own head's flag; the dK / dV kernel's kv head follows it when any head of its
+  // group is flagged (for the others the added mask gives what the skip gave: their inputs
+  // are finite).
+  // Read again where a tile needs it rather than held across the main loop (spills at
+  // D = 64 dK / dV and D = 512 dQ on sm_89 otherwise).
+  auto math_rule = [&]() {
+    bool rule = false;
+    if (!mask_active(params.mask))
+      for (int h = 0; h < n_groups; ++h)
+        rule = rule || math_rule_for(params.nonfinite, batch, params.hq,
+                                     kRowsAreKeys ? row_head * params.h_ratio + h : row_head);
+    return rule;
+  };
+
+  // The column blocks some row of this block sees (mask.h); the rest are skipped, except
+  // under the math rule, which visits them all.
+  int col_first, col_end;
+  if (math_rule()) {
+    col_first = 0;
+    col_end = ((kRowsAreKeys ? nq : nkv) + kBlockN - 1) / kBlockN;
+  } else if constexpr (kRowsAreKeys) {
+    q_block_range(sm, m0, m0 + kBlockM, kBlockN, &col_first, &col_end);
   } else {
-    n_col_blocks = kv_blocks_for_rows(m0, kBlockM, nq, nkv, kBlockN, params.causal, offset, math_rule);
+    kv_block_range(sm, m0, min(m0 + kBlockM, nq), kBlockN, &col_first, &col_end);
   }
-  const int n_per_group = max(0, n_col_blocks - col_first);
+  if constexpr (kBreak == BwdBreak::kSkipOneBlock) col_end = max(col_first, col_end - 1);
+  if constexpr (kBreak == BwdBreak::kNoSkip) col_first = 0, col_end = ((kRowsAreKeys ? nq : nkv) + kBlockN - 1) / kBlockN;
+  const int n_per_group = col_end - col_first;
   const int n_iters = n_per_group * n_groups;
 
   // Iteration it: column block col_first + it % n_per_group of group head it / n_per_group.
   auto col_block_of = [&](int it) { return col_first + it % n_per_group; };
   auto q_head_of = [&](int it) { return kRowsAreKeys ? row_head * params.h_ratio + it / n_per_group : row_head; };
 
-  const T* const k_base = static_cast<const T*>(params.k) + batch * params.k_batch_stride + kv_head * params.k_head_stride;
-  const T* const v_base = static_cast<const T*>(params.v) + batch * params.v_batch_stride + kv_head * params.v_head_stride;
+  const int64_t q_start = sm.q_start, k_start = sm.k_start;
+  const T* const k_base = static_cast<const T*>(params.k) + batch * params.k_batch_stride +
+                          kv_head * params.k_head_stride + k_start * params.k_row_stride;
+  const T* const v_base = static_cast<const T*>(params.v) + batch * params.v_batch_stride +
+                          kv_head * params.v_head_stride + k_start * params.v_row_stride;
   auto q_ptr = [&](int head) {
-    return static_cast<const T*>(params.q) + batch * params.q_batch_stride + head * params.q_head_stride;
+    return static_cast<const T*>(params.q) + batch * params.q_batch_stride + head * params.q_head_stride +
+           q_start * params.q_row_stride;
   };
   auto do_ptr = [&](int head) {
-    return static_cast<const T*>(params.dout) + batch * params.do_batch_stride + head * params.do_head_stride;
+    return static_cast<const T*>(params.dout) + batch * params.do_batch_stride + head * params.do_head_stride +
+           q_start * params.do_row_stride;
+  };
+  // The workspace row (Delta, lse2) of query `row` of head `head`: contiguous [B, Hq, Nq]
+  // over the arrays' rows (the totals in varlen).
+  auto ws_row = [&](int head, int row) {
+    return (static_cast<int64_t>(batch) * params.hq + head) * params.nq + q_start + row;
   };
 
   // Copies `rows` rows [r0, r0 + rows) of a [N, D] operand's chunk into a swizzled tile;
@@ -244,7 +284,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
     for (int r = 0; r < 2; ++r) {
       const int row = m0 + warp_m * 16 + g + r * 8;
       if (row < nq) {
-        const int64_t idx = (static_cast<int64_t>(batch) * params.hq + row_head) * nq + row;
+        const int64_t idx = ws_row(row_head, row);
         row_delta[r] = ws_delta[idx];
         row_lse2[r] = ws_lse2[idx];
       }
@@ -341,6 +381,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
         rows_times_cols_t(acc_s, s_row, s_col);
         if (step == kNChunks - 1) {
           // ---- P = exp2(S * scale log2 e - lse2), masked.
+          const bool tile_math_rule = math_rule();
 #pragma unroll
           for (int j = 0; j < kWarpNTiles; ++j) {
 #pragma unroll
@@ -351,14 +392,17 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
               const int key = kRowsAreKeys ? row : col;
               float lse2;
               if constexpr (kRowsAreKeys) {
-                lse2 = query < nq ? ws_lse2[(static_cast<int64_t>(batch) * params.hq + q_head) * nq + query] : INFINITY;
+                lse2 = query < nq ? ws_lse2[ws_row(q_head, query)] : INFINITY;
               } else {
                 lse2 = row_lse2[e >> 1];
               }
-              float x = query < nq ? mask_score(acc_s[j][e] * params.scale_log2, query, key, nkv, params.causal,
-                                                offset, math_rule)
-                                   : -INFINITY;
-              if (kBreak == BwdBreak::kMaskEdge && params.causal && key == query + offset) x = -INFINITY;
+              // Invisible entries: -inf, or under the math rule the score plus -inf (NaN for
+              // a NaN or +inf score); padding keys and rows are never scores.
+              const float raw = acc_s[j][e] * params.scale_log2;
+              const float x = query >= nq || key >= nkv ? -INFINITY
+                              : visible(sm, query, key) ? raw
+                              : tile_math_rule ? raw + -INFINITY
+                                               : -INFINITY;
               acc_s[j][e] = fast_exp2(x - lse2);
             }
           }
@@ -377,7 +421,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
               float delta;
               if constexpr (kRowsAreKeys) {
                 const int query = c0 + warp_dc * kWarpN + j * 8 + 2 * t + (e & 1);
-                delta = query < nq ? ws_delta[(static_cast<int64_t>(batch) * params.hq + q_head) * nq + query] : 0.f;
+                delta = query < nq ? ws_delta[ws_row(q_head, query)] : 0.f;
               } else {
                 delta = row_delta[e >> 1];
               }
@@ -400,13 +444,16 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
   int64_t stride_a, stride_b = 0;
   int n_rows;
   if constexpr (kRowsAreKeys) {
-    out_a = static_cast<T*>(params.dk) + batch * params.dk_batch_stride + kv_head * params.dk_head_stride;
-    out_b = static_cast<T*>(params.dv) + batch * params.dv_batch_stride + kv_head * params.dv_head_stride;
+    out_a = static_cast<T*>(params.dk) + batch * params.dk_batch_stride + kv_head * params.dk_head_stride +
+            k_start * params.dk_row_stride;
+    out_b = static_cast<T*>(params.dv) + batch * params.dv_batch_stride + kv_head * params.dv_head_stride +
+            k_start * params.dv_row_stride;
     stride_a = params.dk_row_stride;
     stride_b = params.dv_row_stride;
-    n_rows = nkv;
+    n_rows = sm.rows_k;  // padded keys too: zero (no query saw them)
   } else {
-    out_a = static_cast<T*>(params.dq) + batch * params.dq_batch_stride + row_head * params.dq_head_stride;
+    out_a = static_cast<T*>(params.dq) + batch * params.dq_batch_stride + row_head * params.dq_head_stride +
+            q_start * params.dq_row_stride;
     stride_a = params.dq_row_stride;
     n_rows = nq;
   }

@@ -13,9 +13,12 @@
 
 namespace ffpa {
 
+// Grid: row blocks of a sequence x heads x sequences (batch entries, or the packed
+// sequences of varlen, whose longest has `rows` rows).
 template <typename Traits, bool kRowsAreKeys>
 Status run_bwd_main(const BwdParams& params, int rows, int heads, const char* what) {
-  const dim3 grid((rows + Traits::kBlockM - 1) / Traits::kBlockM, heads, params.b);
+  const bool varlen = params.mask.cu_seqlens_q != nullptr;
+  const dim3 grid((rows + Traits::kBlockM - 1) / Traits::kBlockM, heads, varlen ? params.mask.num_seqs : params.b);
   const auto kernel = &ffpa_bwd_kernel<Traits, kRowsAreKeys>;
   Status st = smem_opt_in(kernel, Traits::kSmemBytes);
   if (!st.ok()) return st;
@@ -39,11 +42,16 @@ Status run_bwd(const BwdParams& params) {
                               "backward preprocessing kernel launch");
     if (!st.ok()) return st;
   }
-  if (params.nkv > 0) {
-    Status st = run_bwd_main<BwdDkvTraits<kHeadDim, T>, true>(params, params.nkv, params.hkv, "dK / dV kernel launch");
+  // The preprocessing pass is per query row: varlen's packed rows need no sequence there.
+  const bool varlen = params.mask.cu_seqlens_q != nullptr;
+  const int rows_k = varlen ? params.mask.max_seqlen_k : params.nkv;
+  const int rows_q = varlen ? params.mask.max_seqlen_q : params.nq;
+  if (params.nkv > 0 && rows_k > 0) {
+    Status st = run_bwd_main<BwdDkvTraits<kHeadDim, T>, true>(params, rows_k, params.hkv, "dK / dV kernel launch");
     if (!st.ok()) return st;
   }
-  return run_bwd_main<BwdDqTraits<kHeadDim, T>, false>(params, params.nq, params.hq, "dQ kernel launch");
+  if (rows_q == 0) return {};
+  return run_bwd_main<BwdDqTraits<kHeadDim, T>, false>(params, rows_q, params.hq, "dQ kernel launch");
 }
 
 }  // namespace ffpa

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "ffpa/api.h"
+#include "ffpa/mask.h"
 
 namespace ffpa {
 
@@ -43,9 +44,11 @@ struct BwdParams {
   float scale = 0.f;       // softmax scale (natural-exp domain)
   float scale_log2 = 0.f;  // scale * log2(e)
   bool causal = false;
-  // Causal: query i sees keys j <= i + causal_offset. Nkv - Nq is the forward's
-  // bottom-right alignment, 0 is SDPA's is_causal (top-left).
-  int causal_offset = 0;
+  // The diagonal's alignment (mask.diag_bottom_right: the forward's bottom-right causal,
+  // else SDPA's is_causal, top-left), the sliding window, key padding and varlen
+  // (ffpa/mask.h). Varlen: [1, H, total, D] views, nq / nkv the totals, b = 1; the main
+  // kernels' grids cover mask.num_seqs sequences.
+  MaskParams mask;
   // [B, Hq] flags of the non-finite pre-pass (ffpa/nonfinite.cuh over Q, K, V and dO):
   // non-zero where the head reads a NaN or an inf, so its gradients follow the math
   // backend's autograd under the causal mask too (ffpa/mask.h). nullptr: none ran.

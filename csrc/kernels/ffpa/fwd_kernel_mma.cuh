@@ -74,10 +74,15 @@ inline constexpr bool kMmaF16AccCompiled = kDeviceCpAsyncHeavy;  // ffpa/arch_ru
 // __CUDA_ARCH__: the host pass registers the kernel by its template arguments, and a
 // default that differed between the host and device passes named a kernel the device
 // code does not hold (cudaErrorInvalidResourceHandle, seen on the H200).
+// kMaskBreak: the emulator's deliberate mask defects (ffpa/mask.h); kNone in the library.
+// kMasked: the instance for calls with a window, seqused_k or varlen (mask_active); the
+// unmasked instance takes its extents from the parameters alone (plain_mask), as the
+// kernel did before the masks, so an unmasked call pays nothing for them in registers.
 // kBreakMaskReplace: the CPU emulator's breakage (csrc/tests/emulate_kernels.cpp), the
 // causal mask replacing scores under the math rule instead of adding -inf; never compiled
 // into the library.
-template <typename Traits, Load kLoad, bool kF16Acc, int kPvForm = 0, bool kBreakMaskReplace = false>
+template <typename Traits, Load kLoad, bool kF16Acc, int kPvForm = 0, MaskBreak kMaskBreak = MaskBreak::kNone,
+          bool kMasked = false, bool kBreakMaskReplace = false>
 __global__ void __launch_bounds__(Traits::kNThreads, 1)
     ffpa_fwd_kernel(const FwdParams params, const __grid_constant__ TmaMaps maps) {
   using T = typename Traits::Element;
@@ -133,24 +138,60 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   // Causal blocks near the end of Q have the most keys: launch them first.
   const int m_block = gridDim.x - 1 - blockIdx.x;
   const int head = blockIdx.y;
-  const int batch = blockIdx.z;
   const int kv_head = head / params.h_ratio;
-  const int nq = params.nq;
-  const int nkv = params.nkv;
   const int m0 = m_block * kBlockM;
 
-  const T* const q_base = static_cast<const T*>(params.q) + batch * params.q_batch_stride +
-                          head * params.q_head_stride;
-  const T* const k_base = static_cast<const T*>(params.k) + batch * params.k_batch_stride +
-                          kv_head * params.k_head_stride;
-  const T* const v_base = static_cast<const T*>(params.v) + batch * params.v_batch_stride +
-                          kv_head * params.v_head_stride;
+  // The sequence (blockIdx.z: a batch entry, or a packed sequence in varlen) and its mask
+  // (ffpa/mask.h): from here on rows and keys are the sequence's own (local) indices.
+  MaskParams mp = params.mask;
+  if constexpr (kMaskBreak == MaskBreak::kPaddedKeyCounted) mp.seqused_k = nullptr;
+  // The forward's causal is bottom-right aligned (api.h).
+  auto make_mask = [&]() {
+    return kMasked ? seq_mask(mp, blockIdx.z, params.nq, params.nkv, params.causal, mp.diag_bottom_right)
+                   : plain_mask(blockIdx.z, params.nq, params.nkv, params.causal, params.causal_offset);
+  };
+  SeqMask sm = make_mask();
+  if constexpr (kMaskBreak == MaskBreak::kUpperEdge) sm.hi -= 1;
+  if constexpr (kMaskBreak == MaskBreak::kLowerEdge) sm.lo += 1;
+  if constexpr (kMaskBreak == MaskBreak::kSeqOffset) sm.k_start = sm.k_start > 0 ? sm.k_start - 1 : 0;
+  // Varlen grids cover the longest sequence: blocks past this one's rows have no work (the
+  // whole block leaves before any barrier).
+  if constexpr (kMasked)
+    if (m0 >= sm.len_q) return;
+  const SeqMask& seq = sm;
+  const int batch = sm.batch;
 
-  // Bottom-right alignment: row i sees keys j <= i + (nkv - nq). Keys beyond the last
-  // row's causal limit are skipped unless this head follows the math rule (ffpa/mask.h).
-  const int causal_offset = nkv - nq;
-  const bool math_rule = math_rule_for(params.nonfinite, batch, params.hq, head);
-  const int n_blocks = kv_blocks_for_rows(m0, kBlockM, nq, nkv, kBlockN, params.causal, causal_offset, math_rule);
+  // Causal: row i sees keys j <= i + causal_offset (nkv - nq bottom-right, 0 top-left,
+  // set on the host: FwdParams). The masked instance
+  // (window, seqused_k, varlen) has its own rule (SeqMask) and ignores the non-finite
+  // pre-pass's flags: docs/install.md, "NaN and inf", says so.
+  // The offset and the head's flag are read again where a tile needs them rather than
+  // held across the main loop, and the flag is not hoisted out of the per-score mask
+  // either (held or hoisted, ptxas spilled 28-96 bytes at D = 256 on sm_89, nvcc 13.0).
+  auto causal_offset = [&]() { return params.causal_offset; };
+  auto math_rule = [&]() { return !kMasked && math_rule_for(params.nonfinite, batch, params.hq, head); };
+  const T* const q_base = static_cast<const T*>(params.q) + batch * params.q_batch_stride +
+                          head * params.q_head_stride + static_cast<int64_t>(sm.q_start) * params.q_row_stride;
+  const T* const k_base = static_cast<const T*>(params.k) + batch * params.k_batch_stride +
+                          kv_head * params.k_head_stride + static_cast<int64_t>(sm.k_start) * params.k_row_stride;
+  const T* const v_base = static_cast<const T*>(params.v) + batch * params.v_batch_stride +
+                          kv_head * params.v_head_stride + static_cast<int64_t>(sm.k_start) * params.v_row_stride;
+
+  // Only the KV blocks the mask lets some row of this block see are visited: blocks past
+  // the causal diagonal or the window's right edge, before its left edge, or past the
+  // sequence's keys are skipped. Rows past nq are padding and do not count.
+  int n_first = 0, n_end;
+  if constexpr (kMasked) {
+    kv_block_range(sm, m0, min(m0 + kBlockM, sm.len_q), kBlockN, &n_first, &n_end);
+  } else {
+    // Unmasked: keys beyond the last row's causal limit (bottom-right) are skipped unless
+    // this head follows the math rule (ffpa/mask.h: a NaN / inf under the causal mask).
+    n_end = kv_blocks_for_rows(m0, kBlockM, params.nq, params.nkv, kBlockN, params.causal, causal_offset(),
+                               math_rule());
+  }
+  if constexpr (kMaskBreak == MaskBreak::kSkipLastBlock) n_end = max(n_first, n_end - 1);
+  if constexpr (kMaskBreak == MaskBreak::kNoSkip) n_first = 0, n_end = (sm.len_k + kBlockN - 1) / kBlockN;
+  const int n_blocks = n_end - n_first;  // visited blocks: n_first + [0, n_blocks)
 
   // ---- pipeline step loads: step < kNChunks loads Q and K chunk `step`, otherwise
   // the V chunk (step - kNChunks): columns [64 c, 64 c + 64) of V, split between the
@@ -161,17 +202,22 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     T* const s_stage = smem_stages + stage * Traits::kStageElems;
     if constexpr (kTma) {
       uint64_t* const bar = bars + stage;
+      const int q_row = seq.q_start + m0, k_row = seq.k_start + n_block * kBlockN;  // the arrays' rows
+      const int b = seq.batch;
       if (step < kNChunks) {
         mbar_arrive_expect_tx(bar, (Traits::kQTileElems + Traits::kKTileElems) * 2);
-        tma_load_4d(s_stage, &maps.q, step * kBlockD, m0, head, batch, bar);
-        tma_load_4d(s_stage + Traits::kQTileElems, &maps.k, step * kBlockD, n_block * kBlockN, kv_head, batch, bar);
+        tma_load_4d(s_stage, &maps.q, step * kBlockD, q_row, head, b, bar);
+        tma_load_4d(s_stage + Traits::kQTileElems, &maps.k, step * kBlockD, k_row, kv_head, b, bar);
       } else {
         mbar_arrive_expect_tx(bar, Traits::kVTileElems * 2);
-        tma_load_4d(s_stage, &maps.v, (step - kNChunks) * kBlockD, n_block * kBlockN, kv_head, batch, bar);
+        tma_load_4d(s_stage, &maps.v, (step - kNChunks) * kBlockD, k_row, kv_head, b, bar);
       }
       return;
     }
+    // Rows of this tile inside the sequence.
+    const int k_rows = (kMasked ? seq.len_k : params.nkv) - n_block * kBlockN;
     if (step < kNChunks) {
+      const int q_rows = (kMasked ? seq.len_q : params.nq) - m0;
       const int d0 = step * kBlockD;
       T* const s_q = s_stage;
       T* const s_k = s_stage + Traits::kQTileElems;
@@ -181,7 +227,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
         const int r = idx / kVecsPerRow;
         const int vec = idx % kVecsPerRow;
         const int row = m0 + r;
-        const bool valid = row < nq;
+        const bool valid = kMasked ? r < q_rows : row < params.nq;
         const T* src = q_base + static_cast<int64_t>(valid ? row : 0) * params.q_row_stride + d0 + vec * 8;
         cp_async_16(s_q + swizzle(r, vec), src, valid);
       }
@@ -191,7 +237,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
         const int r = idx / kVecsPerRow;
         const int vec = idx % kVecsPerRow;
         const int row = n_block * kBlockN + r;
-        const bool valid = row < nkv;
+        const bool valid = kMasked ? r < k_rows : row < params.nkv;
         const T* src = k_base + static_cast<int64_t>(valid ? row : 0) * params.k_row_stride + d0 + vec * 8;
         cp_async_16(s_k + swizzle(r, vec), src, valid);
       }
@@ -205,7 +251,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
         const int vec = idx % kVecsPerRow;
         const int col = chunk * kBlockD + vec * 8;
         const int row = n_block * kBlockN + r;
-        const bool valid = row < nkv;
+        const bool valid = kMasked ? r < k_rows : row < params.nkv;
         const T* src = v_base + static_cast<int64_t>(valid ? row : 0) * params.v_row_stride + col;
         cp_async_16(s_v + swizzle(r, vec), src, valid);
       }
@@ -235,12 +281,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     }
     __syncthreads();
   }
-  // Issue step `step` of KV block `n_block` into `stage` (no-op past the last block).
-  auto issue = [&](int step, int n_block, int stage) {
+  // Issue step `step` of the it-th visited KV block into `stage` (no-op past the last).
+  auto issue = [&](int step, int it, int stage) {
     if constexpr (kTma) {
-      if (tid == 0 && n_block < n_blocks) load_step(step, n_block, stage);
+      if (tid == 0 && it < n_blocks) load_step(step, n_first + it, stage);
     } else {
-      if (n_block < n_blocks) load_step(step, n_block, stage);
+      if (it < n_blocks) load_step(step, n_first + it, stage);
       cp_async_commit();  // empty groups keep the wait_group arithmetic uniform
     }
   };
@@ -255,8 +301,17 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   int read_stage = 0;
   uint32_t phase = 0;  // kTma: parity of the fill being waited for, per round of stages
 
-  for (int n_block = 0; n_block < n_blocks; ++n_block) {
+  for (int it = 0; it < n_blocks; ++it) {
+    const int n_block = n_first + it;
     const int n0 = n_block * kBlockN;
+    // kTma: a box reads whole 64-row tiles, so rows past the sequence's keys hold the next
+    // sequence's (varlen) or padding keys (seqused_k); they are zeroed below before use.
+    // (Past the arrays' last row the TMA unit fills zeros itself.)
+    int tail_keys = kBlockN;
+    if constexpr (kTma) {
+      const int nkv = seq.len_k;
+      if (n0 + kBlockN > nkv && seq.k_start + nkv < params.nkv) tail_keys = nkv - n0;
+    }
     float acc_s[kWarpNTiles][4];
 #pragma unroll
     for (int j = 0; j < kWarpNTiles; ++j)
@@ -285,10 +340,25 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
       __syncthreads();
       {
         const int ahead = step + kStages - 1;
-        issue(ahead % kSteps, n_block + ahead / kSteps, write_stage);
+        issue(ahead % kSteps, it + ahead / kSteps, write_stage);
         write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
       }
       const T* const s_stage = smem_stages + read_stage * Traits::kStageElems;
+      if constexpr (kTma) {
+        if (tail_keys < kBlockN) {
+          // The K (or V) tile of this step: rows [tail_keys, 64) to zero, so that no value
+          // of a key outside the sequence reaches S or P V (0 * inf would be NaN). The
+          // async proxy refills this stage later: order these generic writes before it.
+          T* const tile = const_cast<T*>(s_stage) + (step < kNChunks ? Traits::kQTileElems : 0);
+          for (int idx = tid; idx < kBlockN * kVecsPerRow; idx += kNThreads)
+            if (idx / kVecsPerRow >= tail_keys) {
+              uint32_t* const w = reinterpret_cast<uint32_t*>(tile + idx * 8);  // 16 bytes: a whole row vector
+              w[0] = w[1] = w[2] = w[3] = 0u;
+            }
+          fence_proxy_async_smem();
+          __syncthreads();
+        }
+      }
       read_stage = read_stage + 1 == kStages ? 0 : read_stage + 1;
       if (read_stage == 0) phase ^= 1u;
 
@@ -328,7 +398,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
           }
           // ---- online softmax on the finished S tile.
           const int row_lo = m0 + warp_m * 16 + g;
-          const bool need_mask = tile_needs_mask(m0, n0, kBlockN, nkv, params.causal, causal_offset);
+          const SeqMask& cur = sm;
+          const bool need_mask = kMasked ? !block_visible(cur, m0, min(m0 + kBlockM, cur.len_q), n0, n0 + kBlockN)
+                                         : tile_needs_mask(m0, n0, kBlockN, params.nkv, params.causal, causal_offset());
 #pragma unroll
           for (int j = 0; j < kWarpNTiles; ++j) {
 #pragma unroll
@@ -337,7 +409,11 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
               if (need_mask) {
                 const int col = n0 + warp_d * kWarpN + j * 8 + 2 * t + (e & 1);
                 const int row = row_lo + (e >> 1) * 8;
-                x = mask_score(x, row, col, nkv, params.causal, causal_offset, math_rule && !kBreakMaskReplace);
+                if constexpr (kMasked) {
+                  if (!visible(cur, row, col)) x = -INFINITY;
+                } else {
+                  x = mask_score(x, row, col, params.nkv, params.causal, causal_offset(), math_rule() && !kBreakMaskReplace);
+                }
               }
               acc_s[j][e] = x;
             }
@@ -504,14 +580,19 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     }
   }
 
-  T* const o_base = static_cast<T*>(params.o) + batch * params.o_batch_stride + head * params.o_head_stride;
+  // The sequence's place again (global loads in varlen): kept from the start, it held two
+  // registers through the main loop.
+  SeqMask fin = make_mask();
+  if constexpr (kMaskBreak == MaskBreak::kSeqOffset) fin.k_start = fin.k_start > 0 ? fin.k_start - 1 : 0;
+  T* const o_base = static_cast<T*>(params.o) + fin.batch * params.o_batch_stride + head * params.o_head_stride +
+                    static_cast<int64_t>(fin.q_start) * params.o_row_stride;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = m0 + warp_m * 16 + g + r * 8;
-    if (row >= nq) continue;
-    // A row that saw no key (causal with nq > nkv, or nkv == 0) is 0, like the NumPy
-    // reference; its LSE is -inf. A NaN sum (a NaN or +inf score) leaves O NaN (its
-    // accumulators are NaN) and gives a NaN LSE (row_lse).
+    if (row >= fin.len_q) continue;
+    // A row that saw no key (causal with nq > nkv, a window or key padding that leaves it
+    // none, or nkv == 0) is 0, like the NumPy reference; its LSE is -inf. A NaN sum (a NaN
+    // or +inf score) leaves O NaN (its accumulators are NaN) and gives a NaN LSE (row_lse).
     const float inv = total[r] > 0.f ? 1.f / total[r] : 0.f;
     T* const o_row = o_base + static_cast<int64_t>(row) * params.o_row_stride;
 #pragma unroll
@@ -525,8 +606,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     if (params.lse != nullptr && t == 0 && warp_d == 0) {
       // row_max is max(s * scale * log2 e); back to natural log: * ln 2.
       const float lse = row_lse(row_max[r] * 0.6931471805599453f, total[r]);
-      params.lse[batch * params.lse_batch_stride + head * params.lse_head_stride +
-                 static_cast<int64_t>(row) * params.lse_row_stride] = lse;
+      params.lse[fin.batch * params.lse_batch_stride + head * params.lse_head_stride +
+                 static_cast<int64_t>(fin.q_start + row) * params.lse_row_stride] = lse;
     }
   }
 }

@@ -42,9 +42,9 @@ __global__ void __launch_bounds__(FwdSimtTraits::kNThreads) ffpa_fwd_simt_kernel
     acc[i] = 0.f;
   }
 
-  // Bottom-right causal: row sees keys j <= row + (nkv - nq); the keys past that are
+  // Causal: row sees keys j <= row + causal_offset (FwdParams); the keys past that are
   // skipped unless the head follows the math rule (ffpa/mask.h; blocks of one key here).
-  const int causal_offset = params.nkv - params.nq;
+  const int causal_offset = params.causal_offset;
   const bool math_rule = math_rule_for(params.nonfinite, batch, params.hq, head);
   if (params.nonfinite_heads_only && !math_rule) return;  // whole block: the flag is per head
   const int kv_end = kv_blocks_for_rows(row, 1, params.nq, params.nkv, 1, params.causal, causal_offset, math_rule);

@@ -21,10 +21,19 @@
 
 namespace ffpa {
 
-template <typename Traits, bool kF16Acc>
+// The mma / TMA grid: row blocks of a sequence x query heads x sequences (batch entries,
+// or the packed sequences of varlen, whose longest has max_seqlen_q rows).
+template <typename Traits>
+dim3 fwd_grid(const FwdParams& params) {
+  const bool varlen = params.mask.cu_seqlens_q != nullptr;
+  const int rows = varlen ? params.mask.max_seqlen_q : params.nq;
+  return dim3((rows + Traits::kBlockM - 1) / Traits::kBlockM, params.hq, varlen ? params.mask.num_seqs : params.b);
+}
+
+template <typename Traits, bool kF16Acc, bool kMasked = false>
 Status run_fwd_mma(const FwdParams& params) {
-  const dim3 grid((params.nq + Traits::kBlockM - 1) / Traits::kBlockM, params.hq, params.b);
-  const auto kernel = &ffpa_fwd_kernel<Traits, Load::kCpAsync, kF16Acc>;
+  const dim3 grid = fwd_grid<Traits>(params);
+  const auto kernel = &ffpa_fwd_kernel<Traits, Load::kCpAsync, kF16Acc, 0, MaskBreak::kNone, kMasked>;
   Status st = smem_opt_in(kernel, Traits::kSmemBytes);
   if (!st.ok()) return st;
   TmaMaps unused{};  // the cp.async feed has no tensor maps
@@ -41,8 +50,9 @@ Status run_fwd_tma(const FwdParams& params) {
   TmaMaps maps;
   Status st = encode_tma_maps(params, kDType, Traits::kBlockM, Traits::kBlockN, &maps);
   if (!st.ok()) return st;
-  const dim3 grid((params.nq + Traits::kBlockM - 1) / Traits::kBlockM, params.hq, params.b);
-  const auto kernel = &ffpa_fwd_kernel<Traits, Load::kTma, kF16Acc>;
+  const dim3 grid = fwd_grid<Traits>(params);
+  const auto kernel = mask_active(params.mask) ? &ffpa_fwd_kernel<Traits, Load::kTma, kF16Acc, 0, MaskBreak::kNone, true>
+                                               : &ffpa_fwd_kernel<Traits, Load::kTma, kF16Acc>;
   st = smem_opt_in(kernel, Traits::kSmemBytesTma);
   if (!st.ok()) return st;
   void* args[] = {const_cast<FwdParams*>(&params), &maps};
@@ -68,6 +78,10 @@ template <int kHeadDim, DType kDType>
 Status run_fwd(const FwdParams& params, Impl impl) {
   using T = typename DTypeElement<kDType>::type;
   using Traits = DefaultFwdMmaTraits<kHeadDim, T>;
+  // The masks (ffpa/mask.h) live in the mma kernel's two feeds only (api.cu refuses the
+  // other impls before any launch; this keeps a direct caller from a silent unmasked run).
+  if (mask_active(params.mask) && impl != Impl::kMma && impl != Impl::kTma)
+    return Status{ErrorKind::kImpl, "the sliding window, seqused_k and varlen run on impl 'mma' or 'tma' only"};
   return FFPA_IMPL_SWITCH(impl, kImpl, [&] {
     if constexpr (kImpl == Impl::kSimt) {
       return run_fwd_simt<kHeadDim, T>(params);
@@ -86,6 +100,9 @@ Status run_fwd(const FwdParams& params, Impl impl) {
           return Status{ErrorKind::kDType, "fp16 accumulation needs fp16 inputs"};
         } else if constexpr (kImpl == Impl::kTma) {
           return run_fwd_tma<Traits, kF16Acc, kDType>(params);
+        } else if (mask_active(params.mask)) {
+          // Calls with a window, seqused_k or varlen: the masked instance (ffpa/mask.h).
+          return run_fwd_mma<MaskedFwdMmaTraits<kHeadDim, T, Load::kCpAsync>, kF16Acc, true>(params);
         } else {
           return run_fwd_mma<Traits, kF16Acc>(params);
         }

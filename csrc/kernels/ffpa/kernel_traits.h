@@ -109,6 +109,22 @@ template <int kHeadDim, typename Element>
 using DefaultFwdMmaTraits = FwdMmaTraits<kHeadDim, Element, FwdWarpLayout<kHeadDim>::kNWarpsM,
                                          FwdWarpLayout<kHeadDim>::kNWarpsD, tile_row(kHeadDim, false).mma_stages>;
 
+// The masked instance (kMasked, ffpa/mask.h) fed by cp.async: the sequence's mask held
+// through the main loop costs a few registers, and where the default layout carries 96 or
+// more O accumulators per thread (D = 192 and 256 in 4x1, D = 512 in 4x2) that spilled
+// (ptxas, nvcc 13.0: 24-132 bytes on sm_89 and sm_120f), so there the D split is one step
+// wider (4x2, 2x4: 48-64 accumulators). The TMA feed keeps the default layout (no spills
+// measured).
+template <int kHeadDim, typename Element, Load kLoad>
+struct FwdMaskedLayout {
+  static constexpr int kNWarpsD = FwdWarpLayout<kHeadDim>::kNWarpsD;
+  static constexpr bool kWiden = kLoad == Load::kCpAsync && kHeadDim / kNWarpsD / 2 >= 96 && kNWarpsD < 4;
+  using Traits = FwdMmaTraits<kHeadDim, Element, kWiden ? (kNWarpsD == 1 ? 4 : 2) : FwdWarpLayout<kHeadDim>::kNWarpsM,
+                              kWiden ? kNWarpsD * 2 : kNWarpsD, tile_row(kHeadDim, false).mma_stages>;
+};
+template <int kHeadDim, typename Element, Load kLoad>
+using MaskedFwdMmaTraits = typename FwdMaskedLayout<kHeadDim, Element, kLoad>::Traits;
+
 // SIMT kernel: one warp per query row, 4 rows per block.
 struct FwdSimtTraits {
   static constexpr int kRowsPerBlock = 4;

@@ -7,6 +7,7 @@
 
 #include "ffpa/api.h"
 #include "ffpa/lowp/layout.h"
+#include "ffpa/mask.h"
 
 namespace ffpa {
 
@@ -33,6 +34,10 @@ struct FwdParams {
   float scale = 0.f;       // softmax scale (natural-exp domain)
   float scale_log2 = 0.f;  // scale * log2(e): the mma kernel works with exp2
   bool causal = false;     // bottom-right aligned (see api.h)
+  // Causal: query i sees keys j <= i + causal_offset: Nkv - Nq bottom-right (the default
+  // alignment), 0 top-left (ForwardArgs::causal_top_left). Set by whoever fills these
+  // parameters (api.cu, the emulator's tests); the masked instance reads mask instead.
+  int causal_offset = 0;
   // [B, Hq] flags of the non-finite pre-pass (ffpa/nonfinite.cuh): non-zero where the
   // head's Q, K or V holds a NaN or an inf, so its kernel follows SDPA's math backend
   // under the causal mask too (ffpa/mask.h). nullptr: no pre-pass ran (finite inputs).
@@ -40,6 +45,10 @@ struct FwdParams {
   // The SIMT kernel computes only the heads whose flag is set (the low-precision paths'
   // second launch, api.cu): every other block returns at once.
   bool nonfinite_heads_only = false;
+  // Sliding window, key padding, varlen (ffpa/mask.h; the mma and TMA feeds only). In
+  // varlen the arrays are [1, H, total, D] views: nq / nkv are the totals, b is 1, and the
+  // grid covers mask.num_seqs sequences of up to mask.max_seqlen_q rows.
+  MaskParams mask;
   Accum accum = Accum::kFp32;  // kFp16: fp16 instances on the mma / tma paths only
 
   // The low-precision kernels (FP8 / NVFP4): the workspace holding the quantised operands

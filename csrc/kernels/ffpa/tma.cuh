@@ -77,6 +77,10 @@ __device__ __forceinline__ void tma_load_4d(void* smem_dst, const CUtensorMap* m
       : "memory");
 }
 
+// Orders this thread's generic-proxy writes to shared memory (the forward's zeroed tail
+// rows) before later async-proxy (TMA) writes to the same bytes.
+__device__ __forceinline__ void fence_proxy_async_smem() { FFPA_TMA_ASM("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
 #undef FFPA_TMA_ASM
 
 }  // namespace ffpa

@@ -326,11 +326,11 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
                          typename Traits::SmemLayoutVt{});
     };
 
-    // Bottom-right alignment: row i sees keys j <= i + nkv - nq. Keys beyond the last
+    // Causal: row i sees keys j <= i + causal_offset (FwdParams). Keys beyond the last
     // row's causal limit are skipped unless the head follows the math rule (ffpa/mask.h;
     // the low-precision kernels never do: their launcher reruns such heads on the 16-bit
     // SIMT kernel, lowp/launch.cuh).
-    const int causal_offset = nkv - nq;
+    const int causal_offset = params.causal_offset;
     const bool math_rule = !kLowp && math_rule_for(params.nonfinite, batch, params.hq, head);
     const int n_blocks = kv_blocks_for_rows(m0, kBlockM, nq, nkv, kBlockN, params.causal, causal_offset, math_rule);
 

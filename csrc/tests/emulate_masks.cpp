@@ -1,0 +1,493 @@
+// CPU emulation of the masks (kernels/ffpa/mask.h) in the forward kernel (cp.async and
+// TMA feeds) and the backward kernels: the sliding window (left only, right only, both,
+// with and without causal), key padding (seqused_k) and the packed varlen layout, with GQA
+// and Nq != Nkv. The reference is the float64 math backend of csrc/reference/
+// attention_bwd_ref.cpp run per sequence on that sequence's own rows and only its
+// seqused_k keys (so padding is simply absent there), with the window written from its
+// definition; it shares no code with mask.h. Checked per case:
+//   - the forward's O and LSE (the fp16 / bf16 rows of ffpa/tolerance.h) on both feeds,
+//     and the backward's dQ, dK, dV (bwd_fp16 / bwd_bf16), padded keys' dK / dV zero;
+//   - rows the grid covers but no sequence owns are never written (poisoned NaN stays);
+//   - padded keys hold NaN in K and V: they must never reach a result (never read);
+//   - skipping: the bytes of K (forward, dQ kernel) and of Q (dK / dV kernel) the
+//     cp.async feeds load equal a brute-force count over the blocks that hold at least
+//     one visible (query, key) pair, so every block outside the mask is skipped and none
+//     inside it is.
+//   ffpa_emulate_kernels --masks D...          the case list at each D
+//   ffpa_emulate_kernels --masks-release D...  its five widest cases at each D, copies late (label slow)
+//   ffpa_emulate_kernels --masks-breakages     each deliberate defect must make its run fail
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attention_bwd_ref.h"
+#include "emu_cute.h"
+#include "emu_state.h"
+#include "ffpa/bwd_kernel_mma.cuh"
+#include "ffpa/fwd_kernel_mma.cuh"
+#include "ffpa/mask.h"
+#include "ffpa/tolerance.h"
+
+int run_mask_cases(const std::vector<int>& dims, bool release);
+int run_mask_breakages();
+
+namespace {
+
+using ffpa::BwdBreak;
+using ffpa::MaskBreak;
+
+struct MaskCase {
+  const char* name;
+  int d;
+  bool bf16;
+  bool varlen;
+  bool causal;
+  bool top_left;  // causal aligned top-left (SDPA's is_causal) instead of bottom-right
+  int hq, hkv;
+  std::vector<int> lens_q, lens_k;  // per sequence (padded batch: all equal)
+  std::vector<int> used_k;          // seqused_k per sequence; empty: not given
+  int left = -1, right = -1;
+  MaskBreak fbr = MaskBreak::kNone;
+  BwdBreak bbr = BwdBreak::kNone;
+};
+
+const ffpa::BwdParams* g_bwd = nullptr;
+template <typename Traits, ffpa::Load kLoad, MaskBreak kBr>
+void fwd_body(const ffpa::FwdParams& p) {
+  ffpa::ffpa_fwd_kernel<Traits, kLoad, false, 1, kBr, /*kMasked=*/true>(p, emu::g_tma_maps);
+}
+template <int D, typename T>
+void pre_body(const ffpa::FwdParams&) {
+  ffpa::ffpa_bwd_preprocess_kernel<D, T>(*g_bwd);
+}
+template <typename Traits, bool kKeys, BwdBreak kBr>
+void main_body(const ffpa::FwdParams&) {
+  ffpa::ffpa_bwd_kernel<Traits, kKeys, kBr>(*g_bwd);
+}
+
+// The mask written from its definition (docs/perf.md "Masks"), for the brute-force block
+// counts: query i of sequence s sees key j < used iff diag(i) - left <= j <= diag(i) + right,
+// causal capping the right side at the diagonal.
+bool ref_visible(const MaskCase& c, int len_q, int used, int i, int j) {
+  if (j >= used || i >= len_q) return false;
+  const bool bottom_right = c.varlen || (c.causal && !c.top_left);
+  const long diag = long(i) + (bottom_right ? used - len_q : 0);
+  if (c.causal && j > diag) return false;
+  if (c.left >= 0 && j < diag - c.left) return false;
+  if (c.right >= 0 && j > diag + c.right) return false;
+  return true;
+}
+
+// Rows [r0, r0 + rows) x columns [c0, c0 + cols) hold a visible pair (rows are queries
+// unless keys_are_rows).
+bool block_has_pair(const MaskCase& c, int len_q, int used, bool keys_are_rows, int r0, int rows, int c0, int cols) {
+  for (int r = r0; r < r0 + rows; ++r)
+    for (int col = c0; col < c0 + cols; ++col)
+      if (keys_are_rows ? ref_visible(c, len_q, used, col, r) : ref_visible(c, len_q, used, r, col)) return true;
+  return false;
+}
+
+struct Err {
+  double max_rel = 0, rel_l1 = 0;
+  bool pattern_ok = true;
+};
+Err compare(const std::vector<double>& got, const std::vector<double>& ref) {
+  double max_err = 0, max_ref = 0, sum_err = 0, sum_ref = 0;
+  Err e;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double g = got[i], r = ref[i];
+    if (!std::isfinite(g) || !std::isfinite(r)) {
+      if (!(g == r || (std::isnan(g) && std::isnan(r)))) e.pattern_ok = false;
+      continue;
+    }
+    max_err = std::max(max_err, std::fabs(g - r));
+    max_ref = std::max(max_ref, std::fabs(r));
+    sum_err += std::fabs(g - r);
+    sum_ref += std::fabs(r);
+  }
+  e.max_rel = max_ref > 0 ? max_err / max_ref : max_err;
+  e.rel_l1 = sum_ref > 0 ? sum_err / sum_ref : sum_err;
+  return e;
+}
+
+template <int D, typename T, MaskBreak kFbr, BwdBreak kBbr>
+bool run_case_t(const MaskCase& c, std::mt19937& rng) {
+  using ET = ffpa::ElemTraits<T>;
+  using Traits = ffpa::DefaultFwdMmaTraits<D, T>;  // the TMA feed's (masked too)
+  using CpTraits = ffpa::MaskedFwdMmaTraits<D, T, ffpa::Load::kCpAsync>;
+  using DqTraits = ffpa::BwdDqTraits<D, T>;
+  using DkvTraits = ffpa::BwdDkvTraits<D, T>;
+  const int S = static_cast<int>(c.lens_q.size());
+  const int hq = c.hq, hkv = c.hkv;
+  // Row offsets: packed sequences one after another (varlen), or a batch of equal lengths.
+  std::vector<int> cu_q(S + 1, 0), cu_k(S + 1, 0);
+  for (int s = 0; s < S; ++s) cu_q[s + 1] = cu_q[s] + c.lens_q[s], cu_k[s + 1] = cu_k[s] + c.lens_k[s];
+  const int B = c.varlen ? 1 : S;
+  const int nq = c.varlen ? cu_q[S] : c.lens_q[0], nkv = c.varlen ? cu_k[S] : c.lens_k[0];
+  const int max_q = *std::max_element(c.lens_q.begin(), c.lens_q.end());
+  const int max_k = *std::max_element(c.lens_k.begin(), c.lens_k.end());
+  auto used_of = [&](int s) {
+    return c.used_k.empty() ? c.lens_k[s] : std::max(0, std::min(c.used_k[s], c.lens_k[s]));
+  };
+  // Varlen arrays are [1, H, total, D] views of packed [total, H, D]: head stride D, row
+  // stride H D. A padded batch is [B, H, N, D].
+  struct Layout {
+    int64_t bs, hs, rs;
+  };
+  auto layout = [&](int h, int n) {
+    return c.varlen ? Layout{0, D, int64_t(h) * D} : Layout{int64_t(h) * n * D, int64_t(n) * D, D};
+  };
+  const Layout lq = layout(hq, nq), lk = layout(hkv, nkv);
+  // Element of (sequence s, head h, local row r, column e).
+  auto at = [&](const Layout& l, bool is_q, int s, int h, int r, int e) {
+    const int b = c.varlen ? 0 : s;
+    const int row = c.varlen ? (is_q ? cu_q[s] : cu_k[s]) + r : r;
+    return size_t(b * l.bs + h * l.hs + int64_t(row) * l.rs + e);
+  };
+  const size_t q_elems = size_t(B) * hq * nq * D, k_elems = size_t(B) * hkv * nkv * D;
+
+  std::normal_distribution<float> dist(0.f, 1.f);
+  auto make = [&](size_t n) {
+    std::vector<T> m(n);
+    for (T& x : m) x = ET::from_float(dist(rng));
+    return m;
+  };
+  std::vector<T> qm = make(q_elems), km = make(k_elems), vm = make(k_elems), dom = make(q_elems);
+  const T nan_t = ffpa::from_bits<T>(0xffff);  // NaN in fp16 and bf16
+  // Padded keys hold NaN: any use of them shows.
+  for (int s = 0; s < S; ++s)
+    for (int h = 0; h < hkv; ++h)
+      for (int r = used_of(s); r < c.lens_k[s]; ++r)
+        for (int e = 0; e < D; ++e) km[at(lk, false, s, h, r, e)] = vm[at(lk, false, s, h, r, e)] = nan_t;
+
+  // The reference, per sequence on its own rows and used keys.
+  const double scale = 1.0 / std::sqrt(double(D));
+  std::vector<double> ref_o(q_elems, NAN), ref_lse(size_t(B) * hq * nq, NAN), ref_dq(q_elems, NAN),
+      ref_dk(k_elems, NAN), ref_dv(k_elems, NAN);
+  auto lse_at = [&](int s, int h, int r) {
+    return c.varlen ? size_t(h) * nq + cu_q[s] + r : (size_t(s) * hq + h) * nq + r;
+  };
+  for (int s = 0; s < S; ++s) {
+    const int lq_s = c.lens_q[s], used = used_of(s);
+    std::vector<double> q(size_t(hq) * lq_s * D), k(size_t(hkv) * used * D), v(k.size()), dout(q.size());
+    for (int h = 0; h < hq; ++h)
+      for (int r = 0; r < lq_s; ++r)
+        for (int e = 0; e < D; ++e) {
+          q[(size_t(h) * lq_s + r) * D + e] = ET::to_float(qm[at(lq, true, s, h, r, e)]);
+          dout[(size_t(h) * lq_s + r) * D + e] = ET::to_float(dom[at(lq, true, s, h, r, e)]);
+        }
+    for (int h = 0; h < hkv; ++h)
+      for (int r = 0; r < used; ++r)
+        for (int e = 0; e < D; ++e) {
+          k[(size_t(h) * used + r) * D + e] = ET::to_float(km[at(lk, false, s, h, r, e)]);
+          v[(size_t(h) * used + r) * D + e] = ET::to_float(vm[at(lk, false, s, h, r, e)]);
+        }
+    const bool bottom_right = c.varlen || (c.causal && !c.top_left);
+    ffpa::ref::BwdProblem pr{1, hq, hkv, lq_s, used, D, c.causal, bottom_right ? used - lq_s : 0, scale};
+    pr.window_left = c.left, pr.window_right = c.right;
+    const ffpa::ref::BwdGrads g = ffpa::ref::attention_backward(pr, q, k, v, dout);
+    for (int h = 0; h < hq; ++h)
+      for (int r = 0; r < lq_s; ++r) {
+        ref_lse[lse_at(s, h, r)] = g.lse[size_t(h) * lq_s + r];
+        for (int e = 0; e < D; ++e) {
+          ref_o[at(lq, true, s, h, r, e)] = g.o[(size_t(h) * lq_s + r) * D + e];
+          ref_dq[at(lq, true, s, h, r, e)] = g.dq[(size_t(h) * lq_s + r) * D + e];
+        }
+      }
+    for (int h = 0; h < hkv; ++h)
+      for (int r = 0; r < c.lens_k[s]; ++r)
+        for (int e = 0; e < D; ++e) {
+          const bool in = r < used;
+          ref_dk[at(lk, false, s, h, r, e)] = in ? g.dk[(size_t(h) * used + r) * D + e] : 0.0;
+          ref_dv[at(lk, false, s, h, r, e)] = in ? g.dv[(size_t(h) * used + r) * D + e] : 0.0;
+        }
+  }
+
+  // Device-side mask arrays, as api.cu passes them (mask_params).
+  std::vector<int> used_arr(c.used_k.begin(), c.used_k.end());
+  ffpa::MaskParams mp;
+  mp.window_left = c.left, mp.window_right = c.right;
+  mp.seqused_k = c.used_k.empty() ? nullptr : used_arr.data();
+  if (c.varlen) {
+    mp.cu_seqlens_q = cu_q.data(), mp.cu_seqlens_k = cu_k.data();
+    mp.num_seqs = S, mp.max_seqlen_q = max_q, mp.max_seqlen_k = max_k;
+  }
+  auto bytes = [](const std::vector<T>& m) { return m.size() * sizeof(T); };
+  auto range = [&](const std::vector<T>& m) {
+    return emu::Range{reinterpret_cast<const unsigned char*>(m.data()), bytes(m)};
+  };
+  char buf[768];
+  std::string line;
+  bool ok = true;
+
+  // Expected cp.async bytes of an operand: `rows` blocks of `row_block` x column blocks of
+  // 64, counting the loaded operand rows (valid rows of a column block) `loads` times per
+  // visited block and per head of `heads`.
+  auto expected_bytes = [&](int row_block, bool keys_are_rows, int loads, int heads) {
+    size_t total = 0;
+    for (int s = 0; s < S; ++s) {
+      const int lq_s = c.lens_q[s], used = used_of(s);
+      const int n_rows = keys_are_rows ? c.lens_k[s] : lq_s, n_cols = keys_are_rows ? lq_s : used;
+      for (int r0 = 0; r0 < n_rows; r0 += row_block)
+        for (int c0 = 0; c0 < n_cols; c0 += 64)
+          if (block_has_pair(c, lq_s, used, keys_are_rows, r0, std::min(row_block, n_rows - r0), c0, 64))
+            total += size_t(std::min(64, n_cols - c0)) * D * sizeof(T) * loads * heads;
+    }
+    return total;
+  };
+
+  // ---- the forward, both feeds.
+  const ffpa::Tolerance& ftol = ffpa::tolerance(c.bf16 ? "bf16" : "fp16");
+  for (ffpa::Load load : {ffpa::Load::kCpAsync, ffpa::Load::kTma}) {
+    std::vector<T> om(q_elems, nan_t);
+    std::vector<float> lse(size_t(B) * hq * nq, NAN);
+    emu::g_ranges = {range(qm), range(km), range(vm)};
+    ffpa::FwdParams p;
+    p.q = qm.data(), p.k = km.data(), p.v = vm.data(), p.o = om.data(), p.lse = lse.data();
+    p.q_batch_stride = lq.bs, p.q_head_stride = lq.hs, p.q_row_stride = lq.rs;
+    p.o_batch_stride = lq.bs, p.o_head_stride = lq.hs, p.o_row_stride = lq.rs;
+    p.k_batch_stride = p.v_batch_stride = lk.bs, p.k_head_stride = p.v_head_stride = lk.hs;
+    p.k_row_stride = p.v_row_stride = lk.rs;
+    p.lse_batch_stride = int64_t(hq) * nq, p.lse_head_stride = nq, p.lse_row_stride = 1;
+    p.b = B, p.hq = hq, p.hkv = hkv, p.nq = nq, p.nkv = nkv, p.h_ratio = hq / hkv, p.head_dim = D;
+    p.scale = float(scale), p.scale_log2 = float(scale * 1.4426950408889634);
+    p.causal = c.causal;
+    p.causal_offset = c.top_left ? 0 : nkv - nq;  // the unmasked instance's (api.cu sets both)
+    p.mask = mp;
+    p.mask.diag_bottom_right = c.varlen || (c.causal && !c.top_left);
+    const emu::Dim3 grid{unsigned((max_q + Traits::kBlockM - 1) / Traits::kBlockM), unsigned(hq), unsigned(S)};
+    const emu::Dim3 cp_grid{unsigned((max_q + CpTraits::kBlockM - 1) / CpTraits::kBlockM), unsigned(hq), unsigned(S)};
+    if (load == ffpa::Load::kTma) {
+      emu::g_tma_maps.q = emu::encode_tiled(p.q, ffpa::tma_geometry(p, ffpa::TmaOperand::kQ, Traits::kBlockM));
+      emu::g_tma_maps.k = emu::encode_tiled(p.k, ffpa::tma_geometry(p, ffpa::TmaOperand::kK, Traits::kBlockN));
+      emu::g_tma_maps.v = emu::encode_tiled(p.v, ffpa::tma_geometry(p, ffpa::TmaOperand::kV, Traits::kBlockN));
+      emu::launch(&fwd_body<Traits, ffpa::Load::kTma, kFbr>, p, grid, Traits::kNThreads, Traits::kSmemBytesTma);
+    } else {
+      emu::launch(&fwd_body<CpTraits, ffpa::Load::kCpAsync, kFbr>, p, cp_grid, CpTraits::kNThreads, CpTraits::kSmemBytes);
+    }
+    double o_err = 0, lse_err = 0;
+    bool pattern = true;
+    for (size_t i = 0; i < om.size(); ++i) {
+      const double g = ET::to_float(om[i]), r = ref_o[i];
+      if (std::isnan(r)) {  // no sequence owns the row: never written
+        pattern = pattern && std::isnan(g);
+        continue;
+      }
+      o_err = std::isfinite(g) ? std::max(o_err, std::fabs(g - r)) : INFINITY;
+    }
+    for (size_t i = 0; i < lse.size(); ++i) {
+      const double r = ref_lse[i], g = lse[i];
+      if (std::isnan(r)) {
+        pattern = pattern && std::isnan(g);
+        continue;
+      }
+      lse_err = std::isinf(r) ? (g == r ? lse_err : INFINITY) : std::max(lse_err, std::isnan(g) ? INFINITY : std::fabs(g - r));
+    }
+    // Skipping: the K bytes cp.async loaded are exactly those of the visible blocks.
+    bool skip_ok = true;
+    size_t k_read = 0, k_want = 0;
+    if (load == ffpa::Load::kCpAsync) {
+      k_read = emu::g_ranges[1].read;
+      k_want = expected_bytes(CpTraits::kBlockM, false, 1, hq);
+      skip_ok = k_read == k_want;
+    }
+    const bool f_ok = pattern && skip_ok && o_err <= ftol.atol && lse_err <= ftol.lse;
+    ok = ok && f_ok;
+    std::snprintf(buf, sizeof buf, " fwd-%s:%s(o=%.2e,lse=%.2e%s%s)", load == ffpa::Load::kTma ? "tma" : "mma",
+                  f_ok ? "ok" : "FAIL", o_err, lse_err, pattern ? "" : ",UNOWNED-ROW-WRITTEN",
+                  skip_ok ? "" : (",K-BYTES " + std::to_string(k_read) + "!=" + std::to_string(k_want)).c_str());
+    line += buf;
+  }
+
+  // ---- the backward, from the reference's O and LSE.
+  {
+    std::vector<T> om(q_elems, nan_t);
+    for (size_t i = 0; i < om.size(); ++i)
+      if (!std::isnan(ref_o[i])) om[i] = ET::from_float(float(ref_o[i]));
+    std::vector<float> lse(ref_lse.size());
+    for (size_t i = 0; i < lse.size(); ++i) lse[i] = std::isnan(ref_lse[i]) ? 0.f : float(ref_lse[i]);
+    std::vector<T> dq(q_elems, nan_t), dk(k_elems, nan_t), dv(k_elems, nan_t);
+    std::vector<float> ws(size_t(ffpa::bwd_workspace_floats(B, hq, nq)), NAN);
+    emu::g_ranges = {range(qm), range(km), range(vm), range(dom)};
+    ffpa::BwdParams p;
+    p.q = qm.data(), p.k = km.data(), p.v = vm.data(), p.o = om.data(), p.dout = dom.data(), p.lse = lse.data();
+    p.dq = dq.data(), p.dk = dk.data(), p.dv = dv.data(), p.workspace = ws.data();
+    p.q_batch_stride = p.o_batch_stride = p.do_batch_stride = p.dq_batch_stride = lq.bs;
+    p.q_head_stride = p.o_head_stride = p.do_head_stride = p.dq_head_stride = lq.hs;
+    p.q_row_stride = p.o_row_stride = p.do_row_stride = p.dq_row_stride = lq.rs;
+    p.k_batch_stride = p.v_batch_stride = p.dk_batch_stride = p.dv_batch_stride = lk.bs;
+    p.k_head_stride = p.v_head_stride = p.dk_head_stride = p.dv_head_stride = lk.hs;
+    p.k_row_stride = p.v_row_stride = p.dk_row_stride = p.dv_row_stride = lk.rs;
+    p.lse_batch_stride = int64_t(hq) * nq, p.lse_head_stride = nq, p.lse_row_stride = 1;
+    p.b = B, p.hq = hq, p.hkv = hkv, p.nq = nq, p.nkv = nkv, p.head_dim = D, p.h_ratio = hq / hkv;
+    p.scale = float(scale), p.scale_log2 = float(scale * 1.4426950408889634);
+    p.causal = c.causal;
+    p.mask = mp;
+    p.mask.diag_bottom_right = c.varlen || (c.causal && !c.top_left);
+    g_bwd = &p;
+    const ffpa::FwdParams unused;
+    constexpr int R = ffpa::BwdPreTraits::kRowsPerBlock;
+    emu::launch(&pre_body<D, T>, unused, {unsigned((nq + R - 1) / R), unsigned(hq), unsigned(B)},
+                ffpa::BwdPreTraits::kNThreads, 0);
+    for (emu::Range& r : emu::g_ranges) r.read = 0;
+    emu::launch(&main_body<DkvTraits, true, kBbr>, unused,
+                {unsigned((max_k + DkvTraits::kBlockM - 1) / DkvTraits::kBlockM), unsigned(hkv), unsigned(S)},
+                DkvTraits::kNThreads, DkvTraits::kSmemBytes);
+    // dK / dV kernel: Q is loaded twice per visited query block (S, then dS^T Q), per head.
+    const size_t q_read = emu::g_ranges[0].read, q_want = expected_bytes(DkvTraits::kBlockM, true, 2, hq);
+    for (emu::Range& r : emu::g_ranges) r.read = 0;
+    emu::launch(&main_body<DqTraits, false, kBbr>, unused,
+                {unsigned((max_q + DqTraits::kBlockM - 1) / DqTraits::kBlockM), unsigned(hq), unsigned(S)},
+                DqTraits::kNThreads, DqTraits::kSmemBytes);
+    // dQ kernel: K twice per visited key block (S, then dS K), per query head.
+    const size_t k_read = emu::g_ranges[1].read, k_want = expected_bytes(DqTraits::kBlockM, false, 2, hq);
+    const bool skip_ok = q_read == q_want && k_read == k_want;
+    auto widen = [&](const std::vector<T>& m) {
+      std::vector<double> out(m.size());
+      for (size_t i = 0; i < m.size(); ++i) out[i] = ET::to_float(m[i]);
+      return out;
+    };
+    const ffpa::Tolerance& btol = ffpa::tolerance(c.bf16 ? "bwd_bf16" : "bwd_fp16");
+    bool b_ok = skip_ok;
+    std::string parts;
+    const std::pair<const char*, Err> errs[] = {
+        {"dq", compare(widen(dq), ref_dq)}, {"dk", compare(widen(dk), ref_dk)}, {"dv", compare(widen(dv), ref_dv)}};
+    for (const auto& [name, e] : errs) {
+      const bool g_ok = e.pattern_ok && e.max_rel <= btol.atol && e.rel_l1 <= btol.max_rel_l1;
+      b_ok = b_ok && g_ok;
+      std::snprintf(buf, sizeof buf, " %s=%.2e/%.2e%s", name, e.max_rel, e.rel_l1, e.pattern_ok ? "" : ",NAN-PATTERN");
+      parts += buf;
+    }
+    if (!skip_ok)
+      parts += " Q-BYTES " + std::to_string(q_read) + "/" + std::to_string(q_want) + " K-BYTES " +
+               std::to_string(k_read) + "/" + std::to_string(k_want);
+    ok = ok && b_ok;
+    line += std::string(" bwd:") + (b_ok ? "ok" : "FAIL") + "(" + parts + ")";
+  }
+
+  std::string used;
+  for (int u : c.used_k) used += (used.empty() ? "" : ",") + std::to_string(u);
+  std::printf("[%s] masks %s D=%d %s %s causal=%s window=(%d,%d) S=%d Hq=%d Hkv=%d%s%s copies=%s%s\n",
+              ok ? "PASS" : "FAIL", c.name, D, c.bf16 ? "bf16" : "fp16", c.varlen ? "varlen" : "padded",
+              !c.causal ? "none" : c.top_left ? "top-left" : "bottom-right", c.left, c.right, S, hq, hkv,
+              used.empty() ? "" : " seqused_k=", used.c_str(), emu::g_cp_late ? "late" : "early", line.c_str());
+  std::fflush(stdout);
+  return ok;
+}
+
+template <int D>
+bool run_d(const MaskCase& c, std::mt19937& rng) {
+  return c.bf16 ? run_case_t<D, __nv_bfloat16, MaskBreak::kNone, BwdBreak::kNone>(c, rng)
+                : run_case_t<D, __half, MaskBreak::kNone, BwdBreak::kNone>(c, rng);
+}
+
+bool dispatch(const MaskCase& c, std::mt19937& rng) {
+  switch (c.d) {
+#define FFPA_EMU_HEAD_DIM(D) \
+  case D:                    \
+    return run_d<D>(c, rng);
+#include "emu_head_dims.inc"
+#undef FFPA_EMU_HEAD_DIM
+  }
+  std::fprintf(stderr, "head dim %d is not in the emulator's list (%s)\n", c.d, FFPA_EMU_HEAD_DIMS_TEXT);
+  std::exit(2);
+}
+
+// The case list of a head dim. Lengths are ragged and span several 64-key blocks, so
+// that whole blocks fall outside the window (skipped) next to partial ones.
+std::vector<MaskCase> mask_cases(int d) {
+  return {
+      {"window-left", d, false, false, false, false, 2, 1, {200, 200}, {200, 200}, {}, 37, -1},
+      {"window-right", d, false, false, false, false, 2, 2, {83}, {141}, {}, -1, 20},
+      {"window-both", d, true, false, false, false, 2, 1, {150}, {170}, {}, 30, 70},
+      {"window-causal", d, false, false, true, false, 4, 2, {83}, {210}, {}, 50, -1},
+      {"window-causal-top-left", d, false, false, true, true, 2, 1, {150}, {120}, {}, 40, -1},
+      {"seqused_k", d, false, false, false, false, 2, 1, {83, 83, 83}, {141, 141, 141}, {141, 70, 0}, -1, -1},
+      {"seqused_k-causal", d, false, false, true, false, 2, 2, {70, 70}, {141, 141}, {100, 30}, -1, -1},
+      {"varlen", d, false, true, false, false, 2, 1, {70, 1, 130}, {90, 33, 130}, {}, -1, -1},
+      {"varlen-causal-window", d, true, true, true, false, 2, 1, {70, 5, 140}, {90, 33, 140}, {}, 40, -1},
+      {"varlen-seqused_k-window", d, false, true, false, false, 2, 2, {64, 100}, {130, 100}, {80, 3}, 20, 10},
+  };
+}
+
+}  // namespace
+
+// Every case at every D, copies landing at issue and late; release: the cases that
+// combine the most masks (both window sides, top-left causal, seqused_k with an empty
+// entry, varlen with causal / seqused_k and a window), copies landing late only.
+int run_mask_cases(const std::vector<int>& dims, bool release) {
+  std::mt19937 rng(31);
+  int failed = 0, total = 0;
+  const std::vector<std::string> release_names = {"window-both", "window-causal-top-left", "seqused_k",
+                                                  "varlen-causal-window", "varlen-seqused_k-window"};
+  for (int d : dims)
+    for (bool late : {false, true})
+      for (const MaskCase& c : mask_cases(d)) {
+        if (release && (!late || std::find(release_names.begin(), release_names.end(), c.name) == release_names.end()))
+          continue;
+        emu::g_cp_late = late;
+        ++total;
+        if (!dispatch(c, rng)) ++failed;
+      }
+  std::printf("%d mask cases, %d failed\n", total, failed);
+  return failed ? 1 : 0;
+}
+
+// Each deliberate mask defect of the forward (ffpa::MaskBreak) and of the backward
+// (ffpa::BwdBreak) on a case that exposes it, D = 64, in a child process: every one must
+// make its run fail, the controls must pass.
+int run_mask_breakages() {
+  struct Run {
+    const char* what;
+    MaskCase c;
+    bool (*run)(const MaskCase&, std::mt19937&);
+  };
+  using H = __half;
+  const MaskCase causal{"control", 64, false, false, true, false, 2, 1, {83}, {141}, {}, 50, -1};
+  const MaskCase left{"control", 64, false, false, false, false, 2, 1, {200}, {200}, {}, 37, -1};
+  const MaskCase varlen{"control", 64, false, true, true, false, 2, 1, {70, 5, 140}, {90, 33, 140}, {}, 40, -1};
+  const MaskCase padded{"control", 64, false, false, false, false, 2, 1, {83, 83}, {141, 141}, {100, 30}, -1, -1};
+  const Run runs[] = {
+      {"none (control, causal window)", causal, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kNone>},
+      {"none (control, varlen)", varlen, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kNone>},
+      {"fwd: the band's upper edge off by one (diagonal masked)", causal, &run_case_t<64, H, MaskBreak::kUpperEdge, BwdBreak::kNone>},
+      {"fwd: the window's left edge off by one", left, &run_case_t<64, H, MaskBreak::kLowerEdge, BwdBreak::kNone>},
+      {"fwd: varlen keys read one row before the sequence", varlen, &run_case_t<64, H, MaskBreak::kSeqOffset, BwdBreak::kNone>},
+      {"fwd: padded keys counted (seqused_k ignored)", padded, &run_case_t<64, H, MaskBreak::kPaddedKeyCounted, BwdBreak::kNone>},
+      {"fwd: the last visible KV block skipped", left, &run_case_t<64, H, MaskBreak::kSkipLastBlock, BwdBreak::kNone>},
+      {"fwd: no block skipped (hidden blocks computed, then masked)", left, &run_case_t<64, H, MaskBreak::kNoSkip, BwdBreak::kNone>},
+      {"bwd: the band's upper edge off by one", causal, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kMaskEdge>},
+      {"bwd: the window's left edge off by one", left, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kMaskLeftEdge>},
+      {"bwd: varlen keys read one row before the sequence", varlen, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kSeqOffset>},
+      {"bwd: padded keys counted (seqused_k ignored)", padded, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kPaddedKeyCounted>},
+      {"bwd: the last visible column block skipped", left, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kSkipOneBlock>},
+      {"bwd: no block skipped (hidden blocks computed, then masked)", left, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kNoSkip>},
+  };
+  int wrong = 0;
+  for (const Run& r : runs) {
+    std::fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      emu::g_cp_late = true;
+      std::mt19937 rng(13);
+      std::_Exit(r.run(r.c, rng) ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    const bool passed = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    const bool want_pass = std::strncmp(r.what, "none", 4) == 0;
+    const bool good = passed == want_pass;
+    std::printf("[%s] breakage: %s -> %s\n", good ? (want_pass ? "PASS" : "CAUGHT") : "MISSED", r.what,
+                passed ? "passed" : "failed");
+    if (!good) ++wrong;
+  }
+  std::printf("%zu mask breakage runs, %d wrong\n", sizeof(runs) / sizeof(runs[0]), wrong);
+  return wrong ? 1 : 0;
+}
