@@ -33,9 +33,10 @@ namespace ffpa {
 // split-D, flash-attention 2's traffic. Its shared memory is (2 kBlockM + 3 x 64) x D +
 // the P and dS tiles, 16-bit: 56 KiB at D = 64 and 96 KiB at D = 128 (64 rows), under
 // the 99 KiB a block may use on sm_89 and the sm_120 family; at D = 192 it would take
-// 144 KiB, so split-D stays above 128 (its 64 / 44 KiB do not grow with D). Rows of
-// the whole-D resident region are the same swizzled [rows][64] chunk tiles, C = D / 64
-// of them per operand, so both forms share every fragment loader.
+// 104 KiB (32 rows) to 136 KiB (64 rows), so split-D stays above 128 (its 64 / 44 KiB
+// do not grow with D). Rows of the whole-D resident region are the same swizzled
+// [rows][64] chunk tiles, C = D / 64 of them per operand, so both forms share every
+// fragment loader.
 struct BwdTileRow {
   int max_head_dim;
   int dq_warps_m, dq_warps_d;
