@@ -156,14 +156,18 @@ foreach(log IN LISTS logs)
         if(NOT code)
           string(APPEND kernel "-stub")
         endif()
-      elseif(mangled MATCHES "ffpa_bwd_kernelINS_12BwdMmaTraitsILi[0-9]+E[0-9]+__[a-z0-9_]+Li([0-9]+)ELi([0-9]+)ELi([0-9]+)EEELb([01])E")
-        # ffpa_bwd_kernel<BwdMmaTraits<D, T, WM, WD, S>, kRowsAreKeys>: 1 = dK / dV, 0 = dQ.
-        # Shared memory (BwdMmaTraits::kSmemBytes, ffpa/bwd_kernel_traits.h): S stages of
-        # (16 WM + 64) x 64 elements and the P and dS tiles, 16 WM x 64 each, 16-bit.
-        set(bwd_smem_rows "${CMAKE_MATCH_1}")
-        set(bwd_smem_stages "${CMAKE_MATCH_3}")
+      elseif(mangled MATCHES "ffpa_bwd_kernelINS_12BwdMmaTraitsILi([0-9]+)E[0-9]+__[a-z0-9_]+Li([0-9]+)ELi([0-9]+)ELi([0-9]+)ELb([01])EEELb([01])E")
+        # ffpa_bwd_kernel<BwdMmaTraits<D, T, WM, WD, S, kPersistD>, kRowsAreKeys>:
+        # 1 = dK / dV, 0 = dQ. Shared memory (BwdMmaTraits::kSmemBytes,
+        # ffpa/bwd_kernel_traits.h), 16-bit: split-D S stages of (16 WM + 64) x 64
+        # elements, persist-D the resident rows (2 x 16 WM x D) and S whole-D column slots
+        # (64 x D each); then the P and dS tiles, 16 WM x 64 each.
+        set(bwd_smem_d "${CMAKE_MATCH_1}")
+        set(bwd_smem_rows "${CMAKE_MATCH_2}")
+        set(bwd_smem_stages "${CMAKE_MATCH_4}")
+        set(bwd_smem_persist "${CMAKE_MATCH_5}")
         set(kernel bwd_dq)
-        if(CMAKE_MATCH_4 STREQUAL "1")
+        if(CMAKE_MATCH_6 STREQUAL "1")
           set(kernel bwd_dkv)
         endif()
       elseif(mangled MATCHES "ffpa_bwd_preprocess_kernel")
@@ -218,6 +222,8 @@ foreach(log IN LISTS logs)
         else()
           math(EXPR dyn "1024 + ${dyn}")
         endif()
+      elseif(kernel MATCHES "^bwd_d" AND bwd_smem_persist STREQUAL "1")
+        math(EXPR dyn "(2 * 16 * ${bwd_smem_rows} * ${bwd_smem_d} + ${bwd_smem_stages} * 64 * ${bwd_smem_d} + 2 * 16 * ${bwd_smem_rows} * 64) * 2")
       elseif(kernel MATCHES "^bwd_d")
         math(EXPR dyn "(${bwd_smem_stages} * (16 * ${bwd_smem_rows} * 64 + 64 * 64) + 2 * 16 * ${bwd_smem_rows} * 64) * 2")
       elseif(kernel STREQUAL "lowp_stats")

@@ -4,16 +4,19 @@
 # reference of torch's math backend, held to ffpa/tolerance.h's bwd_fp16 / bwd_bf16 rows.
 target_sources(ffpa_emulate_kernels PRIVATE "${tests_dir}/emulate_bwd.cpp")
 # The case list (GQA, both causal alignments, ragged and Nq != Nkv, a [B, N, H, D] view
-# with a custom scale, bf16, Nkv = 0, NaN / inf planted, causal too) at D = 64 (dQ 4x1, dK / dV 4x1)
-# and D = 320 (dQ 2x4, dK / dV 2x4), copies landing at issue and late.
-add_test(NAME ffpa.kernels.emulated_bwd COMMAND ffpa_emulate_kernels --bwd 64 320)
+# with a custom scale, bf16, Nkv = 0, NaN / inf planted, causal too) at D = 64 and 128
+# (persist-D; dQ and dK / dV 4x1, then 4x2) and D = 320 (split-D; dQ 2x4, dK / dV 2x4),
+# copies landing at issue and late.
+add_test(NAME ffpa.kernels.emulated_bwd COMMAND ffpa_emulate_kernels --bwd 64 128 320)
 set_tests_properties(ffpa.kernels.emulated_bwd PROPERTIES LABELS unit TIMEOUT 600)
 # Each deliberate defect (ffpa::BwdBreak: Delta, LSE offset, group sum, mask edge, a
 # dropped accumulator split; and the non-finite pre-pass's flags ignored with a NaN under
-# the causal mask) must make its run fail; the controls must pass.
+# the causal mask) must make its run fail at D = 128 (persist-D) and D = 192 (split-D), and
+# the persist-D loop's own (column operands not reloaded, one slot for the first operand)
+# at D = 128; the controls must pass.
 add_test(NAME ffpa.kernels.emulated_bwd_breakages COMMAND ffpa_emulate_kernels --bwd-breakages)
 set_tests_properties(ffpa.kernels.emulated_bwd_breakages PROPERTIES LABELS unit TIMEOUT 300
-  PASS_REGULAR_EXPRESSION "8 backward breakage runs, 0 wrong")
+  PASS_REGULAR_EXPRESSION "19 backward breakage runs, 0 wrong")
 # Every release head dim, fp16 and bf16.
 add_test(NAME ffpa.kernels.emulated_bwd_release COMMAND ffpa_emulate_kernels --bwd-release ${FFPA_RELEASE_HEAD_DIMS})
 set_tests_properties(ffpa.kernels.emulated_bwd_release PROPERTIES LABELS slow TIMEOUT 900)

@@ -270,30 +270,46 @@ bool run_case_d(const BwdCase& c, std::mt19937& rng) {
   return c.bf16 ? run_case_t<D, __nv_bfloat16, kBr>(c, rng) : run_case_t<D, __half, kBr>(c, rng);
 }
 
+// A breakage run at head dim D.
+template <int D>
+bool run_breakage_d(const BwdCase& c, std::mt19937& rng) {
+  switch (c.br) {
+    case BwdBreak::kDeltaFirstChunk:
+      return run_case_d<D, BwdBreak::kDeltaFirstChunk>(c, rng);
+    case BwdBreak::kLseNoHeadOffset:
+      return run_case_d<D, BwdBreak::kLseNoHeadOffset>(c, rng);
+    case BwdBreak::kNoGroupSum:
+      return run_case_d<D, BwdBreak::kNoGroupSum>(c, rng);
+    case BwdBreak::kMaskEdge:
+      return run_case_d<D, BwdBreak::kMaskEdge>(c, rng);
+    case BwdBreak::kDropSplit:
+      return run_case_d<D, BwdBreak::kDropSplit>(c, rng);
+    case BwdBreak::kPersistStaleCols:
+    case BwdBreak::kPersistOneSlot:
+      if constexpr (ffpa::BwdDkvTraits<D, __half>::kPersistD) {
+        if (c.br == BwdBreak::kPersistStaleCols) return run_case_d<D, BwdBreak::kPersistStaleCols>(c, rng);
+        return run_case_d<D, BwdBreak::kPersistOneSlot>(c, rng);
+      }
+      emu::fail("the persist-D breakages need a persist-D head dim");
+    case BwdBreak::kMaskLeftEdge:
+    case BwdBreak::kSeqOffset:
+    case BwdBreak::kPaddedKeyCounted:
+    case BwdBreak::kSkipOneBlock:
+    case BwdBreak::kNoSkip:
+      emu::fail("the mask breakages run in emulate_masks.cpp");
+    case BwdBreak::kNone:
+      break;
+  }
+  return run_case_d<D, BwdBreak::kNone>(c, rng);
+}
+
 bool dispatch(const BwdCase& c, std::mt19937& rng) {
   if (c.br != BwdBreak::kNone) {
-    // The breakage runs use D = 128 (dQ 4x1, dK / dV 4x2: a split to drop) only.
-    if (c.d != 128) emu::fail("breakage runs take D = 128");
-    switch (c.br) {
-      case BwdBreak::kDeltaFirstChunk:
-        return run_case_d<128, BwdBreak::kDeltaFirstChunk>(c, rng);
-      case BwdBreak::kLseNoHeadOffset:
-        return run_case_d<128, BwdBreak::kLseNoHeadOffset>(c, rng);
-      case BwdBreak::kNoGroupSum:
-        return run_case_d<128, BwdBreak::kNoGroupSum>(c, rng);
-      case BwdBreak::kMaskEdge:
-        return run_case_d<128, BwdBreak::kMaskEdge>(c, rng);
-      case BwdBreak::kDropSplit:
-        return run_case_d<128, BwdBreak::kDropSplit>(c, rng);
-      case BwdBreak::kMaskLeftEdge:
-      case BwdBreak::kSeqOffset:
-      case BwdBreak::kPaddedKeyCounted:
-      case BwdBreak::kSkipOneBlock:
-      case BwdBreak::kNoSkip:
-        emu::fail("the mask breakages run in emulate_masks.cpp");
-      case BwdBreak::kNone:
-        break;
-    }
+    // The breakage runs use D = 128 (persist-D; dQ and dK / dV 4x2: a split to drop) and
+    // D = 192 (split-D; dQ 4x2, dK / dV 2x4) only.
+    if (c.d == 128) return run_breakage_d<128>(c, rng);
+    if (c.d == 192) return run_breakage_d<192>(c, rng);
+    emu::fail("breakage runs take D = 128 or 192");
   }
   switch (c.d) {
 #define FFPA_EMU_HEAD_DIM(D) \
@@ -362,13 +378,16 @@ int run_bwd_release(const std::vector<int>& dims) {
 }
 
 // Each deliberate defect of ffpa::BwdBreak on one case that exposes it (GQA 4:2 causal,
-// ragged lengths, D = 128), in a child process; the unbroken control must pass.
+// ragged lengths), at D = 128 (persist-D) and D = 192 (split-D), in a child process; the
+// unbroken controls must pass.
 int run_bwd_breakages() {
   struct Run {
     BwdBreak br;
     const char* name;
     Plant plant = Plant::kNone;  // with a plant: causal Nq > Nkv (the NaN under the mask)
     bool no_flags = false;
+    bool persist_only = false;  // a defect of the persist-D loop (D = 128 only)
+    bool early = false;         // copies land at issue (a slot overwritten while read shows)
   };
   const Run runs[] = {
       {BwdBreak::kNone, "none (control)"},
@@ -381,28 +400,35 @@ int run_bwd_breakages() {
       // (dV is a matrix product over every query: 0 * NaN reaches every key's row.)
       {BwdBreak::kNone, "the non-finite pre-pass's flags ignored (NaN in a dO row that sees no key)", Plant::kNanDo,
        true},
+      {BwdBreak::kNone, "none (control, copies landing at issue)", Plant::kNone, false, true, true},
+      {BwdBreak::kPersistStaleCols, "persist-D: column operands not reloaded for a new column block", Plant::kNone,
+       false, true},
+      {BwdBreak::kPersistOneSlot, "persist-D: the next block's Q / K loaded over the one still read", Plant::kNone,
+       false, true, true},
   };
-  int wrong = 0;
-  for (const Run& r : runs) {
-    std::fflush(stdout);
-    const pid_t pid = fork();
-    if (pid == 0) {
-      emu::g_cp_late = true;
-      std::mt19937 rng(11);
-      BwdCase c{128, false, true, false, 1, 4, 2, 83, 141, false, Plant::kNone, 0.f, r.br};
-      if (r.plant != Plant::kNone) c.nq = 141, c.nkv = 83, c.plant = r.plant, c.no_flags = r.no_flags;
-      std::_Exit(dispatch(c, rng) ? 0 : 1);
+  int wrong = 0, total = 0;
+  for (int d : {128, 192})
+    for (const Run& r : runs) {
+      if (r.persist_only && d != 128) continue;
+      ++total;
+      std::fflush(stdout);
+      const pid_t pid = fork();
+      if (pid == 0) {
+        emu::g_cp_late = !r.early;
+        std::mt19937 rng(11);
+        BwdCase c{d, false, true, false, 1, 4, 2, 83, 141, false, Plant::kNone, 0.f, r.br};
+        if (r.plant != Plant::kNone) c.nq = 141, c.nkv = 83, c.plant = r.plant, c.no_flags = r.no_flags;
+        std::_Exit(dispatch(c, rng) ? 0 : 1);
+      }
+      int status = 0;
+      waitpid(pid, &status, 0);
+      const bool passed = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      const bool want_pass = r.br == BwdBreak::kNone && !r.no_flags;
+      const bool ok = passed == want_pass;
+      std::printf("[%s] breakage D=%d: %s -> %s\n", ok ? (want_pass ? "PASS" : "CAUGHT") : "MISSED", d, r.name,
+                  passed ? "passed" : "failed");
+      if (!ok) ++wrong;
     }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    const bool passed = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    const auto name = r.name;
-    const bool want_pass = r.br == BwdBreak::kNone && !r.no_flags;
-    const bool ok = passed == want_pass;
-    std::printf("[%s] breakage: %s -> %s\n", ok ? (want_pass ? "PASS" : "CAUGHT") : "MISSED", name,
-                passed ? "passed" : "failed");
-    if (!ok) ++wrong;
-  }
-  std::printf("%zu backward breakage runs, %d wrong\n", sizeof(runs) / sizeof(runs[0]), wrong);
+  std::printf("%d backward breakage runs, %d wrong\n", total, wrong);
   return wrong ? 1 : 0;
 }

@@ -340,14 +340,17 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     emu::launch(&main_body<DkvTraits, true, kBbr>, unused,
                 {unsigned((max_k + DkvTraits::kBlockM - 1) / DkvTraits::kBlockM), unsigned(hkv), unsigned(S)},
                 DkvTraits::kNThreads, DkvTraits::kSmemBytes);
-    // dK / dV kernel: Q is loaded twice per visited query block (S, then dS^T Q), per head.
-    const size_t q_read = emu::g_ranges[0].read, q_want = expected_bytes(DkvTraits::kBlockM, true, 2, hq);
+    // dK / dV kernel: Q is loaded twice per visited query block (S, then dS^T Q), per head,
+    // split-D; once, whole-D, persist-D (ffpa/bwd_kernel_traits.h).
+    const size_t q_read = emu::g_ranges[0].read,
+                 q_want = expected_bytes(DkvTraits::kBlockM, true, DkvTraits::kPersistD ? 1 : 2, hq);
     for (emu::Range& r : emu::g_ranges) r.read = 0;
     emu::launch(&main_body<DqTraits, false, kBbr>, unused,
                 {unsigned((max_q + DqTraits::kBlockM - 1) / DqTraits::kBlockM), unsigned(hq), unsigned(S)},
                 DqTraits::kNThreads, DqTraits::kSmemBytes);
-    // dQ kernel: K twice per visited key block (S, then dS K), per query head.
-    const size_t k_read = emu::g_ranges[1].read, k_want = expected_bytes(DqTraits::kBlockM, false, 2, hq);
+    // dQ kernel: K twice per visited key block (S, then dS K), per query head; once persist-D.
+    const size_t k_read = emu::g_ranges[1].read,
+                 k_want = expected_bytes(DqTraits::kBlockM, false, DqTraits::kPersistD ? 1 : 2, hq);
     const bool skip_ok = q_read == q_want && k_read == k_want;
     auto widen = [&](const std::vector<T>& m) {
       std::vector<double> out(m.size());

@@ -19,12 +19,16 @@
 // accumulation buffer (B Hq Nq D floats) and no conversion pass, and the pass reuses
 // the same body. The price is recomputing S and dP: 7 matrix products instead of 5.
 //
-// Split-D as in the forward: per column block the pipeline streams, in 64-wide D chunks,
+// Split-D as in the forward (D > 128): per column block the pipeline streams, in 64-wide
+// D chunks,
 //   steps [0, C)      the row operand's chunk and the column operand's chunk -> S
 //   steps [C, 2C)     the second pair -> dP (dK / dV kernel: and dV += P^T dO chunk)
 //   steps [2C, 3C)    the column operand's chunk -> gradient chunk += dS . chunk
 // (C = D / 64), so shared memory stays O(1) in D: kStages x (rows + 64) x 64 elements
-// plus the 16-bit P and dS tiles. The gradient accumulators live in registers, split
+// plus the 16-bit P and dS tiles. Persist-D (D <= 128, bwd_kernel_traits.h says why):
+// the block's rows stay resident for its whole loop and each column block's two
+// operands are loaded once, whole-D, into three slots (the loop below says how); the
+// products and the P / dS code are the same. The gradient accumulators live in registers, split
 // across the kNWarpsD warps of a row group along D (bwd_kernel_traits.h). The P and dS
 // tiles go through shared memory (every warp of a row group needs all 64 columns as
 // its mma A operand).
@@ -70,6 +74,11 @@ enum class BwdBreak {
   kSkipOneBlock,     // the last column block of every row block skipped
   kNoSkip,           // every column block of the sequence visited (computed, then masked)
   kDropSplit,        // every warp of a row group stores the columns of warp_d 0
+  // Persist-D only (D <= 128):
+  kPersistStaleCols,  // the column operands loaded for the first column block only (every
+                      // later block computed with its Q / dO, or K / V)
+  kPersistOneSlot,    // one slot for the first operand: the next block's Q (or K) lands over
+                      // the one this block's S and dS products still read
 };
 
 // Element offset of (row, 16-byte vector vec) in a [rows][64] tile (fwd_kernel_mma.cuh).
@@ -129,8 +138,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
   constexpr int kVecsPerRow = Traits::kVecsPerRow;
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
+  // Split-D: the kStages ring; persist-D: the resident rows, then the column slots.
   T* const smem_stages = reinterpret_cast<T*>(smem_raw);
-  T* const smem_p = smem_stages + kStages * Traits::kStageElems;  // [rows][64] P (dK / dV kernel)
+  T* const smem_p = smem_stages + (Traits::kPersistD ? Traits::kPersistElems : kStages * Traits::kStageElems);  // [rows][64] P (dK / dV kernel)
   T* const smem_ds = smem_p + Traits::kPElems;                     // [rows][64] dS
 
   const int tid = threadIdx.x;
@@ -291,18 +301,6 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
     }
   }
 
-  auto issue = [&](int step, int it, int stage) {
-    if (it < n_iters) load_step(step, it, stage);
-    cp_async_commit();  // empty groups keep the wait_group arithmetic uniform
-  };
-  int write_stage = 0;
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    issue(s % kSteps, s / kSteps, write_stage);
-    write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
-  }
-  int read_stage = 0;
-
   // Publishes a warp's 16 x kWarpN fp32 tile as 16-bit into a [rows][64] tile.
   auto publish = [&](T* dst, const float (&tile)[kWarpNTiles][4]) {
 #pragma unroll
@@ -350,89 +348,218 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
     }
   };
 
-  for (int it = 0; it < n_iters; ++it) {
-    const int c0 = col_block_of(it) * kBlockN;
-    const int q_head = q_head_of(it);
-    float acc_s[kWarpNTiles][4];   // S, then P (fp32)
-    float acc_dp[kWarpNTiles][4];  // dP
+  // P = exp2(S * scale log2 e - lse2), masked, in place of S (column block at c0, query
+  // head q_head).
+  auto make_p = [&](float (&acc_s)[kWarpNTiles][4], int c0, int q_head) {
+    const bool tile_math_rule = math_rule();
 #pragma unroll
-    for (int j = 0; j < kWarpNTiles; ++j)
+    for (int j = 0; j < kWarpNTiles; ++j) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) acc_s[j][e] = acc_dp[j][e] = 0.f;
-
-#pragma unroll
-    for (int step = 0; step < kSteps; ++step) {
-      // The group of this step has landed once at most kStages - 2 newer ones are
-      // pending; the barrier also guarantees every warp finished the step that last used
-      // the stage refilled next, and makes the P / dS tiles published at the end of the
-      // previous step visible.
-      cp_async_wait<kStages - 2>();
-      __syncthreads();
-      {
-        const int ahead = step + kStages - 1;
-        issue(ahead % kSteps, it + ahead / kSteps, write_stage);
-        write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
+      for (int e = 0; e < 4; ++e) {
+        const int col = c0 + warp_dc * kWarpN + j * 8 + 2 * t + (e & 1);
+        const int row = m0 + warp_m * 16 + g + (e >> 1) * 8;
+        const int query = kRowsAreKeys ? col : row;
+        const int key = kRowsAreKeys ? row : col;
+        float lse2;
+        if constexpr (kRowsAreKeys) {
+          lse2 = query < nq ? ws_lse2[ws_row(q_head, query)] : INFINITY;
+        } else {
+          lse2 = row_lse2[e >> 1];
+        }
+        // Invisible entries: -inf, or under the math rule the score plus -inf (NaN for
+        // a NaN or +inf score); padding keys and rows are never scores.
+        const float raw = acc_s[j][e] * params.scale_log2;
+        const float x = query >= nq || key >= nkv ? -INFINITY
+                        : visible(sm, query, key) ? raw
+                        : tile_math_rule ? raw + -INFINITY
+                                         : -INFINITY;
+        acc_s[j][e] = fast_exp2(x - lse2);
       }
-      const T* const s_row = smem_stages + read_stage * Traits::kStageElems;
-      const T* const s_col = s_row + Traits::kRowTileElems;
-      read_stage = read_stage + 1 == kStages ? 0 : read_stage + 1;
+    }
+  };
+  // dS = P * (dP - Delta), in place of dP.
+  auto make_ds = [&](float (&acc_dp)[kWarpNTiles][4], const float (&acc_s)[kWarpNTiles][4], int c0, int q_head) {
+#pragma unroll
+    for (int j = 0; j < kWarpNTiles; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float delta;
+        if constexpr (kRowsAreKeys) {
+          const int query = c0 + warp_dc * kWarpN + j * 8 + 2 * t + (e & 1);
+          delta = query < nq ? ws_delta[ws_row(q_head, query)] : 0.f;
+        } else {
+          delta = row_delta[e >> 1];
+        }
+        acc_dp[j][e] = acc_s[j][e] * (acc_dp[j][e] - delta);
+      }
+    }
+  };
 
-      if (step < kNChunks) {
-        rows_times_cols_t(acc_s, s_row, s_col);
-        if (step == kNChunks - 1) {
-          // ---- P = exp2(S * scale log2 e - lse2), masked.
-          const bool tile_math_rule = math_rule();
+  if constexpr (Traits::kPersistD) {
+    // ---- Persist-D (D <= 128; bwd_kernel_traits.h says why): the block's rows (K and V,
+    // or Q and dO) resident for its whole loop, each column block's operands whole-D in
+    // three slots: the first operand (Q, or K: read by S and by the dS product) in slot
+    // it & 1, the second (dO, or V: read by dP and dV) in slot 2. One cp.async group per
+    // operand load, issued once the slot's previous tile is read (the barrier before):
+    //   prologue  rows + first operand of block 0 | second operand of block 0
+    //   step 0    wait first(it); issue first(it + 1)        S, P
+    //   step 1    wait second(it)                            dP, dV += P^T dO, dS
+    //   step 2    issue second(it + 1)                       dK += dS^T Q, or dQ += dS K
+    // so one group stays pending at each wait; a slot is refilled a step after its last
+    // read at the earliest and lands two steps (second) or three (first) later.
+    T* const smem_rows = smem_stages;  // [2][kNChunks][rows][64]
+    T* const smem_cols = smem_rows + 2 * Traits::kRowOperandElems;  // [3][kNChunks][64][64]
+    auto row_operand = [&](int op) { return smem_rows + op * Traits::kRowOperandElems; };
+    auto col_slot = [&](int slot) { return smem_cols + slot * Traits::kColOperandElems; };
+    auto load_rows = [&]() {
 #pragma unroll
-          for (int j = 0; j < kWarpNTiles; ++j) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int col = c0 + warp_dc * kWarpN + j * 8 + 2 * t + (e & 1);
-              const int row = m0 + warp_m * 16 + g + (e >> 1) * 8;
-              const int query = kRowsAreKeys ? col : row;
-              const int key = kRowsAreKeys ? row : col;
-              float lse2;
-              if constexpr (kRowsAreKeys) {
-                lse2 = query < nq ? ws_lse2[ws_row(q_head, query)] : INFINITY;
-              } else {
-                lse2 = row_lse2[e >> 1];
-              }
-              // Invisible entries: -inf, or under the math rule the score plus -inf (NaN for
-              // a NaN or +inf score); padding keys and rows are never scores.
-              const float raw = acc_s[j][e] * params.scale_log2;
-              const float x = query >= nq || key >= nkv ? -INFINITY
-                              : visible(sm, query, key) ? raw
-                              : tile_math_rule ? raw + -INFINITY
-                                               : -INFINITY;
-              acc_s[j][e] = fast_exp2(x - lse2);
-            }
-          }
-          if constexpr (kRowsAreKeys) publish(smem_p, acc_s);  // dV's A operand, next step on
+      for (int c = 0; c < kNChunks; ++c) {
+        T* const a = row_operand(0) + c * Traits::kRowTileElems;
+        T* const b = row_operand(1) + c * Traits::kRowTileElems;
+        if constexpr (kRowsAreKeys) {
+          copy_tile(a, k_base, params.k_row_stride, m0, nkv, c * kBlockD, RowCopies{});
+          copy_tile(b, v_base, params.v_row_stride, m0, nkv, c * kBlockD, RowCopies{});
+        } else {
+          copy_tile(a, q_ptr(row_head), params.q_row_stride, m0, nq, c * kBlockD, RowCopies{});
+          copy_tile(b, do_ptr(row_head), params.do_row_stride, m0, nq, c * kBlockD, RowCopies{});
         }
-      } else if (step < 2 * kNChunks) {
-        const int chunk = step - kNChunks;
-        rows_times_cols_t(acc_dp, s_row, s_col);
-        if constexpr (kRowsAreKeys) x_times_cols(acc_b[chunk], smem_p, s_col);  // dV += P^T dO
-        if (step == 2 * kNChunks - 1) {
-          // ---- dS = P * (dP - Delta)
+      }
+    };
+    // Operand op (0: Q or K, 1: dO or V) of iteration it's column block, whole-D.
+    auto load_cols = [&](int op, int it, int slot) {
+      const int c0 = col_block_of(it) * kBlockN;
+      const int head = q_head_of(it);
 #pragma unroll
-          for (int j = 0; j < kWarpNTiles; ++j) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              float delta;
-              if constexpr (kRowsAreKeys) {
-                const int query = c0 + warp_dc * kWarpN + j * 8 + 2 * t + (e & 1);
-                delta = query < nq ? ws_delta[ws_row(q_head, query)] : 0.f;
-              } else {
-                delta = row_delta[e >> 1];
-              }
-              acc_dp[j][e] = acc_s[j][e] * (acc_dp[j][e] - delta);
-            }
-          }
-          publish(smem_ds, acc_dp);
+      for (int c = 0; c < kNChunks; ++c) {
+        T* const dst = col_slot(slot) + c * Traits::kColTileElems;
+        if constexpr (kRowsAreKeys) {
+          if (op == 0) copy_tile(dst, q_ptr(head), params.q_row_stride, c0, nq, c * kBlockD, ColCopies{});
+          else copy_tile(dst, do_ptr(head), params.do_row_stride, c0, nq, c * kBlockD, ColCopies{});
+        } else {
+          if (op == 0) copy_tile(dst, k_base, params.k_row_stride, c0, nkv, c * kBlockD, ColCopies{});
+          else copy_tile(dst, v_base, params.v_row_stride, c0, nkv, c * kBlockD, ColCopies{});
         }
-      } else {
-        // ---- dK += dS^T Q chunk, or dQ += dS K chunk
-        x_times_cols(acc_a[step - 2 * kNChunks], smem_ds, s_col);
+      }
+    };
+    // The first operand's slot of iteration it.
+    auto first_slot = [&](int it) {
+      return kBreak == BwdBreak::kPersistOneSlot || kBreak == BwdBreak::kPersistStaleCols ? 0 : it & 1;
+    };
+    // Whether iteration it's column operands are loaded (all of them, unbroken).
+    auto loads_cols = [&](int it) { return it < n_iters && (kBreak != BwdBreak::kPersistStaleCols || it == 0); };
+
+    if (n_iters > 0) {
+      load_rows();
+      load_cols(0, 0, first_slot(0));
+    }
+    cp_async_commit();
+    if (n_iters > 0) load_cols(1, 0, 2);
+    cp_async_commit();
+
+    for (int it = 0; it < n_iters; ++it) {
+      const int c0 = col_block_of(it) * kBlockN;
+      const int q_head = q_head_of(it);
+      const T* const col_a = col_slot(first_slot(it));
+      const T* const col_b = col_slot(2);
+      float acc_s[kWarpNTiles][4];   // S, then P (fp32)
+      float acc_dp[kWarpNTiles][4];  // dP, then dS
+#pragma unroll
+      for (int j = 0; j < kWarpNTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_s[j][e] = acc_dp[j][e] = 0.f;
+
+      // ---- step 0: S = rows_a . first^T, P. The barrier: the rows and the first operand
+      // landed for every thread, every warp finished the previous iteration (the first
+      // slot refilled below, P and dS rewritten).
+      cp_async_wait<1>();
+      __syncthreads();
+      if (loads_cols(it + 1)) load_cols(0, it + 1, first_slot(it + 1));
+      cp_async_commit();
+#pragma unroll
+      for (int c = 0; c < kNChunks; ++c)
+        rows_times_cols_t(acc_s, row_operand(0) + c * Traits::kRowTileElems, col_a + c * Traits::kColTileElems);
+      make_p(acc_s, c0, q_head);
+      if constexpr (kRowsAreKeys) publish(smem_p, acc_s);  // dV's A operand
+
+      // ---- step 1: dP = rows_b . second^T (and dV += P^T dO), dS.
+      cp_async_wait<1>();
+      __syncthreads();
+#pragma unroll
+      for (int c = 0; c < kNChunks; ++c) {
+        const T* const s_col = col_b + c * Traits::kColTileElems;
+        rows_times_cols_t(acc_dp, row_operand(1) + c * Traits::kRowTileElems, s_col);
+        if constexpr (kRowsAreKeys) x_times_cols(acc_b[c], smem_p, s_col);  // dV += P^T dO
+      }
+      make_ds(acc_dp, acc_s, c0, q_head);
+      publish(smem_ds, acc_dp);
+
+      // ---- step 2: dK += dS^T Q, or dQ += dS K. The barrier: dS published, and the
+      // second slot read by every warp (refilled now).
+      __syncthreads();
+      if (loads_cols(it + 1)) load_cols(1, it + 1, 2);
+      cp_async_commit();
+#pragma unroll
+      for (int c = 0; c < kNChunks; ++c) x_times_cols(acc_a[c], smem_ds, col_a + c * Traits::kColTileElems);
+    }
+  } else {
+    // ---- Split-D (D > 128): the kStages ring of 64-column chunk steps (the file's header).
+    auto issue = [&](int step, int it, int stage) {
+      if (it < n_iters) load_step(step, it, stage);
+      cp_async_commit();  // empty groups keep the wait_group arithmetic uniform
+    };
+    int write_stage = 0;
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      issue(s % kSteps, s / kSteps, write_stage);
+      write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
+    }
+    int read_stage = 0;
+
+    for (int it = 0; it < n_iters; ++it) {
+      const int c0 = col_block_of(it) * kBlockN;
+      const int q_head = q_head_of(it);
+      float acc_s[kWarpNTiles][4];   // S, then P (fp32)
+      float acc_dp[kWarpNTiles][4];  // dP
+#pragma unroll
+      for (int j = 0; j < kWarpNTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_s[j][e] = acc_dp[j][e] = 0.f;
+
+#pragma unroll
+      for (int step = 0; step < kSteps; ++step) {
+        // The group of this step has landed once at most kStages - 2 newer ones are
+        // pending; the barrier also guarantees every warp finished the step that last used
+        // the stage refilled next, and makes the P / dS tiles published at the end of the
+        // previous step visible.
+        cp_async_wait<kStages - 2>();
+        __syncthreads();
+        {
+          const int ahead = step + kStages - 1;
+          issue(ahead % kSteps, it + ahead / kSteps, write_stage);
+          write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
+        }
+        const T* const s_row = smem_stages + read_stage * Traits::kStageElems;
+        const T* const s_col = s_row + Traits::kRowTileElems;
+        read_stage = read_stage + 1 == kStages ? 0 : read_stage + 1;
+
+        if (step < kNChunks) {
+          rows_times_cols_t(acc_s, s_row, s_col);
+          if (step == kNChunks - 1) {
+            make_p(acc_s, c0, q_head);
+            if constexpr (kRowsAreKeys) publish(smem_p, acc_s);  // dV's A operand, next step on
+          }
+        } else if (step < 2 * kNChunks) {
+          const int chunk = step - kNChunks;
+          rows_times_cols_t(acc_dp, s_row, s_col);
+          if constexpr (kRowsAreKeys) x_times_cols(acc_b[chunk], smem_p, s_col);  // dV += P^T dO
+          if (step == 2 * kNChunks - 1) {
+            make_ds(acc_dp, acc_s, c0, q_head);
+            publish(smem_ds, acc_dp);
+          }
+        } else {
+          // ---- dK += dS^T Q chunk, or dQ += dS K chunk
+          x_times_cols(acc_a[step - 2 * kNChunks], smem_ds, s_col);
+        }
       }
     }
   }
