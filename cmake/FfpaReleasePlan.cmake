@@ -124,8 +124,9 @@ function(ffpa_release_plan_json)
   set(_req_specs "")
   if(NOT FFPA_COMPONENTS STREQUAL "kernels")
     string(APPEND _metadata "Provides-Extra: jit\n")
-    set(_req_specs "tools/requirements-jit.txt|.*" "tools/requirements.txt|pybind11"
-                   "tools/requirements-cutlass.txt|nvidia-cutlass")
+    set(_req_specs "tools/requirements-jit.txt|[A-Za-z0-9][A-Za-z0-9._-]*"
+                   "tools/requirements-build.txt|cmake" "tools/requirements-build.txt|ninja"
+                   "tools/requirements.txt|pybind11" "tools/requirements-cutlass.txt|nvidia-cutlass")
   endif()
   foreach(_req_file_line IN LISTS _req_specs)
     string(REPLACE "|" ";" _req_file_line "${_req_file_line}")

@@ -102,14 +102,14 @@ def test_build_info_from_generated_module(monkeypatch):
     generated.SOURCE_COMMIT = "a" * 40
     generated.SOURCE_DIRTY = False
     generated.CHANNEL = None
-    generated.TOOLCHAIN = {"cmake": "3.31.6", "gcc": "14.2.0", "nvcc": None}
+    generated.TOOLCHAIN = {"cmake": "3.25.1", "gcc": "14.2.0", "nvcc": None}
     generated.PROFILE = "release-pure"
     try:
         pkg = _with_build_info(monkeypatch, generated)
         assert pkg.__version__ == "0.3.0"
         info = pkg.build_info()
         assert info["source_commit"] == "a" * 40 and info["source_dirty"] is False
-        assert info["toolchain"] == {"cmake": "3.31.6", "gcc": "14.2.0", "nvcc": None}
+        assert info["toolchain"] == {"cmake": "3.25.1", "gcc": "14.2.0", "nvcc": None}
         assert info["channel"] is None and info["profile"] == "release-pure"
         for key in ("head_dims", "dtypes", "archs", "fwd", "tma", "cute_tma", "cuda_runtime", "impls",
                     "extension_available", "extension_path", "extension_import_error"):
