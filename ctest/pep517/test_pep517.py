@@ -319,7 +319,7 @@ _ARCHS_PROBE = ("import sys; from pathlib import Path; sys.path.insert(0, sys.ar
     # A source tree whose floor is 86 leaves an sm_80 GPU out: the number is read, not assumed.
     ({"min_sm": 86}, "leaving out sm_80 (the kernels need sm_86+)"),
     ({"min_sm": 91}, "error: this machine's GPUs are sm_80, sm_90; the kernels need sm_91 or newer"),
-    ({"min_sm": "80"}, "arch_rules.min_sm must be an sm number such as 80, got '80'"),
+    ({"min_sm": "86"}, "arch_rules.min_sm must be an sm number such as 90, got '86'"),
     ({"tma_min_sm": 90}, "no arch_rules.min_sm ("),
 ])
 def test_the_gpu_present_is_judged_by_the_sources_min_sm(tmp_path, rules, outcome):

@@ -195,7 +195,7 @@ def min_sm(source: Path) -> int:
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise _fail(f"{path}: no arch_rules.min_sm ({e}); build from a complete ffpa-attn source tree") from e
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise _fail(f"{path}: arch_rules.min_sm must be an sm number such as 80, got {value!r}")
+        raise _fail(f"{path}: arch_rules.min_sm must be an sm number such as 90, got {value!r}")
     return value
 
 
