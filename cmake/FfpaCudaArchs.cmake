@@ -81,9 +81,9 @@ function(ffpa_validate_cuda_archs)
   if(NOT compiler)
     message(FATAL_ERROR "ffpa_validate_cuda_archs: no nvcc (enable the CUDA language or pass COMPILER)")
   endif()
-  if(NOT DEFINED FFPA_MIN_SM)
-    ffpa_load_kernel_facts()   # the top level has them loaded; a `cmake -P` probe does not
-  endif()
+  # FFPA_MIN_SM from the file itself, whatever the caller's scope holds (a `cmake -P` probe
+  # has no facts loaded; a -DFFPA_MIN_SM cache entry must not move the floor).
+  ffpa_load_kernel_facts()
   _ffpa_nvcc_valid_archs("${compiler}" valid)
   string(REPLACE ";" " " valid_text "${valid}")
   set(result "")

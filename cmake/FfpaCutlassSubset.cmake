@@ -10,8 +10,8 @@
 # count, bytes, the file list). The set is the kernels' include closure as nvcc sees
 # it (nvcc -M over a translation unit including ffpa/cute/launch.cuh, the header every
 # CuTe instance file includes), for the host pass and the device pass of every arch
-# nvcc lists from cmake/kernel-facts.json's arch_rules.min_sm, plus 90a and 120f, so any arch a kernels-only build picks
-# preprocesses the same files. About 130 files / 6 MB, under the 64 MiB a carried
+# nvcc lists from cmake/kernel-facts.json's arch_rules.min_sm on, plus 90a and 120f, so
+# any arch a kernels-only build picks preprocesses the same files. About 130 files / 6 MB, under the 64 MiB a carried
 # tree may hold.
 #
 # Options (-D): OUT (default <source>/.cutlass), NVCC (default: nvcc on PATH, else
