@@ -6,8 +6,9 @@
 #     COMPILER    nvcc to ask (default: CMAKE_CUDA_COMPILER)
 #   Valid tokens are the base archs nvcc lists (`nvcc --list-gpu-arch`: compute_XX)
 #   and their `a` / `f` variants that this nvcc really compiles (nvcc 13 builds 90a
-#   and 120f but does not list them), restricted to sm_80+ (cp.async, ldmatrix and
-#   bf16 mma). Anything else is a configure error naming the valid tokens: a typo
+#   and 120f but does not list them), restricted to the archs from
+#   cmake/kernel-facts.json's arch_rules.min_sm (cp.async, ldmatrix and bf16 mma).
+#   Anything else is a configure error naming the valid tokens: a typo
 #   must never silently drop an arch from a release.
 #   CMake 3.25 accepts family/arch-specific tokens in CUDA_ARCHITECTURES: "120f-real"
 #   becomes --generate-code=arch=compute_120f,code=[sm_120f] (checked with nvcc 13.0),
@@ -19,12 +20,19 @@
 #     else the release matrix's dev fallback arch (89): the dev preset builds for the
 #     machine it runs on.
 
-set(_FFPA_MIN_CUDA_ARCH 80)
+# The lowest arch the kernels support has its one home in cmake/kernel-facts.json; this
+# module is included before the top level loads the facts (cmake/FfpaOptions.cmake) and by
+# `cmake -P` probes, so its functions load them themselves.
+include("${CMAKE_CURRENT_LIST_DIR}/FfpaKernelFacts.cmake")
 
 # Base archs nvcc lists, plus the a/f variants it accepts, cached per compiler path
 # (one `nvcc --dryrun` per candidate, about 10 ms each).
 function(_ffpa_nvcc_valid_archs compiler out_var)
-  string(MAKE_C_IDENTIFIER "${compiler}" key)
+  if(NOT DEFINED FFPA_MIN_SM)
+    ffpa_load_kernel_facts()
+  endif()
+  # The floor is part of the key: a changed arch_rules.min_sm must not reuse an old list.
+  string(MAKE_C_IDENTIFIER "${compiler}-from-sm${FFPA_MIN_SM}" key)
   if(DEFINED _FFPA_VALID_ARCHS_${key})
     set(${out_var} "${_FFPA_VALID_ARCHS_${key}}" PARENT_SCOPE)
     return()
@@ -41,7 +49,7 @@ function(_ffpa_nvcc_valid_archs compiler out_var)
   file(WRITE "${probe_src}" "__global__ void ffpa_arch_probe() {}\n")
   foreach(item IN LISTS listed)
     string(REPLACE "compute_" "" base "${item}")
-    if(base LESS _FFPA_MIN_CUDA_ARCH)
+    if(base LESS FFPA_MIN_SM)
       continue()
     endif()
     list(APPEND valid "${base}")
@@ -73,6 +81,9 @@ function(ffpa_validate_cuda_archs)
   if(NOT compiler)
     message(FATAL_ERROR "ffpa_validate_cuda_archs: no nvcc (enable the CUDA language or pass COMPILER)")
   endif()
+  # FFPA_MIN_SM from the file itself, whatever the caller's scope holds (a `cmake -P` probe
+  # has no facts loaded; a -DFFPA_MIN_SM cache entry must not move the floor).
+  ffpa_load_kernel_facts()
   _ffpa_nvcc_valid_archs("${compiler}" valid)
   string(REPLACE ";" " " valid_text "${valid}")
   set(result "")
@@ -85,7 +96,7 @@ function(ffpa_validate_cuda_archs)
     endif()
     if(NOT token IN_LIST valid)
       message(FATAL_ERROR "ffpa: CUDA arch '${token}' in FFPA_CUDA_ARCHS is not compiled by ${compiler} "
-                          "for these kernels (sm_80+ needed). Valid tokens: ${valid_text}")
+                          "for these kernels (sm_${FFPA_MIN_SM}+ needed). Valid tokens: ${valid_text}")
     endif()
     if(token IN_LIST seen)
       message(FATAL_ERROR "ffpa: CUDA arch '${token}' appears twice in FFPA_CUDA_ARCHS")

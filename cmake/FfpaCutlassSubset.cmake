@@ -10,8 +10,8 @@
 # count, bytes, the file list). The set is the kernels' include closure as nvcc sees
 # it (nvcc -M over a translation unit including ffpa/cute/launch.cuh, the header every
 # CuTe instance file includes), for the host pass and the device pass of every arch
-# >= 80 that nvcc lists plus 90a and 120f, so any arch a kernels-only build picks
-# preprocesses the same files. About 130 files / 6 MB, under the 64 MiB a carried
+# nvcc lists from cmake/kernel-facts.json's arch_rules.min_sm on, plus 90a and 120f, so
+# any arch a kernels-only build picks preprocesses the same files. About 130 files / 6 MB, under the 64 MiB a carried
 # tree may hold.
 #
 # Options (-D): OUT (default <source>/.cutlass), NVCC (default: nvcc on PATH, else
@@ -25,6 +25,8 @@ if(NOT DEFINED FFPA_TOOLS_PYTHON)
   set(FFPA_TOOLS_PYTHON "${source_dir}/.venv/bin/python")
 endif()
 include(FfpaCutlass)
+include(FfpaKernelFacts)
+ffpa_load_kernel_facts()   # FFPA_MIN_SM: the archs the kernels support
 ffpa_find_cutlass(OUT_INCLUDE_DIR inc OUT_VERSION version OUT_SOURCE from SKIP_SUBSET REQUIRED)
 
 if(NOT OUT)
@@ -49,7 +51,7 @@ set(archs "")
 set(runs "")
 foreach(item IN LISTS listed)
   string(REPLACE "compute_" "" a "${item}")
-  if(a GREATER_EQUAL 80)
+  if(a GREATER_EQUAL FFPA_MIN_SM)
     list(APPEND archs "${a}")
     string(APPEND base_run "--generate-code=arch=compute_${a},code=sm_${a}|")
   endif()
@@ -65,7 +67,6 @@ set(tmp "${OUT}.tmp-${tag}")
 file(REMOVE_RECURSE "${tmp}")
 file(MAKE_DIRECTORY "${tmp}/include")
 # The kernels include the generated fact headers (cmake/FfpaKernelFacts.cmake).
-include(FfpaKernelFacts)
 ffpa_generate_kernel_facts(OUT_INCLUDE_DIR "${tmp}/facts" OUT_PY_VAR unused)
 set(tu "${tmp}/closure.cu")
 file(WRITE "${tu}" "#include \"ffpa/cute/launch.cuh\"\n")

@@ -1,7 +1,9 @@
 # FfpaKernelFacts.cmake: the kernels' facts, read from their one home, cmake/kernel-facts.json
 # (the data file beside cmake/release-matrix.json):
-#   arch_rules   which arch has which hardware path: TMA from tma_min_sm, FP8 mma from
-#                fp8_min_sm, NVFP4 on the sm120_family's family- or arch-specific targets
+#   arch_rules   the lowest arch the kernels support, min_sm (cp.async, ldmatrix and bf16
+#                mma.sync: FFPA_CUDA_ARCHS refuses older archs, the first-use build and the
+#                source build leave them to SDPA), and which arch has which hardware path:
+#                TMA from tma_min_sm, FP8 mma from fp8_min_sm, NVFP4 on the sm120_family's family- or arch-specific targets
 #                only (ptxas refuses it for plain sm_120), and the cp.async-fed heavy kernels
 #                (fp16-accumulating mma, the CuTe kernels, the cp.async FP8 kernel) below the
 #                sm120_family (there they are TMA-fed)
@@ -15,7 +17,8 @@
 #                of its Q K^T
 #
 # ffpa_load_kernel_facts() sets, in the caller's scope (configure and `cmake -P` scripts alike):
-#   FFPA_TMA_MIN_SM, FFPA_FP8_MIN_SM, FFPA_SM120_FAMILY    the arch rules' numbers
+#   FFPA_MIN_SM, FFPA_TMA_MIN_SM, FFPA_FP8_MIN_SM,
+#   FFPA_SM120_FAMILY                                       the arch rules' numbers
 #   FFPA_TOLERANCE_NAMES, FFPA_TOLERANCE_<name>_<field>     the tolerance table
 #   FFPA_MASKS                                              the masks list
 #   FFPA_IMPLS, FFPA_IMPL_<name>_ACCUMS / _NEEDS / _PRECISION
@@ -50,13 +53,22 @@ function(ffpa_load_kernel_facts)
   if(CMAKE_SCRIPT_MODE_FILE STREQUAL "")
     set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${FFPA_KERNEL_FACTS_JSON}")
   endif()
-  foreach(key tma_min_sm fp8_min_sm sm120_family)
+  foreach(key min_sm tma_min_sm fp8_min_sm sm120_family)
     _ffpa_kf_get(v arch_rules ${key})
     if(NOT v MATCHES "^[1-9][0-9]+$")
       _ffpa_kf_fail("arch_rules.${key} must be an sm number such as 90, got '${v}'")
     endif()
+    set(rule_${key} "${v}")
     string(TOUPPER "FFPA_${key}" var)
     set(${var} "${v}" PARENT_SCOPE)
+  endforeach()
+  # Every hardware path is one of the supported archs': a floor above a path's threshold
+  # would leave archs the rules say have that path refused by FFPA_CUDA_ARCHS.
+  foreach(key tma_min_sm fp8_min_sm sm120_family)
+    if(rule_min_sm GREATER rule_${key})
+      _ffpa_kf_fail("arch_rules.min_sm (${rule_min_sm}) is above arch_rules.${key} (${rule_${key}}): "
+                    "the lowest supported arch cannot be newer than a hardware path's threshold")
+    endif()
   endforeach()
 
   string(JSON n LENGTH "${_ffpa_kf_text}" tolerances)
@@ -207,7 +219,7 @@ function(ffpa_generate_kernel_facts)
 
   # The Python facts (ffpa_attn/_kernel_facts.py): the same data as Python literals.
   set(py "# The kernels' facts (cmake/kernel-facts.json): arch rules, tolerances and impls.\n")
-  string(APPEND py "TMA_MIN_SM = ${FFPA_TMA_MIN_SM}\nFP8_MIN_SM = ${FFPA_FP8_MIN_SM}\nSM120_FAMILY = ${FFPA_SM120_FAMILY}\n")
+  string(APPEND py "MIN_SM = ${FFPA_MIN_SM}\nTMA_MIN_SM = ${FFPA_TMA_MIN_SM}\nFP8_MIN_SM = ${FFPA_FP8_MIN_SM}\nSM120_FAMILY = ${FFPA_SM120_FAMILY}\n")
   string(APPEND py "TOLERANCES = {\n")
   foreach(name IN LISTS FFPA_TOLERANCE_NAMES)
     string(APPEND py "    \"${name}\": {")
@@ -240,8 +252,9 @@ function(ffpa_generate_kernel_facts)
   endforeach()
   string(APPEND py "# The masks the mma / TMA forwards and the backward take.\nMASKS = (${masks})\n")
   set(${arg_OUT_PY_VAR} "${py}" PARENT_SCOPE)
-  message(STATUS "ffpa: kernel facts (cmake/kernel-facts.json): TMA from sm_${FFPA_TMA_MIN_SM}, FP8 from "
-                 "sm_${FFPA_FP8_MIN_SM}, the sm_${FFPA_SM120_FAMILY} family; impls ${FFPA_IMPLS}; "
+  message(STATUS "ffpa: kernel facts (cmake/kernel-facts.json): archs from sm_${FFPA_MIN_SM}, TMA from "
+                 "sm_${FFPA_TMA_MIN_SM}, FP8 from sm_${FFPA_FP8_MIN_SM}, the sm_${FFPA_SM120_FAMILY} family; "
+                 "impls ${FFPA_IMPLS}; "
                  "fp16 atol ${FFPA_TOLERANCE_fp16_atol}")
 endfunction()
 

@@ -76,10 +76,28 @@ HIDDEN_PACKAGES = ("OpenSSL", "ZLIB", "nlohmann_json", "GTest")
 IMAGE_PACKAGES = ("numpy", "pybind11", "pytest")
 
 
-# The low-precision kernels whose code an sm_90 build holds (cmake/kernel-facts.json:
-# FP8 from sm_89, fed by cp.async below the sm_120 family and by TMA from sm_90; NVFP4 only
-# in the sm_120 family's 120f / 120a): the rehearsal's (and the H200's) device-check build.
-ARCH90_LOWP = {"cute_fp8", "cute_tma_fp8"}
+def lowp_kernels_with_code(arch: str, facts: dict | None = None) -> set[str]:
+    """The low-precision kernels whose code a build for ``arch`` holds: the impls of
+    cmake/kernel-facts.json with a precision of their own, less the aliases named after their
+    precision (impl="fp8" / "fp4" pick a kernel for the device), each judged by the package's
+    own rule (ffpa_attn.validation.impl_has_code: every arch feature the impl needs) over the
+    file's arch rules. The package is imported from this tree's python/ (no build-info module
+    there: the facts are passed in)."""
+    facts = summarize.kernel_facts(REPO) if facts is None else facts
+    sys.path.insert(0, str(REPO / "python"))
+    try:
+        from ffpa_attn import validation
+    finally:
+        sys.path.remove(str(REPO / "python"))
+    return {impl["name"] for impl in facts["impls"]
+            if impl.get("precision") and impl["name"] != impl["precision"]
+            and validation.impl_has_code(impl["name"], arch, impl["needs"], facts["arch_rules"])}
+
+
+# The rehearsal's (and the H200's) device-check build is for arch 90: by today's rules FP8
+# from sm_89, fed by cp.async below the sm_120 family and by TMA from sm_90 (cute_fp8 and
+# cute_tma_fp8), NVFP4 only in the sm_120 family's 120f / 120a.
+ARCH90_LOWP = lowp_kernels_with_code("90")
 
 
 def fail(message: str) -> None:

@@ -292,29 +292,57 @@ int cuDeviceGetAttribute(int *v, int attr, int dev) {
 @pytest.mark.parametrize("caps, archs, outcome", [
     ("{9, 0}, {7, 5}, {9, 0}", ["75", "90"], "FFPA_CUDA_ARCHS=90"),
     ("{12, 0}", ["120"], "FFPA_CUDA_ARCHS=120"),
-    ("{7, 5}", ["75"], "error: this machine's GPUs are sm_75; the kernels need sm_80 or newer"),
+    ("{7, 5}", ["75"], "error: this machine's GPUs are sm_75; the kernels need sm_{min_sm} or newer"),
 ])
 def test_the_gpu_present_comes_from_the_driver(tmp_path, caps, archs, outcome):
     lib = tmp_path / "libcuda.so.1"
     (tmp_path / "fake.c").write_text(FAKE_DRIVER % caps)
     r = _run(["cc", "-shared", "-fPIC", "-o", lib, tmp_path / "fake.c"])
     assert r.returncode == 0, r.stderr
-    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import ffpa_build_backend as b\n"
-             "print(b.driver_archs()[0])\n"
-             "try:\n    print('FFPA_CUDA_ARCHS=' + b._cuda_archs_define()['FFPA_CUDA_ARCHS'])\n"
-             "except b.FfpaBuildError:\n    pass\n")
-    r = _run([sys.executable, "-c", probe, REPO / "tools/pep517"],
+    r = _run([sys.executable, "-c", _ARCHS_PROBE, REPO / "tools/pep517", REPO],
              env=dict(os.environ, LD_LIBRARY_PATH=str(tmp_path)))
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0] == str(archs)
+    # The floor is the source tree's (cmake/kernel-facts.json's arch_rules.min_sm).
+    facts = json.loads((REPO / "cmake" / "kernel-facts.json").read_text(encoding="utf-8"))
+    assert outcome.format(min_sm=facts["arch_rules"]["min_sm"]) in r.stdout + r.stderr
+
+
+# The driver query and the arch choice of the backend, for the source tree in argv[2].
+_ARCHS_PROBE = ("import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); import ffpa_build_backend as b\n"
+                "print(b.driver_archs()[0])\n"
+                "try:\n    print('FFPA_CUDA_ARCHS=' + b._cuda_archs_define(Path(sys.argv[2]))['FFPA_CUDA_ARCHS'])\n"
+                "except b.FfpaBuildError:\n    pass\n")
+
+
+@pytest.mark.parametrize("rules, outcome", [
+    # A source tree whose floor is 86 leaves an sm_80 GPU out: the number is read, not assumed.
+    ({"min_sm": 86}, "leaving out sm_80 (the kernels need sm_86+)"),
+    ({"min_sm": 91}, "error: this machine's GPUs are sm_80, sm_90; the kernels need sm_91 or newer"),
+    ({"min_sm": "86"}, "arch_rules.min_sm must be an sm number such as 90, got '86'"),
+    ({"tma_min_sm": 90}, "no arch_rules.min_sm ("),
+])
+def test_the_gpu_present_is_judged_by_the_sources_min_sm(tmp_path, rules, outcome):
+    lib = tmp_path / "libcuda.so.1"
+    (tmp_path / "fake.c").write_text(FAKE_DRIVER % "{8, 0}, {9, 0}")
+    r = _run(["cc", "-shared", "-fPIC", "-o", lib, tmp_path / "fake.c"])
+    assert r.returncode == 0, r.stderr
+    source = tmp_path / "src"
+    (source / "cmake").mkdir(parents=True)
+    (source / "cmake" / "kernel-facts.json").write_text(json.dumps({"arch_rules": rules}))
+    r = _run([sys.executable, "-c", _ARCHS_PROBE, REPO / "tools/pep517", source],
+             env=dict(os.environ, LD_LIBRARY_PATH=str(tmp_path)))
+    assert r.returncode == 0, r.stderr
     assert outcome in r.stdout + r.stderr
+    if rules.get("min_sm") == 86:
+        assert "FFPA_CUDA_ARCHS=90" in r.stdout
 
 
 def test_no_driver_leaves_the_preset_fallback(tmp_path):
     """Without libcuda (this machine) the backend passes no arch: the local preset's fallback."""
-    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import ffpa_build_backend as b\n"
-             "print(b.driver_archs()[0], b._cuda_archs_define())\n")
-    r = _run([sys.executable, "-c", probe, REPO / "tools/pep517"], env=dict(os.environ, LD_LIBRARY_PATH=str(tmp_path)))
+    probe = ("import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); import ffpa_build_backend as b\n"
+             "print(b.driver_archs()[0], b._cuda_archs_define(Path(sys.argv[2])))\n")
+    r = _run([sys.executable, "-c", probe, REPO / "tools/pep517", REPO], env=dict(os.environ, LD_LIBRARY_PATH=str(tmp_path)))
     assert r.returncode == 0, r.stderr
     if "no NVIDIA driver" not in r.stderr:
         pytest.skip("this machine has an NVIDIA driver")

@@ -26,7 +26,7 @@ from typing import Any
 
 from . import cuda, jit, launch
 from .interface import IMPLS
-from .validation import ARCH_RULES, IMPL_FACTS, LOWP_IMPLS, arch_has
+from .validation import ARCH_RULES, IMPL_FACTS, LOWP_IMPLS, arch_has, impl_has_code
 
 __all__ = ["gpus", "impl_status", "main", "report"]
 
@@ -78,7 +78,7 @@ def _kernel_archs(impl: str) -> tuple[tuple[str, ...] | None, str]:
     needs = IMPL_FACTS[impl][1]
     if not needs:
         return None, "every arch of the build"
-    archs = tuple(a for a in cuda.COMPILED_ARCHS if all(arch_has(f, a) for f in needs))
+    archs = tuple(a for a in cuda.COMPILED_ARCHS if impl_has_code(impl, a))
     return archs, "; ".join("{}: {}".format(*_feature_words(f)) for f in needs)
 
 
@@ -204,7 +204,8 @@ def _fallback(capability: tuple[int, int] | None) -> dict[str, Any]:
         return {"kernel": kernel, "reason": None,
                 "says": f"fp16/bf16 CUDA tensors run the {kernel} kernel (impl='auto'); the other fallback "
                         "reasons (masks, dropout, head dims the build lacks) still apply per call"}
-    if capability is not None and jit.wanted(False) and int(_gpu_arch(capability)) >= jit.MIN_SM:
+    if capability is not None and jit.wanted(False) and jit.MIN_SM is not None \
+            and int(_gpu_arch(capability)) >= jit.MIN_SM:
         tc = jit.find_toolchain()
         if tc.complete:
             return {"kernel": "jit", "reason": None,

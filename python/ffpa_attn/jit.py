@@ -1,7 +1,8 @@
 """First-use builds of the FFPA kernels for a GPU the installed wheel has no code for.
 
 The pure wheel has no ``ffpa_attn._C``; the CUDA wheel has machine code for the release's
-archs only (``cuda.COMPILED_ARCHS``). On any other GPU from sm_80, the first CUDA call
+archs only (``cuda.COMPILED_ARCHS``). On any other GPU the kernels support (from
+cmake/kernel-facts.json's ``arch_rules.min_sm``, ``MIN_SM``), the first CUDA call
 builds this project's kernels-only CMake tree (``FFPA_COMPONENTS=kernels``, the tree the
 device check uses) from the sources every wheel carries under ``ffpa_attn/_src``: for
 exactly that GPU's arch, the call's head dim and dtype, the plain kernel set
@@ -54,6 +55,7 @@ from types import ModuleType
 from typing import Any, TextIO
 
 from .errors import ExtensionNotAvailableError
+from .validation import MIN_SM
 
 __all__ = [
     "CACHE_ENV",
@@ -80,8 +82,10 @@ CACHE_ENV = "FFPA_CACHE_DIR"
 MANIFEST = "manifest.json"
 # The manifest's own format; a reader refuses other formats (and rebuilds the entry).
 _MANIFEST_FORMAT = 1
-# Supported by the kernels (cmake/FfpaCudaArchs.cmake refuses older archs too).
-MIN_SM = 80
+# MIN_SM (imported above): the lowest arch the kernels support, cmake/kernel-facts.json's
+# arch_rules.min_sm through the build-info module both wheels carry (the pure one too);
+# the sources in _src refuse older archs with the same fact (cmake/FfpaCudaArchs.cmake).
+# None in a source tree, which has no _src to build either (find_toolchain says so).
 _JIT_INSTALL = 'pip install "ffpa-attn[jit]"'
 
 
@@ -522,8 +526,10 @@ def build(arch: str, head_dims: Sequence[int], dtypes: Sequence[str], *, kernels
     when the build fails. Concurrent callers (threads or processes) build once.
     """
     # Checked before they name a directory or reach CMake (which checks them again).
-    if not re.fullmatch(r"[1-9][0-9]{1,2}[af]?", str(arch)) or int(re.sub(r"[af]$", "", str(arch))) < MIN_SM:
-        raise ValueError(f"arch {arch!r}: give a CUDA arch from {MIN_SM}, e.g. 80, 86, 90, 100, 120")
+    if not re.fullmatch(r"[1-9][0-9]{1,2}[af]?", str(arch)) or \
+            (MIN_SM is not None and int(re.sub(r"[af]$", "", str(arch))) < MIN_SM):
+        raise ValueError(f"arch {arch!r}: give a CUDA arch{f' from {MIN_SM}' if MIN_SM else ''}, e.g. 86, 90, 100, "
+                         "120")
     bad_dims = [d for d in head_dims if not isinstance(d, int) or d % 64 or not 64 <= d <= 1024]
     if not head_dims or bad_dims:
         raise ValueError(f"head dims {list(head_dims)}: give multiples of 64 from 64 to 1024")
@@ -661,8 +667,8 @@ def ensure(capability: tuple[int, int], head_dim: int, dtype: str, *, arch_runs:
     if not wanted(arch_runs):
         return None
     major, minor = int(capability[0]), int(capability[1])
-    if major * 10 + minor < MIN_SM:
-        return None  # the kernels need sm_80: the caller reports "arch"
+    if MIN_SM is not None and major * 10 + minor < MIN_SM:
+        return None  # older than the kernels support: the caller reports "arch"
     arch = f"{major}{minor}"
     with _LOAD_LOCK:
         if _LOADED:

@@ -35,6 +35,7 @@ from .errors import (
     UnsupportedHeadDimError,
     UnsupportedLayoutError,
 )
+from .validation import MIN_SM
 
 __all__ = ["FALLBACK_REASONS", "STRICT_ENV", "fallback_error", "last_kernel", "note_kernel", "strict_enabled",
            "warn_deprecated", "warn_fallback"]
@@ -69,7 +70,9 @@ FALLBACK_REASONS: dict[str, tuple[type[FFPAError], str]] = {
                   "reinstall the CUDA wheel that matches this Python and check the NVIDIA driver"),
     "device": (DeviceError, "the extension sees no CUDA device: check nvidia-smi, the driver and "
                             "CUDA_VISIBLE_DEVICES"),
-    "arch": (DeviceError, "the kernels need an NVIDIA GPU from sm_80; on those the first call builds them for "
+    # The lowest arch: cmake/kernel-facts.json's arch_rules.min_sm (unknown in a source tree).
+    "arch": (DeviceError, f"the kernels need an NVIDIA GPU from sm_{MIN_SM if MIN_SM else '<arch_rules.min_sm>'}; "
+                          "on those the first call builds them for "
                           "the GPU (pip install \"ffpa-attn[jit]\"; docs/install.md, \"First-use builds\") "
                           "unless FFPA_JIT=0"),
     "dtype": (UnsupportedDTypeError, "cast the inputs to a compiled dtype (.half(), .to(torch.bfloat16)) or "

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping, Sequence
 
 from .errors import ShapeError
 
-__all__ = ["ARCH_RULES", "arch_has", "F16_ACC_IMPLS", "IMPL_FACTS", "LOWP_IMPLS", "SOURCE_TREE_PROBLEM", "check_4d_shapes", "resolve_scale"]
+__all__ = ["ARCH_RULES", "MIN_SM", "arch_has", "F16_ACC_IMPLS", "IMPL_FACTS", "LOWP_IMPLS", "SOURCE_TREE_PROBLEM",
+           "check_4d_shapes", "impl_has_code", "resolve_scale"]
 
 
 # What a source tree lacks: the generated build-info module, which carries the kernels'
@@ -41,38 +43,57 @@ IMPL_FACTS = _impl_facts()
 
 
 def _arch_rules() -> dict[str, int]:
-    """The arch rules' thresholds (cmake/kernel-facts.json, through the build-info module):
-    tma_min_sm, fp8_min_sm, sm120_family; empty in a source tree."""
+    """The arch rules (cmake/kernel-facts.json's "arch_rules", through the build-info module):
+    min_sm (the lowest arch the kernels support), tma_min_sm, fp8_min_sm, sm120_family;
+    empty in a source tree."""
     try:
         from . import _build_info as info  # type: ignore[attr-defined]
     except ImportError:
         return {}
-    return {"tma_min_sm": info.TMA_MIN_SM, "fp8_min_sm": info.FP8_MIN_SM, "sm120_family": info.SM120_FAMILY}
+    return {"min_sm": info.MIN_SM, "tma_min_sm": info.TMA_MIN_SM, "fp8_min_sm": info.FP8_MIN_SM,
+            "sm120_family": info.SM120_FAMILY}
 
 
 ARCH_RULES = _arch_rules()
+# The lowest arch the kernels support (cp.async, ldmatrix, bf16 mma.sync); None in a source
+# tree, which has neither the kernels nor the sources of a first-use build.
+MIN_SM: int | None = ARCH_RULES.get("min_sm")
 
 
-def arch_has(feature: str, token: str) -> bool:
+def arch_has(feature: str, token: str, rules: Mapping[str, int] | None = None) -> bool:
     """Whether code for an arch token ("89", "90a", "120f") has an arch feature of
     cmake/kernel-facts.json (tma, fp8, cp_async_heavy, nvfp4): the rules of the generated
     ffpa/arch_rules.h and of cmake/FfpaKernelFacts.cmake's ffpa_arch_has, over the same
-    thresholds."""
+    thresholds. ``rules``: the "arch_rules" object to judge by (default: the build's,
+    ARCH_RULES; the test scripts pass those of a source tree's cmake/kernel-facts.json)."""
     m = re.fullmatch(r"(\d+)([af]?)", token)
     if m is None:
         raise ValueError(f"{token!r} is not an arch token such as 89, 90a or 120f")
-    if not ARCH_RULES:
+    rules = ARCH_RULES if rules is None else rules
+    if not rules:
         raise RuntimeError(SOURCE_TREE_PROBLEM)
     sm, specific = int(m[1]), bool(m[2])
     if feature == "tma":
-        return sm >= ARCH_RULES["tma_min_sm"]
+        return sm >= rules["tma_min_sm"]
     if feature == "fp8":
-        return sm >= ARCH_RULES["fp8_min_sm"]
+        return sm >= rules["fp8_min_sm"]
     if feature == "cp_async_heavy":
-        return sm < ARCH_RULES["sm120_family"]
+        return sm < rules["sm120_family"]
     if feature == "nvfp4":
-        return sm >= ARCH_RULES["sm120_family"] and specific
+        return sm >= rules["sm120_family"] and specific
     raise ValueError(f"{feature!r} is not an arch feature (tma, fp8, cp_async_heavy, nvfp4)")
+
+
+def impl_has_code(impl: str, token: str, needs: Sequence[str] | None = None,
+                  rules: Mapping[str, int] | None = None) -> bool:
+    """Whether the kernel of ``impl`` has real code (not a trap stub) for an arch token: every
+    arch feature its "needs" lists is there (cmake/FfpaKernelFacts.cmake's ffpa_impl_has_code).
+    ``needs`` / ``rules`` default to the build's facts (IMPL_FACTS, ARCH_RULES)."""
+    if needs is None:
+        if impl not in IMPL_FACTS:
+            raise ValueError(f"no arch rule for impl {impl!r}" if IMPL_FACTS else SOURCE_TREE_PROBLEM)
+        needs = IMPL_FACTS[impl][1]
+    return all(arch_has(feature, token, rules) for feature in needs)
 # The low-precision impls (a precision of their own) and the precision of their Q K^T:
 # fp16/bf16 in, the same dtype out, P V on FP8 (e4m3) in both, fp32 accumulation only.
 # "fp8" is the alias the library resolves to cute_fp8 or cute_tma_fp8 for the device,

@@ -156,7 +156,9 @@ def test_modules_import_in_one_direction():
     # the layers under it never import interface back.
     for module in ("torch_ops", "torch_math", "launch", "routing", "validation", "deprecations"):
         assert "interface" not in graph[module], module
-    assert graph["routing"] <= {"errors"} and "torch_ops" not in graph["launch"]
+    # routing and validation are the bottom layers: the errors, and validation's build facts.
+    assert graph["routing"] <= {"errors", "validation"} and "torch_ops" not in graph["launch"]
+    assert graph["validation"] <= {"errors", "_build_info"}
     state: dict[str, int] = {}
 
     def visit(node: str, path: list[str]) -> None:
@@ -192,6 +194,26 @@ def test_tolerance_reads_the_generated_table(monkeypatch):
     finally:
         monkeypatch.undo()
         importlib.reload(ffpa_attn)
+
+
+def test_the_arch_rules_reach_the_package():
+    """cmake/kernel-facts.json's arch rules, every key (min_sm: the lowest supported arch
+    among them), as configure generates them into the build-info module, and the readers
+    that judge by them: the first-use build's floor and the per-impl code rule."""
+    from ffpa_attn import jit, validation
+    facts = json.loads((SOURCE_ROOT.parent / "cmake" / "kernel-facts.json").read_text(encoding="utf-8"))
+    rules = facts["arch_rules"]
+    assert validation.ARCH_RULES == rules
+    assert jit.MIN_SM == validation.MIN_SM == rules["min_sm"]
+    # An impl has code where every arch feature it needs is (the rule of the generated
+    # ffpa/arch_rules.h and cmake/FfpaKernelFacts.cmake's ffpa_impl_has_code).
+    has = {(impl, token) for impl in ("mma", "cute_fp8", "cute_tma_fp8", "cute_tma_fp4")
+           for token in (str(rules["min_sm"]), "89", "90", "120", "120f") if validation.impl_has_code(impl, token)}
+    assert has == {("mma", str(rules["min_sm"])), ("mma", "89"), ("mma", "90"), ("mma", "120"), ("mma", "120f"),
+                   ("cute_fp8", "89"), ("cute_fp8", "90"), ("cute_tma_fp8", "90"), ("cute_tma_fp8", "120"),
+                   ("cute_tma_fp8", "120f"), ("cute_tma_fp4", "120f")}
+    with pytest.raises(ValueError, match="no arch rule for impl 'fp7'"):
+        validation.impl_has_code("fp7", "90")
 
 
 def test_the_tolerance_table_reaches_the_package_and_the_binding():

@@ -186,19 +186,33 @@ def driver_archs() -> tuple[list[str], str]:
     return [str(a) for a in sorted(archs)], f"the GPUs the NVIDIA driver reports ({count.value})"
 
 
-def _cuda_archs_define() -> dict[str, str]:
+def min_sm(source: Path) -> int:
+    """The lowest arch the kernels support: cmake/kernel-facts.json's arch_rules.min_sm (the
+    configure refuses older FFPA_CUDA_ARCHS with the same fact)."""
+    path = source / "cmake" / "kernel-facts.json"
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))["arch_rules"]["min_sm"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise _fail(f"{path}: no arch_rules.min_sm ({e}); build from a complete ffpa-attn source tree") from e
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise _fail(f"{path}: arch_rules.min_sm must be an sm number such as 90, got {value!r}")
+    return value
+
+
+def _cuda_archs_define(source: Path) -> dict[str, str]:
     archs, origin = driver_archs()
     if not archs:
         _log(f"{origin}: building for the local preset's fallback arch "
              "(pass -C cmake.define.FFPA_CUDA_ARCHS=<arch> for another GPU)")
         return {}
-    usable = [a for a in archs if int(a) >= 80]
+    floor = min_sm(source)
+    usable = [a for a in archs if int(a) >= floor]
     if not usable:
-        raise _fail(f"this machine's GPUs are sm_{', sm_'.join(archs)}; the kernels need sm_80 or newer. "
+        raise _fail(f"this machine's GPUs are sm_{', sm_'.join(archs)}; the kernels need sm_{floor} or newer. "
                     "Install the pure wheel (pip install ffpa-attn: it runs torch SDPA), or build for another "
                     "GPU with -C cmake.define.FFPA_CUDA_ARCHS=89")
     if usable != archs:
-        _log(f"leaving out sm_{', sm_'.join(a for a in archs if a not in usable)} (the kernels need sm_80+)")
+        _log(f"leaving out sm_{', sm_'.join(a for a in archs if a not in usable)} (the kernels need sm_{floor}+)")
     _log(f"building for sm_{', sm_'.join(usable)}: {origin}")
     return {"FFPA_CUDA_ARCHS": ";".join(usable)}
 
@@ -332,7 +346,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     build_dir = (source / (settings.build_dir or _DEFAULT_BUILD_DIR)).resolve()
     defines = dict(settings.defines)
     if "FFPA_CUDA_ARCHS" not in defines and "FFPA_CUDA_ARCHS" not in os.environ:
-        defines.update(_cuda_archs_define())
+        defines.update(_cuda_archs_define(source))
     defines.update(_tool_defines(source, defines))
     build_dir.mkdir(parents=True, exist_ok=True)
     _configure(source, build_dir, settings, defines, fresh=True)

@@ -19,7 +19,8 @@
 namespace ffpa {
 
 enum class DType : int { kFp16 = 0, kBf16 = 1 };
-// kMma: the split-D mma.sync kernel fed by cp.async (sm_80+). kTma: the same split-D
+// kMma: the split-D mma.sync kernel fed by cp.async (every supported arch: ffpa::kMinSm
+// of ffpa/arch_rules.h, cmake/kernel-facts.json's arch_rules.min_sm). kTma: the same split-D
 // kernel fed by the Tensor Memory Accelerator (cp.async.bulk.tensor + mbarrier; code
 // exists only for the archs >= 90 of the build, see BuildInfo::tma_archs). kSimt:
 // the plain fallback. kCute: the CuTe kernel (CUTLASS's CuTe layouts, tiled copies
