@@ -557,13 +557,13 @@ std::vector<MaskCase> mask_cases(int d) {
       {"varlen", d, false, true, false, false, 2, 1, {70, 1, 130}, {90, 33, 130}, {}, -1, -1},
       {"varlen-causal-window", d, true, true, true, false, 2, 1, {70, 5, 140}, {90, 33, 140}, {}, 40, -1},
       {"varlen-seqused_k-window", d, false, true, false, false, 2, 2, {64, 100}, {130, 100}, {80, 3}, 20, 10},
-      // NaN / inf the band hides from some rows (the math rule): seq 0 kv head 0 a NaN in K
-      // at key 150 (rows < 130 do not see it), seq 1 kv head 1 +inf in K at key 160, seq 1
-      // kv head 0 +inf in V at key 190 (no row sees it); seq 0 kv head 1 stays finite (its
-      // blocks still skipped).
-      {"nan-window-right", d, false, false, false, false, 4, 2, {150, 150}, {200, 200}, {}, -1, 20,
+      // NaN / inf the band hides from some rows (the math rule): seq 0 head 0 a NaN in K at
+      // key 100 (rows < 80 do not see it), seq 1 head 1 +inf in K at key 110 (rows < 90;
+      // -inf scores where the query's column is negative), seq 1 head 0 +inf in V at key
+      // 135 (no row sees it); seq 0 head 1 stays finite (its blocks still skipped).
+      {"nan-window-right", d, false, false, false, false, 2, 2, {100, 100}, {140, 140}, {}, -1, 20,
        MaskBreak::kNone, BwdBreak::kNone,
-       {{'k', 0, 0, 150, NAN}, {'k', 1, 1, 160, INFINITY}, {'v', 1, 0, 190, INFINITY}}},
+       {{'k', 0, 0, 100, NAN}, {'k', 1, 1, 110, INFINITY}, {'v', 1, 0, 135, INFINITY}}},
       // Key padding: every key past seqused_k holds NaN. A NaN query row flags seq 0's head
       // 1, whose other rows must stay finite (the flagged head visits every block of its
       // read keys and none past them); a NaN in V of seq 1 reaches every row of its head
