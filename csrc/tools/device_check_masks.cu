@@ -30,7 +30,11 @@ std::string mask_spec_name(const MaskSpec& c, ffpa::Impl impl) {
   std::snprintf(buf, sizeof(buf), "masks D=%d %s %s causal=%d window=(%d,%d) Nq/Nkv=%s%s%s Hq=%d Hkv=%d impl=%s", c.d,
                 ffpa::dtype_name(c.dtype), c.varlen ? "varlen" : "padded", c.causal ? 1 : 0, c.left, c.right,
                 lens.c_str(), used.empty() ? "" : " seqused_k=", used.c_str(), c.hq, c.hkv, ffpa::impl_name(impl));
-  return buf;
+  std::string name = buf;
+  if (c.plant != 0)
+    name += std::string(" plant=") + c.plant + "[s" + std::to_string(c.plant_seq) + ",h" + std::to_string(c.plant_head) +
+            ",r" + std::to_string(c.plant_row) + "]=" + (std::isnan(c.plant_value) ? "nan" : c.plant_value > 0 ? "inf" : "-inf");
+  return name;
 }
 
 MaskResult run_mask_case(const MaskSpec& c, ffpa::Impl impl, uint64_t seed) {
