@@ -623,8 +623,9 @@ namespace {
 // caller launches its kernels with flags() and then release()s them on the same stream.
 class NonfiniteFlags {
  public:
-  // One operand to scan: a TensorDesc of q, k, v or dout.
-  void add(const TensorDesc& t) { scan_.add(t.data, t.shape, t.stride); }
+  // One operand to scan: a TensorDesc of q, k, v or dout; used: int32 [B] rows to scan per
+  // batch entry (NonfiniteScan::rows_used), nullptr: all.
+  void add(const TensorDesc& t, const int* used = nullptr) { scan_.add(t.data, t.shape, t.stride, used); }
   Status run(int b, int hq, int h_ratio, int d, DType dtype, cudaStream_t stream) {
     stream_ = stream;
     scan_.hq = hq, scan_.h_ratio = h_ratio, scan_.d = d;
@@ -764,15 +765,20 @@ Status forward(const ForwardArgs& a) {
                                   " and newer"};
   }
   // Which heads read a NaN or an inf: they follow SDPA's math backend under the causal
-  // mask too (ffpa/mask.h). Without the causal mask the 16-bit kernels already do (nothing
-  // is skipped or replaced but the padding), so the pass runs for causal calls, and for
-  // every low-precision call (their flagged heads are recomputed below).
+  // mask and the sliding window too (ffpa/mask.h). Where no band hides a key from a row the
+  // 16-bit kernels already do (nothing is skipped or replaced but keys that are not part of
+  // the problem: the padding, keys past seqused_k, other packed sequences), so the pass runs
+  // for causal or windowed calls (band_hides_keys), and for every low-precision call (their
+  // flagged heads are recomputed below). In a padded batch it scans K and V below
+  // seqused_k[b] only; in varlen the packed arrays are [1, H, total, D], so a head's flag
+  // covers all its sequences: a NaN in one sequence, or past one's seqused_k, flags the head
+  // in every sequence, which is correct (keys outside a sequence's own read keys stay
+  // unread, and a finite score plus -inf is -inf), only slower for those heads.
   NonfiniteFlags nonfinite;
   const KernelEntry* entry = find_kernel(static_cast<int>(a.q.shape[3]), a.q.dtype);
-  // Calls with a window, seqused_k or varlen run the masked instances, which keep their
-  // own rule and read no flags (ffpa/mask.h): no pass for them.
-  if ((a.causal && !mask_active(p.mask)) || is_lowp_impl(impl)) {
-    nonfinite.add(a.q), nonfinite.add(a.k), nonfinite.add(a.v);
+  if (band_hides_keys(p.mask, a.causal) || is_lowp_impl(impl)) {
+    const int* kv_used = p.mask.cu_seqlens_q == nullptr ? p.mask.seqused_k : nullptr;
+    nonfinite.add(a.q), nonfinite.add(a.k, kv_used), nonfinite.add(a.v, kv_used);
     st = nonfinite.run(p.b, p.hq, p.h_ratio, p.head_dim, a.q.dtype, static_cast<cudaStream_t>(a.stream));
     if (!st.ok()) return nonfinite.release(st);
     p.nonfinite = nonfinite.flags();

@@ -9,10 +9,17 @@
 //     and the backward's dQ, dK, dV (bwd_fp16 / bwd_bf16), padded keys' dK / dV zero;
 //   - rows the grid covers but no sequence owns are never written (poisoned NaN stays);
 //   - padded keys hold NaN in K and V: they must never reach a result (never read);
+//   - NaN / inf planted (the cases named nan-*): the forward against SDPA's math backend
+//     with the mask as an additive -inf bias over the sequence's read keys (written here
+//     from the definition, in double), the NaN / inf pattern of O and the LSE exactly; the
+//     non-finite pre-pass runs as api.cu runs it (band_hides_keys), so a NaN or an inf the
+//     window or the causal band hides from a row reaches that row, while one past
+//     seqused_k or in another packed sequence reaches none; the backward is not checked
+//     there (its masked instance does not follow the math rule yet);
 //   - skipping: the bytes of K (forward, dQ kernel) and of Q (dK / dV kernel) the
 //     cp.async feeds load equal a brute-force count over the blocks that hold at least
 //     one visible (query, key) pair, so every block outside the mask is skipped and none
-//     inside it is.
+//     inside it is (a head the pre-pass flags: every block of the sequence's read keys).
 //   ffpa_emulate_kernels --masks D...          the case list at each D
 //   ffpa_emulate_kernels --masks-release D...  its five widest cases at each D, copies late (label slow)
 //   ffpa_emulate_kernels --masks-breakages     each deliberate defect must make its run fail
@@ -33,6 +40,7 @@
 #include "ffpa/bwd_kernel_mma.cuh"
 #include "ffpa/fwd_kernel_mma.cuh"
 #include "ffpa/mask.h"
+#include "ffpa/nonfinite.h"
 #include "ffpa/tolerance.h"
 
 int run_mask_cases(const std::vector<int>& dims, bool release);
@@ -42,6 +50,13 @@ namespace {
 
 using ffpa::BwdBreak;
 using ffpa::MaskBreak;
+
+// One value planted in q (head: query head), k or v (head: kv head) at a sequence's local row.
+struct Plant {
+  char op;
+  int seq, head, row;
+  float value;
+};
 
 struct MaskCase {
   const char* name;
@@ -56,12 +71,13 @@ struct MaskCase {
   int left = -1, right = -1;
   MaskBreak fbr = MaskBreak::kNone;
   BwdBreak bbr = BwdBreak::kNone;
+  std::vector<Plant> plants = {};  // non-empty: the math rule's check (the forward only)
 };
 
 const ffpa::BwdParams* g_bwd = nullptr;
-template <typename Traits, ffpa::Load kLoad, MaskBreak kBr>
+template <typename Traits, ffpa::Load kLoad, MaskBreak kBr, bool kReplace>
 void fwd_body(const ffpa::FwdParams& p) {
-  ffpa::ffpa_fwd_kernel<Traits, kLoad, false, 1, kBr, /*kMasked=*/true>(p, emu::g_tma_maps);
+  ffpa::ffpa_fwd_kernel<Traits, kLoad, false, 1, kBr, /*kMasked=*/true, kReplace>(p, emu::g_tma_maps);
 }
 template <int D, typename T>
 void pre_body(const ffpa::FwdParams&) {
@@ -94,6 +110,47 @@ bool block_has_pair(const MaskCase& c, int len_q, int used, bool keys_are_rows, 
   return false;
 }
 
+// SDPA's math backend on one sequence, in double, from the definition: the scores
+// q k^T * scale over the sequence's read keys with the mask ADDED as a -inf bias (so a NaN
+// or +inf score stays NaN under it), a row with a NaN score NaN, a row whose every score is
+// -inf 0 (the safe softmax) with LSE -inf, then P V over those keys (0 * NaN and 0 * inf
+// are NaN). q: [hq][len_q][D], k / v: [hkv][used][D]; o: [hq][len_q][D], lse: [hq][len_q].
+void masked_math_reference(const MaskCase& c, int d, int len_q, int used, double scale,
+                           const std::vector<double>& q, const std::vector<double>& k,
+                           const std::vector<double>& v, std::vector<double>& o, std::vector<double>& lse) {
+  o.assign(size_t(c.hq) * len_q * d, 0.0);
+  lse.assign(size_t(c.hq) * len_q, 0.0);
+  std::vector<double> s(used);
+  for (int h = 0; h < c.hq; ++h) {
+    const int hk = h / (c.hq / c.hkv);
+    for (int i = 0; i < len_q; ++i) {
+      bool any_nan = false, all_neg_inf = true;
+      double mx = -INFINITY;
+      for (int j = 0; j < used; ++j) {
+        double dot = 0.0;
+        for (int e = 0; e < d; ++e) dot += q[(size_t(h) * len_q + i) * d + e] * k[(size_t(hk) * used + j) * d + e];
+        double x = dot * scale;
+        if (!ref_visible(c, len_q, used, i, j)) x = x + -INFINITY;
+        s[j] = x;
+        any_nan = any_nan || std::isnan(x);
+        all_neg_inf = all_neg_inf && x == -INFINITY;
+        if (!std::isnan(x)) mx = std::max(mx, x);
+      }
+      double sum = 0.0;
+      for (int j = 0; j < used && !all_neg_inf; ++j) sum += std::exp(s[j] - mx);
+      lse[size_t(h) * len_q + i] = any_nan ? NAN : all_neg_inf ? -INFINITY : mx + std::log(sum);
+      for (int e = 0; e < d; ++e) {
+        double acc = 0.0;
+        for (int j = 0; j < used; ++j) {
+          const double p = any_nan ? NAN : all_neg_inf ? 0.0 : std::exp(s[j] - mx) / sum;
+          acc += p * v[(size_t(hk) * used + j) * d + e];
+        }
+        o[(size_t(h) * len_q + i) * d + e] = acc;
+      }
+    }
+  }
+}
+
 struct Err {
   double max_rel = 0, rel_l1 = 0;
   bool pattern_ok = true;
@@ -117,7 +174,7 @@ Err compare(const std::vector<double>& got, const std::vector<double>& ref) {
   return e;
 }
 
-template <int D, typename T, MaskBreak kFbr, BwdBreak kBbr>
+template <int D, typename T, MaskBreak kFbr, BwdBreak kBbr, bool kReplace = false>
 bool run_case_t(const MaskCase& c, std::mt19937& rng) {
   using ET = ffpa::ElemTraits<T>;
   using Traits = ffpa::DefaultFwdMmaTraits<D, T>;  // the TMA feed's (masked too)
@@ -166,11 +223,18 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     for (int h = 0; h < hkv; ++h)
       for (int r = used_of(s); r < c.lens_k[s]; ++r)
         for (int e = 0; e < D; ++e) km[at(lk, false, s, h, r, e)] = vm[at(lk, false, s, h, r, e)] = nan_t;
+  // The planted values (column 3 of the row).
+  for (const Plant& pl : c.plants) {
+    std::vector<T>& m = pl.op == 'q' ? qm : pl.op == 'k' ? km : vm;
+    m[at(pl.op == 'q' ? lq : lk, pl.op == 'q', pl.seq, pl.head, pl.row, 3)] = ET::from_float(pl.value);
+  }
+  const bool nonfinite = !c.plants.empty();
 
   // The reference, per sequence on its own rows and used keys.
   const double scale = 1.0 / std::sqrt(double(D));
   std::vector<double> ref_o(q_elems, NAN), ref_lse(size_t(B) * hq * nq, NAN), ref_dq(q_elems, NAN),
       ref_dk(k_elems, NAN), ref_dv(k_elems, NAN);
+  std::vector<char> owned_o(q_elems, 0), owned_lse(ref_lse.size(), 0);  // rows a sequence owns
   auto lse_at = [&](int s, int h, int r) {
     return c.varlen ? size_t(h) * nq + cu_q[s] + r : (size_t(s) * hq + h) * nq + r;
   };
@@ -193,11 +257,19 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     ffpa::ref::BwdProblem pr{1, hq, hkv, lq_s, used, D, c.causal, bottom_right ? used - lq_s : 0, scale};
     pr.window_left = c.left, pr.window_right = c.right;
     const ffpa::ref::BwdGrads g = ffpa::ref::attention_backward(pr, q, k, v, dout);
+    // Non-finite cases: the forward's reference is the math backend's (the backward is not
+    // checked there).
+    std::vector<double> mo, mlse;
+    if (nonfinite) masked_math_reference(c, D, lq_s, used, scale, q, k, v, mo, mlse);
+    const std::vector<double>& fo = nonfinite ? mo : g.o;
+    const std::vector<double>& flse = nonfinite ? mlse : g.lse;
     for (int h = 0; h < hq; ++h)
       for (int r = 0; r < lq_s; ++r) {
-        ref_lse[lse_at(s, h, r)] = g.lse[size_t(h) * lq_s + r];
+        ref_lse[lse_at(s, h, r)] = flse[size_t(h) * lq_s + r];
+        owned_lse[lse_at(s, h, r)] = 1;
         for (int e = 0; e < D; ++e) {
-          ref_o[at(lq, true, s, h, r, e)] = g.o[(size_t(h) * lq_s + r) * D + e];
+          ref_o[at(lq, true, s, h, r, e)] = fo[(size_t(h) * lq_s + r) * D + e];
+          owned_o[at(lq, true, s, h, r, e)] = 1;
           ref_dq[at(lq, true, s, h, r, e)] = g.dq[(size_t(h) * lq_s + r) * D + e];
         }
       }
@@ -243,6 +315,60 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     return total;
   };
 
+  // Which query heads read a NaN or an inf, from the definition: the pass runs where the
+  // causal band or a window hides keys (api.cu); it reads a padded batch's K / V rows below
+  // seqused_k only, and in varlen the whole packed arrays (a head's flag covers all its
+  // sequences: over-flagging, correct and only slower).
+  const bool pass_runs = c.causal || c.left >= 0 || c.right >= 0;
+  auto non_finite = [](T x) { return !std::isfinite(ET::to_float(x)); };
+  auto head_flagged = [&](int s, int h) {
+    if (!pass_runs) return false;
+    const int hk = h / (hq / hkv);
+    for (int s2 = 0; s2 < S; ++s2) {
+      if (!c.varlen && s2 != s) continue;
+      const int rows_k = c.varlen ? c.lens_k[s2] : used_of(s2);
+      for (int e = 0; e < D; ++e) {
+        for (int r = 0; r < c.lens_q[s2]; ++r)
+          if (non_finite(qm[at(lq, true, s2, h, r, e)])) return true;
+        for (int r = 0; r < rows_k; ++r)
+          if (non_finite(km[at(lk, false, s2, hk, r, e)]) || non_finite(vm[at(lk, false, s2, hk, r, e)])) return true;
+      }
+    }
+    return false;
+  };
+  // The forward's expected K bytes: per head, the visible blocks, or under the math rule every
+  // block of the sequence's read keys.
+  auto expected_fwd_bytes = [&](int row_block) {
+    size_t total = 0;
+    for (int s = 0; s < S; ++s) {
+      const int lq_s = c.lens_q[s], used = used_of(s);
+      for (int h = 0; h < hq; ++h) {
+        const bool all = head_flagged(s, h);
+        for (int r0 = 0; r0 < lq_s; r0 += row_block)
+          for (int c0 = 0; c0 < used; c0 += 64)
+            if (all || block_has_pair(c, lq_s, used, false, r0, std::min(row_block, lq_s - r0), c0, 64))
+              total += size_t(std::min(64, used - c0)) * D * sizeof(T);
+      }
+    }
+    return total;
+  };
+
+  // The non-finite pre-pass, as api.cu runs it for the forward (flags [B, Hq]).
+  std::vector<int> flags(size_t(B) * hq, 0);
+  if (ffpa::band_hides_keys(mp, c.causal)) {
+    ffpa::NonfiniteScan scan;
+    const int64_t q_shape[4] = {B, hq, nq, D}, kv_shape[4] = {B, hkv, nkv, D};
+    const int64_t q_stride[4] = {lq.bs, lq.hs, lq.rs, 1}, kv_stride[4] = {lk.bs, lk.hs, lk.rs, 1};
+    const int* kv_used = c.varlen ? nullptr : mp.seqused_k;
+    scan.add(qm.data(), q_shape, q_stride);
+    scan.add(km.data(), kv_shape, kv_stride, kv_used);
+    scan.add(vm.data(), kv_shape, kv_stride, kv_used);
+    scan.hq = hq, scan.h_ratio = hq / hkv, scan.d = D;
+    scan.exp_mask = c.bf16 ? 0x7f80 : 0x7c00;
+    scan.flags = flags.data();
+    emu::run_nonfinite_scan(scan, B);
+  }
+
   // ---- the forward, both feeds.
   const ffpa::Tolerance& ftol = ffpa::tolerance(c.bf16 ? "bf16" : "fp16");
   for (ffpa::Load load : {ffpa::Load::kCpAsync, ffpa::Load::kTma}) {
@@ -262,52 +388,55 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     p.causal_offset = c.top_left ? 0 : nkv - nq;  // the unmasked instance's (api.cu sets both)
     p.mask = mp;
     p.mask.diag_bottom_right = c.varlen || (c.causal && !c.top_left);
+    p.nonfinite = flags.data();
     const emu::Dim3 grid{unsigned((max_q + Traits::kBlockM - 1) / Traits::kBlockM), unsigned(hq), unsigned(S)};
     const emu::Dim3 cp_grid{unsigned((max_q + CpTraits::kBlockM - 1) / CpTraits::kBlockM), unsigned(hq), unsigned(S)};
     if (load == ffpa::Load::kTma) {
       emu::g_tma_maps.q = emu::encode_tiled(p.q, ffpa::tma_geometry(p, ffpa::TmaOperand::kQ, Traits::kBlockM));
       emu::g_tma_maps.k = emu::encode_tiled(p.k, ffpa::tma_geometry(p, ffpa::TmaOperand::kK, Traits::kBlockN));
       emu::g_tma_maps.v = emu::encode_tiled(p.v, ffpa::tma_geometry(p, ffpa::TmaOperand::kV, Traits::kBlockN));
-      emu::launch(&fwd_body<Traits, ffpa::Load::kTma, kFbr>, p, grid, Traits::kNThreads, Traits::kSmemBytesTma);
+      emu::launch(&fwd_body<Traits, ffpa::Load::kTma, kFbr, kReplace>, p, grid, Traits::kNThreads, Traits::kSmemBytesTma);
     } else {
-      emu::launch(&fwd_body<CpTraits, ffpa::Load::kCpAsync, kFbr>, p, cp_grid, CpTraits::kNThreads, CpTraits::kSmemBytes);
+      emu::launch(&fwd_body<CpTraits, ffpa::Load::kCpAsync, kFbr, kReplace>, p, cp_grid, CpTraits::kNThreads, CpTraits::kSmemBytes);
     }
+    // Rows no sequence owns are never written (the poisoned NaN stays); owned entries match
+    // the reference: non-finite ones exactly (NaN for NaN, inf of the same sign), finite ones
+    // within the tolerance.
     double o_err = 0, lse_err = 0;
     bool pattern = true;
-    for (size_t i = 0; i < om.size(); ++i) {
-      const double g = ET::to_float(om[i]), r = ref_o[i];
-      if (std::isnan(r)) {  // no sequence owns the row: never written
+    size_t nonfinite_diff = 0;
+    auto check = [&](bool owned, double g, double r, double& err) {
+      if (!owned) {
         pattern = pattern && std::isnan(g);
-        continue;
+      } else if (!std::isfinite(r) || !std::isfinite(g)) {
+        if (!(g == r || (std::isnan(g) && std::isnan(r)))) ++nonfinite_diff;
+      } else {
+        err = std::max(err, std::fabs(g - r));
       }
-      o_err = std::isfinite(g) ? std::max(o_err, std::fabs(g - r)) : INFINITY;
-    }
-    for (size_t i = 0; i < lse.size(); ++i) {
-      const double r = ref_lse[i], g = lse[i];
-      if (std::isnan(r)) {
-        pattern = pattern && std::isnan(g);
-        continue;
-      }
-      lse_err = std::isinf(r) ? (g == r ? lse_err : INFINITY) : std::max(lse_err, std::isnan(g) ? INFINITY : std::fabs(g - r));
-    }
-    // Skipping: the K bytes cp.async loaded are exactly those of the visible blocks.
+    };
+    for (size_t i = 0; i < om.size(); ++i) check(owned_o[i], ET::to_float(om[i]), ref_o[i], o_err);
+    for (size_t i = 0; i < lse.size(); ++i) check(owned_lse[i], lse[i], ref_lse[i], lse_err);
+    // Skipping: the K bytes cp.async loaded are exactly those of the visible blocks (every
+    // block of a flagged head's sequence).
     bool skip_ok = true;
     size_t k_read = 0, k_want = 0;
     if (load == ffpa::Load::kCpAsync) {
       k_read = emu::g_ranges[1].read;
-      k_want = expected_bytes(CpTraits::kBlockM, false, 1, hq);
+      k_want = expected_fwd_bytes(CpTraits::kBlockM);
       skip_ok = k_read == k_want;
     }
-    const bool f_ok = pattern && skip_ok && o_err <= ftol.atol && lse_err <= ftol.lse;
+    const bool f_ok = pattern && skip_ok && nonfinite_diff == 0 && o_err <= ftol.atol && lse_err <= ftol.lse;
     ok = ok && f_ok;
-    std::snprintf(buf, sizeof buf, " fwd-%s:%s(o=%.2e,lse=%.2e%s%s)", load == ffpa::Load::kTma ? "tma" : "mma",
+    std::snprintf(buf, sizeof buf, " fwd-%s:%s(o=%.2e,lse=%.2e%s%s%s)", load == ffpa::Load::kTma ? "tma" : "mma",
                   f_ok ? "ok" : "FAIL", o_err, lse_err, pattern ? "" : ",UNOWNED-ROW-WRITTEN",
+                  nonfinite_diff == 0 ? "" : (",NAN-INF-DIFF " + std::to_string(nonfinite_diff)).c_str(),
                   skip_ok ? "" : (",K-BYTES " + std::to_string(k_read) + "!=" + std::to_string(k_want)).c_str());
     line += buf;
   }
 
-  // ---- the backward, from the reference's O and LSE.
-  {
+  // ---- the backward, from the reference's O and LSE (finite cases: the backward's masked
+  // instance does not follow the math rule yet, docs/install.md "NaN and inf").
+  if (!nonfinite) {
     std::vector<T> om(q_elems, nan_t);
     for (size_t i = 0; i < om.size(); ++i)
       if (!std::isnan(ref_o[i])) om[i] = ET::from_float(float(ref_o[i]));
@@ -377,10 +506,24 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
 
   std::string used;
   for (int u : c.used_k) used += (used.empty() ? "" : ",") + std::to_string(u);
-  std::printf("[%s] masks %s D=%d %s %s causal=%s window=(%d,%d) S=%d Hq=%d Hkv=%d%s%s copies=%s%s\n",
+  std::string planted;
+  for (const Plant& pl : c.plants)
+    planted += (planted.empty() ? " planted=" : ",") + std::string(1, pl.op) + "[s" + std::to_string(pl.seq) + ",h" +
+               std::to_string(pl.head) + ",r" + std::to_string(pl.row) + "]=" + (std::isnan(pl.value) ? "nan" : "inf");
+  int n_flagged = 0;
+  for (int f : flags) n_flagged += f != 0;
+  if (ffpa::band_hides_keys(mp, c.causal)) planted += " flagged=" + std::to_string(n_flagged) + "/" + std::to_string(flags.size());
+  if (nonfinite) {  // how many owned outputs the reference makes NaN / inf, and how many stay finite
+    size_t bad = 0, fine = 0;
+    for (size_t i = 0; i < ref_o.size(); ++i)
+      if (owned_o[i]) ++(std::isfinite(ref_o[i]) ? fine : bad);
+    planted += " ref-o-nonfinite=" + std::to_string(bad) + " finite=" + std::to_string(fine);
+  }
+  std::printf("[%s] masks %s D=%d %s %s causal=%s window=(%d,%d) S=%d Hq=%d Hkv=%d%s%s%s copies=%s%s\n",
               ok ? "PASS" : "FAIL", c.name, D, c.bf16 ? "bf16" : "fp16", c.varlen ? "varlen" : "padded",
               !c.causal ? "none" : c.top_left ? "top-left" : "bottom-right", c.left, c.right, S, hq, hkv,
-              used.empty() ? "" : " seqused_k=", used.c_str(), emu::g_cp_late ? "late" : "early", line.c_str());
+              used.empty() ? "" : " seqused_k=", used.c_str(), planted.c_str(), emu::g_cp_late ? "late" : "early",
+              line.c_str());
   std::fflush(stdout);
   return ok;
 }
@@ -417,6 +560,24 @@ std::vector<MaskCase> mask_cases(int d) {
       {"varlen", d, false, true, false, false, 2, 1, {70, 1, 130}, {90, 33, 130}, {}, -1, -1},
       {"varlen-causal-window", d, true, true, true, false, 2, 1, {70, 5, 140}, {90, 33, 140}, {}, 40, -1},
       {"varlen-seqused_k-window", d, false, true, false, false, 2, 2, {64, 100}, {130, 100}, {80, 3}, 20, 10},
+      // NaN / inf the band hides from some rows (the math rule): seq 0 head 0 a NaN in K at
+      // key 100 (rows < 80 do not see it), seq 1 head 1 +inf in K at key 110 (rows < 90;
+      // -inf scores where the query's column is negative), seq 1 head 0 +inf in V at key
+      // 135 (no row sees it); seq 0 head 1 stays finite (its blocks still skipped).
+      {"nan-window-right", d, false, false, false, false, 2, 2, {100, 100}, {140, 140}, {}, -1, 20,
+       MaskBreak::kNone, BwdBreak::kNone,
+       {{'k', 0, 0, 100, NAN}, {'k', 1, 1, 110, INFINITY}, {'v', 1, 0, 135, INFINITY}}},
+      // Key padding: every key past seqused_k holds NaN. A NaN query row flags seq 0's head
+      // 1, whose other rows must stay finite (the flagged head visits every block of its
+      // read keys and none past them); a NaN in V of seq 1 reaches every row of its head
+      // (0 * NaN), rows that see no key included; the heads holding NaN only in their
+      // padding are not flagged (the pass scans below seqused_k).
+      {"nan-seqused_k-causal-window", d, false, false, true, false, 2, 2, {70, 70}, {141, 141}, {100, 30}, 20, -1,
+       MaskBreak::kNone, BwdBreak::kNone, {{'q', 0, 1, 3, NAN}, {'v', 1, 0, 2, NAN}}},
+      // Varlen: NaN in K of sequence 1 and +inf in V of sequence 2 flag both heads (the
+      // packed arrays' flags cover every sequence); sequence 0 must stay finite.
+      {"nan-varlen-causal-window", d, true, true, true, false, 2, 1, {70, 5, 140}, {90, 33, 140}, {}, 40, -1,
+       MaskBreak::kNone, BwdBreak::kNone, {{'k', 1, 0, 3, NAN}, {'v', 2, 0, 10, INFINITY}}},
   };
 }
 
@@ -457,6 +618,9 @@ int run_mask_breakages() {
   const MaskCase left{"control", 64, false, false, false, false, 2, 1, {200}, {200}, {}, 37, -1};
   const MaskCase varlen{"control", 64, false, true, true, false, 2, 1, {70, 5, 140}, {90, 33, 140}, {}, 40, -1};
   const MaskCase padded{"control", 64, false, false, false, false, 2, 1, {83, 83}, {141, 141}, {100, 30}, -1, -1};
+  // NaN / inf the window hides from some rows (the first row block's): the math rule.
+  const MaskCase planted{"control", 64, false, false, false, false, 2, 2, {150}, {200}, {}, -1, 20,
+                         MaskBreak::kNone, BwdBreak::kNone, {{'k', 0, 0, 150, NAN}}};
   const Run runs[] = {
       {"none (control, causal window)", causal, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kNone>},
       {"none (control, varlen)", varlen, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kNone>},
@@ -466,6 +630,10 @@ int run_mask_breakages() {
       {"fwd: padded keys counted (seqused_k ignored)", padded, &run_case_t<64, H, MaskBreak::kPaddedKeyCounted, BwdBreak::kNone>},
       {"fwd: the last visible KV block skipped", left, &run_case_t<64, H, MaskBreak::kSkipLastBlock, BwdBreak::kNone>},
       {"fwd: no block skipped (hidden blocks computed, then masked)", left, &run_case_t<64, H, MaskBreak::kNoSkip, BwdBreak::kNone>},
+      {"none (control, NaN planted under the window)", planted, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kNone>},
+      {"fwd: the non-finite pre-pass's flags ignored", planted, &run_case_t<64, H, MaskBreak::kFlagsIgnored, BwdBreak::kNone>},
+      {"fwd: the band's -inf replacing scores under the math rule (not added)", planted,
+       &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kNone, true>},
       {"bwd: the band's upper edge off by one", causal, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kMaskEdge>},
       {"bwd: the window's left edge off by one", left, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kMaskLeftEdge>},
       {"bwd: varlen keys read one row before the sequence", varlen, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kSeqOffset>},

@@ -109,6 +109,13 @@ struct MaskSpec {
   std::vector<int> lens_q, lens_k;  // per sequence (a padded batch: all equal)
   std::vector<int> used_k;          // seqused_k; empty: not given
   int left = -1, right = -1;
+  // A value planted at column 3 of q, k or v ('q', 'k', 'v'; 0: none), at local row
+  // plant_row of sequence plant_seq, head plant_head (k / v: the kv head): the forward is
+  // then held to SDPA's math backend's NaN / inf pattern (the window added as -inf), the
+  // backward is not run (its masked instance does not follow that rule yet, docs/install.md).
+  char plant = 0;
+  int plant_seq = 0, plant_head = 0, plant_row = 0;
+  float plant_value = 0.f;
 };
 // o_err: max |O - ref| (fp16 / bf16 row's atol), lse_err (its lse), grad_max_rel and
 // grad_rel_l1: the worst of dQ, dK, dV (bwd rows); ok: all within, every value finite.

@@ -30,7 +30,11 @@ std::string mask_spec_name(const MaskSpec& c, ffpa::Impl impl) {
   std::snprintf(buf, sizeof(buf), "masks D=%d %s %s causal=%d window=(%d,%d) Nq/Nkv=%s%s%s Hq=%d Hkv=%d impl=%s", c.d,
                 ffpa::dtype_name(c.dtype), c.varlen ? "varlen" : "padded", c.causal ? 1 : 0, c.left, c.right,
                 lens.c_str(), used.empty() ? "" : " seqused_k=", used.c_str(), c.hq, c.hkv, ffpa::impl_name(impl));
-  return buf;
+  std::string name = buf;
+  if (c.plant != 0)
+    name += std::string(" plant=") + c.plant + "[s" + std::to_string(c.plant_seq) + ",h" + std::to_string(c.plant_head) +
+            ",r" + std::to_string(c.plant_row) + "]=" + (std::isnan(c.plant_value) ? "nan" : c.plant_value > 0 ? "inf" : "-inf");
+  return name;
 }
 
 MaskResult run_mask_case(const MaskSpec& c, ffpa::Impl impl, uint64_t seed) {
@@ -61,6 +65,12 @@ MaskResult run_mask_case(const MaskSpec& c, ffpa::Impl impl, uint64_t seed) {
     for (int h = 0; h < hkv; ++h)
       for (int r = used_of(s); r < c.lens_k[s]; ++r)
         for (int e = 0; e < D; ++e) km[at(hkv, nkv, false, s, h, r) + e] = vm[at(hkv, nkv, false, s, h, r) + e] = 0xffff;
+  if (c.plant != 0) {
+    std::vector<uint16_t>& m = c.plant == 'q' ? qm : c.plant == 'k' ? km : vm;
+    const bool is_q = c.plant == 'q';
+    m[at(is_q ? hq : hkv, is_q ? nq : nkv, is_q, c.plant_seq, c.plant_head, c.plant_row) + 3] =
+        to_bits(c.plant_value, c.dtype);
+  }
 
   const double scale = 1.0 / std::sqrt(double(D));
   std::vector<double> ref_o(q_elems, 0.0), ref_lse(size_t(B) * hq * nq, 0.0), ref_dq(q_elems, 0.0),
@@ -162,15 +172,20 @@ MaskResult run_mask_case(const MaskSpec& c, ffpa::Impl impl, uint64_t seed) {
     std::vector<float> lse(ref_lse.size());
     CHECK_CUDA(cudaMemcpy(o.data(), dout_o, o.size() * 2, cudaMemcpyDeviceToHost));
     CHECK_CUDA(cudaMemcpy(lse.data(), dlse, lse.size() * 4, cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < o.size(); ++i) {
-      const double g = from_bits(o[i], c.dtype);
-      r.o_err = std::max(r.o_err, std::isfinite(g) ? std::fabs(g - ref_o[i]) : INFINITY);
-    }
-    for (size_t i = 0; i < lse.size(); ++i) {
-      const double g = lse[i], want = ref_lse[i];
-      r.lse_err = std::max(r.lse_err, std::isinf(want) ? (g == want ? 0.0 : INFINITY)
-                                                       : std::isnan(g) ? INFINITY : std::fabs(g - want));
-    }
+    // Non-finite references (a planted value, or a row's -inf LSE) must be matched exactly
+    // (NaN for NaN, an inf of the same sign); a non-finite result where the reference is
+    // finite counts as an infinite error.
+    size_t pattern_diff = 0;
+    auto err = [&](double g, double want) {
+      if (!std::isfinite(want)) {
+        if (!(g == want || (std::isnan(g) && std::isnan(want)))) ++pattern_diff;
+        return 0.0;
+      }
+      return std::isfinite(g) ? std::fabs(g - want) : INFINITY;
+    };
+    for (size_t i = 0; i < o.size(); ++i) r.o_err = std::max(r.o_err, err(from_bits(o[i], c.dtype), ref_o[i]));
+    for (size_t i = 0; i < lse.size(); ++i) r.lse_err = std::max(r.lse_err, err(lse[i], ref_lse[i]));
+    if (pattern_diff > 0) fail("forward: " + std::to_string(pattern_diff) + " NaN / inf entries differ from the math backend's");
     const ffpa::Tolerance& ft = ffpa::tolerance(c.dtype == ffpa::DType::kFp16 ? "fp16" : "bf16");
     if (!(r.o_err <= ft.atol && r.lse_err <= ft.lse)) {
       char buf[160];
@@ -180,7 +195,12 @@ MaskResult run_mask_case(const MaskSpec& c, ffpa::Impl impl, uint64_t seed) {
     }
   }
 
-  // The backward on the reference's own O (rounded) and LSE, as device_check_bwd.cu.
+  // The backward on the reference's own O (rounded) and LSE, as device_check_bwd.cu (not
+  // with a planted value: MaskSpec::plant).
+  if (c.plant != 0) {
+    for (void* p : allocs) cudaFree(p);
+    return r;
+  }
   std::vector<uint16_t> om(q_elems);
   for (size_t i = 0; i < om.size(); ++i) om[i] = to_bits(float(ref_o[i]), c.dtype);
   std::vector<float> lse_in(ref_lse.size());

@@ -78,9 +78,9 @@ inline constexpr bool kMmaF16AccCompiled = kDeviceCpAsyncHeavy;  // ffpa/arch_ru
 // kMasked: the instance for calls with a window, seqused_k or varlen (mask_active); the
 // unmasked instance takes its extents from the parameters alone (plain_mask), as the
 // kernel did before the masks, so an unmasked call pays nothing for them in registers.
-// kBreakMaskReplace: the CPU emulator's breakage (csrc/tests/emulate_kernels.cpp), the
-// causal mask replacing scores under the math rule instead of adding -inf; never compiled
-// into the library.
+// kBreakMaskReplace: the CPU emulator's breakage (csrc/tests/emulate_kernels.cpp,
+// emulate_masks.cpp), the causal mask (masked instance: the band) replacing scores under the
+// math rule instead of adding -inf; never compiled into the library.
 template <typename Traits, Load kLoad, bool kF16Acc, int kPvForm = 0, MaskBreak kMaskBreak = MaskBreak::kNone,
           bool kMasked = false, bool kBreakMaskReplace = false>
 __global__ void __launch_bounds__(Traits::kNThreads, 1)
@@ -163,13 +163,17 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
 
   // Causal: row i sees keys j <= i + causal_offset (nkv - nq bottom-right, 0 top-left,
   // set on the host: FwdParams). The masked instance
-  // (window, seqused_k, varlen) has its own rule (SeqMask) and ignores the non-finite
-  // pre-pass's flags: docs/install.md, "NaN and inf", says so.
+  // (window, seqused_k, varlen) has its own rule (SeqMask); both follow the non-finite
+  // pre-pass's flags (ffpa/mask.h: the masked instance for the keys its sequence reads).
   // The offset and the head's flag are read again where a tile needs them rather than
   // held across the main loop, and the flag is not hoisted out of the per-score mask
   // either (held or hoisted, ptxas spilled 28-96 bytes at D = 256 on sm_89, nvcc 13.0).
+  // The flags are [B, Hq]; in varlen B is 1 and batch 0, so one flag covers every sequence
+  // of the head (a flagged sequence without NaN / inf gets the same values, more slowly).
   auto causal_offset = [&]() { return params.causal_offset; };
-  auto math_rule = [&]() { return !kMasked && math_rule_for(params.nonfinite, batch, params.hq, head); };
+  auto math_rule = [&]() {
+    return kMaskBreak != MaskBreak::kFlagsIgnored && math_rule_for(params.nonfinite, batch, params.hq, head);
+  };
   const T* const q_base = static_cast<const T*>(params.q) + batch * params.q_batch_stride +
                           head * params.q_head_stride + static_cast<int64_t>(sm.q_start) * params.q_row_stride;
   const T* const k_base = static_cast<const T*>(params.k) + batch * params.k_batch_stride +
@@ -179,10 +183,11 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
 
   // Only the KV blocks the mask lets some row of this block see are visited: blocks past
   // the causal diagonal or the window's right edge, before its left edge, or past the
-  // sequence's keys are skipped. Rows past nq are padding and do not count.
+  // sequence's keys are skipped (under the math rule only those past the sequence's keys).
+  // Rows past nq are padding and do not count.
   int n_first = 0, n_end;
   if constexpr (kMasked) {
-    kv_block_range(sm, m0, min(m0 + kBlockM, sm.len_q), kBlockN, &n_first, &n_end);
+    masked_kv_block_range(sm, m0, min(m0 + kBlockM, sm.len_q), kBlockN, math_rule(), &n_first, &n_end);
   } else {
     // Unmasked: keys beyond the last row's causal limit (bottom-right) are skipped unless
     // this head follows the math rule (ffpa/mask.h: a NaN / inf under the causal mask).
@@ -410,7 +415,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
                 const int col = n0 + warp_d * kWarpN + j * 8 + 2 * t + (e & 1);
                 const int row = row_lo + (e >> 1) * 8;
                 if constexpr (kMasked) {
-                  if (!visible(cur, row, col)) x = -INFINITY;
+                  x = masked_score(cur, x, row, col, math_rule() && !kBreakMaskReplace);
                 } else {
                   x = mask_score(x, row, col, params.nkv, params.causal, causal_offset(), math_rule() && !kBreakMaskReplace);
                 }

@@ -19,8 +19,9 @@
 // adds -inf (rather than selecting it) cannot see their values. Their dK / dV rows are
 // written as zeros.
 //
-// The non-finite math rule, for calls without a window, seqused_k or varlen (the masked
-// instances ignore the pre-pass's flags):
+// The non-finite math rule (below): the forward's masked instance follows it too
+// (masked_kv_block_range, masked_score), for the keys its sequence reads only; the
+// backward's masked instance does not yet (it ignores the pre-pass's flags).
 //
 // Two modes per (batch, query head), chosen by the non-finite pre-pass (nonfinite.cuh):
 //   finite inputs (the common case): key blocks no row of a query block reaches are
@@ -75,6 +76,7 @@ enum class MaskBreak {
   kPaddedKeyCounted,  // seqused_k ignored: padded keys counted
   kSkipLastBlock,     // the last visited KV block of every row block skipped
   kNoSkip,            // every KV block of the sequence visited (computed, then masked)
+  kFlagsIgnored,      // the non-finite pre-pass's flags ignored (the math rule never applied)
 };
 
 // One sequence's mask and place, computed once per block. Trivial (no initialisers) so
@@ -171,6 +173,40 @@ FFPA_MASK_FN void q_block_range(const SeqMask& s, int c0, int c1, int block, int
   }
   *first = static_cast<int>(i0 / block);
   *end = static_cast<int>((i1 + block - 1) / block);
+}
+
+// The masked instance under the non-finite math rule (the head's flag set): every key block
+// of the sequence's read keys [0, len_k) is visited, so that a NaN or an inf the band hides
+// from a row reaches it as in SDPA's math backend; keys at or past len_k (key padding, other
+// packed sequences) are not part of the problem and stay unvisited. Otherwise the blocks of
+// kv_block_range.
+FFPA_MASK_FN void masked_kv_block_range(const SeqMask& s, int r0, int r1, int block, bool math_rule, int* first,
+                                        int* end) {
+  if (math_rule) {
+    *first = 0;
+    *end = s.len_k > 0 ? (s.len_k + block - 1) / block : 0;
+    return;
+  }
+  kv_block_range(s, r0, r1, block, first, end);
+}
+
+// The masked instance's score x (already scaled) of query i and key j (local indices) after
+// the mask: keys at or past len_k are not keys (replaced by -inf in both modes, whatever they
+// hold: their rows are zero-filled or zeroed anyway); keys the band hides are replaced by -inf,
+// or under the math rule get -inf ADDED (a NaN or +inf score stays NaN, as the math backend's
+// additive mask leaves it).
+FFPA_MASK_FN float masked_score(const SeqMask& s, float x, int i, int j, bool math_rule) {
+  if (j >= s.len_k) return -INFINITY;
+  const int d = j - i;
+  if (d < s.lo || d > s.hi) return math_rule ? x + -INFINITY : -INFINITY;
+  return x;
+}
+
+// Whether a forward call's mask hides, from some row, keys its sequence reads (causal or a
+// sliding window): the calls whose NaN / inf the non-finite pre-pass must find (api.cu).
+// Key padding and varlen alone hide none (keys past len_k are not part of the problem).
+FFPA_MASK_FN bool band_hides_keys(const MaskParams& m, bool causal) {
+  return causal || m.window_left >= 0 || m.window_right >= 0;
 }
 
 // Whether a launch uses any of these masks (the SIMT, CuTe and low-precision kernels refuse them).

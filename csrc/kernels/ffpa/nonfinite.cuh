@@ -28,7 +28,12 @@ __global__ void __launch_bounds__(NonfiniteScan::kNThreads) ffpa_nonfinite_kerne
   const int head = y;
   const int batch = blockIdx.z;
   const int row0 = blockIdx.x * NonfiniteScan::kRowsPerBlock;
-  const int rows = s.rows[op] - row0 < NonfiniteScan::kRowsPerBlock ? s.rows[op] - row0 : NonfiniteScan::kRowsPerBlock;
+  int op_rows = s.rows[op];
+  if (s.rows_used[op] != nullptr) {
+    const int used = s.rows_used[op][batch];  // out-of-range values clamped, as seq_mask does
+    op_rows = used < 0 ? 0 : used < op_rows ? used : op_rows;
+  }
+  const int rows = op_rows - row0 < NonfiniteScan::kRowsPerBlock ? op_rows - row0 : NonfiniteScan::kRowsPerBlock;
   if (rows <= 0) return;
   const auto* base = static_cast<const uint16_t*>(s.data[op]) + batch * s.batch_stride[op] + head * s.head_stride[op];
   bool hit = false;

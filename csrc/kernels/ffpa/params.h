@@ -40,7 +40,8 @@ struct FwdParams {
   int causal_offset = 0;
   // [B, Hq] flags of the non-finite pre-pass (ffpa/nonfinite.cuh): non-zero where the
   // head's Q, K or V holds a NaN or an inf, so its kernel follows SDPA's math backend
-  // under the causal mask too (ffpa/mask.h). nullptr: no pre-pass ran (finite inputs).
+  // under the causal mask (the masked instance: and the window) too (ffpa/mask.h).
+  // nullptr: no pre-pass ran (finite inputs, or no key hidden from a row).
   const int* nonfinite = nullptr;
   // The SIMT kernel computes only the heads whose flag is set (the low-precision paths'
   // second launch, api.cu): every other block returns at once.
