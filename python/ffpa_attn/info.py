@@ -279,8 +279,9 @@ def report() -> dict[str, Any]:
         "host": {"torch_cpu": "CPU tensors run torch's own CPU attention (the op SDPA runs there; "
                               "last_kernel() 'torch_math')",
                  "numpy": "NumPy arrays run the NumPy reference (last_kernel() 'reference')",
-                 "nonfinite": "NaN and inf give what SDPA's math backend gives on the CPU and NumPy paths, and in "
-                              "the CUDA kernels except where the causal mask hides them (docs/install.md)"},
+                 "nonfinite": "NaN and inf give what SDPA's math backend gives on the CPU and NumPy paths and in "
+                              "the CUDA kernels, under the causal mask and windows too, except in the CUDA backward "
+                              "for NaN / inf a window or padded / packed causal mask hides (docs/install.md)"},
         "tolerances": _tolerances(),
         "lowp_impls": dict(LOWP_IMPLS),
         "jit": jit.status(),
