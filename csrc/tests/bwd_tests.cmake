@@ -31,6 +31,10 @@ set_tests_properties(ffpa.kernels.emulated_bwd_tma_breakages PROPERTIES LABELS u
 # Every release head dim, fp16 and bf16.
 add_test(NAME ffpa.kernels.emulated_bwd_release COMMAND ffpa_emulate_kernels --bwd-release ${FFPA_RELEASE_HEAD_DIMS})
 set_tests_properties(ffpa.kernels.emulated_bwd_release PROPERTIES LABELS slow TIMEOUT 900)
+# The same on the TMA feed (every release head dim's persist-D or split-D layout on TMA).
+add_test(NAME ffpa.kernels.emulated_bwd_tma_release COMMAND ffpa_emulate_kernels --bwd-tma-release ${FFPA_RELEASE_HEAD_DIMS})
+set_tests_properties(ffpa.kernels.emulated_bwd_tma_release PROPERTIES LABELS slow TIMEOUT 900
+  PASS_REGULAR_EXPRESSION "backward cases, 0 failed")
 # The masks (kernels/ffpa/mask.h: sliding window, seqused_k, varlen) in the forward's two
 # feeds and the backward, against the float64 reference per sequence, with the blocks the
 # mask hides counted unread (emulate_masks.cpp): D = 64 and 320 (the 4x1 and 2x4 / 4x2

@@ -7,6 +7,7 @@
 //   ffpa_emulate_kernels --bwd D...            the case list below, every D
 //   ffpa_emulate_kernels --bwd-tma D...        the same on the TMA feed (Load::kTma)
 //   ffpa_emulate_kernels --bwd-release D...    one fp16 and one bf16 case per D (label slow)
+//   ffpa_emulate_kernels --bwd-tma-release D...  the same on the TMA feed (label slow)
 //   ffpa_emulate_kernels --bwd-breakages       each deliberate defect (ffpa::BwdBreak) must fail
 //   ffpa_emulate_kernels --bwd-tma-breakages   each TMA protocol defect (emu::Break) must fail
 // The gradients' bound: the tolerance table's bwd_fp16 / bwd_bf16 rows (ffpa/tolerance.h).
@@ -29,7 +30,7 @@
 #include "ffpa/tolerance.h"
 
 int run_bwd_cases(const std::vector<int>& dims, bool tma);
-int run_bwd_release(const std::vector<int>& dims);
+int run_bwd_release(const std::vector<int>& dims, bool tma);
 int run_bwd_breakages();
 int run_bwd_tma_breakages();
 
@@ -404,13 +405,14 @@ int run_bwd_cases(const std::vector<int>& dims, bool tma) {
 
 // Every release head dim, both dtypes: batch 2, GQA 4:2, causal bottom-right with ragged
 // Nq < Nkv (fp16) and non-causal Nq > Nkv (bf16), copies landing late.
-int run_bwd_release(const std::vector<int>& dims) {
+int run_bwd_release(const std::vector<int>& dims, bool tma) {
   std::mt19937 rng(7);
   int failed = 0, total = 0;
   emu::g_cp_late = true;
   for (int d : dims)
-    for (const BwdCase& c : {BwdCase{d, false, true, false, 2, 4, 2, 70, 100}, BwdCase{d, true, false, false, 2, 2, 2, 90, 50}}) {
+    for (BwdCase c : {BwdCase{d, false, true, false, 2, 4, 2, 70, 100}, BwdCase{d, true, false, false, 2, 2, 2, 90, 50}}) {
       ++total;
+      c.tma = tma;
       if (!dispatch(c, rng)) ++failed;
     }
   std::printf("%d backward cases, %d failed\n", total, failed);

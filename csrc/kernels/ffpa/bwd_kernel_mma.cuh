@@ -1,7 +1,8 @@
 // FFPA split-D backward kernels: mma.sync m16n8k16 with fp32 accumulation, ldmatrix,
-// a kStages-deep cp.async pipeline into the forward's XOR-swizzled 64-column chunk
-// tiles (fwd_kernel_mma.cuh's swizzle and fragment conventions), gradients written in
-// the input dtype. Three launches:
+// a kStages-deep cp.async pipeline (or, Load::kTma, TMA boxes completing on mbarriers:
+// the forward's protocol) into the forward's XOR-swizzled 64-column chunk tiles
+// (fwd_kernel_mma.cuh's swizzle and fragment conventions), gradients written in the
+// input dtype. Three launches:
 //
 // 1. ffpa_bwd_preprocess_kernel: Delta = rowsum(dO * O) in fp32 and the LSE moved to
 //    the base-2 domain, into a contiguous fp32 workspace (BwdParams::workspace).
