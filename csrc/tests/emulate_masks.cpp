@@ -57,6 +57,9 @@ struct MaskCase {
   int left = -1, right = -1;
   MaskBreak fbr = MaskBreak::kNone;
   BwdBreak bbr = BwdBreak::kNone;
+  // NaN in dO's first row of sequence 1 (varlen): the rows a box of sequence 0's last
+  // query block reads past its end (the backward's TMA feed must zero them).
+  bool nan_do_seq1 = false;
 };
 
 const ffpa::BwdParams* g_bwd = nullptr;
@@ -168,6 +171,9 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     for (int h = 0; h < hkv; ++h)
       for (int r = used_of(s); r < c.lens_k[s]; ++r)
         for (int e = 0; e < D; ++e) km[at(lk, false, s, h, r, e)] = vm[at(lk, false, s, h, r, e)] = nan_t;
+
+  if (c.nan_do_seq1)
+    for (int h = 0; h < hq; ++h) dom[at(lq, true, 1, h, 0, 0)] = nan_t;
 
   // The reference, per sequence on its own rows and used keys.
   const double scale = 1.0 / std::sqrt(double(D));
@@ -478,6 +484,10 @@ int run_mask_breakages() {
   const MaskCase padded{"control", 64, false, false, false, false, 2, 1, {83, 83}, {141, 141}, {100, 30}, -1, -1};
   MaskCase padded320 = padded;
   padded320.d = 320;
+  // Non-causal, no window: every query of sequence 1 sees every key, so its NaN dO row
+  // makes all of its dK / dV NaN (the reference's too) and nothing of sequence 0's.
+  MaskCase varlen_nan{"control", 64, false, true, false, false, 2, 1, {70, 40}, {90, 33}, {}, -1, -1};
+  varlen_nan.nan_do_seq1 = true;
   const Run runs[] = {
       {"none (control, causal window)", causal, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kNone>},
       {"none (control, varlen)", varlen, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kNone>},
@@ -498,6 +508,8 @@ int run_mask_breakages() {
       {"bwd-tma: tail rows past a sequence not zeroed (NaN padded keys)", padded, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kTmaTailNotZeroed>},
       {"none (control D=320, seqused_k with NaN padded keys)", padded320, &run_case_t<320, H, MaskBreak::kNone, BwdBreak::kNone>},
       {"bwd-tma D=320: tail rows past a sequence not zeroed (NaN padded keys)", padded320, &run_case_t<320, H, MaskBreak::kNone, BwdBreak::kTmaTailNotZeroed>},
+      {"none (control, varlen with NaN in sequence 1's first dO row)", varlen_nan, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kNone>},
+      {"bwd-tma: tail rows past a sequence not zeroed (NaN in the next sequence's dO)", varlen_nan, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kTmaTailNotZeroed>},
   };
   int wrong = 0;
   for (const Run& r : runs) {
