@@ -4,7 +4,8 @@
 # kernel_resources.txt (a table) and kernel_resources.json:
 #   {"kernels": [{"instance", "arch", "kernel" (mma|tma|simt|cute|cute_tma|cute_fp8|
 #                 cute_tma_fp8|cute_tma_fp4|bwd_pre|bwd_dkv|bwd_dq (the backward's
-#                 preprocessing, dK / dV and dQ kernels), -f16acc for fp16 accumulation, -stub for the
+#                 preprocessing, dK / dV and dQ kernels; bwd_dkv-tma / bwd_dq-tma their TMA
+#                 feed), -f16acc for fp16 accumulation, -stub for the
 #                 trap stubs: TMA below sm_90, cute and mma-f16acc on the sm_120 family,
 #                 FP8 below sm_89, NVFP4 outside the sm_120 family's 120f / 120a:
 #                 the arch rules and impls of cmake/kernel-facts.json; lowp_stats|lowp_quant for the quantisation pass of
@@ -170,6 +171,15 @@ foreach(log IN LISTS logs)
         if(CMAKE_MATCH_6 STREQUAL "1")
           set(kernel bwd_dkv)
         endif()
+        # Then <.., BwdBreak, Load>: Load 1 = the TMA feed ("-tma"; "-tma-stub" below
+        # sm_90, where it is a trap stub).
+        if(mangled MATCHES "LNS_4LoadE1E")
+          string(APPEND kernel "-tma")
+          ffpa_impl_has_code(tma "${arch}" tma_code)
+          if(NOT tma_code)
+            string(APPEND kernel "-stub")
+          endif()
+        endif()
       elseif(mangled MATCHES "ffpa_bwd_preprocess_kernel")
         set(kernel bwd_pre)
       elseif(mangled MATCHES "ffpa_fwd_simt_kernel")
@@ -222,10 +232,21 @@ foreach(log IN LISTS logs)
         else()
           math(EXPR dyn "1024 + ${dyn}")
         endif()
+      elseif(kernel MATCHES "^bwd_d.*stub$")
+        # A trap stub: never launched (0, as the forward's stubs).
       elseif(kernel MATCHES "^bwd_d" AND bwd_smem_persist STREQUAL "1")
         math(EXPR dyn "(2 * 16 * ${bwd_smem_rows} * ${bwd_smem_d} + ${bwd_smem_stages} * 64 * ${bwd_smem_d} + 2 * 16 * ${bwd_smem_rows} * 64) * 2")
+        if(kernel MATCHES "-tma$")
+          # kSmemBytesTma: 1024 bytes of alignment slack, then one 8-byte mbarrier for the
+          # resident rows and one per column slot.
+          math(EXPR dyn "1024 + ${dyn} + (1 + ${bwd_smem_stages}) * 8")
+        endif()
       elseif(kernel MATCHES "^bwd_d")
         math(EXPR dyn "(${bwd_smem_stages} * (16 * ${bwd_smem_rows} * 64 + 64 * 64) + 2 * 16 * ${bwd_smem_rows} * 64) * 2")
+        if(kernel MATCHES "-tma$")
+          # kSmemBytesTma: the slack, then one mbarrier per stage.
+          math(EXPR dyn "1024 + ${dyn} + ${bwd_smem_stages} * 8")
+        endif()
       elseif(kernel STREQUAL "lowp_stats")
         # LowpQuantGeometry::kStatsSmemBytes (ffpa/lowp/quant.cuh): two fp32 partials of
         # 64 row slots x 32 channels.

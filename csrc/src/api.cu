@@ -590,6 +590,22 @@ Status encode_tma_maps(const FwdParams& p, DType dtype, int box_rows_q, int box_
   return st;
 }
 
+Status encode_bwd_tma_maps(const BwdParams& p, DType dtype, int box_rows_q, int box_rows_kv, BwdTmaMaps* maps) {
+  PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  Status st = tensor_map_encoder(&encode);
+  if (!st.ok()) return st;
+  std::memset(maps, 0, sizeof(*maps));
+  st = encode_one(encode, &maps->q, "q", p.q, dtype, bwd_tma_geometry(p, BwdTmaOperand::kQ, box_rows_q));
+  if (st.ok())
+    st = encode_one(encode, &maps->dout, "dout", p.dout, dtype, bwd_tma_geometry(p, BwdTmaOperand::kDout, box_rows_q));
+  // nkv == 0: no key block is ever loaded, and a zero extent is not encodable.
+  if (st.ok() && p.nkv > 0)
+    st = encode_one(encode, &maps->k, "k", p.k, dtype, bwd_tma_geometry(p, BwdTmaOperand::kK, box_rows_kv));
+  if (st.ok() && p.nkv > 0)
+    st = encode_one(encode, &maps->v, "v", p.v, dtype, bwd_tma_geometry(p, BwdTmaOperand::kV, box_rows_kv));
+  return st;
+}
+
 Status run_fwd_lowp(const FwdParams& p, DType dtype, Impl impl) {
   for (int i = 0; i < kNumCompiledLowp; ++i)
     if (kCompiledLowp[i].head_dim == p.head_dim) return kCompiledLowp[i].launch(p, dtype, impl);
@@ -995,6 +1011,7 @@ Status backward(const BackwardArgs& a) {
   p.causal = a.causal;
   p.mask = mask_params(a.mask, /*bottom_right=*/a.causal && !a.causal_top_left);
   p.stream = a.stream;
+  p.tma = tma_runs_on_current_device();  // the main kernels' feed (bwd_launch_template.cuh)
   // As in forward(): the heads reading a NaN or an inf (dO included) follow the math
   // backend's autograd under the causal mask (ffpa/mask.h); causal calls only.
   NonfiniteFlags nonfinite;

@@ -1,9 +1,10 @@
 # cmake -DCUOBJDUMP=<path> -DLIBRARY=<libffpa_kernels.so> -DARCHS=<a|b> [-DFP16=ON] -P check_tma_sass.cmake
 # The TMA paths are real where they should be and absent elsewhere, kernel by kernel.
 # The SASS is split per function (cuobjdump's "Function : <name>" headers):
-#   archs >= 90: every TMA-fed kernel (the mma kernel's Load::kTma instances and the
-#                CuTe kernel's, impl cute_tma) holds TMA loads (UTMALDG) and mbarrier
-#                operations (SYNCS);
+#   archs >= 90: every TMA-fed kernel (the mma kernel's Load::kTma instances, the
+#                CuTe kernel's, impl cute_tma, and the backward's dK / dV and dQ kernels'
+#                Load::kTma instances) holds TMA loads (UTMALDG) and mbarrier operations
+#                (SYNCS); where the library has backward kernels, it has TMA-fed ones;
 #   archs < 90:  no function holds a TMA load (their TMA kernels are trap stubs);
 #   every arch:  the CuTe kernels are there; below the sm_120 family the cp.async-fed
 #                ones (impl cute) copy with cp.async (LDGSTS) and hold no TMA load; on the
@@ -26,6 +27,8 @@ foreach(token IN LISTS tokens)
   set(n_cute 0)
   set(n_cute_tma 0)
   set(n_cute_stub 0)
+  set(n_bwd 0)
+  set(n_bwd_tma 0)
   foreach(part IN LISTS parts)
     string(REGEX MATCH "^[^ \t\r\n]+" name "${part}")
     string(REGEX MATCHALL "UTMALDG" tma "${part}")
@@ -41,9 +44,14 @@ foreach(token IN LISTS tokens)
     list(LENGTH ldgsts n_ldgsts)
     math(EXPR n_tma_total "${n_tma_total} + ${n_tma}")
     set(tma_fed OFF)
-    if(name MATCHES "ffpa_fwd_(cute_)?kernelI.*LNS_4LoadE1E")
+    if(name MATCHES "ffpa_(fwd|fwd_cute|bwd)_kernelI.*LNS_4LoadE1E")
       set(tma_fed ON)
       math(EXPR n_tma_kernels "${n_tma_kernels} + 1")
+    endif()
+    if(name MATCHES "ffpa_bwd_kernelI.*LNS_4LoadE1E")
+      math(EXPR n_bwd_tma "${n_bwd_tma} + 1")
+    elseif(name MATCHES "ffpa_bwd_kernelI")
+      math(EXPR n_bwd "${n_bwd} + 1")
     endif()
     if(name MATCHES "ffpa_fwd_cute_kernelI.*LNS_4LoadE1E")
       math(EXPR n_cute_tma "${n_cute_tma} + 1")
@@ -63,10 +71,14 @@ foreach(token IN LISTS tokens)
       list(APPEND bad "sm_${token} ${name} is TMA-fed but has ${n_tma} UTMALDG and ${n_syncs} SYNCS")
     endif()
   endforeach()
-  message("sm_${token}: ${n_tma_total} UTMALDG in ${n_tma_kernels} TMA-fed kernels (${n_cute_tma} of them CuTe), "
+  message("sm_${token}: ${n_tma_total} UTMALDG in ${n_tma_kernels} TMA-fed kernels (${n_cute_tma} of them CuTe, "
+          "${n_bwd_tma} backward; ${n_bwd} cp.async-fed backward kernels), "
           "${n_cute} cp.async-fed CuTe kernels (${n_cute_stub} of them trap stubs), ${n_f16acc} fp16-accumulate HMMA")
   if(NOT arch_tma AND n_tma_total GREATER 0)
     list(APPEND bad "sm_${token} (below sm_${FFPA_TMA_MIN_SM}) holds TMA loads")
+  endif()
+  if(NOT n_bwd EQUAL n_bwd_tma)
+    list(APPEND bad "sm_${token} has ${n_bwd} cp.async-fed backward kernels but ${n_bwd_tma} TMA-fed ones")
   endif()
   if(n_cute EQUAL 0 OR n_cute_tma EQUAL 0)
     list(APPEND bad "sm_${token} lacks the CuTe kernels (${n_cute} cute, ${n_cute_tma} cute_tma)")

@@ -10,6 +10,11 @@
 namespace emu {
 // Copies land at their wait, not at issue (a kernel that reads too early then fails).
 extern bool g_cp_late;
+// Deliberate breakages (--breakages, --breakages-cute, --bwd-tma-breakages): each models
+// one protocol bug in a kernel's use of the instructions, and the run must then fail.
+// kCpNoWait: cp.async.wait_group returns without waiting (the cp.async feed's missing wait).
+enum class Break { kNone, kNoExpectTx, kShortExpectTx, kWrongParity, kNoWait, kNoFence, kNoSwizzle, kCpNoWait };
+extern Break g_break;
 // The global memory a kernel may read: cp.async and TMA loads outside it fail the run.
 struct Range {
   const unsigned char* p;

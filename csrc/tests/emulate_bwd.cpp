@@ -5,8 +5,11 @@
 // (safe softmax: a row with no visible key has P = 0; dS = P (dP - rowsum(dP P));
 // NaN propagates through every product, as matmuls do).
 //   ffpa_emulate_kernels --bwd D...            the case list below, every D
+//   ffpa_emulate_kernels --bwd-tma D...        the same on the TMA feed (Load::kTma)
 //   ffpa_emulate_kernels --bwd-release D...    one fp16 and one bf16 case per D (label slow)
+//   ffpa_emulate_kernels --bwd-tma-release D...  the same on the TMA feed (label slow)
 //   ffpa_emulate_kernels --bwd-breakages       each deliberate defect (ffpa::BwdBreak) must fail
+//   ffpa_emulate_kernels --bwd-tma-breakages   each TMA protocol defect (emu::Break) must fail
 // The gradients' bound: the tolerance table's bwd_fp16 / bwd_bf16 rows (ffpa/tolerance.h).
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,11 +26,13 @@
 #include "emu_state.h"
 #include "ffpa/bwd_kernel_mma.cuh"
 #include "ffpa/nonfinite.h"
+#include "ffpa/tma_geometry.h"
 #include "ffpa/tolerance.h"
 
-int run_bwd_cases(const std::vector<int>& dims);
-int run_bwd_release(const std::vector<int>& dims);
+int run_bwd_cases(const std::vector<int>& dims, bool tma);
+int run_bwd_release(const std::vector<int>& dims, bool tma);
 int run_bwd_breakages();
+int run_bwd_tma_breakages();
 
 namespace {
 
@@ -64,6 +69,7 @@ struct BwdCase {
   float scale = 0.f;  // 0: 1 / sqrt(D)
   BwdBreak br = BwdBreak::kNone;
   bool no_flags = false;  // breakage: causal without the non-finite pre-pass's flags
+  bool tma = false;       // the main kernels on the TMA feed (Load::kTma)
 };
 
 const ffpa::BwdParams* g_bwd = nullptr;
@@ -71,9 +77,10 @@ template <int D, typename T, BwdBreak kBr>
 void pre_body(const ffpa::FwdParams&) {
   ffpa::ffpa_bwd_preprocess_kernel<D, T, kBr>(*g_bwd);
 }
-template <typename Traits, bool kKeys, BwdBreak kBr>
+ffpa::BwdTmaMaps g_bwd_maps;  // the TMA launches' maps (the cp.async feed ignores them)
+template <typename Traits, bool kKeys, BwdBreak kBr, ffpa::Load kLoad = ffpa::Load::kCpAsync>
 void main_body(const ffpa::FwdParams&) {
-  ffpa::ffpa_bwd_kernel<Traits, kKeys, kBr>(*g_bwd);
+  ffpa::ffpa_bwd_kernel<Traits, kKeys, kBr, kLoad>(*g_bwd, g_bwd_maps);
 }
 
 // Error of a gradient against the reference: max |err| / max |ref| and sum |err| /
@@ -228,13 +235,40 @@ bool run_case_t(const BwdCase& c, std::mt19937& rng) {
   if (nq > 0) {
     emu::launch(&pre_body<D, T, kBr>, unused, {unsigned((nq + R - 1) / R), unsigned(c.hq), unsigned(B)},
                 ffpa::BwdPreTraits::kNThreads, 0);
-    if (nkv > 0)
-      emu::launch(&main_body<DkvTraits, true, kBr>, unused,
-                  {unsigned((nkv + DkvTraits::kBlockM - 1) / DkvTraits::kBlockM), unsigned(c.hkv), unsigned(B)},
-                  DkvTraits::kNThreads, DkvTraits::kSmemBytes);
-    emu::launch(&main_body<DqTraits, false, kBr>, unused,
-                {unsigned((nq + DqTraits::kBlockM - 1) / DqTraits::kBlockM), unsigned(c.hq), unsigned(B)},
-                DqTraits::kNThreads, DqTraits::kSmemBytes);
+    const emu::Dim3 dkv_grid{unsigned((nkv + DkvTraits::kBlockM - 1) / DkvTraits::kBlockM), unsigned(c.hkv),
+                             unsigned(B)};
+    const emu::Dim3 dq_grid{unsigned((nq + DqTraits::kBlockM - 1) / DqTraits::kBlockM), unsigned(c.hq), unsigned(B)};
+    if (c.tma) {
+      // The TMA feed only with the defects it can carry (the persist-D slot defects are
+      // the cp.async loop's).
+      if constexpr (kBr == BwdBreak::kNone || kBr == BwdBreak::kTmaTailNotZeroed) {
+        // The launcher's maps (bwd_launch_template.cuh): each kernel's own rows in boxes
+        // of its kBlockM, its column blocks in boxes of 64.
+        auto encode = [&](int box_q, int box_kv) {
+          g_bwd_maps.q = emu::encode_tiled(p.q, ffpa::bwd_tma_geometry(p, ffpa::BwdTmaOperand::kQ, box_q));
+          g_bwd_maps.dout = emu::encode_tiled(p.dout, ffpa::bwd_tma_geometry(p, ffpa::BwdTmaOperand::kDout, box_q));
+          if (nkv > 0) {
+            g_bwd_maps.k = emu::encode_tiled(p.k, ffpa::bwd_tma_geometry(p, ffpa::BwdTmaOperand::kK, box_kv));
+            g_bwd_maps.v = emu::encode_tiled(p.v, ffpa::bwd_tma_geometry(p, ffpa::BwdTmaOperand::kV, box_kv));
+          }
+        };
+        constexpr auto kTma = ffpa::Load::kTma;
+        if (nkv > 0) {
+          encode(DkvTraits::kBlockN, DkvTraits::kBlockM);
+          emu::launch(&main_body<DkvTraits, true, kBr, kTma>, unused, dkv_grid, DkvTraits::kNThreads,
+                      DkvTraits::kSmemBytesTma);
+        }
+        encode(DqTraits::kBlockM, DqTraits::kBlockN);
+        emu::launch(&main_body<DqTraits, false, kBr, kTma>, unused, dq_grid, DqTraits::kNThreads,
+                    DqTraits::kSmemBytesTma);
+      } else {
+        emu::fail("this breakage has no TMA form");
+      }
+    } else {
+      if (nkv > 0)
+        emu::launch(&main_body<DkvTraits, true, kBr>, unused, dkv_grid, DkvTraits::kNThreads, DkvTraits::kSmemBytes);
+      emu::launch(&main_body<DqTraits, false, kBr>, unused, dq_grid, DqTraits::kNThreads, DqTraits::kSmemBytes);
+    }
   } else {
     emu::fail("Nq == 0 has no launch (api.cu zero-fills dK and dV)");
   }
@@ -258,9 +292,10 @@ bool run_case_t(const BwdCase& c, std::mt19937& rng) {
                   e.pattern_ok ? "" : ",NAN-PATTERN-DIFFERS");
     line += buf;
   }
-  std::printf("[%s] bwd D=%d %s causal=%s B=%d Nq=%d Nkv=%d Hq=%d Hkv=%d%s plant=%s copies=%s%s\n", ok ? "PASS" : "FAIL",
+  std::printf("[%s] bwd D=%d %s causal=%s B=%d Nq=%d Nkv=%d Hq=%d Hkv=%d%s plant=%s copies=%s%s%s\n", ok ? "PASS" : "FAIL",
               D, c.bf16 ? "bf16" : "fp16", !c.causal ? "none" : c.top_left ? "top-left" : "bottom-right", B, nq, nkv,
-              c.hq, c.hkv, c.bnhd ? " bnhd" : "", plant_name(c.plant), emu::g_cp_late ? "late" : "early", line.c_str());
+              c.hq, c.hkv, c.bnhd ? " bnhd" : "", plant_name(c.plant), emu::g_cp_late ? "late" : "early",
+              c.tma ? " feed=tma" : "", line.c_str());
   std::fflush(stdout);
   return ok;
 }
@@ -328,7 +363,7 @@ bool dispatch(const BwdCase& c, std::mt19937& rng) {
 // alignments, Nq > Nkv (causal rows that see no key), a [B, N, H, D] view with a custom
 // scale, bf16, no key (Nkv = 0: dQ is zero), and NaN / inf planted, without the causal
 // mask and under it (the non-finite pre-pass's flags, ffpa/mask.h).
-int run_bwd_cases(const std::vector<int>& dims) {
+int run_bwd_cases(const std::vector<int>& dims, bool tma) {
   std::mt19937 rng(29);
   int failed = 0, total = 0;
   for (int d : dims) {
@@ -353,9 +388,15 @@ int run_bwd_cases(const std::vector<int>& dims) {
     for (bool late : {false, true})
       for (const BwdCase& c : cases) {
         if (!late && c.plant != Plant::kNone) continue;
+        // The TMA feed: copies landing late only, where the emulator faults on a tile read
+        // or refilled while its box is in flight (a refill issued before the block barrier
+        // shows there as well as with early landing).
+        if (!late && tma) continue;
         emu::g_cp_late = late;
         ++total;
-        if (!dispatch(c, rng)) ++failed;
+        BwdCase run = c;
+        run.tma = tma;
+        if (!dispatch(run, rng)) ++failed;
       }
   }
   std::printf("%d backward cases, %d failed\n", total, failed);
@@ -364,13 +405,14 @@ int run_bwd_cases(const std::vector<int>& dims) {
 
 // Every release head dim, both dtypes: batch 2, GQA 4:2, causal bottom-right with ragged
 // Nq < Nkv (fp16) and non-causal Nq > Nkv (bf16), copies landing late.
-int run_bwd_release(const std::vector<int>& dims) {
+int run_bwd_release(const std::vector<int>& dims, bool tma) {
   std::mt19937 rng(7);
   int failed = 0, total = 0;
   emu::g_cp_late = true;
   for (int d : dims)
-    for (const BwdCase& c : {BwdCase{d, false, true, false, 2, 4, 2, 70, 100}, BwdCase{d, true, false, false, 2, 2, 2, 90, 50}}) {
+    for (BwdCase c : {BwdCase{d, false, true, false, 2, 4, 2, 70, 100}, BwdCase{d, true, false, false, 2, 2, 2, 90, 50}}) {
       ++total;
+      c.tma = tma;
       if (!dispatch(c, rng)) ++failed;
     }
   std::printf("%d backward cases, %d failed\n", total, failed);
@@ -430,5 +472,46 @@ int run_bwd_breakages() {
       if (!ok) ++wrong;
     }
   std::printf("%d backward breakage runs, %d wrong\n", total, wrong);
+  return wrong ? 1 : 0;
+}
+
+// The TMA feed's protocol defects (emu::Break, modelled in the emulator's mbarrier):
+// an expect_tx of half the bytes and a wait on the wrong phase parity, at D = 128
+// (persist-D: the rows' barrier, two first-operand slots, one second) and D = 192
+// (split-D: one barrier per stage), copies landing late, in a child process; the
+// unbroken controls must pass. (The tail rows left unzeroed need rows past a sequence:
+// emulate_masks.cpp's breakages.)
+int run_bwd_tma_breakages() {
+  const std::pair<emu::Break, const char*> breaks[] = {
+      {emu::Break::kNone, "none (control)"},
+      {emu::Break::kShortExpectTx, "expect_tx of half the bytes"},
+      {emu::Break::kWrongParity, "wait on the wrong phase parity"},
+  };
+  int wrong = 0, total = 0;
+  for (int d : {128, 192})
+    for (const auto& [br, name] : breaks) {
+      ++total;
+      std::fflush(stdout);
+      const pid_t pid = fork();
+      if (pid == 0) {
+        emu::g_break = br;
+        emu::g_cp_late = true;
+        std::mt19937 rng(11);
+        BwdCase c{d, false, true, false, 1, 4, 2, 83, 141};
+        c.tma = true;
+        // dispatch() sends breakage runs (c.br) to D = 128 / 192 only; these are unbroken
+        // kernels, so the plain head-dim switch runs them.
+        std::_Exit(dispatch(c, rng) ? 0 : 1);
+      }
+      int status = 0;
+      waitpid(pid, &status, 0);
+      const bool passed = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      const bool want_pass = br == emu::Break::kNone;
+      const bool ok = passed == want_pass;
+      std::printf("[%s] tma breakage D=%d: %s -> %s\n", ok ? (want_pass ? "PASS" : "CAUGHT") : "MISSED", d, name,
+                  passed ? "passed" : "failed");
+      if (!ok) ++wrong;
+    }
+  std::printf("%d backward TMA breakage runs, %d wrong\n", total, wrong);
   return wrong ? 1 : 0;
 }

@@ -58,11 +58,7 @@ bool global_readable(const void* p, size_t n) {
   std::exit(3);
 }
 
-// Deliberate breakages (--breakages, --breakages-cute): each models one protocol bug
-// in a kernel's use of the instructions, and the run must then fail. kCpNoWait:
-// cp.async.wait_group returns without waiting (the cp.async feed's missing wait).
-enum class Break { kNone, kNoExpectTx, kShortExpectTx, kWrongParity, kNoWait, kNoFence, kNoSwizzle, kCpNoWait };
-Break g_break = Break::kNone;
+Break g_break = Break::kNone;  // emu_state.h
 
 struct Copy {
   void* dst;
@@ -976,10 +972,11 @@ int run_lowp_cases(const std::vector<int>& dims);  // emulate_lowp.cpp
 int run_lowp_accuracy(const std::vector<int>& dims);
 int run_lowp_breakages();
 int run_lowp_nonfinite(const std::vector<int>& dims);
-// ffpa_emulate_kernels --bwd D... | --bwd-release D... | --bwd-breakages
+// ffpa_emulate_kernels --bwd[-tma] D... | --bwd[-tma]-release D... | --bwd-breakages | --bwd-tma-breakages
 //                                                             the backward kernels (emulate_bwd.cpp)
-int run_bwd_cases(const std::vector<int>& dims);
-int run_bwd_release(const std::vector<int>& dims);
+int run_bwd_cases(const std::vector<int>& dims, bool tma);
+int run_bwd_tma_breakages();
+int run_bwd_release(const std::vector<int>& dims, bool tma);
 int run_bwd_breakages();
 // ffpa_emulate_kernels --masks[-release] D... | --masks-breakages    the sliding window, key padding and
 //                                                        varlen, forward and backward (emulate_masks.cpp)
@@ -994,11 +991,15 @@ int main(int argc, char** argv) {
     return run_mask_cases(mask_dims, std::strcmp(argv[1], "--masks-release") == 0);
   }
   if (argc > 1 && std::strcmp(argv[1], "--bwd-breakages") == 0) return run_bwd_breakages();
-  if (argc > 1 && (std::strcmp(argv[1], "--bwd") == 0 || std::strcmp(argv[1], "--bwd-release") == 0)) {
+  if (argc > 1 && std::strcmp(argv[1], "--bwd-tma-breakages") == 0) return run_bwd_tma_breakages();
+  if (argc > 1 && (std::strcmp(argv[1], "--bwd") == 0 || std::strcmp(argv[1], "--bwd-tma") == 0 ||
+                   std::strcmp(argv[1], "--bwd-release") == 0 || std::strcmp(argv[1], "--bwd-tma-release") == 0)) {
     std::vector<int> bwd_dims;
     for (int i = 2; i < argc; ++i) bwd_dims.push_back(std::atoi(argv[i]));
     if (bwd_dims.empty()) bwd_dims = {64, 320};
-    return std::strcmp(argv[1], "--bwd") == 0 ? run_bwd_cases(bwd_dims) : run_bwd_release(bwd_dims);
+    if (std::strcmp(argv[1], "--bwd-release") == 0) return run_bwd_release(bwd_dims, false);
+    if (std::strcmp(argv[1], "--bwd-tma-release") == 0) return run_bwd_release(bwd_dims, true);
+    return run_bwd_cases(bwd_dims, std::strcmp(argv[1], "--bwd-tma") == 0);
   }
   if (argc > 1 && std::strcmp(argv[1], "--lowp-quant") == 0) return run_lowp_quant_tests();
   if (argc > 1 && std::strcmp(argv[1], "--lowp-breakages") == 0) return run_lowp_breakages();

@@ -41,6 +41,7 @@
 #include "ffpa/fwd_kernel_mma.cuh"
 #include "ffpa/mask.h"
 #include "ffpa/nonfinite.h"
+#include "ffpa/tma_geometry.h"
 #include "ffpa/tolerance.h"
 
 int run_mask_cases(const std::vector<int>& dims, bool release);
@@ -72,6 +73,9 @@ struct MaskCase {
   MaskBreak fbr = MaskBreak::kNone;
   BwdBreak bbr = BwdBreak::kNone;
   std::vector<Plant> plants = {};  // non-empty: the math rule's check (the forward only)
+  // NaN in dO's first row of sequence 1 (varlen): the rows a box of sequence 0's last
+  // query block reads past its end (the backward's TMA feed must zero them).
+  bool nan_do_seq1 = false;
 };
 
 const ffpa::BwdParams* g_bwd = nullptr;
@@ -83,9 +87,10 @@ template <int D, typename T>
 void pre_body(const ffpa::FwdParams&) {
   ffpa::ffpa_bwd_preprocess_kernel<D, T>(*g_bwd);
 }
-template <typename Traits, bool kKeys, BwdBreak kBr>
+ffpa::BwdTmaMaps g_bwd_maps;  // the backward's TMA launches' maps
+template <typename Traits, bool kKeys, BwdBreak kBr, ffpa::Load kLoad>
 void main_body(const ffpa::FwdParams&) {
-  ffpa::ffpa_bwd_kernel<Traits, kKeys, kBr>(*g_bwd);
+  ffpa::ffpa_bwd_kernel<Traits, kKeys, kBr, kLoad>(*g_bwd, g_bwd_maps);
 }
 
 // The mask written from its definition (docs/perf.md "Masks"), for the brute-force block
@@ -229,6 +234,9 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     m[at(pl.op == 'q' ? lq : lk, pl.op == 'q', pl.seq, pl.head, pl.row, 3)] = ET::from_float(pl.value);
   }
   const bool nonfinite = !c.plants.empty();
+
+  if (c.nan_do_seq1)
+    for (int h = 0; h < hq; ++h) dom[at(lq, true, 1, h, 0, 0)] = nan_t;
 
   // The reference, per sequence on its own rows and used keys.
   const double scale = 1.0 / std::sqrt(double(D));
@@ -434,9 +442,14 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     line += buf;
   }
 
-  // ---- the backward, from the reference's O and LSE (finite cases: the backward's masked
-  // instance does not follow the math rule yet, docs/install.md "NaN and inf").
-  if (!nonfinite) {
+  // ---- the backward, from the reference's O and LSE, both feeds (the TMA feed's boxes
+  // read the padded keys' NaN and the next sequence's rows: its tail zeroing is checked).
+  // The TMA feed with copies landing late only (emulate_bwd.cpp says why). Finite cases
+  // only: the backward's masked instance does not follow the math rule yet
+  // (docs/install.md "NaN and inf").
+  for (ffpa::Load load : {ffpa::Load::kCpAsync, ffpa::Load::kTma}) {
+    const bool tma = load == ffpa::Load::kTma;
+    if (nonfinite || (tma && !emu::g_cp_late)) continue;
     std::vector<T> om(q_elems, nan_t);
     for (size_t i = 0; i < om.size(); ++i)
       if (!std::isnan(ref_o[i])) om[i] = ET::from_float(float(ref_o[i]));
@@ -466,21 +479,34 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     emu::launch(&pre_body<D, T>, unused, {unsigned((nq + R - 1) / R), unsigned(hq), unsigned(B)},
                 ffpa::BwdPreTraits::kNThreads, 0);
     for (emu::Range& r : emu::g_ranges) r.read = 0;
-    emu::launch(&main_body<DkvTraits, true, kBbr>, unused,
-                {unsigned((max_k + DkvTraits::kBlockM - 1) / DkvTraits::kBlockM), unsigned(hkv), unsigned(S)},
-                DkvTraits::kNThreads, DkvTraits::kSmemBytes);
+    // TMA: the launcher's maps (bwd_launch_template.cuh), each kernel's own rows in boxes
+    // of its kBlockM, its column blocks in boxes of 64.
+    auto encode = [&](int box_q, int box_kv) {
+      g_bwd_maps.q = emu::encode_tiled(p.q, ffpa::bwd_tma_geometry(p, ffpa::BwdTmaOperand::kQ, box_q));
+      g_bwd_maps.dout = emu::encode_tiled(p.dout, ffpa::bwd_tma_geometry(p, ffpa::BwdTmaOperand::kDout, box_q));
+      g_bwd_maps.k = emu::encode_tiled(p.k, ffpa::bwd_tma_geometry(p, ffpa::BwdTmaOperand::kK, box_kv));
+      g_bwd_maps.v = emu::encode_tiled(p.v, ffpa::bwd_tma_geometry(p, ffpa::BwdTmaOperand::kV, box_kv));
+    };
+    if (tma) encode(DkvTraits::kBlockN, DkvTraits::kBlockM);
+    emu::launch(tma ? &main_body<DkvTraits, true, kBbr, ffpa::Load::kTma>
+                    : &main_body<DkvTraits, true, kBbr, ffpa::Load::kCpAsync>,
+                unused, {unsigned((max_k + DkvTraits::kBlockM - 1) / DkvTraits::kBlockM), unsigned(hkv), unsigned(S)},
+                DkvTraits::kNThreads, tma ? DkvTraits::kSmemBytesTma : DkvTraits::kSmemBytes);
     // dK / dV kernel: Q is loaded twice per visited query block (S, then dS^T Q), per head,
     // split-D; once, whole-D, persist-D (ffpa/bwd_kernel_traits.h).
     const size_t q_read = emu::g_ranges[0].read,
                  q_want = expected_bytes(DkvTraits::kBlockM, true, DkvTraits::kPersistD ? 1 : 2, hq);
     for (emu::Range& r : emu::g_ranges) r.read = 0;
-    emu::launch(&main_body<DqTraits, false, kBbr>, unused,
-                {unsigned((max_q + DqTraits::kBlockM - 1) / DqTraits::kBlockM), unsigned(hq), unsigned(S)},
-                DqTraits::kNThreads, DqTraits::kSmemBytes);
+    if (tma) encode(DqTraits::kBlockM, DqTraits::kBlockN);
+    emu::launch(tma ? &main_body<DqTraits, false, kBbr, ffpa::Load::kTma>
+                    : &main_body<DqTraits, false, kBbr, ffpa::Load::kCpAsync>,
+                unused, {unsigned((max_q + DqTraits::kBlockM - 1) / DqTraits::kBlockM), unsigned(hq), unsigned(S)},
+                DqTraits::kNThreads, tma ? DqTraits::kSmemBytesTma : DqTraits::kSmemBytes);
     // dQ kernel: K twice per visited key block (S, then dS K), per query head; once persist-D.
     const size_t k_read = emu::g_ranges[1].read,
                  k_want = expected_bytes(DqTraits::kBlockM, false, DqTraits::kPersistD ? 1 : 2, hq);
-    const bool skip_ok = q_read == q_want && k_read == k_want;
+    // (The TMA feed reads whole boxes, rows past a sequence included: counted for cp.async.)
+    const bool skip_ok = tma || (q_read == q_want && k_read == k_want);
     auto widen = [&](const std::vector<T>& m) {
       std::vector<double> out(m.size());
       for (size_t i = 0; i < m.size(); ++i) out[i] = ET::to_float(m[i]);
@@ -501,7 +527,7 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
       parts += " Q-BYTES " + std::to_string(q_read) + "/" + std::to_string(q_want) + " K-BYTES " +
                std::to_string(k_read) + "/" + std::to_string(k_want);
     ok = ok && b_ok;
-    line += std::string(" bwd:") + (b_ok ? "ok" : "FAIL") + "(" + parts + ")";
+    line += std::string(tma ? " bwd-tma:" : " bwd:") + (b_ok ? "ok" : "FAIL") + "(" + parts + ")";
   }
 
   std::string used;
@@ -621,6 +647,12 @@ int run_mask_breakages() {
   // NaN / inf the window hides from some rows (the first row block's): the math rule.
   const MaskCase planted{"control", 64, false, false, false, false, 2, 2, {150}, {200}, {}, -1, 20,
                          MaskBreak::kNone, BwdBreak::kNone, {{'k', 0, 0, 150, NAN}}};
+  MaskCase padded320 = padded;
+  padded320.d = 320;
+  // Non-causal, no window: every query of sequence 1 sees every key, so its NaN dO row
+  // makes all of its dK / dV NaN (the reference's too) and nothing of sequence 0's.
+  MaskCase varlen_nan{"control", 64, false, true, false, false, 2, 1, {70, 40}, {90, 33}, {}, -1, -1};
+  varlen_nan.nan_do_seq1 = true;
   const Run runs[] = {
       {"none (control, causal window)", causal, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kNone>},
       {"none (control, varlen)", varlen, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kNone>},
@@ -640,6 +672,13 @@ int run_mask_breakages() {
       {"bwd: padded keys counted (seqused_k ignored)", padded, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kPaddedKeyCounted>},
       {"bwd: the last visible column block skipped", left, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kSkipOneBlock>},
       {"bwd: no block skipped (hidden blocks computed, then masked)", left, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kNoSkip>},
+      // The TMA feed's boxes read the padded keys (NaN here) past each sequence's used keys.
+      {"none (control, seqused_k with NaN padded keys)", padded, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kNone>},
+      {"bwd-tma: tail rows past a sequence not zeroed (NaN padded keys)", padded, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kTmaTailNotZeroed>},
+      {"none (control D=320, seqused_k with NaN padded keys)", padded320, &run_case_t<320, H, MaskBreak::kNone, BwdBreak::kNone>},
+      {"bwd-tma D=320: tail rows past a sequence not zeroed (NaN padded keys)", padded320, &run_case_t<320, H, MaskBreak::kNone, BwdBreak::kTmaTailNotZeroed>},
+      {"none (control, varlen with NaN in sequence 1's first dO row)", varlen_nan, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kNone>},
+      {"bwd-tma: tail rows past a sequence not zeroed (NaN in the next sequence's dO)", varlen_nan, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kTmaTailNotZeroed>},
   };
   int wrong = 0;
   for (const Run& r : runs) {

@@ -1,7 +1,8 @@
 // FFPA split-D backward kernels: mma.sync m16n8k16 with fp32 accumulation, ldmatrix,
-// a kStages-deep cp.async pipeline into the forward's XOR-swizzled 64-column chunk
-// tiles (fwd_kernel_mma.cuh's swizzle and fragment conventions), gradients written in
-// the input dtype. Three launches:
+// a kStages-deep cp.async pipeline (or, Load::kTma, TMA boxes completing on mbarriers:
+// the forward's protocol) into the forward's XOR-swizzled 64-column chunk tiles
+// (fwd_kernel_mma.cuh's swizzle and fragment conventions), gradients written in the
+// input dtype. Three launches:
 //
 // 1. ffpa_bwd_preprocess_kernel: Delta = rowsum(dO * O) in fp32 and the LSE moved to
 //    the base-2 domain, into a contiguous fp32 workspace (BwdParams::workspace).
@@ -55,7 +56,9 @@
 
 #include "ffpa/bwd_kernel_traits.h"
 #include "ffpa/bwd_params.h"
+#include "ffpa/kernel_traits.h"  // Load
 #include "ffpa/mask.h"
+#include "ffpa/tma.cuh"
 #include "ffpa/utils.cuh"
 
 namespace ffpa {
@@ -79,6 +82,9 @@ enum class BwdBreak {
                       // later block computed with its Q / dO, or K / V)
   kPersistOneSlot,    // one slot for the first operand: the next block's Q (or K) lands over
                       // the one this block's S and dS products still read
+  // TMA feed only:
+  kTmaTailNotZeroed,  // rows past a sequence's end left as the box read them (the next
+                      // sequence's, or padding keys) instead of zeroed
 };
 
 // Element offset of (row, 16-byte vector vec) in a [rows][64] tile (fwd_kernel_mma.cuh).
@@ -119,8 +125,22 @@ __global__ void __launch_bounds__(BwdPreTraits::kNThreads)
 }
 
 // ---- 2. and 3. the main kernels ----------------------------------------------------------
-template <typename Traits, bool kRowsAreKeys, BwdBreak kBreak = BwdBreak::kNone>
-__global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const BwdParams params) {
+// kLoad: the feed. kCpAsync: every thread copies 16-byte vectors (cp.async, zero-filled
+// past a sequence's rows). kTma (sm_90+; a trap stub below, never launched there:
+// bwd_launch_template.cuh): thread 0 issues one cp.async.bulk.tensor box per 64-column
+// chunk tile of the maps in `maps` (ffpa/tma_geometry.h's bwd_tma_geometry), completing
+// on an mbarrier that every thread waits on before the tile is read; the boxes land in
+// the same 128-byte-swizzled tiles, so every fragment loader is shared.
+template <typename Traits, bool kRowsAreKeys, BwdBreak kBreak = BwdBreak::kNone, Load kLoad = Load::kCpAsync>
+__global__ void __launch_bounds__(Traits::kNThreads, 1)
+    ffpa_bwd_kernel(const BwdParams params, const __grid_constant__ BwdTmaMaps maps) {
+  constexpr bool kTma = kLoad == Load::kTma;
+#ifndef FFPA_TMA_DEVICE
+  if constexpr (kTma) {
+    __trap();
+    return;
+  }
+#endif
   using T = typename Traits::Element;
   using ET = ElemTraits<T>;
   constexpr int kNThreads = Traits::kNThreads;
@@ -138,8 +158,16 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
   constexpr int kVecsPerRow = Traits::kVecsPerRow;
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
+  unsigned char* smem_base = smem_raw;
+  if constexpr (kTma) {
+    // Swizzle atoms are 1024 bytes: round the base up (the launch reserved the slack).
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(smem_raw);
+    smem_base += (Traits::kTmaAlign - addr % Traits::kTmaAlign) % Traits::kTmaAlign;
+  }
   // Split-D: the kStages ring; persist-D: the resident rows, then the column slots.
-  T* const smem_stages = reinterpret_cast<T*>(smem_raw);
+  T* const smem_stages = reinterpret_cast<T*>(smem_base);
+  // kTma: persist-D [rows, first slot 0, first slot 1, second slot]; split-D one per stage.
+  uint64_t* const bars = reinterpret_cast<uint64_t*>(smem_base + Traits::kBarOffset);
   T* const smem_p = smem_stages + (Traits::kPersistD ? Traits::kPersistElems : kStages * Traits::kStageElems);  // [rows][64] P (dK / dV kernel)
   T* const smem_ds = smem_p + Traits::kPElems;                     // [rows][64] dS
 
@@ -271,6 +299,52 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
       else copy_tile(s_col, k_base, params.k_row_stride, c0, nkv, d0, ColCopies{});
     }
   };
+
+  // ---- the TMA feed (kTma): thread 0 issues, every thread waits on the tile's mbarrier.
+  // Row operand op (0: K or Q, 1: V or dO) of this block, D chunk at d0.
+  auto tma_rows = [&](T* dst, int op, int d0, uint64_t* bar) {
+    if constexpr (kRowsAreKeys)
+      tma_load_4d(dst, op == 0 ? &maps.k : &maps.v, d0, static_cast<int>(k_start) + m0, kv_head, batch, bar);
+    else
+      tma_load_4d(dst, op == 0 ? &maps.q : &maps.dout, d0, static_cast<int>(q_start) + m0, row_head, batch, bar);
+  };
+  // Column operand op (0: Q or K, 1: dO or V) of iteration it's column block.
+  auto tma_cols = [&](T* dst, int op, int it, int d0, uint64_t* bar) {
+    const int c0 = col_block_of(it) * kBlockN;
+    if constexpr (kRowsAreKeys)
+      tma_load_4d(dst, op == 0 ? &maps.q : &maps.dout, d0, static_cast<int>(q_start) + c0, q_head_of(it), batch,
+                  bar);
+    else
+      tma_load_4d(dst, op == 0 ? &maps.k : &maps.v, d0, static_cast<int>(k_start) + c0, kv_head, batch, bar);
+  };
+  // A box reads whole tiles: rows past the sequence's keys or queries hold the next
+  // sequence's (varlen) or padding keys (seqused_k), which may be NaN / inf. P is 0 there,
+  // but dV += P^T dO, dK += dS^T Q and dQ += dS K multiply by those rows (0 x inf is NaN),
+  // and dP = dO V^T reads them: rows [valid, rows) of a landed [rows][64] tile are zeroed
+  // (what the cp.async feed's zero fill gives) before any warp reads it. Returns whether it
+  // wrote, so that the caller fences those generic writes before the async proxy refills
+  // the tile. (Past the arrays' last row the TMA unit fills zeros itself; zeroing there
+  // too keeps the rule one comparison.)
+  auto zero_tail = [&](T* tile, int rows, int valid) {
+    if (kBreak == BwdBreak::kTmaTailNotZeroed || valid >= rows) return false;
+    for (int idx = tid; idx < rows * kVecsPerRow; idx += kNThreads)
+      if (idx / kVecsPerRow >= valid) {
+        uint32_t* const w = reinterpret_cast<uint32_t*>(tile + idx * 8);  // 16 bytes: a whole row vector
+        w[0] = w[1] = w[2] = w[3] = 0u;
+      }
+    return true;
+  };
+  const int row_valid = (kRowsAreKeys ? nkv : nq) - m0;               // rows of the block in the sequence
+  auto col_valid = [&](int c0) { return (kRowsAreKeys ? nq : nkv) - c0; };  // columns of a block
+  if constexpr (kTma) {
+    // One barrier per tile group, one arrival (thread 0's expect_tx) per fill.
+    if (tid == 0) {
+#pragma unroll
+      for (int s = 0; s < Traits::kNBars; ++s) mbar_init(bars + s, 1);
+      fence_barrier_init();
+    }
+    __syncthreads();
+  }
 
   // Gradient accumulators: chunk c, n-tile j covers columns
   // c * 64 + warp_d * kWarpD + j * 8 + {2t, 2t + 1} of rows g and g + 8.
@@ -448,13 +522,46 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
     // Whether iteration it's column operands are loaded (all of them, unbroken).
     auto loads_cols = [&](int it) { return it < n_iters && (kBreak != BwdBreak::kPersistStaleCols || it == 0); };
 
-    if (n_iters > 0) {
-      load_rows();
-      load_cols(0, 0, first_slot(0));
+    // kTma: the same steps with a barrier per group instead of cp.async groups: bars[0]
+    // the resident rows (waited once), bars[1 + s] first-operand slot s (filled every
+    // other iteration: iteration it waits for fill it >> 1 of its slot, parity
+    // (it >> 1) & 1), bars[3] the second slot (fill it, parity it & 1).
+    uint64_t* const bar_rows = bars;
+    uint64_t* const bar_second = bars + 3;
+    auto bar_first = [&](int slot) { return bars + 1 + slot; };
+    auto tma_load_cols = [&](int op, int it, int slot, uint64_t* bar) {
+      mbar_arrive_expect_tx(bar, Traits::kColOperandElems * 2);
+#pragma unroll
+      for (int c = 0; c < kNChunks; ++c) tma_cols(col_slot(slot) + c * Traits::kColTileElems, op, it, c * kBlockD, bar);
+    };
+    if constexpr (kTma) {
+      if (tid == 0 && n_iters > 0) {
+        mbar_arrive_expect_tx(bar_rows, 2 * Traits::kRowOperandElems * 2);
+#pragma unroll
+        for (int c = 0; c < kNChunks; ++c) {
+          tma_rows(row_operand(0) + c * Traits::kRowTileElems, 0, c * kBlockD, bar_rows);
+          tma_rows(row_operand(1) + c * Traits::kRowTileElems, 1, c * kBlockD, bar_rows);
+        }
+        tma_load_cols(0, 0, first_slot(0), bar_first(first_slot(0)));
+        tma_load_cols(1, 0, 2, bar_second);
+      }
+    } else {
+      if (n_iters > 0) {
+        load_rows();
+        load_cols(0, 0, first_slot(0));
+      }
+      cp_async_commit();
+      if (n_iters > 0) load_cols(1, 0, 2);
+      cp_async_commit();
     }
-    cp_async_commit();
-    if (n_iters > 0) load_cols(1, 0, 2);
-    cp_async_commit();
+    // Zeroes the tail rows of a whole-D column slot, then fences them (kTma).
+    auto zero_slot_tail = [&](int slot, int c0) {
+      bool wrote = false;
+#pragma unroll
+      for (int c = 0; c < kNChunks; ++c)
+        wrote = zero_tail(col_slot(slot) + c * Traits::kColTileElems, kBlockN, col_valid(c0)) || wrote;
+      if (wrote) fence_proxy_async_smem();
+    };
 
     for (int it = 0; it < n_iters; ++it) {
       const int c0 = col_block_of(it) * kBlockN;
@@ -471,10 +578,27 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
       // ---- step 0: S = rows_a . first^T, P. The barrier: the rows and the first operand
       // landed for every thread, every warp finished the previous iteration (the first
       // slot refilled below, P and dS rewritten).
-      cp_async_wait<1>();
-      __syncthreads();
-      if (loads_cols(it + 1)) load_cols(0, it + 1, first_slot(it + 1));
-      cp_async_commit();
+      if constexpr (kTma) {
+        if (it == 0) {
+          mbar_wait(bar_rows, 0);
+          // The resident rows are never refilled: no fence.
+#pragma unroll
+          for (int c = 0; c < kNChunks; ++c) {
+            zero_tail(row_operand(0) + c * Traits::kRowTileElems, kBlockM, row_valid);
+            zero_tail(row_operand(1) + c * Traits::kRowTileElems, kBlockM, row_valid);
+          }
+        }
+        mbar_wait(bar_first(first_slot(it)), (it >> 1) & 1);
+        zero_slot_tail(first_slot(it), c0);
+        __syncthreads();
+        if (tid == 0 && loads_cols(it + 1))
+          tma_load_cols(0, it + 1, first_slot(it + 1), bar_first(first_slot(it + 1)));
+      } else {
+        cp_async_wait<1>();
+        __syncthreads();
+        if (loads_cols(it + 1)) load_cols(0, it + 1, first_slot(it + 1));
+        cp_async_commit();
+      }
 #pragma unroll
       for (int c = 0; c < kNChunks; ++c)
         rows_times_cols_t(acc_s, row_operand(0) + c * Traits::kRowTileElems, col_a + c * Traits::kColTileElems);
@@ -482,7 +606,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
       if constexpr (kRowsAreKeys) publish(smem_p, acc_s);  // dV's A operand
 
       // ---- step 1: dP = rows_b . second^T (and dV += P^T dO), dS.
-      cp_async_wait<1>();
+      if constexpr (kTma) {
+        mbar_wait(bar_second, it & 1);
+        zero_slot_tail(2, c0);
+      } else {
+        cp_async_wait<1>();
+      }
       __syncthreads();
 #pragma unroll
       for (int c = 0; c < kNChunks; ++c) {
@@ -496,16 +625,40 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
       // ---- step 2: dK += dS^T Q, or dQ += dS K. The barrier: dS published, and the
       // second slot read by every warp (refilled now).
       __syncthreads();
-      if (loads_cols(it + 1)) load_cols(1, it + 1, 2);
-      cp_async_commit();
+      if constexpr (kTma) {
+        if (tid == 0 && loads_cols(it + 1)) tma_load_cols(1, it + 1, 2, bar_second);
+      } else {
+        if (loads_cols(it + 1)) load_cols(1, it + 1, 2);
+        cp_async_commit();
+      }
 #pragma unroll
       for (int c = 0; c < kNChunks; ++c) x_times_cols(acc_a[c], smem_ds, col_a + c * Traits::kColTileElems);
     }
   } else {
     // ---- Split-D (D > 128): the kStages ring of 64-column chunk steps (the file's header).
+    // kTma: one barrier per stage, as the forward's; step `step` of a column block loads
+    // the row operand's chunk (phases 0 and 1) and the column operand's.
+    auto tma_step = [&](int step, int it, int stage) {
+      T* const s_row = smem_stages + stage * Traits::kStageElems;
+      T* const s_col = s_row + Traits::kRowTileElems;
+      uint64_t* const bar = bars + stage;
+      const int phase = step / kNChunks;
+      const int d0 = (step % kNChunks) * kBlockD;
+      if (phase < 2) {
+        mbar_arrive_expect_tx(bar, (Traits::kRowTileElems + Traits::kColTileElems) * 2);
+        tma_rows(s_row, phase, d0, bar);
+      } else {
+        mbar_arrive_expect_tx(bar, Traits::kColTileElems * 2);
+      }
+      tma_cols(s_col, phase == 1 ? 1 : 0, it, d0, bar);
+    };
     auto issue = [&](int step, int it, int stage) {
-      if (it < n_iters) load_step(step, it, stage);
-      cp_async_commit();  // empty groups keep the wait_group arithmetic uniform
+      if constexpr (kTma) {
+        if (tid == 0 && it < n_iters) tma_step(step, it, stage);
+      } else {
+        if (it < n_iters) load_step(step, it, stage);
+        cp_async_commit();  // empty groups keep the wait_group arithmetic uniform
+      }
     };
     int write_stage = 0;
 #pragma unroll
@@ -514,6 +667,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
       write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
     }
     int read_stage = 0;
+    uint32_t parity = 0;  // kTma: parity of the fill being waited for, per round of stages
 
     for (int it = 0; it < n_iters; ++it) {
       const int c0 = col_block_of(it) * kBlockN;
@@ -530,17 +684,26 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
         // The group of this step has landed once at most kStages - 2 newer ones are
         // pending; the barrier also guarantees every warp finished the step that last used
         // the stage refilled next, and makes the P / dS tiles published at the end of the
-        // previous step visible.
-        cp_async_wait<kStages - 2>();
+        // previous step visible. kTma: the stage's barrier completed the phase of this
+        // fill, and its tail rows are zeroed before the block barrier.
+        T* const s_row = smem_stages + read_stage * Traits::kStageElems;
+        T* const s_col = s_row + Traits::kRowTileElems;
+        if constexpr (kTma) {
+          mbar_wait(bars + read_stage, parity);
+          bool wrote = step < 2 * kNChunks && zero_tail(s_row, kBlockM, row_valid);
+          wrote = zero_tail(s_col, kBlockN, col_valid(c0)) || wrote;
+          if (wrote) fence_proxy_async_smem();
+        } else {
+          cp_async_wait<kStages - 2>();
+        }
         __syncthreads();
         {
           const int ahead = step + kStages - 1;
           issue(ahead % kSteps, it + ahead / kSteps, write_stage);
           write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
         }
-        const T* const s_row = smem_stages + read_stage * Traits::kStageElems;
-        const T* const s_col = s_row + Traits::kRowTileElems;
         read_stage = read_stage + 1 == kStages ? 0 : read_stage + 1;
+        if (read_stage == 0) parity ^= 1u;
 
         if (step < kNChunks) {
           rows_times_cols_t(acc_s, s_row, s_col);
@@ -563,7 +726,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) ffpa_bwd_kernel(const Bw
       }
     }
   }
-  cp_async_wait<0>();
+  // kTma: every issued fill was waited for above (fills are issued for visited column
+  // blocks only).
+  if constexpr (!kTma) cp_async_wait<0>();
 
   // ---- epilogue: dK = scale dS^T Q, dV; or dQ = scale dS K.
   T* out_a;

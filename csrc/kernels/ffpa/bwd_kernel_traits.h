@@ -103,13 +103,26 @@ struct BwdMmaTraits {
   // tile (dK / dV kernel: the A operand of dV += P^T dO) and the dS tile (both kernels),
   // 16-bit.
   static constexpr int kSmemBytes = ((kPersistD ? kPersistElems : kStages * kStageElems) + 2 * kPElems) * 2;
+  // The TMA-fed variant (bwd_kernel_mma.cuh, Load::kTma): the tiles start on a 1024-byte
+  // boundary (the 128-byte swizzle's period; the dynamic shared memory base is only
+  // 16-byte aligned, so up to 1008 bytes of slack), and the 8-byte mbarriers follow the
+  // dS tile: persist-D one for the resident rows and one per column slot, split-D one per
+  // stage. Every tile is a multiple of 8 rows of 128 bytes, so each box lands on a
+  // 1024-byte boundary too. D = 128 persist-D: 98,304 + 1,024 + 32 bytes, under 99 KiB.
+  static constexpr int kTmaAlign = 1024;
+  static constexpr int kNBars = kPersistD ? 1 + kStages : kStages;
+  static constexpr int kBarOffset = kSmemBytes;  // a multiple of 8 (16-bit tiles of 64-wide rows)
+  static constexpr int kSmemBytesTma = kTmaAlign + kBarOffset + kNBars * 8;
 
   static_assert(kHeadDim % 64 == 0 && kHeadDim >= 64 && kHeadDim <= 1024,
                 "head dims are multiples of 64 up to 1024 (FFPA_HEAD_DIMS)");
   static_assert(sizeof(Element) == 2, "fp16/bf16 only");
   static_assert(kStages >= 2, "the cp.async pipeline needs at least two stages");
   static_assert(!kPersistD || kStages == 3, "persist-D has three whole-D column slots (two first-operand, one second)");
-  static_assert(kSmemBytes <= 99 * 1024, "the tiles do not fit the 99 KiB of shared memory a block may use");
+  static_assert(kSmemBytesTma <= 99 * 1024, "the tiles do not fit the 99 KiB of shared memory a block may use");
+  static_assert(kRowTileElems * 2 % kTmaAlign == 0 && kColTileElems * 2 % kTmaAlign == 0,
+                "every TMA box must start on a 1024-byte swizzle-atom boundary");
+  static_assert(kBlockM <= 256 && kBlockN <= 256, "a TMA box has at most 256 rows");
   static_assert(kWarpNTiles % 2 == 0 && kWarpDTiles % 2 == 0, "ldmatrix.x4 loads two 8-wide n-tiles at a time");
   static_assert(kBlockM * kVecsPerRow % kNThreads == 0 && kBlockN * kVecsPerRow % kNThreads == 0,
                 "copies must divide evenly over the threads");

@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "ffpa/bwd_params.h"
 #include "ffpa/kernel_traits.h"
 #include "ffpa/params.h"
 #include "ffpa/tma.cuh"
@@ -38,6 +39,9 @@ Status smem_opt_in(Kernel kernel, int bytes) {
 // api.cu: the tensor maps of a launch (boxes of box_rows_q / box_rows_kv rows by 64
 // columns, 128-byte swizzle, zero fill), encoded through the driver entry point.
 Status encode_tma_maps(const FwdParams& params, DType dtype, int box_rows_q, int box_rows_kv, TmaMaps* maps);
+// api.cu: the backward's four maps (ffpa/tma_geometry.h's bwd_tma_geometry): Q and dO
+// in boxes of box_rows_q rows, K and V of box_rows_kv (nkv == 0: none for K and V).
+Status encode_bwd_tma_maps(const BwdParams& params, DType dtype, int box_rows_q, int box_rows_kv, BwdTmaMaps* maps);
 // api.cu: the low-precision kernel's maps over the workspace's byte arrays (ffpa/
 // tma_geometry.h, lowp_tma_geometry): Q / K boxes of slab_bytes x box rows, V^T boxes of
 // 64 tokens x box_rows_vt channels.

@@ -26,6 +26,11 @@ struct TmaMaps {
   CUtensorMap q, k, v;
 };
 
+// The backward's four maps (ffpa/bwd_kernel_mma.cuh's TMA feed): Q, K, V and dO.
+struct BwdTmaMaps {
+  CUtensorMap q, k, v, dout;
+};
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define FFPA_TMA_DEVICE 1
 #endif

@@ -1,6 +1,6 @@
 // The geometry of the TMA path's tensor maps, in one place: the launcher encodes it
 // with the driver's cuTensorMapEncodeTiled (api.cu), the CPU emulator with its model
-// of the same call (csrc/tests/emulate_kernels.cpp). Host code, no CUDA types.
+// of the same call (csrc/tests/emulate_kernels.cpp, emulate_bwd.cpp). Host code, no CUDA types.
 //
 // One rank-4 map per array over its [B, H, N, D] layout, innermost first:
 //   dims    {D, N, H, B}
@@ -17,6 +17,7 @@
 
 #include <cstdint>
 
+#include "ffpa/bwd_params.h"
 #include "ffpa/params.h"
 
 namespace ffpa {
@@ -31,15 +32,9 @@ struct TmaGeometry {
 
 enum class TmaOperand { kQ, kK, kV };
 
-inline TmaGeometry tma_geometry(const FwdParams& p, TmaOperand which, int box_rows) {
-  const int64_t d = p.head_dim;
-  const bool q = which == TmaOperand::kQ;
-  const int64_t n = q ? p.nq : p.nkv;
-  const int64_t h = q ? p.hq : p.hkv;
-  const int64_t b = p.b;
-  int64_t row = q ? p.q_row_stride : which == TmaOperand::kK ? p.k_row_stride : p.v_row_stride;
-  int64_t head = q ? p.q_head_stride : which == TmaOperand::kK ? p.k_head_stride : p.v_head_stride;
-  int64_t batch = q ? p.q_batch_stride : which == TmaOperand::kK ? p.k_batch_stride : p.v_batch_stride;
+// One [B, H, N, D] array with element strides row / head / batch (the D stride is 1).
+inline TmaGeometry tma_geometry_bhnd(int64_t d, int64_t n, int64_t h, int64_t b, int64_t row, int64_t head,
+                                     int64_t batch, int box_rows) {
   if (n == 1) row = d;
   if (h == 1) head = n * d;
   if (b == 1) batch = h * n * d;
@@ -56,6 +51,38 @@ inline TmaGeometry tma_geometry(const FwdParams& p, TmaOperand which, int box_ro
   g.box[2] = 1;
   g.box[3] = 1;
   return g;
+}
+
+inline TmaGeometry tma_geometry(const FwdParams& p, TmaOperand which, int box_rows) {
+  const bool q = which == TmaOperand::kQ;
+  const bool k = which == TmaOperand::kK;
+  return tma_geometry_bhnd(p.head_dim, q ? p.nq : p.nkv, q ? p.hq : p.hkv, p.b,
+                           q ? p.q_row_stride : k ? p.k_row_stride : p.v_row_stride,
+                           q ? p.q_head_stride : k ? p.k_head_stride : p.v_head_stride,
+                           q ? p.q_batch_stride : k ? p.k_batch_stride : p.v_batch_stride, box_rows);
+}
+
+// The backward's maps (ffpa/bwd_kernel_mma.cuh's TMA feed): Q and dO over [B, Hq, Nq, D],
+// K and V over [B, Hkv, Nkv, D]; boxes of 64 columns x the kernel's row block (its own
+// rows) or 64 (its column blocks).
+enum class BwdTmaOperand { kQ, kK, kV, kDout };
+
+inline TmaGeometry bwd_tma_geometry(const BwdParams& p, BwdTmaOperand which, int box_rows) {
+  switch (which) {
+    case BwdTmaOperand::kQ:
+      return tma_geometry_bhnd(p.head_dim, p.nq, p.hq, p.b, p.q_row_stride, p.q_head_stride, p.q_batch_stride,
+                               box_rows);
+    case BwdTmaOperand::kDout:
+      return tma_geometry_bhnd(p.head_dim, p.nq, p.hq, p.b, p.do_row_stride, p.do_head_stride, p.do_batch_stride,
+                               box_rows);
+    case BwdTmaOperand::kK:
+      return tma_geometry_bhnd(p.head_dim, p.nkv, p.hkv, p.b, p.k_row_stride, p.k_head_stride, p.k_batch_stride,
+                               box_rows);
+    case BwdTmaOperand::kV:
+      return tma_geometry_bhnd(p.head_dim, p.nkv, p.hkv, p.b, p.v_row_stride, p.v_head_stride, p.v_batch_stride,
+                               box_rows);
+  }
+  return TmaGeometry{};  // unreachable: every operand is listed above
 }
 
 inline TmaGeometry lowp_tma_geometry(const LowpLayout& l, TmaOperand which, int box_rows, int slab_bytes) {

@@ -58,6 +58,9 @@ namespace ffpa {
 struct TmaMaps {
   CUtensorMap q, k, v;
 };
+struct BwdTmaMaps {
+  CUtensorMap q, k, v, dout;
+};
 
 inline void mbar_init(uint64_t* bar, uint32_t count) { emu::mbar_init(bar, count); }
 inline void fence_barrier_init() { emu::fence_barrier_init(); }
