@@ -61,7 +61,7 @@ def _patterns(n: int) -> tuple[list[re.Pattern[str]], list[re.Pattern[str]]]:
         re.compile(rf"(>=|<=|(?<![<-])<(?![<=])|(?<![>-])>(?![>=])|==|!=)\s*{num}"),  # Python / C++
         re.compile(rf"(?<![\w.\"']){n}\s*(>=|<=|<(?!<)|>(?!>))"),
         re.compile(rf"__CUDA_ARCH__\s*[<>=!]+\s*{n}0\b"),
-        re.compile(rf"(?i)\b\w*(min|floor|lowest)\w*[\"']?\s*(=|:|\s)\s*{num}"),  # a named floor
+        re.compile(rf"(?i)\b\w*(min|floor|lowest)\w*[\"']?\s*(=|:|\s)\s*{num}"),  # a named floor (last)
     ]
     says = [re.compile(rf"(?i)\bsm_?{n}(\+|\s+or\s+newer|\s+and\s+newer)"),
             re.compile(rf"(?i)\b(gpus?|archs?)\s+from\s+sm_?{n}\b"),
@@ -82,8 +82,11 @@ def code_spellings(rel: str, text: str, n: int) -> list[str]:
     code, says = _patterns(n)
     hits = []
     for i, line in enumerate(text.splitlines(), 1):
-        # the number itself, in code or comments alike; a message outside comments
-        if any(p.search(line) for p in code) or (not _is_comment(line, rel) and any(p.search(line) for p in says)):
+        # A named floor anywhere, comments included; comparisons and messages outside
+        # comments only: a comment's prose compares other quantities with the same number
+        # ("rows < 80 do not see it").
+        named_floor = code[-1]
+        if named_floor.search(line) or (not _is_comment(line, rel) and any(p.search(line) for p in code + says)):
             hits.append(f"{rel}:{i}: {line.strip()}")
     return hits
 
@@ -284,6 +287,7 @@ def test_the_code_scan_catches(rel, line):
     ("python/ffpa_attn/x.py", f"    if sm >= {N + 10}:"),
     ("python/ffpa_attn/x.py", f"    total = {N}.5 * x"),
     ("cmake/X.cmake", f"  if(n GREATER {N}0)"),
+    ("csrc/tests/emulate_masks.cpp", f"      // key 100 (rows < {N} do not see it), seq 1"),  # prose, another quantity
 ])
 def test_the_code_scan_leaves_alone(rel, line):
     assert not code_spellings(rel, line, N)
