@@ -1013,10 +1013,13 @@ Status backward(const BackwardArgs& a) {
   p.stream = a.stream;
   p.tma = tma_runs_on_current_device();  // the main kernels' feed (bwd_launch_template.cuh)
   // As in forward(): the heads reading a NaN or an inf (dO included) follow the math
-  // backend's autograd under the causal mask (ffpa/mask.h); causal calls only.
+  // backend's autograd under the causal mask and the sliding window (ffpa/mask.h); causal
+  // or windowed calls only (band_hides_keys), K and V of a padded batch below seqused_k[b]
+  // only, the whole packed arrays in varlen (a head's flag covers all its sequences).
   NonfiniteFlags nonfinite;
-  if (a.causal && !mask_active(p.mask)) {
-    nonfinite.add(a.q), nonfinite.add(a.k), nonfinite.add(a.v), nonfinite.add(a.dout);
+  if (band_hides_keys(p.mask, a.causal)) {
+    const int* kv_used = p.mask.cu_seqlens_q == nullptr ? p.mask.seqused_k : nullptr;
+    nonfinite.add(a.q), nonfinite.add(a.k, kv_used), nonfinite.add(a.v, kv_used), nonfinite.add(a.dout);
     st = nonfinite.run(p.b, p.hq, p.h_ratio, p.head_dim, a.q.dtype, stream);
     if (!st.ok()) return nonfinite.release(st);
     p.nonfinite = nonfinite.flags();

@@ -12,14 +12,16 @@
 //   - NaN / inf planted (the cases named nan-*): the forward against SDPA's math backend
 //     with the mask as an additive -inf bias over the sequence's read keys (written here
 //     from the definition, in double), the NaN / inf pattern of O and the LSE exactly; the
-//     non-finite pre-pass runs as api.cu runs it (band_hides_keys), so a NaN or an inf the
-//     window or the causal band hides from a row reaches that row, while one past
-//     seqused_k or in another packed sequence reaches none; the backward is not checked
-//     there (its masked instance does not follow the math rule yet);
+//     backward's dQ, dK, dV against the reference's autograd with the same additive mask
+//     (NaN / inf pattern exactly); the non-finite pre-pass runs as api.cu runs it for each
+//     (band_hides_keys; the backward's scans dO too), so a NaN or an inf the window or the
+//     causal band hides from a row reaches that row and the gradients it reaches, while
+//     one past seqused_k or in another packed sequence reaches none;
 //   - skipping: the bytes of K (forward, dQ kernel) and of Q (dK / dV kernel) the
 //     cp.async feeds load equal a brute-force count over the blocks that hold at least
 //     one visible (query, key) pair, so every block outside the mask is skipped and none
-//     inside it is (a head the pre-pass flags: every block of the sequence's read keys).
+//     inside it is (a head the pre-pass flags: every block of the sequence's read keys, or
+//     in the dK / dV kernel every query block for each block that holds a read key).
 //   ffpa_emulate_kernels --masks D...          the case list at each D
 //   ffpa_emulate_kernels --masks-release D...  its five widest cases at each D, copies late (label slow)
 //   ffpa_emulate_kernels --masks-breakages     each deliberate defect must make its run fail
@@ -52,7 +54,8 @@ namespace {
 using ffpa::BwdBreak;
 using ffpa::MaskBreak;
 
-// One value planted in q (head: query head), k or v (head: kv head) at a sequence's local row.
+// One value planted in q or d (dO; head: query head), k or v (head: kv head) at a
+// sequence's local row.
 struct Plant {
   char op;
   int seq, head, row;
@@ -72,7 +75,7 @@ struct MaskCase {
   int left = -1, right = -1;
   MaskBreak fbr = MaskBreak::kNone;
   BwdBreak bbr = BwdBreak::kNone;
-  std::vector<Plant> plants = {};  // non-empty: the math rule's check (the forward only)
+  std::vector<Plant> plants = {};  // non-empty: the math rule's check
   // NaN in dO's first row of sequence 1 (varlen): the rows a box of sequence 0's last
   // query block reads past its end (the backward's TMA feed must zero them).
   bool nan_do_seq1 = false;
@@ -230,8 +233,9 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
         for (int e = 0; e < D; ++e) km[at(lk, false, s, h, r, e)] = vm[at(lk, false, s, h, r, e)] = nan_t;
   // The planted values (column 3 of the row).
   for (const Plant& pl : c.plants) {
-    std::vector<T>& m = pl.op == 'q' ? qm : pl.op == 'k' ? km : vm;
-    m[at(pl.op == 'q' ? lq : lk, pl.op == 'q', pl.seq, pl.head, pl.row, 3)] = ET::from_float(pl.value);
+    const bool query_side = pl.op == 'q' || pl.op == 'd';
+    std::vector<T>& m = pl.op == 'q' ? qm : pl.op == 'd' ? dom : pl.op == 'k' ? km : vm;
+    m[at(query_side ? lq : lk, query_side, pl.seq, pl.head, pl.row, 3)] = ET::from_float(pl.value);
   }
   const bool nonfinite = !c.plants.empty();
 
@@ -265,8 +269,9 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     ffpa::ref::BwdProblem pr{1, hq, hkv, lq_s, used, D, c.causal, bottom_right ? used - lq_s : 0, scale};
     pr.window_left = c.left, pr.window_right = c.right;
     const ffpa::ref::BwdGrads g = ffpa::ref::attention_backward(pr, q, k, v, dout);
-    // Non-finite cases: the forward's reference is the math backend's (the backward is not
-    // checked there).
+    // Non-finite cases: the forward's reference is the one written here from the
+    // definition (attention_backward's O and LSE follow the same rule; its gradients are
+    // the backward's reference in every case).
     std::vector<double> mo, mlse;
     if (nonfinite) masked_math_reference(c, D, lq_s, used, scale, q, k, v, mo, mlse);
     const std::vector<double>& fo = nonfinite ? mo : g.o;
@@ -307,29 +312,14 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
   std::string line;
   bool ok = true;
 
-  // Expected cp.async bytes of an operand: `rows` blocks of `row_block` x column blocks of
-  // 64, counting the loaded operand rows (valid rows of a column block) `loads` times per
-  // visited block and per head of `heads`.
-  auto expected_bytes = [&](int row_block, bool keys_are_rows, int loads, int heads) {
-    size_t total = 0;
-    for (int s = 0; s < S; ++s) {
-      const int lq_s = c.lens_q[s], used = used_of(s);
-      const int n_rows = keys_are_rows ? c.lens_k[s] : lq_s, n_cols = keys_are_rows ? lq_s : used;
-      for (int r0 = 0; r0 < n_rows; r0 += row_block)
-        for (int c0 = 0; c0 < n_cols; c0 += 64)
-          if (block_has_pair(c, lq_s, used, keys_are_rows, r0, std::min(row_block, n_rows - r0), c0, 64))
-            total += size_t(std::min(64, n_cols - c0)) * D * sizeof(T) * loads * heads;
-    }
-    return total;
-  };
-
   // Which query heads read a NaN or an inf, from the definition: the pass runs where the
   // causal band or a window hides keys (api.cu); it reads a padded batch's K / V rows below
   // seqused_k only, and in varlen the whole packed arrays (a head's flag covers all its
   // sequences: over-flagging, correct and only slower).
+  // The backward's pass also reads dO (with_dout).
   const bool pass_runs = c.causal || c.left >= 0 || c.right >= 0;
   auto non_finite = [](T x) { return !std::isfinite(ET::to_float(x)); };
-  auto head_flagged = [&](int s, int h) {
+  auto head_flagged = [&](int s, int h, bool with_dout) {
     if (!pass_runs) return false;
     const int hk = h / (hq / hkv);
     for (int s2 = 0; s2 < S; ++s2) {
@@ -337,7 +327,8 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
       const int rows_k = c.varlen ? c.lens_k[s2] : used_of(s2);
       for (int e = 0; e < D; ++e) {
         for (int r = 0; r < c.lens_q[s2]; ++r)
-          if (non_finite(qm[at(lq, true, s2, h, r, e)])) return true;
+          if (non_finite(qm[at(lq, true, s2, h, r, e)]) || (with_dout && non_finite(dom[at(lq, true, s2, h, r, e)])))
+            return true;
         for (int r = 0; r < rows_k; ++r)
           if (non_finite(km[at(lk, false, s2, hk, r, e)]) || non_finite(vm[at(lk, false, s2, hk, r, e)])) return true;
       }
@@ -351,7 +342,7 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     for (int s = 0; s < S; ++s) {
       const int lq_s = c.lens_q[s], used = used_of(s);
       for (int h = 0; h < hq; ++h) {
-        const bool all = head_flagged(s, h);
+        const bool all = head_flagged(s, h, false);
         for (int r0 = 0; r0 < lq_s; r0 += row_block)
           for (int c0 = 0; c0 < used; c0 += 64)
             if (all || block_has_pair(c, lq_s, used, false, r0, std::min(row_block, lq_s - r0), c0, 64))
@@ -361,9 +352,37 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     return total;
   };
 
-  // The non-finite pre-pass, as api.cu runs it for the forward (flags [B, Hq]).
-  std::vector<int> flags(size_t(B) * hq, 0);
-  if (ffpa::band_hides_keys(mp, c.causal)) {
+  // The backward's expected cp.async bytes of an operand: row blocks of `row_block` x
+  // column blocks of 64, counting the loaded operand rows (valid rows of a column block)
+  // `loads` times per visited block and per query head (the dK / dV kernel's rows are keys:
+  // each kv head's blocks once per head of its group). A flagged row (the dQ kernel's query
+  // head, or any head of the dK / dV kernel's group) visits every column block of the
+  // sequence, for a block of keys only when it holds a read key.
+  auto expected_bytes = [&](int row_block, bool keys_are_rows, int loads) {
+    size_t total = 0;
+    const int ratio = hq / hkv;
+    for (int s = 0; s < S; ++s) {
+      const int lq_s = c.lens_q[s], used = used_of(s);
+      const int n_rows = keys_are_rows ? c.lens_k[s] : lq_s, n_cols = keys_are_rows ? lq_s : used;
+      for (int rh = 0; rh < (keys_are_rows ? hkv : hq); ++rh) {
+        bool flagged = false;
+        for (int h = keys_are_rows ? rh * ratio : rh; h < (keys_are_rows ? (rh + 1) * ratio : rh + 1); ++h)
+          flagged = flagged || head_flagged(s, h, true);
+        for (int r0 = 0; r0 < n_rows; r0 += row_block)
+          for (int c0 = 0; c0 < n_cols; c0 += 64)
+            if ((flagged && (!keys_are_rows || r0 < used)) ||
+                block_has_pair(c, lq_s, used, keys_are_rows, r0, std::min(row_block, n_rows - r0), c0, 64))
+              total += size_t(std::min(64, n_cols - c0)) * D * sizeof(T) * loads * (keys_are_rows ? ratio : 1);
+      }
+    }
+    return total;
+  };
+
+  // The non-finite pre-pass as api.cu runs it (flags [B, Hq]): the forward's over Q, K and
+  // V, the backward's over dO too.
+  auto run_pass = [&](bool with_dout) {
+    std::vector<int> f(size_t(B) * hq, 0);
+    if (!ffpa::band_hides_keys(mp, c.causal)) return f;
     ffpa::NonfiniteScan scan;
     const int64_t q_shape[4] = {B, hq, nq, D}, kv_shape[4] = {B, hkv, nkv, D};
     const int64_t q_stride[4] = {lq.bs, lq.hs, lq.rs, 1}, kv_stride[4] = {lk.bs, lk.hs, lk.rs, 1};
@@ -371,11 +390,14 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     scan.add(qm.data(), q_shape, q_stride);
     scan.add(km.data(), kv_shape, kv_stride, kv_used);
     scan.add(vm.data(), kv_shape, kv_stride, kv_used);
+    if (with_dout) scan.add(dom.data(), q_shape, q_stride);
     scan.hq = hq, scan.h_ratio = hq / hkv, scan.d = D;
     scan.exp_mask = c.bf16 ? 0x7f80 : 0x7c00;
-    scan.flags = flags.data();
+    scan.flags = f.data();
     emu::run_nonfinite_scan(scan, B);
-  }
+    return f;
+  };
+  const std::vector<int> flags = run_pass(false), bwd_flags = run_pass(true);
 
   // ---- the forward, both feeds.
   const ffpa::Tolerance& ftol = ffpa::tolerance(c.bf16 ? "bf16" : "fp16");
@@ -442,19 +464,18 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     line += buf;
   }
 
-  // ---- the backward, from the reference's O and LSE, both feeds (the TMA feed's boxes
-  // read the padded keys' NaN and the next sequence's rows: its tail zeroing is checked).
-  // The TMA feed with copies landing late only (emulate_bwd.cpp says why). Finite cases
-  // only: the backward's masked instance does not follow the math rule yet
-  // (docs/install.md "NaN and inf").
+  // ---- the backward, from the reference's O and LSE (NaN rows included: what the forward
+  // gives), both feeds (the TMA feed's boxes read the padded keys' NaN and the next
+  // sequence's rows: its tail zeroing is checked). The TMA feed with copies landing late
+  // only (emulate_bwd.cpp says why).
   for (ffpa::Load load : {ffpa::Load::kCpAsync, ffpa::Load::kTma}) {
     const bool tma = load == ffpa::Load::kTma;
-    if (nonfinite || (tma && !emu::g_cp_late)) continue;
+    if (tma && !emu::g_cp_late) continue;
     std::vector<T> om(q_elems, nan_t);
     for (size_t i = 0; i < om.size(); ++i)
-      if (!std::isnan(ref_o[i])) om[i] = ET::from_float(float(ref_o[i]));
+      if (owned_o[i]) om[i] = ET::from_float(float(ref_o[i]));
     std::vector<float> lse(ref_lse.size());
-    for (size_t i = 0; i < lse.size(); ++i) lse[i] = std::isnan(ref_lse[i]) ? 0.f : float(ref_lse[i]);
+    for (size_t i = 0; i < lse.size(); ++i) lse[i] = owned_lse[i] ? float(ref_lse[i]) : 0.f;
     std::vector<T> dq(q_elems, nan_t), dk(k_elems, nan_t), dv(k_elems, nan_t);
     std::vector<float> ws(size_t(ffpa::bwd_workspace_floats(B, hq, nq)), NAN);
     emu::g_ranges = {range(qm), range(km), range(vm), range(dom)};
@@ -473,6 +494,7 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     p.causal = c.causal;
     p.mask = mp;
     p.mask.diag_bottom_right = c.varlen || (c.causal && !c.top_left);
+    p.nonfinite = bwd_flags.data();
     g_bwd = &p;
     const ffpa::FwdParams unused;
     constexpr int R = ffpa::BwdPreTraits::kRowsPerBlock;
@@ -495,7 +517,7 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     // dK / dV kernel: Q is loaded twice per visited query block (S, then dS^T Q), per head,
     // split-D; once, whole-D, persist-D (ffpa/bwd_kernel_traits.h).
     const size_t q_read = emu::g_ranges[0].read,
-                 q_want = expected_bytes(DkvTraits::kBlockM, true, DkvTraits::kPersistD ? 1 : 2, hq);
+                 q_want = expected_bytes(DkvTraits::kBlockM, true, DkvTraits::kPersistD ? 1 : 2);
     for (emu::Range& r : emu::g_ranges) r.read = 0;
     if (tma) encode(DqTraits::kBlockM, DqTraits::kBlockN);
     emu::launch(tma ? &main_body<DqTraits, false, kBbr, ffpa::Load::kTma>
@@ -504,7 +526,7 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
                 DqTraits::kNThreads, tma ? DqTraits::kSmemBytesTma : DqTraits::kSmemBytes);
     // dQ kernel: K twice per visited key block (S, then dS K), per query head; once persist-D.
     const size_t k_read = emu::g_ranges[1].read,
-                 k_want = expected_bytes(DqTraits::kBlockM, false, DqTraits::kPersistD ? 1 : 2, hq);
+                 k_want = expected_bytes(DqTraits::kBlockM, false, DqTraits::kPersistD ? 1 : 2);
     // (The TMA feed reads whole boxes, rows past a sequence included: counted for cp.async.)
     const bool skip_ok = tma || (q_read == q_want && k_read == k_want);
     auto widen = [&](const std::vector<T>& m) {
@@ -536,9 +558,12 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
   for (const Plant& pl : c.plants)
     planted += (planted.empty() ? " planted=" : ",") + std::string(1, pl.op) + "[s" + std::to_string(pl.seq) + ",h" +
                std::to_string(pl.head) + ",r" + std::to_string(pl.row) + "]=" + (std::isnan(pl.value) ? "nan" : "inf");
-  int n_flagged = 0;
+  int n_flagged = 0, n_bwd_flagged = 0;
   for (int f : flags) n_flagged += f != 0;
-  if (ffpa::band_hides_keys(mp, c.causal)) planted += " flagged=" + std::to_string(n_flagged) + "/" + std::to_string(flags.size());
+  for (int f : bwd_flags) n_bwd_flagged += f != 0;
+  if (ffpa::band_hides_keys(mp, c.causal))
+    planted += " flagged=" + std::to_string(n_flagged) + "/" + std::to_string(flags.size()) +
+               " bwd-flagged=" + std::to_string(n_bwd_flagged);
   if (nonfinite) {  // how many owned outputs the reference makes NaN / inf, and how many stay finite
     size_t bad = 0, fine = 0;
     for (size_t i = 0; i < ref_o.size(); ++i)
@@ -597,9 +622,11 @@ std::vector<MaskCase> mask_cases(int d) {
       // 1, whose other rows must stay finite (the flagged head visits every block of its
       // read keys and none past them); a NaN in V of seq 1 reaches every row of its head
       // (0 * NaN), rows that see no key included; the heads holding NaN only in their
-      // padding are not flagged (the pass scans below seqused_k).
+      // padding are not flagged (the pass scans below seqused_k). The backward: a NaN in
+      // dO row 60 of seq 1 head 1 (which sees keys 0-20 of its 30) reaches the dK / dV of
+      // every read key of its kv head (0 * NaN under the window) and its own dQ row only.
       {"nan-seqused_k-causal-window", d, false, false, true, false, 2, 2, {70, 70}, {141, 141}, {100, 30}, 20, -1,
-       MaskBreak::kNone, BwdBreak::kNone, {{'q', 0, 1, 3, NAN}, {'v', 1, 0, 2, NAN}}},
+       MaskBreak::kNone, BwdBreak::kNone, {{'q', 0, 1, 3, NAN}, {'v', 1, 0, 2, NAN}, {'d', 1, 1, 60, NAN}}},
       // Varlen: NaN in K of sequence 1 and +inf in V of sequence 2 flag both heads (the
       // packed arrays' flags cover every sequence); sequence 0 must stay finite.
       {"nan-varlen-causal-window", d, true, true, true, false, 2, 1, {70, 5, 140}, {90, 33, 140}, {}, 40, -1,
@@ -672,6 +699,9 @@ int run_mask_breakages() {
       {"bwd: padded keys counted (seqused_k ignored)", padded, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kPaddedKeyCounted>},
       {"bwd: the last visible column block skipped", left, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kSkipOneBlock>},
       {"bwd: no block skipped (hidden blocks computed, then masked)", left, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kNoSkip>},
+      // (Keys 170-199 are hidden from every row, yet the math backend's dK / dV of them
+      // are NaN: every row of head 0 reads the NaN key.)
+      {"bwd: the non-finite pre-pass's flags ignored", planted, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kFlagsIgnored>},
       // The TMA feed's boxes read the padded keys (NaN here) past each sequence's used keys.
       {"none (control, seqused_k with NaN padded keys)", padded, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kNone>},
       {"bwd-tma: tail rows past a sequence not zeroed (NaN padded keys)", padded, &run_case_t<64, H, MaskBreak::kNone, BwdBreak::kTmaTailNotZeroed>},

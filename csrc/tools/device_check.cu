@@ -797,11 +797,13 @@ std::vector<Case> plan_cases(const ffpa::BuildInfo& info, const Extras& x, bool 
         MS{d, dt, false, true, 4, 4, {200}, {317}, {}, 64, -1},
         MS{d, dt, true, false, 4, 2, {100, 180}, {128, 180}, {60, 180}, 30, 20},
         // NaN / inf the window hides from some rows (SDPA's math backend: those rows NaN
-        // too; the forward only): a NaN in K at key 250 (rows 0-209 do not see it), and
-        // +inf in V of a packed sequence at key 5 (rows past 26 do not see it; the other
-        // sequences, flagged with it, stay finite).
+        // too, and the gradients they reach): a NaN in K at key 250 (rows 0-209 do not see
+        // it), +inf in V of a packed sequence at key 5 (rows past 26 do not see it; the
+        // other sequences, flagged with it, stay finite), and a NaN in dO row 100 of a
+        // padded sequence (which sees keys 0-36 of its 77: the dK / dV of all 77 go NaN).
         MS{d, dt, false, false, 4, 2, {300, 300}, {300, 300}, {}, 100, 40, 'k', 0, 1, 250, NAN},
         MS{d, dt, true, true, 4, 1, {70, 1, 257}, {90, 33, 300}, {}, 64, -1, 'v', 2, 0, 5, INFINITY},
+        MS{d, dt, false, true, 4, 2, {141, 141, 141}, {200, 200, 200}, {200, 77, 0}, 64, -1, 'd', 1, 3, 100, NAN},
     };
     for (size_t i = 0; i < sizeof(specs) / sizeof(specs[0]); ++i) {
       if (quick && i >= 2) break;

@@ -109,10 +109,10 @@ struct MaskSpec {
   std::vector<int> lens_q, lens_k;  // per sequence (a padded batch: all equal)
   std::vector<int> used_k;          // seqused_k; empty: not given
   int left = -1, right = -1;
-  // A value planted at column 3 of q, k or v ('q', 'k', 'v'; 0: none), at local row
-  // plant_row of sequence plant_seq, head plant_head (k / v: the kv head): the forward is
-  // then held to SDPA's math backend's NaN / inf pattern (the window added as -inf), the
-  // backward is not run (its masked instance does not follow that rule yet, docs/install.md).
+  // A value planted at column 3 of q, dO, k or v ('q', 'd', 'k', 'v'; 0: none), at local row
+  // plant_row of sequence plant_seq, head plant_head (k / v: the kv head): the forward and
+  // the backward are then held to SDPA's math backend's NaN / inf pattern (the window added
+  // as -inf; docs/install.md "NaN and inf").
   char plant = 0;
   int plant_seq = 0, plant_head = 0, plant_row = 0;
   float plant_value = 0.f;

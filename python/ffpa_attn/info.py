@@ -280,8 +280,8 @@ def report() -> dict[str, Any]:
                               "last_kernel() 'torch_math')",
                  "numpy": "NumPy arrays run the NumPy reference (last_kernel() 'reference')",
                  "nonfinite": "NaN and inf give what SDPA's math backend gives on the CPU and NumPy paths and in "
-                              "the CUDA kernels, under the causal mask and windows too, except in the CUDA backward "
-                              "for NaN / inf a window or padded / packed causal mask hides (docs/install.md)"},
+                              "the CUDA kernels, forward and backward, under the causal mask, sliding windows, "
+                              "seqused_k and packed sequences too (docs/install.md)"},
         "tolerances": _tolerances(),
         "lowp_impls": dict(LOWP_IMPLS),
         "jit": jit.status(),

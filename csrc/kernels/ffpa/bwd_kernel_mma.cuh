@@ -42,11 +42,13 @@
 // and its gradients are 0, as SDPA gives. NaN and inf in the inputs propagate through
 // the products. Column blocks the mask hides from every row of a block are skipped (never
 // computed), as in the forward; keys past a sequence's read keys get zero dK / dV.
-// Heads the non-finite pre-pass flagged (calls without a window, seqused_k or varlen)
-// visit every block with the mask added as -inf instead (ffpa/mask.h's math rule), so
-// that a NaN in V or dO under the causal mask reaches the gradients through the
-// products, as the math backend's autograd has it; a row that saw no key keeps
-// dS = 0 * (dP - Delta), NaN where dP or Delta is, as the math backend's.
+// Heads the non-finite pre-pass flagged (causal or windowed calls: api.cu) visit every
+// block of the sequence's read keys with the mask added as -inf instead (ffpa/mask.h's
+// math rule), so that a NaN in V or dO under the causal band or the window reaches the
+// gradients through the products, as the math backend's autograd has it; a row that saw
+// no key keeps dS = 0 * (dP - Delta), NaN where dP or Delta is, as the math backend's.
+// Keys past a sequence's read keys (seqused_k padding, other packed sequences) stay
+// outside the problem under the rule too.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -77,6 +79,7 @@ enum class BwdBreak {
   kSkipOneBlock,     // the last column block of every row block skipped
   kNoSkip,           // every column block of the sequence visited (computed, then masked)
   kDropSplit,        // every warp of a row group stores the columns of warp_d 0
+  kFlagsIgnored,     // the non-finite pre-pass's flags ignored (the math rule never applied)
   // Persist-D only (D <= 128):
   kPersistStaleCols,  // the column operands loaded for the first column block only (every
                       // later block computed with its Q / dO, or K / V)
@@ -206,15 +209,15 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   // (padding) are written as zeros below.
   if (m0 >= (kRowsAreKeys ? sm.rows_k : nq)) return;
 
-  // The math rule (ffpa/mask.h; calls without a window, seqused_k or varlen): the dQ
-  // kernel's own head's flag; the dK / dV kernel's kv head follows it when any head of its
-  // group is flagged (for the others the added mask gives what the skip gave: their inputs
-  // are finite).
+  // The math rule (ffpa/mask.h): the dQ kernel's own head's flag; the dK / dV kernel's kv
+  // head follows it when any head of its group is flagged (for the others the added mask
+  // gives what the skip gave: their inputs are finite). In varlen the flags are [1, Hq]
+  // (batch 0): one flag covers every packed sequence of the head.
   // Read again where a tile needs it rather than held across the main loop (spills at
   // D = 64 dK / dV and D = 512 dQ on sm_89 otherwise).
   auto math_rule = [&]() {
     bool rule = false;
-    if (!mask_active(params.mask))
+    if constexpr (kBreak != BwdBreak::kFlagsIgnored)
       for (int h = 0; h < n_groups; ++h)
         rule = rule || math_rule_for(params.nonfinite, batch, params.hq,
                                      kRowsAreKeys ? row_head * params.h_ratio + h : row_head);
@@ -222,15 +225,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   };
 
   // The column blocks some row of this block sees (mask.h); the rest are skipped, except
-  // under the math rule, which visits them all.
+  // under the math rule, which visits every block of the sequence's queries or read keys.
   int col_first, col_end;
-  if (math_rule()) {
-    col_first = 0;
-    col_end = ((kRowsAreKeys ? nq : nkv) + kBlockN - 1) / kBlockN;
-  } else if constexpr (kRowsAreKeys) {
-    q_block_range(sm, m0, m0 + kBlockM, kBlockN, &col_first, &col_end);
+  if constexpr (kRowsAreKeys) {
+    masked_q_block_range(sm, m0, m0 + kBlockM, kBlockN, math_rule(), &col_first, &col_end);
   } else {
-    kv_block_range(sm, m0, min(m0 + kBlockM, nq), kBlockN, &col_first, &col_end);
+    masked_kv_block_range(sm, m0, min(m0 + kBlockM, nq), kBlockN, math_rule(), &col_first, &col_end);
   }
   if constexpr (kBreak == BwdBreak::kSkipOneBlock) col_end = max(col_first, col_end - 1);
   if constexpr (kBreak == BwdBreak::kNoSkip) col_first = 0, col_end = ((kRowsAreKeys ? nq : nkv) + kBlockN - 1) / kBlockN;
@@ -742,7 +742,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
             k_start * params.dv_row_stride;
     stride_a = params.dk_row_stride;
     stride_b = params.dv_row_stride;
-    n_rows = sm.rows_k;  // padded keys too: zero (no query saw them)
+    n_rows = sm.rows_k;  // padded keys too: written as zeros below
   } else {
     out_a = static_cast<T*>(params.dq) + batch * params.dq_batch_stride + row_head * params.dq_head_stride +
             q_start * params.dq_row_stride;
@@ -754,16 +754,20 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   for (int r = 0; r < 2; ++r) {
     const int row = m0 + warp_m * 16 + g + r * 8;
     if (row >= n_rows) continue;
+    // Keys past the sequence's read keys are not part of the problem: zero, selected rather
+    // than accumulated (under the math rule a NaN in a row's dO or Delta reaches their
+    // accumulators as 0 * NaN).
+    const bool pad = kRowsAreKeys && row >= nkv;
 #pragma unroll
     for (int c = 0; c < kNChunks; ++c)
 #pragma unroll
       for (int j = 0; j < kWarpDTiles; ++j) {
         const int col = c * kBlockD + warp_d * kWarpD + j * 8 + 2 * t;
         *reinterpret_cast<uint32_t*>(out_a + static_cast<int64_t>(row) * stride_a + col) =
-            ET::pack(acc_a[c][j][2 * r] * scale, acc_a[c][j][2 * r + 1] * scale);
+            pad ? 0u : ET::pack(acc_a[c][j][2 * r] * scale, acc_a[c][j][2 * r + 1] * scale);
         if constexpr (kRowsAreKeys)
           *reinterpret_cast<uint32_t*>(out_b + static_cast<int64_t>(row) * stride_b + col) =
-              ET::pack(acc_b[c][j][2 * r], acc_b[c][j][2 * r + 1]);
+              pad ? 0u : ET::pack(acc_b[c][j][2 * r], acc_b[c][j][2 * r + 1]);
       }
   }
 }

@@ -19,9 +19,9 @@
 // adds -inf (rather than selecting it) cannot see their values. Their dK / dV rows are
 // written as zeros.
 //
-// The non-finite math rule (below): the forward's masked instance follows it too
-// (masked_kv_block_range, masked_score), for the keys its sequence reads only; the
-// backward's masked instance does not yet (it ignores the pre-pass's flags).
+// The non-finite math rule (below): the forward's masked instance and the backward follow
+// it under these masks too (masked_kv_block_range, masked_q_block_range, masked_score), for
+// the keys its sequence reads only.
 //
 // Two modes per (batch, query head), chosen by the non-finite pre-pass (nonfinite.cuh):
 //   finite inputs (the common case): key blocks no row of a query block reaches are
@@ -188,6 +188,21 @@ FFPA_MASK_FN void masked_kv_block_range(const SeqMask& s, int r0, int r1, int bl
     return;
   }
   kv_block_range(s, r0, r1, block, first, end);
+}
+
+// The backward's dK / dV kernel under the math rule (the kv head's group flagged): key rows
+// [c0, c1) that hold a read key (c0 < len_k) are reached by every query block of the
+// sequence, so that a NaN the band hides from them (in a row's LSE, Delta or dO) reaches
+// their dK / dV as the math backend's autograd has it; a block of padding keys only is
+// reached by none (its rows are written as zeros). Otherwise the blocks of q_block_range.
+FFPA_MASK_FN void masked_q_block_range(const SeqMask& s, int c0, int c1, int block, bool math_rule, int* first,
+                                       int* end) {
+  if (math_rule) {
+    *first = 0;
+    *end = c0 < s.len_k && s.len_q > 0 ? (s.len_q + block - 1) / block : 0;
+    return;
+  }
+  q_block_range(s, c0, c1, block, first, end);
 }
 
 // The masked instance's score x (already scaled) of query i and key j (local indices) after
