@@ -290,6 +290,39 @@ def test_backward_nan_under_the_mask_as_sdpa_math(torch, which, row):
     assert all(same.values()), same
 
 
+# NaN in K, V or dO where a sliding window hides it from some rows (128 queries and keys,
+# window (20, 10): key 60 is seen by rows 50-80 only; dO row 10 sees keys 0-20): the
+# backward's masked instance follows the math backend's autograd too (the pre-pass reads
+# dO; a flagged head visits every block of its keys), so every gradient the NaN reaches
+# through an additive mask goes NaN, the keys the window hides from the row included.
+@pytest.mark.parametrize("which,row", [("k", 60), ("v", 60), ("dout", 10)])
+def test_backward_nan_under_the_window_as_sdpa_math(torch, which, row):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from ffpa_attn import ffpa_attn_func
+    from ffpa_attn.torch_bwd import ffpa_backward_problem
+
+    d = _dim(128)
+    q, k, v = _qkv(torch, 1, 2, 1, 128, 128, d, seed=17)
+    if ffpa_backward_problem(q) is not None:
+        pytest.skip(ffpa_backward_problem(q))
+    dout = torch.randn(1, 2, 128, d, device="cuda", dtype=q.dtype, generator=torch.Generator("cuda").manual_seed(4))
+    {"k": k, "v": v, "dout": dout}[which][0, 0, row, 3] = float("nan")
+    out, grads = _grads(torch, lambda a, b, c: ffpa_attn_func(a, b, c, window_size=(20, 10), enable_gqa=True,
+                                                                backward="ffpa", strict=True), q, k, v, dout)
+    i = torch.arange(128, device="cuda")
+    offset = i[None, :] - i[:, None]  # key - query
+    allowed = (offset >= -20) & (offset <= 10)
+    with sdpa_kernel(SDPBackend.MATH):
+        want, want_grads = _grads(torch, lambda a, b, c: torch.nn.functional.scaled_dot_product_attention(
+            a.float(), b.float(), c.float(), attn_mask=allowed, enable_gqa=True), q, k, v, dout.float())
+    same = {"out": torch.equal(torch.isnan(out), torch.isnan(want))}
+    for name, mine, theirs in zip(("dq", "dk", "dv"), grads, want_grads):
+        same[name] = torch.equal(torch.isnan(mine), torch.isnan(theirs))
+    _record(f"backward_nan_window_{which}{row}", **same)
+    assert all(same.values()), same
+
+
 @pytest.mark.parametrize("d", sorted({_dim(128), _dim(512)}))
 def test_ffpa_backward_is_bit_identical_run_to_run(torch, d):
     """Our backward has no atomics: two runs give the same bits (GQA, causal)."""

@@ -213,24 +213,31 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   // head follows it when any head of its group is flagged (for the others the added mask
   // gives what the skip gave: their inputs are finite). In varlen the flags are [1, Hq]
   // (batch 0): one flag covers every packed sequence of the head.
-  // Read again where a tile needs it rather than held across the main loop (spills at
-  // D = 64 dK / dV and D = 512 dQ on sm_89 otherwise).
-  auto math_rule = [&]() {
+  // Kept in shared memory and read again where a tile needs it: held in a register across
+  // the main loop, or recomputed from the flags' address there, it made ptxas spill (D = 64
+  // dK / dV and D = 512 dQ on sm_89, D = 512 dK / dV on sm_120f). Every thread stores the
+  // same value, so no barrier is needed before its own reads.
+  __shared__ int smem_math_rule;
+  {
     bool rule = false;
     if constexpr (kBreak != BwdBreak::kFlagsIgnored)
       for (int h = 0; h < n_groups; ++h)
         rule = rule || math_rule_for(params.nonfinite, batch, params.hq,
                                      kRowsAreKeys ? row_head * params.h_ratio + h : row_head);
-    return rule;
-  };
+    smem_math_rule = rule;
+  }
+  auto math_rule = [&]() { return smem_math_rule != 0; };
 
   // The column blocks some row of this block sees (mask.h); the rest are skipped, except
   // under the math rule, which visits every block of the sequence's queries or read keys.
   int col_first, col_end;
-  if constexpr (kRowsAreKeys) {
-    masked_q_block_range(sm, m0, m0 + kBlockM, kBlockN, math_rule(), &col_first, &col_end);
+  if (math_rule()) {
+    col_first = 0;
+    col_end = kRowsAreKeys ? (m0 < nkv ? (nq + kBlockN - 1) / kBlockN : 0) : (nkv + kBlockN - 1) / kBlockN;
+  } else if constexpr (kRowsAreKeys) {
+    q_block_range(sm, m0, m0 + kBlockM, kBlockN, &col_first, &col_end);
   } else {
-    masked_kv_block_range(sm, m0, min(m0 + kBlockM, nq), kBlockN, math_rule(), &col_first, &col_end);
+    kv_block_range(sm, m0, min(m0 + kBlockM, nq), kBlockN, &col_first, &col_end);
   }
   if constexpr (kBreak == BwdBreak::kSkipOneBlock) col_end = max(col_first, col_end - 1);
   if constexpr (kBreak == BwdBreak::kNoSkip) col_first = 0, col_end = ((kRowsAreKeys ? nq : nkv) + kBlockN - 1) / kBlockN;
