@@ -38,8 +38,15 @@ function(ffpa_print_release_plan)
       list(APPEND _lines "                ${_tag}: ${_py}")
     endforeach()
     list(APPEND _lines "CUDA wheels   ${FFPA_CUDA_VERSION}, one per interpreter: tags cp3XY-cp3XY-<platform>,"
-      "              the platform (manylinux_2_Y) computed from the binaries at pack time"
-      "  -> release assets of tag v${FFPA_CUDA_VERSION}, index whl/${FFPA_CHANNEL}/ffpa-attn/ (publish target)")
+      "              the platform (manylinux_2_Y) computed from the binaries at pack time")
+    if(FFPA_LOCAL_BUILD)
+      # A wheel for this machine (cmake/FfpaOptions.cmake): no release takes it, so the
+      # plan names none (the publish target refuses a .local version).
+      list(APPEND _lines "  -> this machine only (a local build from source: never published)")
+    else()
+      list(APPEND _lines
+        "  -> release assets of tag v${FFPA_CUDA_VERSION}, index whl/${FFPA_CHANNEL}/ffpa-attn/ (publish target)")
+    endif()
   else()
     list(APPEND _lines "kernels       none (pure profile or FFPA_BUILD_KERNELS=OFF)")
   endif()
