@@ -34,17 +34,6 @@ HOME = "cmake/kernel-facts.json"
 SELF = "ctest/facts/test_min_sm.py"
 PROBE = Path(__file__).resolve().parent / "probe_facts.cmake"
 CODE_SUFFIXES = (".py", ".cmake", ".h", ".cuh", ".cu", ".cpp", ".in", ".sh", ".toml", ".json")
-# The kernels' own guard (csrc/kernels/ffpa/utils.cuh) predates ffpa::kMinSm and the
-# static_assert of the generated ffpa/arch_rules.h, which covers every device pass that
-# includes it; the guard goes with the next edit of csrc/kernels, and then this entry
-# (test_the_pending_exemptions_are_still_needed says when).
-PENDING = {
-    "csrc/kernels/ffpa/utils.cuh": ("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < {cuda_arch}",
-                                    '#error "ffpa kernels use cp.async, ldmatrix and bf16 mma.sync: they need '
-                                    'sm_{n} or newer (FFPA_CUDA_ARCHS)"'),
-}
-
-
 def home_min_sm(text: str) -> int:
     """arch_rules.min_sm of the home's text; a clear error unless it is an sm number."""
     value = json.loads(text).get("arch_rules", {}).get("min_sm")
@@ -132,12 +121,7 @@ def min_sm():
     return home_min_sm((REPO / HOME).read_text(encoding="utf-8"))
 
 
-def _pending_lines(n: int) -> dict[str, set[str]]:
-    return {rel: {line.format(n=n, cuda_arch=n * 10) for line in lines} for rel, lines in PENDING.items()}
-
-
 def test_no_second_spelling_in_code(min_sm):
-    pending = _pending_lines(min_sm)
     hits = []
     for rel in tree_files(REPO):
         if rel in (HOME, SELF) or not (rel.endswith(CODE_SUFFIXES) or Path(rel).name == "CMakeLists.txt"):
@@ -145,18 +129,10 @@ def test_no_second_spelling_in_code(min_sm):
         text = _text(REPO, rel)
         if text is None:
             continue
-        hits += [h for h in code_spellings(rel, text, min_sm)
-                 if h.split(": ", 1)[1] not in pending.get(rel, set())]
+        hits += code_spellings(rel, text, min_sm)
     assert not hits, (f"the lowest supported arch lives in {HOME} (arch_rules.min_sm) only; read it from there "
                       "(FFPA_MIN_SM after ffpa_load_kernel_facts(), ffpa::kMinSm, ffpa_attn.validation.MIN_SM):\n  "
                       + "\n  ".join(hits))
-
-
-def test_the_pending_exemptions_are_still_needed(min_sm):
-    for rel, lines in _pending_lines(min_sm).items():
-        text = _text(REPO, rel) or ""
-        gone = [line for line in lines if line not in {raw.strip() for raw in text.splitlines()}]
-        assert not gone, f"{rel} no longer spells {gone}: drop it from PENDING in {SELF}"
 
 
 def test_the_docs_state_the_homes_floor(min_sm):

@@ -12,9 +12,9 @@
 
 #include <cstdint>
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#error "ffpa kernels use cp.async, ldmatrix and bf16 mma.sync: they need sm_80 or newer (FFPA_CUDA_ARCHS)"
-#endif
+// Its static_assert stops a device pass for an arch below the kernels' floor
+// (cmake/kernel-facts.json's arch_rules.min_sm, the one home of that number).
+#include "ffpa/arch_rules.h"
 
 namespace ffpa {
 
