@@ -99,4 +99,16 @@ expect("ffpa-source\\.json is not a source record \\('source_commit'.*remake the
 file(WRITE "${_sdist}/ffpa-source.json"
   "{\"version\": \"1.02\", \"source_commit\": \"abc\", \"source_dirty\": false, \"source_date_epoch\": 1}")
 expect("records version '1\\.02'.*not a canonical PEP 440 version")
+# A source tree without a record inside another repository (a vendored copy) is not a
+# checkout of its own: the placeholder version, not the enclosing repository's.
+set(_vendored "${_repo}/vendored")
+file(MAKE_DIRECTORY "${_vendored}")
+file(WRITE "${_vendored}/b.txt" "1\n")
+git(add vendored/b.txt)
+git(commit -q -m six)
+set(_probe_dir "${_vendored}")
+expect("VERSION=0\\.0\\.1\\.dev0\\+unknown\\|RELEASE=FALSE\\|DIRTY=FALSE\\|COMMIT=unknown")
+# (The checkout itself, probed from its root, still reads its tags.)
+set(_probe_dir "${_repo}")
+expect("VERSION=1\\.4\\.3\\.dev4\\+g[0-9a-f]+\\|RELEASE=FALSE\\|DIRTY=FALSE")
 message("check_version: OK")
