@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "attention_ref.h"
@@ -24,6 +26,13 @@ struct Range {
   mutable size_t read = 0;
 };
 extern std::vector<Range> g_ranges;
+
+// One run of a breakage test (a deliberately broken kernel, or an unbroken control): `run`
+// executes in a child process (a broken kernel may trap, fault or leave the emulator's
+// state behind) and its result is printed as one verdict line, "[PASS] <label> -> passed"
+// for a control, "[CAUGHT] ... -> failed" for a breakage that failed, "[MISSED]" for either
+// the other way. Returns whether the outcome was the wanted one.
+bool breakage_run(const std::string& label, bool want_pass, const std::function<bool()>& run);
 }  // namespace emu
 
 namespace ffpa {

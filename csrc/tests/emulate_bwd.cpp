@@ -11,8 +11,6 @@
 //   ffpa_emulate_kernels --bwd-breakages       each deliberate defect (ffpa::BwdBreak) must fail
 //   ffpa_emulate_kernels --bwd-tma-breakages   each TMA protocol defect (emu::Break) must fail
 // The gradients' bound: the tolerance table's bwd_fp16 / bwd_bf16 rows (ffpa/tolerance.h).
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -453,22 +451,14 @@ int run_bwd_breakages() {
     for (const Run& r : runs) {
       if (r.persist_only && d != 128) continue;
       ++total;
-      std::fflush(stdout);
-      const pid_t pid = fork();
-      if (pid == 0) {
+      const bool want_pass = r.br == BwdBreak::kNone && !r.no_flags;
+      const bool ok = emu::breakage_run("breakage D=" + std::to_string(d) + ": " + r.name, want_pass, [&] {
         emu::g_cp_late = !r.early;
         std::mt19937 rng(11);
         BwdCase c{d, false, true, false, 1, 4, 2, 83, 141, false, Plant::kNone, 0.f, r.br};
         if (r.plant != Plant::kNone) c.nq = 141, c.nkv = 83, c.plant = r.plant, c.no_flags = r.no_flags;
-        std::_Exit(dispatch(c, rng) ? 0 : 1);
-      }
-      int status = 0;
-      waitpid(pid, &status, 0);
-      const bool passed = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      const bool want_pass = r.br == BwdBreak::kNone && !r.no_flags;
-      const bool ok = passed == want_pass;
-      std::printf("[%s] breakage D=%d: %s -> %s\n", ok ? (want_pass ? "PASS" : "CAUGHT") : "MISSED", d, r.name,
-                  passed ? "passed" : "failed");
+        return dispatch(c, rng);
+      });
       if (!ok) ++wrong;
     }
   std::printf("%d backward breakage runs, %d wrong\n", total, wrong);
@@ -491,25 +481,17 @@ int run_bwd_tma_breakages() {
   for (int d : {128, 192})
     for (const auto& [br, name] : breaks) {
       ++total;
-      std::fflush(stdout);
-      const pid_t pid = fork();
-      if (pid == 0) {
-        emu::g_break = br;
+      const emu::Break brk = br;
+      const bool ok = emu::breakage_run("tma breakage D=" + std::to_string(d) + ": " + name, brk == emu::Break::kNone, [&] {
+        emu::g_break = brk;
         emu::g_cp_late = true;
         std::mt19937 rng(11);
         BwdCase c{d, false, true, false, 1, 4, 2, 83, 141};
         c.tma = true;
         // dispatch() sends breakage runs (c.br) to D = 128 / 192 only; these are unbroken
         // kernels, so the plain head-dim switch runs them.
-        std::_Exit(dispatch(c, rng) ? 0 : 1);
-      }
-      int status = 0;
-      waitpid(pid, &status, 0);
-      const bool passed = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      const bool want_pass = br == emu::Break::kNone;
-      const bool ok = passed == want_pass;
-      std::printf("[%s] tma breakage D=%d: %s -> %s\n", ok ? (want_pass ? "PASS" : "CAUGHT") : "MISSED", d, name,
-                  passed ? "passed" : "failed");
+        return dispatch(c, rng);
+      });
       if (!ok) ++wrong;
     }
   std::printf("%d backward TMA breakage runs, %d wrong\n", total, wrong);

@@ -53,6 +53,20 @@ bool global_readable(const void* p, size_t n) {
   return false;
 }
 
+bool breakage_run(const std::string& label, bool want_pass, const std::function<bool()>& run) {
+  std::fflush(stdout);
+  const pid_t pid = fork();
+  if (pid == 0) std::_Exit(run() ? 0 : 1);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const bool passed = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  const bool as_wanted = passed == want_pass;
+  std::printf("[%s] %s -> %s\n", as_wanted ? (want_pass ? "PASS" : "CAUGHT") : "MISSED", label.c_str(),
+              passed ? "passed" : "failed");
+  std::fflush(stdout);
+  return as_wanted;
+}
+
 [[noreturn]] void fail(const char* what) {
   std::fprintf(stderr, "EMULATION FAULT: %s (block %u,%u,%u)\n", what, g_block_idx.x, g_block_idx.y, g_block_idx.z);
   std::exit(3);
@@ -872,22 +886,14 @@ int run_breakages(int d) {
   };
   int wrong = 0;
   for (const auto& [br, name] : breaks) {
-    std::fflush(stdout);
-    const pid_t pid = fork();
-    if (pid == 0) {
-      emu::g_break = br;
+    const emu::Break brk = br;
+    const bool ok = emu::breakage_run(std::string("breakage: ") + name, brk == emu::Break::kNone, [&] {
+      emu::g_break = brk;
       emu::g_cp_late = true;
       std::mt19937 rng(11);
       const Case c{d, false, true, 83, 141, 2, 1, Kind::kTma};
-      std::_Exit(dispatch(c, rng) ? 0 : 1);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    const bool passed = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    const bool want_pass = br == emu::Break::kNone;
-    const bool ok = passed == want_pass;
-    std::printf("[%s] breakage: %s -> %s\n", ok ? (want_pass ? "PASS" : "CAUGHT") : "MISSED", name,
-                passed ? "passed" : "failed");
+      return dispatch(c, rng);
+    });
     if (!ok) ++wrong;
   }
   std::printf("%zu breakage runs, %d wrong\n", sizeof(breaks) / sizeof(breaks[0]), wrong);
@@ -932,23 +938,15 @@ int run_cute_breakages() {
   };
   int wrong = 0;
   for (const Run& r : runs) {
-    std::fflush(stdout);
-    const pid_t pid = fork();
-    if (pid == 0) {
+    const bool want_pass = r.br == B::kNone && r.variant == V::kDefault;
+    const bool ok = emu::breakage_run(std::string("breakage: ") + r.name, want_pass, [&] {
       emu::g_break = r.br;
       g_cute_variant = r.variant;
       emu::g_cp_late = true;
       std::mt19937 rng(11);
       const Case c{r.d, r.bf16, true, 83, 141, 2, 1, r.kind};
-      std::_Exit(dispatch(c, rng) ? 0 : 1);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    const bool passed = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    const bool want_pass = r.br == B::kNone && r.variant == V::kDefault;
-    const bool ok = passed == want_pass;
-    std::printf("[%s] breakage: %s -> %s\n", ok ? (want_pass ? "PASS" : "CAUGHT") : "MISSED", r.name,
-                passed ? "passed" : "failed");
+      return dispatch(c, rng);
+    });
     if (!ok) ++wrong;
   }
   std::printf("%zu CuTe breakage runs, %d wrong\n", sizeof(runs) / sizeof(runs[0]), wrong);

@@ -10,8 +10,6 @@
 //   ffpa_emulate_kernels --lowp-accuracy D...   the accuracy table (docs/install.md)
 //   ffpa_emulate_kernels --lowp-breakages       deliberate breakages must fail
 //   ffpa_emulate_kernels --lowp-nonfinite D...  NaN / inf as SDPA's math backend
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -385,20 +383,12 @@ int run_lowp_breakages() {
   };
   int wrong = 0;
   for (const Break& r : runs) {
-    std::fflush(stdout);
-    const pid_t pid = fork();
-    if (pid == 0) {
+    const bool ok = emu::breakage_run(std::string("breakage: ") + r.name, r.want_pass, [&] {
       emu::g_cp_late = true;
       std::mt19937 rng(11);
       const LowpCase c{64, r.impl, false, true, 1, 2, 1, 83, 141, Inputs::kOutlierK, r.variant, r.pass};
-      std::_Exit(run(c, rng) ? 0 : 1);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    const bool passed = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    const bool ok = passed == r.want_pass;
-    std::printf("[%s] breakage: %s -> %s\n", ok ? (r.want_pass ? "PASS" : "CAUGHT") : "MISSED", r.name,
-                passed ? "passed" : "failed");
+      return run(c, rng);
+    });
     if (!ok) ++wrong;
   }
   std::printf("%zu lowp breakage runs, %d wrong\n", sizeof(runs) / sizeof(runs[0]), wrong);
