@@ -46,6 +46,8 @@
 
 int run_mask_cases(const std::vector<int>& dims, bool release);
 int run_mask_breakages();
+int run_cute_mask_nonfinite(const std::vector<int>& dims);
+int run_cute_mask_breakages();
 
 namespace {
 
@@ -79,6 +81,34 @@ struct MaskCase {
 };
 
 const ffpa::BwdParams* g_bwd = nullptr;
+
+// The forward kernels a case runs (bits of FwdKernel; the CuTe breakage runs take the CuTe
+// kernel alone) and the deliberate defect the CuTe kernel runs with (its own, so that a
+// breakage run fails on the CuTe kernel and nowhere else).
+enum class FwdKernel { kMma, kTma, kCute, kCuteTma };
+unsigned g_mask_fwd_kernels = 0xfu;
+MaskBreak g_cute_mask_break = MaskBreak::kNone;
+
+// The head dims whose masked CuTe launches the emulator compiles (emu_cute_masks_dims.inc).
+bool cute_masks_compiled(int d) {
+  switch (d) {
+#define FFPA_EMU_CUTE_MASKS_DIM(D) case D:
+#include "emu_cute_masks_dims.inc"
+#undef FFPA_EMU_CUTE_MASKS_DIM
+    return true;
+  }
+  return false;
+}
+emu::CuteBlock launch_cute_masked(int d, const emu::CuteMaskedLaunch& l, const ffpa::FwdParams& p) {
+  switch (d) {
+#define FFPA_EMU_CUTE_MASKS_DIM(D) \
+  case D:                          \
+    return emu::launch_cute_masked_d##D(l, p);
+#include "emu_cute_masks_dims.inc"
+#undef FFPA_EMU_CUTE_MASKS_DIM
+  }
+  emu::fail("the masked CuTe kernel is not compiled in the emulator for this head dim");
+}
 template <typename Traits, ffpa::Load kLoad, MaskBreak kBr, bool kReplace>
 void fwd_body(const ffpa::FwdParams& p) {
   ffpa::ffpa_fwd_kernel<Traits, kLoad, false, 1, kBr, /*kMasked=*/true, kReplace>(p, emu::g_tma_maps);
@@ -346,16 +376,16 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
   };
   // The forward's expected K bytes: per head, the visible blocks, or under the math rule every
   // block of the sequence's read keys.
-  auto expected_fwd_bytes = [&](int row_block) {
+  auto expected_fwd_bytes = [&](int row_block, int col_block) {
     size_t total = 0;
     for (int s = 0; s < S; ++s) {
       const int lq_s = c.lens_q[s], used = used_of(s);
       for (int h = 0; h < hq; ++h) {
         const bool all = head_flagged(s, h);
         for (int r0 = 0; r0 < lq_s; r0 += row_block)
-          for (int c0 = 0; c0 < used; c0 += 64)
-            if (all || block_has_pair(c, lq_s, used, false, r0, std::min(row_block, lq_s - r0), c0, 64))
-              total += size_t(std::min(64, used - c0)) * D * sizeof(T);
+          for (int c0 = 0; c0 < used; c0 += col_block)
+            if (all || block_has_pair(c, lq_s, used, false, r0, std::min(row_block, lq_s - r0), c0, col_block))
+              total += size_t(std::min(col_block, used - c0)) * D * sizeof(T);
       }
     }
     return total;
@@ -377,9 +407,14 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     emu::run_nonfinite_scan(scan, B);
   }
 
-  // ---- the forward, both feeds.
+  // ---- the forward: the mma kernel's masked instance on both feeds, then the CuTe
+  // kernel's (emulate_masks_cute.h) on both where its head dim is compiled; the mma kernel
+  // takes kFbr, the CuTe kernel g_cute_mask_break.
   const ffpa::Tolerance& ftol = ffpa::tolerance(c.bf16 ? "bf16" : "fp16");
-  for (ffpa::Load load : {ffpa::Load::kCpAsync, ffpa::Load::kTma}) {
+  for (const FwdKernel kern : {FwdKernel::kMma, FwdKernel::kTma, FwdKernel::kCute, FwdKernel::kCuteTma}) {
+    const bool cute = kern == FwdKernel::kCute || kern == FwdKernel::kCuteTma;
+    const ffpa::Load load = kern == FwdKernel::kTma || kern == FwdKernel::kCuteTma ? ffpa::Load::kTma : ffpa::Load::kCpAsync;
+    if (!(g_mask_fwd_kernels & (1u << int(kern))) || (cute && !cute_masks_compiled(D))) continue;
     std::vector<T> om(q_elems, nan_t);
     std::vector<float> lse(size_t(B) * hq * nq, NAN);
     emu::g_ranges = {range(qm), range(km), range(vm)};
@@ -399,7 +434,10 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     p.nonfinite = flags.data();
     const emu::Dim3 grid{unsigned((max_q + Traits::kBlockM - 1) / Traits::kBlockM), unsigned(hq), unsigned(S)};
     const emu::Dim3 cp_grid{unsigned((max_q + CpTraits::kBlockM - 1) / CpTraits::kBlockM), unsigned(hq), unsigned(S)};
-    if (load == ffpa::Load::kTma) {
+    emu::CuteBlock blk{CpTraits::kBlockM, CpTraits::kBlockN};  // the cp.async feed's blocks (the skip check's)
+    if (cute) {
+      blk = launch_cute_masked(D, {load == ffpa::Load::kTma, c.bf16, g_cute_mask_break}, p);
+    } else if (load == ffpa::Load::kTma) {
       emu::g_tma_maps.q = emu::encode_tiled(p.q, ffpa::tma_geometry(p, ffpa::TmaOperand::kQ, Traits::kBlockM));
       emu::g_tma_maps.k = emu::encode_tiled(p.k, ffpa::tma_geometry(p, ffpa::TmaOperand::kK, Traits::kBlockN));
       emu::g_tma_maps.v = emu::encode_tiled(p.v, ffpa::tma_geometry(p, ffpa::TmaOperand::kV, Traits::kBlockN));
@@ -430,12 +468,13 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     size_t k_read = 0, k_want = 0;
     if (load == ffpa::Load::kCpAsync) {
       k_read = emu::g_ranges[1].read;
-      k_want = expected_fwd_bytes(CpTraits::kBlockM);
+      k_want = expected_fwd_bytes(blk.m, blk.n);
       skip_ok = k_read == k_want;
     }
     const bool f_ok = pattern && skip_ok && nonfinite_diff == 0 && o_err <= ftol.atol && lse_err <= ftol.lse;
     ok = ok && f_ok;
-    std::snprintf(buf, sizeof buf, " fwd-%s:%s(o=%.2e,lse=%.2e%s%s%s)", load == ffpa::Load::kTma ? "tma" : "mma",
+    static const char* const kFwdNames[] = {"mma", "tma", "cute", "cute_tma"};
+    std::snprintf(buf, sizeof buf, " fwd-%s:%s(o=%.2e,lse=%.2e%s%s%s)", kFwdNames[int(kern)],
                   f_ok ? "ok" : "FAIL", o_err, lse_err, pattern ? "" : ",UNOWNED-ROW-WRITTEN",
                   nonfinite_diff == 0 ? "" : (",NAN-INF-DIFF " + std::to_string(nonfinite_diff)).c_str(),
                   skip_ok ? "" : (",K-BYTES " + std::to_string(k_read) + "!=" + std::to_string(k_want)).c_str());
@@ -699,5 +738,83 @@ int run_mask_breakages() {
     if (!good) ++wrong;
   }
   std::printf("%zu mask breakage runs, %d wrong\n", sizeof(runs) / sizeof(runs[0]), wrong);
+  return wrong ? 1 : 0;
+}
+
+// The masked CuTe kernel alone (both feeds) on the nan-* cases (the math rule: flagged heads
+// visit every block of their read keys, the band added as -inf), copies landing late, at
+// each D (the release head dims in the slow run; the unit run's --masks covers 64 and 320).
+int run_cute_mask_nonfinite(const std::vector<int>& dims) {
+  std::mt19937 rng(37);
+  int failed = 0, total = 0;
+  g_mask_fwd_kernels = (1u << int(FwdKernel::kCute)) | (1u << int(FwdKernel::kCuteTma));
+  emu::g_cp_late = true;
+  for (int d : dims) {
+    if (!cute_masks_compiled(d)) {
+      std::fprintf(stderr, "head dim %d has no masked CuTe kernel in the emulator (emu_cute_masks_dims.inc)\n", d);
+      return 2;
+    }
+    for (const MaskCase& c : mask_cases(d)) {
+      if (c.plants.empty()) continue;
+      ++total;
+      if (!dispatch(c, rng)) ++failed;
+    }
+  }
+  std::printf("%d CuTe nonfinite mask cases, %d failed\n", total, failed);
+  return failed ? 1 : 0;
+}
+
+// Each deliberate mask defect of the CuTe kernel (g_cute_mask_break), D = 64, the CuTe
+// kernel alone on the feed the defect is in, in a child process: every one must make its
+// run fail, the controls must pass.
+int run_cute_mask_breakages() {
+  struct Run {
+    const char* what;
+    MaskCase c;
+    FwdKernel kernel;
+    MaskBreak brk;
+  };
+  const MaskCase causal{"control", 64, false, false, true, false, 2, 1, {83}, {141}, {}, 50, -1};
+  const MaskCase left{"control", 64, false, false, false, false, 2, 1, {200}, {200}, {}, 37, -1};
+  const MaskCase varlen{"control", 64, false, true, true, false, 2, 1, {70, 5, 140}, {90, 33, 140}, {}, 40, -1};
+  const MaskCase padded{"control", 64, false, false, false, false, 2, 1, {83, 83}, {141, 141}, {100, 30}, -1, -1};
+  const MaskCase planted{"control", 64, false, false, false, false, 2, 2, {150}, {200}, {}, -1, 20,
+                         MaskBreak::kNone, BwdBreak::kNone, {{'k', 0, 0, 150, NAN}}};
+  const FwdKernel cp = FwdKernel::kCute, tma = FwdKernel::kCuteTma;
+  const Run runs[] = {
+      {"none (control, causal window)", causal, cp, MaskBreak::kNone},
+      {"none (control tma, causal window)", causal, tma, MaskBreak::kNone},
+      {"none (control, varlen)", varlen, cp, MaskBreak::kNone},
+      {"none (control tma, varlen)", varlen, tma, MaskBreak::kNone},
+      {"cute: the window's left edge off by one", left, cp, MaskBreak::kLowerEdge},
+      {"cute: varlen keys read one row before the sequence", varlen, cp, MaskBreak::kSeqOffset},
+      {"cute: padded keys counted (seqused_k ignored)", padded, cp, MaskBreak::kPaddedKeyCounted},
+      {"cute: no block skipped (hidden blocks computed, then masked)", left, cp, MaskBreak::kNoSkip},
+      {"none (control, NaN planted under the window)", planted, cp, MaskBreak::kNone},
+      {"cute: the non-finite pre-pass's flags ignored", planted, cp, MaskBreak::kFlagsIgnored},
+      {"none (control tma, seqused_k with NaN padded keys)", padded, tma, MaskBreak::kNone},
+      {"cute_tma: tail rows past a sequence not zeroed (NaN padded keys)", padded, tma, MaskBreak::kTmaTailNotZeroed},
+  };
+  int wrong = 0;
+  for (const Run& r : runs) {
+    std::fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      emu::g_cp_late = true;
+      g_mask_fwd_kernels = 1u << int(r.kernel);
+      g_cute_mask_break = r.brk;
+      std::mt19937 rng(13);
+      std::_Exit(run_case_t<64, __half, MaskBreak::kNone, BwdBreak::kNone>(r.c, rng) ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    const bool passed = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    const bool want_pass = std::strncmp(r.what, "none", 4) == 0;
+    const bool good = passed == want_pass;
+    std::printf("[%s] breakage: %s -> %s\n", good ? (want_pass ? "PASS" : "CAUGHT") : "MISSED", r.what,
+                passed ? "passed" : "failed");
+    if (!good) ++wrong;
+  }
+  std::printf("%zu CuTe mask breakage runs, %d wrong\n", sizeof(runs) / sizeof(runs[0]), wrong);
   return wrong ? 1 : 0;
 }
