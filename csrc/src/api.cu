@@ -265,18 +265,14 @@ Status validate_forward(const ForwardArgs& a) {
     if (!st.ok()) return st;
   }
   if (a.mask.active()) {
-    // The masks live in the split-D mma kernel (both feeds) and the 16-bit CuTe kernel (both
-    // feeds; fp32 accumulation only, below): the SIMT and low-precision kernels refuse them.
-    const bool cute = a.impl == Impl::kCute || a.impl == Impl::kCuteTma;
-    const bool takes = a.impl == Impl::kAuto || a.impl == Impl::kMma || a.impl == Impl::kTma || cute;
+    // The masks live in the split-D mma kernel and the 16-bit CuTe kernel (both feeds of
+    // each): the SIMT and low-precision kernels refuse them.
+    const bool takes = a.impl == Impl::kAuto || a.impl == Impl::kMma || a.impl == Impl::kTma ||
+                       a.impl == Impl::kCute || a.impl == Impl::kCuteTma;
     if (!takes)
       return {ErrorKind::kImpl, std::string("impl='") + impl_name(a.impl) +
                                     "' takes no sliding window, seqused_k or varlen layout (the mma, tma, cute and "
                                     "cute_tma kernels do): use impl='auto', 'mma', 'tma', 'cute' or 'cute_tma'"};
-    if (cute && a.accum == Accum::kFp16)
-      return {ErrorKind::kImpl, std::string("impl='") + impl_name(a.impl) +
-                                    "' runs the sliding window, seqused_k and varlen with fp32 accumulation only: "
-                                    "drop accum='fp16', or use impl='mma' or 'tma' (masked fp16 accumulation)"};
     for (int i = 0; i < 4; ++i)
       if (!mma_aligned(*ts[i]))
         return {ErrorKind::kLayout, std::string(names[i]) +

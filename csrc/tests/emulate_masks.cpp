@@ -85,8 +85,8 @@ const ffpa::BwdParams* g_bwd = nullptr;
 // The forward kernels a case runs (bits of FwdKernel; the CuTe breakage runs take the CuTe
 // kernel alone) and the deliberate defect the CuTe kernel runs with (its own, so that a
 // breakage run fails on the CuTe kernel and nowhere else).
-enum class FwdKernel { kMma, kTma, kCute, kCuteTma };
-unsigned g_mask_fwd_kernels = 0xfu;
+enum class FwdKernel { kMma, kTma, kCute, kCuteTma, kCuteF16Acc, kCuteTmaF16Acc };
+unsigned g_mask_fwd_kernels = 0x3fu;
 MaskBreak g_cute_mask_break = MaskBreak::kNone;
 
 // The head dims whose masked CuTe launches the emulator compiles (emu_cute_masks_dims.inc).
@@ -408,13 +408,21 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
   }
 
   // ---- the forward: the mma kernel's masked instance on both feeds, then the CuTe
-  // kernel's (emulate_masks_cute.h) on both where its head dim is compiled; the mma kernel
-  // takes kFbr, the CuTe kernel g_cute_mask_break.
-  const ffpa::Tolerance& ftol = ffpa::tolerance(c.bf16 ? "bf16" : "fp16");
-  for (const FwdKernel kern : {FwdKernel::kMma, FwdKernel::kTma, FwdKernel::kCute, FwdKernel::kCuteTma}) {
-    const bool cute = kern == FwdKernel::kCute || kern == FwdKernel::kCuteTma;
-    const ffpa::Load load = kern == FwdKernel::kTma || kern == FwdKernel::kCuteTma ? ffpa::Load::kTma : ffpa::Load::kCpAsync;
-    if (!(g_mask_fwd_kernels & (1u << int(kern))) || (cute && !cute_masks_compiled(D))) continue;
+  // kernel's (emulate_masks_cute.h) on both where its head dim is compiled, fp16 cases with
+  // fp16 accumulation too; the mma kernel takes kFbr, the CuTe kernel g_cute_mask_break.
+  // The CuTe kernel with copies landing late only (its copy discipline under both timings
+  // is ffpa.kernels.emulated_cute's; this keeps the test's time down).
+  for (const FwdKernel kern : {FwdKernel::kMma, FwdKernel::kTma, FwdKernel::kCute, FwdKernel::kCuteTma,
+                               FwdKernel::kCuteF16Acc, FwdKernel::kCuteTmaF16Acc}) {
+    const bool f16acc = kern == FwdKernel::kCuteF16Acc || kern == FwdKernel::kCuteTmaF16Acc;
+    const bool cute = kern != FwdKernel::kMma && kern != FwdKernel::kTma;
+    const ffpa::Load load = kern == FwdKernel::kTma || kern == FwdKernel::kCuteTma || kern == FwdKernel::kCuteTmaF16Acc
+                                ? ffpa::Load::kTma
+                                : ffpa::Load::kCpAsync;
+    if (!(g_mask_fwd_kernels & (1u << int(kern))) || (cute && (!cute_masks_compiled(D) || !emu::g_cp_late)) ||
+        (f16acc && c.bf16))
+      continue;
+    const ffpa::Tolerance& ftol = ffpa::tolerance(f16acc ? "fp16_acc" : c.bf16 ? "bf16" : "fp16");
     std::vector<T> om(q_elems, nan_t);
     std::vector<float> lse(size_t(B) * hq * nq, NAN);
     emu::g_ranges = {range(qm), range(km), range(vm)};
@@ -436,7 +444,7 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     const emu::Dim3 cp_grid{unsigned((max_q + CpTraits::kBlockM - 1) / CpTraits::kBlockM), unsigned(hq), unsigned(S)};
     emu::CuteBlock blk{CpTraits::kBlockM, CpTraits::kBlockN};  // the cp.async feed's blocks (the skip check's)
     if (cute) {
-      blk = launch_cute_masked(D, {load == ffpa::Load::kTma, c.bf16, g_cute_mask_break}, p);
+      blk = launch_cute_masked(D, {load == ffpa::Load::kTma, c.bf16, f16acc, g_cute_mask_break}, p);
     } else if (load == ffpa::Load::kTma) {
       emu::g_tma_maps.q = emu::encode_tiled(p.q, ffpa::tma_geometry(p, ffpa::TmaOperand::kQ, Traits::kBlockM));
       emu::g_tma_maps.k = emu::encode_tiled(p.k, ffpa::tma_geometry(p, ffpa::TmaOperand::kK, Traits::kBlockN));
@@ -473,7 +481,7 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     }
     const bool f_ok = pattern && skip_ok && nonfinite_diff == 0 && o_err <= ftol.atol && lse_err <= ftol.lse;
     ok = ok && f_ok;
-    static const char* const kFwdNames[] = {"mma", "tma", "cute", "cute_tma"};
+    static const char* const kFwdNames[] = {"mma", "tma", "cute", "cute_tma", "cute-f16acc", "cute_tma-f16acc"};
     std::snprintf(buf, sizeof buf, " fwd-%s:%s(o=%.2e,lse=%.2e%s%s%s)", kFwdNames[int(kern)],
                   f_ok ? "ok" : "FAIL", o_err, lse_err, pattern ? "" : ",UNOWNED-ROW-WRITTEN",
                   nonfinite_diff == 0 ? "" : (",NAN-INF-DIFF " + std::to_string(nonfinite_diff)).c_str(),
@@ -747,7 +755,8 @@ int run_mask_breakages() {
 int run_cute_mask_nonfinite(const std::vector<int>& dims) {
   std::mt19937 rng(37);
   int failed = 0, total = 0;
-  g_mask_fwd_kernels = (1u << int(FwdKernel::kCute)) | (1u << int(FwdKernel::kCuteTma));
+  g_mask_fwd_kernels = (1u << int(FwdKernel::kCute)) | (1u << int(FwdKernel::kCuteTma)) |
+                       (1u << int(FwdKernel::kCuteF16Acc)) | (1u << int(FwdKernel::kCuteTmaF16Acc));
   emu::g_cp_late = true;
   for (int d : dims) {
     if (!cute_masks_compiled(d)) {

@@ -1,10 +1,11 @@
 // The masked CuTe forward kernel's launches in the CPU emulator for one head dim
 // (ffpa/cute/fwd_kernel.cuh with kMasked: the sliding window, seqused_k and varlen of
-// ffpa/mask.h), both feeds, fp16 and bf16, fp32 accumulation (the only masked CuTe instance
-// the library compiles). Included by each generated emu_cute_masks_d<D>.cpp with
+// ffpa/mask.h), both feeds, fp16 and bf16, fp32 accumulation and (fp16) fp16 accumulation. Included by each generated emu_cute_masks_d<D>.cpp with
 // FFPA_EMU_CUTE_D defined (csrc/tests/bwd_tests.cmake: the release head dims, CuTe's
 // templates making each file take tens of seconds); emulate_masks.cpp runs them on its case
 // list next to the mma kernel's masked instance (emu/emu_cute.h, launch_cute_masked).
+#include <type_traits>
+
 #include "emu_cute.h"
 #include "ffpa/cute/fwd_kernel.cuh"
 #include "ffpa/mask.h"
@@ -47,6 +48,15 @@ template <int D, typename T>
 CuteBlock launch_masked(const CuteMaskedLaunch& c, const ffpa::FwdParams& p) {
   using Spec = ffpa::DefaultCuteFwdSpec<D, T, false>;
   using ffpa::MaskBreak;
+  if (c.f16acc) {
+    if constexpr (std::is_same_v<T, __half>) {
+      using F16Spec = ffpa::DefaultCuteFwdSpec<D, T, true>;
+      if (c.brk == MaskBreak::kNone)
+        return c.tma ? launch_masked_feed<F16Spec, true, MaskBreak::kNone>(p)
+                     : launch_masked_feed<F16Spec, false, MaskBreak::kNone>(p);
+    }
+    fail("the masked CuTe kernel's fp16 accumulation: fp16 inputs, no breakage variant (emulate_masks_cute.h)");
+  }
   if (c.brk == MaskBreak::kNone)
     return c.tma ? launch_masked_feed<Spec, true, MaskBreak::kNone>(p) : launch_masked_feed<Spec, false, MaskBreak::kNone>(p);
   if constexpr (D == 64 && std::is_same_v<T, __half>) {

@@ -56,13 +56,14 @@ struct LowpLaunch {
 #include "emu_head_dims.inc"
 #undef FFPA_EMU_HEAD_DIM
 
-// The masked CuTe kernel (kMasked: window, seqused_k, varlen), fp32 accumulation, on the
+// The masked CuTe kernel (kMasked: window, seqused_k, varlen), fp32 or fp16 accumulation, on the
 // head dims of emu_cute_masks_dims.inc (emulate_masks_cute.h); brk: the deliberate mask
 // defect (ffpa::MaskBreak; D = 64 fp16 only). Returns the kernel's kBlockM and kBlockN (the
 // mask test counts the K bytes of the visible blocks).
 struct CuteMaskedLaunch {
   bool tma;
   bool bf16;
+  bool f16acc;  // fp16 accumulation (fp16 inputs)
   ffpa::MaskBreak brk;
 };
 struct CuteBlock {

@@ -212,8 +212,9 @@ inline constexpr bool kLowpCode = !Spec::kLowp || (Spec::kNvfp4 ? kDeviceNvfp4 :
 // (ffpa/mask.h, as the mma kernel's masked instance: the sequence's place and mask from
 // seq_mask, blocks outside the band or past the sequence's read keys skipped, the math
 // rule's flagged heads visiting every block of those keys with the band added as -inf,
-// the TMA feed's tail rows past the sequence's keys zeroed); 16-bit with fp32 accumulation
-// only (api.cu refuses the rest), so the unmasked instances stay as they were.
+// the TMA feed's tail rows past the sequence's keys zeroed); 16-bit, fp32 or fp16
+// accumulation (the low-precision kernels refuse masks: api.cu). A separate instance, so
+// that the unmasked ones do not hold the mask's registers.
 // kMaskBreak: the CPU emulator's deliberate mask defects (kNone in the library).
 template <typename Spec, Load kLoad, bool kMasked = false, MaskBreak kMaskBreak = MaskBreak::kNone>
 __global__ void __launch_bounds__(Spec::kNThreads, 1)
@@ -251,7 +252,7 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
     constexpr int kSlabCols = (kLowp ? Traits::kQKSlabBytes : 128) / int(sizeof(Element));
     static_assert(!kNvfp4 || kTma, "the NVFP4 kernel is TMA-fed (the sm_120 family)");
     static_assert(!kLowp || !kF16Acc, "the low-precision mma accumulates in fp32");
-    static_assert(!kMasked || (!kLowp && !kF16Acc), "the masked instance: 16-bit inputs, fp32 accumulation");
+    static_assert(!kMasked || !kLowp, "the masked instance: 16-bit inputs (the low-precision kernels refuse masks)");
 
     // Both feeds: tiles from a 1024-byte aligned base (the swizzle acts on address bits
     // up to 9; the launch reserved the slack).

@@ -46,21 +46,16 @@ Status launch_fwd_cute(const FwdParams& params) {
 
 // fp16 accumulation is compiled for fp16 instances only (api.cu refuses it for bf16
 // before any launch). Calls with a window, seqused_k or varlen (mask_active) run the masked
-// instance, compiled for fp32 accumulation only (api.cu refuses accum='fp16' with a mask
-// here, naming impl 'mma' / 'tma'): one more kernel per dtype and feed in the head dim's
-// CuTe file rather than two (docs/perf.md, "Build cost of the CuTe paths").
+// instance of the same spec (the head dim's CuTe file holds both: docs/perf.md, "Build cost
+// of the CuTe paths").
 template <int kHeadDim, DType kDType, Load kLoad>
 Status run_fwd_cute(const FwdParams& params) {
   using T = typename DTypeElement<kDType>::type;
-  if (mask_active(params.mask)) {
-    if (params.accum != Accum::kFp32)
-      return Status{ErrorKind::kImpl, "the CuTe kernels' sliding window, seqused_k and varlen accumulate in fp32; "
-                                      "use impl 'mma' or 'tma' for accum='fp16'"};
-    return launch_fwd_cute<DefaultCuteFwdSpec<kHeadDim, T, false>, kLoad, kDType, /*kMasked=*/true>(params);
-  }
   return FFPA_ACCUM_SWITCH(params.accum, kF16Acc, [&] {
     if constexpr (kF16Acc && kDType != DType::kFp16) {
       return Status{ErrorKind::kDType, "fp16 accumulation needs fp16 inputs"};
+    } else if (mask_active(params.mask)) {
+      return launch_fwd_cute<DefaultCuteFwdSpec<kHeadDim, T, kF16Acc>, kLoad, kDType, /*kMasked=*/true>(params);
     } else {
       return launch_fwd_cute<DefaultCuteFwdSpec<kHeadDim, T, kF16Acc>, kLoad, kDType>(params);
     }
