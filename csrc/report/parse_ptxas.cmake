@@ -5,7 +5,8 @@
 #   {"kernels": [{"instance", "arch", "kernel" (mma|tma|simt|cute|cute_tma|cute_fp8|
 #                 cute_tma_fp8|cute_tma_fp4|bwd_pre|bwd_dkv|bwd_dq (the backward's
 #                 preprocessing, dK / dV and dQ kernels; bwd_dkv-tma / bwd_dq-tma their TMA
-#                 feed), -f16acc for fp16 accumulation, -stub for the
+#                 feed), -f16acc for fp16 accumulation, -masked for the mma / tma / cute /
+#                 cute_tma instances of masked calls, -stub for the
 #                 trap stubs: TMA below sm_90, cute and mma-f16acc on the sm_120 family,
 #                 FP8 below sm_89, NVFP4 outside the sm_120 family's 120f / 120a:
 #                 the arch rules and impls of cmake/kernel-facts.json; lowp_stats|lowp_quant for the quantisation pass of
@@ -154,6 +155,11 @@ foreach(log IN LISTS logs)
         # (kCuteCpAsyncCode in ffpa/cute/fwd_kernel.cuh): trap stubs.
         string(REGEX REPLACE "-f16acc$" "" impl "${kernel}")
         ffpa_impl_has_code(${impl} "${arch}" code)
+        # Then <.., Load, kMasked, MaskBreak>: the instance for masked calls (window,
+        # seqused_k, varlen: ffpa/mask.h) adds "-masked".
+        if(mangled MATCHES "LNS_4LoadE[01]ELb1E")
+          string(APPEND kernel "-masked")
+        endif()
         if(NOT code)
           string(APPEND kernel "-stub")
         endif()

@@ -265,18 +265,20 @@ Status validate_forward(const ForwardArgs& a) {
     if (!st.ok()) return st;
   }
   if (a.mask.active()) {
-    // The masks live in the split-D mma kernel (both feeds) only.
-    const bool takes = a.impl == Impl::kAuto || a.impl == Impl::kMma || a.impl == Impl::kTma;
+    // The masks live in the split-D mma kernel and the 16-bit CuTe kernel (both feeds of
+    // each): the SIMT and low-precision kernels refuse them.
+    const bool takes = a.impl == Impl::kAuto || a.impl == Impl::kMma || a.impl == Impl::kTma ||
+                       a.impl == Impl::kCute || a.impl == Impl::kCuteTma;
     if (!takes)
       return {ErrorKind::kImpl, std::string("impl='") + impl_name(a.impl) +
-                                    "' takes no sliding window, seqused_k or varlen layout (the mma and tma kernels "
-                                    "do): use impl='auto', 'mma' or 'tma'"};
+                                    "' takes no sliding window, seqused_k or varlen layout (the mma, tma, cute and "
+                                    "cute_tma kernels do): use impl='auto', 'mma', 'tma', 'cute' or 'cute_tma'"};
     for (int i = 0; i < 4; ++i)
       if (!mma_aligned(*ts[i]))
         return {ErrorKind::kLayout, std::string(names[i]) +
                                         " is not 16-byte aligned (data pointer, or batch/head/row strides not "
-                                        "multiples of 8 elements), which the masked kernels (mma, tma) need: call "
-                                        ".contiguous() first"};
+                                        "multiples of 8 elements), which the masked kernels (mma, tma, cute, "
+                                        "cute_tma) need: call .contiguous() first"};
   }
   if (a.accum != Accum::kFp32 && a.accum != Accum::kFp16)
     return {ErrorKind::kImpl, "unknown accum code " + std::to_string(int(a.accum)) + "; choose fp32 or fp16"};

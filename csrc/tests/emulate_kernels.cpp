@@ -980,8 +980,19 @@ int run_bwd_breakages();
 //                                                        varlen, forward and backward (emulate_masks.cpp)
 int run_mask_cases(const std::vector<int>& dims, bool release);
 int run_mask_breakages();
+// ffpa_emulate_kernels --masks-cute-nonfinite D... | --masks-cute-breakages    the masked CuTe
+//                                 kernel alone: the math rule's cases, its deliberate defects
+int run_cute_mask_nonfinite(const std::vector<int>& dims);
+int run_cute_mask_breakages();
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--masks-breakages") == 0) return run_mask_breakages();
+  if (argc > 1 && std::strcmp(argv[1], "--masks-cute-breakages") == 0) return run_cute_mask_breakages();
+  if (argc > 1 && std::strcmp(argv[1], "--masks-cute-nonfinite") == 0) {
+    std::vector<int> dims;
+    for (int i = 2; i < argc; ++i) dims.push_back(std::atoi(argv[i]));
+    if (dims.empty()) dims = {64};
+    return run_cute_mask_nonfinite(dims);
+  }
   if (argc > 1 && (std::strcmp(argv[1], "--masks") == 0 || std::strcmp(argv[1], "--masks-release") == 0)) {
     std::vector<int> mask_dims;
     for (int i = 2; i < argc; ++i) mask_dims.push_back(std::atoi(argv[i]));

@@ -1,5 +1,6 @@
-// CPU emulation of the masks (kernels/ffpa/mask.h) in the forward kernel (cp.async and
-// TMA feeds) and the backward kernels: the sliding window (left only, right only, both,
+// CPU emulation of the masks (kernels/ffpa/mask.h) in the forward kernels (the mma kernel's
+// and the CuTe kernel's masked instances, cp.async and TMA feeds; emulate_masks_cute.h) and
+// the backward kernels: the sliding window (left only, right only, both,
 // with and without causal), key padding (seqused_k) and the packed varlen layout, with GQA
 // and Nq != Nkv. The reference is the float64 math backend of csrc/reference/
 // attention_bwd_ref.cpp run per sequence on that sequence's own rows and only its
@@ -25,9 +26,7 @@
 //   ffpa_emulate_kernels --masks D...          the case list at each D
 //   ffpa_emulate_kernels --masks-release D...  its five widest cases at each D, copies late (label slow)
 //   ffpa_emulate_kernels --masks-breakages     each deliberate defect must make its run fail
-#include <sys/wait.h>
-#include <unistd.h>
-
+//   ffpa_emulate_kernels --masks-cute-breakages | --masks-cute-nonfinite D...   the CuTe kernel's
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -48,6 +47,8 @@
 
 int run_mask_cases(const std::vector<int>& dims, bool release);
 int run_mask_breakages();
+int run_cute_mask_nonfinite(const std::vector<int>& dims);
+int run_cute_mask_breakages();
 
 namespace {
 
@@ -82,6 +83,34 @@ struct MaskCase {
 };
 
 const ffpa::BwdParams* g_bwd = nullptr;
+
+// The forward kernels a case runs (bits of FwdKernel; the CuTe breakage runs take the CuTe
+// kernel alone) and the deliberate defect the CuTe kernel runs with (its own, so that a
+// breakage run fails on the CuTe kernel and nowhere else).
+enum class FwdKernel { kMma, kTma, kCute, kCuteTma, kCuteF16Acc, kCuteTmaF16Acc };
+unsigned g_mask_fwd_kernels = 0x3fu;
+MaskBreak g_cute_mask_break = MaskBreak::kNone;
+
+// The head dims whose masked CuTe launches the emulator compiles (emu_cute_masks_dims.inc).
+bool cute_masks_compiled(int d) {
+  switch (d) {
+#define FFPA_EMU_CUTE_MASKS_DIM(D) case D:
+#include "emu_cute_masks_dims.inc"
+#undef FFPA_EMU_CUTE_MASKS_DIM
+    return true;
+  }
+  return false;
+}
+emu::CuteBlock launch_cute_masked(int d, const emu::CuteMaskedLaunch& l, const ffpa::FwdParams& p) {
+  switch (d) {
+#define FFPA_EMU_CUTE_MASKS_DIM(D) \
+  case D:                          \
+    return emu::launch_cute_masked_d##D(l, p);
+#include "emu_cute_masks_dims.inc"
+#undef FFPA_EMU_CUTE_MASKS_DIM
+  }
+  emu::fail("the masked CuTe kernel is not compiled in the emulator for this head dim");
+}
 template <typename Traits, ffpa::Load kLoad, MaskBreak kBr, bool kReplace>
 void fwd_body(const ffpa::FwdParams& p) {
   ffpa::ffpa_fwd_kernel<Traits, kLoad, false, 1, kBr, /*kMasked=*/true, kReplace>(p, emu::g_tma_maps);
@@ -337,16 +366,16 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
   };
   // The forward's expected K bytes: per head, the visible blocks, or under the math rule every
   // block of the sequence's read keys.
-  auto expected_fwd_bytes = [&](int row_block) {
+  auto expected_fwd_bytes = [&](int row_block, int col_block) {
     size_t total = 0;
     for (int s = 0; s < S; ++s) {
       const int lq_s = c.lens_q[s], used = used_of(s);
       for (int h = 0; h < hq; ++h) {
         const bool all = head_flagged(s, h, false);
         for (int r0 = 0; r0 < lq_s; r0 += row_block)
-          for (int c0 = 0; c0 < used; c0 += 64)
-            if (all || block_has_pair(c, lq_s, used, false, r0, std::min(row_block, lq_s - r0), c0, 64))
-              total += size_t(std::min(64, used - c0)) * D * sizeof(T);
+          for (int c0 = 0; c0 < used; c0 += col_block)
+            if (all || block_has_pair(c, lq_s, used, false, r0, std::min(row_block, lq_s - r0), c0, col_block))
+              total += size_t(std::min(col_block, used - c0)) * D * sizeof(T);
       }
     }
     return total;
@@ -399,9 +428,22 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
   };
   const std::vector<int> flags = run_pass(false), bwd_flags = run_pass(true);
 
-  // ---- the forward, both feeds.
-  const ffpa::Tolerance& ftol = ffpa::tolerance(c.bf16 ? "bf16" : "fp16");
-  for (ffpa::Load load : {ffpa::Load::kCpAsync, ffpa::Load::kTma}) {
+  // ---- the forward: the mma kernel's masked instance on both feeds, then the CuTe
+  // kernel's (emulate_masks_cute.h) on both where its head dim is compiled, fp16 cases with
+  // fp16 accumulation too; the mma kernel takes kFbr, the CuTe kernel g_cute_mask_break.
+  // The CuTe kernel with copies landing late only (its copy discipline under both timings
+  // is ffpa.kernels.emulated_cute's; this keeps the test's time down).
+  for (const FwdKernel kern : {FwdKernel::kMma, FwdKernel::kTma, FwdKernel::kCute, FwdKernel::kCuteTma,
+                               FwdKernel::kCuteF16Acc, FwdKernel::kCuteTmaF16Acc}) {
+    const bool f16acc = kern == FwdKernel::kCuteF16Acc || kern == FwdKernel::kCuteTmaF16Acc;
+    const bool cute = kern != FwdKernel::kMma && kern != FwdKernel::kTma;
+    const ffpa::Load load = kern == FwdKernel::kTma || kern == FwdKernel::kCuteTma || kern == FwdKernel::kCuteTmaF16Acc
+                                ? ffpa::Load::kTma
+                                : ffpa::Load::kCpAsync;
+    if (!(g_mask_fwd_kernels & (1u << int(kern))) || (cute && (!cute_masks_compiled(D) || !emu::g_cp_late)) ||
+        (f16acc && c.bf16))
+      continue;
+    const ffpa::Tolerance& ftol = ffpa::tolerance(f16acc ? "fp16_acc" : c.bf16 ? "bf16" : "fp16");
     std::vector<T> om(q_elems, nan_t);
     std::vector<float> lse(size_t(B) * hq * nq, NAN);
     emu::g_ranges = {range(qm), range(km), range(vm)};
@@ -421,7 +463,10 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     p.nonfinite = flags.data();
     const emu::Dim3 grid{unsigned((max_q + Traits::kBlockM - 1) / Traits::kBlockM), unsigned(hq), unsigned(S)};
     const emu::Dim3 cp_grid{unsigned((max_q + CpTraits::kBlockM - 1) / CpTraits::kBlockM), unsigned(hq), unsigned(S)};
-    if (load == ffpa::Load::kTma) {
+    emu::CuteBlock blk{CpTraits::kBlockM, CpTraits::kBlockN};  // the cp.async feed's blocks (the skip check's)
+    if (cute) {
+      blk = launch_cute_masked(D, {load == ffpa::Load::kTma, c.bf16, f16acc, g_cute_mask_break}, p);
+    } else if (load == ffpa::Load::kTma) {
       emu::g_tma_maps.q = emu::encode_tiled(p.q, ffpa::tma_geometry(p, ffpa::TmaOperand::kQ, Traits::kBlockM));
       emu::g_tma_maps.k = emu::encode_tiled(p.k, ffpa::tma_geometry(p, ffpa::TmaOperand::kK, Traits::kBlockN));
       emu::g_tma_maps.v = emu::encode_tiled(p.v, ffpa::tma_geometry(p, ffpa::TmaOperand::kV, Traits::kBlockN));
@@ -452,12 +497,13 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     size_t k_read = 0, k_want = 0;
     if (load == ffpa::Load::kCpAsync) {
       k_read = emu::g_ranges[1].read;
-      k_want = expected_fwd_bytes(CpTraits::kBlockM);
+      k_want = expected_fwd_bytes(blk.m, blk.n);
       skip_ok = k_read == k_want;
     }
     const bool f_ok = pattern && skip_ok && nonfinite_diff == 0 && o_err <= ftol.atol && lse_err <= ftol.lse;
     ok = ok && f_ok;
-    std::snprintf(buf, sizeof buf, " fwd-%s:%s(o=%.2e,lse=%.2e%s%s%s)", load == ffpa::Load::kTma ? "tma" : "mma",
+    static const char* const kFwdNames[] = {"mma", "tma", "cute", "cute_tma", "cute-f16acc", "cute_tma-f16acc"};
+    std::snprintf(buf, sizeof buf, " fwd-%s:%s(o=%.2e,lse=%.2e%s%s%s)", kFwdNames[int(kern)],
                   f_ok ? "ok" : "FAIL", o_err, lse_err, pattern ? "" : ",UNOWNED-ROW-WRITTEN",
                   nonfinite_diff == 0 ? "" : (",NAN-INF-DIFF " + std::to_string(nonfinite_diff)).c_str(),
                   skip_ok ? "" : (",K-BYTES " + std::to_string(k_read) + "!=" + std::to_string(k_want)).c_str());
@@ -639,9 +685,12 @@ std::vector<MaskCase> mask_cases(int d) {
 // Every case at every D, copies landing at issue and late; release: the cases that
 // combine the most masks (both window sides, top-left causal, seqused_k with an empty
 // entry, varlen with causal / seqused_k and a window), copies landing late only.
+// The CuTe kernel runs there with fp32 accumulation only (its fp16 accumulation at every
+// release head dim is --masks-cute-nonfinite's), to keep the slow sweep's time down.
 int run_mask_cases(const std::vector<int>& dims, bool release) {
   std::mt19937 rng(31);
   int failed = 0, total = 0;
+  if (release) g_mask_fwd_kernels &= ~((1u << int(FwdKernel::kCuteF16Acc)) | (1u << int(FwdKernel::kCuteTmaF16Acc)));
   const std::vector<std::string> release_names = {"window-both", "window-causal-top-left", "seqused_k",
                                                   "varlen-causal-window", "varlen-seqused_k-window"};
   for (int d : dims)
@@ -721,5 +770,76 @@ int run_mask_breakages() {
     if (!good) ++wrong;
   }
   std::printf("%zu mask breakage runs, %d wrong\n", sizeof(runs) / sizeof(runs[0]), wrong);
+  return wrong ? 1 : 0;
+}
+
+// The masked CuTe kernel alone (both feeds) on the nan-* cases (the math rule: flagged heads
+// visit every block of their read keys, the band added as -inf), copies landing late, at
+// each D (the release head dims in the slow run; the unit run's --masks covers 64 and 320).
+int run_cute_mask_nonfinite(const std::vector<int>& dims) {
+  std::mt19937 rng(37);
+  int failed = 0, total = 0;
+  g_mask_fwd_kernels = (1u << int(FwdKernel::kCute)) | (1u << int(FwdKernel::kCuteTma)) |
+                       (1u << int(FwdKernel::kCuteF16Acc)) | (1u << int(FwdKernel::kCuteTmaF16Acc));
+  emu::g_cp_late = true;
+  for (int d : dims) {
+    if (!cute_masks_compiled(d)) {
+      std::fprintf(stderr, "head dim %d has no masked CuTe kernel in the emulator (emu_cute_masks_dims.inc)\n", d);
+      return 2;
+    }
+    for (const MaskCase& c : mask_cases(d)) {
+      if (c.plants.empty()) continue;
+      ++total;
+      if (!dispatch(c, rng)) ++failed;
+    }
+  }
+  std::printf("%d CuTe nonfinite mask cases, %d failed\n", total, failed);
+  return failed ? 1 : 0;
+}
+
+// Each deliberate mask defect of the CuTe kernel (g_cute_mask_break), D = 64, the CuTe
+// kernel alone on the feed the defect is in, in a child process: every one must make its
+// run fail, the controls must pass.
+int run_cute_mask_breakages() {
+  struct Run {
+    const char* what;
+    MaskCase c;
+    FwdKernel kernel;
+    MaskBreak brk;
+  };
+  const MaskCase causal{"control", 64, false, false, true, false, 2, 1, {83}, {141}, {}, 50, -1};
+  const MaskCase left{"control", 64, false, false, false, false, 2, 1, {200}, {200}, {}, 37, -1};
+  const MaskCase varlen{"control", 64, false, true, true, false, 2, 1, {70, 5, 140}, {90, 33, 140}, {}, 40, -1};
+  const MaskCase padded{"control", 64, false, false, false, false, 2, 1, {83, 83}, {141, 141}, {100, 30}, -1, -1};
+  const MaskCase planted{"control", 64, false, false, false, false, 2, 2, {150}, {200}, {}, -1, 20,
+                         MaskBreak::kNone, BwdBreak::kNone, {{'k', 0, 0, 150, NAN}}};
+  const FwdKernel cp = FwdKernel::kCute, tma = FwdKernel::kCuteTma;
+  const Run runs[] = {
+      {"none (control, causal window)", causal, cp, MaskBreak::kNone},
+      {"none (control tma, causal window)", causal, tma, MaskBreak::kNone},
+      {"none (control, varlen)", varlen, cp, MaskBreak::kNone},
+      {"none (control tma, varlen)", varlen, tma, MaskBreak::kNone},
+      {"cute: the window's left edge off by one", left, cp, MaskBreak::kLowerEdge},
+      {"cute: varlen keys read one row before the sequence", varlen, cp, MaskBreak::kSeqOffset},
+      {"cute: padded keys counted (seqused_k ignored)", padded, cp, MaskBreak::kPaddedKeyCounted},
+      {"cute: no block skipped (hidden blocks computed, then masked)", left, cp, MaskBreak::kNoSkip},
+      {"none (control, NaN planted under the window)", planted, cp, MaskBreak::kNone},
+      {"cute: the non-finite pre-pass's flags ignored", planted, cp, MaskBreak::kFlagsIgnored},
+      {"none (control tma, seqused_k with NaN padded keys)", padded, tma, MaskBreak::kNone},
+      {"cute_tma: tail rows past a sequence not zeroed (NaN padded keys)", padded, tma, MaskBreak::kTmaTailNotZeroed},
+  };
+  int wrong = 0;
+  for (const Run& r : runs) {
+    const bool want_pass = std::strncmp(r.what, "none", 4) == 0;
+    const bool good = emu::breakage_run(std::string("breakage: ") + r.what, want_pass, [&] {
+      emu::g_cp_late = true;
+      g_mask_fwd_kernels = 1u << int(r.kernel);
+      g_cute_mask_break = r.brk;
+      std::mt19937 rng(13);
+      return run_case_t<64, __half, MaskBreak::kNone, BwdBreak::kNone>(r.c, rng);
+    });
+    if (!good) ++wrong;
+  }
+  std::printf("%zu CuTe mask breakage runs, %d wrong\n", sizeof(runs) / sizeof(runs[0]), wrong);
   return wrong ? 1 : 0;
 }

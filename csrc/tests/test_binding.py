@@ -333,12 +333,23 @@ def test_mask_argument_errors_name_the_fix():
     with pytest.raises(errors.ShapeError, match=r"varlen takes q, k, v as \[1, H, total, D\] views.*batch of 2"):
         _C.forward(q, k, v, o, None, False, 0.1, "auto", cu_seqlens_q=ints(3), cu_seqlens_k=ints(3),
                    max_seqlen_q=10, max_seqlen_k=10)
-    # The masks live in the mma kernel's two feeds: every other impl refuses them.
-    for impl in ("simt", "cute", "cute_tma", "fp8", "cute_fp8"):
-        if impl not in _C.build_info()["impls"]:
+    # The masks live in the mma and CuTe kernels' two feeds: the SIMT and low-precision
+    # kernels refuse them.
+    impls = _C.build_info()["impls"]
+    for impl in ("simt", "fp8", "cute_fp8", "cute_tma_fp8", "cute_tma_fp4"):
+        if impl not in impls:
             continue
-        with pytest.raises(errors.UnsupportedImplError, match="takes no sliding window.*impl='auto', 'mma' or 'tma'"):
+        with pytest.raises(errors.UnsupportedImplError,
+                           match="takes no sliding window.*impl='auto', 'mma', 'tma', 'cute' or 'cute_tma'"):
             _C.forward(q, k, v, o, None, False, 0.1, impl, window_left=4)
+    for impl in ("cute", "cute_tma"):
+        if impl not in impls:
+            continue
+        # Every argument check passes (fp16 accumulation too): only the device is missing.
+        for kw in ({"window_left": 4}, {"seqused_k": ints(2)}):
+            for accum in ("fp32", "fp16"):
+                with pytest.raises(errors.DeviceError, match="no CUDA device"):
+                    _C.forward(q, k, v, o, None, False, 0.1, impl, accum=accum, **kw)
     misaligned = FakeCuda(q.__cuda_array_interface__["shape"], ptr=0x7F0000000002)
     with pytest.raises(errors.UnsupportedLayoutError, match="16-byte aligned.*masked kernels"):
         _C.forward(misaligned, k, v, o, None, False, 0.1, "auto", seqused_k=ints(2))

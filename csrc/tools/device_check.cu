@@ -34,8 +34,8 @@
 // <= atol, sum |g - ref| / sum |ref| <= max_rel_l1, every value finite). The bench adds
 // a "bwd" row per head dim (device_check_bench.cu).
 // Then one group per backward instance, "masks-D<d>-<dtype>" (device_check_masks.cu): the
-// sliding window, seqused_k and varlen (kernels/ffpa/mask.h) through ffpa::forward() on mma
-// and tma (where the device runs it) and ffpa::backward(), per sequence against float64:
+// sliding window, seqused_k and varlen (kernels/ffpa/mask.h) through ffpa::forward() on mma,
+// tma, cute and cute_tma (each where the device runs it) and ffpa::backward(), per sequence against float64:
 // a two-sided window (B = 2, GQA), varlen causal with a window and a one-row sequence,
 // seqused_k with an empty entry (causal), a causal window with Nq < Nkv, varlen with
 // seqused_k and a two-sided window; O / LSE by the fp16 / bf16 rows, the gradients by
@@ -781,9 +781,12 @@ std::vector<Case> plan_cases(const ffpa::BuildInfo& info, const Extras& x, bool 
     add(true, false, 1, 128, 128, 2, false);
   }
   // The masks, per backward instance (they need the forward and the backward of the head
-  // dim and dtype): the forward on mma and, where the device runs it, tma.
+  // dim and dtype): the forward on mma and, where the device runs them, tma and the CuTe
+  // kernels' masked instances (cute, cute_tma; fp32 accumulation).
   std::vector<Impl> mask_impls = {Impl::kMma};
   if (x.tma) mask_impls.push_back(Impl::kTma);
+  if (x.cute) mask_impls.push_back(Impl::kCute);
+  if (x.cute_tma) mask_impls.push_back(Impl::kCuteTma);
   for (const std::pair<int, ffpa::DType>& inst : x.bwd) {
     const int d = inst.first;
     const ffpa::DType dt = inst.second;

@@ -1,5 +1,5 @@
 // The device-check runner's mask cases (kernels/ffpa/mask.h: sliding window, seqused_k,
-// varlen): ffpa::forward() on the requested impl (mma or tma) and then ffpa::backward()
+// varlen): ffpa::forward() on the requested impl (mma, tma, cute or cute_tma) and then ffpa::backward()
 // on the forward's own O and LSE, against the float64 reference of csrc/reference/
 // attention_bwd_ref.cpp run per sequence on that sequence's rows and its seqused_k keys
 // only (padding is absent there; its K and V hold NaN on the device, so a padded key that

@@ -334,11 +334,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   // too keeps the rule one comparison.)
   auto zero_tail = [&](T* tile, int rows, int valid) {
     if (kBreak == BwdBreak::kTmaTailNotZeroed || valid >= rows) return false;
-    for (int idx = tid; idx < rows * kVecsPerRow; idx += kNThreads)
-      if (idx / kVecsPerRow >= valid) {
-        uint32_t* const w = reinterpret_cast<uint32_t*>(tile + idx * 8);  // 16 bytes: a whole row vector
-        w[0] = w[1] = w[2] = w[3] = 0u;
-      }
+    zero_tile_tail_rows(tile, rows, valid, tid, kNThreads);
     return true;
   };
   const int row_valid = (kRowsAreKeys ? nkv : nq) - m0;               // rows of the block in the sequence

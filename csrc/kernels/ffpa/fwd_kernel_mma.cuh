@@ -355,11 +355,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
           // of a key outside the sequence reaches S or P V (0 * inf would be NaN). The
           // async proxy refills this stage later: order these generic writes before it.
           T* const tile = const_cast<T*>(s_stage) + (step < kNChunks ? Traits::kQTileElems : 0);
-          for (int idx = tid; idx < kBlockN * kVecsPerRow; idx += kNThreads)
-            if (idx / kVecsPerRow >= tail_keys) {
-              uint32_t* const w = reinterpret_cast<uint32_t*>(tile + idx * 8);  // 16 bytes: a whole row vector
-              w[0] = w[1] = w[2] = w[3] = 0u;
-            }
+          zero_tile_tail_rows(tile, kBlockN, tail_keys, tid, kNThreads);
           fence_proxy_async_smem();
           __syncthreads();
         }

@@ -78,10 +78,12 @@ template <int kHeadDim, DType kDType>
 Status run_fwd(const FwdParams& params, Impl impl) {
   using T = typename DTypeElement<kDType>::type;
   using Traits = DefaultFwdMmaTraits<kHeadDim, T>;
-  // The masks (ffpa/mask.h) live in the mma kernel's two feeds only (api.cu refuses the
+  // The masks (ffpa/mask.h) live in the mma and CuTe kernels' feeds only (api.cu refuses the
   // other impls before any launch; this keeps a direct caller from a silent unmasked run).
-  if (mask_active(params.mask) && impl != Impl::kMma && impl != Impl::kTma)
-    return Status{ErrorKind::kImpl, "the sliding window, seqused_k and varlen run on impl 'mma' or 'tma' only"};
+  if (mask_active(params.mask) && impl != Impl::kMma && impl != Impl::kTma && impl != Impl::kCute &&
+      impl != Impl::kCuteTma)
+    return Status{ErrorKind::kImpl,
+                  "the sliding window, seqused_k and varlen run on impl 'mma', 'tma', 'cute' or 'cute_tma' only"};
   return FFPA_IMPL_SWITCH(impl, kImpl, [&] {
     if constexpr (kImpl == Impl::kSimt) {
       return run_fwd_simt<kHeadDim, T>(params);

@@ -1,4 +1,4 @@
-// The masks of the mma / TMA forward and the backward kernels, in one place: the sliding
+// The masks of the mma / TMA and CuTe forward and the backward kernels, in one place: the sliding
 // window, key padding (per-batch key lengths) and the packed variable-length layout.
 // Host-compiler friendly (plain structs and inline functions; the kernels and the CPU
 // emulator call the same code). Two questions only, so that other masking rules compose
@@ -77,6 +77,7 @@ enum class MaskBreak {
   kSkipLastBlock,     // the last visited KV block of every row block skipped
   kNoSkip,            // every KV block of the sequence visited (computed, then masked)
   kFlagsIgnored,      // the non-finite pre-pass's flags ignored (the math rule never applied)
+  kTmaTailNotZeroed,  // TMA feed: rows of a tile past the sequence's keys not zeroed (CuTe kernel)
 };
 
 // One sequence's mask and place, computed once per block. Trivial (no initialisers) so
@@ -224,7 +225,8 @@ FFPA_MASK_FN bool band_hides_keys(const MaskParams& m, bool causal) {
   return causal || m.window_left >= 0 || m.window_right >= 0;
 }
 
-// Whether a launch uses any of these masks (the SIMT, CuTe and low-precision kernels refuse them).
+// Whether a launch uses any of these masks (the SIMT and low-precision kernels refuse them;
+// the mma, TMA and CuTe kernels run their masked instances).
 FFPA_MASK_FN bool mask_active(const MaskParams& m) {
   return m.window_left >= 0 || m.window_right >= 0 || m.seqused_k != nullptr || m.cu_seqlens_q != nullptr;
 }

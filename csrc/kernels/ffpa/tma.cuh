@@ -89,3 +89,7 @@ __device__ __forceinline__ void fence_proxy_async_smem() { FFPA_TMA_ASM("fence.p
 #undef FFPA_TMA_ASM
 
 }  // namespace ffpa
+
+// The masked kernels' zeroing of a landed tile's tail rows (shared with the CPU emulator,
+// whose csrc/tests/emu/ffpa/tma.cuh includes it too).
+#include "ffpa/tma_tail.cuh"

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 
+#include "ffpa/mask.h"
 #include "ffpa/params.h"
 #include "ffpa/tma.cuh"
 #include "ffpa/tma_geometry.h"
@@ -54,5 +55,22 @@ struct LowpLaunch {
   void launch_lowp_d##D(const LowpLaunch& c, const ffpa::FwdParams& p);
 #include "emu_head_dims.inc"
 #undef FFPA_EMU_HEAD_DIM
+
+// The masked CuTe kernel (kMasked: window, seqused_k, varlen), fp32 or fp16 accumulation, on the
+// head dims of emu_cute_masks_dims.inc (emulate_masks_cute.h); brk: the deliberate mask
+// defect (ffpa::MaskBreak; D = 64 fp16 only). Returns the kernel's kBlockM and kBlockN (the
+// mask test counts the K bytes of the visible blocks).
+struct CuteMaskedLaunch {
+  bool tma;
+  bool bf16;
+  bool f16acc;  // fp16 accumulation (fp16 inputs)
+  ffpa::MaskBreak brk;
+};
+struct CuteBlock {
+  int m, n;
+};
+#define FFPA_EMU_CUTE_MASKS_DIM(D) CuteBlock launch_cute_masked_d##D(const CuteMaskedLaunch& c, const ffpa::FwdParams& p);
+#include "emu_cute_masks_dims.inc"
+#undef FFPA_EMU_CUTE_MASKS_DIM
 
 }  // namespace emu

@@ -208,7 +208,15 @@ inline constexpr bool kLowpCode = !Spec::kLowp || (Spec::kNvfp4 ? kDeviceNvfp4 :
 // to e4m3 (P * 448) in the P V mma's A layout (V^T's token permutation makes that a
 // register-local pack), O is rescaled by V's channel scales / 448 and written as
 // params.out_dtype says, and the LSE gets the smoothing's shift back.
-template <typename Spec, Load kLoad>
+// kMasked: the instance for calls with a sliding window, seqused_k or the varlen layout
+// (ffpa/mask.h, as the mma kernel's masked instance: the sequence's place and mask from
+// seq_mask, blocks outside the band or past the sequence's read keys skipped, the math
+// rule's flagged heads visiting every block of those keys with the band added as -inf,
+// the TMA feed's tail rows past the sequence's keys zeroed); 16-bit, fp32 or fp16
+// accumulation (the low-precision kernels refuse masks: api.cu). A separate instance, so
+// that the unmasked ones do not hold the mask's registers.
+// kMaskBreak: the CPU emulator's deliberate mask defects (kNone in the library).
+template <typename Spec, Load kLoad, bool kMasked = false, MaskBreak kMaskBreak = MaskBreak::kNone>
 __global__ void __launch_bounds__(Spec::kNThreads, 1)
     ffpa_fwd_cute_kernel(const FwdParams params, const __grid_constant__ TmaMaps maps) {
 #if FFPA_CUTE_DEVICE_CODE
@@ -244,6 +252,7 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
     constexpr int kSlabCols = (kLowp ? Traits::kQKSlabBytes : 128) / int(sizeof(Element));
     static_assert(!kNvfp4 || kTma, "the NVFP4 kernel is TMA-fed (the sm_120 family)");
     static_assert(!kLowp || !kF16Acc, "the low-precision mma accumulates in fp32");
+    static_assert(!kMasked || !kLowp, "the masked instance: 16-bit inputs (the low-precision kernels refuse masks)");
 
     // Both feeds: tiles from a 1024-byte aligned base (the swizzle acts on address bits
     // up to 9; the launch reserved the slack).
@@ -266,11 +275,38 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
     // Causal blocks near the end of Q have the most keys: launch them first.
     const int m_block = gridDim.x - 1 - blockIdx.x;
     const int head = blockIdx.y;
-    const int batch = blockIdx.z;
+    // kMasked: the sequence (blockIdx.z: a batch entry, or a packed sequence in varlen) and
+    // its mask; from here on nq / nkv are its query rows and read keys, and rows and keys
+    // its own (local) indices. The main loop and the epilogue read the mask again where they
+    // need it (seq_now: a few L1-resident loads) rather than hold it: held through the loop,
+    // it pushed D = 512's cute_tma instance to 255 registers with 20 bytes of spills on
+    // sm_120f (nvcc 13.0).
+    auto seq_now = [&]() {
+      SeqMask m{};
+      if constexpr (kMasked) {
+        MaskParams mp = params.mask;
+        if constexpr (kMaskBreak == MaskBreak::kPaddedKeyCounted) mp.seqused_k = nullptr;
+        // The forward's causal is bottom-right aligned (api.h); varlen always is.
+        m = seq_mask(mp, blockIdx.z, params.nq, params.nkv, params.causal, mp.diag_bottom_right);
+        if constexpr (kMaskBreak == MaskBreak::kUpperEdge) m.hi -= 1;
+        if constexpr (kMaskBreak == MaskBreak::kLowerEdge) m.lo += 1;
+        if constexpr (kMaskBreak == MaskBreak::kSeqOffset) m.k_start = m.k_start > 0 ? m.k_start - 1 : 0;
+      }
+      return m;
+    };
+    const SeqMask sm = seq_now();
+    const int batch = kMasked ? sm.batch : int(blockIdx.z);  // the strides' batch (0 in varlen)
     const int kv_head = head / params.h_ratio;
-    const int nq = params.nq;
-    const int nkv = params.nkv;
+    const int nq = kMasked ? sm.len_q : params.nq;
+    const int nkv = kMasked ? sm.len_k : params.nkv;
     const int m0 = m_block * kBlockM;
+    // Varlen grids cover the longest sequence: blocks past this one's rows have no work
+    // (the whole block leaves before any barrier).
+    if constexpr (kMasked)
+      if (m0 >= nq) return;
+    // The arrays' first row of the sequence (0 but in varlen).
+    const int q_row0 = kMasked ? sm.q_start : 0;  // before the main loop only
+    const int k_row0 = kMasked ? sm.k_start : 0;
     const LowpLayout& lw = params.lowp;  // kLowp only
     const int64_t q_bh = int64_t(batch) * params.hq + head;     // (batch, head) index of the packed arrays
     const int64_t k_bh = int64_t(batch) * params.hkv + kv_head;  // (batch, kv head)
@@ -289,12 +325,12 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
             make_tensor(make_gmem_ptr(vt_ptr),
                         make_layout(make_shape(Int<kHeadDim>{}, lw.nkv_pad), make_stride(lw.nkv_pad, _1{}))));
       } else {
-        const Element* const q_ptr =
-            static_cast<const Element*>(params.q) + batch * params.q_batch_stride + head * params.q_head_stride;
-        const Element* const k_ptr =
-            static_cast<const Element*>(params.k) + batch * params.k_batch_stride + kv_head * params.k_head_stride;
-        const Element* const v_ptr =
-            static_cast<const Element*>(params.v) + batch * params.v_batch_stride + kv_head * params.v_head_stride;
+        const Element* const q_ptr = static_cast<const Element*>(params.q) + batch * params.q_batch_stride +
+                                     head * params.q_head_stride + int64_t(q_row0) * params.q_row_stride;
+        const Element* const k_ptr = static_cast<const Element*>(params.k) + batch * params.k_batch_stride +
+                                     kv_head * params.k_head_stride + int64_t(k_row0) * params.k_row_stride;
+        const Element* const v_ptr = static_cast<const Element*>(params.v) + batch * params.v_batch_stride +
+                                     kv_head * params.v_head_stride + int64_t(k_row0) * params.v_row_stride;
         return cute::make_tuple(
             make_tensor(make_gmem_ptr(q_ptr),
                         make_layout(make_shape(nq, Int<kHeadDim>{}), make_stride(params.q_row_stride, _1{}))),
@@ -308,11 +344,6 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
     auto mQ = cute::get<0>(g_operands);
     auto mK = cute::get<1>(g_operands);
     auto mV = cute::get<2>(g_operands);  // V (16-bit) or V^T (low precision)
-    using OutElement = typename CuteElement<T>::type;  // 2 bytes: fp16 or bf16 (low precision: out_dtype says)
-    OutElement* const o_ptr =
-        static_cast<OutElement*>(params.o) + batch * params.o_batch_stride + head * params.o_head_stride;
-    Tensor mO = make_tensor(make_gmem_ptr(o_ptr),
-                            make_layout(make_shape(nq, Int<kHeadDim>{}), make_stride(params.o_row_stride, _1{})));
 
     // ---- shared tensors
     Tensor sQ = make_tensor(make_smem_ptr(smem_q), typename Traits::SmemLayoutQ{});  // (kBlockM, kQKCols)
@@ -330,9 +361,20 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
     // row's causal limit are skipped unless the head follows the math rule (ffpa/mask.h;
     // the low-precision kernels never do: their launcher reruns such heads on the 16-bit
     // SIMT kernel, lowp/launch.cuh).
+    // kMasked: the blocks of masked_kv_block_range (ffpa/mask.h), visited from n_first;
+    // the flags are [B, Hq], in varlen B = 1, so one flag covers every sequence of the head.
     const int causal_offset = params.causal_offset;
-    const bool math_rule = !kLowp && math_rule_for(params.nonfinite, batch, params.hq, head);
-    const int n_blocks = kv_blocks_for_rows(m0, kBlockM, nq, nkv, kBlockN, params.causal, causal_offset, math_rule);
+    const bool math_rule = !kLowp && kMaskBreak != MaskBreak::kFlagsIgnored &&
+                           math_rule_for(params.nonfinite, batch, params.hq, head);
+    int n_first = 0, n_end;
+    if constexpr (kMasked) {
+      masked_kv_block_range(sm, m0, min(m0 + kBlockM, nq), kBlockN, math_rule, &n_first, &n_end);
+      if constexpr (kMaskBreak == MaskBreak::kSkipLastBlock) n_end = max(n_first, n_end - 1);
+      if constexpr (kMaskBreak == MaskBreak::kNoSkip) n_first = 0, n_end = (nkv + kBlockN - 1) / kBlockN;
+    } else {
+      n_end = kv_blocks_for_rows(m0, kBlockM, nq, nkv, kBlockN, params.causal, causal_offset, math_rule);
+    }
+    const int n_blocks = n_end - n_first;  // visited blocks: n_first + [0, n_blocks)
 
     // ---- loads. cp.async: every thread, its slice of the tiled copy, rows outside
     // [0, nq) / [0, nkv) zero-filled. TMA: thread 0 alone, one box per slab (out-of-bounds
@@ -359,7 +401,7 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
           mbar_arrive_expect_tx(bar, Traits::kQBytes);
 #pragma unroll
           for (int c = 0; c < kQKCols / kSlabCols; ++c)
-            Atoms::Tma::copy(&maps.q, bar, &sQ(0, c * kSlabCols), c * kSlabCols, m0, head, batch);
+            Atoms::Tma::copy(&maps.q, bar, &sQ(0, c * kSlabCols), c * kSlabCols, q_row0 + m0, head, batch);
         }
       } else {
         Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kQKCols>>{}, make_coord(m_block, 0));
@@ -394,7 +436,7 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
 #pragma unroll
           for (int j = 0; j < kKStepCols / kSlabCols; ++j)
             Atoms::Tma::copy(is_k ? &maps.k : &maps.v, bar, &s(0, j * kSlabCols), chunk * kBlockD + j * kSlabCols,
-                             n_block * kBlockN, kv_head, batch);
+                             (kMasked ? seq_now().k_start : 0) + n_block * kBlockN, kv_head, batch);
         }
       } else {
         if constexpr (kLowp) {
@@ -415,11 +457,11 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
         }
       }
     };
-    auto issue = [&](int step, int n_block, int stage) {  // no-op past the last block
+    auto issue = [&](int step, int it, int stage) {  // the it-th visited block; no-op past the last
       if constexpr (kTma) {
-        if (tid == 0 && n_block < n_blocks) load_step(step, n_block, stage);
+        if (tid == 0 && it < n_blocks) load_step(step, n_first + it, stage);
       } else {
-        if (n_block < n_blocks) load_step(step, n_block, stage);
+        if (it < n_blocks) load_step(step, n_first + it, stage);
         cp_async_commit();  // empty groups keep the wait_group arithmetic uniform
       }
     };
@@ -484,7 +526,8 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
     int read_stage = 0;
     uint32_t phase = 0;  // kTma: parity of the fill being waited for, per round of stages
 
-    for (int n_block = 0; n_block < n_blocks; ++n_block) {
+    for (int it = 0; it < n_blocks; ++it) {
+      const int n_block = n_first + it;
       const int n0 = n_block * kBlockN;
       // S as the mma accumulates it (fp32, or fp16 with kF16Acc), and S in fp32.
       auto acc_mma = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{});
@@ -522,11 +565,26 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
         }
         __syncthreads();
         const int ahead = step + kStages - 1;
-        issue(ahead % kSteps, n_block + ahead / kSteps, write_stage);
+        issue(ahead % kSteps, it + ahead / kSteps, write_stage);
         write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
         const int stage = read_stage;
         read_stage = read_stage + 1 == kStages ? 0 : read_stage + 1;
         if (read_stage == 0) phase ^= 1u;
+        if constexpr (kTma && kMasked && kMaskBreak != MaskBreak::kTmaTailNotZeroed) {
+          // A box reads whole kBlockN-row tiles, so rows past the sequence's keys hold the
+          // next sequence's (varlen) or padding keys (seqused_k): rows [len_k - n0, kBlockN)
+          // of each 64-column slab of this step's K (or V) tile are zeroed, so that no value
+          // of a key outside the sequence reaches S or P V; the async proxy refills the
+          // stage later: fenced before it. (Past the arrays' last row the TMA unit fills
+          // zeros itself.)
+          const SeqMask cur = seq_now();
+          if (n0 + kBlockN > cur.len_k && cur.k_start + cur.len_k < params.nkv) {
+            zero_tile_tail_rows<kKStepCols / kSlabCols>(smem_kv + stage * Traits::kStageBytes, kBlockN,
+                                                        cur.len_k - n0, tid, Spec::kNThreads);
+            fence_proxy_async_smem();
+            __syncthreads();
+          }
+        }
         return stage;
       };
 
@@ -573,7 +631,9 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
       if constexpr (kLowp)
         s_scale *= reinterpret_cast<const float*>(params.lowp_ws + lw.k_scale)[k_bh * lw.nkv_blocks + n_block];
       Tensor s_rc = make_tensor(acc_s.data(), cute_fwd::acc_rowcol(acc_s.layout()));
-      const bool need_mask = tile_needs_mask(m0, n0, kBlockN, nkv, params.causal, causal_offset);
+      const SeqMask cur = seq_now();  // kMasked (read again: seq_now)
+      const bool need_mask = kMasked ? !block_visible(cur, m0, min(m0 + kBlockM, cur.len_q), n0, n0 + kBlockN)
+                                     : tile_needs_mask(m0, n0, kBlockN, nkv, params.causal, causal_offset);
       float blk_max[kRows];
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
@@ -584,7 +644,11 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
           if (need_mask) {
             const int row = m0 + get<0>(tScS_rc(r, c));
             const int col = n0 + get<1>(tScS_rc(r, c));
-            x = mask_score(x, row, col, nkv, params.causal, causal_offset, math_rule);
+            if constexpr (kMasked) {
+              x = masked_score(cur, x, row, col, math_rule);
+            } else {
+              x = mask_score(x, row, col, nkv, params.causal, causal_offset, math_rule);
+            }
           }
           s_rc(r, c) = x;
           blk_max[r] = fmaxf(blk_max[r], x);
@@ -749,6 +813,15 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
 #pragma unroll
     for (int r = 0; r < kRows; ++r) inv[r] = total[r] > 0.f ? 1.f / total[r] : 0.f;  // no visible key: O = 0
 
+    // The sequence's rows and place again (kMasked: seq_now).
+    const SeqMask fin = seq_now();
+    const int rows_q = kMasked ? fin.len_q : params.nq;
+    const int out_row0 = kMasked ? fin.q_start : 0;
+    using OutElement = typename CuteElement<T>::type;  // 2 bytes: fp16 or bf16 (low precision: out_dtype says)
+    OutElement* const o_ptr = static_cast<OutElement*>(params.o) + batch * params.o_batch_stride +
+                              head * params.o_head_stride + int64_t(out_row0) * params.o_row_stride;
+    Tensor mO = make_tensor(make_gmem_ptr(o_ptr),
+                            make_layout(make_shape(rows_q, Int<kHeadDim>{}), make_stride(params.o_row_stride, _1{})));
     Tensor cO = make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockD>>{});
     Tensor tOcO = thr_mma.partition_C(cO);
     Tensor tOcO_rc = make_tensor(tOcO.data(), cute_fwd::acc_rowcol(tOcO.layout()));
@@ -765,7 +838,7 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
         Tensor g_rc = make_tensor(tOgO.data(), cute_fwd::acc_rowcol(tOgO.layout()));
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
-          if (m0 + get<0>(tOcO_rc(r, 0)) >= nq) continue;
+          if (m0 + get<0>(tOcO_rc(r, 0)) >= rows_q) continue;
             // Columns (r, 2n) and (r, 2n + 1) are one 32-bit pair.
 #pragma unroll
           for (int n = 0; n < size<1>(o_rc) / 2; ++n) {
@@ -797,7 +870,7 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         const int row = m0 + get<0>(tScS_rc(r, 0));
-        if (row >= nq) continue;
+        if (row >= rows_q) continue;
         // row_max is max(s * scale * log2 e); back to natural log: * ln 2. Low precision:
         // plus the K smoothing's scale * q . mean(K) (lowp/layout.h).
         float lse = row_lse(row_max[r] * 0.6931471805599453f, total[r]);
@@ -805,7 +878,7 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
         if constexpr (kLowp)
           if (total[r] > 0.f) lse += reinterpret_cast<const float*>(params.lowp_ws + lw.lse_shift)[q_bh * nq + row];
         params.lse[batch * params.lse_batch_stride + head * params.lse_head_stride +
-                   static_cast<int64_t>(row) * params.lse_row_stride] = lse;
+                   static_cast<int64_t>(out_row0 + row) * params.lse_row_stride] = lse;
       }
     }
   }     // not a stub

@@ -15,21 +15,24 @@
 namespace ffpa {
 
 // One launch of the CuTe kernel of a spec and feed with the given maps (the cp.async feed
-// ignores them): the shared-memory opt-in, the grid of query blocks x heads x batches.
-template <typename Spec, Load kLoad>
+// ignores them): the shared-memory opt-in, the grid of query blocks x heads x sequences
+// (batch entries, or in varlen the packed sequences, whose longest has max_seqlen_q rows).
+template <typename Spec, Load kLoad, bool kMasked = false>
 Status launch_cute_kernel(const FwdParams& params, TmaMaps& maps, const char* what) {
   constexpr int kSmem = kLoad == Load::kTma ? Spec::kSmemBytesTma : Spec::kSmemBytes;
-  const auto kernel = &ffpa_fwd_cute_kernel<Spec, kLoad>;
+  const auto kernel = &ffpa_fwd_cute_kernel<Spec, kLoad, kMasked>;
   Status st = smem_opt_in(kernel, kSmem);
   if (!st.ok()) return st;
-  const dim3 grid((params.nq + Spec::kBlockM - 1) / Spec::kBlockM, params.hq, params.b);
+  const bool varlen = kMasked && params.mask.cu_seqlens_q != nullptr;
+  const int rows = varlen ? params.mask.max_seqlen_q : params.nq;
+  const dim3 grid((rows + Spec::kBlockM - 1) / Spec::kBlockM, params.hq, varlen ? params.mask.num_seqs : params.b);
   void* args[] = {const_cast<FwdParams*>(&params), &maps};
   return launch_status(
       cudaLaunchKernel(kernel, grid, dim3(Spec::kNThreads), args, kSmem, static_cast<cudaStream_t>(params.stream)),
       what);
 }
 
-template <typename Spec, Load kLoad, DType kDType>
+template <typename Spec, Load kLoad, DType kDType, bool kMasked = false>
 Status launch_fwd_cute(const FwdParams& params) {
   constexpr bool kTma = kLoad == Load::kTma;
   TmaMaps maps{};  // the cp.async feed has none
@@ -37,18 +40,22 @@ Status launch_fwd_cute(const FwdParams& params) {
     Status st = encode_tma_maps(params, kDType, Spec::kBlockM, Spec::kBlockN, &maps);
     if (!st.ok()) return st;
   }
-  return launch_cute_kernel<Spec, kLoad>(params, maps,
-                                         kTma ? "cute_tma forward kernel launch" : "cute forward kernel launch");
+  return launch_cute_kernel<Spec, kLoad, kMasked>(params, maps,
+                                                  kTma ? "cute_tma forward kernel launch" : "cute forward kernel launch");
 }
 
 // fp16 accumulation is compiled for fp16 instances only (api.cu refuses it for bf16
-// before any launch).
+// before any launch). Calls with a window, seqused_k or varlen (mask_active) run the masked
+// instance of the same spec (the head dim's CuTe file holds both: docs/perf.md, "Build cost
+// of the CuTe paths").
 template <int kHeadDim, DType kDType, Load kLoad>
 Status run_fwd_cute(const FwdParams& params) {
   using T = typename DTypeElement<kDType>::type;
   return FFPA_ACCUM_SWITCH(params.accum, kF16Acc, [&] {
     if constexpr (kF16Acc && kDType != DType::kFp16) {
       return Status{ErrorKind::kDType, "fp16 accumulation needs fp16 inputs"};
+    } else if (mask_active(params.mask)) {
+      return launch_fwd_cute<DefaultCuteFwdSpec<kHeadDim, T, kF16Acc>, kLoad, kDType, /*kMasked=*/true>(params);
     } else {
       return launch_fwd_cute<DefaultCuteFwdSpec<kHeadDim, T, kF16Acc>, kLoad, kDType>(params);
     }

@@ -74,3 +74,6 @@ inline void tma_load_4d(void* smem_dst, const CUtensorMap* map, int c0, int c1, 
 }
 
 }  // namespace ffpa
+
+// The library's own tail zeroing (plain stores), run as it is.
+#include "ffpa/tma_tail.cuh"
