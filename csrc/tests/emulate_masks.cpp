@@ -680,6 +680,22 @@ std::vector<MaskCase> mask_cases(int d) {
   };
 }
 
+// The D = 64 cases the breakage runs share (run_mask_breakages, run_cute_mask_breakages),
+// each exposing the defects its runs name.
+struct BreakageCases {
+  MaskCase causal{"control", 64, false, false, true, false, 2, 1, {83}, {141}, {}, 50, -1};
+  MaskCase left{"control", 64, false, false, false, false, 2, 1, {200}, {200}, {}, 37, -1};
+  MaskCase varlen{"control", 64, false, true, true, false, 2, 1, {70, 5, 140}, {90, 33, 140}, {}, 40, -1};
+  MaskCase padded{"control", 64, false, false, false, false, 2, 1, {83, 83}, {141, 141}, {100, 30}, -1, -1};
+  // NaN / inf the window hides from some rows (the first row block's): the math rule.
+  MaskCase planted{"control", 64, false, false, false, false, 2, 2, {150}, {200}, {}, -1, 20,
+                   MaskBreak::kNone, BwdBreak::kNone, {{'k', 0, 0, 150, NAN}}};
+};
+const BreakageCases& breakage_cases() {
+  static const BreakageCases cases;
+  return cases;
+}
+
 }  // namespace
 
 // Every case at every D, copies landing at issue and late; release: the cases that
@@ -716,13 +732,7 @@ int run_mask_breakages() {
     bool (*run)(const MaskCase&, std::mt19937&);
   };
   using H = __half;
-  const MaskCase causal{"control", 64, false, false, true, false, 2, 1, {83}, {141}, {}, 50, -1};
-  const MaskCase left{"control", 64, false, false, false, false, 2, 1, {200}, {200}, {}, 37, -1};
-  const MaskCase varlen{"control", 64, false, true, true, false, 2, 1, {70, 5, 140}, {90, 33, 140}, {}, 40, -1};
-  const MaskCase padded{"control", 64, false, false, false, false, 2, 1, {83, 83}, {141, 141}, {100, 30}, -1, -1};
-  // NaN / inf the window hides from some rows (the first row block's): the math rule.
-  const MaskCase planted{"control", 64, false, false, false, false, 2, 2, {150}, {200}, {}, -1, 20,
-                         MaskBreak::kNone, BwdBreak::kNone, {{'k', 0, 0, 150, NAN}}};
+  const auto& [causal, left, varlen, padded, planted] = breakage_cases();
   MaskCase padded320 = padded;
   padded320.d = 320;
   // Non-causal, no window: every query of sequence 1 sees every key, so its NaN dO row
@@ -807,12 +817,7 @@ int run_cute_mask_breakages() {
     FwdKernel kernel;
     MaskBreak brk;
   };
-  const MaskCase causal{"control", 64, false, false, true, false, 2, 1, {83}, {141}, {}, 50, -1};
-  const MaskCase left{"control", 64, false, false, false, false, 2, 1, {200}, {200}, {}, 37, -1};
-  const MaskCase varlen{"control", 64, false, true, true, false, 2, 1, {70, 5, 140}, {90, 33, 140}, {}, 40, -1};
-  const MaskCase padded{"control", 64, false, false, false, false, 2, 1, {83, 83}, {141, 141}, {100, 30}, -1, -1};
-  const MaskCase planted{"control", 64, false, false, false, false, 2, 2, {150}, {200}, {}, -1, 20,
-                         MaskBreak::kNone, BwdBreak::kNone, {{'k', 0, 0, 150, NAN}}};
+  const auto& [causal, left, varlen, padded, planted] = breakage_cases();
   const FwdKernel cp = FwdKernel::kCute, tma = FwdKernel::kCuteTma;
   const Run runs[] = {
       {"none (control, causal window)", causal, cp, MaskBreak::kNone},
