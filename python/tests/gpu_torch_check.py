@@ -257,37 +257,49 @@ def test_backward_agrees_with_sdpa(torch, hq, hkv, nq, nkv, d, mask, backward):
     _record(f"backward_{backward}_H{hq}x{hkv}_N{nq}x{nkv}_D{d}_{mask}", **figures)
 
 
-# NaN in K, V or dO where the causal mask hides it from some rows (bottom-right, 128 queries
-# over 96 keys: rows 0-31 see no key; key 60 is hidden from rows 0-91): our backward kernels
-# (the non-finite pre-pass's flags, kernels/ffpa/mask.h) against the math backend's autograd.
-@pytest.mark.parametrize("which,row", [("k", 60), ("v", 60), ("dout", 10), ("dout", 100)])
-def test_backward_nan_under_the_mask_as_sdpa_math(torch, which, row):
+def _nan_grads_as_sdpa_math(torch, which, row, nkv, seeds, ours, allowed, record):
+    """A NaN planted at column 3 of ``which`` (k, v or dout; head 0, row ``row``) in a
+    [1, 2, 128, D] problem over ``nkv`` keys (one kv head): ``ours(q, k, v)`` and its
+    gradients (our backward kernels) against the math backend's autograd on the boolean
+    mask ``allowed`` (its safe softmax gives rows that see no key 0, as NONFINITE_RULE
+    says), the NaN pattern of the output and of dQ, dK, dV alike."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    from torch.nn.attention.bias import causal_lower_right
 
-    from ffpa_attn import ffpa_attn_func
     from ffpa_attn.torch_bwd import ffpa_backward_problem
 
     d = _dim(128)
-    q, k, v = _qkv(torch, 1, 2, 1, 128, 96, d, seed=13)
+    q, k, v = _qkv(torch, 1, 2, 1, 128, nkv, d, seed=seeds[0])
     if ffpa_backward_problem(q) is not None:
         pytest.skip(ffpa_backward_problem(q))
-    dout = torch.randn(1, 2, 128, d, device="cuda", dtype=q.dtype, generator=torch.Generator("cuda").manual_seed(3))
+    dout = torch.randn(1, 2, 128, d, device="cuda", dtype=q.dtype,
+                       generator=torch.Generator("cuda").manual_seed(seeds[1]))
     {"k": k, "v": v, "dout": dout}[which][0, 0, row, 3] = float("nan")
-    mask = causal_lower_right(128, 96)
-    out, grads = _grads(torch, lambda a, b, c: ffpa_attn_func(a, b, c, attn_mask=mask, enable_gqa=True,
-                                                                backward="ffpa"), q, k, v, dout)
-    # The math backend on the mask materialised (a boolean tensor: its safe softmax gives
-    # rows that see no key 0, as NONFINITE_RULE says; no fused kernel on a CausalBias).
-    allowed = torch.ones(128, 96, dtype=torch.bool, device="cuda").tril(96 - 128)
+    out, grads = _grads(torch, ours, q, k, v, dout)
     with sdpa_kernel(SDPBackend.MATH):
         want, want_grads = _grads(torch, lambda a, b, c: torch.nn.functional.scaled_dot_product_attention(
             a.float(), b.float(), c.float(), attn_mask=allowed, enable_gqa=True), q, k, v, dout.float())
     same = {"out": torch.equal(torch.isnan(out), torch.isnan(want))}
     for name, mine, theirs in zip(("dq", "dk", "dv"), grads, want_grads):
         same[name] = torch.equal(torch.isnan(mine), torch.isnan(theirs))
-    _record(f"backward_nan_masked_{which}{row}", **same)
+    _record(record, **same)
     assert all(same.values()), same
+
+
+# NaN in K, V or dO where the causal mask hides it from some rows (bottom-right, 128 queries
+# over 96 keys: rows 0-31 see no key; key 60 is hidden from rows 0-91): our backward kernels
+# (the non-finite pre-pass's flags, kernels/ffpa/mask.h) against the math backend's autograd
+# (on the mask materialised: no fused kernel on a CausalBias).
+@pytest.mark.parametrize("which,row", [("k", 60), ("v", 60), ("dout", 10), ("dout", 100)])
+def test_backward_nan_under_the_mask_as_sdpa_math(torch, which, row):
+    from torch.nn.attention.bias import causal_lower_right
+
+    from ffpa_attn import ffpa_attn_func
+
+    mask = causal_lower_right(128, 96)
+    allowed = torch.ones(128, 96, dtype=torch.bool, device="cuda").tril(96 - 128)
+    _nan_grads_as_sdpa_math(torch, which, row, 96, (13, 3),
+                            lambda a, b, c: ffpa_attn_func(a, b, c, attn_mask=mask, enable_gqa=True, backward="ffpa"),
+                            allowed, f"backward_nan_masked_{which}{row}")
 
 
 # NaN in K, V or dO where a sliding window hides it from some rows (128 queries and keys,
@@ -297,30 +309,15 @@ def test_backward_nan_under_the_mask_as_sdpa_math(torch, which, row):
 # through an additive mask goes NaN, the keys the window hides from the row included.
 @pytest.mark.parametrize("which,row", [("k", 60), ("v", 60), ("dout", 10)])
 def test_backward_nan_under_the_window_as_sdpa_math(torch, which, row):
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
     from ffpa_attn import ffpa_attn_func
-    from ffpa_attn.torch_bwd import ffpa_backward_problem
 
-    d = _dim(128)
-    q, k, v = _qkv(torch, 1, 2, 1, 128, 128, d, seed=17)
-    if ffpa_backward_problem(q) is not None:
-        pytest.skip(ffpa_backward_problem(q))
-    dout = torch.randn(1, 2, 128, d, device="cuda", dtype=q.dtype, generator=torch.Generator("cuda").manual_seed(4))
-    {"k": k, "v": v, "dout": dout}[which][0, 0, row, 3] = float("nan")
-    out, grads = _grads(torch, lambda a, b, c: ffpa_attn_func(a, b, c, window_size=(20, 10), enable_gqa=True,
-                                                                backward="ffpa", strict=True), q, k, v, dout)
     i = torch.arange(128, device="cuda")
     offset = i[None, :] - i[:, None]  # key - query
     allowed = (offset >= -20) & (offset <= 10)
-    with sdpa_kernel(SDPBackend.MATH):
-        want, want_grads = _grads(torch, lambda a, b, c: torch.nn.functional.scaled_dot_product_attention(
-            a.float(), b.float(), c.float(), attn_mask=allowed, enable_gqa=True), q, k, v, dout.float())
-    same = {"out": torch.equal(torch.isnan(out), torch.isnan(want))}
-    for name, mine, theirs in zip(("dq", "dk", "dv"), grads, want_grads):
-        same[name] = torch.equal(torch.isnan(mine), torch.isnan(theirs))
-    _record(f"backward_nan_window_{which}{row}", **same)
-    assert all(same.values()), same
+    _nan_grads_as_sdpa_math(torch, which, row, 128, (17, 4),
+                            lambda a, b, c: ffpa_attn_func(a, b, c, window_size=(20, 10), enable_gqa=True,
+                                                           backward="ffpa", strict=True),
+                            allowed, f"backward_nan_window_{which}{row}")
 
 
 @pytest.mark.parametrize("d", sorted({_dim(128), _dim(512)}))
