@@ -14,20 +14,28 @@ else the ``ffpa-attn[jit]`` extra's PyPI packages (nvcc, the CUDA runtime and CC
 headers, CUTLASS's headers, CMake, Ninja, pybind11). A host C++ compiler and the
 interpreter's headers come from the system. Whatever is missing is named, with the command
 that installs it, in one :class:`~ffpa_attn.errors.SDPAFallbackWarning` (reason ``"jit"``;
-``strict=True`` raises it) and by ``python -m ffpa_attn.info``.
+``strict=True`` raises it) and by ``python -m ffpa_attn.info``, which calls the toolchain
+complete only once a probe compiled and linked with it (:func:`probe_toolchain`). The
+build hands the linker the directory that holds the runtime's static libraries (PyPI's
+wheels: ``nvidia/cu13/lib``, while their ``nvcc.profile`` names ``lib64``) and takes
+nothing from the environment that changes code (:func:`_build_env`: dropped, and said).
 
-The cache (:func:`cache_root`): ``$FFPA_CACHE_DIR``, else ``$XDG_CACHE_HOME/ffpa_attn``,
-else ``~/.cache/ffpa_attn``. An entry is keyed by the sources' hash, the package version,
-the arch, the interpreter's ABI, the nvcc and CUTLASS versions, the head dims, dtypes and
-kernel set; it is built in a private directory and renamed into place under an exclusive
-file lock (one build for every process of a node), and holds ``manifest.json`` (written
-last, with the hash of every file), so a half-written or altered entry is rebuilt.
-``FFPA_JIT=0`` turns all of this off. Command line: ``python -m ffpa_attn.jit build|list|clean``.
+The cache (:func:`cache_root`): ``$FFPA_CACHE_DIR``, else ``$XDG_CACHE_HOME/ffpa_attn`` (an
+absolute one), else ``~/.cache/ffpa_attn``; a root no build can use is
+:class:`JitCacheError`. An entry is keyed by the sources' hash, the package version, the
+arch, the interpreter's ABI, the nvcc, host compiler and CUTLASS versions, the head dims,
+dtypes and kernel set; it is built in a private directory and renamed into place under an
+exclusive file lock (one build for every process of a node; a waiter says so, with the
+builder's progress), and holds ``manifest.json`` (written last, with the hash of every
+file), so a half-written, altered or malformed entry is rebuilt. Nothing is written
+through a symlink. ``FFPA_JIT=0`` turns all of this off. Command line: ``python -m
+ffpa_attn.jit build|list|clean``; ``clean`` takes entry names only.
 
-One library per process: after a JIT build is loaded, a call with another head dim or
-dtype runs SDPA (reason ``"head_dim"`` / ``"dtype"``) until the process restarts; prebuild
-several head dims into one entry with ``python -m ffpa_attn.jit build --head-dims 128,512``
-(a cached entry covering the call is preferred to a new build).
+One build loaded per process, holding every head dim and dtype the process asked for: a
+call needing another loads the build of their union in its place (:func:`prepare`; cached,
+else built). The transformers backend asks for every head dim of the model's layers on
+its first call (:func:`prepare_for_model`, :func:`model_head_dims`), as ``python -m
+ffpa_attn.jit build --for-model CONFIG`` does ahead of time.
 """
 
 from __future__ import annotations
@@ -398,7 +406,7 @@ def find_toolchain(for_build: bool = True) -> Toolchain:
 # which it does hash: they are on the command line). Kept: where things live and how to
 # talk, plus ccache's store and CMake's parallelism.
 _KEEP_ENV = ("HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TERM", "CCACHE_DIR",
-             "CMAKE_BUILD_PARALLEL_LEVEL")
+             "CCACHE_DISABLE", "CMAKE_BUILD_PARALLEL_LEVEL")
 # The dropped variables worth naming (the rest, e.g. a shell's own, change no code).
 _CODE_ENV = re.compile(r"NVCC_\w+|CUDA\w*FLAGS|CUDAARCHS|CUDAHOSTCXX|CUDACXX|C|CC|CXX|CPP|FC|\w*FLAGS|CPATH|"
                        r"C_INCLUDE_PATH|CPLUS_INCLUDE_PATH|LIBRARY_PATH|LD_LIBRARY_PATH|LD_PRELOAD|COMPILER_PATH|"
@@ -418,7 +426,7 @@ def _build_env(tc: Toolchain, environ: dict[str, str] | None = None) -> tuple[di
     if os.path.isabs(xdg):
         env["XDG_CACHE_HOME"] = xdg  # ccache's default store
     dropped = sorted(k for k in environ if k not in env and k not in ("CUDA_HOME", "CUDA_PATH")
-                     and _CODE_ENV.fullmatch(k) and k not in ("CMAKE_BUILD_PARALLEL_LEVEL", "CCACHE_DIR"))
+                     and _CODE_ENV.fullmatch(k) and k not in _KEEP_ENV)
     tools = [str(Path(p).parent) for p in (tc.ninja, tc.nvcc, tc.cmake) if p]
     env["PATH"] = os.pathsep.join(dict.fromkeys(tools + [p for p in environ.get("PATH", "").split(os.pathsep)
                                                          if os.path.isabs(p)]))

@@ -511,6 +511,45 @@ def test_a_loaded_build_lacking_a_head_dim_asks_for_the_union(monkeypatch):
     assert list(jit._FAILED) == [("90", (256, 512), ("bf16",))]
 
 
+@pytest.mark.torch
+@pytest.mark.parametrize("root", ["relative/cache", "/proc/self/ffpa", "/tmp/x;y"])
+def test_ffpa_attn_func_on_an_unusable_cache_runs_sdpa_with_reason_jit(root, install_extension, monkeypatch):
+    """The pure wheel on a GPU it could build for, the cache root unusable: the call's
+    answer is SDPA's, with one 'jit' warning naming the root, and no traceback."""
+    import warnings
+
+    torch = pytest.importorskip("torch")
+    from ffpa_attn import SDPAFallbackWarning, ffpa_attn_func, routing, torch_ops
+
+    install_extension.absent()
+    monkeypatch.setattr(routing, "_WARNED", set())  # said once per reason and process: this case's own
+    monkeypatch.setenv("FFPA_JIT", "1")
+    monkeypatch.setenv("FFPA_CACHE_DIR", root)
+    monkeypatch.setattr(jit, "_FAILED", {})
+    monkeypatch.setattr(jit, "_LOADED", {})
+    monkeypatch.setattr(torch_ops, "_device_type", lambda t: "cuda")
+    monkeypatch.setattr(torch_ops, "_capability", lambda index: (9, 0))
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 8, 64).to(torch.float16) for _ in range(3))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = ffpa_attn_func(q, k, v, is_causal=True)
+    want = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True)
+    torch.testing.assert_close(out.float(), want, rtol=2e-3, atol=2e-3)
+    said = [str(w.message) for w in caught if issubclass(w.category, SDPAFallbackWarning)]
+    assert len(said) == 1 and "(reason 'jit')" in said[0] and repr(root) in said[0], said
+
+
+@pytest.mark.transformers
+def test_model_head_dims_of_transformers_configs():
+    transformers = pytest.importorskip("transformers")
+    llama = transformers.LlamaConfig(hidden_size=512, num_attention_heads=4, num_key_value_heads=2,
+                                     torch_dtype="bfloat16")
+    assert jit.model_head_dims(llama)["head_dims"] == [128]
+    gemma3 = transformers.Gemma3TextConfig(head_dim=256)
+    assert jit.model_head_dims(gemma3)["head_dims"] == [256]
+
+
 # --- the toolchain probe -------------------------------------------------------------------------------
 
 
