@@ -649,16 +649,22 @@ def list_entries(root: Path | None = None) -> list[tuple[Path, dict[str, Any] | 
     return out
 
 
+def _build_step(log_text: str) -> str:
+    """How far a build is, from its log: "configuring" until the build command starts, then
+    Ninja's last "[k/n]" (configure's own test builds print such lines too: not counted)."""
+    start = log_text.rfind(" --build ")
+    if start < 0:
+        return "configuring"
+    steps = re.findall(r"^\[(\d+/\d+)\]", log_text[start:], re.M)
+    return f"[{steps[-1]}] steps" if steps else "compiling"
+
+
 def _progress_line(root: Path, name: str) -> str:
-    # The builder's log lives in its private work directory (tmp/<name>.*/build.log);
-    # Ninja's last "[k/n]" line there is how far it got.
+    # The builder's log lives in its private work directory (tmp/<name>.*/build.log).
     for log in sorted((root / "tmp").glob(f"{name}.*/build.log")):
         with contextlib.suppress(OSError):
-            lines = [ln for ln in _read_nofollow(log).decode("utf-8", "replace").splitlines()
-                     if re.match(r"\[\d+/\d+\]", ln)]
-            if lines:
-                return lines[-1].split(" ", 1)[0] + " steps"
-    return "configuring"
+            return _build_step(_read_nofollow(log).decode("utf-8", "replace"))
+    return "starting"
 
 
 # Seconds between "still building" / "still waiting" lines.
@@ -729,9 +735,7 @@ class _Progress:
             step = ""
             if self.log is not None:
                 with contextlib.suppress(OSError):
-                    lines = [ln for ln in self.log.read_text(encoding="utf-8", errors="replace").splitlines()
-                             if re.match(r"\[\d+/\d+\]", ln)]
-                    step = f", {lines[-1].split(' ', 1)[0]} steps" if lines else ", configuring"
+                    step = ", " + _build_step(self.log.read_text(encoding="utf-8", errors="replace"))
             self._say(f"still building {self.what} ({time.monotonic() - self.start:.0f} s{step})")
 
     def __enter__(self) -> _Progress:
@@ -800,6 +804,11 @@ def _build_into(tc: Toolchain, key: dict[str, Any], name: str, work: Path, what:
         f"-Dpybind11_INCLUDE_DIR={tc.pybind11_include}",
         f"-DFFPA_CUTLASS_DIR={tc.cutlass_include}",
         f"-DFFPA_RELEASE_DIST={work / 'dist'}",
+        # The private build directory as ccache's base dir: the generated instance files
+        # (csrc/gen/...) then have one spelling in every first-use build, so a union
+        # rebuild's head dims already compiled are compiler-cache hits where ccache is
+        # found (the release's flags, on the command line, are part of every hash).
+        f"-DFFPA_CCACHE_BASEDIR={work}",
     ]
     release = _release_version()
     if release:
@@ -867,7 +876,7 @@ def _describe(arch: str, head_dims: Sequence[int], dtypes: Sequence[str], gpu: s
 
 def build(arch: str, head_dims: Sequence[int], dtypes: Sequence[str], *, kernels: str = "plain",
           gpu: str | None = None, toolchain: Toolchain | None = None, stream: TextIO | None = None,
-          root: Path | None = None) -> Path:
+          root: Path | None = None, note: str = "") -> Path:
     """The cache entry for (arch, head dims, dtypes, kernel set), building it when absent.
 
     Raises :class:`JitUnavailableError` when the toolchain is incomplete, :class:`JitCacheError`
@@ -876,7 +885,7 @@ def build(arch: str, head_dims: Sequence[int], dtypes: Sequence[str], *, kernels
     """
     dims, dts = _normalize(arch, head_dims, dtypes, kernels)
     tc = toolchain or find_toolchain()
-    what = _describe(arch, dims, dts, gpu)
+    what = _describe(arch, dims, dts, gpu) + note
     if not tc.complete:
         detail, fix = missing_message(tc, what)
         raise JitUnavailableError(f"{detail}; {fix}", tc.missing)
@@ -1172,7 +1181,7 @@ def prepare(capability: tuple[int, int], head_dims: Sequence[int], dtypes: Seque
                                f"first, or prebuild with python -m ffpa_attn.jit build --arch {arch} --head-dims "
                                f"{','.join(map(str, dims))} --dtypes {','.join(dts)}")
             if entry is None:
-                entry = build(arch, dims, dts, gpu=gpu, toolchain=tc, root=root, stream=stream)
+                entry = build(arch, dims, dts, gpu=gpu, toolchain=tc, root=root, stream=stream, note=replacing)
             load(entry)
         except JitError as exc:
             if capturing and not isinstance(exc, JitCacheError):

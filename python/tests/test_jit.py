@@ -447,7 +447,8 @@ def test_a_waiting_process_says_so_with_progress(tmp_path, monkeypatch):
     with jit._locked(root / "locks" / f"{name}.lock"):  # another builder holds it ...
         work = root / "tmp" / f"{name}.other"
         work.mkdir(parents=True)
-        (work / "build.log").write_text("$ cmake ...\n[3/12] Building CUDA object fwd_d64_fp16.cu.o\n")
+        (work / "build.log").write_text("$ cmake -S ...\n[1/2] try_compile of the configure step\n"
+                                        "$ cmake --build ...\n[3/12] Building CUDA object fwd_d64_fp16.cu.o\n")
         t = threading.Thread(target=waiter)
         t.start()
         time.sleep(1.2)
