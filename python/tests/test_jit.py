@@ -541,6 +541,7 @@ def test_ffpa_attn_func_on_an_unusable_cache_runs_sdpa_with_reason_jit(root, ins
     assert len(said) == 1 and "(reason 'jit')" in said[0] and repr(root) in said[0], said
 
 
+@pytest.mark.torch
 @pytest.mark.transformers
 def test_model_head_dims_of_transformers_configs():
     transformers = pytest.importorskip("transformers")
