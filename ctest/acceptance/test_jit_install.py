@@ -1,8 +1,9 @@
 """The pure wheel with its `jit` extra, from the build's local index, in a clean venv:
 first-use builds (python/ffpa_attn/jit.py) with the toolchain from PyPI alone.
 CTest: acceptance.pure.jit (slow: the extra downloads nvcc, NVVM and CUTLASS, a few hundred
-MB the first time, pip's cache keeps later runs short; then three head-dim compiles of
-sm_90 kernels, about two minutes of both cores).
+MB the first time, pip's cache keeps later runs short; then two sm_90 builds, D = 64 and
+the union D = 64, 128: 598 s on this 2-core machine under a load average of 19,
+docs/perf.md "First-use builds").
 
 `pip install "ffpa-attn[jit]==V" --index-url <site>/pypi/simple/ --extra-index-url PyPI` into
 a venv of the first CPython with its headers. Every ffpa command then runs in a private
@@ -12,9 +13,10 @@ by empty tmpfs mounts, so every link to them (/usr/local/lib/libcudart_static.a,
 /usr/local/include/cuda_runtime.h ...) dangles; LIBRARY_PATH, CPATH and the other compiler
 variables are cleared and PATH is the venv's bin, /usr/bin and /bin. The namespace is
 checked before it is used: no nvcc, a link with -lcudadevrt, -lcudart_static or -lcudart
-fails (ld's own search path included) and the host compiler finds no cuda_runtime.h. Where such a namespace cannot be made (no unshare, not root,
-mounts refused) or the toolkit stays visible, the test is SKIPPED with that reason (CTest's
-SKIP_RETURN_CODE): never a weaker pass.
+fails (ld's own search path included) and the host compiler finds no cuda_runtime.h. Where
+such a namespace cannot be made (no unshare, not root, mounts refused) or the toolkit stays
+visible, the test is SKIPPED with that reason (CTest's SKIP_RETURN_CODE): never a weaker
+pass.
 
 In it: `python -m ffpa_attn.info --json` reports a complete toolchain from the venv (its
 probe compiled and linked); one process asks for sm_90 kernels for head dim 64, then 128
