@@ -552,6 +552,43 @@ def test_model_head_dims_of_transformers_configs():
     assert jit.model_head_dims(gemma3)["head_dims"] == [256]
 
 
+@pytest.mark.torch
+@pytest.mark.transformers
+def test_the_transformers_backend_asks_for_every_head_dim_of_the_model_once(install_extension, monkeypatch):
+    """A model's first call on a GPU the installed kernels lack: one first-use build request
+    holding every head dim of its layers (here the toolchain is missing, so the request's
+    answer names them all), asked once per model."""
+    import types
+
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from ffpa_attn.integrations import transformers as backend
+
+    install_extension.absent()
+    monkeypatch.setenv("FFPA_JIT", "1")
+    monkeypatch.setattr(jit, "_FAILED", {})
+    monkeypatch.setattr(jit, "_LOADED", {})
+    monkeypatch.setattr(backend, "_FIRST_USE_ASKED", set())
+    # The machine's facts: an sm_90 GPU, no toolchain.
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None: (9, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: "NVIDIA H200")
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    asked = []
+    monkeypatch.setattr(jit, "find_toolchain", lambda *a, **k: asked.append(1) or jit.Toolchain(
+        missing=(("nvcc (a CUDA 13 toolkit)", 'pip install "ffpa-attn[jit]"'),)))
+    config = transformers.Gemma3TextConfig(head_dim=256)
+    config.global_head_dim = 512  # a Gemma-4-style model: global layers at D = 512
+    query = types.SimpleNamespace(dtype=torch.bfloat16, is_cuda=True, device=torch.device("cuda", 0))
+    module = types.SimpleNamespace(config=config)
+    backend._first_use_build(module, query)
+    assert list(jit._FAILED) == [("90", (256, 512), ("bf16",))]
+    problem = jit._FAILED[("90", (256, 512), ("bf16",))]
+    assert "sm_90 (NVIDIA H200), head dim 256, 512, bf16" in problem[1]
+    looked = len(asked)
+    backend._first_use_build(module, query)  # once per model
+    assert looked and len(asked) == looked
+
+
 # --- the toolchain probe -------------------------------------------------------------------------------
 
 
