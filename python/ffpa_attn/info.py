@@ -19,6 +19,7 @@ and compute capabilities) when torch is installed, else the extension for their 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -206,11 +207,16 @@ def _fallback(capability: tuple[int, int] | None) -> dict[str, Any]:
                         "reasons (masks, dropout, head dims the build lacks) still apply per call"}
     if capability is not None and jit.wanted(False) and jit.MIN_SM is not None \
             and int(_gpu_arch(capability)) >= jit.MIN_SM:
-        tc = jit.find_toolchain()
+        # Complete only when a probe compiled and linked with it (remembered per toolchain).
+        tc = jit.checked_toolchain()
+        try:
+            cache = str(jit.cache_root())
+        except jit.JitCacheError as exc:
+            tc = dataclasses.replace(tc, missing=(*tc.missing, (str(exc), f"set {jit.CACHE_ENV} to a directory")))
         if tc.complete:
             return {"kernel": "jit", "reason": None,
                     "says": f"the first fp16/bf16 CUDA call builds the kernels for sm_{_gpu_arch(capability)} and its "
-                            f"head dim (ffpa_attn.jit, cached in {jit.cache_root()}; docs/install.md, \"First-use "
+                            f"head dim (ffpa_attn.jit, cached in {cache}; docs/install.md, \"First-use "
                             "builds\"), then runs them"}
         detail, fix = jit.missing_message(tc, f"sm_{_gpu_arch(capability)}")
         return {"kernel": "sdpa", "reason": "jit",
@@ -314,11 +320,13 @@ def _text(rep: dict[str, Any]) -> str:
     for text in rep["host"].values():
         lines.append(text)
     j = rep["jit"]
-    lines.append(f"first-use builds (ffpa_attn.jit): {'on' if j['enabled'] else 'off (FFPA_JIT=0)'}, cache {j['cache_dir']}"
+    lines.append(f"first-use builds (ffpa_attn.jit): {'on' if j['enabled'] else 'off (FFPA_JIT=0)'}, "
+                 f"cache {j['cache_dir'] or 'unusable'}"
                  + (f", loaded {j['loaded']}" if j["loaded"] else "") + f", {len(j['entries'])} cached")
     if j["toolchain_complete"]:
-        lines.append(f"  toolchain: nvcc {j['nvcc_version']} ({j['nvcc']}), cmake {j['cmake']}, ninja {j['ninja']}, "
-                     f"{j['cxx']}, CUTLASS {j['cutlass_version']}")
+        lines.append(f"  toolchain (a probe compiled and linked with it): nvcc {j['nvcc_version']} ({j['nvcc']}), "
+                     f"CUDA runtime libraries {j['cuda_lib']}, cmake {j['cmake']}, ninja {j['ninja']}, {j['cxx']}, "
+                     f"CUTLASS {j['cutlass_version']}")
     for m in j["missing"]:
         lines.append(f"  missing: {m['what']}: {m['install']}")
     if rep["tolerances"]:

@@ -157,10 +157,10 @@ def _arch_runs(capability: tuple[int, int]) -> bool:
 
 
 def _jit_problem(q: torch.Tensor, capability: tuple[int, int]) -> tuple[str, str, str | None] | None:
-    if not jit.wanted(_arch_runs(capability)):
-        return None  # the common case, and the cheap test: the installed kernels serve this GPU
     dtype = _TORCH_DTYPE_NAMES.get(q.dtype)
     d = int(q.shape[-1])
+    if not jit.wanted(_arch_runs(capability), d, dtype):
+        return None  # the common case, and the cheap test: the installed (or loaded) kernels serve this call
     if dtype not in ("fp16", "bf16") or d % 64 != 0 or not 64 <= d <= 1024:
         return None  # nothing a build could serve: the reasons below say what is wrong
     fn = _jit_problem_traced if torch.compiler.is_compiling() else _jit_problem_eager

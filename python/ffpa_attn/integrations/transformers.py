@@ -90,6 +90,25 @@ def _offsets(lengths: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.pad(torch.cumsum(lengths, dim=0, dtype=torch.int32), (1, 0))
 
 
+# The configs whose first call asked for a first-use build (ids: a config is alive as long as its model).
+_FIRST_USE_ASKED: set[int] = set()
+
+
+def _first_use_build(module: torch.nn.Module, query: torch.Tensor) -> None:
+    """On a model's first call, one first-use build holding every head dim its layers use
+    (ffpa_attn.jit.prepare_for_model; nothing where the installed kernels serve the GPU),
+    so no layer runs SDPA for want of its head dim. A failure is the calls' own "jit"
+    fallback, said by them."""
+    if torch.compiler.is_compiling():
+        return  # traced code asks per call (ffpa_attn.torch_ops), never builds inside a graph
+    config = getattr(module, "config", None)
+    if config is None or not query.is_cuda or id(config) in _FIRST_USE_ASKED:
+        return
+    _FIRST_USE_ASKED.add(id(config))
+    from .. import jit
+    jit.prepare_for_model(config, query)
+
+
 def ffpa_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                            attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
                            sliding_window: int | None = None, softcap: float | None = None,
@@ -102,6 +121,7 @@ def ffpa_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: to
             "none: set the config's attn_logit_softcapping=None, or use attn_implementation='eager'")
     if kwargs.get("s_aux") is not None:
         raise UnsupportedFeatureError(f"attn_implementation='{NAME}' has no attention sinks (s_aux); use 'eager'")
+    _first_use_build(module, query)
     causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
     b, hq, nq, d = query.shape
     hkv, nkv = key.shape[1], key.shape[2]
