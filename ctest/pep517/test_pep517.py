@@ -53,9 +53,10 @@ def _snapshot(source: Path, dest: Path) -> Path:
     return dest
 
 
-def _hooks(tree: Path) -> BuildBackendHookCaller:
-    """pip's own PEP 517 caller, reading the backend from the tree's pyproject.toml as pip does."""
-    system = tomllib.loads((tree / "pyproject.toml").read_text())["build-system"]
+def _hooks(tree: Path, pyproject: Path | None = None) -> BuildBackendHookCaller:
+    """pip's own PEP 517 caller, reading the backend from the tree's pyproject.toml as pip does
+    (or from another tree's, for a tree whose own was deleted)."""
+    system = tomllib.loads((pyproject or tree / "pyproject.toml").read_text())["build-system"]
     return BuildBackendHookCaller(str(tree), system["build-backend"], backend_path=system["backend-path"],
                                   runner=_quiet_runner)
 
@@ -347,3 +348,190 @@ def test_no_driver_leaves_the_preset_fallback(tmp_path):
     if "no NVIDIA driver" not in r.stderr:
         pytest.skip("this machine has an NVIDIA driver")
     assert r.stdout.strip() == "[] {}"
+
+
+# --- the build directory, the environment, the sdist's sources and metadata (no compiler) ---
+
+FAKE_CMAKE = """#!/bin/sh
+# A stand-in for cmake: records its arguments and FFPA_RELEASE_VERSION's presence, then fails.
+{{ printf '%s\\n' "$@"; if [ "${{FFPA_RELEASE_VERSION+set}}" = set ]; then echo "ENV=$FFPA_RELEASE_VERSION"; else echo "ENV unset"; fi; }} > "{log}"
+exit 3
+"""
+
+
+@pytest.fixture
+def fake_cmake(tmp_path, monkeypatch):
+    """A `cmake` on PATH that records how the backend called it and fails: the hooks run up
+    to their first CMake call and no further."""
+    bin_dir, log = tmp_path / "fake-bin", tmp_path / "cmake-call.txt"
+    bin_dir.mkdir()
+    (bin_dir / "cmake").write_text(FAKE_CMAKE.format(log=log))
+    (bin_dir / "cmake").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return log
+
+
+def _tree_state(root: Path) -> dict:
+    return {str(p.relative_to(root)): (p.is_symlink(), p.read_bytes() if p.is_file() else None, p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*"))}
+
+
+def _backend_error(e: BaseException) -> str:
+    return str(getattr(e, "stderr", "") or e)
+
+
+def test_a_foreign_build_dir_is_refused_untouched(tmp_path, fake_cmake):
+    """-C build-dir=DIR on a folder this backend did not make: refused before CMake runs, and
+    nothing in it changes (issue 42: its site/, CMakeFiles/ and CMakeCache.txt were wiped)."""
+    foreign = tmp_path / "mine"
+    (foreign / "site" / "blog").mkdir(parents=True)
+    (foreign / "site" / "blog" / "post1.md").write_text("a post\n")
+    (foreign / "CMakeFiles" / "other").mkdir(parents=True)
+    (foreign / "CMakeCache.txt").write_text("CMAKE_HOME_DIRECTORY:INTERNAL=/elsewhere\n")
+    (foreign / "ffpa-pep517-build-dir.json").write_text('{"made_by": "someone else"}\n')   # not our claim
+    before = _tree_state(foreign)
+    hooks = _hooks(REPO)
+    with pytest.raises(Exception) as e:
+        hooks.build_wheel(str(tmp_path / "out"), {"build-dir": str(foreign)})
+    err = _backend_error(e.value)
+    assert f"the build directory {foreign} is not empty and was not made by this backend" in err, err[-3000:]
+    assert "-C build-dir=DIR" in err
+    assert _tree_state(foreign) == before
+    assert not fake_cmake.exists()   # CMake never ran
+    # A link or a file where the directory should be: refused likewise.
+    (tmp_path / "link").symlink_to(foreign)
+    (tmp_path / "file").write_text("x")
+    for bad in ("link", "file"):
+        with pytest.raises(Exception) as e:
+            hooks.build_wheel(str(tmp_path / "out"), {"build-dir": str(tmp_path / bad)})
+        assert "is not a directory" in _backend_error(e.value)
+    assert _tree_state(foreign) == before and not fake_cmake.exists()
+
+
+def test_a_new_or_empty_build_dir_is_claimed_and_reused(tmp_path, fake_cmake):
+    """An empty directory (and a new one) is marked as the backend's before CMake runs; a
+    marked one is the backend's own on the next build."""
+    hooks = _hooks(REPO)
+    for d in (tmp_path / "empty", tmp_path / "new" / "deep"):
+        if d.name == "empty":
+            d.mkdir()
+        for _ in range(2):   # the second time the directory is non-empty but marked
+            with pytest.raises(Exception) as e:
+                hooks.build_wheel(str(tmp_path / "out"), {"build-dir": str(d)})
+            assert "configuring (cmake --preset local) failed (exit 3)" in _backend_error(e.value)
+            assert json.loads((d / "ffpa-pep517-build-dir.json").read_text())["made_by"].startswith("ffpa-attn PEP 517")
+            assert fake_cmake.read_text().splitlines()[:4] == ["--preset", "local", "-B", str(d)]
+            fake_cmake.unlink()
+
+
+@pytest.mark.parametrize("settings, seen", [
+    ({"cmake.define.FFPA_RELEASE_VERSION": ""}, ["-DFFPA_RELEASE_VERSION=", "ENV unset"]),
+    ({"cmake.define.FFPA_RELEASE_VERSION": "3.0.0"}, ["-DFFPA_RELEASE_VERSION=3.0.0", "ENV unset"]),
+    ({}, ["ENV=7.7.7"]),   # no setting: the environment's value reaches CMake (FfpaVersion.cmake reads it)
+])
+def test_a_setting_beats_the_environment_also_when_empty(tmp_path, fake_cmake, monkeypatch, settings, seen):
+    """An explicitly empty -C cmake.define.FFPA_RELEASE_VERSION= wins over FFPA_RELEASE_VERSION in
+    the environment: CMake runs without it (cmake/FfpaVersion.cmake falls back to the
+    environment only when the cache value is empty; ctest/release/check_version.cmake)."""
+    monkeypatch.setenv("FFPA_RELEASE_VERSION", "7.7.7")
+    with pytest.raises(Exception):
+        _hooks(REPO).build_wheel(str(tmp_path / "out"), {"build-dir": str(tmp_path / "b"), **settings})
+    lines = fake_cmake.read_text().splitlines()
+    for s in seen:
+        assert s in lines, lines
+
+
+@pytest.fixture(scope="module")
+def committed_tree(tmp_path_factory):
+    """A clean checkout of the working tree, committed (no compiler involved)."""
+    base = tmp_path_factory.mktemp("sdist-src")
+    return _snapshot(Path(os.environ.get("FFPA_SOURCE") or REPO), base / "src")
+
+
+def _clone(src: Path, dest: Path) -> Path:
+    r = _run(["git", "clone", "-q", "--no-hardlinks", src, dest])
+    assert r.returncode == 0, r.stderr
+    return dest
+
+
+def _commit(tree: Path, message: str) -> None:
+    for cmd in (["git", "add", "-A"], ["git", "-c", "user.name=t", "-c", "user.email=t@l", "commit", "-qm", message]):
+        r = _run(cmd, cwd=tree)
+        assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_sdist_is_heads_blobs_with_the_wheels_metadata(committed_tree, tmp_path):
+    """The sdist holds HEAD's committed files (untracked ones elsewhere stay out), and its
+    PKG-INFO states the wheels' fields (PEP 643: Metadata-Version 2.2, nothing dynamic),
+    as pip's own metadata parser reads them."""
+    from pip._vendor.packaging.metadata import Metadata
+    tree = _clone(committed_tree, tmp_path / "tree")
+    (tmp_path / "tree" / "notes.txt").write_text("an untracked note at the root\n")   # not a shipped input
+    name = _hooks(tree).build_sdist(str(tmp_path / "sdist"))
+    base = name[:-len(".tar.gz")]
+    with tarfile.open(tmp_path / "sdist" / name) as t:
+        members = {m.name.split("/", 1)[1] for m in t.getmembers()}
+        pkg_info = t.extractfile(f"{base}/PKG-INFO").read().decode()
+        record = json.loads(t.extractfile(f"{base}/ffpa-source.json").read())
+    committed = set(_run(["git", "ls-tree", "-r", "--name-only", "HEAD"], cwd=tree).stdout.split("\n")) - {""}
+    assert members == committed | {"PKG-INFO", "ffpa-source.json"}
+    meta = Metadata.from_email(pkg_info, validate=True)
+    assert meta.metadata_version == "2.2" and not meta.dynamic
+    assert str(meta.version) == record["cuda_version"] and meta.name == "ffpa-attn"
+    assert str(meta.requires_python) == f">={json.loads((REPO / 'cmake/release-matrix.json').read_text())['pythons'][0]}"
+    assert [str(r) for r in meta.requires_dist][0] == "numpy"
+    assert "jit" in meta.provides_extra and meta.description_content_type == "text/markdown"
+    assert meta.description == (tree / "README.md").read_text()
+    # The fields are the wheels' (one source, cmake/templates/wheel-metadata.txt.in): the
+    # committed listing of the release's wheels holds the same lines.
+    listing = (REPO / "ctest/data/wheel-contents.txt").read_text()
+    wheel_meta = listing.split("-- ffpa_attn-{V}.dist-info/METADATA\n", 1)[1].split("\n\n", 1)[0]
+    assert pkg_info.split("\n\n", 1)[0].split("\n", 3)[3] == wheel_meta.split("\n", 3)[3]
+
+
+@pytest.mark.parametrize("case", ["license-link", "deleted-pyproject", "untracked-source",
+                                  "committed-link", "non-utf8-name", "newline-name", "c1-name"])
+def test_sdist_refuses_trees_that_are_not_their_commit(committed_tree, tmp_path, case):
+    """issue 42 item 4: a worktree link out of the tree, a deleted pyproject.toml, an untracked
+    source, a committed link, and names an installer would read otherwise: each refused with
+    the fix, no traceback, no sdist written."""
+    tree = _clone(committed_tree, tmp_path / "tree")
+    secret = tmp_path / "outside-secret.txt"
+    secret.write_text("SECRET outside the tree\n")
+    expect = {
+        "license-link": "this tree differs from HEAD",
+        "deleted-pyproject": "this tree differs from HEAD",
+        "untracked-source": "this tree differs from HEAD",
+        "committed-link": "is committed as git mode 120000 (a symlink or submodule)",
+        "non-utf8-name": "has a name that is not UTF-8",
+        "newline-name": "has a control character or backslash in its name",
+        "c1-name": "has a control character or backslash in its name",
+    }[case]
+    if case == "license-link":
+        (tree / "LICENSE").unlink()
+        (tree / "LICENSE").symlink_to(secret)
+    elif case == "deleted-pyproject":
+        (tree / "pyproject.toml").unlink()
+    elif case == "untracked-source":
+        (tree / "csrc" / "zz_notes.h").write_text("// untracked\n")
+    elif case == "committed-link":
+        (tree / "docs" / "secret.md").symlink_to(secret)
+        _commit(tree, "a link")
+    elif case == "non-utf8-name":
+        (tree / os.fsdecode(b"docs/caf\xe9.md")).write_text("latin-1 name\n")
+        _commit(tree, "a latin-1 name")
+    elif case == "newline-name":
+        (tree / "docs" / "evil\nname.md").write_text("x\n")
+        _commit(tree, "a newline")
+    elif case == "c1-name":
+        (tree / "docs" / "evil\x9bname.md").write_text("x\n")
+        _commit(tree, "a C1 character")
+    with pytest.raises(Exception) as e:
+        _hooks(tree, committed_tree / "pyproject.toml").build_sdist(str(tmp_path / "sdist"))
+    err = _backend_error(e.value)
+    assert "ffpa build backend: error: " in err and expect in err, err[-3000:]
+    assert "UnicodeDecodeError" not in err and "FfpaBuildError" in err
+    if expect == "this tree differs from HEAD":
+        assert {"license-link": "LICENSE", "deleted-pyproject": "pyproject.toml",
+                "untracked-source": "csrc/zz_notes.h"}[case] in err
+    assert not (tmp_path / "sdist").exists() or not list((tmp_path / "sdist").iterdir())
