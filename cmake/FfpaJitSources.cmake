@@ -97,7 +97,11 @@ function(ffpa_jit_source_files)
   get_filename_component(root "${_FFPA_JIT_SOURCE_ROOT}" ABSOLUTE)
   _ffpa_jit_git_files("${root}" files)
   if(files STREQUAL "NOTFOUND")
-    file(GLOB_RECURSE files RELATIVE "${root}" CONFIGURE_DEPENDS
+    set(_depends CONFIGURE_DEPENDS)
+    if(CMAKE_SCRIPT_MODE_FILE)
+      set(_depends "")
+    endif()
+    file(GLOB_RECURSE files RELATIVE "${root}" ${_depends}
          "${root}/cmake/*.cmake" "${root}/cmake/*.json" "${root}/cmake/templates/*.in"
          "${root}/csrc/*.h" "${root}/csrc/*.cuh" "${root}/csrc/*.cu" "${root}/csrc/*.cpp"
          "${root}/csrc/*.cmake" "${root}/csrc/CMakeLists.txt"
