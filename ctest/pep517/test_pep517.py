@@ -535,3 +535,105 @@ def test_sdist_refuses_trees_that_are_not_their_commit(committed_tree, tmp_path,
         assert {"license-link": "LICENSE", "deleted-pyproject": "pyproject.toml",
                 "untracked-source": "csrc/zz_notes.h"}[case] in err
     assert not (tmp_path / "sdist").exists() or not list((tmp_path / "sdist").iterdir())
+
+
+def test_editable_metadata_is_the_wheels_before_the_build(committed_tree, tmp_path, monkeypatch):
+    """PEP 660's hooks: the requirements are the wheel build's, and the prepared METADATA names
+    the version of the wheel the checkout builds with the wheels' fields (no compiler yet); a
+    version setting wins over the environment there too."""
+    hooks = _hooks(committed_tree)
+    assert hooks.get_requires_for_build_editable({}) == hooks.get_requires_for_build_wheel({})
+    from pip._vendor.packaging.metadata import Metadata
+    monkeypatch.setenv("FFPA_RELEASE_VERSION", "7.7.7")
+    for settings, version in (({}, "7.7.7+cu13.local"),
+                              ({"cmake.define.FFPA_RELEASE_VERSION": "2.0.0"}, "2.0.0+cu13.local")):
+        out = tmp_path / version
+        name = hooks.prepare_metadata_for_build_editable(str(out), settings)
+        assert name == f"ffpa_attn-{version}.dist-info"
+        meta = Metadata.from_email((out / name / "METADATA").read_text(), validate=True)
+        assert str(meta.version) == version and meta.name == "ffpa-attn"
+        assert str(meta.requires_python).startswith(">=3.") and "jit" in meta.provides_extra
+    # An empty setting: the version from git, whatever the environment says.
+    name = hooks.prepare_metadata_for_build_editable(str(tmp_path / "git"), {"cmake.define.FFPA_RELEASE_VERSION": ""})
+    assert "7.7.7" not in name and name.endswith(".cu13.local.dist-info") and ".dev" in name, name
+
+
+def test_editable_install_runs_the_checkouts_python_with_the_built_extension(clone_wheel, tmp_path):
+    """pip install -e . (PEP 660, real pip): the package is the checkout's python/ffpa_attn (an
+    edit shows at the next import, no reinstall), the extension and the kernel library come
+    from the build (the clone's build tree again: no recompile), and uninstall removes it."""
+    src, wheel = clone_wheel
+    prefix = tmp_path / "prefix"
+    cmd = [sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--prefix", prefix,
+           *[f"--config-settings={k}={v}" for k, v in SMALL.items()], "-e", src]
+    r = _run(cmd)
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-6000:]
+    (site_dir,) = prefix.glob("lib/python3*/site-packages")
+    assert (site_dir / "_ffpa_attn_editable.pth").is_file()
+    (src / "python" / "ffpa_attn" / "zz_edit.py").write_text("EDITED = 42\n")
+    probe = ("import site, sys; site.addsitedir(sys.argv[1]); import ffpa_attn, ffpa_attn._C, ffpa_attn.zz_edit, "
+             "ffpa_attn._build_info as b; print(ffpa_attn.__file__); print(ffpa_attn._C.__file__); "
+             "print(ffpa_attn.zz_edit.EDITED); print(b.VERSION)")
+    r = _run([sys.executable, "-c", probe, site_dir], cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    init, ext, edited, version = r.stdout.splitlines()[-4:]
+    assert Path(init) == src / "python" / "ffpa_attn" / "__init__.py"
+    assert Path(ext).parent == site_dir / "ffpa_attn" and (site_dir / "ffpa_attn" / "libffpa_kernels.so").is_file()
+    assert edited == "42" and wheel.name.startswith(f"ffpa_attn-{version}-")
+    assert not (site_dir / "ffpa_attn" / "_src").exists() and not (site_dir / "ffpa_attn" / "__init__.py").exists()
+
+
+def test_editable_wheel_layout_installs_with_pip(committed_tree, tmp_path, monkeypatch):
+    """build_editable's wheel from a stand-in build (no compiler: the backend's _build returns a
+    dist holding a made-up CUDA wheel), installed by real pip: the .pth's finder makes
+    ffpa_attn the checkout's package with the built files (and only those) beside it."""
+    import importlib
+    import sysconfig
+    monkeypatch.syspath_prepend(str(committed_tree / "tools" / "pep517"))
+    backend = importlib.import_module("ffpa_build_backend")
+    monkeypatch.chdir(committed_tree)
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    plat = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    version = "1.0+cu13.local"
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    wheel_name = f"ffpa_attn-{version}-{tag}-{tag}-{plat}.whl"
+    with zipfile.ZipFile(dist / wheel_name, "w") as z:
+        z.writestr("ffpa_attn/__init__.py", "raise RuntimeError('the wheel copy, not the checkout')\n")
+        z.writestr("ffpa_attn/_C.py", "BUILT = 'extension'\n")
+        z.writestr("ffpa_attn/libffpa_kernels.so", b"\x7fELF stand-in")
+        z.writestr("ffpa_attn/_build_info.py", f"VERSION = {version!r}\n")
+        z.writestr("ffpa_attn/_src/CMakeLists.txt", "project(x)\n")
+        z.writestr(f"ffpa_attn-{version}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: ffpa-attn\nVersion: {version}\n\n")
+        z.writestr(f"ffpa_attn-{version}.dist-info/WHEEL", f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}-{tag}-{plat}\n")
+        z.writestr(f"ffpa_attn-{version}.dist-info/RECORD", "")
+    data = (dist / wheel_name).read_bytes()
+    (dist / "ffpa-release-manifest.json").write_text(json.dumps(
+        {"wheels": [{"kind": "cuda", "file": wheel_name, "sha256": hashlib.sha256(data).hexdigest()}]}))
+    monkeypatch.setattr(backend, "_build", lambda source, settings, build_dir: dist)
+    meta = tmp_path / "meta"
+    (meta).mkdir()
+    (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: ffpa-attn\nVersion: 9.9.9\n\n")
+    with pytest.raises(backend.FfpaBuildError, match="the build made ffpa-attn 1.0\\+cu13.local, but its metadata said"):
+        backend.build_editable(str(tmp_path / "out"), {}, str(meta))
+    name = backend.build_editable(str(tmp_path / "out"), {}, None)
+    assert name == wheel_name
+    with zipfile.ZipFile(tmp_path / "out" / name) as z:
+        members = set(z.namelist())
+    assert {"ffpa_attn/_C.py", "ffpa_attn/libffpa_kernels.so", "ffpa_attn/_build_info.py",
+            "_ffpa_attn_editable.py", "_ffpa_attn_editable.pth"} <= members
+    assert not any(m.startswith("ffpa_attn/_src/") or m == "ffpa_attn/__init__.py" for m in members)
+    prefix = tmp_path / "prefix"
+    r = _run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--prefix", prefix, tmp_path / "out" / name])
+    assert r.returncode == 0, r.stdout + r.stderr
+    (site_dir,) = prefix.glob("lib/python3*/site-packages")
+    probe = ("import importlib.machinery, site, sys; site.addsitedir(sys.argv[1]); "
+             "spec = sys.meta_path[0].find_spec('ffpa_attn'); print(spec.origin); "
+             "print(importlib.machinery.PathFinder.find_spec('ffpa_attn._C', spec.submodule_search_locations).origin); "
+             "print(importlib.machinery.PathFinder.find_spec('ffpa_attn.errors', spec.submodule_search_locations).origin)")
+    r = _run([sys.executable, "-c", probe, site_dir], cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    init, ext, errors = map(Path, r.stdout.splitlines()[-3:])
+    package = committed_tree / "python" / "ffpa_attn"
+    assert init == package / "__init__.py" and errors == package / "errors.py"
+    assert ext == site_dir / "ffpa_attn" / "_C.py"
