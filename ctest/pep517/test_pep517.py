@@ -160,6 +160,12 @@ def test_sdist_holds_the_tracked_files_and_builds_the_same_wheel(clone_wheel, tm
     built = _one_wheel(tmp_path / "out")
     assert built.name == wheel.name
     assert hashlib.sha256(built.read_bytes()).hexdigest() == hashlib.sha256(wheel.read_bytes()).hexdigest()
+    # PEP 643: the sdist's PKG-INFO (2.2, nothing Dynamic) states every field the wheel built
+    # from it carries, byte for byte after the Metadata-Version line.
+    with zipfile.ZipFile(built) as z:
+        metadata = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    assert pkg_info.startswith("Metadata-Version: 2.2\n") and "\nDynamic:" not in pkg_info
+    assert pkg_info.split("\n", 1)[1] == metadata.split("\n", 1)[1]
 
 
 def test_sdist_for_another_channel_is_refused_before_the_build(clone_wheel, tmp_path):
