@@ -3,11 +3,13 @@
 # checkout would have built: same version, commit, dirty flag and commit time; and the
 # version of that wheel (channel, cuda_version), which is the sdist's version too.
 #
-#   cmake -DOUT=<file> [-DMETADATA=<file>] -P cmake/FfpaSourceRecord.cmake
+#   cmake -DOUT=<file> [-DMETADATA=<file>] [-DUNTRACKED=<file>] -P cmake/FfpaSourceRecord.cmake
 #                                              (working directory: the source root)
 #
 # METADATA: also write the core metadata fields the wheel carries after Name and Version
 # (ffpa_core_metadata, the wheels' one source), for the sdist's PKG-INFO (PEP 643).
+# UNTRACKED: also write the untracked files that make the tree dirty (FfpaVersion.cmake's
+# FFPA_SOURCE_UNTRACKED), for the backend's refusal of a dirty tree.
 #
 # Run by the PEP 517 backend (tools/pep517/ffpa_build_backend.py) when it makes an sdist;
 # it reads <file> as data. In script mode CMAKE_SOURCE_DIR is the working directory.
@@ -40,4 +42,7 @@ file(WRITE "${OUT}" "${_json}\n")
 if(METADATA)
   ffpa_core_metadata(OUT_VAR _metadata CHANNEL "${_channel}" JIT_EXTRA ON)
   file(WRITE "${METADATA}" "${_metadata}")
+endif()
+if(UNTRACKED)
+  file(WRITE "${UNTRACKED}" "${FFPA_SOURCE_UNTRACKED}")
 endif()

@@ -148,7 +148,9 @@ endfunction()
 #     FFPA_VERSION           full PEP 440 version of the package (without channel)
 #     FFPA_VERSION_IS_RELEASE TRUE when it has neither .devN nor a local part
 #     FFPA_SOURCE_COMMIT     full commit SHA, or "unknown" outside git
-#     FFPA_SOURCE_DIRTY      TRUE/FALSE (tracked files differ from HEAD)
+#     FFPA_SOURCE_DIRTY      TRUE/FALSE (tracked files differ from HEAD, or untracked
+#                            files lie among the shipped inputs)
+#     FFPA_SOURCE_UNTRACKED  those untracked files, one per line (git's quoting)
 #     FFPA_SOURCE_DATE_EPOCH SOURCE_DATE_EPOCH, else the commit time, else 315532800
 #     FFPA_VERSION_ORIGIN    a short sentence saying where the version came from
 function(ffpa_compute_version)
@@ -159,6 +161,7 @@ function(ffpa_compute_version)
 
   set(_commit "unknown")
   set(_dirty FALSE)
+  set(_untracked "")
   set(_epoch "")
   set(_record_version "")
   set(_record "${CMAKE_SOURCE_DIR}/ffpa-source.json")
@@ -201,6 +204,8 @@ function(ffpa_compute_version)
     _ffpa_git(_untracked ls-files --others --exclude-standard -- ${FFPA_SHIPPED_INPUTS})
     if(NOT _untracked STREQUAL "" AND NOT _untracked STREQUAL "NOTFOUND")
       set(_dirty TRUE)
+    else()
+      set(_untracked "")
     endif()
     _ffpa_git(_epoch log -1 --format=%ct)
     # Re-run configure when HEAD moves, the branch advances or the index changes.
@@ -301,6 +306,7 @@ function(ffpa_compute_version)
   set(FFPA_VERSION_IS_RELEASE ${_is_release} PARENT_SCOPE)
   set(FFPA_SOURCE_COMMIT "${_commit}" PARENT_SCOPE)
   set(FFPA_SOURCE_DIRTY ${_dirty} PARENT_SCOPE)
+  set(FFPA_SOURCE_UNTRACKED "${_untracked}" PARENT_SCOPE)
   set(FFPA_SOURCE_DATE_EPOCH "${_epoch}" PARENT_SCOPE)
   set(FFPA_VERSION_ORIGIN "${_origin}" PARENT_SCOPE)
 endfunction()

@@ -504,6 +504,7 @@ def test_sdist_refuses_trees_that_are_not_their_commit(committed_tree, tmp_path,
     tree = _clone(committed_tree, tmp_path / "tree")
     secret = tmp_path / "outside-secret.txt"
     secret.write_text("SECRET outside the tree\n")
+    (tree / "notes.txt").write_text("an untracked note at the root\n")
     expect = {
         "license-link": "this tree differs from HEAD",
         "deleted-pyproject": "this tree differs from HEAD",
@@ -539,7 +540,8 @@ def test_sdist_refuses_trees_that_are_not_their_commit(committed_tree, tmp_path,
     assert "UnicodeDecodeError" not in err and "FfpaBuildError" in err
     if expect == "this tree differs from HEAD":
         assert {"license-link": "LICENSE", "deleted-pyproject": "pyproject.toml",
-                "untracked-source": "csrc/zz_notes.h"}[case] in err
+                "untracked-source": "csrc/zz_notes.h (untracked)"}[case] in err
+        assert "notes.txt" not in err   # an untracked file outside the shipped inputs is not the tree's problem
     assert not (tmp_path / "sdist").exists() or not list((tmp_path / "sdist").iterdir())
 
 

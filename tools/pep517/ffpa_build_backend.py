@@ -544,23 +544,28 @@ def _blobs(source: Path, ids: list[str]) -> list[bytes]:
     return blobs
 
 
-def _uncommitted(source: Path) -> list[str]:
-    out = _git(source, "status", "--porcelain=v1", "-z", "--untracked-files=all")
-    return [e[3:].decode("utf-8", "backslashreplace") for e in out.split(b"\0") if len(e) > 3 and e[2:3] == b" "]
+def _uncommitted(source: Path, untracked: str) -> list[str]:
+    """What makes the tree differ from HEAD: changed tracked files, and the untracked files
+    among the shipped inputs (cmake/FfpaVersion.cmake's list, through the source record)."""
+    out = _git(source, "status", "--porcelain=v1", "-z", "--untracked-files=no")
+    changed = [e[3:].decode("utf-8", "backslashreplace") for e in out.split(b"\0") if len(e) > 3 and e[2:3] == b" "]
+    return changed + [f"{line} (untracked)" for line in untracked.splitlines() if line]
 
 
-def _source_record(source: Path, settings: _Settings | None = None) -> tuple[bytes, str]:
+def _source_record(source: Path, settings: _Settings | None = None) -> tuple[bytes, str, str]:
     """The source record (cmake/FfpaSourceRecord.cmake) and the core metadata fields the
-    wheel carries after Name and Version, from the wheels' one source of them. A version
+    wheel carries after Name and Version, from the wheels' one source of them, and the
+    untracked files that make the tree dirty (one per line). A version
     setting counts as in a build (it wins over the environment)."""
     given = settings.defines if settings else {}
     version = [f"-DFFPA_RELEASE_VERSION={given['FFPA_RELEASE_VERSION']}"] if "FFPA_RELEASE_VERSION" in given else []
     with tempfile.TemporaryDirectory() as tmp:
-        record_file, metadata_file = Path(tmp) / _SOURCE_RECORD, Path(tmp) / "metadata.txt"
-        _run(["cmake", *version, f"-DOUT={record_file}", f"-DMETADATA={metadata_file}",
+        record_file, metadata_file, untracked = (Path(tmp) / n for n in (_SOURCE_RECORD, "metadata.txt", "untracked.txt"))
+        _run(["cmake", *version, f"-DOUT={record_file}", f"-DMETADATA={metadata_file}", f"-DUNTRACKED={untracked}",
               "-P", source / "cmake" / "FfpaSourceRecord.cmake"],
              "the source record (cmake/FfpaSourceRecord.cmake)", source, _child_env(given))
-        return record_file.read_bytes(), metadata_file.read_text(encoding="utf-8")
+        return (record_file.read_bytes(), metadata_file.read_text(encoding="utf-8"),
+                untracked.read_text(encoding="utf-8", errors="backslashreplace"))
 
 
 def core_metadata(name: str, version: str, fields: str, readme: str, metadata_version: str) -> str:
@@ -574,11 +579,11 @@ def build_sdist(sdist_directory, config_settings=None):
     source = Path.cwd()
     _parse_settings(config_settings)
     files = _committed_files(source)
-    record_bytes, fields = _source_record(source)
+    record_bytes, fields, untracked = _source_record(source)
     record = json.loads(record_bytes)
     head = _git(source, "rev-parse", "HEAD").decode("ascii").strip()
     if record.get("source_dirty") or record.get("source_commit") != head:
-        changed = _uncommitted(source)
+        changed = _uncommitted(source, untracked)
         listing = "\n  ".join(changed[:20] + ([f"... and {len(changed) - 20} more"] if len(changed) > 20 else []))
         raise _fail("an sdist holds HEAD's committed files and names HEAD's version; this tree differs from HEAD "
                     f"(commit, stash or remove these first, or add untracked ones to .gitignore):\n  {listing}")
@@ -661,7 +666,7 @@ def prepare_metadata_for_build_editable(metadata_directory, config_settings=None
     the wheels carry. build_editable checks that the build made that version."""
     source = Path.cwd()
     settings = _parse_settings(config_settings)
-    record_bytes, fields = _source_record(source, settings)
+    record_bytes, fields, _ = _source_record(source, settings)
     record = json.loads(record_bytes)
     readme = (source / "README.md").read_text(encoding="utf-8") if (source / "README.md").is_file() else ""
     name, version = record["name"], record["cuda_version"]
