@@ -15,20 +15,20 @@
 # a tracked symlink, or a tracked file the worktree replaced by a link, is refused (its
 # target could be anything on the build machine). Outside git (an unpacked sdist, which
 # holds exactly the tracked files of its commit) the files present are taken.
+#
+# Nothing here is a variable of the including directory: the module is included from
+# several directories (python/, the top level) under one include guard.
 include_guard(GLOBAL)
-set(_FFPA_JIT_SOURCE_ROOT "${CMAKE_CURRENT_LIST_DIR}/..")
-
-# The suffix rules, as regexes over paths relative to the root.
-set(_FFPA_JIT_SOURCE_RULES
-  "^cmake/.*\\.(cmake|json)$" "^cmake/templates/.*\\.in$"
-  "^csrc/.*\\.(h|cuh|cu|cpp|cmake)$" "^csrc/(.*/)?CMakeLists\\.txt$"
-  "^python/ffpa_attn/.*\\.py$"
-  "^CMakeLists\\.txt$" "^python/CMakeLists\\.txt$" "^tools/requirements-cutlass\\.txt$")
 
 # _ffpa_jit_git_files(<root> <out-var>)
 #   <out-var>: NOTFOUND when <root> is no git checkout of its own, else the tracked paths
-#   under the directories the rules name.
+#   the suffix rules (below, as regexes over paths relative to the root) take.
 function(_ffpa_jit_git_files root out_var)
+  set(_rules
+    "^cmake/.*\\.(cmake|json)$" "^cmake/templates/.*\\.in$"
+    "^csrc/.*\\.(h|cuh|cu|cpp|cmake)$" "^csrc/(.*/)?CMakeLists\\.txt$"
+    "^python/ffpa_attn/.*\\.py$"
+    "^CMakeLists\\.txt$" "^python/CMakeLists\\.txt$" "^tools/requirements-cutlass\\.txt$")
   execute_process(COMMAND git rev-parse --show-toplevel WORKING_DIRECTORY "${root}"
                   OUTPUT_VARIABLE _top RESULT_VARIABLE _rc OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
   if(NOT _rc EQUAL 0)
@@ -64,7 +64,7 @@ function(_ffpa_jit_git_files root out_var)
     set(_mode "${CMAKE_MATCH_1}")
     set(_path "${CMAKE_MATCH_2}")
     set(_shipped FALSE)
-    foreach(_rule IN LISTS _FFPA_JIT_SOURCE_RULES)
+    foreach(_rule IN LISTS _rules)
       if(_path MATCHES "${_rule}")
         set(_shipped TRUE)
       endif()
@@ -94,7 +94,7 @@ function(ffpa_jit_source_files)
   if(arg_UNPARSED_ARGUMENTS OR NOT arg_OUT_VAR)
     message(FATAL_ERROR "ffpa_jit_source_files(OUT_VAR <var>)")
   endif()
-  get_filename_component(root "${_FFPA_JIT_SOURCE_ROOT}" ABSOLUTE)
+  get_filename_component(root "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/.." ABSOLUTE)
   _ffpa_jit_git_files("${root}" files)
   if(files STREQUAL "NOTFOUND")
     set(_depends CONFIGURE_DEPENDS)

@@ -15,8 +15,14 @@ function(git)
 endfunction()
 
 # expect(<regex> <dir>): ffpa_jit_source_files of the tree <dir> prints something matching.
+# The module is included inside a function and called outside it, as a configure includes
+# it from python/ and calls it again from the top level (FfpaWheelPackaging.cmake): it must
+# not depend on a variable of the scope that included it.
 file(WRITE "${WORK}/probe.cmake" "
-include(\"\${TREE}/cmake/FfpaJitSources.cmake\")
+function(_load)
+  include(\"\${TREE}/cmake/FfpaJitSources.cmake\")
+endfunction()
+_load()
 ffpa_jit_source_files(OUT_VAR _files)
 message(\"FILES=\${_files}\")
 ")
