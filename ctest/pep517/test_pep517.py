@@ -1,6 +1,7 @@
 """The PEP 517 backend (tools/pep517/ffpa_build_backend.py): pip wheel . from a clean checkout,
-the sdist and the wheel it builds, the pins it asks for, the GPU it asks the driver about,
-and the errors that name the fix.
+the sdist (HEAD's committed files, the wheels' metadata) and the wheel it builds, editable
+installs, the build directories it may write to, the pins it asks for, the GPU it asks the
+driver about, and the errors that name the fix.
 
 Inputs from CTest (ctest/pep517/CMakeLists.txt):
   FFPA_INDEX       the release engine, for verify-wheel
