@@ -2,11 +2,9 @@
 # configure time. Each stops with a message that names the fix. The messages keep
 # the substance of the old release scripts' messages, which users know.
 
-# Files whose content ends up in a wheel or decides how it is built. An
-# uncommitted change to any of them means the artefacts correspond to no commit.
-set(FFPA_SHIPPED_INPUTS
-  CMakeLists.txt CMakePresets.json cmake csrc index python/ffpa_attn
-  README.md LICENSE tools/requirements.txt)
+# FFPA_SHIPPED_INPUTS, the files a release's artefacts are made of, has its home beside
+# the dirty flag that counts them (FfpaVersion.cmake).
+include("${CMAKE_CURRENT_LIST_DIR}/FfpaVersion.cmake")
 
 # ffpa_guard_release_version(PROFILE <profile> VERSION <version> IS_RELEASE <bool>)
 #   Release profiles (full, pure) refuse .devN and local versions.
@@ -50,14 +48,15 @@ function(ffpa_uncommitted_inputs out_var)
 endfunction()
 
 # ffpa_guard_committed_sources(PROFILE <profile> ALLOW <bool>)
-#   The full profile builds from committed sources only, unless ALLOW is on, in
-#   which case it warns loudly that the artefacts correspond to no commit.
+#   The release profiles (full, pure: both ship the sources under ffpa_attn/_src) build
+#   from committed sources only, unless ALLOW is on, in which case they warn loudly that
+#   the artefacts correspond to no commit.
 function(ffpa_guard_committed_sources)
   cmake_parse_arguments(PARSE_ARGV 0 arg "" "PROFILE;ALLOW" "")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "ffpa_guard_committed_sources: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
   endif()
-  if(NOT arg_PROFILE STREQUAL "full")
+  if(NOT arg_PROFILE MATCHES "^(full|pure)$")
     return()
   endif()
   ffpa_uncommitted_inputs(_files)
@@ -68,14 +67,16 @@ function(ffpa_guard_committed_sources)
   if(arg_ALLOW)
     message(WARNING
       "\n**********************************************************************\n"
-      "FFPA_RELEASE_ALLOW_UNCOMMITTED=ON: building profile full from UNCOMMITTED sources.\n"
+      "FFPA_RELEASE_ALLOW_UNCOMMITTED=ON: building profile ${arg_PROFILE} from UNCOMMITTED sources.\n"
       "The artefacts correspond to NO commit and must not be published as a release.\n"
       "Uncommitted shipped inputs:\n  ${_list}\n"
       "**********************************************************************")
   else()
     message(FATAL_ERROR
-      "profile full builds from committed sources; commit these first:\n  ${_list}\n"
-      "(or configure with -DFFPA_RELEASE_ALLOW_UNCOMMITTED=ON for a throwaway build that corresponds to no commit)")
+      "profile ${arg_PROFILE} builds from committed sources; commit these first:\n  ${_list}\n"
+      "(an untracked file: commit it, remove it or add it to .gitignore; the wheels ship git's tracked "
+      "files only, but a release tree must be the commit it names; "
+      "or configure with -DFFPA_RELEASE_ALLOW_UNCOMMITTED=ON for a throwaway build that corresponds to no commit)")
   endif()
 endfunction()
 

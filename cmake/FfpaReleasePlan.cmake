@@ -69,6 +69,51 @@ function(_ffpa_json_string out text)
   set(${out} "\"${text}\"" PARENT_SCOPE)
 endfunction()
 
+# ffpa_core_metadata(OUT_VAR <var> CHANNEL <channel> JIT_EXTRA <bool>)
+#   <var>: the core metadata fields every wheel carries after Name and Version (the
+#   engine frames them: Metadata-Version, Name, Version before, the README after), from
+#   cmake/templates/wheel-metadata.txt.in and the pins; the CUDA classifier is the
+#   channel's major. JIT_EXTRA: the `jit` extra (every wheel has it; the kernels-only tree
+#   makes no wheel). The sdist's PKG-INFO states the same fields (cmake/FfpaSourceRecord.cmake,
+#   PEP 643), so this runs in script mode too.
+function(ffpa_core_metadata)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "OUT_VAR;CHANNEL;JIT_EXTRA" "")
+  if(arg_UNPARSED_ARGUMENTS OR NOT arg_OUT_VAR)
+    message(FATAL_ERROR "ffpa_core_metadata: OUT_VAR <var> CHANNEL <channel> JIT_EXTRA <bool> (got ${ARGN})")
+  endif()
+  string(REGEX REPLACE "^cu" "" FFPA_CUDA_MAJOR "${arg_CHANNEL}")
+  list(GET FFPA_RELEASE_PYTHONS 0 FFPA_REQUIRES_PYTHON)
+  file(READ "${CMAKE_SOURCE_DIR}/cmake/templates/wheel-metadata.txt.in" _metadata)
+  string(CONFIGURE "${_metadata}" _metadata @ONLY)
+  # The `jit` extra: the first-use build's toolchain (python/ffpa_attn/jit.py), every pin
+  # read from its one home. The wheels' copy of the sources (ffpa_attn/_src) carries
+  # none of these files.
+  set(_req_specs "")
+  if(arg_JIT_EXTRA)
+    string(APPEND _metadata "Provides-Extra: jit\n")
+    set(_req_specs "tools/requirements-jit.txt|[A-Za-z0-9][A-Za-z0-9._-]*"
+                   "tools/requirements-build.txt|cmake" "tools/requirements-build.txt|ninja"
+                   "tools/requirements.txt|pybind11" "tools/requirements-cutlass.txt|nvidia-cutlass")
+  endif()
+  foreach(_req_file_line IN LISTS _req_specs)
+    string(REPLACE "|" ";" _req_file_line "${_req_file_line}")
+    list(GET _req_file_line 0 _req_file)
+    list(GET _req_file_line 1 _req_name)
+    if(NOT CMAKE_SCRIPT_MODE_FILE)
+      set_property(DIRECTORY "${CMAKE_SOURCE_DIR}" APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${CMAKE_SOURCE_DIR}/${_req_file}")
+    endif()
+    file(STRINGS "${CMAKE_SOURCE_DIR}/${_req_file}" _req_lines REGEX "^${_req_name}==[0-9]")
+    if(NOT _req_lines)
+      message(FATAL_ERROR "ffpa: ${_req_file} has no '${_req_name}==<version>' line for the jit extra")
+    endif()
+    foreach(_req IN LISTS _req_lines)
+      string(REGEX MATCH "^[A-Za-z0-9._-]+==[0-9][0-9A-Za-z.]*" _req "${_req}")
+      string(APPEND _metadata "Requires-Dist: ${_req}; extra == \"jit\"\n")
+    endforeach()
+  endforeach()
+  set(${arg_OUT_VAR} "${_metadata}" PARENT_SCOPE)
+endfunction()
+
 # ffpa_release_plan_json(OUT_VAR <var> [TAGS <cp3XY>...])
 #   The release plan as JSON text: the one record of the build's facts, which the engine
 #   runs (ffpa_write_release_plan) and the build-info module both wheels carry is written
@@ -120,35 +165,11 @@ function(ffpa_release_plan_json)
       string(JSON p SET "${p}" ${_key} "[${_items}]")
     endforeach()
   endif()
-  # The core metadata every wheel carries; its CUDA classifier is the channel's major.
-  string(REGEX REPLACE "^cu" "" FFPA_CUDA_MAJOR "${FFPA_CHANNEL}")
-  list(GET FFPA_RELEASE_PYTHONS 0 FFPA_REQUIRES_PYTHON)
-  file(READ "${CMAKE_SOURCE_DIR}/cmake/templates/wheel-metadata.txt.in" _metadata)
-  string(CONFIGURE "${_metadata}" _metadata @ONLY)
-  # The `jit` extra: the first-use build's toolchain (python/ffpa_attn/jit.py), every pin
-  # read from its one home. The kernels-only tree makes no wheel (and the wheels' copy of
-  # the sources, ffpa_attn/_src, carries none of these files).
-  set(_req_specs "")
-  if(NOT FFPA_COMPONENTS STREQUAL "kernels")
-    string(APPEND _metadata "Provides-Extra: jit\n")
-    set(_req_specs "tools/requirements-jit.txt|[A-Za-z0-9][A-Za-z0-9._-]*"
-                   "tools/requirements-build.txt|cmake" "tools/requirements-build.txt|ninja"
-                   "tools/requirements.txt|pybind11" "tools/requirements-cutlass.txt|nvidia-cutlass")
+  set(_jit ON)
+  if(FFPA_COMPONENTS STREQUAL "kernels")
+    set(_jit OFF)
   endif()
-  foreach(_req_file_line IN LISTS _req_specs)
-    string(REPLACE "|" ";" _req_file_line "${_req_file_line}")
-    list(GET _req_file_line 0 _req_file)
-    list(GET _req_file_line 1 _req_name)
-    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${CMAKE_SOURCE_DIR}/${_req_file}")
-    file(STRINGS "${CMAKE_SOURCE_DIR}/${_req_file}" _req_lines REGEX "^${_req_name}==[0-9]")
-    if(NOT _req_lines)
-      message(FATAL_ERROR "ffpa: ${_req_file} has no '${_req_name}==<version>' line for the jit extra")
-    endif()
-    foreach(_req IN LISTS _req_lines)
-      string(REGEX MATCH "^[A-Za-z0-9._-]+==[0-9][0-9A-Za-z.]*" _req "${_req}")
-      string(APPEND _metadata "Requires-Dist: ${_req}; extra == \"jit\"\n")
-    endforeach()
-  endforeach()
+  ffpa_core_metadata(OUT_VAR _metadata CHANNEL "${FFPA_CHANNEL}" JIT_EXTRA ${_jit})
   _ffpa_json_string(_metadata "${_metadata}")
   string(JSON p SET "${p}" metadata "${_metadata}")
   _ffpa_json_string(_readme "${CMAKE_SOURCE_DIR}/README.md")

@@ -3,7 +3,13 @@
 # checkout would have built: same version, commit, dirty flag and commit time; and the
 # version of that wheel (channel, cuda_version), which is the sdist's version too.
 #
-#   cmake -DOUT=<file> -P cmake/FfpaSourceRecord.cmake     (working directory: the source root)
+#   cmake -DOUT=<file> [-DMETADATA=<file>] [-DUNTRACKED=<file>] -P cmake/FfpaSourceRecord.cmake
+#                                              (working directory: the source root)
+#
+# METADATA: also write the core metadata fields the wheel carries after Name and Version
+# (ffpa_core_metadata, the wheels' one source), for the sdist's PKG-INFO (PEP 643).
+# UNTRACKED: also write the untracked files that make the tree dirty (FfpaVersion.cmake's
+# FFPA_SOURCE_UNTRACKED), for the backend's refusal of a dirty tree.
 #
 # Run by the PEP 517 backend (tools/pep517/ffpa_build_backend.py) when it makes an sdist;
 # it reads <file> as data. In script mode CMAKE_SOURCE_DIR is the working directory.
@@ -13,6 +19,7 @@ if(NOT OUT)
 endif()
 include("${CMAKE_CURRENT_LIST_DIR}/FfpaVersion.cmake")
 include("${CMAKE_CURRENT_LIST_DIR}/FfpaReleaseMatrix.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/FfpaReleasePlan.cmake")
 ffpa_compute_version()
 # What the sdist builds: the local CUDA wheel of the newest channel (the one the release
 # builds), whose version is also the sdist's own (installers require the two to agree).
@@ -32,3 +39,10 @@ string(JSON _json SET "${_json}" source_commit "\"${FFPA_SOURCE_COMMIT}\"")
 string(JSON _json SET "${_json}" source_dirty ${_dirty})
 string(JSON _json SET "${_json}" source_date_epoch ${FFPA_SOURCE_DATE_EPOCH})
 file(WRITE "${OUT}" "${_json}\n")
+if(METADATA)
+  ffpa_core_metadata(OUT_VAR _metadata CHANNEL "${_channel}" JIT_EXTRA ON)
+  file(WRITE "${METADATA}" "${_metadata}")
+endif()
+if(UNTRACKED)
+  file(WRITE "${UNTRACKED}" "${FFPA_SOURCE_UNTRACKED}")
+endif()

@@ -4,7 +4,9 @@
 #   HEAD is exactly tag vX.Y.Z      -> X.Y.Z
 #   N commits after tag vX.Y.Z      -> X.Y.(Z+1).devN+g<sha>
 #   no tag at all                   -> 0.0.1.devN+g<sha>   (N = commits in HEAD)
-#   tracked files modified          -> ".dirty" appended to the local part
+#   tracked files modified, or      -> ".dirty" appended to the local part
+#   untracked (not ignored) files
+#   among the shipped inputs
 #                                      (X.Y.Z on a dirty exact tag becomes
 #                                      X.Y.(Z+1).dev0+g<sha>.dirty, as setuptools-scm
 #                                      refuses to call a dirty tree a release)
@@ -20,6 +22,17 @@
 # .git/HEAD, the current branch ref and .git/index, so a commit, a checkout or a
 # `git add` re-runs it; the packaging step re-checks the dirty flag right before
 # writing wheels of a release profile (FfpaWheelPackaging.cmake).
+include_guard(GLOBAL)
+
+# Files whose content ends up in a wheel or decides how it is built. An uncommitted
+# change to any of them, or an untracked file among them, means the artefacts correspond
+# to no commit: the dirty flag counts them, and the release guards
+# (FfpaReleaseGuards.cmake) list them. Untracked files never ship (the wheels' sources
+# are git's tracked files, FfpaJitSources.cmake), but a tree holding them is not the
+# commit it names.
+set(FFPA_SHIPPED_INPUTS
+  CMakeLists.txt CMakePresets.json cmake csrc index python/ffpa_attn
+  README.md LICENSE tools/requirements.txt)
 
 # ffpa_pep440_check(<version> <out-ok-var> <out-why-var>)
 #   <version>      candidate version string
@@ -112,12 +125,32 @@ function(_ffpa_read_source_record file out_version out_commit out_dirty out_epoc
   set(${out_epoch} "${_epoch}" PARENT_SCOPE)
 endfunction()
 
+# _ffpa_channel_free(<version> <out-why>)
+#   <out-why>: empty when <version>'s local part names no channel (cu<N>) and no 'local';
+#   else why it is refused. The build adds both (ffpa_channel_version): given in a version
+#   they would come twice (1.2.3+cu13.cu13.local).
+function(_ffpa_channel_free version out_why)
+  set(_why "")
+  if(version MATCHES "\\+(.*)$")
+    string(REPLACE "." ";" _parts "${CMAKE_MATCH_1}")
+    foreach(_p IN LISTS _parts)
+      if(_p MATCHES "^cu[0-9]+$" OR _p STREQUAL "local")
+        set(_why "its local part names '${_p}', which the build adds itself (the CUDA wheels are <version>+<channel>, a build from source <version>+<channel>.local)")
+        break()
+      endif()
+    endforeach()
+  endif()
+  set(${out_why} "${_why}" PARENT_SCOPE)
+endfunction()
+
 # ffpa_compute_version()
 #   Sets in the caller's scope:
 #     FFPA_VERSION           full PEP 440 version of the package (without channel)
 #     FFPA_VERSION_IS_RELEASE TRUE when it has neither .devN nor a local part
 #     FFPA_SOURCE_COMMIT     full commit SHA, or "unknown" outside git
-#     FFPA_SOURCE_DIRTY      TRUE/FALSE (tracked files differ from HEAD)
+#     FFPA_SOURCE_DIRTY      TRUE/FALSE (tracked files differ from HEAD, or untracked
+#                            files lie among the shipped inputs)
+#     FFPA_SOURCE_UNTRACKED  those untracked files, one per line (git's quoting)
 #     FFPA_SOURCE_DATE_EPOCH SOURCE_DATE_EPOCH, else the commit time, else 315532800
 #     FFPA_VERSION_ORIGIN    a short sentence saying where the version came from
 function(ffpa_compute_version)
@@ -128,6 +161,7 @@ function(ffpa_compute_version)
 
   set(_commit "unknown")
   set(_dirty FALSE)
+  set(_untracked "")
   set(_epoch "")
   set(_record_version "")
   set(_record "${CMAKE_SOURCE_DIR}/ffpa-source.json")
@@ -165,6 +199,14 @@ function(ffpa_compute_version)
     if(NOT _status STREQUAL "" AND NOT _status STREQUAL "NOTFOUND")
       set(_dirty TRUE)
     endif()
+    # An untracked file elsewhere (notes at the root) is not the build's business, as
+    # in setuptools-scm; one among the shipped inputs is.
+    _ffpa_git(_untracked ls-files --others --exclude-standard -- ${FFPA_SHIPPED_INPUTS})
+    if(NOT _untracked STREQUAL "" AND NOT _untracked STREQUAL "NOTFOUND")
+      set(_dirty TRUE)
+    else()
+      set(_untracked "")
+    endif()
     _ffpa_git(_epoch log -1 --format=%ct)
     # Re-run configure when HEAD moves, the branch advances or the index changes.
     set(_deps "${_git_dir}/HEAD" "${_git_dir}/index")
@@ -190,10 +232,23 @@ function(ffpa_compute_version)
     set(_requested "$ENV{FFPA_RELEASE_VERSION}")
   endif()
 
+  if(NOT _record_version STREQUAL "")
+    _ffpa_channel_free("${_record_version}" _why)
+    if(_why)
+      message(FATAL_ERROR "ffpa: ${_record} records version '${_record_version}', ${_why}; "
+                          "remake the sdist from a git checkout (python -m build --sdist).")
+    endif()
+  endif()
   if(NOT _requested STREQUAL "")
     ffpa_pep440_check("${_requested}" _ok _why)
     if(NOT _ok)
       message(FATAL_ERROR "FFPA_RELEASE_VERSION='${_requested}' is invalid: ${_why}.")
+    endif()
+    _ffpa_channel_free("${_requested}" _why)
+    if(_why)
+      string(REGEX REPLACE "\\+.*$" "" _public "${_requested}")
+      message(FATAL_ERROR "FFPA_RELEASE_VERSION='${_requested}' is invalid: ${_why}; "
+                          "give -DFFPA_RELEASE_VERSION=${_public}.")
     endif()
     set(_version "${_requested}")
     set(_origin "FFPA_RELEASE_VERSION")
@@ -251,6 +306,7 @@ function(ffpa_compute_version)
   set(FFPA_VERSION_IS_RELEASE ${_is_release} PARENT_SCOPE)
   set(FFPA_SOURCE_COMMIT "${_commit}" PARENT_SCOPE)
   set(FFPA_SOURCE_DIRTY ${_dirty} PARENT_SCOPE)
+  set(FFPA_SOURCE_UNTRACKED "${_untracked}" PARENT_SCOPE)
   set(FFPA_SOURCE_DATE_EPOCH "${_epoch}" PARENT_SCOPE)
   set(FFPA_VERSION_ORIGIN "${_origin}" PARENT_SCOPE)
 endfunction()
@@ -264,6 +320,10 @@ function(ffpa_channel_version version channel out_var)
   cmake_parse_arguments(PARSE_ARGV 3 arg "LOCAL" "" "")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "ffpa_channel_version: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  _ffpa_channel_free("${version}" _why)
+  if(_why)
+    message(FATAL_ERROR "ffpa_channel_version: version '${version}': ${_why}; give the version without it.")
   endif()
   if(version MATCHES "\\+")
     set(v "${version}.${channel}")

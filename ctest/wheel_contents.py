@@ -11,7 +11,8 @@ wheels that are then alike (the CUDA wheels) are listed once.
 The release's wheels must keep their members, METADATA and WHEEL across changes to
 the engine (only the version and the commit may differ);
 the test wheel.contents (ctest/acceptance/test_wheel_contents.py) holds the ci tree's
-wheels to the listing committed in ctest/data/wheel-contents.txt.
+wheels to the listing committed in ctest/data/wheel-contents.txt, and a pure-profile
+tree's one wheel to its pure section.
 """
 import argparse
 import difflib
@@ -68,6 +69,25 @@ def listing(dist: Path, readme: str, exact: bool = False) -> str:
     return "".join("\n".join(s) + "\n" for s in sections)
 
 
+def kinds(dist: Path) -> set[str]:
+    """The kinds of wheel ("pure", "cuda") the release manifest in `dist` names: a pure-profile
+    tree (cmake --preset release-pure) makes the pure wheel only."""
+    return {w["kind"] for w in json.loads((dist / "ffpa-release-manifest.json").read_text())["wheels"]}
+
+
+def select(text: str, wanted: set[str]) -> str:
+    """The sections of a listing for the wheel kinds in `wanted` (the pure wheel's section is
+    the one tagged py3-none-any)."""
+    out = []
+    for section in re.split(r"(?m)^(?=== )", text):
+        if not section:
+            continue
+        kind = "pure" if section.split("\n", 1)[0].endswith("-py3-none-any.whl") else "cuda"
+        if kind in wanted:
+            out.append(section)
+    return "".join(out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dist", type=Path)
@@ -81,7 +101,7 @@ def main() -> int:
     if not a.compare:
         sys.stdout.write(now)
         return 0
-    want = a.compare.read_text()
+    want = select(a.compare.read_text(), kinds(a.dist))
     if now == want:
         print(f"{a.dist}: members, METADATA and WHEEL as in {a.compare}")
         return 0

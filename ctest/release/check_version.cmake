@@ -51,10 +51,22 @@ expect("VERSION=1\\.4\\.2\\|RELEASE=TRUE\\|DIRTY=FALSE")
 file(APPEND "${_repo}/a.txt" "2\n")
 expect("VERSION=1\\.4\\.3\\.dev0\\+g${_sha}\\.dirty\\|RELEASE=FALSE\\|DIRTY=TRUE")
 git(checkout -q -- a.txt)
-# An untracked file does not make the version dirty (setuptools-scm semantics).
+# An untracked file does not make the version dirty (setuptools-scm semantics)...
 file(WRITE "${_repo}/untracked.txt" "x\n")
 expect("VERSION=1\\.4\\.2\\|RELEASE=TRUE\\|DIRTY=FALSE")
 file(REMOVE "${_repo}/untracked.txt")
+# ... unless it lies among the shipped inputs (FFPA_SHIPPED_INPUTS): the tree is then not
+# the commit it names (the wheels ship git's tracked files only, cmake/FfpaJitSources.cmake).
+foreach(_f csrc/zz_notes.h python/ffpa_attn/zz_local_secret.py cmake/zz-publish-token.json)
+  file(WRITE "${_repo}/${_f}" "x\n")
+  expect("VERSION=1\\.4\\.3\\.dev0\\+g${_sha}\\.dirty\\|RELEASE=FALSE\\|DIRTY=TRUE")
+  file(REMOVE "${_repo}/${_f}")
+endforeach()
+# An ignored file there is not the tree's.
+file(WRITE "${_repo}/.git/info/exclude" "*.log\n")
+file(WRITE "${_repo}/csrc/build.log" "x\n")
+expect("VERSION=1\\.4\\.2\\|RELEASE=TRUE\\|DIRTY=FALSE")
+file(REMOVE "${_repo}/csrc/build.log")
 # Commits after the tag.
 git(commit -q --allow-empty -m three)
 git(commit -q --allow-empty -m four)
@@ -65,6 +77,12 @@ expect("VERSION=2\\.0\\.0\\|RELEASE=TRUE" -DFFPA_RELEASE_VERSION=2.0.0)
 set(ENV{FFPA_RELEASE_VERSION} "2.1.0rc1")
 expect("VERSION=2\\.1\\.0rc1\\|RELEASE=TRUE")
 set(ENV{FFPA_RELEASE_VERSION} "")
+# A version naming a channel (or .local) in its local part is refused: the build adds them
+# (1.2.3+cu13 would make 1.2.3+cu13.cu13.local).
+expect("FFPA_RELEASE_VERSION='1\\.2\\.3\\+cu13' is invalid: its local part names 'cu13', which the build adds itself.*give -DFFPA_RELEASE_VERSION=1\\.2\\.3\\." -DFFPA_RELEASE_VERSION=1.2.3+cu13)
+expect("FFPA_RELEASE_VERSION='1\\.2\\.3\\+g1\\.cu12\\.x' is invalid: its local part names 'cu12'" -DFFPA_RELEASE_VERSION=1.2.3+g1.cu12.x)
+expect("FFPA_RELEASE_VERSION='1\\.2\\.3\\+local' is invalid: its local part names 'local'" -DFFPA_RELEASE_VERSION=1.2.3+local)
+expect("VERSION=1\\.2\\.3\\+cuda13x\\|RELEASE=FALSE" -DFFPA_RELEASE_VERSION=1.2.3+cuda13x)
 # SOURCE_DATE_EPOCH wins over the commit time.
 set(ENV{SOURCE_DATE_EPOCH} "1700000000")
 expect("EPOCH=1700000000")
@@ -99,6 +117,9 @@ expect("ffpa-source\\.json is not a source record \\('source_commit'.*remake the
 file(WRITE "${_sdist}/ffpa-source.json"
   "{\"version\": \"1.02\", \"source_commit\": \"abc\", \"source_dirty\": false, \"source_date_epoch\": 1}")
 expect("records version '1\\.02'.*not a canonical PEP 440 version")
+file(WRITE "${_sdist}/ffpa-source.json"
+  "{\"version\": \"1.2.3+cu13\", \"source_commit\": \"abc\", \"source_dirty\": false, \"source_date_epoch\": 1}")
+expect("records version '1\\.2\\.3\\+cu13', its local part names 'cu13', which the build adds itself.*remake the sdist")
 # A source tree without a record inside another repository (a vendored copy) is not a
 # checkout of its own: the placeholder version, not the enclosing repository's.
 set(_vendored "${_repo}/vendored")

@@ -15,9 +15,14 @@ What the build takes (docs/install.md "Building from source"):
                                project does not define is an error
   -C cmake.build-type=TYPE     CMAKE_BUILD_TYPE (default Release)
   -C build-dir=DIR             the build tree (default <source>/build/local, the local
-                               preset's binaryDir; a rebuild there is incremental)
+                               preset's binaryDir; a rebuild there is incremental). A
+                               directory that exists must be empty or one this backend
+                               made (it holds ffpa-pep517-build-dir.json, written when the
+                               backend created it): a foreign one is refused untouched
   FFPA_<NAME>=VALUE            environment variables naming a cache variable of the
-                               project count as -DFFPA_<NAME>=VALUE; a config setting wins
+                               project count as -DFFPA_<NAME>=VALUE; a config setting wins,
+                               also an empty one (-C cmake.define.FFPA_RELEASE_VERSION=
+                               takes the version from git whatever the environment says)
 The arch: FFPA_CUDA_ARCHS when given, else every GPU the NVIDIA driver reports (asked
 through libcuda, so neither nvidia-smi nor torch is needed), else the configure
 preset's fallback (cmake/release-matrix.json "dev": 89).
@@ -26,11 +31,21 @@ The build requirements are read from the pins' one home (get_requires_for_build_
 tools/requirements-build.txt (CMake, Ninja), tools/requirements.txt (pybind11),
 tools/requirements-cutlass.txt (CUTLASS headers).
 
+Editable installs (PEP 660, pip install -e .): the same build as a wheel; the editable
+wheel holds what the build made (the extension, the kernel library, _build_info.py) and
+a .pth that imports a finder making the package ffpa_attn the checkout's python/ffpa_attn
+with those built files beside it (docs/install.md "Editable installs").
+
+The sdist is HEAD's committed tree, read from git's blobs (never the worktree's files or
+links), with PKG-INFO stating the wheels' metadata (PEP 643); a tree with uncommitted
+changes is refused.
+
 Only the standard library: a PEP 517 backend is imported before anything is installed.
 """
 
 from __future__ import annotations
 
+import base64
 import ctypes
 import gzip
 import hashlib
@@ -44,11 +59,16 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import zipfile
 from pathlib import Path
 
 _PRESET = "local"
 _DEFAULT_BUILD_DIR = Path("build") / _PRESET   # the local preset's binaryDir
 _SOURCE_RECORD = "ffpa-source.json"          # read by cmake/FfpaVersion.cmake in an sdist
+# Written into a build directory when this backend creates it; a non-empty directory
+# without it is someone else's and is never written to.
+_BUILD_DIR_MARKER = "ffpa-pep517-build-dir.json"
+_BUILD_DIR_CLAIM = {"made_by": "ffpa-attn PEP 517 backend (tools/pep517/ffpa_build_backend.py)"}
 _BUILD_TYPES = ("Release", "RelWithDebInfo", "MinSizeRel", "Debug")
 _SETTING_KEYS = ("cmake.define.<NAME>", "cmake.build-type", "build-dir")
 
@@ -219,10 +239,10 @@ def _cuda_archs_define(source: Path) -> dict[str, str]:
 
 # --- CMake ----------------------------------------------------------------------------
 
-def _run(cmd: list[str], what: str, cwd: Path) -> None:
+def _run(cmd: list[str], what: str, cwd: Path, env: dict[str, str] | None = None) -> None:
     _log(" ".join(str(c) for c in cmd))
     try:
-        rc = subprocess.call([str(c) for c in cmd], cwd=cwd, stdout=sys.stderr)
+        rc = subprocess.call([str(c) for c in cmd], cwd=cwd, stdout=sys.stderr, env=env)
     except FileNotFoundError:
         raise _fail(f"{cmd[0]} is not installed; a build with isolation (the default of pip and build) installs "
                     f"it from the pins, else pip install {cmd[0]}") from None
@@ -277,6 +297,37 @@ def _settable(entry: dict) -> bool:
     return entry["type"] not in ("INTERNAL", "STATIC", "UNINITIALIZED")
 
 
+def _child_env(given: dict[str, str]) -> dict[str, str]:
+    """The environment of CMake: without the FFPA_* variables a config setting gives, so the
+    setting wins also where CMake itself reads the environment (cmake/FfpaVersion.cmake reads
+    FFPA_RELEASE_VERSION when the cache value is empty), and also when the setting is empty."""
+    return {k: v for k, v in os.environ.items() if not (k.startswith("FFPA_") and k in given)}
+
+
+def _claim_build_dir(build_dir: Path) -> None:
+    """A build writes only into a directory it made: a new or empty one is created and
+    marked; a non-empty one must carry the mark. Checked before anything is written."""
+    marker = build_dir / _BUILD_DIR_MARKER
+    if build_dir.is_symlink() or (build_dir.exists() and not build_dir.is_dir()):
+        raise _fail(f"the build directory {build_dir} is not a directory; give a new or empty directory with "
+                    "-C build-dir=DIR")
+    if build_dir.is_dir():
+        ours = False
+        if marker.is_file() and not marker.is_symlink():
+            try:
+                ours = json.loads(marker.read_text(encoding="utf-8")) == _BUILD_DIR_CLAIM
+            except (OSError, ValueError):
+                ours = False
+        if ours:
+            return
+        if any(build_dir.iterdir()):
+            raise _fail(f"the build directory {build_dir} is not empty and was not made by this backend (it has no "
+                        f"valid {_BUILD_DIR_MARKER}); nothing in it was touched. Give a new or empty directory with "
+                        "-C build-dir=DIR, or remove that one yourself if it is an old build tree of ffpa-attn")
+    build_dir.mkdir(parents=True, exist_ok=True)
+    _atomic_write(marker, (json.dumps(_BUILD_DIR_CLAIM, indent=1) + "\n").encode())
+
+
 def _configure(source: Path, build_dir: Path, settings: _Settings, defines: dict[str, str], fresh: bool) -> None:
     _file_api_query(build_dir)
     cmd = ["cmake", "--preset", _PRESET, "-B", build_dir]
@@ -286,7 +337,7 @@ def _configure(source: Path, build_dir: Path, settings: _Settings, defines: dict
             f"-DFFPA_PYTHON_INTERPRETERS={sys.executable}",
             f"-DFFPA_RELEASE_DIST={build_dir / 'dist'}"]
     cmd += [f"-D{k}={v}" for k, v in defines.items()]
-    _run(cmd, "configuring (cmake --preset local)", source)
+    _run(cmd, "configuring (cmake --preset local)", source, _child_env(settings.defines))
 
 
 def _build_targets(source: Path) -> list[str]:
@@ -340,15 +391,27 @@ def get_requires_for_build_sdist(config_settings=None):
     return [_requirement(Path.cwd(), "requirements-build.txt", "cmake")]
 
 
+def _build_dir(source: Path, settings: _Settings) -> Path:
+    # Not resolve(): a build directory that is a link is refused, not followed.
+    return Path(os.path.abspath(source / (settings.build_dir or _DEFAULT_BUILD_DIR)))
+
+
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     source = Path.cwd()
     settings = _parse_settings(config_settings)
-    build_dir = (source / (settings.build_dir or _DEFAULT_BUILD_DIR)).resolve()
+    build_dir = _build_dir(source, settings)
+    dist = _build(source, settings, build_dir)
+    return _deliver_wheel(dist, Path(wheel_directory))
+
+
+def _build(source: Path, settings: _Settings, build_dir: Path) -> Path:
+    """Configures and builds the local preset in build_dir; returns the directory of the
+    engine's wheels and manifest."""
+    _claim_build_dir(build_dir)
     defines = dict(settings.defines)
     if "FFPA_CUDA_ARCHS" not in defines and "FFPA_CUDA_ARCHS" not in os.environ:
         defines.update(_cuda_archs_define(source))
     defines.update(_tool_defines(source, defines))
-    build_dir.mkdir(parents=True, exist_ok=True)
     _configure(source, build_dir, settings, defines, fresh=True)
     entries = _cache_entries(build_dir)
     _unknown_defines(entries, settings.defines)
@@ -358,8 +421,8 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
         _configure(source, build_dir, settings, {**defines, **from_env}, fresh=False)
     _check_sdist_version(source, build_dir)
     _run(["cmake", "--build", build_dir, "--target", *_build_targets(source)],
-         "building (the local build preset's targets)", source)
-    return _deliver_wheel(build_dir / "dist", Path(wheel_directory))
+         "building (the local build preset's targets)", source, _child_env(settings.defines))
+    return build_dir / "dist"
 
 
 def _check_sdist_version(source: Path, build_dir: Path) -> None:
@@ -379,8 +442,8 @@ def _check_sdist_version(source: Path, build_dir: Path) -> None:
                     "machine with your toolkit")
 
 
-def _deliver_wheel(dist: Path, wheel_directory: Path) -> str:
-    """Copies the CUDA wheel the engine's manifest names, checking its recorded sha256."""
+def _built_wheel(dist: Path) -> tuple[str, bytes]:
+    """The CUDA wheel the engine's manifest names (file name, bytes), its recorded sha256 checked."""
     manifest = json.loads((dist / "ffpa-release-manifest.json").read_text(encoding="utf-8"))
     cuda = [w for w in manifest["wheels"] if w["kind"] == "cuda"]
     if len(cuda) != 1:
@@ -390,6 +453,13 @@ def _deliver_wheel(dist: Path, wheel_directory: Path) -> str:
     data = (dist / wheel["file"]).read_bytes()
     if hashlib.sha256(data).hexdigest() != wheel["sha256"]:
         raise _fail(f"{dist / wheel['file']} is not the wheel the manifest records; build again")
+    return wheel["file"], data
+
+
+def _deliver_wheel(dist: Path, wheel_directory: Path) -> str:
+    """Copies the CUDA wheel the engine's manifest names into pip's wheel directory."""
+    name, data = _built_wheel(dist)
+    wheel = {"file": name}
     wheel_directory.mkdir(parents=True, exist_ok=True)
     _atomic_write(wheel_directory / wheel["file"], data)
     _log(f"built {wheel['file']}")
@@ -412,45 +482,122 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 # --- the sdist ----------------------------------------------------------------------
 
-def _tracked_files(source: Path) -> list[tuple[str, int]]:
-    """(path, git mode) of every tracked file present in the working tree."""
+def _git(source: Path, *args: str, stdin: bytes | None = None) -> bytes:
     try:
-        out = subprocess.run(["git", "ls-files", "-s", "-z"], cwd=source, capture_output=True, check=True).stdout
+        return subprocess.run(["git", *args], cwd=source, input=stdin, capture_output=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
-        raise _fail("an sdist is made from a git checkout (its tracked files); this source tree is not one. "
-                    "Build a wheel from it instead: pip wheel .") from None
+        raise _fail("an sdist is made from a git checkout (its committed files); this source tree is not one, "
+                    f"or git failed (git {' '.join(args[:2])}). Build a wheel from it instead: pip wheel .") from None
+
+
+# A name an sdist member may have: no control character (C0, DEL, C1: a newline would
+# split a listing, an escape would reach a terminal), and what tar and every installer
+# read alike.
+_BAD_NAME_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\\]")
+
+
+def _committed_files(source: Path) -> list[tuple[str, int, str]]:
+    """(path, git mode, blob id) of every file of HEAD's tree: the commit, not the worktree,
+    so no link in the worktree is followed and no edit after the commit ships."""
+    top = Path(_git(source, "rev-parse", "--show-toplevel").decode("utf-8", "surrogateescape").strip())
+    if top.resolve() != source.resolve():
+        raise _fail(f"{source} is not the top of a git checkout (it lies inside the repository at {top}); an sdist "
+                    "is made from a checkout of ffpa-attn itself: git clone it, or build a wheel: pip wheel .")
+    out = _git(source, "ls-tree", "-r", "-z", "--full-tree", "HEAD")
     files = []
     for entry in out.split(b"\0"):
         if not entry:
             continue
-        meta, path = entry.split(b"\t", 1)
-        mode = int(meta.split(b" ")[0], 8)
-        name = path.decode("utf-8")
-        if mode not in (0o100644, 0o100755):
-            raise _fail(f"{name} is tracked as git mode {mode:o} (a symlink or submodule); an sdist holds plain files")
-        if (source / name).is_file():
-            files.append((name, mode))
+        meta, raw = entry.split(b"\t", 1)
+        mode, kind, blob = meta.decode("ascii").split(" ")
+        try:
+            name = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _fail(f"the committed file {raw!r} has a name that is not UTF-8; an sdist's names are UTF-8 "
+                        "(PEP 625): rename it (git mv) and commit") from None
+        if _BAD_NAME_CHARS.search(name):
+            raise _fail(f"the committed file {name!r} has a control character or backslash in its name; "
+                        "rename it (git mv) and commit")
+        if kind != "blob" or mode not in ("100644", "100755"):
+            raise _fail(f"{name} is committed as git mode {mode} (a symlink or submodule); an sdist holds plain files: "
+                        "commit the file itself")
+        files.append((name, int(mode, 8), blob))
+    names = {n for n, _, _ in files}
+    for needed in ("pyproject.toml", "CMakeLists.txt", "tools/pep517/ffpa_build_backend.py"):
+        if needed not in names:
+            raise _fail(f"HEAD has no {needed}; an sdist without it cannot be built: commit it")
     return sorted(files)
+
+
+def _blobs(source: Path, ids: list[str]) -> list[bytes]:
+    """The contents of git blobs, in one git cat-file --batch."""
+    out = _git(source, "cat-file", "--batch", stdin="".join(f"{i}\n" for i in ids).encode())
+    blobs, pos = [], 0
+    for i in ids:
+        end = out.index(b"\n", pos)
+        header = out[pos:end].decode("ascii").split(" ")
+        if header[0] != i or header[1] != "blob":
+            raise _fail(f"git cat-file answered {header} for blob {i}; repair the checkout (git fsck)")
+        size = int(header[2])
+        blobs.append(out[end + 1:end + 1 + size])
+        pos = end + 1 + size + 1
+    return blobs
+
+
+def _uncommitted(source: Path, untracked: str) -> list[str]:
+    """What makes the tree differ from HEAD: changed tracked files, and the untracked files
+    among the shipped inputs (cmake/FfpaVersion.cmake's list, through the source record)."""
+    out = _git(source, "status", "--porcelain=v1", "-z", "--untracked-files=no")
+    changed = [e[3:].decode("utf-8", "backslashreplace") for e in out.split(b"\0") if len(e) > 3 and e[2:3] == b" "]
+    return changed + [f"{line} (untracked)" for line in untracked.splitlines() if line]
+
+
+def _source_record(source: Path, settings: _Settings | None = None) -> tuple[bytes, str, str]:
+    """The source record (cmake/FfpaSourceRecord.cmake) and the core metadata fields the
+    wheel carries after Name and Version, from the wheels' one source of them, and the
+    untracked files that make the tree dirty (one per line). A version
+    setting counts as in a build (it wins over the environment)."""
+    given = settings.defines if settings else {}
+    version = [f"-DFFPA_RELEASE_VERSION={given['FFPA_RELEASE_VERSION']}"] if "FFPA_RELEASE_VERSION" in given else []
+    with tempfile.TemporaryDirectory() as tmp:
+        record_file, metadata_file, untracked = (Path(tmp) / n for n in (_SOURCE_RECORD, "metadata.txt", "untracked.txt"))
+        _run(["cmake", *version, f"-DOUT={record_file}", f"-DMETADATA={metadata_file}", f"-DUNTRACKED={untracked}",
+              "-P", source / "cmake" / "FfpaSourceRecord.cmake"],
+             "the source record (cmake/FfpaSourceRecord.cmake)", source, _child_env(given))
+        return (record_file.read_bytes(), metadata_file.read_text(encoding="utf-8"),
+                untracked.read_text(encoding="utf-8", errors="backslashreplace"))
+
+
+def core_metadata(name: str, version: str, fields: str, readme: str, metadata_version: str) -> str:
+    """METADATA / PKG-INFO as the engine frames the fields of ffpa_core_metadata (index/:
+    Metadata-Version, Name, Version, the fields, the README as the markdown description)."""
+    return (f"Metadata-Version: {metadata_version}\nName: {name}\nVersion: {version}\n{fields}"
+            f"Description-Content-Type: text/markdown\n\n{readme}")
 
 
 def build_sdist(sdist_directory, config_settings=None):
     source = Path.cwd()
     _parse_settings(config_settings)
-    files = _tracked_files(source)
-    with tempfile.TemporaryDirectory() as tmp:
-        record_file = Path(tmp) / _SOURCE_RECORD
-        _run(["cmake", f"-DOUT={record_file}", "-P", source / "cmake" / "FfpaSourceRecord.cmake"],
-             "the source record (cmake/FfpaSourceRecord.cmake)", source)
-        record_bytes = record_file.read_bytes()
+    files = _committed_files(source)
+    record_bytes, fields, untracked = _source_record(source)
     record = json.loads(record_bytes)
+    head = _git(source, "rev-parse", "HEAD").decode("ascii").strip()
+    if record.get("source_dirty") or record.get("source_commit") != head:
+        changed = _uncommitted(source, untracked)
+        listing = "\n  ".join(changed[:20] + ([f"... and {len(changed) - 20} more"] if len(changed) > 20 else []))
+        raise _fail("an sdist holds HEAD's committed files and names HEAD's version; this tree differs from HEAD "
+                    f"(commit, stash or remove these first, or add untracked ones to .gitignore):\n  {listing}")
+    contents = dict(zip((n for n, _, _ in files), _blobs(source, [b for _, _, b in files])))
     # The sdist's version is the version of the one wheel it builds (the local CUDA wheel):
     # pip and uv refuse a wheel whose version differs from its sdist's.
     name, version, epoch = record["name"], record["cuda_version"], int(record["source_date_epoch"])
     base = f"{re.sub(r'[-_.]+', '_', name).lower()}-{version}"
-    # PKG-INFO: core metadata of the sdist (PEP 643), the fields every frontend reads.
-    pkg_info = f"Metadata-Version: 2.2\nName: {name}\nVersion: {version}\n".encode()
+    # PKG-INFO (PEP 643): the wheel's fields, every one static (the sdist builds exactly the
+    # wheel its version names, _check_sdist_version), the README committed at HEAD.
+    readme = contents["README.md"].decode("utf-8") if "README.md" in contents else ""
+    pkg_info = core_metadata(name, version, fields, readme, "2.2").encode()
     members = [(f"{base}/PKG-INFO", pkg_info, 0o644), (f"{base}/{_SOURCE_RECORD}", record_bytes, 0o644)]
-    members += [(f"{base}/{n}", (source / n).read_bytes(), 0o755 if m == 0o100755 else 0o644) for n, m in files]
+    members += [(f"{base}/{n}", contents[n], 0o755 if m == 0o100755 else 0o644) for n, m, _ in files]
     members.sort(key=lambda m: m[0])
     # Same commit, same bytes: sorted members, the commit time, no owner names, gzip's
     # own time zeroed.
@@ -466,5 +613,118 @@ def build_sdist(sdist_directory, config_settings=None):
     out = Path(sdist_directory)
     out.mkdir(parents=True, exist_ok=True)
     _atomic_write(out / f"{base}.tar.gz", buf.getvalue())
-    _log(f"built {base}.tar.gz ({len(files)} tracked files, version {version})")
+    _log(f"built {base}.tar.gz ({len(files)} committed files of {head}, version {version})")
     return f"{base}.tar.gz"
+
+
+# --- editable installs (PEP 660) ----------------------------------------------------
+
+_EDITABLE_MODULE = "_ffpa_attn_editable"
+_EDITABLE_FINDER = '''"""ffpa-attn installed in editable mode (pip install -e, PEP 660) from {checkout}.
+
+Auto-generated by tools/pep517/ffpa_build_backend.py, do not edit. The package ffpa_attn is
+the checkout's python/ffpa_attn, with the files the build made (the extension, the kernel
+library, _build_info.py) found beside it in this installation's ffpa_attn/. Python edits
+take effect at the next import; C++ or CMake edits need pip install -e . again.
+"""
+import importlib.util
+import os
+import sys
+
+_SOURCE = {source!r}
+_BUILT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ffpa_attn")
+
+
+class FfpaEditableFinder:
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        if fullname != "ffpa_attn":
+            return None
+        init = os.path.join(_SOURCE, "__init__.py")
+        if not os.path.isfile(init):
+            return None   # the checkout moved or is gone: pip uninstall ffpa-attn, then install again
+        return importlib.util.spec_from_file_location(fullname, init, submodule_search_locations=[_SOURCE, _BUILT])
+
+
+if not any(getattr(f, "__name__", "") == "FfpaEditableFinder" for f in sys.meta_path):
+    sys.meta_path.insert(0, FfpaEditableFinder)
+'''
+
+
+def get_requires_for_build_editable(config_settings=None):
+    return get_requires_for_build_wheel(config_settings)
+
+
+def _metadata_fields(text: str) -> dict[str, str]:
+    head = text.split("\n\n", 1)[0]
+    return {k: v for k, _, v in (line.partition(": ") for line in head.splitlines()) if k in ("Name", "Version")}
+
+
+def prepare_metadata_for_build_editable(metadata_directory, config_settings=None):
+    """The METADATA the editable wheel will carry, without building: the version of the wheel
+    this checkout builds (the source record's, cmake/FfpaSourceRecord.cmake), the fields
+    the wheels carry. build_editable checks that the build made that version."""
+    source = Path.cwd()
+    settings = _parse_settings(config_settings)
+    record_bytes, fields, _ = _source_record(source, settings)
+    record = json.loads(record_bytes)
+    readme = (source / "README.md").read_text(encoding="utf-8") if (source / "README.md").is_file() else ""
+    name, version = record["name"], record["cuda_version"]
+    dist_info = Path(metadata_directory) / f"{re.sub(r'[-_.]+', '_', name).lower()}-{version}.dist-info"
+    dist_info.mkdir(parents=True, exist_ok=True)
+    _atomic_write(dist_info / "METADATA", core_metadata(name, version, fields, readme, "2.1").encode())
+    return dist_info.name
+
+
+def _record_line(path: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode("ascii")
+    return f"{path},sha256={digest},{len(data)}"
+
+
+def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
+    """The local build, as build_wheel; then a wheel holding the built files of the CUDA
+    wheel (what python/ffpa_attn does not hold: the extension, the kernel library,
+    _build_info.py; not the first-use build's sources, _src, which a checkout has no use
+    for) and a .pth importing a finder that makes ffpa_attn the checkout's package."""
+    source = Path.cwd()
+    settings = _parse_settings(config_settings)
+    dist = _build(source, settings, _build_dir(source, settings))
+    file_name, data = _built_wheel(dist)
+    package_source = source / "python" / "ffpa_attn"
+    with zipfile.ZipFile(io.BytesIO(data)) as built:
+        names = built.namelist()
+        dist_info = next(n.split("/", 1)[0] for n in names if n.endswith(".dist-info/METADATA"))
+        metadata = built.read(f"{dist_info}/METADATA")
+        wheel_tags = [line for line in built.read(f"{dist_info}/WHEEL").decode("utf-8").splitlines()
+                      if line.startswith("Tag: ")]
+        overlay = [(n, built.read(n)) for n in names
+                   if n.startswith("ffpa_attn/") and not n.endswith("/") and not n.startswith("ffpa_attn/_src/")
+                   and not (package_source / n[len("ffpa_attn/"):]).exists()]
+    if metadata_directory is not None:
+        prepared = (Path(metadata_directory) / "METADATA").read_text(encoding="utf-8")
+        made, said = _metadata_fields(metadata.decode("utf-8")), _metadata_fields(prepared)
+        if made != said:
+            raise _fail(f"the build made {made.get('Name')} {made.get('Version')}, but its metadata said "
+                        f"{said.get('Name')} {said.get('Version')} (the channel of the nvcc in use decides the "
+                        "version); point CMAKE_CUDA_COMPILER / CUDACXX at the toolkit of the newest channel, or "
+                        "build a wheel: pip wheel .")
+    finder = _EDITABLE_FINDER.format(checkout=source, source=str(package_source)).encode()
+    members = [(f"{_EDITABLE_MODULE}.py", finder), (f"{_EDITABLE_MODULE}.pth", f"import {_EDITABLE_MODULE}\n".encode())]
+    members += sorted(overlay)
+    wheel_meta = ("Wheel-Version: 1.0\nGenerator: ffpa-attn PEP 517 backend (editable)\nRoot-Is-Purelib: false\n"
+                  + "".join(f"{t}\n" for t in wheel_tags)).encode()
+    members += [(f"{dist_info}/METADATA", metadata), (f"{dist_info}/WHEEL", wheel_meta)]
+    record = "".join(_record_line(n, d) + "\n" for n, d in members) + f"{dist_info}/RECORD,,\n"
+    members.append((f"{dist_info}/RECORD", record.encode()))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for n, d in members:
+            info = zipfile.ZipInfo(n, date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = (0o755 if n.endswith(".so") else 0o644) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, d)
+    out = Path(wheel_directory)
+    out.mkdir(parents=True, exist_ok=True)
+    _atomic_write(out / file_name, buf.getvalue())
+    _log(f"built {file_name} (editable: the package from {package_source}, {len(overlay)} built files)")
+    return file_name
