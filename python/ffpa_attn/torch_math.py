@@ -181,6 +181,7 @@ def attention_backward_lse(
     mask: int,
     scale: float,
     block_elements: int = _BLOCK_ELEMENTS,
+    bias: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dq, dk, dv from the forward's output and LSE, a block of query rows at a time.
 
@@ -189,7 +190,12 @@ def attention_backward_lse(
     softmax of SDPA's math backend), ``dV += P^T dO``, ``dP = dO V^T``, ``dS = P * (dP - delta)`` with
     ``delta = rowsum(dO * O)``, ``dQ = dS K * scale``, ``dK += dS^T Q * scale``; GQA sums
     each kv head's query-head group. Compute is fp32 (fp64 for fp64 inputs); the
-    gradients come back in the inputs' dtypes.
+    gradients come back in the inputs' dtypes. ``bias``: an additive ``[Nq, Nkv]`` mask
+    (a sliding window, torch_masks.window_bias) added to the scores after the mask, as
+    SDPA's math backend adds its ``attn_mask``.
+
+    Plain tensor math, no autograd: it runs inside custom ops (whose implementations see
+    no autograd graph), for any input, NaN and inf included.
     """
     b, hq, nq, d = q.shape
     hkv, nkv = k.shape[1], k.shape[2]
@@ -211,6 +217,8 @@ def attention_backward_lse(
             block = slice(start, min(nq, start + rows))
             q_b = qg[:, :, :, block]
             s = _math_scores(q_b, kg, mask, scale, block, nq)
+            if bias is not None:
+                s = s + bias[block].to(compute)
             lse_b = lseg[..., block, None]
             p = torch.exp(s - lse_b)
             # A row that saw no key has P = 0; one with a +inf score had a NaN softmax row
