@@ -142,14 +142,16 @@ def resolve_scale(scale: float | None, d: int) -> float:
 def check_dropout(dropout_p: object) -> None:
     """``dropout_p`` as SDPA means it: a number in ``[0, 1]``; NaN, inf, anything outside
     that range or not a number is our error here rather than torch's later (or none)."""
-    try:
-        value = float(dropout_p)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        value = math.nan
-        bad = f"not a number ({type(dropout_p).__name__})"
-    else:
-        bad = "NaN" if math.isnan(value) else "outside [0, 1]"
+    # A number, or a scalar that converts like one (numpy, a 0-d tensor); never a string,
+    # which float() would parse.
+    value, why = math.nan, f"not a number ({type(dropout_p).__name__})"
+    if hasattr(dropout_p, "__float__"):
+        try:
+            value = float(dropout_p)  # type: ignore[arg-type]
+            why = "NaN" if math.isnan(value) else "outside [0, 1]"
+        except (TypeError, ValueError, RuntimeError):
+            pass
     if not 0.0 <= value <= 1.0:
         raise UnsupportedFeatureError(
             f"dropout_p must be a probability in [0, 1] (0.0 for no dropout, as SDPA takes it), got {dropout_p!r}: "
-            f"{bad}")
+            f"{why}")

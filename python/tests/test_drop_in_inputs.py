@@ -50,12 +50,13 @@ def _i32(*xs):
 
 # --- malformed offsets under torch.compile ------------------------------------------------------
 
-# (offsets, max_seqlen, the error): each of _check_offset_values' rules.
+# (malformed offsets, well-formed ones of the same length, max_seqlen, the error): each of
+# _check_offset_values' rules.
 MALFORMED = [
-    ((0, 9, 4, 16), 12, "non-decreasing"),   # SIGFPE in torch's CPU kernel before
-    ((0, 4, 15), 11, "ends at 15"),          # a silent row of zeros before
-    ((1, 4, 16), 12, "must start at 0"),     # a silent row of zeros before
-    ((0, 4, 16), 5, "max_seqlen_q = 5"),     # rows past max_seqlen
+    ((0, 9, 4, 16), (0, 4, 8, 16), 12, "non-decreasing"),  # SIGFPE in torch's CPU kernel before
+    ((0, 4, 15), (0, 4, 16), 12, "ends at 15"),             # a silent row of zeros before
+    ((1, 4, 16), (0, 4, 16), 12, "must start at 0"),        # a silent row of zeros before
+    ((0, 4, 16), (0, 4, 16), 5, "max_seqlen_q = 5"),        # rows past max_seqlen
 ]
 
 
@@ -67,21 +68,20 @@ def test_compiled_varlen_refuses_malformed_offsets(backward):
     def fn(q, k, v, cu_q, cu_k, max_q, max_k):
         return ffpa_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, max_k, causal=True)
 
-    compiled = torch.compile(fn, fullgraph=True, backend="aot_eager" if backward else "eager")
-    good = _i32(0, 4, 16)
+    compiled = torch.compile(fn, fullgraph=True, dynamic=False, backend="aot_eager" if backward else "eager")
     leaves = [t.clone().requires_grad_(backward) for t in (q, k, v)]
-    want = fn(*leaves, good, good, 12, 12)
-    torch.testing.assert_close(compiled(*leaves, good, good, 12, 12), want)
-    for offsets, max_q, match in MALFORMED:
-        bad = _i32(*offsets)
+    for offsets, good, max_q, match in MALFORMED:
+        bad, good = _i32(*offsets), _i32(*good)
+        want = fn(*leaves, good, good, 12, 12)
+        torch.testing.assert_close(compiled(*leaves, good, good, 12, 12), want)
         with pytest.raises(ShapeError, match=match):
             out = compiled(*leaves, bad, good, max_q, 12)
             if backward:
                 out.sum().backward()
         with pytest.raises(ShapeError, match=match.replace("_q", "_k")):
             compiled(*leaves, good, bad, 12, max_q)
-    # The compiled function still serves good offsets afterwards.
-    torch.testing.assert_close(compiled(*leaves, good, good, 12, 12), want)
+        # The compiled function still serves good offsets afterwards.
+        torch.testing.assert_close(compiled(*leaves, good, good, 12, 12), want)
 
 
 def test_compiled_varlen_refuses_bad_key_counts():
