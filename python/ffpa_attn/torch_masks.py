@@ -76,7 +76,7 @@ def _no_key_rows(bias: torch.Tensor | None) -> torch.Tensor | None:
 
 
 def cpu_masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None,
-                         scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+                         scale: float, finite: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(out [B, Hq, Nq, D], lse [B, Hq, Nq])`` on CPU tensors under an additive ``[Nq, Nkv]``
     mask (None: every key). Empty Nq or Nkv (a zero-length sequence) is handled here:
     torch's CPU kernel would divide by zero on them."""
@@ -86,7 +86,7 @@ def cpu_masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias
     if nq == 0 or nkv == 0:
         return (torch.zeros((b, hq, nq, v.shape[-1]), dtype=q.dtype),
                 torch.full((b, hq, nq), float("-inf"), dtype=lse_dtype))
-    if not all_finite(q, k, v):
+    if not (all_finite(q, k, v) if finite is None else finite):
         return masked_math(q, k, v, bias, scale)
     with torch.autocast(device_type="cpu", enabled=False):
         out, lse = _CPU_FLASH(q, k, v, 0.0, False, attn_mask=None if bias is None else bias.to(q.dtype),
@@ -100,14 +100,14 @@ def cpu_masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias
 
 
 def cpu_masked_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
-                        grad_out: torch.Tensor, bias: torch.Tensor | None,
-                        scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                        grad_out: torch.Tensor, bias: torch.Tensor | None, scale: float,
+                        finite: bool | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dq, dk, dv of :func:`cpu_masked_attention`: torch's CPU attention backward fed the
     forward's O and LSE; torch_math.attention_backward_lse under the same mask where
     anything is not finite (the gradients of :func:`masked_math`, SDPA's math backend)."""
     if q.shape[2] == 0 or k.shape[2] == 0:
         return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
-    if not all_finite(q, k, v, grad_out):
+    if not (all_finite(q, k, v, grad_out) if finite is None else finite):
         # The explicit backward from O and LSE (SDPA's math backend's NaN rule), never
         # autograd: this runs inside custom ops, where nothing builds a graph.
         return attention_backward_lse(q, k, v, out, lse, grad_out, MASK_NONE, scale, bias=bias)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from .errors import UnsupportedDTypeError
@@ -242,17 +243,50 @@ _CPU_FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 _CPU_FLASH_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
 
 
+def _in_memory_order(t: torch.Tensor) -> torch.Tensor:
+    # The same elements with the dimensions permuted into descending strides: contiguous
+    # whenever t is a permuted view of contiguous memory (the [1, H, n, D] view of a packed
+    # [total, H, D] slice, a transposed batch), which a pass over it reads in order.
+    if t.is_contiguous():
+        return t
+    order = sorted(range(t.dim()), key=lambda d: (t.shape[d] != 1, t.stride(d)), reverse=True)
+    permuted = t.permute(order)
+    return permuted if permuted.is_contiguous() else t
+
+
+# dtype -> (the integer dtype of its bits, the bits but the sign, the least of them that
+# is not finite: every exponent bit set, inf or NaN).
+_NONFINITE_BITS = {
+    torch.float16: (torch.int16, 0x7FFF, 0x7C00),
+    torch.bfloat16: (torch.int16, 0x7FFF, 0x7F80),
+    torch.float32: (torch.int32, 0x7FFFFFFF, 0x7F800000),
+    torch.float64: (torch.int64, 0x7FFFFFFFFFFFFFFF, 0x7FF0000000000000),
+}
+
+
 def all_finite(*tensors: torch.Tensor) -> bool:
     """True when no tensor holds a NaN or an inf (one host-side answer).
 
-    ``aminmax`` is one pass and passes a NaN on; ``isfinite(t).all()`` builds a bool
-    tensor and is many times slower, which would show next to the attention itself.
+    CPU tensors: their bits, read through NumPy in memory order (one single-threaded pass:
+    an element is not finite when every exponent bit is set). torch's reductions (aminmax,
+    sum, dot) open a parallel region whose fixed cost, on a loaded 2-core machine, was 20x
+    that pass and showed next to the attention itself (issue 43: the varlen CPU path at
+    2-3x SDPA's cost); ``isfinite(t).all()`` builds a bool tensor and is slower still.
+    Other devices: ``aminmax``, one pass that passes a NaN on.
     """
     for t in tensors:
-        if t.numel():
-            lo, hi = torch.aminmax(t)
-            if not (math.isfinite(float(lo)) and math.isfinite(float(hi))):
+        if not t.numel():
+            continue
+        bits = _NONFINITE_BITS.get(t.dtype)
+        if bits is not None and t.device.type == "cpu":
+            int_dtype, magnitude, least = bits
+            raw = _in_memory_order(t.detach()).view(int_dtype).numpy()
+            if int(np.bitwise_and(raw, magnitude).max()) >= least:
                 return False
+            continue
+        lo, hi = torch.aminmax(t)
+        if not (math.isfinite(float(lo)) and math.isfinite(float(hi))):
+            return False
     return True
 
 
@@ -273,15 +307,17 @@ def cpu_segments(nq: int, nkv: int, mask: int) -> list[tuple[slice, slice, bool]
 
 
 def cpu_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: int,
-                  scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+                  scale: float, finite: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The op's forward on CPU tensors: ``(out [B, Hq, Nq, D], lse [B, Hq, Nq])``.
 
     Finite inputs run torch's CPU attention (:data:`_CPU_FLASH`, what SDPA runs for them:
     the same numbers at the same cost); inputs holding NaN or inf run
     :func:`attention_math`, block by block, which gives what SDPA's math backend gives
     (NONFINITE_RULE; torch's CPU flash kernel returns 0 for a NaN query row, for one).
+    ``finite``: the caller's answer of :func:`all_finite` for these inputs (the varlen path
+    asks once for the whole packed batch), None to ask here.
     """
-    if not all_finite(q, k, v):
+    if not (all_finite(q, k, v) if finite is None else finite):
         return attention_math(q, k, v, causal=mask, scale=scale, return_lse=True)  # type: ignore[return-value]
     nq, nkv = q.shape[2], k.shape[2]
     segments = cpu_segments(nq, nkv, mask)
@@ -308,12 +344,12 @@ def cpu_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: int,
 
 
 def cpu_attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
-                           grad_out: torch.Tensor, mask: int,
-                           scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                           grad_out: torch.Tensor, mask: int, scale: float,
+                           finite: bool | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dq, dk, dv of :func:`cpu_attention`: torch's CPU attention backward on each of its
     segments (fed the merged O and LSE, so each segment's ``P = exp(S - LSE)`` is the
     share of the whole row), :func:`attention_backward_lse` where anything is not finite."""
-    if not all_finite(q, k, v, grad_out):
+    if not (all_finite(q, k, v, grad_out) if finite is None else finite):
         return attention_backward_lse(q, k, v, out, lse, grad_out, mask, scale)
     nq, nkv = q.shape[2], k.shape[2]
     segments = cpu_segments(nq, nkv, mask)

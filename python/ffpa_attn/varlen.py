@@ -48,7 +48,14 @@ from . import cuda, launch, routing, torch_ops
 from .errors import DeviceError, ShapeError, UnsupportedDTypeError, UnsupportedFeatureError, UnsupportedImplError
 from .torch_bwd import ffpa_backward_problem
 from .torch_masks import cpu_masked_attention, cpu_masked_backward, window_allowed, window_bias
-from .torch_math import MASK_BOTTOM_RIGHT, MASK_NONE, attention_backward_lse, cpu_attention, cpu_attention_backward
+from .torch_math import (
+    MASK_BOTTOM_RIGHT,
+    MASK_NONE,
+    all_finite,
+    attention_backward_lse,
+    cpu_attention,
+    cpu_attention_backward,
+)
 from .torch_ops import _SDPA, _autocast, _cuda_problem
 from .validation import check_dropout, resolve_scale
 from .window import NO_WINDOW, bound_window, check_window, effective_window
@@ -94,32 +101,47 @@ def _sequence_bias(nq: int, nk: int, causal: bool, window: tuple[int, int], q: t
 def _cpu_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                  sequences: list[tuple[int, int, int, int]], causal: bool, window: tuple[int, int],
                  scale: float) -> tuple[torch.Tensor, torch.Tensor]:
-    out = torch.zeros((q.shape[0], q.shape[1], v.shape[-1]), dtype=q.dtype)
-    lse = torch.full((q.shape[1], q.shape[0]), float("-inf"), dtype=_lse_dtype(q))
+    # Finite or not, asked once for the whole batch, and the output joined by one cat: each
+    # of these is a parallel region with a fixed cost, which once per sequence made this
+    # path 2-3x SDPA's run per sequence (issue 43). A batch holding a NaN or an inf asks
+    # again per sequence, so that only those sequences take the math.
+    finite = True if all_finite(q, k, v) else None
+    outs, lses = [], []
     for q0, q1, k0, k1 in sequences:
-        if q1 == q0 or k1 == k0:
-            continue  # no query, or no key: 0 with LSE -inf (torch's CPU kernel cannot take them)
+        if q1 == q0:
+            continue
+        if k1 == k0:
+            # No key: 0 with LSE -inf (torch's CPU kernel cannot take an empty sequence).
+            outs.append(q.new_zeros((q1 - q0, q.shape[1], v.shape[-1])))
+            lses.append(torch.full((q.shape[1], q1 - q0), float("-inf"), dtype=_lse_dtype(q)))
+            continue
         qs, ks, vs = _heads(q[q0:q1]), _heads(k[k0:k1]), _heads(v[k0:k1])
         if window == NO_WINDOW:
-            o, l = cpu_attention(qs, ks, vs, MASK_BOTTOM_RIGHT if causal else MASK_NONE, scale)
+            o, l = cpu_attention(qs, ks, vs, MASK_BOTTOM_RIGHT if causal else MASK_NONE, scale, finite)
         else:
-            o, l = cpu_masked_attention(qs, ks, vs, _sequence_bias(q1 - q0, k1 - k0, causal, window, q), scale)
-        out[q0:q1] = o[0].transpose(0, 1)
-        lse[:, q0:q1] = l[0]
-    return out, lse
+            o, l = cpu_masked_attention(qs, ks, vs, _sequence_bias(q1 - q0, k1 - k0, causal, window, q), scale,
+                                        finite)
+        outs.append(o[0].transpose(0, 1))
+        lses.append(l[0].to(_lse_dtype(q)))
+    if not outs:  # every sequence empty (total_q == 0)
+        return (q.new_zeros((q.shape[0], q.shape[1], v.shape[-1])),
+                torch.full((q.shape[1], q.shape[0]), float("-inf"), dtype=_lse_dtype(q)))
+    # The op's outputs must not alias its inputs or each other: cat copies even one piece.
+    return torch.cat(outs), torch.cat(lses, dim=1)
 
 
 def _cpu_backward(q, k, v, out, lse, grad_out, sequences, causal, window, scale):  # type: ignore[no-untyped-def]
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    finite = True if all_finite(q, k, v, grad_out) else None  # as in _cpu_forward
     for q0, q1, k0, k1 in sequences:
         if q1 == q0 or k1 == k0:
             continue
         args = (_heads(q[q0:q1]), _heads(k[k0:k1]), _heads(v[k0:k1]), _heads(out[q0:q1]), lse[None, :, q0:q1],
                 _heads(grad_out[q0:q1]))
         if window == NO_WINDOW:
-            g = cpu_attention_backward(*args, MASK_BOTTOM_RIGHT if causal else MASK_NONE, scale)
+            g = cpu_attention_backward(*args, MASK_BOTTOM_RIGHT if causal else MASK_NONE, scale, finite)
         else:
-            g = cpu_masked_backward(*args, _sequence_bias(q1 - q0, k1 - k0, causal, window, q), scale)
+            g = cpu_masked_backward(*args, _sequence_bias(q1 - q0, k1 - k0, causal, window, q), scale, finite)
         dq[q0:q1] += g[0][0].transpose(0, 1)
         dk[k0:k1] += g[1][0].transpose(0, 1)
         dv[k0:k1] += g[2][0].transpose(0, 1)
