@@ -11,6 +11,7 @@ transformers of tools/requirements-transformers.txt.
 
 from __future__ import annotations
 
+import copy
 import os
 import warnings
 
@@ -271,13 +272,14 @@ def test_mla_head_dims_run_on_sdpa_with_the_reason():
     models = []
     for implementation in ("sdpa", ffpa_hf.NAME):
         torch.manual_seed(0)
-        model = transformers.DeepseekV3ForCausalLM(config)
+        model = transformers.DeepseekV3ForCausalLM(copy.deepcopy(config))  # set_attn_implementation edits it
         model.set_attn_implementation(implementation)
         models.append(model.eval())
     ids, mask = batch()
     want, want_grads = run(models[0], ids, mask)
     with pytest.warns(SDPAFallbackWarning, match="(?s)reason 'shape'.*q / k 24 and v 16.*nothing to change"):
         got, got_grads = run(models[1], ids, mask)
+    assert models[0].config._attn_implementation == "sdpa"
     valid = mask.bool()
     torch.testing.assert_close(got[valid], want[valid], atol=2e-5, rtol=1e-4)
     for key in want_grads:
