@@ -264,6 +264,25 @@ _NONFINITE_BITS = {
 }
 
 
+# Elements of one block of _bits_finite: its scratch stays in cache, and the pass needs no
+# second copy of a large tensor.
+_BITS_BLOCK = 1 << 18
+
+
+def _bits_finite(raw: np.ndarray, magnitude: int, least: int) -> bool:
+    flat = raw.reshape(-1) if raw.flags.c_contiguous else None
+    if flat is None:
+        return int(np.bitwise_and(raw, magnitude).max()) < least
+    scratch = np.empty(min(flat.size, _BITS_BLOCK), dtype=flat.dtype)
+    for start in range(0, flat.size, _BITS_BLOCK):
+        block = flat[start:start + _BITS_BLOCK]
+        part = scratch[:block.size]
+        np.bitwise_and(block, magnitude, out=part)
+        if int(part.max()) >= least:
+            return False
+    return True
+
+
 def all_finite(*tensors: torch.Tensor) -> bool:
     """True when no tensor holds a NaN or an inf (one host-side answer).
 
@@ -279,9 +298,7 @@ def all_finite(*tensors: torch.Tensor) -> bool:
             continue
         bits = _NONFINITE_BITS.get(t.dtype)
         if bits is not None and t.device.type == "cpu":
-            int_dtype, magnitude, least = bits
-            raw = _in_memory_order(t.detach()).view(int_dtype).numpy()
-            if int(np.bitwise_and(raw, magnitude).max()) >= least:
+            if not _bits_finite(_in_memory_order(t.detach()).view(bits[0]).numpy(), bits[1], bits[2]):
                 return False
             continue
         lo, hi = torch.aminmax(t)

@@ -337,3 +337,20 @@ def test_varlen_window_backward_of_nan_and_inf_gives_sdpa_math(which, value, cau
         torch.testing.assert_close(a, b, equal_nan=True, rtol=1e-5, atol=1e-5, msg=f"d{name}")
     # The other sequences hold no NaN / inf: their gradients stay finite.
     assert torch.isfinite(got[0][:5]).all() and torch.isfinite(got[0][8:]).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_all_finite_reads_every_element_exactly(dtype):
+    # The CPU path's choice between torch's kernel and the math (torch_math.all_finite, from
+    # the bits, in blocks): every NaN / inf found wherever it sits, in views too, and the
+    # largest finite values are finite.
+    from ffpa_attn.torch_math import all_finite
+
+    x = torch.randn(3, 300000, dtype=dtype, generator=torch.Generator().manual_seed(0))
+    assert all_finite(x, x.t(), x[:, ::2], x.transpose(0, 1)[None])
+    for value, at in itertools.product((NAN, INF, -INF), (0, 262143, 262144, 600001, 899999)):
+        y = x.clone()
+        y.view(-1)[at] = value
+        assert not all_finite(y) and not all_finite(y.t()) and not all_finite(x, y), (value, at)
+    biggest = torch.full((10,), torch.finfo(dtype).max, dtype=dtype)
+    assert all_finite(biggest, -biggest, torch.zeros(0, dtype=dtype))
