@@ -29,7 +29,7 @@ from . import cuda, jit, launch
 from .interface import IMPLS
 from .validation import ARCH_RULES, IMPL_FACTS, LOWP_IMPLS, arch_has, impl_has_code
 
-__all__ = ["gpus", "impl_status", "main", "report"]
+__all__ = ["gpus", "impl_status", "local_build", "main", "report"]
 
 # What the JIT would be: not built yet, so the report names the build it would make.
 _A_BUILD_FOR = "a build for this arch (-DFFPA_CUDA_ARCHS={arch}; there is no JIT yet, docs/install.md)"
@@ -230,12 +230,23 @@ def _fallback(capability: tuple[int, int] | None) -> dict[str, Any]:
                     "strict=True raises)"}
 
 
+def local_build(version: str) -> bool:
+    """Whether this is a wheel built from source for one machine (``pip install .``, the
+    local preset): cmake/FfpaOptions.cmake's FFPA_LOCAL_BUILD marks its version's local
+    label ``.local`` (``V+cu13.local``), which a release never carries."""
+    return "local" in version.partition("+")[2].lower().split(".")
+
+
 def _package() -> dict[str, Any]:
     from . import __version__, build_info
 
     info = build_info()
     kind = "cuda" if cuda.extension() is not None else ("cuda (broken)" if cuda.EXTENSION_IMPORT_ERROR else "pure")
-    return {"version": __version__, "wheel": kind, "channel": info.get("channel"),
+    local = local_build(__version__)
+    return {"version": __version__, "wheel": kind, "local_build": local,
+            "build": ("a local build from source (pip install . or the local preset): built for this machine's "
+                      "archs, not a release wheel") if local else "a release build",
+            "channel": info.get("channel"),
             "cuda_wheel_archs": list(_release_archs()), "extension_path": cuda.EXTENSION_PATH,
             "extension_import_error": cuda.EXTENSION_IMPORT_ERROR}
 
@@ -285,9 +296,9 @@ def report() -> dict[str, Any]:
         "host": {"torch_cpu": "CPU tensors run torch's own CPU attention (the op SDPA runs there; "
                               "last_kernel() 'torch_math')",
                  "numpy": "NumPy arrays run the NumPy reference (last_kernel() 'reference')",
-                 "nonfinite": "NaN and inf give what SDPA's math backend gives on the CPU and NumPy paths and in "
-                              "the CUDA kernels, forward and backward, under the causal mask, sliding windows, "
-                              "seqused_k and packed sequences too (docs/install.md)"},
+                 "nonfinite": "NaN and inf give what SDPA's math backend gives: CPU tensors forward and backward "
+                              "(the causal mask, sliding windows, packed sequences and seqused_k included), the "
+                              "NumPy reference (forward) and the CUDA kernels (docs/install.md, \"NaN and inf\")"},
         "tolerances": _tolerances(),
         "lowp_impls": dict(LOWP_IMPLS),
         "jit": jit.status(),
@@ -297,11 +308,13 @@ def report() -> dict[str, Any]:
 def _text(rep: dict[str, Any]) -> str:
     pkg, tor, comp = rep["package"], rep["torch"], rep["compiled"]
     lines = [f"ffpa-attn {pkg['version']} ({pkg['wheel']} wheel"
+             + (", a local build from source, not a release wheel" if pkg["local_build"] else "")
              + (f", channel {pkg['channel']}" if pkg["channel"] else "") + ")"]
     if pkg["extension_import_error"]:
         lines.append(f"  extension does not load: {pkg['extension_import_error']}")
     if pkg["cuda_wheel_archs"]:
-        lines.append(f"  this release's CUDA wheels have code for archs {', '.join(pkg['cuda_wheel_archs'])}")
+        whose = "this local build has" if pkg["local_build"] else "this release's CUDA wheels have"
+        lines.append(f"  {whose} code for archs {', '.join(pkg['cuda_wheel_archs'])}")
     lines.append(f"torch {tor['version'] or 'not installed'}" + (f" (CUDA {tor['cuda']})" if tor.get("cuda") else ""))
     lines.append("compiled in (the capability flags: what this build holds, whatever the GPU): "
                  f"fwd={comp['fwd']} tma={comp['tma']} cute={comp['cute']} cute_tma={comp['cute_tma']} "

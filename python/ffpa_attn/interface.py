@@ -51,7 +51,7 @@ from .errors import (
 )
 from .launch import cuda_wheel_hint, release_channel
 from .routing import FALLBACK_REASONS, last_kernel
-from .validation import IMPL_FACTS, LOWP_IMPLS, SOURCE_TREE_PROBLEM, check_4d_shapes, resolve_scale
+from .validation import IMPL_FACTS, LOWP_IMPLS, SOURCE_TREE_PROBLEM, check_4d_shapes, check_dropout, resolve_scale
 from .window import check_window
 
 __all__ = ["ffpa_attn_func", "last_kernel", "IMPLS", "LOWP_IMPLS", "ACCUMS", "BACKWARDS", "FALLBACK_REASONS",
@@ -203,6 +203,7 @@ def ffpa_attn_func(
     """
     _check_choices(impl, accum, backward)
     window = check_window(window_size)
+    check_dropout(dropout_p)
     if isinstance(attn_mask, bool):
         raise UnsupportedArrayTypeError(
             f"attn_mask={attn_mask}: the fourth argument is attn_mask (a tensor), as in SDPA's signature; it was "

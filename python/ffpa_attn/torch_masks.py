@@ -7,7 +7,8 @@ The window rule is ffpa_attn.window's (flash-attention's ``window_size``).
 On the CPU the finite inputs run torch's own CPU attention (the op SDPA runs there,
 torch_math's ``_CPU_FLASH``) with the window as its additive ``attn_mask``: SDPA's numbers
 at SDPA's cost. Inputs holding NaN or inf run :func:`masked_math` (SDPA's math backend,
-torch_math.NONFINITE_RULE) and differentiate through it.
+torch_math.NONFINITE_RULE) and its gradients from O and the LSE
+(torch_math.attention_backward_lse).
 
 Imports torch; stands on torch_math and window.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from .window import UNBOUNDED, check_window, effective_window
-from .torch_math import _CPU_FLASH, _CPU_FLASH_BACKWARD, _safe_softmax, all_finite
+from .torch_math import MASK_NONE, _CPU_FLASH, _CPU_FLASH_BACKWARD, _safe_softmax, all_finite, attention_backward_lse
 
 __all__ = ["cpu_masked_attention", "cpu_masked_backward", "masked_math",
            "window_allowed", "window_bias"]
@@ -51,7 +52,7 @@ def masked_math(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.T
     """``(out, lse)`` as SDPA's math backend computes them with an additive mask: q and k
     each scaled by sqrt(scale), the bias added (so a NaN score under the mask stays NaN),
     a row that sees no key 0 with LSE -inf. fp32 compute (fp64 for fp64 inputs), GQA;
-    differentiable by torch autograd (the backward of non-finite inputs)."""
+    differentiable by torch autograd (the reference the tests hold the backward to)."""
     compute = torch.float64 if q.dtype == torch.float64 else torch.float32
     hq, hkv = q.shape[1], k.shape[1]
     with torch.autocast(device_type=q.device.type, enabled=False):
@@ -75,7 +76,7 @@ def _no_key_rows(bias: torch.Tensor | None) -> torch.Tensor | None:
 
 
 def cpu_masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None,
-                         scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+                         scale: float, finite: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(out [B, Hq, Nq, D], lse [B, Hq, Nq])`` on CPU tensors under an additive ``[Nq, Nkv]``
     mask (None: every key). Empty Nq or Nkv (a zero-length sequence) is handled here:
     torch's CPU kernel would divide by zero on them."""
@@ -85,7 +86,7 @@ def cpu_masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias
     if nq == 0 or nkv == 0:
         return (torch.zeros((b, hq, nq, v.shape[-1]), dtype=q.dtype),
                 torch.full((b, hq, nq), float("-inf"), dtype=lse_dtype))
-    if not all_finite(q, k, v):
+    if not (all_finite(q, k, v) if finite is None else finite):
         return masked_math(q, k, v, bias, scale)
     with torch.autocast(device_type="cpu", enabled=False):
         out, lse = _CPU_FLASH(q, k, v, 0.0, False, attn_mask=None if bias is None else bias.to(q.dtype),
@@ -99,19 +100,17 @@ def cpu_masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias
 
 
 def cpu_masked_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
-                        grad_out: torch.Tensor, bias: torch.Tensor | None,
-                        scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                        grad_out: torch.Tensor, bias: torch.Tensor | None, scale: float,
+                        finite: bool | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dq, dk, dv of :func:`cpu_masked_attention`: torch's CPU attention backward fed the
-    forward's O and LSE; autograd through :func:`masked_math` where anything is not finite."""
+    forward's O and LSE; torch_math.attention_backward_lse under the same mask where
+    anything is not finite (the gradients of :func:`masked_math`, SDPA's math backend)."""
     if q.shape[2] == 0 or k.shape[2] == 0:
         return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
-    if not all_finite(q, k, v, grad_out):
-        with torch.enable_grad():
-            leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
-            o, _ = masked_math(*leaves, bias, scale)
-            grads = torch.autograd.grad(o, leaves, grad_out, allow_unused=True)
-        dq, dk, dv = (torch.zeros_like(t) if g is None else g for g, t in zip(grads, (q, k, v)))
-        return dq, dk, dv
+    if not (all_finite(q, k, v, grad_out) if finite is None else finite):
+        # The explicit backward from O and LSE (SDPA's math backend's NaN rule), never
+        # autograd: this runs inside custom ops, where nothing builds a graph.
+        return attention_backward_lse(q, k, v, out, lse, grad_out, MASK_NONE, scale, bias=bias)
     # Rows that saw no key: their LSE is -inf, and exp(S - LSE) would be NaN there; any
     # finite value gives P = exp(-inf) = 0.
     lse_in = torch.where(torch.isneginf(lse), torch.zeros_like(lse), lse)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from .errors import UnsupportedDTypeError
@@ -181,6 +182,7 @@ def attention_backward_lse(
     mask: int,
     scale: float,
     block_elements: int = _BLOCK_ELEMENTS,
+    bias: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dq, dk, dv from the forward's output and LSE, a block of query rows at a time.
 
@@ -189,7 +191,12 @@ def attention_backward_lse(
     softmax of SDPA's math backend), ``dV += P^T dO``, ``dP = dO V^T``, ``dS = P * (dP - delta)`` with
     ``delta = rowsum(dO * O)``, ``dQ = dS K * scale``, ``dK += dS^T Q * scale``; GQA sums
     each kv head's query-head group. Compute is fp32 (fp64 for fp64 inputs); the
-    gradients come back in the inputs' dtypes.
+    gradients come back in the inputs' dtypes. ``bias``: an additive ``[Nq, Nkv]`` mask
+    (a sliding window, torch_masks.window_bias) added to the scores after the mask, as
+    SDPA's math backend adds its ``attn_mask``.
+
+    Plain tensor math, no autograd: it runs inside custom ops (whose implementations see
+    no autograd graph), for any input, NaN and inf included.
     """
     b, hq, nq, d = q.shape
     hkv, nkv = k.shape[1], k.shape[2]
@@ -211,6 +218,8 @@ def attention_backward_lse(
             block = slice(start, min(nq, start + rows))
             q_b = qg[:, :, :, block]
             s = _math_scores(q_b, kg, mask, scale, block, nq)
+            if bias is not None:
+                s = s + bias[block].to(compute)
             lse_b = lseg[..., block, None]
             p = torch.exp(s - lse_b)
             # A row that saw no key has P = 0; one with a +inf score had a NaN softmax row
@@ -234,17 +243,67 @@ _CPU_FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 _CPU_FLASH_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
 
 
+def _in_memory_order(t: torch.Tensor) -> torch.Tensor:
+    # The same elements with the dimensions permuted into descending strides: contiguous
+    # whenever t is a permuted view of contiguous memory (the [1, H, n, D] view of a packed
+    # [total, H, D] slice, a transposed batch), which a pass over it reads in order.
+    if t.is_contiguous():
+        return t
+    order = sorted(range(t.dim()), key=lambda d: (t.shape[d] != 1, t.stride(d)), reverse=True)
+    permuted = t.permute(order)
+    return permuted if permuted.is_contiguous() else t
+
+
+# dtype -> (the integer dtype of its bits, the bits but the sign, the least of them that
+# is not finite: every exponent bit set, inf or NaN).
+_NONFINITE_BITS = {
+    torch.float16: (torch.int16, 0x7FFF, 0x7C00),
+    torch.bfloat16: (torch.int16, 0x7FFF, 0x7F80),
+    torch.float32: (torch.int32, 0x7FFFFFFF, 0x7F800000),
+    torch.float64: (torch.int64, 0x7FFFFFFFFFFFFFFF, 0x7FF0000000000000),
+}
+
+
+# Elements of one block of _bits_finite: its scratch stays in cache, and the pass needs no
+# second copy of a large tensor.
+_BITS_BLOCK = 1 << 18
+
+
+def _bits_finite(raw: np.ndarray, magnitude: int, least: int) -> bool:
+    flat = raw.reshape(-1) if raw.flags.c_contiguous else None
+    if flat is None:
+        return int(np.bitwise_and(raw, magnitude).max()) < least
+    scratch = np.empty(min(flat.size, _BITS_BLOCK), dtype=flat.dtype)
+    for start in range(0, flat.size, _BITS_BLOCK):
+        block = flat[start:start + _BITS_BLOCK]
+        part = scratch[:block.size]
+        np.bitwise_and(block, magnitude, out=part)
+        if int(part.max()) >= least:
+            return False
+    return True
+
+
 def all_finite(*tensors: torch.Tensor) -> bool:
     """True when no tensor holds a NaN or an inf (one host-side answer).
 
-    ``aminmax`` is one pass and passes a NaN on; ``isfinite(t).all()`` builds a bool
-    tensor and is many times slower, which would show next to the attention itself.
+    CPU tensors: their bits, read through NumPy in memory order (one single-threaded pass:
+    an element is not finite when every exponent bit is set). torch's reductions (aminmax,
+    sum, dot) open a parallel region whose fixed cost, on a loaded 2-core machine, was 20x
+    that pass and showed next to the attention itself (issue 43: the varlen CPU path at
+    2-3x SDPA's cost); ``isfinite(t).all()`` builds a bool tensor and is slower still.
+    Other devices: ``aminmax``, one pass that passes a NaN on.
     """
     for t in tensors:
-        if t.numel():
-            lo, hi = torch.aminmax(t)
-            if not (math.isfinite(float(lo)) and math.isfinite(float(hi))):
+        if not t.numel():
+            continue
+        bits = _NONFINITE_BITS.get(t.dtype)
+        if bits is not None and t.device.type == "cpu":
+            if not _bits_finite(_in_memory_order(t.detach()).view(bits[0]).numpy(), bits[1], bits[2]):
                 return False
+            continue
+        lo, hi = torch.aminmax(t)
+        if not (math.isfinite(float(lo)) and math.isfinite(float(hi))):
+            return False
     return True
 
 
@@ -265,15 +324,17 @@ def cpu_segments(nq: int, nkv: int, mask: int) -> list[tuple[slice, slice, bool]
 
 
 def cpu_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: int,
-                  scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+                  scale: float, finite: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The op's forward on CPU tensors: ``(out [B, Hq, Nq, D], lse [B, Hq, Nq])``.
 
     Finite inputs run torch's CPU attention (:data:`_CPU_FLASH`, what SDPA runs for them:
     the same numbers at the same cost); inputs holding NaN or inf run
     :func:`attention_math`, block by block, which gives what SDPA's math backend gives
     (NONFINITE_RULE; torch's CPU flash kernel returns 0 for a NaN query row, for one).
+    ``finite``: the caller's answer of :func:`all_finite` for these inputs (the varlen path
+    asks once for the whole packed batch), None to ask here.
     """
-    if not all_finite(q, k, v):
+    if not (all_finite(q, k, v) if finite is None else finite):
         return attention_math(q, k, v, causal=mask, scale=scale, return_lse=True)  # type: ignore[return-value]
     nq, nkv = q.shape[2], k.shape[2]
     segments = cpu_segments(nq, nkv, mask)
@@ -300,12 +361,12 @@ def cpu_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: int,
 
 
 def cpu_attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
-                           grad_out: torch.Tensor, mask: int,
-                           scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                           grad_out: torch.Tensor, mask: int, scale: float,
+                           finite: bool | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dq, dk, dv of :func:`cpu_attention`: torch's CPU attention backward on each of its
     segments (fed the merged O and LSE, so each segment's ``P = exp(S - LSE)`` is the
     share of the whole row), :func:`attention_backward_lse` where anything is not finite."""
-    if not all_finite(q, k, v, grad_out):
+    if not (all_finite(q, k, v, grad_out) if finite is None else finite):
         return attention_backward_lse(q, k, v, out, lse, grad_out, mask, scale)
     nq, nkv = q.shape[2], k.shape[2]
     segments = cpu_segments(nq, nkv, mask)

@@ -86,7 +86,7 @@ from .torch_masks import (
     window_bias,
 )
 from .validation import resolve_scale
-from .window import effective_window
+from .window import bound_window, effective_window
 
 __all__ = ["FFPAAttnFunction", "attention_math", "dispatch", "ffpa_attention", "sdpa"]
 
@@ -460,6 +460,20 @@ def _shape_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, enable_gqa
     return None
 
 
+# The fix of a value head dim unlike the query's (the ``shape`` reason): models built
+# that way (DeepSeek's MLA: q / k 192, v 128) cannot change it; they still run, on SDPA.
+V_HEAD_DIM_FIX = ("nothing to change for a model whose value head dim differs from its query / key head dim (e.g. "
+                  "DeepSeek's multi-head latent attention): it runs on torch SDPA; to run the kernels pad v with "
+                  "zeros to the q / k head dim (torch.nn.functional.pad) and slice the output back")
+
+
+def _shape_fix(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, enable_gqa: bool) -> str | None:
+    """The fix of a ``shape`` problem where it is not the reason's generic one."""
+    if q.dim() == 4 and k.dim() == 4 and v.dim() == 4 and q.shape[-1] == k.shape[-1] != v.shape[-1]:
+        return V_HEAD_DIM_FIX
+    return _gqa_fix(q, k, enable_gqa)
+
+
 def _gqa_fix(q: torch.Tensor, k: torch.Tensor, enable_gqa: bool) -> str | None:
     """The fix for grouped-query inputs given without enable_gqa (None for other shapes)."""
     if enable_gqa or q.dim() != 4 or k.dim() != 4:
@@ -565,7 +579,7 @@ def find_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: A
     if problem is None:
         shape = _shape_problem(q, k, v, enable_gqa)
         if shape is not None:
-            problem = ("shape", shape, _gqa_fix(q, k, enable_gqa))
+            problem = ("shape", shape, _shape_fix(q, k, v, enable_gqa))
     if problem is None and device_type == "cuda":
         problem = _cuda_problem(q, k, v)
     return mask, kind, problem
@@ -584,9 +598,11 @@ def window_problem(q: torch.Tensor, k: torch.Tensor, mask: int,
 def dispatch(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: Any, dropout_p: Any,
              is_causal: bool, scale: float | None, enable_gqa: bool, *, legacy_causal: bool | None, impl: str,
              accum: str, return_lse: bool, strict: bool | None, backward: str,
-             window: tuple[int, int] = (-1, -1)) -> Any:
+             window: tuple[int, int] = (-1, -1), attn_mask_fix: str | None = None) -> Any:
     """ffpa_attn_func for torch tensors: the op where the kernels (or the host math) take
-    the call, torch SDPA with a warning where they do not (routing.FALLBACK_REASONS)."""
+    the call, torch SDPA with a warning where they do not (routing.FALLBACK_REASONS).
+    ``attn_mask_fix``: the fix an ``attn_mask`` fallback names instead of the reason's
+    (the transformers backend's, whose users pass no mask themselves)."""
     for t in (query, key, value):
         if not t.is_floating_point():
             raise UnsupportedDTypeError(
@@ -599,10 +615,14 @@ def dispatch(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_m
     strict_mode = routing.strict_enabled(strict) or impl != "auto" or accum != "fp32"
     q, k, v = _autocast(query, key, value)
     _check_one_dtype(q, k, v)
+    if window != (-1, -1) and q.dim() >= 2 and k.dim() >= 2:
+        window = bound_window(window, int(q.shape[-2]), int(k.shape[-2]))
     mask, kind, problem = find_problem(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa, legacy_causal)
     if problem is None:
         problem = window_problem(q, k, mask, window)
     if problem is not None:
+        if problem[0] == "attn_mask" and attn_mask_fix is not None:
+            problem = (problem[0], problem[1], attn_mask_fix)
         routing.take_fallback(problem, strict_mode, return_lse)
         return sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa, kind, window)
     if backward == "ffpa" and (why_not := ffpa_backward_problem(q)) is not None:

@@ -13,9 +13,9 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 
-from .errors import ShapeError
+from .errors import ShapeError, UnsupportedFeatureError
 
-__all__ = ["ARCH_RULES", "MIN_SM", "arch_has", "F16_ACC_IMPLS", "IMPL_FACTS", "LOWP_IMPLS", "SOURCE_TREE_PROBLEM",
+__all__ = ["ARCH_RULES", "check_dropout", "MIN_SM", "arch_has", "F16_ACC_IMPLS", "IMPL_FACTS", "LOWP_IMPLS", "SOURCE_TREE_PROBLEM",
            "check_4d_shapes", "impl_has_code", "resolve_scale"]
 
 
@@ -137,3 +137,21 @@ def resolve_scale(scale: float | None, d: int) -> float:
     if not math.isfinite(value):
         raise ValueError(f"scale must be a finite number, got {scale!r}")
     return value
+
+
+def check_dropout(dropout_p: object) -> None:
+    """``dropout_p`` as SDPA means it: a number in ``[0, 1]``; NaN, inf, anything outside
+    that range or not a number is our error here rather than torch's later (or none)."""
+    # A number, or a scalar that converts like one (numpy, a 0-d tensor); never a string,
+    # which float() would parse.
+    value, why = math.nan, f"not a number ({type(dropout_p).__name__})"
+    if hasattr(dropout_p, "__float__"):
+        try:
+            value = float(dropout_p)  # type: ignore[arg-type]
+            why = "NaN" if math.isnan(value) else "outside [0, 1]"
+        except (TypeError, ValueError, RuntimeError):
+            pass
+    if not 0.0 <= value <= 1.0:
+        raise UnsupportedFeatureError(
+            f"dropout_p must be a probability in [0, 1] (0.0 for no dropout, as SDPA takes it), got {dropout_p!r}: "
+            f"{why}")

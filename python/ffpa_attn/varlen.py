@@ -47,17 +47,24 @@ import torch
 from . import cuda, launch, routing, torch_ops
 from .errors import DeviceError, ShapeError, UnsupportedDTypeError, UnsupportedFeatureError, UnsupportedImplError
 from .torch_bwd import ffpa_backward_problem
-from .torch_masks import cpu_masked_attention, cpu_masked_backward, masked_math, window_allowed, window_bias
-from .torch_math import MASK_BOTTOM_RIGHT, MASK_NONE, cpu_attention, cpu_attention_backward
+from .torch_masks import cpu_masked_attention, cpu_masked_backward, window_allowed, window_bias
+from .torch_math import (
+    MASK_BOTTOM_RIGHT,
+    MASK_NONE,
+    all_finite,
+    attention_backward_lse,
+    cpu_attention,
+    cpu_attention_backward,
+)
 from .torch_ops import _SDPA, _autocast, _cuda_problem
-from .validation import resolve_scale
-from .window import NO_WINDOW, check_window, effective_window
+from .validation import check_dropout, resolve_scale
+from .window import NO_WINDOW, bound_window, check_window, effective_window
 
 __all__ = ["VARLEN_BACKWARDS", "ffpa_attn_varlen_func"]
 
 # backward= of ffpa_attn_varlen_func: the FFPA backward kernels where the build has them
 # ("auto" falls back to "torch"), or torch's: its CPU attention backward per sequence on
-# the CPU, the per-sequence recompute under the mask elsewhere.
+# the CPU, the per-sequence math backward from O and the LSE elsewhere.
 VARLEN_BACKWARDS = ("auto", "ffpa", "torch")
 
 
@@ -94,50 +101,65 @@ def _sequence_bias(nq: int, nk: int, causal: bool, window: tuple[int, int], q: t
 def _cpu_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                  sequences: list[tuple[int, int, int, int]], causal: bool, window: tuple[int, int],
                  scale: float) -> tuple[torch.Tensor, torch.Tensor]:
-    out = torch.zeros((q.shape[0], q.shape[1], v.shape[-1]), dtype=q.dtype)
-    lse = torch.full((q.shape[1], q.shape[0]), float("-inf"), dtype=_lse_dtype(q))
+    # Finite or not, asked once for the whole batch, and the output joined by one cat: each
+    # of these is a parallel region with a fixed cost, which once per sequence made this
+    # path 2-3x SDPA's run per sequence (issue 43). A batch holding a NaN or an inf asks
+    # again per sequence, so that only those sequences take the math.
+    finite = True if all_finite(q, k, v) else None
+    outs, lses = [], []
     for q0, q1, k0, k1 in sequences:
-        if q1 == q0 or k1 == k0:
-            continue  # no query, or no key: 0 with LSE -inf (torch's CPU kernel cannot take them)
+        if q1 == q0:
+            continue
+        if k1 == k0:
+            # No key: 0 with LSE -inf (torch's CPU kernel cannot take an empty sequence).
+            outs.append(q.new_zeros((q1 - q0, q.shape[1], v.shape[-1])))
+            lses.append(torch.full((q.shape[1], q1 - q0), float("-inf"), dtype=_lse_dtype(q)))
+            continue
         qs, ks, vs = _heads(q[q0:q1]), _heads(k[k0:k1]), _heads(v[k0:k1])
         if window == NO_WINDOW:
-            o, l = cpu_attention(qs, ks, vs, MASK_BOTTOM_RIGHT if causal else MASK_NONE, scale)
+            o, l = cpu_attention(qs, ks, vs, MASK_BOTTOM_RIGHT if causal else MASK_NONE, scale, finite)
         else:
-            o, l = cpu_masked_attention(qs, ks, vs, _sequence_bias(q1 - q0, k1 - k0, causal, window, q), scale)
-        out[q0:q1] = o[0].transpose(0, 1)
-        lse[:, q0:q1] = l[0]
-    return out, lse
+            o, l = cpu_masked_attention(qs, ks, vs, _sequence_bias(q1 - q0, k1 - k0, causal, window, q), scale,
+                                        finite)
+        outs.append(o[0].transpose(0, 1))
+        lses.append(l[0].to(_lse_dtype(q)))
+    if not outs:  # every sequence empty (total_q == 0)
+        return (q.new_zeros((q.shape[0], q.shape[1], v.shape[-1])),
+                torch.full((q.shape[1], q.shape[0]), float("-inf"), dtype=_lse_dtype(q)))
+    # The op's outputs must not alias its inputs or each other: cat copies even one piece.
+    return torch.cat(outs), torch.cat(lses, dim=1)
 
 
 def _cpu_backward(q, k, v, out, lse, grad_out, sequences, causal, window, scale):  # type: ignore[no-untyped-def]
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    finite = True if all_finite(q, k, v, grad_out) else None  # as in _cpu_forward
     for q0, q1, k0, k1 in sequences:
         if q1 == q0 or k1 == k0:
             continue
         args = (_heads(q[q0:q1]), _heads(k[k0:k1]), _heads(v[k0:k1]), _heads(out[q0:q1]), lse[None, :, q0:q1],
                 _heads(grad_out[q0:q1]))
         if window == NO_WINDOW:
-            g = cpu_attention_backward(*args, MASK_BOTTOM_RIGHT if causal else MASK_NONE, scale)
+            g = cpu_attention_backward(*args, MASK_BOTTOM_RIGHT if causal else MASK_NONE, scale, finite)
         else:
-            g = cpu_masked_backward(*args, _sequence_bias(q1 - q0, k1 - k0, causal, window, q), scale)
+            g = cpu_masked_backward(*args, _sequence_bias(q1 - q0, k1 - k0, causal, window, q), scale, finite)
         dq[q0:q1] += g[0][0].transpose(0, 1)
         dk[k0:k1] += g[1][0].transpose(0, 1)
         dv[k0:k1] += g[2][0].transpose(0, 1)
     return dq, dk, dv
 
 
-def _recompute_backward(q, k, v, grad_out, sequences, causal, window, scale):  # type: ignore[no-untyped-def]
-    # Any device: autograd through the masked math, one sequence at a time (O(Nq * Nk) memory
-    # per sequence): the CUDA backward where the backward kernels do not take the inputs.
+def _math_backward(q, k, v, out, lse, grad_out, sequences, causal, window, scale):  # type: ignore[no-untyped-def]
+    # Any device: the backward from O and the LSE under each sequence's mask
+    # (torch_math.attention_backward_lse, explicit math: this runs inside a custom op,
+    # where autograd builds no graph), one sequence at a time: the CUDA backward where
+    # the backward kernels do not take the inputs.
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     for q0, q1, k0, k1 in sequences:
         if q1 == q0 or k1 == k0:
             continue
-        with torch.enable_grad():
-            leaves = [_heads(t).detach().requires_grad_(True) for t in (q[q0:q1], k[k0:k1], v[k0:k1])]
-            bias = _sequence_bias(q1 - q0, k1 - k0, causal, window, q)
-            o, _ = masked_math(*leaves, bias, scale)
-            g = torch.autograd.grad(o, leaves, _heads(grad_out[q0:q1]))
+        bias = _sequence_bias(q1 - q0, k1 - k0, causal, window, q)
+        g = attention_backward_lse(_heads(q[q0:q1]), _heads(k[k0:k1]), _heads(v[k0:k1]), _heads(out[q0:q1]),
+                                   lse[None, :, q0:q1], _heads(grad_out[q0:q1]), MASK_NONE, scale, bias=bias)
         dq[q0:q1] += g[0][0].transpose(0, 1)
         dk[k0:k1] += g[1][0].transpose(0, 1)
         dv[k0:k1] += g[2][0].transpose(0, 1)
@@ -198,11 +220,23 @@ def _cuda_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch
 def _varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
                cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int, causal: bool, window_left: int,
                window_right: int, scale: float, impl: str, accum: str, backward: str,
-               seqused_k: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+               seqused_k: torch.Tensor | None = None,
+               offsets_checked: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    # offsets_checked: the wrapper read and checked the offsets' values (eager calls);
+    # False under torch.compile and CUDA graph capture, where only the op sees them.
     window = (window_left, window_right)
+    if not offsets_checked and _host_checks_possible(cu_seqlens_q):
+        _check_layout_in_op(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k)
+        offsets_checked = True
     if q.device.type == "cuda":
-        return _cuda_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, window, scale,
-                             impl, accum, seqused_k)
+        if offsets_checked:
+            return _cuda_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, window,
+                                 scale, impl, accum, seqused_k)
+        cu_q, cu_k, used, bad = _device_safe_layout(cu_seqlens_q, cu_seqlens_k, q.shape[0], k.shape[0],
+                                                    max_seqlen_q, max_seqlen_k, seqused_k)
+        out, lse = _cuda_forward(q, k, v, cu_q, cu_k, max_seqlen_q, max_seqlen_k, causal, window, scale, impl, accum,
+                                 used)
+        return out.masked_fill_(bad, float("nan")), lse.masked_fill_(bad, float("nan"))
     with torch.autocast(device_type=q.device.type, enabled=False):
         out, lse = _cpu_forward(q, k, v, _sequences(cu_seqlens_q, cu_seqlens_k, seqused_k), causal, window, scale)
     routing.note_kernel("torch_math")
@@ -213,7 +247,8 @@ def _varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: 
 def _varlen_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
                  cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int, causal: bool, window_left: int,
                  window_right: int, scale: float, impl: str, accum: str, backward: str,
-                 seqused_k: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                 seqused_k: torch.Tensor | None = None,
+                 offsets_checked: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     out = torch.empty((q.shape[0], q.shape[1], v.shape[-1]), dtype=q.dtype, device=q.device)
     lse = torch.empty((q.shape[1], q.shape[0]), dtype=_lse_dtype(q), device=q.device)
     return out, lse
@@ -227,6 +262,11 @@ def _varlen_backward_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: 
                         seqused_k: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     window = (window_left, window_right)
     if kernels:
+        if not _host_checks_possible(cu_seqlens_q):
+            # Under capture the forward ran on clamped offsets (_device_safe_layout), and so
+            # does the backward: no kernel reads outside the packed tensors.
+            cu_seqlens_q, cu_seqlens_k, seqused_k, _ = _device_safe_layout(
+                cu_seqlens_q, cu_seqlens_k, q.shape[0], k.shape[0], max_seqlen_q, max_seqlen_k, seqused_k)
         return _cuda_backward(q, k, v, out, lse, grad_out, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                               causal, window, scale, seqused_k)
     sequences = _sequences(cu_seqlens_q, cu_seqlens_k, seqused_k)
@@ -234,7 +274,7 @@ def _varlen_backward_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: 
         if q.device.type == "cpu":
             grads = _cpu_backward(q, k, v, out, lse, grad_out, sequences, causal, window, scale)
         else:
-            grads = _recompute_backward(q, k, v, grad_out, sequences, causal, window, scale)
+            grads = _math_backward(q, k, v, out, lse, grad_out, sequences, causal, window, scale)
     return tuple(g.contiguous() for g in grads)  # type: ignore[return-value]
 
 
@@ -281,7 +321,7 @@ def _backward(ctx: Any, grad_out: torch.Tensor, _grad_lse: Any) -> tuple[Any, ..
             raise UnsupportedImplError(f"backward='ffpa' cannot run: {why_not}; use backward='torch' or 'auto'")
     dq, dk, dv = _varlen_backward_op(q, k, v, out, lse, grad_out, cu_q, cu_k, max_q, max_k, causal, wl, wr, scale,
                                      kernels, seqused_k)
-    return dq, dk, dv, None, None, None, None, None, None, None, None, None, None, None, None
+    return dq, dk, dv, None, None, None, None, None, None, None, None, None, None, None, None, None
 
 
 torch.library.register_autograd("ffpa_attn::varlen_attention", _backward, setup_context=_setup_context)
@@ -313,9 +353,12 @@ def _check_offsets(name: str, cu: Any, total: int, device: torch.device, max_nam
         raise ShapeError(f"{max_name} must be a non-negative int (the longest sequence), got {max_seqlen!r}")
     if not _host_checks_possible(cu):
         return
-    bounds = _bounds(cu)
+    _check_offset_values(name, _bounds(cu), total, max_name, max_seqlen)
+
+
+def _check_offset_values(name: str, bounds: list[int], total: int, max_name: str, max_seqlen: int) -> None:
     if bounds[0] != 0:
-        raise ShapeError(f"{name} must start at 0, got {bounds[0]}")
+        raise ShapeError(f"{name} must start at 0, got {bounds[0]}: its first entry is the first sequence's start")
     steps = [b - a for a, b in zip(bounds, bounds[1:])]
     if min(steps) < 0:
         at = steps.index(min(steps))
@@ -327,6 +370,54 @@ def _check_offsets(name: str, cu: Any, total: int, device: torch.device, max_nam
     if max(steps) > max_seqlen:
         raise ShapeError(f"{max_name} = {max_seqlen} but the longest sequence in {name} has {max(steps)} rows: "
                          f"pass {max_name} >= {max(steps)} (the kernels size their grid by it)")
+
+
+def _check_seqused_values(cu_k: list[int], used: list[int]) -> None:
+    for s, n in enumerate(used):
+        if not 0 <= n <= cu_k[s + 1] - cu_k[s]:
+            raise ShapeError(f"seqused_k[{s}] = {n} but sequence {s} has {cu_k[s + 1] - cu_k[s]} keys in "
+                             "cu_seqlens_k: each count must be between 0 and its sequence's key rows")
+
+
+def _check_layout_in_op(q: torch.Tensor, k: torch.Tensor, cu_q: torch.Tensor, cu_k: torch.Tensor, max_q: int,
+                        max_k: int, seqused_k: torch.Tensor | None) -> None:
+    """The offsets' values, checked inside the ops: under torch.compile the wrapper could
+    only check shapes and dtypes (the values are data), and the ops run on the real
+    tensors, where a malformed offset would make torch's CPU kernel divide by zero or a
+    row silently 0. CUDA graph capture cannot read them: _device_safe_layout covers it."""
+    if cu_q.dim() != 1 or cu_q.shape != cu_k.shape or cu_q.shape[0] < 2:
+        raise ShapeError(f"cu_seqlens_q {tuple(cu_q.shape)} and cu_seqlens_k {tuple(cu_k.shape)} must be 1-D with "
+                         "the same S + 1 >= 2 entries")
+    bounds_q, bounds_k = _bounds(cu_q), _bounds(cu_k)
+    _check_offset_values("cu_seqlens_q", bounds_q, q.shape[0], "max_seqlen_q", max_q)
+    _check_offset_values("cu_seqlens_k", bounds_k, k.shape[0], "max_seqlen_k", max_k)
+    if seqused_k is not None:
+        if seqused_k.shape != (cu_k.shape[0] - 1,):
+            raise ShapeError(f"seqused_k must be [S] = [{cu_k.shape[0] - 1}], got shape {tuple(seqused_k.shape)}")
+        _check_seqused_values(bounds_k, _bounds(seqused_k))
+
+
+def _device_safe_layout(cu_q: torch.Tensor, cu_k: torch.Tensor, total_q: int, total_k: int, max_q: int, max_k: int,
+                        seqused_k: torch.Tensor | None
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """``(cu_q, cu_k, seqused_k, bad)`` for CUDA graph capture, where nothing can read the
+    offsets on the host: offsets clamped into ``[0, total]`` and made non-decreasing, key
+    counts clamped into their sequences (so no kernel reads or writes outside the packed
+    tensors, whatever the offsets say), and ``bad``, a device bool that is True when the
+    offsets given break a rule of _check_offset_values (the caller makes the output NaN
+    then: never a silent wrong row, and no host synchronisation)."""
+    bad = torch.zeros((), dtype=torch.bool, device=cu_q.device)
+    safe = []
+    for cu, total, longest in ((cu_q, total_q, max_q), (cu_k, total_k, max_k)):
+        steps = cu[1:] - cu[:-1]
+        bad = bad | (cu[0] != 0) | (cu[-1] != total) | (steps < 0).any() | (steps > longest).any()
+        safe.append(torch.cummax(cu.clamp(0, total), dim=0).values.to(torch.int32))
+    used = None
+    if seqused_k is not None:
+        room = safe[1][1:] - safe[1][:-1]
+        bad = bad | (seqused_k < 0).any() | (seqused_k > cu_k[1:] - cu_k[:-1]).any()
+        used = torch.minimum(seqused_k.clamp(min=0), room).to(torch.int32)
+    return safe[0], safe[1], used, bad
 
 
 def _check_seqused(seqused_k: Any, cu_k: torch.Tensor, device: torch.device) -> None:
@@ -342,11 +433,7 @@ def _check_seqused(seqused_k: Any, cu_k: torch.Tensor, device: torch.device) -> 
         raise DeviceError(f"seqused_k is on {seqused_k.device} and q on {device}: move it with seqused_k.to(q.device)")
     if not _host_checks_possible(seqused_k):
         return
-    bounds, used = _bounds(cu_k), _bounds(seqused_k)
-    for s, n in enumerate(used):
-        if not 0 <= n <= bounds[s + 1] - bounds[s]:
-            raise ShapeError(f"seqused_k[{s}] = {n} but sequence {s} has {bounds[s + 1] - bounds[s]} keys in "
-                             "cu_seqlens_k: each count must be between 0 and its sequence's key rows")
+    _check_seqused_values(_bounds(cu_k), _bounds(seqused_k))
 
 
 def _check_inputs(q: Any, k: Any, v: Any, enable_gqa: bool) -> None:
@@ -366,10 +453,11 @@ def _check_inputs(q: Any, k: Any, v: Any, enable_gqa: bool) -> None:
                                     "them to one, e.g. k.to(q.dtype)")
     if k.shape[:2] != v.shape[:2]:
         raise ShapeError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have the same rows and heads")
-    if not (q.shape[2] == k.shape[2] == v.shape[2]):
-        raise ShapeError(f"q, k and v must have one head dim, got {q.shape[2]}/{k.shape[2]}/{v.shape[2]}")
+    if q.shape[2] != k.shape[2]:
+        # As SDPA: q and k share a head dim (their dot product); v's may differ (it runs on SDPA).
+        raise ShapeError(f"q and k must have one head dim (as SDPA requires), got {q.shape[2]}/{k.shape[2]}")
     hq, hkv = q.shape[1], k.shape[1]
-    if hq == 0 or hkv == 0 or q.shape[2] == 0:
+    if hq == 0 or hkv == 0 or q.shape[2] == 0 or v.shape[2] == 0:
         raise ShapeError(f"heads and head dim must be positive, got q {tuple(q.shape)} and k {tuple(k.shape)}")
     if hq % hkv:
         raise ShapeError(f"the number of query heads ({hq}) must be a multiple of the number of kv heads ({hkv})")
@@ -385,6 +473,9 @@ def _fallback_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout
         return "device_type", f"tensors on {device_type}", None
     if not isinstance(dropout_p, (int, float)) or dropout_p != 0:
         return "dropout", f"dropout_p={dropout_p!r}", None
+    if v.shape[2] != q.shape[2]:
+        return ("shape", f"head dims q / k {q.shape[2]} and v {v.shape[2]} (the kernels and the host path need one "
+                         "head dim)", torch_ops.V_HEAD_DIM_FIX)
     if device_type != "cuda":
         return None
     problem = _cuda_problem(q, k, v)
@@ -473,7 +564,9 @@ def ffpa_attn_varlen_func(
         raise UnsupportedImplError(f"backward must be one of {list(VARLEN_BACKWARDS)} for ffpa_attn_varlen_func, got "
                                    f"{backward!r}")
     window = check_window(window_size)
+    check_dropout(dropout_p)
     _check_inputs(q, k, v, enable_gqa)
+    window = bound_window(window, int(q.shape[0]), int(k.shape[0]))
     if cu_seqlens_k is None:
         if k.shape[0] != q.shape[0]:
             raise ShapeError(f"cu_seqlens_k=None means k has q's sequences, but q has {q.shape[0]} rows and k "
@@ -504,5 +597,6 @@ def ffpa_attn_varlen_func(
     if backward == "ffpa" and (why_not := _backward_kernels_problem(q, window, seqused_k is not None)) is not None:
         raise UnsupportedImplError(f"backward='ffpa' cannot run: {why_not}; use backward='auto' or 'torch'")
     out, lse = _varlen_op(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k), bool(causal),
-                          window[0], window[1], scale, impl, accum, backward, seqused_k)
+                          window[0], window[1], scale, impl, accum, backward, seqused_k,
+                          _host_checks_possible(cu_seqlens_q))
     return (out, lse) if return_lse else out

@@ -91,3 +91,27 @@ def test_the_command_runs_and_its_json_parses():
     assert rep["gpus"] == []  # no GPU visible
     assert set(rep["tolerances"]) >= {"fp16", "bf16", "fp8", "fp4"}
     assert rep["compiled"]["fwd"] == ffpa_attn.cuda.CUDA_FWD_AVAILABLE
+
+
+@pytest.mark.parametrize("version,local", [("0.0.1.dev5+g1a2b3c4.cu13.local", True), ("1.2.0+cu13.local", True),
+                                           ("1.2.0+cu13", False), ("1.2.0", False), ("0.0.1.dev5+glocal0.cu13", False)])
+def test_a_local_build_says_so_in_text_and_json(version, local, monkeypatch, capsys):
+    # A wheel built from source (pip install ., the local preset) is marked +cuNN.local
+    # (cmake/FfpaOptions.cmake, FFPA_LOCAL_BUILD): the report must not call it a release's.
+    monkeypatch.setattr(ffpa_attn, "__version__", version)
+    monkeypatch.setattr(info, "gpus", lambda: [])
+    monkeypatch.setattr(info, "_release_archs", lambda: ("90",))
+    assert info.main(["--json"]) == 0
+    package = json.loads(capsys.readouterr().out)["package"]
+    assert package["version"] == version and package["local_build"] is local
+    assert ("local build from source" in package["build"]) is local
+    assert info.main([]) == 0
+    text = capsys.readouterr().out
+    assert ("a local build from source, not a release wheel" in text) is local
+    assert ("this local build has code for archs 90" in text) is local
+    assert ("this release's CUDA wheels have code for archs 90" in text) is not local
+
+
+def test_the_nonfinite_line_names_every_path_it_covers():
+    line = info.report()["host"]["nonfinite"]
+    assert "forward and backward" in line and "sliding windows" in line and "packed sequences" in line

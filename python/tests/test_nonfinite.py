@@ -254,3 +254,103 @@ def _no_fallback_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error", SDPAFallbackWarning)
         yield
+
+
+# --- NaN and inf under sliding windows, forward and backward (the CPU path's ops) ----------------
+
+
+def _window_mask(nq: int, nkv: int, left: int, right: int, causal: bool, bottom_right: bool):
+    """The window rule written out here (ffpa_attn.window's docstring), as SDPA's boolean mask."""
+    if causal:
+        right = 0 if right == -1 else min(right, 0)
+    i = torch.arange(nq)[:, None] + (nkv - nq if bottom_right else 0)
+    j = torch.arange(nkv)[None, :]
+    allowed = torch.ones(nq, nkv, dtype=torch.bool)
+    if left != -1:
+        allowed &= j >= i - left
+    if right != -1:
+        allowed &= j <= i + right
+    return allowed
+
+
+def _window_trials(count: int):
+    gen = torch.Generator().manual_seed(43)
+    for _ in range(count):
+        nq, nkv = (int(x) for x in torch.randint(1, 10, (2,), generator=gen))
+        left, right = (int(x) for x in torch.randint(-1, 4, (2,), generator=gen))
+        if (left, right) == (-1, -1):
+            left = 2
+        causal = bool(torch.randint(0, 2, (1,), generator=gen))
+        which = "qkv"[int(torch.randint(0, 3, (1,), generator=gen))]
+        value = (NAN, INF, -INF)[int(torch.randint(0, 3, (1,), generator=gen))]
+        row = int(torch.randint(0, 10, (1,), generator=gen))
+        yield nq, nkv, left, right, causal, which, value, row
+
+
+@pytest.mark.parametrize("nq,nkv,left,right,causal,which,value,row", list(_window_trials(60)))
+def test_window_backward_of_nan_and_inf_gives_sdpa_math(nq, nkv, left, right, causal, which, value, row):
+    # Issue 43: the windowed backward of non-finite inputs differentiated through torch
+    # inside the custom op, where autograd builds no graph ("element 0 of tensors does not
+    # require grad"). 60 random windows, NaN / +-inf planted in q, k or v.
+    q, k, v = (t.requires_grad_() for t in _planted(which, value, row, nq, nkv))
+    grad = torch.randn(1, 2, nq, 8, generator=torch.Generator().manual_seed(nq * 10 + nkv))
+    out = ffpa_attn_func(q, k, v, is_causal=causal, window_size=(left, right))
+    got = torch.autograd.grad(out, (q, k, v), grad)
+    mask = _window_mask(nq, nkv, left, right, causal, bottom_right=False)
+    with sdpa_kernel(SDPBackend.MATH):
+        want_out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    want = torch.autograd.grad(want_out, (q, k, v), grad)
+    torch.testing.assert_close(out, want_out, equal_nan=True, rtol=1e-5, atol=1e-5)
+    for name, a, b in zip("qkv", got, want):
+        torch.testing.assert_close(a, b, equal_nan=True, rtol=1e-5, atol=1e-5, msg=f"d{name}")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("which,value", [("q", NAN), ("k", NAN), ("v", INF), ("k", -INF)])
+def test_varlen_window_backward_of_nan_and_inf_gives_sdpa_math(which, value, causal):
+    from ffpa_attn import ffpa_attn_varlen_func
+
+    lengths_q, lengths_k = [5, 3, 6], [5, 7, 6]
+    gen = torch.Generator().manual_seed(7)
+    q = torch.randn(sum(lengths_q), 2, 8, generator=gen)
+    k = torch.randn(sum(lengths_k), 2, 8, generator=gen)
+    v = torch.randn(sum(lengths_k), 2, 8, generator=gen)
+    {"q": q, "k": k, "v": v}[which][6, 1, 2] = value  # in the second sequence
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    cu_q = torch.tensor([0, 5, 8, 14], dtype=torch.int32)
+    cu_k = torch.tensor([0, 5, 12, 18], dtype=torch.int32)
+    grad = torch.randn(sum(lengths_q), 2, 8, generator=gen)
+    out = ffpa_attn_varlen_func(q, k, v, cu_q, cu_k, 6, 7, causal=causal, window_size=(2, 1))
+    got = torch.autograd.grad(out, (q, k, v), grad)
+    pieces = []
+    with sdpa_kernel(SDPBackend.MATH):
+        for s in range(3):
+            q0, q1, k0, k1 = int(cu_q[s]), int(cu_q[s + 1]), int(cu_k[s]), int(cu_k[s + 1])
+            mask = _window_mask(q1 - q0, k1 - k0, 2, 1, causal, bottom_right=True)
+            o = F.scaled_dot_product_attention(*(t[a:b].transpose(0, 1) for t, a, b in
+                                                 ((q, q0, q1), (k, k0, k1), (v, k0, k1))), attn_mask=mask)
+            pieces.append(o.transpose(0, 1))
+    want_out = torch.cat(pieces)
+    want = torch.autograd.grad(want_out, (q, k, v), grad)
+    torch.testing.assert_close(out, want_out, equal_nan=True, rtol=1e-5, atol=1e-5)
+    for name, a, b in zip("qkv", got, want):
+        torch.testing.assert_close(a, b, equal_nan=True, rtol=1e-5, atol=1e-5, msg=f"d{name}")
+    # The other sequences hold no NaN / inf: their gradients stay finite.
+    assert torch.isfinite(got[0][:5]).all() and torch.isfinite(got[0][8:]).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_all_finite_reads_every_element_exactly(dtype):
+    # The CPU path's choice between torch's kernel and the math (torch_math.all_finite, from
+    # the bits, in blocks): every NaN / inf found wherever it sits, in views too, and the
+    # largest finite values are finite.
+    from ffpa_attn.torch_math import all_finite
+
+    x = torch.randn(3, 300000, dtype=dtype, generator=torch.Generator().manual_seed(0))
+    assert all_finite(x, x.t(), x[:, ::2], x.transpose(0, 1)[None])
+    for value, at in itertools.product((NAN, INF, -INF), (0, 262143, 262144, 600001, 899999)):
+        y = x.clone()
+        y.view(-1)[at] = value
+        assert not all_finite(y) and not all_finite(y.t()) and not all_finite(x, y), (value, at)
+    biggest = torch.full((10,), torch.finfo(dtype).max, dtype=dtype)
+    assert all_finite(biggest, -biggest, torch.zeros(0, dtype=dtype))

@@ -11,6 +11,7 @@ transformers of tools/requirements-transformers.txt.
 
 from __future__ import annotations
 
+import copy
 import os
 import warnings
 
@@ -233,3 +234,74 @@ def test_padding_free_batches_run_on_their_offsets(name):
     torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
     for key in want_grads:
         torch.testing.assert_close(got_grads[key], want_grads[key], atol=2e-5, rtol=1e-4, msg=key)
+
+
+@pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
+def test_gemma3_training_step_with_a_nan_embedding(padded):
+    # Issue 43: one NaN embedding crashed the windowed backward ("element 0 of tensors does
+    # not require grad"); eager gives a NaN loss and NaN gradients. The NaN pattern of
+    # every gradient is eager's (SDPA's math: one NaN key makes its head's rows NaN).
+    ids, mask = batch()
+    if not padded:
+        mask = torch.ones_like(mask)
+    results = []
+    for implementation in ("eager", ffpa_hf.NAME):
+        model = build("gemma3", implementation)
+        model.train()
+        with torch.no_grad():
+            model.model.embed_tokens.weight[int(ids[1, 10])] = float("nan")
+        logits = model(input_ids=ids, attention_mask=mask).logits
+        loss = logits[mask.bool()].float().logsumexp(-1).mean()
+        loss.backward()
+        results.append((loss.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None}))
+    (want_loss, want), (got_loss, got) = results
+    assert torch.isnan(want_loss) and torch.isnan(got_loss)
+    assert got.keys() == want.keys()
+    for name in want:
+        assert torch.equal(torch.isnan(got[name]), torch.isnan(want[name])), name
+    assert any(torch.isnan(g).any() for g in got.values())
+
+
+def test_mla_head_dims_run_on_sdpa_with_the_reason():
+    # DeepSeek-V3's multi-head latent attention: q / k head dim (nope + rope) unlike v's.
+    config = transformers.DeepseekV3Config(
+        vocab_size=96, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, q_lora_rank=None, kv_lora_rank=16, qk_nope_head_dim=16,
+        qk_rope_head_dim=8, v_head_dim=16, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
+        first_k_dense_replace=2, max_position_embeddings=64)
+    models = []
+    for implementation in ("sdpa", ffpa_hf.NAME):
+        torch.manual_seed(0)
+        model = transformers.DeepseekV3ForCausalLM(copy.deepcopy(config))  # set_attn_implementation edits it
+        model.set_attn_implementation(implementation)
+        models.append(model.eval())
+    ids, mask = batch()
+    want, want_grads = run(models[0], ids, mask)
+    with pytest.warns(SDPAFallbackWarning, match="(?s)reason 'shape'.*q / k 24 and v 16.*nothing to change"):
+        got, got_grads = run(models[1], ids, mask)
+    assert models[0].config._attn_implementation == "sdpa"
+    valid = mask.bool()
+    torch.testing.assert_close(got[valid], want[valid], atol=2e-5, rtol=1e-4)
+    for key in want_grads:
+        torch.testing.assert_close(got_grads[key], want_grads[key], atol=2e-5, rtol=1e-4, msg=key)
+    assert last_kernel(with_reason=True) == ("sdpa", "shape")
+
+
+def test_a_static_cache_warning_names_what_a_model_user_can_do(monkeypatch):
+    # transformers builds a 4-D mask for a static cache: the fallback's fix must be one a
+    # model's user can act on, never "pass is_causal=True" (they pass no mask).
+    reference, ours = build("llama", "sdpa"), build("llama", ffpa_hf.NAME)
+    ids, mask = batch("left")
+    kwargs = dict(max_new_tokens=3, do_sample=False, pad_token_id=0, cache_implementation="static")
+    with torch.no_grad():
+        want = reference.generate(input_ids=ids, attention_mask=mask, **kwargs)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = ours.generate(input_ids=ids, attention_mask=mask, **kwargs)
+    assert torch.equal(got, want)
+    texts = [str(w.message) for w in caught if issubclass(w.category, SDPAFallbackWarning)]
+    assert len(texts) == 1 and "(reason 'attn_mask')" in texts[0], texts
+    assert ffpa_hf.MASK_PATTERN_FIX in texts[0] and "is_causal" not in texts[0]
+    monkeypatch.setenv("FFPA_STRICT", "1")
+    with pytest.raises(UnsupportedFeatureError, match="static cache"), torch.no_grad():
+        ours.generate(input_ids=ids, attention_mask=mask, **kwargs)

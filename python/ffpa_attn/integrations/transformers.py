@@ -45,13 +45,24 @@ from transformers.masking_utils import (
     sdpa_mask,
 )
 
+from .. import torch_ops
 from ..errors import UnsupportedFeatureError
-from ..interface import ffpa_attn_func
+from ..validation import check_dropout
 from ..varlen import ffpa_attn_varlen_func
 
-__all__ = ["NAME", "ffpa_attention_forward", "ffpa_attention_mask", "register"]
+__all__ = ["MASK_PATTERN_FIX", "NAME", "ffpa_attention_forward", "ffpa_attention_mask", "register"]
 
 NAME = "ffpa"
+
+# The fix the SDPAFallbackWarning of a 4-D mask names (reason "attn_mask"): the model's
+# user never passed that mask, so "pass is_causal=True" is nothing they can do.
+MASK_PATTERN_FIX = (
+    "nothing to change for the result (it is SDPA's); transformers built a 4-D mask for this layer, a pattern the "
+    "kernels do not take: a static cache (cache_implementation=\"static\", or the StaticCache of "
+    "torch.compile'd generation), packed sequences found from position_ids, image-token blocks or chunked "
+    "attention. The kernels take plain causal / bidirectional masks with padding and sliding windows: use the "
+    "default dynamic cache, and pass packed sequences as DataCollatorWithFlattening does (cu_seq_lens_q / "
+    "cu_seq_lens_k)")
 
 
 def _plain_pattern(mask_function: Any, kwargs: dict[str, Any]) -> bool:
@@ -144,9 +155,12 @@ def ffpa_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: to
                                     window_size=window, enable_gqa=gqa)
         return out.view(b, nq, hq, -1), None
     if attention_mask is not None and attention_mask.dim() != 2:
-        # A pattern the varlen call does not express: torch SDPA, said once (SDPAFallbackWarning).
-        out = ffpa_attn_func(query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling,
-                             enable_gqa=gqa)
+        # A pattern the varlen call does not express: torch SDPA, said once (SDPAFallbackWarning)
+        # with a fix a model's user can act on (they pass no mask themselves).
+        check_dropout(dropout)
+        out = torch_ops.dispatch(query, key, value, attention_mask, dropout, False, scaling, gqa, legacy_causal=None,
+                                 impl="auto", accum="fp32", return_lse=False, strict=None, backward="auto",
+                                 attn_mask_fix=MASK_PATTERN_FIX)
         return out.transpose(1, 2).contiguous(), None
     if attention_mask is None:
         cu_q = torch.arange(b + 1, dtype=torch.int32, device=query.device) * nq
