@@ -16,6 +16,7 @@
 #include "ffpa/core/elf.h"
 #include "ffpa/core/error.h"
 #include "ffpa/core/manifest.h"
+#include "ffpa/core/utf8.h"
 #include "ffpa/core/wheel.h"
 #include "ffpa/core/zip.h"
 #include "ffpa/release/release.h"
@@ -232,16 +233,17 @@ int main(int argc, char** argv) {
       }
       return c.run(a);
     } catch (const UsageError& e) {
-      std::cerr << "ffpa-index " << cmd << ": " << e.what() << "; see ffpa-index " << cmd << " --help\n";
+      std::cerr << "ffpa-index " << cmd << ": " << core::terminal_safe(e.what()) << "; see ffpa-index " << cmd
+                << " --help\n";
       return 2;
     } catch (const core::Error& e) {
-      std::cerr << "ffpa-index " << cmd << ": error: " << e.what() << "\n";
+      std::cerr << "ffpa-index " << cmd << ": error: " << core::terminal_safe(e.what()) << "\n";
       return 1;
     } catch (const std::exception& e) {
-      std::cerr << "ffpa-index " << cmd << ": unexpected failure: " << e.what() << "\n";
+      std::cerr << "ffpa-index " << cmd << ": unexpected failure: " << core::terminal_safe(e.what()) << "\n";
       return 1;
     }
   }
-  std::cerr << "ffpa-index: unknown command '" << cmd << "'; see ffpa-index --help\n";
+  std::cerr << "ffpa-index: unknown command '" << core::printable(cmd) << "'; see ffpa-index --help\n";
   return 2;
 }
