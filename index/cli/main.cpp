@@ -141,7 +141,7 @@ int verify_cmd(const Args& a) {
   for (const auto& w : a.positional()) {
     const auto r = core::verify_wheel(w);
     const std::string head = w + ": " + std::to_string(r.problems.size()) + " problem(s)";
-    std::cout << (r.ok ? w + ": OK" : core::problem_list(head, r.problems)) << "\n";
+    std::cout << core::terminal_safe(r.ok ? w + ": OK" : core::problem_list(head, r.problems)) << "\n";
     rc |= r.ok ? 0 : 1;
   }
   return rc;
@@ -151,8 +151,9 @@ int platform_cmd(const Args& a) {
   a.no_positional();
   const auto d = core::decide_manylinux(a.need("--tree", "DIR"), a.all("--forbid-path"));
   if (!d.problems.empty()) {
-    std::cerr << core::problem_list("ffpa-index platform-tag: the tree cannot be shipped as a manylinux wheel:",
-                                          d.problems) << "\n";
+    std::cerr << core::terminal_safe(core::problem_list(
+                     "ffpa-index platform-tag: the tree cannot be shipped as a manylinux wheel:", d.problems))
+              << "\n";
     return 1;
   }
   std::cout << d.tag << "\n";
