@@ -122,9 +122,8 @@ inline constexpr std::uint64_t kMaxDistInfoFile = std::uint64_t{64} << 20;
 // characters, uploads and installs there. Every pip that resolves a wheel from the
 // index downloads its METADATA (PEP 658) and parses each requirement, each extra and
 // each marker of it, so these bound what one hostile wheel makes every user's resolver
-// (and the engine) do. They sit an order of magnitude above the largest real projects
-// (a few hundred Requires-Dist lines and about a hundred extras for the biggest
-// meta-packages; ffpa-attn declares a handful): docs/release.md, "What a wheel may
+// (and the engine) do. They leave ample room above what real projects declare
+// (ffpa-attn: a handful of requirements, one extra): docs/release.md, "What a wheel may
 // declare".
 inline constexpr std::size_t kMaxRequiresDist = 2048;   // Requires-Dist lines
 inline constexpr std::size_t kMaxProvidesExtra = 512;   // Provides-Extra lines
