@@ -598,13 +598,18 @@ static ChannelState read_channel(const IndexLocation& loc,
         continue;
       }
       const auto entries = list(e.path(), loc.channel_label() + "/" + shown);
-      // A project directory holds only its two pages. One that holds directories is a
-      // channel (or a whole index prefix) nested inside this one, as ffpa-index wrote
-      // before channels and prefixes became one name each (--channel cu13/x,
-      // --index-prefix whl/cu13): named as such, with the way out.
-      if (const auto sub = std::find_if(entries.begin(), entries.end(),
-                                        [&](const fs::directory_entry& s) { return !s.is_symlink(ec) && s.is_directory(ec); });
-          sub != entries.end()) {
+      // A project directory holds only its two pages. One that holds a directory with
+      // pages of its own is a channel (or a whole index prefix) nested inside this one,
+      // as ffpa-index wrote before channels and prefixes became one name each
+      // (--channel cu13/x, --index-prefix whl/cu13): named as such, with the way out.
+      // Any other directory there is a stray file like the rest, named below.
+      const auto holds_pages = [&](const fs::directory_entry& s) {
+        if (s.is_symlink(ec) || !s.is_directory(ec)) return false;
+        for (const fs::path& inner : {s.path() / "index.json", s.path() / "index.html"})
+          if (fs::is_regular_file(inner, ec)) return true;
+        return false;
+      };
+      if (const auto sub = std::find_if(entries.begin(), entries.end(), holds_pages); sub != entries.end()) {
         const std::string inner = loc.channel_label() + "/" + shown;
         st.problems.push_back(
             inner + "/ holds the directory " + core::printable(sub->path().filename().string()) +

@@ -74,3 +74,10 @@ def test_existing_nested_channel_is_named(tmp_path):
         check(page["files"][0].get("yanked") == "r", page)
         run(["unyank", "--index-dir", site, "--version", "1.0.0+cu13"], check_rc=0)
         good = tree_hash(site)
+    # A directory without pages of its own is a stray file like any other, not called
+    # a nested index.
+    stray = site / "whl" / "cu13" / "ffpa-attn" / "old"
+    stray.mkdir()
+    (stray / "notes.txt").write_text("notes\n")
+    p = expect_refusal(["render", "--index-dir", site], "whl/cu13/ffpa-attn/old is not a page ffpa-index writes", (site,))
+    check("nested" not in p.stderr, p.stderr)
