@@ -1,6 +1,8 @@
 // Copyright (c) ffpa-attn authors. SPDX-License-Identifier: Apache-2.0
 #include "args.h"
 
+#include "ffpa/core/utf8.h"
+
 namespace ffpa::cli {
 
 Args::Args(int argc, char** argv, const std::map<std::string, Kind>& flags) {
@@ -20,7 +22,7 @@ Args::Args(int argc, char** argv, const std::map<std::string, Kind>& flags) {
       a.resize(eq);
     }
     const auto kind = flags.find(a);
-    if (kind == flags.end()) throw UsageError("unknown option " + a);
+    if (kind == flags.end()) throw UsageError("unknown option " + core::printable(a));
     auto& v = values_[a];
     if (kind->second == kFlag) {
       if (inline_value) throw UsageError(a + " takes no value");
@@ -56,7 +58,7 @@ std::vector<std::string> Args::all(const std::string& flag) const {
 }
 
 void Args::no_positional() const {
-  if (!positional_.empty()) throw UsageError("unexpected argument '" + positional_.front() + "'");
+  if (!positional_.empty()) throw UsageError("unexpected argument '" + core::printable(positional_.front()) + "'");
 }
 
 }  // namespace ffpa::cli

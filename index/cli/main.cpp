@@ -16,6 +16,7 @@
 #include "ffpa/core/elf.h"
 #include "ffpa/core/error.h"
 #include "ffpa/core/manifest.h"
+#include "ffpa/core/utf8.h"
 #include "ffpa/core/wheel.h"
 #include "ffpa/core/zip.h"
 #include "ffpa/release/release.h"
@@ -140,7 +141,7 @@ int verify_cmd(const Args& a) {
   for (const auto& w : a.positional()) {
     const auto r = core::verify_wheel(w);
     const std::string head = w + ": " + std::to_string(r.problems.size()) + " problem(s)";
-    std::cout << (r.ok ? w + ": OK" : core::problem_list(head, r.problems)) << "\n";
+    std::cout << core::terminal_safe(r.ok ? w + ": OK" : core::problem_list(head, r.problems)) << "\n";
     rc |= r.ok ? 0 : 1;
   }
   return rc;
@@ -150,8 +151,9 @@ int platform_cmd(const Args& a) {
   a.no_positional();
   const auto d = core::decide_manylinux(a.need("--tree", "DIR"), a.all("--forbid-path"));
   if (!d.problems.empty()) {
-    std::cerr << core::problem_list("ffpa-index platform-tag: the tree cannot be shipped as a manylinux wheel:",
-                                          d.problems) << "\n";
+    std::cerr << core::terminal_safe(core::problem_list(
+                     "ffpa-index platform-tag: the tree cannot be shipped as a manylinux wheel:", d.problems))
+              << "\n";
     return 1;
   }
   std::cout << d.tag << "\n";
@@ -232,16 +234,17 @@ int main(int argc, char** argv) {
       }
       return c.run(a);
     } catch (const UsageError& e) {
-      std::cerr << "ffpa-index " << cmd << ": " << e.what() << "; see ffpa-index " << cmd << " --help\n";
+      std::cerr << "ffpa-index " << cmd << ": " << core::terminal_safe(e.what()) << "; see ffpa-index " << cmd
+                << " --help\n";
       return 2;
     } catch (const core::Error& e) {
-      std::cerr << "ffpa-index " << cmd << ": error: " << e.what() << "\n";
+      std::cerr << "ffpa-index " << cmd << ": error: " << core::terminal_safe(e.what()) << "\n";
       return 1;
     } catch (const std::exception& e) {
-      std::cerr << "ffpa-index " << cmd << ": unexpected failure: " << e.what() << "\n";
+      std::cerr << "ffpa-index " << cmd << ": unexpected failure: " << core::terminal_safe(e.what()) << "\n";
       return 1;
     }
   }
-  std::cerr << "ffpa-index: unknown command '" << cmd << "'; see ffpa-index --help\n";
+  std::cerr << "ffpa-index: unknown command '" << core::printable(cmd) << "'; see ffpa-index --help\n";
   return 2;
 }

@@ -274,6 +274,16 @@ def above_zip_cases():
     yield "wheel_version_trailing_space", GOOD_NAME, with_wheel(WHEEL.replace(b"1.0\n", b"1.0 \n")), r"\('Wheel-Version'\) ends in whitespace"
     yield "good_metadata_leading_blanks", GOOD_NAME, with_meta(META.replace(b"Name: ", b"Name:   \t")), "accept"
 
+    # Dependency fields past the engine's bounds (index/core/include/ffpa/core/wheel.h,
+    # docs/release.md "What a wheel may declare"): pip, uv, packaging and PyPI accept
+    # them all, and every resolver that meets the wheel parses every line; refused.
+    yield "metadata_requires_dist_10000", GOOD_NAME, with_meta(
+        META + b"".join(b"Requires-Dist: dep%d>=1.0\n" % i for i in range(10000))), r"10000 Requires-Dist lines, over the \d+"
+    yield "metadata_provides_extra_10000", GOOD_NAME, with_meta(
+        META + b"".join(b"Provides-Extra: x%d\n" % i for i in range(10000))), r"10000 Provides-Extra lines, over the \d+"
+    yield "metadata_requires_dist_200k_chars", GOOD_NAME, with_meta(
+        META + b"Requires-Dist: numpy[" + b"x" * 200000 + b"]\n"), r"Requires-Dist 'numpy\[x+\.\.\.' is 200007 bytes long"
+
     # Names another OS installs differently (more in the sweep, NAME_SWEEP).
     for label, extra, msg in [
             ("case_only_duplicate", [(b"ffpa_attn/Core.py", b"z = 1\n")], r"differ only in case"),

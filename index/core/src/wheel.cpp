@@ -274,6 +274,34 @@ std::vector<std::string> check_core_metadata(std::string_view text, std::vector<
     problems.push_back("METADATA: Summary spans several lines; a summary is one line");
   if (const std::string* rp = header(h, "requires-python"); rp && !is_valid_specifier_set(*rp, &why))
     problems.push_back("METADATA: Requires-Python is not a PEP 440 specifier set: " + why);
+  // The bounds first (wheel.h, kMaxRequiresDist): past them no value is parsed, so one
+  // hostile file costs one pass over its headers and one message per field.
+  std::size_t n_requires = 0, n_extras = 0, n_long = 0;
+  for (const auto& [k, v] : h) {
+    const std::string key = lower_ascii(k);
+    if (key != "requires-dist" && key != "provides-extra") continue;
+    (key == "requires-dist" ? n_requires : n_extras) += 1;
+    if (v.size() > kMaxDependencyValue && n_long++ == 0)
+      problems.push_back("METADATA: " + k + " '" + printable(v.substr(0, 60)) + "...' is " + std::to_string(v.size()) +
+                         " bytes long, over the " + std::to_string(kMaxDependencyValue) +
+                         " a dependency field may hold (docs/release.md, \"What a wheel may declare\"); "
+                         "declare the dependency plainly");
+  }
+  if (n_requires > kMaxRequiresDist)
+    problems.push_back("METADATA: " + std::to_string(n_requires) + " Requires-Dist lines, over the " +
+                       std::to_string(kMaxRequiresDist) + " a wheel may declare (every resolver parses each one; "
+                       "docs/release.md, \"What a wheel may declare\"); declare fewer dependencies");
+  if (n_extras > kMaxProvidesExtra)
+    problems.push_back("METADATA: " + std::to_string(n_extras) + " Provides-Extra lines, over the " +
+                       std::to_string(kMaxProvidesExtra) + " a wheel may declare (docs/release.md, \"What a wheel "
+                       "may declare\"); declare fewer extras");
+  if (n_long > 1)
+    problems.push_back("METADATA: " + std::to_string(n_long) + " dependency fields in all are over " +
+                       std::to_string(kMaxDependencyValue) + " bytes long");
+  if (n_requires > kMaxRequiresDist || n_extras > kMaxProvidesExtra || n_long > 0) {
+    if (fields) *fields = std::move(h);
+    return problems;
+  }
   for (const auto& [k, v] : h) {
     const std::string key = lower_ascii(k);
     if (key == "requires-dist" && !is_valid_requirement(v, &why)) problems.push_back("METADATA: Requires-Dist: " + why);

@@ -217,6 +217,15 @@ void check_index_path(const std::string& value, const char* flag) {
                 "' is not a relative path of plain names inside the site (letters, digits, '.', '_', '-', none "
                 "starting with '.': .git and other dot-directories are not served); pass e.g. whl (prefix) or cu13 "
                 "(channel)");
+  // One name, not a path: the index lies at the fixed depth <prefix>/<channel>/<project>/,
+  // so no channel can lie inside another. A channel cu13/x would be a directory where
+  // cu13 keeps its project pages, and a prefix whl/cu13 would put whole channels there:
+  // cu13 could then never be read (add, render, yank, publish refuse it) again.
+  if (value.find('/') != std::string::npos)
+    throw Error(std::string(flag) + " '" + core::printable(value) +
+                "' has several parts; the index prefix and the channel are one directory name each (the index is "
+                "<prefix>/<channel>/<project>/, so no channel lies inside another, where it would lock that channel "
+                "out); pass one name, e.g. whl (prefix) or cu13 (channel)");
 }
 
 // --- the site lock -------------------------------------------------------------------
@@ -588,8 +597,30 @@ static ChannelState read_channel(const IndexLocation& loc,
         st.problems.push_back(foreign(loc, shown + "/") + " (not a normalized project name)");
         continue;
       }
+      const auto entries = list(e.path(), loc.channel_label() + "/" + shown);
+      // A project directory holds only its two pages. One that holds a directory with
+      // pages of its own is a channel (or a whole index prefix) nested inside this one,
+      // as ffpa-index wrote before channels and prefixes became one name each
+      // (--channel cu13/x, --index-prefix whl/cu13): named as such, with the way out.
+      // Any other directory there is a stray file like the rest, named below.
+      const auto holds_pages = [&](const fs::directory_entry& s) {
+        if (s.is_symlink(ec) || !s.is_directory(ec)) return false;
+        for (const fs::path& inner : {s.path() / "index.json", s.path() / "index.html"})
+          if (fs::is_regular_file(inner, ec)) return true;
+        return false;
+      };
+      if (const auto sub = std::find_if(entries.begin(), entries.end(), holds_pages); sub != entries.end()) {
+        const std::string inner = loc.channel_label() + "/" + shown;
+        st.problems.push_back(
+            inner + "/ holds the directory " + core::printable(sub->path().filename().string()) +
+            "/: it is an index nested inside " + loc.channel_label() + " (written by --channel " + loc.channel + "/" +
+            shown + " or --index-prefix " + loc.channel_label() + " before channels and prefixes became one name "
+            "each), not a project page; move it out of the channel (git mv " + inner + " " + loc.prefix + "/" + shown +
+            ", where that is free, makes it the channel " + shown + ") or delete it, then re-run");
+        continue;
+      }
       bool has_page = false, clean = true;
-      for (const auto& s : list(e.path(), loc.channel_label() + "/" + shown)) {
+      for (const auto& s : entries) {
         const std::string sname = s.path().filename().string();
         if (!s.is_symlink(ec) && s.is_regular_file(ec) && (sname == "index.json" || sname == "index.html")) {
           has_page = true;

@@ -181,6 +181,62 @@ std::string url_problem(std::string_view url, bool absolute) {
   return "";
 }
 
+namespace {
+
+// Why `authority` (host[:port] of a release URL, no userinfo) is not the one spelling of
+// one server, or "": a host name of dot-separated labels (letters, digits, '-', none
+// empty, so no trailing dot: "h." and "h" are one host spelled twice) in lower case
+// (hosts are case-insensitive), or a bracketed IPv6 literal; a port, when given, 1 to
+// 65535 in plain digits and not the scheme's default (":443" on https is "" spelled
+// again).
+std::string authority_problem(const std::string& authority, const std::string& scheme) {
+  std::string host = authority, port;
+  if (!authority.empty() && authority.front() == '[') {
+    const std::size_t close = authority.find(']');
+    if (close == std::string::npos || close == 1 ||
+        authority.find_first_not_of("0123456789abcdef:.", 1) != close)
+      return "its host '" + authority + "' is not a bracketed IPv6 address in lower case ([::1])";
+    host = authority.substr(0, close + 1);
+    if (close + 1 < authority.size()) {
+      if (authority[close + 1] != ':') return "its host '" + authority + "' has text after the IPv6 address";
+      port = authority.substr(close + 2);
+      if (port.empty()) return "its host '" + authority + "' ends in ':' with no port; leave the ':' out";
+    }
+  } else {
+    if (const std::size_t colon = authority.find(':'); colon != std::string::npos) {
+      host = authority.substr(0, colon);
+      port = authority.substr(colon + 1);
+      if (port.empty()) return "its host '" + authority + "' ends in ':' with no port; leave the ':' out";
+    }
+    if (host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") != std::string::npos)
+      return "its host '" + authority + "' is not a plain host name[:port]";
+    if (host.empty()) return "its host '" + authority + "' has a port but no host name";
+    if (host.size() > 253) return "its host name is longer than DNS allows (253 characters)";
+    if (host.back() == '.')
+      return "its host '" + host + "' ends in a dot: '" + host + "' and '" + host.substr(0, host.size() - 1) +
+             "' are one server spelled two ways; write it without the dot";
+    for (const auto& label : core::split(host, '.')) {
+      if (label.empty()) return "its host '" + host + "' has an empty label ('..' or a leading '.')";
+      if (label.size() > 63) return "its host '" + host + "' has a label longer than DNS allows (63 characters)";
+      if (label.front() == '-' || label.back() == '-')
+        return "its host '" + host + "' has a label starting or ending with '-', which DNS does not allow";
+    }
+    if (core::lower_ascii(host) != host)
+      return "its host '" + host + "' has upper-case letters: host names are case-insensitive, so write it in lower "
+             "case ('" + core::lower_ascii(host) + "'), the one spelling";
+  }
+  if (!port.empty()) {
+    if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos || port.front() == '0' ||
+        std::stoul(port) > 65535)
+      return "its port '" + port + "' is not a TCP port (1 to 65535, no leading zero); write the server's port";
+    if ((scheme == "https" && port == "443") || (scheme == "http" && port == "80"))
+      return "its port " + port + " is " + scheme + "'s default: leave ':" + port + "' out, the one spelling";
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string release_url_problem(std::string_view url, bool relative_ok) {
   const std::size_t tag = url.find("{tag}");
   std::string plain(url);
@@ -203,13 +259,15 @@ std::string release_url_problem(std::string_view url, bool relative_ok) {
       return "not of the form http(s)://host/path/ or file:///path/ (lower-case scheme, then \"://\")";
     const std::size_t host = colon + 3, end = plain.find('/', host);
     if (end == std::string::npos) return "no path after the host; end the URL with '/'";
+    if (tag != std::string_view::npos && tag < end)
+      return "\"{tag}\" is in the scheme or host: each release would be fetched from another server; only the "
+             "path varies, e.g. https://host/releases/download/{tag}/";
     const std::string authority = plain.substr(host, end - host);
     if (authority.find('@') != std::string::npos)
       return "it has userinfo ('@' before the host), which hides the real host from readers";
     if (scheme != "file" && authority.empty()) return "no host";
-    if (authority.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]") !=
-        std::string::npos)
-      return "its host '" + authority + "' is not a plain host name[:port]";
+    if (!authority.empty())
+      if (std::string why = authority_problem(authority, scheme); !why.empty()) return why;
     path = end + 1;
   } else if (!plain.empty() && plain.front() == '/') {
     return "a relative release URL is a path such as ../../../assets/, not starting with '/' (scheme-relative or "

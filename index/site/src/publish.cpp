@@ -61,10 +61,10 @@ std::string trim(const std::string& s) { return std::string(core::trim(s, " \r\n
 core::Version parse_tag(const std::string& tag, std::string_view shape) {
   std::string why;
   auto v = tag.size() > 1 && tag[0] == 'v' ? core::parse_pep440(tag.substr(1), &why) : std::nullopt;
-  if (!v) throw Error("tag '" + tag + "' is not " + std::string(shape));
+  if (!v) throw Error("tag '" + core::printable(tag) + "' is not " + std::string(shape));
   // One version, one tag: v01.0.0+cu13 or vv1.0.0+cu13 would be a second release of 1.0.0+cu13.
   if (tag != "v" + v->canonical)
-    throw Error("tag '" + tag + "' is not the canonical spelling of version " + v->canonical + "; pass --tag v" +
+    throw Error("tag '" + core::printable(tag) + "' is not the canonical spelling of version " + v->canonical + "; pass --tag v" +
                 v->canonical);
   return *v;
 }
@@ -85,7 +85,7 @@ void check_for_tag(const PreparedWheel& w, const std::string& tag, const core::V
 void check_channel(const std::string& channel, const fs::path& source_dir) {
   bool ok = channel.size() > 2 && channel.rfind("cu", 0) == 0 &&
             channel.find_first_not_of("0123456789", 2) == std::string::npos;
-  if (!ok) throw Error("channel '" + channel + "' is not cu<CUDA major> (cu13 for CUDA 13.x)");
+  if (!ok) throw Error("channel '" + core::printable(channel) + "' is not cu<CUDA major> (cu13 for CUDA 13.x)");
   const fs::path matrix = source_dir / "cmake" / "release-matrix.json";
   const auto text = core::read_file(matrix);
   if (!text) return;  // not an ffpa-attn checkout: the publish target checked the channel at configure

@@ -25,6 +25,11 @@ def test_bad_inputs(release_site):
     rc1 = make_wheel(work / "rc", "0.2.7rc1+cu13")
     other = make_wheel(work / "other", "0.2.7+cu13")
     changed = make_wheel(work / "changed", "0.2.5+cu13", payload="# other bytes")
+    # Past the bounds on dependency fields (docs/release.md, "What a wheel may declare"),
+    # which pip and PyPI accept: METADATA lines written after Requires-Python.
+    many_deps = make_wheel(work / "deps", "0.2.7+cu13",
+                           requires_python=b">=3.10" + b"".join(b"\nRequires-Dist: dep%d" % i for i in range(10000)))
+    long_dep = make_wheel(work / "long", "0.2.7+cu13", requires_python=b">=3.10\nRequires-Dist: numpy[" + b"x" * 200000 + b"]")
     docs = work / "docs"
     docs.mkdir()
     (docs / "install.md").write_text("pip install ffpa-attn --index-url https://x/whl/cu" + "14/\n")
@@ -53,6 +58,22 @@ def test_bad_inputs(release_site):
         (["publish", "--tag", "v0.2.7+cu13", "--wheels", other, *common, "--index-prefix", "/tmp"],
          "--index-prefix '/tmp' is not a relative path", {}),
         (["add", "--index-dir", site, "--release-url", "https://x/", good, changed], "two different files named", {}),
+        # One name each: no channel nests inside another (docs/release.md, "Channels and the index prefix").
+        (["add", "--index-dir", site, "--channel", "cu13/x", "--release-url", "https://x/", other],
+         "--channel 'cu13/x' has several parts", {}),
+        (["publish", "--tag", "v0.2.7+cu13", "--wheels", other, *common, "--index-prefix", "whl/cu13"],
+         "--index-prefix 'whl/cu13' has several parts", {}),
+        # Bounded dependency fields, through add and publish alike.
+        (["add", "--index-dir", site, "--release-url", "https://x/", many_deps], "10000 Requires-Dist lines, over the", {}),
+        (["publish", "--tag", "v0.2.7+cu13", "--wheels", many_deps, *common], "10000 Requires-Dist lines, over the", {}),
+        (["add", "--index-dir", site, "--release-url", "https://x/", long_dep], "is 200007 bytes long, over the", {}),
+        # A release URL names one server (docs/release.md, "Release URLs").
+        *[(["add", "--index-dir", site, "--release-url", url, other], message, {}) for url, message in (
+            ("https://x:0/{tag}/", "port '0' is not a TCP port"), ("https://x:99999/{tag}/", "port '99999' is not a TCP port"),
+            ("https://example.org./{tag}/", "ends in a dot"), ("https://{tag}.example.org/", "\"{tag}\" is in the scheme or host"))],
+        (["publish", "--tag", "v0.2.7+cu13", "--wheels", other, "--site-repo", site, "--assets", f"dir:{assets}",
+          "--release-url", "https://x:99999/{tag}/", "--target", head, "--source-dir", src],
+         "port '99999' is not a TCP port", {}),
         (["publish", "--tag", "v0.2.5+cu13", "--wheels", good, changed, *common], "two different files named", {}),
         # A --target that is not a commit of --source-dir.
         (["publish", "--tag", "v0.2.7+cu13", "--wheels", other, *untargeted, "--target", "0" * 40],

@@ -400,6 +400,54 @@ TEST(SiteUrls, ReleaseUrlsAreOneSpellingOfOnePlace) {
   EXPECT_NE(release_url_problem("assets/../../x/", true), "");
 }
 
+// The host and port of a release URL are one spelling of one server (docs/release.md,
+// "Release URLs"): ports 1-65535 in plain digits, no default port spelled out, host names
+// of DNS labels in lower case without a trailing dot, "{tag}" only in the path.
+TEST(SiteUrls, ReleaseUrlHostsAndPortsAreOneServer) {
+  for (const char* ok : {"https://h:1/dl/{tag}/", "https://h:65535/dl/{tag}/", "http://h:443/dl/", "https://h:80/dl/",
+                         "http://[::1]:8080/dl/", "https://a-b.example.org/{tag}/", "file://localhost/srv/{tag}/"})
+    EXPECT_EQ(release_url_problem(ok, false), "") << ok;
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"https://h:0/dl/", "is not a TCP port"},        {"https://h:99999/dl/", "is not a TCP port"},
+      {"https://h:65536/dl/", "is not a TCP port"},    {"https://h:080/dl/", "is not a TCP port"},
+      {"https://h:/dl/", "with no port"},              {"https://h:+80/dl/", "is not a TCP port"},
+      {"https://h:443/dl/", "https's default"},        {"http://h:80/dl/", "http's default"},
+      {"https://h./dl/", "ends in a dot"},             {"https://example.org./dl/{tag}/", "ends in a dot"},
+      {"https://a..b/dl/", "empty label"},             {"https://.h/dl/", "empty label"},
+      {"https://-h/dl/", "starting or ending with '-'"}, {"https://H/dl/", "upper-case"},
+      {"https://{tag}.example.org/dl/", "\"{tag}\" is in the scheme or host"},
+      {"https://h{tag}/dl/", "\"{tag}\" is in the scheme or host"},
+      {"https://h:{tag}/dl/", "\"{tag}\" is in the scheme or host"},
+      {"https://:8080/dl/", "no host name"},           {"https://[::1/dl/", "bracketed IPv6"},
+      {"https://[::1]x/dl/", "text after the IPv6"},   {"https://" + std::string(64, 'a') + ".org/dl/", "63"}};
+  for (const auto& [url, why] : bad) {
+    const std::string p = release_url_problem(url, false);
+    EXPECT_NE(p.find(why), std::string::npos) << url << ": '" << p << "'";
+  }
+}
+
+// The index prefix and the channel are one name each, so channels cannot nest
+// (docs/release.md, "Channels and the index prefix").
+TEST(SitePaths, PrefixAndChannelAreOneName) {
+  for (const char* ok : {"whl", "cu13", "simple", "a_b-c.d"}) EXPECT_NO_THROW(check_index_path(ok, "--channel")) << ok;
+  for (const char* nested : {"cu13/x", "whl/cu13", "a/b/c"}) {
+    try {
+      check_index_path(nested, "--index-prefix");
+      ADD_FAILURE() << nested << " accepted";
+    } catch (const ffpa::core::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("has several parts"), std::string::npos) << e.what();
+    }
+  }
+  for (const char* bad : {"", "/abs", "..", "cu13/", ".git", "x/.hidden", "a b"}) {
+    try {
+      check_index_path(bad, "--channel");
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const ffpa::core::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("is not a relative path of plain names"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(SiteIndex, AddAndRenderRefuseForeignUrlsAndWriteNothing) {
   TempSite t("urls");
   IndexLocation loc{t.root, "whl", "cu13"};

@@ -288,6 +288,23 @@ TEST(Utf8, StrictLikePython) {
   EXPECT_EQ(printable("a\nb"), "a\\x0ab");
 }
 
+// Every message that echoes an input shows C1 controls (U+0080-U+009F: U+009B is CSI on an
+// 8-bit terminal) and bidi overrides as bytes, as it does C0 controls; clean text (tab-free,
+// non-ASCII letters included) stays as it is.
+TEST(Utf8, PrintableEscapesEveryTerminalControl) {
+  EXPECT_EQ(printable("bad \xc2\x9b" "31m"), "bad \\xc2\\x9b31m");
+  EXPECT_EQ(printable("osc \xc2\x9d" "0;t\xc2\x9c"), "osc \\xc2\\x9d0;t\\xc2\\x9c");
+  EXPECT_EQ(printable("x\xc2\x80"), "x\\xc2\\x80");
+  EXPECT_EQ(printable("fine \xe2\x80\xae" "elbats"), "fine \\xe2\\x80\\xae" "elbats");
+  EXPECT_EQ(printable("esc \x1b[2J"), "esc \\x1b[2J");
+  EXPECT_EQ(printable("tab\there"), "tab\\x09here");
+  EXPECT_EQ(printable("donn\xc3\xa9" "es \xc2\xa0\xc2\xbf"), "donn\xc3\xa9" "es \xc2\xa0\xc2\xbf")
+      << "U+00A0 and U+00BF are text, not C1 controls";
+  EXPECT_EQ(terminal_safe("first line\nsecond \xc2\x9b" "31m\nthird \xc3\xa9"),
+            "first line\nsecond \\xc2\\x9b31m\nthird \xc3\xa9");
+  EXPECT_EQ(terminal_safe(printable("x\xc2\x9b")), printable("x\xc2\x9b")) << "escaped text is not escaped twice";
+}
+
 TEST(Canonical, VersionsAndFileNames) {
   EXPECT_EQ(canonical_version("01.0.0"), "1.0.0");
   EXPECT_EQ(canonical_version("v1.0.0+CU13"), "1.0.0+cu13");
@@ -394,6 +411,54 @@ class VerifyHostile : public ::testing::Test {
     return dir / fn;
   }
 };
+
+// The bounds on the dependency fields (wheel.h, kMaxRequiresDist; docs/release.md): at
+// the bound a wheel passes, one past it is refused with the bound named, and a value too
+// long is refused without being parsed.
+TEST(CoreMetadata, DependencyFieldsAreBounded) {
+  const auto with = [](const std::string& field, std::size_t n, const std::string& prefix) {
+    std::string text = kMeta;
+    for (std::size_t i = 0; i < n; ++i) text += field + ": " + prefix + std::to_string(i) + "\n";
+    return text;
+  };
+  const auto joined_problems = [](const std::string& text) {
+    return join(check_core_metadata(text), "\n");
+  };
+  EXPECT_EQ(joined_problems(with("Requires-Dist", kMaxRequiresDist, "dep")), "");
+  EXPECT_NE(joined_problems(with("Requires-Dist", kMaxRequiresDist + 1, "dep"))
+                .find(std::to_string(kMaxRequiresDist + 1) + " Requires-Dist lines, over the " +
+                      std::to_string(kMaxRequiresDist)),
+            std::string::npos);
+  EXPECT_NE(joined_problems(with("Requires-Dist", 10000, "dep")).find("10000 Requires-Dist lines"), std::string::npos);
+  EXPECT_EQ(joined_problems(with("Provides-Extra", kMaxProvidesExtra, "x")), "");
+  EXPECT_NE(joined_problems(with("Provides-Extra", kMaxProvidesExtra + 1, "x"))
+                .find(std::to_string(kMaxProvidesExtra + 1) + " Provides-Extra lines, over the " +
+                      std::to_string(kMaxProvidesExtra)),
+            std::string::npos);
+  // One value at the bound (a valid requirement) passes; one byte more, or 200,000, does not.
+  const std::string at_bound = "a" + std::string(kMaxDependencyValue - 6, 'b') + ">=1.0";
+  ASSERT_EQ(at_bound.size(), kMaxDependencyValue);
+  EXPECT_EQ(joined_problems(kMeta + "Requires-Dist: " + at_bound + "\n"), "");
+  EXPECT_NE(joined_problems(kMeta + "Requires-Dist: a" + at_bound + "\n").find("bytes long, over the 4096"),
+            std::string::npos);
+  const std::string huge = "numpy[" + std::string(200000, 'x') + "]";
+  const std::string p = joined_problems(kMeta + "Requires-Dist: " + huge + "\n");
+  EXPECT_NE(p.find("Requires-Dist 'numpy[xxx"), std::string::npos) << p.substr(0, 300);
+  EXPECT_NE(p.find(std::to_string(huge.size()) + " bytes long"), std::string::npos) << p.substr(0, 300);
+  EXPECT_LT(p.size(), 1000u) << "the message quotes the start of the value, not all of it";
+  EXPECT_NE(joined_problems(kMeta + "Provides-Extra: " + std::string(kMaxDependencyValue + 1, 'e') + "\n")
+                .find("Provides-Extra"),
+            std::string::npos);
+}
+
+TEST_F(VerifyHostile, DependencyBoundsRefuseTheWheel) {
+  std::string meta = kMeta;
+  for (std::size_t i = 0; i <= kMaxRequiresDist; ++i) meta += "Requires-Dist: dep" + std::to_string(i) + "\n";
+  const auto c = verify_wheel(write("ffpa_attn-1.0.0-py3-none-any.whl",
+                                    wheel_files({{"ffpa_attn/__init__.py", "x = 1\n"}}, "py3-none-any", meta)));
+  EXPECT_FALSE(c.ok);
+  EXPECT_TRUE(mentions(c, "Requires-Dist lines, over the")) << joined(c);
+}
 
 TEST_F(VerifyHostile, CanonicalSpellingOfTheFileName) {
   const auto files = wheel_files({{"ffpa_attn/__init__.py", "x = 1\n"}});

@@ -120,14 +120,32 @@ std::string escape_bytes(std::string_view s, Keep keep, std::string_view prefix,
   return out;
 }
 
-// The text as is when it is valid UTF-8 without control characters or line breaks; otherwise
-// with every byte outside printable ASCII written as \xNN, so a message about a
-// hostile name shows its bytes instead of corrupting the terminal.
+// The text as is when it is valid UTF-8 that can reach a terminal as text (no C0 or C1
+// control, no DEL, no str.splitlines line break, no bidirectional override or isolate:
+// terminal_text_problem's rule, tab included); otherwise with every byte outside
+// printable ASCII written as \xNN, so a message about a hostile name, URL or reason
+// shows its bytes instead of corrupting the terminal. The one home of that escaping:
+// every message that echoes an input passes it through here (or terminal_safe).
 inline std::string printable(std::string_view s) {
   const auto control = [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; };
-  if (is_valid_utf8(s) && !has_unicode_line_break(s) && std::none_of(s.begin(), s.end(), control))
+  if (is_valid_utf8(s) && !has_unicode_line_break(s) && std::none_of(s.begin(), s.end(), control) &&
+      terminal_text_problem(s).empty())
     return std::string(s);  // U+0085, U+2028 and U+2029 are shown as bytes too
   return escape_bytes(s, [](unsigned char c) { return c >= 0x20 && c < 0x7f && c != '\\'; }, "\\x");
+}
+
+// A whole message, line by line through printable: the last guard where the CLI prints
+// a refusal, so an input a message forgot to pass through printable still reaches the
+// terminal as bytes, never as an escape sequence. Lines that are clean stay as they are.
+inline std::string terminal_safe(std::string_view message) {
+  std::string out;
+  for (std::size_t start = 0;;) {
+    const std::size_t nl = message.find('\n', start);
+    out += printable(message.substr(start, nl == std::string_view::npos ? std::string_view::npos : nl - start));
+    if (nl == std::string_view::npos) return out;
+    out += '\n';
+    start = nl + 1;
+  }
 }
 
 }  // namespace ffpa::core

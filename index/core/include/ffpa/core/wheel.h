@@ -115,6 +115,20 @@ std::string compiled_file_problem(std::string_view member, std::string_view head
 // The largest METADATA, WHEEL or RECORD file a wheel may carry.
 inline constexpr std::uint64_t kMaxDistInfoFile = std::uint64_t{64} << 20;
 
+// Bounds on METADATA's dependency fields, past which check_core_metadata (so verify-wheel,
+// pack, add and publish) refuses. Neither the core metadata specification, packaging,
+// pip nor uv bound them, and PyPI bounds only Summary (512 characters) and Project-URL
+// labels (32): a wheel with 10,000 Requires-Dist lines, or one line of 200,000
+// characters, uploads and installs there. Every pip that resolves a wheel from the
+// index downloads its METADATA (PEP 658) and parses each requirement, each extra and
+// each marker of it, so these bound what one hostile wheel makes every user's resolver
+// (and the engine) do. They leave ample room above what real projects declare
+// (ffpa-attn: a handful of requirements, one extra): docs/release.md, "What a wheel may
+// declare".
+inline constexpr std::size_t kMaxRequiresDist = 2048;   // Requires-Dist lines
+inline constexpr std::size_t kMaxProvidesExtra = 512;   // Provides-Extra lines
+inline constexpr std::size_t kMaxDependencyValue = 4096;  // bytes of one Requires-Dist or Provides-Extra value
+
 // A core metadata field (1.0 to 2.5, as packaging knows them), as the specification
 // spells it, with the metadata version that introduced it and whether it may repeat.
 // The one table of them serves pack (what a metadata file may set) and verify-wheel.
