@@ -24,6 +24,8 @@ function(ffpa_jit_source_files)
        "${root}/csrc/*.cmake" "${root}/csrc/CMakeLists.txt"
        "${root}/python/ffpa_attn/*.py")
   list(FILTER files EXCLUDE REGEX "^csrc/tests/")
+  # The emulated-device build (a test program built beside the library) is no part of a first-use build.
+  list(FILTER files EXCLUDE REGEX "^csrc/emulated/")
   list(APPEND files CMakeLists.txt python/CMakeLists.txt tools/requirements-cutlass.txt)
   list(SORT files)
   set(${arg_OUT_VAR} "${files}" PARENT_SCOPE)
