@@ -69,7 +69,9 @@ function(_ffpa_jit_git_files root out_var)
         set(_shipped TRUE)
       endif()
     endforeach()
-    if(NOT _shipped OR _path MATCHES "^csrc/tests/")
+    # csrc/emulated: the emulated-device build, a test program built beside the library,
+    # is no part of a first-use build.
+    if(NOT _shipped OR _path MATCHES "^csrc/(tests|emulated)/")
       continue()
     endif()
     if(NOT _path MATCHES "^[A-Za-z0-9_./+-]+$")
@@ -106,7 +108,7 @@ function(ffpa_jit_source_files)
          "${root}/csrc/*.h" "${root}/csrc/*.cuh" "${root}/csrc/*.cu" "${root}/csrc/*.cpp"
          "${root}/csrc/*.cmake" "${root}/csrc/CMakeLists.txt"
          "${root}/python/ffpa_attn/*.py")
-    list(FILTER files EXCLUDE REGEX "^csrc/tests/")
+    list(FILTER files EXCLUDE REGEX "^csrc/(tests|emulated)/")
     list(APPEND files CMakeLists.txt python/CMakeLists.txt tools/requirements-cutlass.txt)
   endif()
   list(REMOVE_DUPLICATES files)

@@ -25,7 +25,7 @@
 #   FFPA_KERNEL_FACTS_JSON                                  the file's path
 # ffpa_generate_kernel_facts(OUT_INCLUDE_DIR <dir> OUT_PY_VAR <var>) writes, at configure time,
 #   the C++ headers ffpa/tolerance.h, ffpa/arch_rules.h and ffpa/impls.h (constexpr tables the
-#   kernels, api.cu, the device check and the emulator include) under <dir>, and sets <var> to
+#   kernels, csrc/src, the device check and the emulator include) under <dir>, and sets <var> to
 #   the same facts as Python assignments, which the build-info module of both wheels carries
 #   (cmake/templates/_build_info.py.in).
 include_guard(GLOBAL)

@@ -8,6 +8,9 @@
 #              come from the one interpreter probe (ffpa_probe_python,
 #              FfpaPythonInterpreters.cmake, which asked it during discovery) instead
 #              of find_package(Python), which caches one interpreter per directory scope
+#     EMULATED the module ffpa_attn._C_emulated over the emulated-device library
+#              (csrc/emulated/CMakeLists.txt: ffpa_kernels_emulated, CPU arrays); a test
+#              program, never in a wheel
 #   The module is built from csrc/python/binding.cpp with pybind11's headers from the
 #   tools venv (`<source>/.venv/bin/python -m pybind11 --includes`) or the
 #   pybind11_INCLUDE_DIR cache variable. It is not linked to libpython (the
@@ -41,7 +44,7 @@ function(_ffpa_pybind11_include out_var)
 endfunction()
 
 function(ffpa_add_python_binding)
-  cmake_parse_arguments(PARSE_ARGV 0 ARG "" "TARGET;PYTHON" "")
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "EMULATED" "TARGET;PYTHON" "")
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "ffpa_add_python_binding: unknown arguments: ${ARG_UNPARSED_ARGUMENTS}")
   endif()
@@ -50,8 +53,14 @@ function(ffpa_add_python_binding)
       message(FATAL_ERROR "ffpa_add_python_binding: ${required} is required")
     endif()
   endforeach()
-  if(NOT TARGET ffpa_kernels)
-    message(FATAL_ERROR "ffpa_add_python_binding: call it after add_subdirectory(csrc) (needs ffpa_kernels)")
+  set(_library ffpa_kernels)
+  set(_module _C)
+  if(ARG_EMULATED)
+    set(_library ffpa_kernels_emulated)
+    set(_module _C_emulated)
+  endif()
+  if(NOT TARGET ${_library})
+    message(FATAL_ERROR "ffpa_add_python_binding: call it after add_subdirectory(csrc) (needs ${_library})")
   endif()
   if(NOT FFPA_PYTHON_BUILD_DIR)
     message(FATAL_ERROR "ffpa_add_python_binding: FFPA_PYTHON_BUILD_DIR is not set")
@@ -65,10 +74,13 @@ function(ffpa_add_python_binding)
 
   add_library(${ARG_TARGET} MODULE "${_FFPA_BINDING_SOURCE}")
   target_include_directories(${ARG_TARGET} SYSTEM PRIVATE "${py_INCLUDE}" "${pybind11_inc}")
-  target_link_libraries(${ARG_TARGET} PRIVATE ffpa_kernels)
+  target_link_libraries(${ARG_TARGET} PRIVATE ${_library})
+  if(ARG_EMULATED)
+    target_compile_definitions(${ARG_TARGET} PRIVATE FFPA_EMULATED_DEVICE=1)
+  endif()
   set_target_properties(${ARG_TARGET} PROPERTIES
     PREFIX ""
-    OUTPUT_NAME "_C"
+    OUTPUT_NAME "${_module}"
     SUFFIX "${py_SUFFIX}"
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON

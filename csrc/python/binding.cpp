@@ -38,6 +38,12 @@
 //   touching a device; its "auto_impl" states the auto rule (the library's auto_rule();
 //   auto never picks a low-precision impl).
 // auto_impl(): the kernel impl="auto" runs on aligned arrays on the current device.
+//
+// Built with FFPA_EMULATED_DEVICE=1 against the emulated-device library
+// (csrc/emulated/CMakeLists.txt), the same source is the module ffpa_attn._C_emulated:
+// the emulated device's memory is the host's, so its arrays are CPU arrays (DLPack device
+// type kDLCPU, read without a stream), and no stream is asked of torch (every emulated
+// launch completes before it returns).
 // validate_forward(q, k, v, impl="auto", accum="fp32"): forward()'s checks before the device,
 //   for arrays described by (shape, strides, dtype); None or the exception, unraised (the
 //   package's one validation of a forward call: ffpa_attn.launch.check asks it).
@@ -121,6 +127,11 @@ struct DLManagedTensor {
   void* manager_ctx;
   void (*deleter)(DLManagedTensor*);
 };
+#ifndef FFPA_EMULATED_DEVICE
+#define FFPA_EMULATED_DEVICE 0
+#endif
+constexpr bool kEmulatedDevice = FFPA_EMULATED_DEVICE != 0;
+constexpr int32_t kDLCPU = 1;
 constexpr int32_t kDLCUDA = 2;
 constexpr int32_t kDLCUDAManaged = 13;
 constexpr uint8_t kDLInt = 0;
@@ -175,6 +186,7 @@ bool is_torch_tensor(const py::handle& obj) {
 
 // Stream choice, rules 2-4 of the header comment.
 intptr_t default_stream(const py::handle& q) {
+  if (kEmulatedDevice) return 0;
   if (has_attr(q, "__cuda_array_interface__")) {
     try {
       py::dict cai = q.attr("__cuda_array_interface__");
@@ -202,13 +214,18 @@ Array from_dlpack(const py::handle& obj, const char* name, intptr_t stream) {
   Array a;
   py::tuple dev = obj.attr("__dlpack_device__")();
   const int dev_type = dev[0].cast<int>();
-  if (dev_type != kDLCUDA && dev_type != kDLCUDAManaged)
+  if (kEmulatedDevice && dev_type != kDLCPU)
+    raise("DeviceError", std::string(name) + " is not in the emulated device's memory (DLPack device type " +
+                             std::to_string(dev_type) + "); the emulated device takes CPU arrays: move it to the "
+                             "CPU (torch: .cpu())");
+  if (!kEmulatedDevice && dev_type != kDLCUDA && dev_type != kDLCUDAManaged)
     raise("DeviceError", std::string(name) + " is not in CUDA memory (DLPack device type " +
                              std::to_string(dev_type) +
                              "); move it to the GPU (torch: .cuda()), or pass NumPy arrays to ffpa_attn_func "
                              "for the CPU reference path");
   // DLPack forbids stream 0 for CUDA; 1 is the legacy default stream.
-  py::object capsule = obj.attr("__dlpack__")(py::arg("stream") = (stream == 0 ? 1 : stream));
+  py::object capsule = kEmulatedDevice ? obj.attr("__dlpack__")()
+                                        : obj.attr("__dlpack__")(py::arg("stream") = (stream == 0 ? 1 : stream));
   auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
   if (managed == nullptr) {
     PyErr_Clear();
@@ -268,7 +285,12 @@ Array from_cai(const py::handle& obj, const char* name) {
 
 Array read_array(const py::handle& obj, const char* name, intptr_t stream) {
   if (has_attr(obj, "__dlpack__") && has_attr(obj, "__dlpack_device__")) return from_dlpack(obj, name, stream);
-  if (has_attr(obj, "__cuda_array_interface__")) return from_cai(obj, name);
+  if (has_attr(obj, "__cuda_array_interface__")) {
+    if (kEmulatedDevice)
+      raise("DeviceError", std::string(name) + " is a CUDA array (__cuda_array_interface__); the emulated device "
+                                               "takes CPU arrays through DLPack: move it to the CPU");
+    return from_cai(obj, name);
+  }
   raise("UnsupportedArrayTypeError",
         std::string(name) + " (" + std::string(py::str(py::type::of(obj).attr("__name__"))) +
             ") exports neither DLPack nor __cuda_array_interface__; pass torch or CuPy CUDA arrays");
@@ -577,7 +599,12 @@ std::string auto_impl() {
 
 }  // namespace
 
-PYBIND11_MODULE(_C, m) {
+#if FFPA_EMULATED_DEVICE
+#define FFPA_BINDING_MODULE _C_emulated
+#else
+#define FFPA_BINDING_MODULE _C
+#endif
+PYBIND11_MODULE(FFPA_BINDING_MODULE, m) {
   m.doc() = "ffpa-attn CUDA kernels (FFPA split-D forward attention); see ffpa_attn for the public API";
   m.def("build_info", &build_info, "What this extension was compiled with (head dims, dtypes, archs, paths).");
   m.def("device_count", &ffpa::device_count, "Number of CUDA devices; 0 without a driver or GPU.");

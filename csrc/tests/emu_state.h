@@ -1,5 +1,5 @@
 // The emulator's run-time switches that the test drivers set (defined in
-// emulate_kernels.cpp, read by emulate_lowp.cpp and emulate_bwd.cpp too).
+// emu/emu_grid.cpp, read by emulate_lowp.cpp and emulate_bwd.cpp too).
 #pragma once
 
 #include <cstddef>

@@ -275,7 +275,7 @@ def check(descs: dict[str, ArrayDesc], impl: str, accum: str) -> tuple[int, int,
     The arguments themselves (shapes, dtypes, strides, head dim, the impl and accum rules
     of this build) are the extension's to judge: ``_C.validate_forward`` runs the checks
     of its ``forward`` and hands back the error it would raise, so each message is
-    written once, in csrc/src/api.cu and csrc/python/binding.cpp. What stays here is what
+    written once, in csrc/src/validate.cpp and csrc/python/binding.cpp. What stays here is what
     only the package knows: the frameworks and devices of the three arrays, whether an
     extension and a GPU exist, and the empty dimensions the library would take but the
     package refuses (there is no SDPA here to give SDPA's answer)."""

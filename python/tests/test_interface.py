@@ -224,7 +224,7 @@ def test_impl_not_in_build(install_extension):
     d = real_head_dim(install_extension)
     info = install_extension.real().build_info()
     # cute_fp8 in a build of the sm_120 family only is the launch's refusal (the device check
-    # of csrc/src/api.cu's forward), not the validation's.
+    # of csrc/src/forward.cpp), not the validation's.
     missing = [i for i in IMPLS if i not in ("auto", "cute_fp8") and i not in info["impls"]]
     if not missing:
         pytest.skip("this build has every impl")

@@ -42,7 +42,7 @@
 // and its gradients are 0, as SDPA gives. NaN and inf in the inputs propagate through
 // the products. Column blocks the mask hides from every row of a block are skipped (never
 // computed), as in the forward; keys past a sequence's read keys get zero dK / dV.
-// Heads the non-finite pre-pass flagged (causal or windowed calls: api.cu) visit every
+// Heads the non-finite pre-pass flagged (causal or windowed calls: src/backward.cpp) visit every
 // block of the sequence's read keys with the mask added as -inf instead (ffpa/mask.h's
 // math rule), so that a NaN in V or dO under the causal band or the window reaches the
 // gradients through the products, as the math backend's autograd has it; a row that saw

@@ -4,8 +4,6 @@
 // run_bwd<head dim, dtype> once.
 #pragma once
 
-#include <cuda_runtime.h>
-
 #include "ffpa/bwd_kernel_mma.cuh"
 #include "ffpa/bwd_kernel_traits.h"
 #include "ffpa/bwd_params.h"
@@ -21,17 +19,12 @@ Status run_bwd_main(const BwdParams& params, int rows, int heads, const BwdTmaMa
   const dim3 grid((rows + Traits::kBlockM - 1) / Traits::kBlockM, heads, varlen ? params.mask.num_seqs : params.b);
   const auto kernel = &ffpa_bwd_kernel<Traits, kRowsAreKeys, BwdBreak::kNone, kLoad>;
   const int smem = kLoad == Load::kTma ? Traits::kSmemBytesTma : Traits::kSmemBytes;
-  Status st = smem_opt_in(kernel, smem);
-  if (!st.ok()) return st;
-  void* args[] = {const_cast<BwdParams*>(&params), const_cast<BwdTmaMaps*>(&maps)};
-  return launch_status(
-      cudaLaunchKernel(kernel, grid, dim3(Traits::kNThreads), args, smem, static_cast<cudaStream_t>(params.stream)),
-      what);
+  return launch_kernel(kernel, grid, Traits::kNThreads, smem, params.stream, what, params, maps);
 }
 
 // The feed is chosen here, not by the caller: the backward has no impl argument (the
 // autograd of every forward impl calls the same backward), so it takes the TMA feed
-// wherever this build's TMA code runs on the device (params.tma, set by api.cu from
+// wherever this build's TMA code runs on the device (params.tma, set by src/backward.cpp from
 // tma_runs_on_current_device()) and the cp.async feed elsewhere. Both give the same
 // gradients bit for bit (the same tiles, the same products in the same order). A layout
 // the driver refuses to encode (a row, head or batch stride that is not a multiple of
@@ -48,18 +41,15 @@ struct BwdFeeds {
   }
 };
 
-// The caller (api.cu) has checked the arguments and that the problem is not empty
+// The caller (src/backward.cpp) has checked the arguments and that the problem is not empty
 // (B, Hq, Nq >= 1; Nkv may be 0: dQ is then zero and dK / dV are empty).
 template <int kHeadDim, DType kDType>
 Status run_bwd(const BwdParams& params) {
   using T = typename DTypeElement<kDType>::type;
   {
     const dim3 grid((params.nq + BwdPreTraits::kRowsPerBlock - 1) / BwdPreTraits::kRowsPerBlock, params.hq, params.b);
-    const auto kernel = &ffpa_bwd_preprocess_kernel<kHeadDim, T>;
-    void* args[] = {const_cast<BwdParams*>(&params)};
-    Status st = launch_status(cudaLaunchKernel(kernel, grid, dim3(BwdPreTraits::kNThreads), args, 0,
-                                               static_cast<cudaStream_t>(params.stream)),
-                              "backward preprocessing kernel launch");
+    Status st = launch_kernel(&ffpa_bwd_preprocess_kernel<kHeadDim, T>, grid, BwdPreTraits::kNThreads, 0, params.stream,
+                              "backward preprocessing kernel launch", params);
     if (!st.ok()) return st;
   }
   // The preprocessing pass is per query row: varlen's packed rows need no sequence there.

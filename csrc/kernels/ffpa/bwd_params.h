@@ -55,7 +55,7 @@ struct BwdParams {
   const int* nonfinite = nullptr;
 
   // The main kernels' feed: true where this build's TMA code runs on the device
-  // (api.cu sets it from tma_runs_on_current_device(); bwd_launch_template.cuh says why
+  // (src/backward.cpp sets it from tma_runs_on_current_device(); bwd_launch_template.cuh says why
   // the choice is automatic), else the cp.async feed.
   bool tma = false;
 

@@ -51,7 +51,7 @@ __device__ __forceinline__ int swizzle(int row, int vec) { return row * 64 + ((v
 // the per-pair form spills 16-52 bytes on sm_89 and sm_90, the per-mma form fits
 // there (255 registers) and spills 100-300 bytes on sm_120f, where neither form fits
 // at D = 256. So sm_80-sm_90 take the per-mma form, and on the sm_120 family fp16
-// accumulation is the TMA feed's alone (kMmaF16AccCompiled; api.cu refuses
+// accumulation is the TMA feed's alone (kMmaF16AccCompiled; src/forward.cpp refuses
 // impl='mma' with accum='fp16' there and auto takes TMA). ffpa.kernels.no_spills
 // guards these choices; the CPU emulator runs both forms.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 1000

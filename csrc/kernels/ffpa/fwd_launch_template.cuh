@@ -8,8 +8,6 @@
 #ifndef FFPA_WITH_CUTE
 #define FFPA_WITH_CUTE 1
 #endif
-#include <cuda_runtime.h>
-
 #include <string>
 
 #include "ffpa/fwd_kernel_mma.cuh"
@@ -34,15 +32,9 @@ template <typename Traits, bool kF16Acc, bool kMasked = false>
 Status run_fwd_mma(const FwdParams& params) {
   const dim3 grid = fwd_grid<Traits>(params);
   const auto kernel = &ffpa_fwd_kernel<Traits, Load::kCpAsync, kF16Acc, 0, MaskBreak::kNone, kMasked>;
-  Status st = smem_opt_in(kernel, Traits::kSmemBytes);
-  if (!st.ok()) return st;
   TmaMaps unused{};  // the cp.async feed has no tensor maps
-  // cudaLaunchKernel returns this launch's own status; `<<<>>>` followed by
-  // cudaGetLastError() would also report (and clear) an earlier, unrelated error.
-  void* args[] = {const_cast<FwdParams*>(&params), &unused};
-  return launch_status(cudaLaunchKernel(kernel, grid, dim3(Traits::kNThreads), args, Traits::kSmemBytes,
-                                        static_cast<cudaStream_t>(params.stream)),
-                       "mma forward kernel launch");
+  return launch_kernel(kernel, grid, Traits::kNThreads, Traits::kSmemBytes, params.stream, "mma forward kernel launch",
+                       params, unused);
 }
 
 template <typename Traits, bool kF16Acc, DType kDType>
@@ -53,32 +45,25 @@ Status run_fwd_tma(const FwdParams& params) {
   const dim3 grid = fwd_grid<Traits>(params);
   const auto kernel = mask_active(params.mask) ? &ffpa_fwd_kernel<Traits, Load::kTma, kF16Acc, 0, MaskBreak::kNone, true>
                                                : &ffpa_fwd_kernel<Traits, Load::kTma, kF16Acc>;
-  st = smem_opt_in(kernel, Traits::kSmemBytesTma);
-  if (!st.ok()) return st;
-  void* args[] = {const_cast<FwdParams*>(&params), &maps};
-  return launch_status(cudaLaunchKernel(kernel, grid, dim3(Traits::kNThreads), args, Traits::kSmemBytesTma,
-                                        static_cast<cudaStream_t>(params.stream)),
-                       "tma forward kernel launch");
+  return launch_kernel(kernel, grid, Traits::kNThreads, Traits::kSmemBytesTma, params.stream,
+                       "tma forward kernel launch", params, maps);
 }
 
 template <int kHeadDim, typename T>
 Status run_fwd_simt(const FwdParams& params) {
   const dim3 grid((params.nq + FwdSimtTraits::kRowsPerBlock - 1) / FwdSimtTraits::kRowsPerBlock, params.hq,
                   params.b);
-  const auto kernel = &ffpa_fwd_simt_kernel<kHeadDim, T>;
-  void* args[] = {const_cast<FwdParams*>(&params)};
-  return launch_status(cudaLaunchKernel(kernel, grid, dim3(FwdSimtTraits::kNThreads), args, 0,
-                                        static_cast<cudaStream_t>(params.stream)),
-                       "simt forward kernel launch");
+  return launch_kernel(&ffpa_fwd_simt_kernel<kHeadDim, T>, grid, FwdSimtTraits::kNThreads, 0, params.stream,
+                       "simt forward kernel launch", params);
 }
 
-// fp16 accumulation is compiled for fp16 instances only (api.cu refuses it for bf16
+// fp16 accumulation is compiled for fp16 instances only (src/validate.cpp refuses it for bf16
 // before any launch).
 template <int kHeadDim, DType kDType>
 Status run_fwd(const FwdParams& params, Impl impl) {
   using T = typename DTypeElement<kDType>::type;
   using Traits = DefaultFwdMmaTraits<kHeadDim, T>;
-  // The masks (ffpa/mask.h) live in the mma and CuTe kernels' feeds only (api.cu refuses the
+  // The masks (ffpa/mask.h) live in the mma and CuTe kernels' feeds only (src/validate.cpp refuses the
   // other impls before any launch; this keeps a direct caller from a silent unmasked run).
   if (mask_active(params.mask) && impl != Impl::kMma && impl != Impl::kTma && impl != Impl::kCute &&
       impl != Impl::kCuteTma)
@@ -92,7 +77,7 @@ Status run_fwd(const FwdParams& params, Impl impl) {
       return run_fwd_cute<kHeadDim, kDType, kImpl == Impl::kCute ? Load::kCpAsync : Load::kTma>(
           params);  // its own instance file
 #else
-      // The plain kernel set (FFPA_KERNEL_SET=plain) has no CuTe instance files; api.cu
+      // The plain kernel set (FFPA_KERNEL_SET=plain) has no CuTe instance files; src/validate.cpp
       // refuses impl cute / cute_tma first (has_cute()), so this is never reached.
       return Status{ErrorKind::kImpl, "the CuTe kernels are not compiled in this build (FFPA_KERNEL_SET=plain)"};
 #endif

@@ -48,12 +48,12 @@
 
 namespace ffpa {
 
-// What a launch passes (FwdParams::mask, BwdParams::mask; set by api.cu).
+// What a launch passes (FwdParams::mask, BwdParams::mask; set by src/params.cpp).
 struct MaskParams {
   int window_left = -1;   // -1: unbounded
   int window_right = -1;  // -1: unbounded (causal: 0)
   // The backward's alignment: bottom-right (diag(i) = i + Nk - Nq) unless its causal is
-  // top-left (api.cu). The forward's causal is bottom-right by contract (seq_mask's caller
+  // top-left (src/params.cpp). The forward's causal is bottom-right by contract (seq_mask's caller
   // says so); varlen is bottom-right always.
   bool diag_bottom_right = false;
   const int* seqused_k = nullptr;     // [B] (varlen: [S]) keys read per sequence; nullptr: all
@@ -219,7 +219,7 @@ FFPA_MASK_FN float masked_score(const SeqMask& s, float x, int i, int j, bool ma
 }
 
 // Whether a forward call's mask hides, from some row, keys its sequence reads (causal or a
-// sliding window): the calls whose NaN / inf the non-finite pre-pass must find (api.cu).
+// sliding window): the calls whose NaN / inf the non-finite pre-pass must find (src/forward.cpp).
 // Key padding and varlen alone hide none (keys past len_k are not part of the problem).
 FFPA_MASK_FN bool band_hides_keys(const MaskParams& m, bool causal) {
   return causal || m.window_left >= 0 || m.window_right >= 0;

@@ -2,7 +2,7 @@
 // query head), whether any value the head reads (its Q rows, its kv head's K and V, and
 // in the backward its dO rows) is a NaN or an inf. The kernels then follow SDPA's math
 // backend for those heads under the causal mask too (ffpa/mask.h) and keep skipping
-// masked blocks for every other head. Launched by api.cu on the call's stream after a
+// masked blocks for every other head. Launched by src/nonfinite_prepass.cu on the call's stream after a
 // cudaMemsetAsync of the flags: no host synchronisation, so CUDA graphs capture it.
 //
 // Grid: x = blocks of kRowsPerBlock rows, y = the scanned heads of every operand in turn

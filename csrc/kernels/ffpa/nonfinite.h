@@ -1,5 +1,5 @@
 // The non-finite pre-pass's arguments (the kernel is ffpa/nonfinite.cuh, which says what
-// the pass does). Host-compiler friendly: api.cu and the CPU emulator's drivers fill it.
+// the pass does). Host-compiler friendly: src/nonfinite_prepass.cu and the CPU emulator's drivers fill it.
 #pragma once
 
 #include <cstdint>

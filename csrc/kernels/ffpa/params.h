@@ -36,7 +36,7 @@ struct FwdParams {
   bool causal = false;     // bottom-right aligned (see api.h)
   // Causal: query i sees keys j <= i + causal_offset: Nkv - Nq bottom-right (the default
   // alignment), 0 top-left (ForwardArgs::causal_top_left). Set by whoever fills these
-  // parameters (api.cu, the emulator's tests); the masked instance reads mask instead.
+  // parameters (src/params.cpp, the emulator's tests); the masked instance reads mask instead.
   int causal_offset = 0;
   // [B, Hq] flags of the non-finite pre-pass (ffpa/nonfinite.cuh): non-zero where the
   // head's Q, K or V holds a NaN or an inf, so its kernel follows SDPA's math backend
@@ -44,7 +44,7 @@ struct FwdParams {
   // nullptr: no pre-pass ran (finite inputs, or no key hidden from a row).
   const int* nonfinite = nullptr;
   // The SIMT kernel computes only the heads whose flag is set (the low-precision paths'
-  // second launch, api.cu): every other block returns at once.
+  // second launch, src/forward.cpp): every other block returns at once.
   bool nonfinite_heads_only = false;
   // Sliding window, key padding, varlen (ffpa/mask.h; the mma and TMA feeds only). In
   // varlen the arrays are [1, H, total, D] views: nq / nkv are the totals, b is 1, and the
@@ -87,7 +87,7 @@ struct LowpEntry {
   LowpLauncher launch;
 };
 
-// Dispatch to the low-precision entry of params.head_dim (api.cu).
+// Dispatch to the low-precision entry of params.head_dim (src/forward.cpp).
 Status run_fwd_lowp(const FwdParams& params, DType dtype, Impl impl);
 
 // Defined in the generated compiled-set source (cmake/FfpaKernelInstances.cmake).

@@ -1,5 +1,5 @@
 // The geometry of the TMA path's tensor maps, in one place: the launcher encodes it
-// with the driver's cuTensorMapEncodeTiled (api.cu), the CPU emulator with its model
+// with the driver's cuTensorMapEncodeTiled (src/runtime_cuda.cu), the CPU emulator with its model
 // of the same call (csrc/tests/emulate_kernels.cpp, emulate_bwd.cpp). Host code, no CUDA types.
 //
 // One rank-4 map per array over its [B, H, N, D] layout, innermost first:

@@ -125,7 +125,7 @@ struct CpAsync16 {
 // One TMA box (cp.async.bulk.tensor.4d with the map's 128-byte swizzle) into shared
 // memory, completing on an mbarrier. Issued by one thread; the CuTe kernel computes
 // the destination (a 1024-byte aligned chunk of a swizzled CuTe smem tensor) and the
-// box coordinates. The maps are encoded on the host by api.cu (ffpa/tma_geometry.h),
+// box coordinates. The maps are encoded on the host by launch_common.cuh (ffpa/tma_geometry.h),
 // not by CuTe's make_tma_copy, so the launcher, the mma kernel's TMA feed and the
 // emulator share one encoding.
 struct TmaLoad4d {

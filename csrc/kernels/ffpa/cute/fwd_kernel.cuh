@@ -16,7 +16,7 @@
 // Two feeds (Load): kCpAsync, every thread copies 16-byte vectors through a CuTe tiled
 // copy (cp.async, zero fill past the sequence ends); kTma, thread 0 issues one
 // cp.async.bulk.tensor box per 64-column slab, completing on the stage's mbarrier
-// (sm_90+; trap stubs below, never launched there: api.cu).
+// (sm_90+; trap stubs below, never launched there: src/forward.cpp).
 // fp16 accumulation (Atoms::kF16Accum, fp16 inputs): S accumulates in fp16 over all of
 // D; P V accumulates in fp16 over the kBlockN keys of one block for one pair of
 // 8-column n-tiles at a time, then adds into the fp32 O.
@@ -69,7 +69,7 @@ inline constexpr bool kCuteTmaCode = false;
 // and the cp.async feed's per-thread copy addresses made ptxas spill at D = 128 fp16
 // accumulation and D = 192 / 256 (ffpa.kernels.no_spills); it also cost about half
 // of the CuTe instances' compile time (docs/perf.md, "Build cost of the CuTe paths").
-// api.cu refuses impl='cute' there, naming cute_tma; sm_80-sm_90 keep it (the
+// src/forward.cpp refuses impl='cute' there, naming cute_tma; sm_80-sm_90 keep it (the
 // device check's cute rows on sm_90). Same pattern as fwd_kernel_mma.cuh's
 // kMmaF16AccCompiled.
 inline constexpr bool kCuteCpAsyncCode = kDeviceCpAsyncHeavy;  // ffpa/arch_rules.h
@@ -213,7 +213,7 @@ inline constexpr bool kLowpCode = !Spec::kLowp || (Spec::kNvfp4 ? kDeviceNvfp4 :
 // seq_mask, blocks outside the band or past the sequence's read keys skipped, the math
 // rule's flagged heads visiting every block of those keys with the band added as -inf,
 // the TMA feed's tail rows past the sequence's keys zeroed); 16-bit, fp32 or fp16
-// accumulation (the low-precision kernels refuse masks: api.cu). A separate instance, so
+// accumulation (the low-precision kernels refuse masks: src/validate.cpp). A separate instance, so
 // that the unmasked ones do not hold the mask's registers.
 // kMaskBreak: the CPU emulator's deliberate mask defects (kNone in the library).
 template <typename Spec, Load kLoad, bool kMasked = false, MaskBreak kMaskBreak = MaskBreak::kNone>
@@ -222,7 +222,7 @@ __global__ void __launch_bounds__(Spec::kNThreads, 1)
 #if FFPA_CUTE_DEVICE_CODE
   if constexpr ((kLoad == Load::kTma && !kCuteTmaCode) || (kLoad == Load::kCpAsync && !kCuteCpAsyncCode) ||
                 !kLowpCode<Spec>) {
-    __trap();  // e.g. a cute_tma instance below sm_90, a cute one on the sm_120 family: never launched (api.cu)
+    __trap();  // e.g. a cute_tma instance below sm_90, a cute one on the sm_120 family: never launched (src/forward.cpp)
   } else {
     using namespace cute;
     using Traits = CuteFwdTraits<Spec>;

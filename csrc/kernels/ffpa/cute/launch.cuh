@@ -6,8 +6,6 @@
 // (cmake/FfpaKernelInstances.cmake).
 #pragma once
 
-#include <cuda_runtime.h>
-
 #include "ffpa/cute/fwd_kernel.cuh"
 #include "ffpa/launch_common.cuh"
 #include "ffpa/static_switch.h"
@@ -21,15 +19,10 @@ template <typename Spec, Load kLoad, bool kMasked = false>
 Status launch_cute_kernel(const FwdParams& params, TmaMaps& maps, const char* what) {
   constexpr int kSmem = kLoad == Load::kTma ? Spec::kSmemBytesTma : Spec::kSmemBytes;
   const auto kernel = &ffpa_fwd_cute_kernel<Spec, kLoad, kMasked>;
-  Status st = smem_opt_in(kernel, kSmem);
-  if (!st.ok()) return st;
   const bool varlen = kMasked && params.mask.cu_seqlens_q != nullptr;
   const int rows = varlen ? params.mask.max_seqlen_q : params.nq;
   const dim3 grid((rows + Spec::kBlockM - 1) / Spec::kBlockM, params.hq, varlen ? params.mask.num_seqs : params.b);
-  void* args[] = {const_cast<FwdParams*>(&params), &maps};
-  return launch_status(
-      cudaLaunchKernel(kernel, grid, dim3(Spec::kNThreads), args, kSmem, static_cast<cudaStream_t>(params.stream)),
-      what);
+  return launch_kernel(kernel, grid, Spec::kNThreads, kSmem, params.stream, what, params, maps);
 }
 
 template <typename Spec, Load kLoad, DType kDType, bool kMasked = false>
@@ -44,7 +37,7 @@ Status launch_fwd_cute(const FwdParams& params) {
                                                   kTma ? "cute_tma forward kernel launch" : "cute forward kernel launch");
 }
 
-// fp16 accumulation is compiled for fp16 instances only (api.cu refuses it for bf16
+// fp16 accumulation is compiled for fp16 instances only (src/validate.cpp refuses it for bf16
 // before any launch). Calls with a window, seqused_k or varlen (mask_active) run the masked
 // instance of the same spec (the head dim's CuTe file holds both: docs/perf.md, "Build cost
 // of the CuTe paths").

@@ -5,8 +5,6 @@
 // cmake/FfpaKernelInstances.cmake).
 #pragma once
 
-#include <cuda_runtime.h>
-
 #include "ffpa/cute/spec.h"
 #include "ffpa/launch_common.cuh"
 #include "ffpa/lowp/layout.h"
@@ -26,11 +24,10 @@ Status run_fwd_lowp_d(const FwdParams& params, DType dtype, Impl impl) {
   FwdParams p = params;
   p.lowp = lowp_layout(fp4 ? LowpQK::kNvfp4 : LowpQK::kFp8, p.b, p.hq, p.hkv, p.nq, p.nkv, kHeadDim, Spec::kBlockM,
                        Spec::kBlockN);
-  const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
   // Stream-ordered: CUDA graph capture records it as a graph allocation, and the caching
   // pool makes repeated calls free of cudaMalloc's synchronisation.
   void* ws = nullptr;
-  Status st = launch_status(cudaMallocAsync(&ws, p.lowp.bytes, stream), "low-precision workspace (cudaMallocAsync)");
+  Status st = runtime::malloc_async(&ws, p.lowp.bytes, p.stream, "low-precision workspace (cudaMallocAsync)");
   if (!st.ok()) return st;
   p.lowp_ws = static_cast<const unsigned char*>(ws);
   st = quantize_lowp(p, dtype, static_cast<unsigned char*>(ws));
@@ -39,7 +36,7 @@ Status run_fwd_lowp_d(const FwdParams& params, DType dtype, Impl impl) {
          : impl == Impl::kCuteTmaFp8 ? run_fwd_lowp_kernel<kHeadDim, LowpQK::kFp8, Load::kTma>(p)
                                      : run_fwd_lowp_kernel<kHeadDim, LowpQK::kFp8, Load::kCpAsync>(p);
   }
-  const Status freed = launch_status(cudaFreeAsync(ws, stream), "low-precision workspace release (cudaFreeAsync)");
+  const Status freed = runtime::free_async(ws, p.stream, "low-precision workspace release (cudaFreeAsync)");
   return st.ok() ? freed : st;
 }
 

@@ -43,7 +43,7 @@ struct Mma16832E4m3 {
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #else
-    __trap();  // below sm_89: never launched (api.cu, ffpa/arch_rules.h)
+    __trap();  // below sm_89: never launched (src/forward.cpp, ffpa/arch_rules.h)
 #endif
   }
 };
@@ -59,7 +59,7 @@ struct Mma16864Nvf4 {
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(sfa), "h"(uint16_t(0)), "h"(uint16_t(0)),
           "r"(sfb), "h"(uint16_t(0)), "h"(uint16_t(0)));
 #else
-    __trap();  // outside the sm_120 family's specific targets: never launched (api.cu)
+    __trap();  // outside the sm_120 family's specific targets: never launched (src/forward.cpp)
 #endif
   }
 };

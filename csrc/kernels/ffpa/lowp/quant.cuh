@@ -380,17 +380,12 @@ Status launch_lowp_quant(const FwdParams& p, const LowpLayout& l, unsigned char*
   const int64_t blocks = lowp_quant_blocks(l);
   if (l.hkv > 65535 || l.b > 65535 || blocks > 0x7fffffff)
     return {ErrorKind::kShape, "low-precision quantisation: too many batches, heads or blocks for one launch"};
-  const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
-  void* args[] = {const_cast<FwdParams*>(&p), const_cast<LowpLayout*>(&l), &workspace};
-  const auto stats = &ffpa_lowp_kv_stats_kernel<T, LowpQuantExact>;
-  Status st = launch_status(cudaLaunchKernel(stats, dim3(l.d / G::kStatsCols, l.hkv, l.b), dim3(G::kThreads), args,
-                                             G::kStatsSmemBytes, stream),
-                            "low-precision K / V statistics kernel launch");
+  Status st = launch_kernel(&ffpa_lowp_kv_stats_kernel<T, LowpQuantExact>, dim3(l.d / G::kStatsCols, l.hkv, l.b),
+                            G::kThreads, G::kStatsSmemBytes, p.stream, "low-precision K / V statistics kernel launch",
+                            p, l, workspace);
   if (!st.ok()) return st;
-  const auto quant = &ffpa_lowp_quant_kernel<T, LowpQuantExact>;
-  return launch_status(
-      cudaLaunchKernel(quant, dim3(unsigned(blocks)), dim3(G::kThreads), args, G::kQuantSmemBytes, stream),
-      "low-precision quantisation kernel launch");
+  return launch_kernel(&ffpa_lowp_quant_kernel<T, LowpQuantExact>, dim3(unsigned(blocks)), G::kThreads,
+                       G::kQuantSmemBytes, p.stream, "low-precision quantisation kernel launch", p, l, workspace);
 }
 #endif
 

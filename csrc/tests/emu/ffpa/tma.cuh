@@ -7,7 +7,7 @@
 // this kernel always expects before it issues), as does any shared-memory read that
 // overlaps a copy still in flight, a barrier used by the async proxy without
 // fence.mbarrier_init, or a wait by another thread before a block barrier made the
-// init visible. The models live in emulate_kernels.cpp (namespace emu).
+// init visible. The models live in emu_grid.cpp (namespace emu).
 #pragma once
 
 #include <cuda.h>  // the real CUtensorMap (128 opaque bytes); CuTe's headers include it too

@@ -55,7 +55,7 @@ WarpSlots& warp_slots();
 extern unsigned char* g_smem;
 extern size_t g_smem_bytes;
 bool global_readable(const void* p, size_t n);
-// Fails when [p, p + n) overlaps a TMA copy still in flight (emulate_kernels.cpp).
+// Fails when [p, p + n) overlaps a TMA copy still in flight (emu_grid.cpp).
 void check_no_tma_in_flight(const void* p, size_t n);
 // cp.async model, per thread.
 void cp_async(void* dst, const void* src, int src_size);
