@@ -8,10 +8,14 @@
 // cannot see timing-dependent races beyond what the two landing modes expose.
 //   ffpa_emulate_kernels [D ...]    (default: 64 128 320; ctest runs 64 320)
 #include <sys/wait.h>
-#include <ucontext.h>
 #include <unistd.h>
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -67,6 +71,25 @@ bool breakage_run(const std::string& label, bool want_pass, const std::function<
   return as_wanted;
 }
 
+long g_expect_cases = -1;
+
+int verdict(const char* what, long total, long bad, const char* bad_word, bool primary) {
+  std::printf("%ld %s, %ld %s\n", total, what, bad, bad_word);
+  std::fflush(stdout);
+  if (total == 0) {
+    std::fprintf(stderr, "FAIL: no %s ran: a run of zero cases proves nothing (check the head dims and options)\n", what);
+    return 1;
+  }
+  if (primary && g_expect_cases >= 0 && total != g_expect_cases) {
+    std::fprintf(stderr,
+                 "FAIL: %ld %s ran where --expect says %ld: the case table or the arguments changed; update the "
+                 "count where the test is registered (csrc/CMakeLists.txt, csrc/tests/*.cmake)\n",
+                 total, what, g_expect_cases);
+    return 1;
+  }
+  return bad ? 1 : 0;
+}
+
 [[noreturn]] void fail(const char* what) {
   std::fprintf(stderr, "EMULATION FAULT: %s (block %u,%u,%u)\n", what, g_block_idx.x, g_block_idx.y, g_block_idx.z);
   std::exit(3);
@@ -80,8 +103,69 @@ struct Copy {
   int size;
 };
 
-struct Fiber {
+// The fiber switch. glibc's swapcontext saves and restores the signal mask with a system
+// call on every switch, and the emulator switches twice per fiber and warp-collective
+// instruction: on x86-64 a switch of the callee-saved registers and the stack pointer
+// (what the System V ABI leaves to the callee; the kernels change neither the floating-point
+// control words nor the signal mask) does the same without entering the kernel. Other
+// hosts keep ucontext.
+#if defined(__x86_64__)
+extern "C" void ffpa_emu_switch(void** save_sp, void* load_sp);
+asm(R"(
+  .pushsection .text
+  .p2align 4
+  .globl ffpa_emu_switch
+  .type ffpa_emu_switch, @function
+ffpa_emu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size ffpa_emu_switch, .-ffpa_emu_switch
+  .popsection
+)");
+struct Context {
+  void* sp = nullptr;
+};
+void switch_context(Context& from, Context& to) { ffpa_emu_switch(&from.sp, to.sp); }
+// A fresh context that starts entry() on [stack, stack + size) when switched to: the six
+// registers ffpa_emu_switch pops, then entry as its return address, with the stack
+// aligned as a call leaves it (16-byte aligned before the call pushed the return address).
+void make_context(Context& c, char* stack, size_t size, void (*entry)()) {
+  auto top = reinterpret_cast<uintptr_t>(stack + size) & ~uintptr_t(15);
+  auto* sp = reinterpret_cast<void**>(top);
+  *--sp = nullptr;                               // entry's own return address: it never returns
+  *--sp = reinterpret_cast<void*>(entry);        // popped by ret
+  for (int i = 0; i < 6; ++i) *--sp = nullptr;   // r15 r14 r13 r12 rbx rbp
+  c.sp = sp;
+}
+#else
+struct Context {
   ucontext_t ctx;
+};
+void switch_context(Context& from, Context& to) { swapcontext(&from.ctx, &to.ctx); }
+void make_context(Context& c, char* stack, size_t size, void (*entry)()) {
+  getcontext(&c.ctx);
+  c.ctx.uc_stack.ss_sp = stack;
+  c.ctx.uc_stack.ss_size = size;
+  c.ctx.uc_link = nullptr;
+  makecontext(&c.ctx, entry, 0);
+}
+#endif
+
+struct Fiber {
+  Context ctx;
   std::vector<char> stack;
   Dim3 tid;
   bool done = false;
@@ -94,7 +178,7 @@ struct Barrier {
   long gen = 0;
 };
 
-ucontext_t g_sched;
+Context g_sched;
 std::vector<Fiber> g_fibers;
 std::vector<Barrier> g_warp_bars;
 std::vector<WarpSlots> g_slots;
@@ -106,7 +190,7 @@ const Dim3& thread_idx() { return g_fibers[g_cur].tid; }
 int lane() { return g_cur & 31; }
 WarpSlots& warp_slots() { return g_slots[g_cur >> 5]; }
 
-void yield() { swapcontext(&g_fibers[g_cur].ctx, &g_sched); }
+void yield() { switch_context(g_fibers[g_cur].ctx, g_sched); }
 
 void arrive(Barrier& b) {
   const long gen = b.gen;
@@ -354,7 +438,7 @@ void fiber_main() {
   g_body(*g_params);
   g_fibers[g_cur].done = true;
   if (!g_fibers[g_cur].open.empty()) fail("cp.async copies never committed");
-  swapcontext(&g_fibers[g_cur].ctx, &g_sched);
+  switch_context(g_fibers[g_cur].ctx, g_sched);
 }
 
 // Runs one kernel launch: every block in turn, its threads as fibers, round robin.
@@ -382,11 +466,7 @@ void launch(void (*body)(const ffpa::FwdParams&), const ffpa::FwdParams& p, Dim3
           Fiber& f = g_fibers[i];
           f.tid = {static_cast<unsigned>(i), 0, 0};
           if (f.stack.empty()) f.stack.resize(64 * 1024);
-          getcontext(&f.ctx);
-          f.ctx.uc_stack.ss_sp = f.stack.data();
-          f.ctx.uc_stack.ss_size = f.stack.size();
-          f.ctx.uc_link = nullptr;
-          makecontext(&f.ctx, fiber_main, 0);
+          make_context(f.ctx, f.stack.data(), f.stack.size(), fiber_main);
         }
         int live = threads;
         while (live > 0) {
@@ -395,7 +475,7 @@ void launch(void (*body)(const ffpa::FwdParams&), const ffpa::FwdParams& p, Dim3
           for (int i = 0; i < threads; ++i) {
             if (g_fibers[i].done) continue;
             g_cur = i;
-            swapcontext(&g_sched, &g_fibers[i].ctx);
+            switch_context(g_sched, g_fibers[i].ctx);
             if (!g_fibers[i].done) ++live;
           }
           if (live > 0 && g_progress == before) fail("deadlock: threads wait at barriers that never complete");
@@ -768,8 +848,7 @@ int run_release(const std::vector<int>& dims) {
         if (!dispatch(c, rng)) ++failed;
       }
     }
-  std::printf("%d cases, %d failed\n", total, failed);
-  return failed ? 1 : 0;
+  return emu::verdict("release cases", total, failed, "failed");
 }
 
 // The case list every kernel kind runs: non-aligned Nq / Nkv over several KV blocks
@@ -843,8 +922,7 @@ int run_nonfinite(const std::vector<int>& dims, bool masked, const std::vector<K
             ++total;
             if (!dispatch(c, rng)) ++failed;
           }
-  std::printf("%d nonfinite cases, %d failed\n", total, failed);
-  return failed ? 1 : 0;
+  return emu::verdict("nonfinite cases", total, failed, "failed");
 }
 
 // --nonfinite-breakages D: the plants the causal mask hides, on the mma kernel, with the
@@ -867,8 +945,7 @@ int run_nonfinite_breakages(int d) {
     if (!ok) ++wrong;
   }
   g_nonfinite_mode = NonfiniteMode::kScan;
-  std::printf("%zu nonfinite breakage runs, %d wrong\n", sizeof(modes) / sizeof(modes[0]), wrong);
-  return wrong ? 1 : 0;
+  return emu::verdict("nonfinite breakage runs", long(sizeof(modes) / sizeof(modes[0])), wrong, "wrong");
 }
 
 // --breakages D: each deliberate breakage of the TMA protocol (emu::Break) runs one
@@ -896,8 +973,7 @@ int run_breakages(int d) {
     });
     if (!ok) ++wrong;
   }
-  std::printf("%zu breakage runs, %d wrong\n", sizeof(breaks) / sizeof(breaks[0]), wrong);
-  return wrong ? 1 : 0;
+  return emu::verdict("breakage runs", long(sizeof(breaks) / sizeof(breaks[0])), wrong, "wrong");
 }
 
 // --breakages-cute: the CuTe kernel's breakages. The instruction-model ones of
@@ -949,8 +1025,7 @@ int run_cute_breakages() {
     });
     if (!ok) ++wrong;
   }
-  std::printf("%zu CuTe breakage runs, %d wrong\n", sizeof(runs) / sizeof(runs[0]), wrong);
-  return wrong ? 1 : 0;
+  return emu::verdict("CuTe breakage runs", long(sizeof(runs) / sizeof(runs[0])), wrong, "wrong");
 }
 
 // ffpa_emulate_kernels [--kinds mma,simt,tma,f16acc] D...   the standard cases (f16acc:
@@ -976,35 +1051,76 @@ int run_bwd_cases(const std::vector<int>& dims, bool tma);
 int run_bwd_tma_breakages();
 int run_bwd_release(const std::vector<int>& dims, bool tma);
 int run_bwd_breakages();
-// ffpa_emulate_kernels --masks[-release] D... | --masks-breakages    the sliding window, key padding and
+// ffpa_emulate_kernels --masks[-release] [--late-only] D... | --masks-breakages    the sliding window, key padding and
 //                                                        varlen, forward and backward (emulate_masks.cpp)
-int run_mask_cases(const std::vector<int>& dims, bool release);
+int run_mask_cases(const std::vector<int>& dims, bool release, bool late_only);
 int run_mask_breakages();
 // ffpa_emulate_kernels --masks-cute-nonfinite D... | --masks-cute-breakages    the masked CuTe
 //                                 kernel alone: the math rule's cases, its deliberate defects
 int run_cute_mask_nonfinite(const std::vector<int>& dims);
 int run_cute_mask_breakages();
+// Every mode takes --expect N anywhere on its command line: the count of cases (or breakage
+// runs) it must run (emu::verdict). Head dims must be positive integers.
 int main(int argc, char** argv) {
+  {
+    int out = 1;
+    for (int i = 1; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--expect") == 0) {
+        char* end = nullptr;
+        const long n = i + 1 < argc ? std::strtol(argv[i + 1], &end, 10) : -1;
+        if (i + 1 >= argc || *end != '\0' || n < 0) {
+          std::fprintf(stderr, "--expect needs a count of cases (a non-negative integer)\n");
+          return 2;
+        }
+        emu::g_expect_cases = n;
+        ++i;
+        continue;
+      }
+      // A head dim must be a number: atoi would turn a typo into 0 and a case list into none.
+      if (argv[i][0] != '-') {
+        char* end = nullptr;
+        const long d = std::strtol(argv[i], &end, 10);
+        if (*end != '\0' || d <= 0) {
+          std::fprintf(stderr, "'%s' is not a head dim (a positive integer) nor an option\n", argv[i]);
+          return 2;
+        }
+      }
+      argv[out++] = argv[i];
+    }
+    argc = out;
+    argv[argc] = nullptr;
+  }
+  // The head dims after a mode's option; any other option there is an error (not a dim 0).
+  auto dims_after = [&](int from, std::vector<int>& dims) {
+    for (int i = from; i < argc; ++i) {
+      if (argv[i][0] == '-') {
+        std::fprintf(stderr, "%s takes head dims only, not %s\n", argv[1], argv[i]);
+        std::exit(2);
+      }
+      dims.push_back(std::atoi(argv[i]));
+    }
+  };
   if (argc > 1 && std::strcmp(argv[1], "--masks-breakages") == 0) return run_mask_breakages();
   if (argc > 1 && std::strcmp(argv[1], "--masks-cute-breakages") == 0) return run_cute_mask_breakages();
   if (argc > 1 && std::strcmp(argv[1], "--masks-cute-nonfinite") == 0) {
     std::vector<int> dims;
-    for (int i = 2; i < argc; ++i) dims.push_back(std::atoi(argv[i]));
+    dims_after(2, dims);
     if (dims.empty()) dims = {64};
     return run_cute_mask_nonfinite(dims);
   }
   if (argc > 1 && (std::strcmp(argv[1], "--masks") == 0 || std::strcmp(argv[1], "--masks-release") == 0)) {
     std::vector<int> mask_dims;
-    for (int i = 2; i < argc; ++i) mask_dims.push_back(std::atoi(argv[i]));
+    const bool late_only = argc > 2 && std::strcmp(argv[2], "--late-only") == 0;
+    dims_after(late_only ? 3 : 2, mask_dims);
     if (mask_dims.empty()) mask_dims = {64};
-    return run_mask_cases(mask_dims, std::strcmp(argv[1], "--masks-release") == 0);
+    return run_mask_cases(mask_dims, std::strcmp(argv[1], "--masks-release") == 0, late_only);
   }
   if (argc > 1 && std::strcmp(argv[1], "--bwd-breakages") == 0) return run_bwd_breakages();
   if (argc > 1 && std::strcmp(argv[1], "--bwd-tma-breakages") == 0) return run_bwd_tma_breakages();
   if (argc > 1 && (std::strcmp(argv[1], "--bwd") == 0 || std::strcmp(argv[1], "--bwd-tma") == 0 ||
                    std::strcmp(argv[1], "--bwd-release") == 0 || std::strcmp(argv[1], "--bwd-tma-release") == 0)) {
     std::vector<int> bwd_dims;
-    for (int i = 2; i < argc; ++i) bwd_dims.push_back(std::atoi(argv[i]));
+    dims_after(2, bwd_dims);
     if (bwd_dims.empty()) bwd_dims = {64, 320};
     if (std::strcmp(argv[1], "--bwd-release") == 0) return run_bwd_release(bwd_dims, false);
     if (std::strcmp(argv[1], "--bwd-tma-release") == 0) return run_bwd_release(bwd_dims, true);
@@ -1014,12 +1130,12 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--lowp-breakages") == 0) return run_lowp_breakages();
   if (argc > 1 && std::strcmp(argv[1], "--lowp-nonfinite") == 0) {
     std::vector<int> lowp_dims;
-    for (int i = 2; i < argc; ++i) lowp_dims.push_back(std::atoi(argv[i]));
+    dims_after(2, lowp_dims);
     return run_lowp_nonfinite(lowp_dims.empty() ? std::vector<int>{64} : lowp_dims);
   }
   if (argc > 1 && (std::strcmp(argv[1], "--lowp") == 0 || std::strcmp(argv[1], "--lowp-accuracy") == 0)) {
     std::vector<int> lowp_dims;
-    for (int i = 2; i < argc; ++i) lowp_dims.push_back(std::atoi(argv[i]));
+    dims_after(2, lowp_dims);
     if (lowp_dims.empty()) lowp_dims = {64, 320};
     return std::strcmp(argv[1], "--lowp") == 0 ? run_lowp_cases(lowp_dims) : run_lowp_accuracy(lowp_dims);
   }
@@ -1035,7 +1151,10 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--nonfinite-masked") == 0) nonfinite = nonfinite_masked = true;
     else if (std::strcmp(argv[i], "--nonfinite-breakages") == 0) nonfinite_breakages = true;
     else if (std::strcmp(argv[i], "--kinds") == 0 && i + 1 < argc) kinds = argv[++i];
-    else dims.push_back(std::atoi(argv[i]));
+    else if (argv[i][0] == '-') {
+      std::fprintf(stderr, "unknown option %s\n", argv[i]);
+      return 2;
+    } else dims.push_back(std::atoi(argv[i]));
   }
   if (release) return run_release(dims);
   if (nonfinite_breakages) return run_nonfinite_breakages(dims.empty() ? 64 : dims.front());
@@ -1046,6 +1165,21 @@ int main(int argc, char** argv) {
   if (cute_breakages) return run_cute_breakages();
   if (dims.empty()) dims = {64, 128, 320};
   auto wants = [&](const char* k) { return ("," + kinds + ",").find(std::string(",") + k + ",") != std::string::npos; };
+  // An unknown kind would silently run nothing of what was asked.
+  {
+    static const char* const kKnown[] = {"mma", "simt", "tma", "f16acc", "cute", "cute_tma", "cute_f16acc"};
+    size_t from = 0;
+    while (from <= kinds.size()) {
+      const size_t to = std::min(kinds.find(',', from), kinds.size());
+      const std::string k = kinds.substr(from, to - from);
+      if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* x) { return k == x; }) == std::end(kKnown)) {
+        std::fprintf(stderr, "--kinds: unknown kind '%s' (mma, simt, tma, f16acc, cute, cute_tma, cute_f16acc)\n",
+                     k.c_str());
+        return 2;
+      }
+      from = to + 1;
+    }
+  }
   struct Run {
     Kind kind;
     bool f16acc;
@@ -1068,17 +1202,25 @@ int main(int argc, char** argv) {
   }
   std::mt19937 rng(42);
   int failed = 0, total = 0;
+  std::vector<int> per_run(runs.size(), 0), per_failed(runs.size(), 0);
   for (int d : dims)
     for (bool late : {false, true})
       for (bool causal : {false, true})
-        for (const Run& run : runs) {
+        for (size_t r = 0; r < runs.size(); ++r) {
+          const Run& run = runs[r];
           if (run.kind == Kind::kSimt && late) continue;  // the SIMT kernel has no async copies
           emu::g_cp_late = late;
           for (const Case& c : standard_cases(d, causal, run.kind, run.f16acc, run.pv_step)) {
             ++total;
-            if (!dispatch(c, rng)) ++failed;
+            ++per_run[r];
+            if (!dispatch(c, rng)) ++failed, ++per_failed[r];
           }
         }
-  std::printf("%d cases, %d failed\n", total, failed);
-  return failed ? 1 : 0;
+  // The kinds: every kernel kind asked for ran cases (the total alone could hide one that ran none).
+  int kinds_verdict = 0;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    const std::string what = std::string(kind_name(runs[r].kind)) + (runs[r].pv_step ? " fp16/pv-per-mma" : runs[r].f16acc ? " fp16-acc" : "") + " cases";
+    kinds_verdict |= emu::verdict(what.c_str(), per_run[r], per_failed[r], "failed", false);
+  }
+  return emu::verdict("cases", total, failed, "failed") | kinds_verdict;
 }
