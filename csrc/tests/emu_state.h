@@ -33,6 +33,16 @@ extern std::vector<Range> g_ranges;
 // for a control, "[CAUGHT] ... -> failed" for a breakage that failed, "[MISSED]" for either
 // the other way. Returns whether the outcome was the wanted one.
 bool breakage_run(const std::string& label, bool want_pass, const std::function<bool()>& run);
+
+// The verdict of a run, as its exit code (CTest judges the emulator's tests by it, never by
+// their output): prints "<total> <what>, <bad> <bad_word>" and returns 1 when any case was
+// bad, when no case ran (a run of zero cases proves nothing), or when the run's primary count
+// differs from the count the command line asserts (--expect N, which every CTest
+// registration passes: a case table or a subset that silently shrank fails there).
+// Secondary counts of the same run (primary = false) are held to "not zero" only.
+int verdict(const char* what, long total, long bad, const char* bad_word, bool primary = true);
+// --expect N of the command line (-1: not given).
+extern long g_expect_cases;
 }  // namespace emu
 
 namespace ffpa {

@@ -397,8 +397,7 @@ int run_bwd_cases(const std::vector<int>& dims, bool tma) {
         if (!dispatch(run, rng)) ++failed;
       }
   }
-  std::printf("%d backward cases, %d failed\n", total, failed);
-  return failed ? 1 : 0;
+  return emu::verdict("backward cases", total, failed, "failed");
 }
 
 // Every release head dim, both dtypes: batch 2, GQA 4:2, causal bottom-right with ragged
@@ -413,8 +412,7 @@ int run_bwd_release(const std::vector<int>& dims, bool tma) {
       c.tma = tma;
       if (!dispatch(c, rng)) ++failed;
     }
-  std::printf("%d backward cases, %d failed\n", total, failed);
-  return failed ? 1 : 0;
+  return emu::verdict("backward cases", total, failed, "failed");
 }
 
 // Each deliberate defect of ffpa::BwdBreak on one case that exposes it (GQA 4:2 causal,
@@ -461,8 +459,7 @@ int run_bwd_breakages() {
       });
       if (!ok) ++wrong;
     }
-  std::printf("%d backward breakage runs, %d wrong\n", total, wrong);
-  return wrong ? 1 : 0;
+  return emu::verdict("backward breakage runs", total, wrong, "wrong");
 }
 
 // The TMA feed's protocol defects (emu::Break, modelled in the emulator's mbarrier):
@@ -494,6 +491,5 @@ int run_bwd_tma_breakages() {
       });
       if (!ok) ++wrong;
     }
-  std::printf("%d backward TMA breakage runs, %d wrong\n", total, wrong);
-  return wrong ? 1 : 0;
+  return emu::verdict("backward TMA breakage runs", total, wrong, "wrong");
 }

@@ -8,10 +8,11 @@
 // cannot see timing-dependent races beyond what the two landing modes expose.
 //   ffpa_emulate_kernels [D ...]    (default: 64 128 320; ctest runs 64 320)
 #include <sys/wait.h>
-#include <ucontext.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -67,6 +68,25 @@ void tma_body(const ffpa::FwdParams& p) {
 }
 template <int D, typename T>
 void simt_body(const ffpa::FwdParams& p) {
+long g_expect_cases = -1;
+
+int verdict(const char* what, long total, long bad, const char* bad_word, bool primary) {
+  std::printf("%ld %s, %ld %s\n", total, what, bad, bad_word);
+  std::fflush(stdout);
+  if (total == 0) {
+    std::fprintf(stderr, "FAIL: no %s ran: a run of zero cases proves nothing (check the head dims and options)\n", what);
+    return 1;
+  }
+  if (primary && g_expect_cases >= 0 && total != g_expect_cases) {
+    std::fprintf(stderr,
+                 "FAIL: %ld %s ran where --expect says %ld: the case table or the arguments changed; update the "
+                 "count where the test is registered (csrc/CMakeLists.txt, csrc/tests/*.cmake)\n",
+                 total, what, g_expect_cases);
+    return 1;
+  }
+  return bad ? 1 : 0;
+}
+
   ffpa::ffpa_fwd_simt_kernel<D, T>(p);
 }
 // The mma kernel with the causal mask replacing scores under the math rule (breakage).
@@ -405,8 +425,7 @@ int run_release(const std::vector<int>& dims) {
         if (!dispatch(c, rng)) ++failed;
       }
     }
-  std::printf("%d cases, %d failed\n", total, failed);
-  return failed ? 1 : 0;
+  return emu::verdict("release cases", total, failed, "failed");
 }
 
 // The case list every kernel kind runs: non-aligned Nq / Nkv over several KV blocks
@@ -480,8 +499,7 @@ int run_nonfinite(const std::vector<int>& dims, bool masked, const std::vector<K
             ++total;
             if (!dispatch(c, rng)) ++failed;
           }
-  std::printf("%d nonfinite cases, %d failed\n", total, failed);
-  return failed ? 1 : 0;
+  return emu::verdict("nonfinite cases", total, failed, "failed");
 }
 
 // --nonfinite-breakages D: the plants the causal mask hides, on the mma kernel, with the
@@ -494,6 +512,9 @@ int run_nonfinite_breakages(int d) {
       {NonfiniteMode::kMaskReplace, "masked scores replaced by -inf instead of -inf added"},
   };
   int wrong = 0;
+  // The inner runs' counts are not this run's (--expect counts the breakage runs).
+  const long expect = emu::g_expect_cases;
+  emu::g_expect_cases = -1;
   for (const auto& [mode, name] : modes) {
     g_nonfinite_mode = mode;
     const bool passed = run_nonfinite({d}, true, {Kind::kMma}, true) == 0;
@@ -504,8 +525,8 @@ int run_nonfinite_breakages(int d) {
     if (!ok) ++wrong;
   }
   g_nonfinite_mode = NonfiniteMode::kScan;
-  std::printf("%zu nonfinite breakage runs, %d wrong\n", sizeof(modes) / sizeof(modes[0]), wrong);
-  return wrong ? 1 : 0;
+  emu::g_expect_cases = expect;
+  return emu::verdict("nonfinite breakage runs", long(sizeof(modes) / sizeof(modes[0])), wrong, "wrong");
 }
 
 // --breakages D: each deliberate breakage of the TMA protocol (emu::Break) runs one
@@ -533,8 +554,7 @@ int run_breakages(int d) {
     });
     if (!ok) ++wrong;
   }
-  std::printf("%zu breakage runs, %d wrong\n", sizeof(breaks) / sizeof(breaks[0]), wrong);
-  return wrong ? 1 : 0;
+  return emu::verdict("breakage runs", long(sizeof(breaks) / sizeof(breaks[0])), wrong, "wrong");
 }
 
 // --breakages-cute: the CuTe kernel's breakages. The instruction-model ones of
@@ -586,8 +606,7 @@ int run_cute_breakages() {
     });
     if (!ok) ++wrong;
   }
-  std::printf("%zu CuTe breakage runs, %d wrong\n", sizeof(runs) / sizeof(runs[0]), wrong);
-  return wrong ? 1 : 0;
+  return emu::verdict("CuTe breakage runs", long(sizeof(runs) / sizeof(runs[0])), wrong, "wrong");
 }
 
 // ffpa_emulate_kernels [--kinds mma,simt,tma,f16acc] D...   the standard cases (f16acc:
@@ -613,35 +632,82 @@ int run_bwd_cases(const std::vector<int>& dims, bool tma);
 int run_bwd_tma_breakages();
 int run_bwd_release(const std::vector<int>& dims, bool tma);
 int run_bwd_breakages();
-// ffpa_emulate_kernels --masks[-release] D... | --masks-breakages    the sliding window, key padding and
+// ffpa_emulate_kernels --masks[-release] [--late-only] D... | --masks-breakages    the sliding window, key padding and
 //                                                        varlen, forward and backward (emulate_masks.cpp)
-int run_mask_cases(const std::vector<int>& dims, bool release);
+int run_mask_cases(const std::vector<int>& dims, bool release, bool late_only);
 int run_mask_breakages();
 // ffpa_emulate_kernels --masks-cute-nonfinite D... | --masks-cute-breakages    the masked CuTe
 //                                 kernel alone: the math rule's cases, its deliberate defects
 int run_cute_mask_nonfinite(const std::vector<int>& dims);
 int run_cute_mask_breakages();
+// Every mode takes --expect N anywhere on its command line: the count of cases (or breakage
+// runs) it must run (emu::verdict). Head dims must be positive integers.
 int main(int argc, char** argv) {
+  {
+    int out = 1;
+    for (int i = 1; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--expect") == 0) {
+        char* end = nullptr;
+        const long n = i + 1 < argc ? std::strtol(argv[i + 1], &end, 10) : -1;
+        if (i + 1 >= argc || *end != '\0' || n < 0) {
+          std::fprintf(stderr, "--expect needs a count of cases (a non-negative integer)\n");
+          return 2;
+        }
+        emu::g_expect_cases = n;
+        ++i;
+        continue;
+      }
+      // A head dim must be a number: atoi would turn a typo into 0 and a case list into none.
+      // (--kinds takes a list.)
+      if (std::strcmp(argv[i], "--kinds") == 0 && i + 1 < argc) {
+        argv[out++] = argv[i++];
+        argv[out++] = argv[i];
+        continue;
+      }
+      if (argv[i][0] != '-') {
+        char* end = nullptr;
+        const long d = std::strtol(argv[i], &end, 10);
+        if (*end != '\0' || d <= 0) {
+          std::fprintf(stderr, "'%s' is not a head dim (a positive integer) nor an option\n", argv[i]);
+          return 2;
+        }
+      }
+      argv[out++] = argv[i];
+    }
+    argc = out;
+    argv[argc] = nullptr;
+  }
+  // The head dims after a mode's option; any other option there is an error (not a dim 0).
+  auto dims_after = [&](int from, std::vector<int>& dims) {
+    for (int i = from; i < argc; ++i) {
+      if (argv[i][0] == '-') {
+        std::fprintf(stderr, "%s takes head dims only, not %s\n", argv[1], argv[i]);
+        std::exit(2);
+      }
+      dims.push_back(std::atoi(argv[i]));
+    }
+  };
   if (argc > 1 && std::strcmp(argv[1], "--masks-breakages") == 0) return run_mask_breakages();
   if (argc > 1 && std::strcmp(argv[1], "--masks-cute-breakages") == 0) return run_cute_mask_breakages();
   if (argc > 1 && std::strcmp(argv[1], "--masks-cute-nonfinite") == 0) {
     std::vector<int> dims;
-    for (int i = 2; i < argc; ++i) dims.push_back(std::atoi(argv[i]));
+    dims_after(2, dims);
     if (dims.empty()) dims = {64};
     return run_cute_mask_nonfinite(dims);
   }
   if (argc > 1 && (std::strcmp(argv[1], "--masks") == 0 || std::strcmp(argv[1], "--masks-release") == 0)) {
     std::vector<int> mask_dims;
-    for (int i = 2; i < argc; ++i) mask_dims.push_back(std::atoi(argv[i]));
+    const bool late_only = argc > 2 && std::strcmp(argv[2], "--late-only") == 0;
+    dims_after(late_only ? 3 : 2, mask_dims);
     if (mask_dims.empty()) mask_dims = {64};
-    return run_mask_cases(mask_dims, std::strcmp(argv[1], "--masks-release") == 0);
+    return run_mask_cases(mask_dims, std::strcmp(argv[1], "--masks-release") == 0, late_only);
   }
   if (argc > 1 && std::strcmp(argv[1], "--bwd-breakages") == 0) return run_bwd_breakages();
   if (argc > 1 && std::strcmp(argv[1], "--bwd-tma-breakages") == 0) return run_bwd_tma_breakages();
   if (argc > 1 && (std::strcmp(argv[1], "--bwd") == 0 || std::strcmp(argv[1], "--bwd-tma") == 0 ||
                    std::strcmp(argv[1], "--bwd-release") == 0 || std::strcmp(argv[1], "--bwd-tma-release") == 0)) {
     std::vector<int> bwd_dims;
-    for (int i = 2; i < argc; ++i) bwd_dims.push_back(std::atoi(argv[i]));
+    dims_after(2, bwd_dims);
     if (bwd_dims.empty()) bwd_dims = {64, 320};
     if (std::strcmp(argv[1], "--bwd-release") == 0) return run_bwd_release(bwd_dims, false);
     if (std::strcmp(argv[1], "--bwd-tma-release") == 0) return run_bwd_release(bwd_dims, true);
@@ -651,12 +717,12 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--lowp-breakages") == 0) return run_lowp_breakages();
   if (argc > 1 && std::strcmp(argv[1], "--lowp-nonfinite") == 0) {
     std::vector<int> lowp_dims;
-    for (int i = 2; i < argc; ++i) lowp_dims.push_back(std::atoi(argv[i]));
+    dims_after(2, lowp_dims);
     return run_lowp_nonfinite(lowp_dims.empty() ? std::vector<int>{64} : lowp_dims);
   }
   if (argc > 1 && (std::strcmp(argv[1], "--lowp") == 0 || std::strcmp(argv[1], "--lowp-accuracy") == 0)) {
     std::vector<int> lowp_dims;
-    for (int i = 2; i < argc; ++i) lowp_dims.push_back(std::atoi(argv[i]));
+    dims_after(2, lowp_dims);
     if (lowp_dims.empty()) lowp_dims = {64, 320};
     return std::strcmp(argv[1], "--lowp") == 0 ? run_lowp_cases(lowp_dims) : run_lowp_accuracy(lowp_dims);
   }
@@ -672,7 +738,10 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--nonfinite-masked") == 0) nonfinite = nonfinite_masked = true;
     else if (std::strcmp(argv[i], "--nonfinite-breakages") == 0) nonfinite_breakages = true;
     else if (std::strcmp(argv[i], "--kinds") == 0 && i + 1 < argc) kinds = argv[++i];
-    else dims.push_back(std::atoi(argv[i]));
+    else if (argv[i][0] == '-') {
+      std::fprintf(stderr, "unknown option %s\n", argv[i]);
+      return 2;
+    } else dims.push_back(std::atoi(argv[i]));
   }
   if (release) return run_release(dims);
   if (nonfinite_breakages) return run_nonfinite_breakages(dims.empty() ? 64 : dims.front());
@@ -683,6 +752,21 @@ int main(int argc, char** argv) {
   if (cute_breakages) return run_cute_breakages();
   if (dims.empty()) dims = {64, 128, 320};
   auto wants = [&](const char* k) { return ("," + kinds + ",").find(std::string(",") + k + ",") != std::string::npos; };
+  // An unknown kind would silently run nothing of what was asked.
+  {
+    static const char* const kKnown[] = {"mma", "simt", "tma", "f16acc", "cute", "cute_tma", "cute_f16acc"};
+    size_t from = 0;
+    while (from <= kinds.size()) {
+      const size_t to = std::min(kinds.find(',', from), kinds.size());
+      const std::string k = kinds.substr(from, to - from);
+      if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* x) { return k == x; }) == std::end(kKnown)) {
+        std::fprintf(stderr, "--kinds: unknown kind '%s' (mma, simt, tma, f16acc, cute, cute_tma, cute_f16acc)\n",
+                     k.c_str());
+        return 2;
+      }
+      from = to + 1;
+    }
+  }
   struct Run {
     Kind kind;
     bool f16acc;
@@ -705,17 +789,25 @@ int main(int argc, char** argv) {
   }
   std::mt19937 rng(42);
   int failed = 0, total = 0;
+  std::vector<int> per_run(runs.size(), 0), per_failed(runs.size(), 0);
   for (int d : dims)
     for (bool late : {false, true})
       for (bool causal : {false, true})
-        for (const Run& run : runs) {
+        for (size_t r = 0; r < runs.size(); ++r) {
+          const Run& run = runs[r];
           if (run.kind == Kind::kSimt && late) continue;  // the SIMT kernel has no async copies
           emu::g_cp_late = late;
           for (const Case& c : standard_cases(d, causal, run.kind, run.f16acc, run.pv_step)) {
             ++total;
-            if (!dispatch(c, rng)) ++failed;
+            ++per_run[r];
+            if (!dispatch(c, rng)) ++failed, ++per_failed[r];
           }
         }
-  std::printf("%d cases, %d failed\n", total, failed);
-  return failed ? 1 : 0;
+  // The kinds: every kernel kind asked for ran cases (the total alone could hide one that ran none).
+  int kinds_verdict = 0;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    const std::string what = std::string(kind_name(runs[r].kind)) + (runs[r].pv_step ? " fp16/pv-per-mma" : runs[r].f16acc ? " fp16-acc" : "") + " cases";
+    kinds_verdict |= emu::verdict(what.c_str(), per_run[r], per_failed[r], "failed", false);
+  }
+  return emu::verdict("cases", total, failed, "failed") | kinds_verdict;
 }

@@ -297,8 +297,8 @@ int run_lowp_nonfinite(const std::vector<int>& dims) {
   const int missed = !dims.empty() && broken_failed == 0 ? 1 : 0;
   std::printf("[%s] lowp nonfinite breakage: the SIMT rerun of the flagged heads left out -> %d cases failed\n",
               missed ? "MISSED" : "CAUGHT", broken_failed);
-  std::printf("%d lowp nonfinite cases, %d failed, %d breakage missed\n", total, failed, missed);
-  return failed || missed ? 1 : 0;
+  const int cases_verdict = emu::verdict("lowp nonfinite cases", total, failed, "failed");
+  return emu::verdict("lowp nonfinite breakages", dims.empty() ? 0 : 1, missed, "missed", false) | cases_verdict;
 }
 
 // The case list of every low-precision impl: non-aligned Nq / Nkv over several KV blocks
@@ -325,8 +325,7 @@ int run_lowp_cases(const std::vector<int>& dims) {
             if (!run(c, rng)) ++failed;
           }
         }
-  std::printf("%d lowp cases, %d failed\n", total, failed);
-  return failed ? 1 : 0;
+  return emu::verdict("lowp cases", total, failed, "failed");
 }
 
 // The accuracy table: per head dim, FP8 (the cp.async feed: the TMA feed computes the same
@@ -353,8 +352,7 @@ int run_lowp_accuracy(const std::vector<int>& dims) {
   std::printf("\n| path | dtype | D | inputs | cosine similarity | relative L1 | max abs | LSE max abs | gain |\n"
               "|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string& r : rows) std::printf("%s\n", r.c_str());
-  std::printf("%zu accuracy rows, %d out of bounds\n", rows.size(), failed);
-  return failed ? 1 : 0;
+  return emu::verdict("accuracy rows", long(rows.size()), failed, "out of bounds");
 }
 
 // Each deliberate breakage runs one case in a child process with copies landing late and
@@ -391,6 +389,5 @@ int run_lowp_breakages() {
     });
     if (!ok) ++wrong;
   }
-  std::printf("%zu lowp breakage runs, %d wrong\n", sizeof(runs) / sizeof(runs[0]), wrong);
-  return wrong ? 1 : 0;
+  return emu::verdict("lowp breakage runs", long(sizeof(runs) / sizeof(runs[0])), wrong, "wrong");
 }

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "emu_lowp_quant.h"
+#include "emu_state.h"
 #include "ffpa/lowp/quant.cuh"
 
 int run_lowp_quant_tests();
@@ -346,7 +347,7 @@ int run_lowp_quant_tests() {
     const Outcome o = run_variant<ffpa::LowpQuantExact>(c, true);
     if (!o.k_mean_ok || o.mismatches != 0) ++failed;
   }
-  std::printf("%zu lowp quant cases, %d failed\n", sizeof(cases) / sizeof(cases[0]), failed);
+  const int cases_verdict = emu::verdict("lowp quant cases", long(sizeof(cases) / sizeof(cases[0])), failed, "failed");
 
   // Breakages: each runs the first case and must come back with mismatched bytes.
   struct Breakage {
@@ -368,6 +369,6 @@ int run_lowp_quant_tests() {
                 br.name, o.mismatches);
     if (!ok) ++missed;
   }
-  std::printf("%zu lowp quant breakages, %d missed\n", sizeof(breaks) / sizeof(breaks[0]) - 1, missed);
-  return failed || missed ? 1 : 0;
+  return emu::verdict("lowp quant breakages", long(sizeof(breaks) / sizeof(breaks[0]) - 1), missed, "missed", false) |
+         cases_verdict;
 }

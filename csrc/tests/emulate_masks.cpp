@@ -23,7 +23,8 @@
 //     one visible (query, key) pair, so every block outside the mask is skipped and none
 //     inside it is (a head the pre-pass flags: every block of the sequence's read keys, or
 //     in the dK / dV kernel every query block for each block that holds a read key).
-//   ffpa_emulate_kernels --masks D...          the case list at each D
+//   ffpa_emulate_kernels --masks [--late-only] D...   the case list at each D (copies landing
+//                                                      at issue and late, or late only)
 //   ffpa_emulate_kernels --masks-release D...  its five widest cases at each D, copies late (label slow)
 //   ffpa_emulate_kernels --masks-breakages     each deliberate defect must make its run fail
 //   ffpa_emulate_kernels --masks-cute-breakages | --masks-cute-nonfinite D...   the CuTe kernel's
@@ -45,7 +46,7 @@
 #include "ffpa/tma_geometry.h"
 #include "ffpa/tolerance.h"
 
-int run_mask_cases(const std::vector<int>& dims, bool release);
+int run_mask_cases(const std::vector<int>& dims, bool release, bool late_only);
 int run_mask_breakages();
 int run_cute_mask_nonfinite(const std::vector<int>& dims);
 int run_cute_mask_breakages();
@@ -645,25 +646,34 @@ bool dispatch(const MaskCase& c, std::mt19937& rng) {
 
 // The case list of a head dim. Lengths are ragged and span several 64-key blocks, so
 // that whole blocks fall outside the window (skipped) next to partial ones.
-std::vector<MaskCase> mask_cases(int d) {
+// The case table. kRelease marks the cases the slow release sweep (--masks-release) runs
+// at every release head dim: those combining the most masks (both window sides, top-left
+// causal, seqused_k with an empty entry, varlen with causal / seqused_k and a window).
+enum class Sweep { kUnit, kRelease };
+struct TableCase {
+  Sweep sweep;
+  MaskCase c;
+};
+constexpr Sweep kUnit = Sweep::kUnit, kRelease = Sweep::kRelease;
+std::vector<TableCase> mask_cases(int d) {
   return {
-      {"window-left", d, false, false, false, false, 2, 1, {200, 200}, {200, 200}, {}, 37, -1},
-      {"window-right", d, false, false, false, false, 2, 2, {83}, {141}, {}, -1, 20},
-      {"window-both", d, true, false, false, false, 2, 1, {150}, {170}, {}, 30, 70},
-      {"window-causal", d, false, false, true, false, 4, 2, {83}, {210}, {}, 50, -1},
-      {"window-causal-top-left", d, false, false, true, true, 2, 1, {150}, {120}, {}, 40, -1},
-      {"seqused_k", d, false, false, false, false, 2, 1, {83, 83, 83}, {141, 141, 141}, {141, 70, 0}, -1, -1},
-      {"seqused_k-causal", d, false, false, true, false, 2, 2, {70, 70}, {141, 141}, {100, 30}, -1, -1},
-      {"varlen", d, false, true, false, false, 2, 1, {70, 1, 130}, {90, 33, 130}, {}, -1, -1},
-      {"varlen-causal-window", d, true, true, true, false, 2, 1, {70, 5, 140}, {90, 33, 140}, {}, 40, -1},
-      {"varlen-seqused_k-window", d, false, true, false, false, 2, 2, {64, 100}, {130, 100}, {80, 3}, 20, 10},
+      {kUnit, {"window-left", d, false, false, false, false, 2, 1, {200, 200}, {200, 200}, {}, 37, -1}},
+      {kUnit, {"window-right", d, false, false, false, false, 2, 2, {83}, {141}, {}, -1, 20}},
+      {kRelease, {"window-both", d, true, false, false, false, 2, 1, {150}, {170}, {}, 30, 70}},
+      {kUnit, {"window-causal", d, false, false, true, false, 4, 2, {83}, {210}, {}, 50, -1}},
+      {kRelease, {"window-causal-top-left", d, false, false, true, true, 2, 1, {150}, {120}, {}, 40, -1}},
+      {kRelease, {"seqused_k", d, false, false, false, false, 2, 1, {83, 83, 83}, {141, 141, 141}, {141, 70, 0}, -1, -1}},
+      {kUnit, {"seqused_k-causal", d, false, false, true, false, 2, 2, {70, 70}, {141, 141}, {100, 30}, -1, -1}},
+      {kUnit, {"varlen", d, false, true, false, false, 2, 1, {70, 1, 130}, {90, 33, 130}, {}, -1, -1}},
+      {kRelease, {"varlen-causal-window", d, true, true, true, false, 2, 1, {70, 5, 140}, {90, 33, 140}, {}, 40, -1}},
+      {kRelease, {"varlen-seqused_k-window", d, false, true, false, false, 2, 2, {64, 100}, {130, 100}, {80, 3}, 20, 10}},
       // NaN / inf the band hides from some rows (the math rule): seq 0 head 0 a NaN in K at
       // key 100 (rows < 80 do not see it), seq 1 head 1 +inf in K at key 110 (rows < 90;
       // -inf scores where the query's column is negative), seq 1 head 0 +inf in V at key
       // 135 (no row sees it); seq 0 head 1 stays finite (its blocks still skipped).
-      {"nan-window-right", d, false, false, false, false, 2, 2, {100, 100}, {140, 140}, {}, -1, 20,
+      {kUnit, {"nan-window-right", d, false, false, false, false, 2, 2, {100, 100}, {140, 140}, {}, -1, 20,
        MaskBreak::kNone, BwdBreak::kNone,
-       {{'k', 0, 0, 100, NAN}, {'k', 1, 1, 110, INFINITY}, {'v', 1, 0, 135, INFINITY}}},
+       {{'k', 0, 0, 100, NAN}, {'k', 1, 1, 110, INFINITY}, {'v', 1, 0, 135, INFINITY}}}},
       // Key padding: every key past seqused_k holds NaN. A NaN query row flags seq 0's head
       // 1, whose other rows must stay finite (the flagged head visits every block of its
       // read keys and none past them); a NaN in V of seq 1 reaches every row of its head
@@ -671,12 +681,12 @@ std::vector<MaskCase> mask_cases(int d) {
       // padding are not flagged (the pass scans below seqused_k). The backward: a NaN in
       // dO row 60 of seq 1 head 1 (which sees keys 0-20 of its 30) reaches the dK / dV of
       // every read key of its kv head (0 * NaN under the window) and its own dQ row only.
-      {"nan-seqused_k-causal-window", d, false, false, true, false, 2, 2, {70, 70}, {141, 141}, {100, 30}, 20, -1,
-       MaskBreak::kNone, BwdBreak::kNone, {{'q', 0, 1, 3, NAN}, {'v', 1, 0, 2, NAN}, {'d', 1, 1, 60, NAN}}},
+      {kUnit, {"nan-seqused_k-causal-window", d, false, false, true, false, 2, 2, {70, 70}, {141, 141}, {100, 30}, 20, -1,
+       MaskBreak::kNone, BwdBreak::kNone, {{'q', 0, 1, 3, NAN}, {'v', 1, 0, 2, NAN}, {'d', 1, 1, 60, NAN}}}},
       // Varlen: NaN in K of sequence 1 and +inf in V of sequence 2 flag both heads (the
       // packed arrays' flags cover every sequence); sequence 0 must stay finite.
-      {"nan-varlen-causal-window", d, true, true, true, false, 2, 1, {70, 5, 140}, {90, 33, 140}, {}, 40, -1,
-       MaskBreak::kNone, BwdBreak::kNone, {{'k', 1, 0, 3, NAN}, {'v', 2, 0, 10, INFINITY}}},
+      {kUnit, {"nan-varlen-causal-window", d, true, true, true, false, 2, 1, {70, 5, 140}, {90, 33, 140}, {}, 40, -1,
+       MaskBreak::kNone, BwdBreak::kNone, {{'k', 1, 0, 3, NAN}, {'v', 2, 0, 10, INFINITY}}}},
   };
 }
 
@@ -703,23 +713,24 @@ const BreakageCases& breakage_cases() {
 // entry, varlen with causal / seqused_k and a window), copies landing late only.
 // The CuTe kernel runs there with fp32 accumulation only (its fp16 accumulation at every
 // release head dim is --masks-cute-nonfinite's), to keep the slow sweep's time down.
-int run_mask_cases(const std::vector<int>& dims, bool release) {
+// late_only: copies landing late only (the unit run's split-D head dim: the early landing's
+// check, a stage refilled while another thread still reads it, is the same pipeline code at
+// every head dim of a layout; emulated and emulated_tma run it unmasked at D = 320 and this
+// run masked at D = 64).
+int run_mask_cases(const std::vector<int>& dims, bool release, bool late_only) {
   std::mt19937 rng(31);
   int failed = 0, total = 0;
   if (release) g_mask_fwd_kernels &= ~((1u << int(FwdKernel::kCuteF16Acc)) | (1u << int(FwdKernel::kCuteTmaF16Acc)));
-  const std::vector<std::string> release_names = {"window-both", "window-causal-top-left", "seqused_k",
-                                                  "varlen-causal-window", "varlen-seqused_k-window"};
   for (int d : dims)
     for (bool late : {false, true})
-      for (const MaskCase& c : mask_cases(d)) {
-        if (release && (!late || std::find(release_names.begin(), release_names.end(), c.name) == release_names.end()))
-          continue;
+      for (const auto& [sweep, c] : mask_cases(d)) {
+        if ((release || late_only) && !late) continue;
+        if (release && sweep != Sweep::kRelease) continue;
         emu::g_cp_late = late;
         ++total;
         if (!dispatch(c, rng)) ++failed;
       }
-  std::printf("%d mask cases, %d failed\n", total, failed);
-  return failed ? 1 : 0;
+  return emu::verdict(release ? "release mask cases" : "mask cases", total, failed, "failed");
 }
 
 // Each deliberate mask defect of the forward (ffpa::MaskBreak) and of the backward
@@ -779,8 +790,7 @@ int run_mask_breakages() {
     });
     if (!good) ++wrong;
   }
-  std::printf("%zu mask breakage runs, %d wrong\n", sizeof(runs) / sizeof(runs[0]), wrong);
-  return wrong ? 1 : 0;
+  return emu::verdict("mask breakage runs", long(sizeof(runs) / sizeof(runs[0])), wrong, "wrong");
 }
 
 // The masked CuTe kernel alone (both feeds) on the nan-* cases (the math rule: flagged heads
@@ -797,14 +807,13 @@ int run_cute_mask_nonfinite(const std::vector<int>& dims) {
       std::fprintf(stderr, "head dim %d has no masked CuTe kernel in the emulator (emu_cute_masks_dims.inc)\n", d);
       return 2;
     }
-    for (const MaskCase& c : mask_cases(d)) {
+    for (const auto& [sweep, c] : mask_cases(d)) {
       if (c.plants.empty()) continue;
       ++total;
       if (!dispatch(c, rng)) ++failed;
     }
   }
-  std::printf("%d CuTe nonfinite mask cases, %d failed\n", total, failed);
-  return failed ? 1 : 0;
+  return emu::verdict("CuTe nonfinite mask cases", total, failed, "failed");
 }
 
 // Each deliberate mask defect of the CuTe kernel (g_cute_mask_break), D = 64, the CuTe
@@ -845,6 +854,5 @@ int run_cute_mask_breakages() {
     });
     if (!good) ++wrong;
   }
-  std::printf("%zu CuTe mask breakage runs, %d wrong\n", sizeof(runs) / sizeof(runs[0]), wrong);
-  return wrong ? 1 : 0;
+  return emu::verdict("CuTe mask breakage runs", long(sizeof(runs) / sizeof(runs[0])), wrong, "wrong");
 }

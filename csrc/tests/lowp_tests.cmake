@@ -17,7 +17,7 @@ set_tests_properties(ffpa.kernels.lowp_numerics PROPERTIES LABELS unit)
 # reference, byte for byte, on GQA / strided / both dtypes / D 64 and 320 / FP8 and NVFP4
 # cases, then its breakages (no K smoothing, no V^T permutation) must be reported.
 target_sources(ffpa_emulate_kernels PRIVATE "${tests_dir}/emulate_lowp_quant.cpp")
-add_test(NAME ffpa.kernels.emulated_lowp_quant COMMAND ffpa_emulate_kernels --lowp-quant)
+add_test(NAME ffpa.kernels.emulated_lowp_quant COMMAND ffpa_emulate_kernels --lowp-quant --expect 9)
 set_tests_properties(ffpa.kernels.emulated_lowp_quant PROPERTIES LABELS unit TIMEOUT 300)
 
 # The low-precision kernels themselves (the quantisation pass, then the CuTe kernel with
@@ -25,17 +25,15 @@ set_tests_properties(ffpa.kernels.emulated_lowp_quant PROPERTIES LABELS unit TIM
 # bounds: the case list of every impl at a 4x1 and a 4x2 head dim, then the breakages (pass,
 # kernel and scale layout) must each fail.
 target_sources(ffpa_emulate_kernels PRIVATE "${tests_dir}/emulate_lowp.cpp")
-add_test(NAME ffpa.kernels.emulated_lowp COMMAND ffpa_emulate_kernels --lowp 64 320)
+add_test(NAME ffpa.kernels.emulated_lowp COMMAND ffpa_emulate_kernels --lowp 64 320 --expect 120)
 set_tests_properties(ffpa.kernels.emulated_lowp PROPERTIES LABELS unit TIMEOUT 600)
-add_test(NAME ffpa.kernels.emulated_lowp_breakages COMMAND ffpa_emulate_kernels --lowp-breakages)
-set_tests_properties(ffpa.kernels.emulated_lowp_breakages PROPERTIES LABELS unit TIMEOUT 300
-  PASS_REGULAR_EXPRESSION "8 lowp breakage runs, 0 wrong")
+add_test(NAME ffpa.kernels.emulated_lowp_breakages COMMAND ffpa_emulate_kernels --lowp-breakages --expect 8)
+set_tests_properties(ffpa.kernels.emulated_lowp_breakages PROPERTIES LABELS unit TIMEOUT 300)
 # NaN and inf planted in Q, K and V on the FP8 and NVFP4 kernels: the output is SDPA's math
 # backend's (the non-finite pre-pass and the SIMT rerun of the flagged heads, api.cu), and
 # leaving the rerun out must fail.
-add_test(NAME ffpa.kernels.emulated_lowp_nonfinite COMMAND ffpa_emulate_kernels --lowp-nonfinite 64)
-set_tests_properties(ffpa.kernels.emulated_lowp_nonfinite PROPERTIES LABELS unit TIMEOUT 300
-  PASS_REGULAR_EXPRESSION "24 lowp nonfinite cases, 0 failed, 0 breakage missed")
+add_test(NAME ffpa.kernels.emulated_lowp_nonfinite COMMAND ffpa_emulate_kernels --lowp-nonfinite 64 --expect 24)
+set_tests_properties(ffpa.kernels.emulated_lowp_nonfinite PROPERTIES LABELS unit TIMEOUT 300)
 
 # The instructions themselves, per arch and kernel, in the built library (cuobjdump):
 # QMMA e4m3 in the FP8 kernels of sm_89 (HMMA after e4m3 unpacks on sm_90), OMMA.SF e2m1
@@ -52,6 +50,6 @@ endif()
 # count is asserted too: a run that measured nothing must not pass.
 list(LENGTH FFPA_RELEASE_HEAD_DIMS ffpa_accuracy_dims)
 math(EXPR ffpa_accuracy_rows "2 * 2 * 2 * ${ffpa_accuracy_dims}")  # precisions x dtypes x input kinds x dims
-add_test(NAME ffpa.kernels.emulated_lowp_accuracy COMMAND ffpa_emulate_kernels --lowp-accuracy ${FFPA_RELEASE_HEAD_DIMS})
-set_tests_properties(ffpa.kernels.emulated_lowp_accuracy PROPERTIES LABELS slow TIMEOUT 1800
-  PASS_REGULAR_EXPRESSION "\n${ffpa_accuracy_rows} accuracy rows, 0 out of bounds")
+add_test(NAME ffpa.kernels.emulated_lowp_accuracy
+         COMMAND ffpa_emulate_kernels --lowp-accuracy ${FFPA_RELEASE_HEAD_DIMS} --expect ${ffpa_accuracy_rows})
+set_tests_properties(ffpa.kernels.emulated_lowp_accuracy PROPERTIES LABELS slow TIMEOUT 1800)

@@ -1,6 +1,6 @@
 # cmake -DCASE=<name> [-DNVCC=<nvcc>] -P probe_config.cmake
 # Calls the instance generator / arch validation with a bad value; the CTest entry
-# expects the FATAL_ERROR message (PASS_REGULAR_EXPRESSION).
+# expects the FATAL_ERROR message and an error exit (tests/expect_exit.cmake).
 cmake_minimum_required(VERSION 3.25)
 get_filename_component(root "${CMAKE_CURRENT_LIST_DIR}/../.." ABSOLUTE)
 list(APPEND CMAKE_MODULE_PATH "${root}/cmake")

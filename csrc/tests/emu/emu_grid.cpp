@@ -2,7 +2,9 @@
 // the cp.async, mbarrier and TMA models behind emu/ffpa/utils.cuh and tma.cuh, and the
 // model of cuTensorMapEncodeTiled. Shared by the emulator's test drivers
 // (csrc/tests/emulate_*.cpp) and the emulated-device build of the library (csrc/emulated).
+#if !defined(__x86_64__)
 #include <ucontext.h>
+#endif
 
 #include <cstdio>
 #include <cstdlib>
@@ -49,8 +51,70 @@ struct Copy {
   int size;
 };
 
-struct Fiber {
+// The fiber switch. glibc's swapcontext saves and restores the signal mask with a system
+// call on every switch, and the emulator switches twice per fiber and warp-collective
+// instruction: on x86-64 a switch of the callee-saved registers and the stack pointer
+// (what the System V ABI leaves to the callee; the kernels change neither the floating-point
+// control words nor the signal mask) does the same without entering the kernel. Other
+// hosts keep ucontext.
+#if defined(__x86_64__)
+extern "C" void ffpa_emu_switch(void** save_sp, void* load_sp);
+asm(R"(
+  .pushsection .text
+  .p2align 4
+  .globl ffpa_emu_switch
+  .hidden ffpa_emu_switch
+  .type ffpa_emu_switch, @function
+ffpa_emu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size ffpa_emu_switch, .-ffpa_emu_switch
+  .popsection
+)");
+struct Context {
+  void* sp = nullptr;
+};
+void switch_context(Context& from, Context& to) { ffpa_emu_switch(&from.sp, to.sp); }
+// A fresh context that starts entry() on [stack, stack + size) when switched to: the six
+// registers ffpa_emu_switch pops, then entry as its return address, with the stack
+// aligned as a call leaves it (16-byte aligned before the call pushed the return address).
+void make_context(Context& c, char* stack, size_t size, void (*entry)()) {
+  auto top = reinterpret_cast<uintptr_t>(stack + size) & ~uintptr_t(15);
+  auto* sp = reinterpret_cast<void**>(top);
+  *--sp = nullptr;                               // entry's own return address: it never returns
+  *--sp = reinterpret_cast<void*>(entry);        // popped by ret
+  for (int i = 0; i < 6; ++i) *--sp = nullptr;   // r15 r14 r13 r12 rbx rbp
+  c.sp = sp;
+}
+#else
+struct Context {
   ucontext_t ctx;
+};
+void switch_context(Context& from, Context& to) { swapcontext(&from.ctx, &to.ctx); }
+void make_context(Context& c, char* stack, size_t size, void (*entry)()) {
+  getcontext(&c.ctx);
+  c.ctx.uc_stack.ss_sp = stack;
+  c.ctx.uc_stack.ss_size = size;
+  c.ctx.uc_link = nullptr;
+  makecontext(&c.ctx, entry, 0);
+}
+#endif
+
+struct Fiber {
+  Context ctx;
   std::vector<char> stack;
   Dim3 tid;
   bool done = false;
@@ -63,7 +127,7 @@ struct Barrier {
   long gen = 0;
 };
 
-ucontext_t g_sched;
+Context g_sched;
 std::vector<Fiber> g_fibers;
 std::vector<Barrier> g_warp_bars;
 std::vector<WarpSlots> g_slots;
@@ -75,7 +139,7 @@ const Dim3& thread_idx() { return g_fibers[g_cur].tid; }
 int lane() { return g_cur & 31; }
 WarpSlots& warp_slots() { return g_slots[g_cur >> 5]; }
 
-void yield() { swapcontext(&g_fibers[g_cur].ctx, &g_sched); }
+void yield() { switch_context(g_fibers[g_cur].ctx, g_sched); }
 
 void arrive(Barrier& b) {
   const long gen = b.gen;
@@ -328,7 +392,7 @@ void fiber_main() {
   g_body(*g_params);
   g_fibers[g_cur].done = true;
   if (!g_fibers[g_cur].open.empty()) fail("cp.async copies never committed");
-  swapcontext(&g_fibers[g_cur].ctx, &g_sched);
+  switch_context(g_fibers[g_cur].ctx, g_sched);
 }
 
 // Runs one kernel launch: every block in turn, its threads as fibers, round robin.
@@ -356,11 +420,7 @@ void launch(void (*body)(const ffpa::FwdParams&), const ffpa::FwdParams& p, Dim3
           Fiber& f = g_fibers[i];
           f.tid = {static_cast<unsigned>(i), 0, 0};
           if (f.stack.empty()) f.stack.resize(64 * 1024);
-          getcontext(&f.ctx);
-          f.ctx.uc_stack.ss_sp = f.stack.data();
-          f.ctx.uc_stack.ss_size = f.stack.size();
-          f.ctx.uc_link = nullptr;
-          makecontext(&f.ctx, fiber_main, 0);
+          make_context(f.ctx, f.stack.data(), f.stack.size(), fiber_main);
         }
         int live = threads;
         while (live > 0) {
@@ -369,7 +429,7 @@ void launch(void (*body)(const ffpa::FwdParams&), const ffpa::FwdParams& p, Dim3
           for (int i = 0; i < threads; ++i) {
             if (g_fibers[i].done) continue;
             g_cur = i;
-            swapcontext(&g_sched, &g_fibers[i].ctx);
+            switch_context(g_sched, g_fibers[i].ctx);
             if (!g_fibers[i].done) ++live;
           }
           if (live > 0 && g_progress == before) fail("deadlock: threads wait at barriers that never complete");

@@ -78,11 +78,23 @@ using std::max;
 // kernel declares this namespace-scope array.
 alignas(1024) extern unsigned char smem_raw[];
 
-inline float half_to_float(uint16_t b) {
+// fp16 to float through a table of every bit pattern, filled once by the compiler's own
+// conversion (the same values): without F16C in the target the conversion is a library
+// call, and the emulated mma and ldmatrix make billions of them.
+inline float half_to_float_exact(uint16_t b) {
   _Float16 h;
   std::memcpy(&h, &b, 2);
   return static_cast<float>(h);
 }
+inline const float* half_table() {
+  static const float* const table = [] {
+    auto* t = new float[65536];
+    for (uint32_t i = 0; i < 65536; ++i) t[i] = half_to_float_exact(static_cast<uint16_t>(i));
+    return t;
+  }();
+  return table;
+}
+inline float half_to_float(uint16_t b) { return half_table()[b]; }
 inline uint16_t float_to_half(float x) {
   _Float16 h = static_cast<_Float16>(x);  // round to nearest even
   uint16_t b;
@@ -189,25 +201,31 @@ struct Mma16816 {
     w.b[l][0] = b0;
     w.b[l][1] = b1;
     emu::warp_sync();
-    float A[16][16], B[16][8];
+    // Lane l's results need rows g and g + 8 of A (from lanes 4g..4g+3) and columns 2t and
+    // 2t + 1 of B (from lanes 8t..8t+7): only those are unpacked.
+    const int g = l / 4, t = l % 4;
+    float A[2][16], B[2][16];  // A[r]: row g + 8r; B[c]: column 2t + c; both indexed by k
     auto el = [](uint32_t reg, int h) { return ElemTraits<T>::to_float(from_bits<T>(uint16_t(h ? reg >> 16 : reg & 0xffff))); };
-    for (int ln = 0; ln < 32; ++ln) {
-      const int g = ln / 4, t = ln % 4;
+    for (int q = 0; q < 4; ++q) {
+      const uint32_t* ra = w.a[4 * g + q];
       for (int h = 0; h < 2; ++h) {
-        A[g][2 * t + h] = el(w.a[ln][0], h);
-        A[g + 8][2 * t + h] = el(w.a[ln][1], h);
-        A[g][2 * t + 8 + h] = el(w.a[ln][2], h);
-        A[g + 8][2 * t + 8 + h] = el(w.a[ln][3], h);
-        B[2 * t + h][g] = el(w.b[ln][0], h);
-        B[2 * t + 8 + h][g] = el(w.b[ln][1], h);
+        A[0][2 * q + h] = el(ra[0], h);
+        A[1][2 * q + h] = el(ra[1], h);
+        A[0][2 * q + 8 + h] = el(ra[2], h);
+        A[1][2 * q + 8 + h] = el(ra[3], h);
+        for (int c = 0; c < 2; ++c) {
+          const uint32_t* rb = w.b[4 * (2 * t + c) + q];
+          B[c][2 * q + h] = el(rb[0], h);
+          B[c][2 * q + 8 + h] = el(rb[1], h);
+        }
       }
     }
     emu::warp_sync();
-    const int g = l / 4, t = l % 4;
     for (int e = 0; e < 4; ++e) {
-      const int row = g + (e >> 1) * 8, col = 2 * t + (e & 1);
+      const float* a_row = A[e >> 1];
+      const float* b_col = B[e & 1];
       float s = d[e];
-      for (int k = 0; k < 16; ++k) s += A[row][k] * B[k][col];
+      for (int k = 0; k < 16; ++k) s += a_row[k] * b_col[k];
       d[e] = s;
     }
   }
