@@ -3,8 +3,8 @@
 # expected one AND its output (stdout and stderr together) matches EXPECT_OUTPUT. CTest's
 # PASS_REGULAR_EXPRESSION alone ignores the exit status: a probe that must be refused would
 # pass on its message even if it then went on and succeeded, and one that must succeed would
-# pass on a printed line even if it failed after it. The tests of csrc/CMakeLists.txt whose
-# verdict needs both go through here.
+# pass on a printed line even if it failed after it. The tests whose verdict needs both go
+# through here (csrc/CMakeLists.txt, index/tests/CMakeLists.txt, ctest/gpu/CMakeLists.txt).
 cmake_minimum_required(VERSION 3.25)
 if(NOT EXPECT_EXIT MATCHES "^(zero|nonzero)$")
   message(FATAL_ERROR "expect_exit.cmake: set -DEXPECT_EXIT=zero or -DEXPECT_EXIT=nonzero")
