@@ -47,6 +47,25 @@ bool breakage_run(const std::string& label, bool want_pass, const std::function<
   return as_wanted;
 }
 
+long g_expect_cases = -1;
+
+int verdict(const char* what, long total, long bad, const char* bad_word, bool primary) {
+  std::printf("%ld %s, %ld %s\n", total, what, bad, bad_word);
+  std::fflush(stdout);
+  if (total == 0) {
+    std::fprintf(stderr, "FAIL: no %s ran: a run of zero cases proves nothing (check the head dims and options)\n", what);
+    return 1;
+  }
+  if (primary && g_expect_cases >= 0 && total != g_expect_cases) {
+    std::fprintf(stderr,
+                 "FAIL: %ld %s ran where --expect says %ld: the case table or the arguments changed; update the "
+                 "count where the test is registered (csrc/CMakeLists.txt, csrc/tests/*.cmake)\n",
+                 total, what, g_expect_cases);
+    return 1;
+  }
+  return bad ? 1 : 0;
+}
+
 }  // namespace emu
 
 namespace {
@@ -68,25 +87,6 @@ void tma_body(const ffpa::FwdParams& p) {
 }
 template <int D, typename T>
 void simt_body(const ffpa::FwdParams& p) {
-long g_expect_cases = -1;
-
-int verdict(const char* what, long total, long bad, const char* bad_word, bool primary) {
-  std::printf("%ld %s, %ld %s\n", total, what, bad, bad_word);
-  std::fflush(stdout);
-  if (total == 0) {
-    std::fprintf(stderr, "FAIL: no %s ran: a run of zero cases proves nothing (check the head dims and options)\n", what);
-    return 1;
-  }
-  if (primary && g_expect_cases >= 0 && total != g_expect_cases) {
-    std::fprintf(stderr,
-                 "FAIL: %ld %s ran where --expect says %ld: the case table or the arguments changed; update the "
-                 "count where the test is registered (csrc/CMakeLists.txt, csrc/tests/*.cmake)\n",
-                 total, what, g_expect_cases);
-    return 1;
-  }
-  return bad ? 1 : 0;
-}
-
   ffpa::ffpa_fwd_simt_kernel<D, T>(p);
 }
 // The mma kernel with the causal mask replacing scores under the math rule (breakage).
