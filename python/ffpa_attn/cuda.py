@@ -47,17 +47,18 @@ __all__ = [
     "extension_info",
 ]
 
-# The device the extension is for (ffpa_attn.device): None for CUDA GPUs, else what
-# FFPA_DEVICE named when the extension was loaded ("emulated": ffpa_attn._C_emulated).
-DEVICE: str | None = None
-
-
 def _load_extension() -> tuple[ModuleType | None, str | None]:
-    global DEVICE
-    DEVICE = ffpa_device.requested()
+    # ffpa_attn.device says which extension (ffpa_attn._C_emulated under
+    # FFPA_DEVICE=emulated) and is told how the import went.
     name = ffpa_device.extension_module()
-    if DEVICE is not None and name != ffpa_device.EMULATED_MODULE:
+    if name is None:
         return None, None  # a device that does not exist: ffpa_attn.device.problem() says so
+    module, error = _import_extension(name)
+    ffpa_device.loaded(error)
+    return module, error
+
+
+def _import_extension(name: str) -> tuple[ModuleType | None, str | None]:
     try:
         # import_module, not "from . import _C": the latter turns "absent" into a plain
         # ImportError that cannot be told apart from a broken extension.

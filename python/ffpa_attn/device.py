@@ -49,16 +49,30 @@ def requested() -> str | None:
     return value or None
 
 
-def extension_module() -> str:
-    """The extension ``ffpa_attn.cuda`` loads: ``_C_emulated`` under ``FFPA_DEVICE=emulated``."""
-    return EMULATED_MODULE if requested() == EMULATED else GPU_MODULE
+# What ffpa_attn.cuda loaded (it tells this module; this module never imports it): the
+# device FFPA_DEVICE named then (None: CUDA GPUs) and the extension's import problem.
+_LOADED_FOR: str | None = None
+_IMPORT_ERROR: str | None = None
+
+
+def extension_module() -> str | None:
+    """The extension ``ffpa_attn.cuda`` loads (``_C_emulated`` under ``FFPA_DEVICE=emulated``;
+    None for a device that does not exist), noting the device it is loaded for."""
+    global _LOADED_FOR, _IMPORT_ERROR
+    _LOADED_FOR, _IMPORT_ERROR = requested(), None
+    if _LOADED_FOR is None:
+        return GPU_MODULE
+    return EMULATED_MODULE if _LOADED_FOR == EMULATED else None
+
+
+def loaded(import_error: str | None) -> None:
+    """Called by ``ffpa_attn.cuda`` with the extension's import problem (None: it loaded)."""
+    global _IMPORT_ERROR
+    _IMPORT_ERROR = import_error
 
 
 def _state() -> tuple[str | None, str | None]:
-    # (the device ffpa_attn.cuda loaded the extension for, its import problem)
-    from . import cuda
-
-    return cuda.DEVICE, cuda.EXTENSION_IMPORT_ERROR
+    return _LOADED_FOR, _IMPORT_ERROR
 
 
 def emulated() -> bool:

@@ -1,0 +1,272 @@
+"""The package on the emulated device (``FFPA_DEVICE=emulated``, ffpa_attn.device): CPU
+torch tensors take the CUDA path (the routing, the custom ops forward and backward,
+varlen, transformers' ``attn_implementation="ffpa"``) into ``ffpa_attn._C_emulated``, whose
+real host code and kernels run on the CPU emulator (csrc/emulated). Every call must name
+our kernel in ``last_kernel()`` (never a fallback), against float64 attention at the
+tolerance table's rows (the extension's build_info()["tolerances"]).
+
+Run by CTest's ffpa.emulated.package (csrc/emulated/CMakeLists.txt) in the torch venv with
+the build tree's python/ on PYTHONPATH and FFPA_DEVICE=emulated; the other pytest runs
+deselect it (the marker ``emulated``). Small shapes: the emulator runs one fiber per
+CUDA thread.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import sys
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import ffpa_attn  # noqa: E402
+from ffpa_attn import ffpa_attn_func, last_kernel, routing  # noqa: E402
+from ffpa_attn.errors import DeviceError, ExtensionNotAvailableError, UnsupportedImplError  # noqa: E402
+from torch.nn.attention.bias import causal_lower_right  # noqa: E402
+
+pytestmark = [pytest.mark.torch, pytest.mark.emulated]
+
+# impl='auto' on each emulated arch: the GPU's rule (tma on the sm_120 family only).
+AUTO = {"89": "mma", "90": "mma", "120f": "tma"}
+TOL: dict = {}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_routing():
+    # Selected without the emulated device (-m emulated elsewhere) is a failure, not a skip.
+    assert os.environ.get("FFPA_DEVICE") == "emulated" and ffpa_attn.device.emulated(), (
+        "run with FFPA_DEVICE=emulated and the build tree's python/ on PYTHONPATH (CTest ffpa.emulated.package): "
+        f"{ffpa_attn.device.problem()}")
+    TOL.update(ffpa_attn.cuda.extension_info()["tolerances"])
+    routing._reset_for_tests()
+    yield
+    routing._reset_for_tests()
+
+
+@pytest.fixture(params=["89", "90"])
+def arch(request, monkeypatch):
+    monkeypatch.setenv("FFPA_EMULATED_ARCH", request.param)
+    return request.param
+
+
+def reference(q, k, v, top_left, causal=True, window=(-1, -1)):
+    """float64 attention, the causal diagonal bottom-right (key j <= i + Nkv - Nq) or
+    top-left (j <= i), an optional (left, right) window around it."""
+    q, k, v = (t.double() for t in (q, k, v))
+    hq, hkv, nq, nkv = q.shape[1], k.shape[1], q.shape[2], k.shape[2]
+    k = k.repeat_interleave(hq // hkv, dim=1)
+    v = v.repeat_interleave(hq // hkv, dim=1)
+    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    i = torch.arange(nq).view(-1, 1)
+    j = torch.arange(nkv).view(1, -1)
+    diag = i + (0 if top_left else nkv - nq)
+    hidden = torch.zeros(nq, nkv, dtype=torch.bool)
+    if causal:
+        hidden |= j > diag
+    if window[0] >= 0:
+        hidden |= j < diag - window[0]
+    if window[1] >= 0:
+        hidden |= j > diag + window[1]
+    return torch.softmax(s.masked_fill(hidden, -math.inf), dim=-1) @ v
+
+
+def assert_out_close(got, ref, dtype):
+    t = TOL["bf16" if dtype == torch.bfloat16 else "fp16"]
+    err = (got.double() - ref).abs()
+    assert bool((err <= t["atol"] + t["rtol"] * ref.abs()).all()), f"max |err| {err.max().item():.3e}"
+
+
+def assert_grads_close(got, ref, dtype, name):
+    t = TOL["bwd_bf16" if dtype == torch.bfloat16 else "bwd_fp16"]
+    err = (got.double() - ref).abs()
+    assert float(err.max() / ref.abs().max()) <= t["atol"], name
+    assert float(err.sum() / ref.abs().sum()) <= t["max_rel_l1"], name
+
+
+CASES = [
+    # (name, dtype, B, Hq, Hkv, Nq, Nkv, D, alignment, window)
+    ("gqa-bottom-right", torch.float16, 1, 2, 1, 40, 72, 64, "bottom_right", (-1, -1)),
+    ("top-left-nq-gt-nkv", torch.bfloat16, 1, 2, 2, 72, 40, 64, "top_left", (-1, -1)),
+    ("window-d128", torch.float16, 2, 2, 1, 33, 33, 128, "top_left", (8, 0)),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_ffpa_attn_func_forward_backward(arch, case):
+    _, dtype, b, hq, hkv, nq, nkv, d, alignment, window = case
+    g = torch.Generator().manual_seed(40)
+    q, k, v = (torch.randn(b, h, n, d, generator=g).to(dtype).requires_grad_()
+               for h, n in ((hq, nq), (hkv, nkv), (hkv, nkv)))
+    dout = torch.randn(b, hq, nq, d, generator=g).to(dtype)
+    top_left = alignment == "top_left"
+    mask = {"is_causal": True} if top_left else {
+        "attn_mask": causal_lower_right(nq, nkv)}
+    # strict: a fallback raises; backward='ffpa': the backward kernels or an error.
+    out = ffpa_attn_func(q, k, v, **mask, enable_gqa=hq != hkv, window_size=window, strict=True, backward="ffpa")
+    assert last_kernel(with_reason=True) == (AUTO[arch], None)
+    out.backward(dout)
+    qr, kr, vr = (t.detach().double().requires_grad_() for t in (q, k, v))
+    ref = reference(qr, kr, vr, top_left, window=window)
+    assert_out_close(out.detach(), ref.detach(), dtype)
+    ref.backward(dout.double())
+    for name, got, want in (("dq", q.grad, qr.grad), ("dk", k.grad, kr.grad), ("dv", v.grad, vr.grad)):
+        assert_grads_close(got, want, dtype, name)
+
+
+def test_the_comparison_discriminates(monkeypatch):
+    """The bottom-right output fails against the top-left reference (Nq != Nkv)."""
+    monkeypatch.setenv("FFPA_EMULATED_ARCH", "90")
+    g = torch.Generator().manual_seed(41)
+    q = torch.randn(1, 2, 24, 64, generator=g).half()
+    k, v = (torch.randn(1, 2, 40, 64, generator=g).half() for _ in range(2))
+    out = ffpa_attn_func(q, k, v, attn_mask=causal_lower_right(24, 40), strict=True)
+    assert last_kernel() == "mma"
+    assert_out_close(out, reference(q, k, v, top_left=False), torch.float16)
+    with pytest.raises(AssertionError):
+        assert_out_close(out, reference(q, k, v, top_left=True), torch.float16)
+
+
+def test_each_arch_runs_its_gpus_kernel(monkeypatch):
+    g = torch.Generator().manual_seed(42)
+    q, k, v = (torch.randn(1, 2, 24, 64, generator=g).half() for _ in range(3))
+    ref = reference(q, k, v, top_left=True, causal=False)
+    monkeypatch.setenv("FFPA_EMULATED_ARCH", "120f")
+    assert_out_close(ffpa_attn_func(q, k, v, strict=True), ref, torch.float16)
+    assert last_kernel() == "tma"
+    monkeypatch.setenv("FFPA_EMULATED_ARCH", "90")
+    assert_out_close(ffpa_attn_func(q, k, v, impl="tma"), ref, torch.float16)
+    assert last_kernel() == "tma"
+    monkeypatch.setenv("FFPA_EMULATED_ARCH", "89")
+    with pytest.raises(UnsupportedImplError, match=r"sm_89"):
+        ffpa_attn_func(q, k, v, impl="tma")
+
+
+def test_fallback_reasons_are_the_gpus(monkeypatch):
+    """What the kernels do not take falls back with the GPU's reason (a head dim this
+    build lacks, fp32), and raises it under strict."""
+    monkeypatch.setenv("FFPA_EMULATED_ARCH", "90")
+    q = torch.randn(1, 1, 8, 32).half()
+    with pytest.warns(ffpa_attn.SDPAFallbackWarning, match="'head_dim'"):
+        ffpa_attn_func(q, q, q)
+    assert last_kernel(with_reason=True) == ("sdpa", "head_dim")
+    with pytest.raises(ffpa_attn.UnsupportedHeadDimError):
+        ffpa_attn_func(q, q, q, strict=True)
+    q = torch.randn(1, 1, 8, 64)
+    with pytest.warns(ffpa_attn.SDPAFallbackWarning, match="'dtype'"):
+        ffpa_attn_func(q, q, q)
+    assert last_kernel(with_reason=True) == ("sdpa", "dtype")
+
+
+def test_an_unknown_arch_is_the_libraries_error(monkeypatch):
+    monkeypatch.setenv("FFPA_EMULATED_ARCH", "75")
+    q = torch.randn(1, 1, 16, 64).half()
+    with pytest.raises(DeviceError, match="set it to 89, 90 or 120f"):
+        ffpa_attn_func(q, q, q, strict=True)
+
+
+def _packed(lengths, heads, d, dtype, g):
+    total = sum(lengths)
+    cu = torch.tensor([0] + list(torch.tensor(lengths).cumsum(0)), dtype=torch.int32)
+    return torch.randn(total, heads, d, generator=g).to(dtype).requires_grad_(), cu
+
+
+@pytest.mark.parametrize("layout", ["packed", "padded"])
+def test_varlen_forward_backward(arch, layout):
+    """ffpa_attn_varlen_func on packed sequences of unequal lengths (Nq != Nkv per
+    sequence, bottom-right causal, GQA), and on a padded batch's sequences with a window."""
+    dtype = torch.bfloat16 if layout == "packed" else torch.float16
+    g = torch.Generator().manual_seed(43)
+    if layout == "packed":
+        lq, lk, window = [17, 5, 30], [20, 9, 30], (-1, -1)
+    else:
+        lq = lk = [24, 11]
+        window = (6, 0)
+    q, cu_q = _packed(lq, 2, 64, dtype, g)
+    k, cu_k = _packed(lk, 1, 64, dtype, g)
+    v, _ = _packed(lk, 1, 64, dtype, g)
+    out = ffpa_attn_func_varlen(q, k, v, cu_q, cu_k, max(lq), max(lk), window)
+    assert last_kernel(with_reason=True) == (AUTO[arch], None)
+    dout = torch.randn(out.shape, generator=g).to(dtype)
+    out.backward(dout)
+    refs = []
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    for i in range(len(lq)):
+        sq, sk = slice(int(cu_q[i]), int(cu_q[i + 1])), slice(int(cu_k[i]), int(cu_k[i + 1]))
+        one = [t[s].transpose(0, 1)[None] for t, s in zip(leaves, (sq, sk, sk))]
+        refs.append(reference(*one, top_left=False, window=window)[0].transpose(0, 1))
+    ref = torch.cat(refs)
+    assert_out_close(out.detach(), ref.detach(), dtype)
+    ref.backward(dout.double())
+    for name, got, want in zip(("dq", "dk", "dv"), (q.grad, k.grad, v.grad), (t.grad for t in leaves)):
+        assert_grads_close(got, want, dtype, name)
+
+
+def ffpa_attn_func_varlen(q, k, v, cu_q, cu_k, max_q, max_k, window):
+    from ffpa_attn import ffpa_attn_varlen_func
+
+    return ffpa_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, max_k, causal=True, window_size=window,
+                                 enable_gqa=True, strict=True, backward="ffpa")
+
+
+@pytest.fixture
+def reload_device(monkeypatch):
+    """Reload ffpa_attn.cuda under another FFPA_DEVICE (or without _C_emulated); the
+    emulated device is put back afterwards."""
+    saved = sys.modules.get("ffpa_attn._C_emulated")
+    blockers = []
+
+    class _Absent:
+        def find_spec(self, name, path=None, target=None):
+            if name == "ffpa_attn._C_emulated":
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            return None
+
+    def put_back():
+        while blockers:
+            sys.meta_path.remove(blockers.pop())
+        if saved is not None:
+            sys.modules["ffpa_attn._C_emulated"] = saved
+
+    def reload(value, without_extension=False):
+        put_back()
+        if value is None:
+            monkeypatch.delenv("FFPA_DEVICE", raising=False)
+        else:
+            monkeypatch.setenv("FFPA_DEVICE", value)
+        if without_extension:
+            sys.modules.pop("ffpa_attn._C_emulated", None)
+            blockers.append(_Absent())
+            sys.meta_path.insert(0, blockers[-1])
+        importlib.reload(ffpa_attn.cuda)
+        ffpa_attn.torch_ops._clear_caches()
+
+    yield reload
+    put_back()
+    os.environ["FFPA_DEVICE"] = "emulated"
+    importlib.reload(ffpa_attn.cuda)
+    ffpa_attn.torch_ops._clear_caches()
+    assert ffpa_attn.device.emulated()
+
+
+def test_never_by_accident(reload_device):
+    """Without FFPA_DEVICE CPU tensors run torch's CPU attention; a misspelt device or a
+    missing _C_emulated is an error naming the fix, never that quiet CPU run."""
+    q = torch.randn(1, 1, 16, 64).half()
+    reload_device(None)
+    assert not ffpa_attn.device.emulated()
+    ffpa_attn_func(q, q, q)
+    assert last_kernel() == "torch_math"
+    reload_device("emulate")
+    with pytest.raises(DeviceError, match="FFPA_DEVICE='emulate' names no device: set FFPA_DEVICE=emulated"):
+        ffpa_attn_func(q, q, q)
+    reload_device("emulated", without_extension=True)
+    with pytest.raises(ExtensionNotAvailableError, match=r"_C_emulated does not import .*<build tree>/python on "
+                                                         "PYTHONPATH"):
+        ffpa_attn_func(q, q, q)
+    reload_device("emulated")
+    with pytest.raises(DeviceError, match=r"move them with \.cpu\(\), or unset FFPA_DEVICE"):
+        ffpa_attn.device.device_type(types.SimpleNamespace(device=torch.device("cuda", 0)))
