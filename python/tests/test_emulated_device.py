@@ -270,3 +270,97 @@ def test_never_by_accident(reload_device):
     reload_device("emulated")
     with pytest.raises(DeviceError, match=r"move them with \.cpu\(\), or unset FFPA_DEVICE"):
         ffpa_attn.device.device_type(types.SimpleNamespace(device=torch.device("cuda", 0)))
+
+
+# --- transformers' attn_implementation="ffpa" ----------------------------------------------------
+
+
+def _gemma4_head_dims():
+    """Gemma 4's (sliding, global) head dims (256, 512) where the emulated build has them (a
+    ci tree), else its smallest and largest (a dev tree: 64 and 128)."""
+    dims = ffpa_attn.cuda.COMPILED_HEAD_DIMS
+    return (256, 512) if {256, 512} <= set(dims) else (min(dims), max(dims))
+
+
+def _gemma4(implementation, dtype, window=4):
+    import transformers
+
+    sliding, full = _gemma4_head_dims()
+    config = transformers.Gemma4TextConfig(
+        vocab_size=96, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=sliding, global_head_dim=full, sliding_window=window,
+        layer_types=["sliding_attention", "full_attention"], max_position_embeddings=64,
+        vocab_size_per_layer_input=96, hidden_size_per_layer_input=16)
+    torch.manual_seed(0)
+    model = transformers.Gemma4ForCausalLM(config).to(dtype)
+    model.set_attn_implementation(implementation)
+    return model.eval()
+
+
+def _gemma4_batch():
+    # Two rows of 9 tokens, one padded on the right and one on the left.
+    ids = torch.randint(3, 96, (2, 9), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones(2, 9, dtype=torch.long)
+    mask[0, -2:] = 0
+    mask[1, :3] = 0
+    return ids, mask
+
+
+def _train_step(model, ids, mask):
+    """Logits on the real tokens and the gradients of one step (float32 copies)."""
+    logits = model(input_ids=ids, attention_mask=mask).logits
+    valid = logits[mask.bool()]
+    valid.float().logsumexp(-1).mean().backward()
+    return valid.detach().float(), {n: p.grad.float() for n, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.fixture(scope="module")
+def gemma4_references():
+    ids, mask = _gemma4_batch()
+    return _train_step(_gemma4("sdpa", torch.float32), ids, mask), _train_step(_gemma4("sdpa", torch.bfloat16),
+                                                                                 ids, mask)
+
+
+def _within_sdpas_error(got, exact, sdpa):
+    """got (bf16 through our kernels) is as close to the float32 SDPA model as the bf16
+    SDPA model is: at most twice its error (max for logits, relative L1 for gradients)."""
+    if isinstance(got, dict):
+        return got.keys() == exact.keys() and all(
+            float((got[n] - exact[n]).abs().sum()) <= 2 * float((sdpa[n] - exact[n]).abs().sum()) + 1e-6 for n in exact)
+    return float((got - exact).abs().max()) <= 2 * float((sdpa - exact).abs().max()) + 1e-3
+
+
+@pytest.mark.parametrize("emulated_arch", ["89", "90", "120f"])
+def test_gemma4_shaped_model_matches_sdpa(monkeypatch, gemma4_references, emulated_arch):
+    """A Gemma-4-shaped model (sliding and global layers at two head dims, a window, GQA
+    2:1, a batch padded left and right) with attn_implementation="ffpa" in bf16: every
+    attention call ran our forward and backward kernels, and its logits and one training
+    step's gradients are as close to the float32 SDPA model as bf16 SDPA's are."""
+    import ffpa_attn.integrations.transformers as ffpa_hf
+
+    monkeypatch.setenv("FFPA_EMULATED_ARCH", emulated_arch)
+    ext = ffpa_attn.cuda.extension()
+    kernels, backwards = [], []
+    note = routing._note_kernel
+    monkeypatch.setattr(routing, "_note_kernel", lambda k, r: kernels.append((k, r)) or note(k, r))
+    backward = ext.backward
+    monkeypatch.setattr(ext, "backward", lambda *a, **kw: backwards.append(1) or backward(*a, **kw))
+    (exact_logits, exact_grads), (sdpa_logits, sdpa_grads) = gemma4_references
+    ids, mask = _gemma4_batch()
+    logits, grads = _train_step(_gemma4(ffpa_hf.NAME, torch.bfloat16), ids, mask)
+    assert kernels == [(AUTO[emulated_arch], None)] * 2 and len(backwards) == 2
+    torch.testing.assert_close(logits, sdpa_logits, atol=TOL["bf16"]["atol"], rtol=TOL["bf16"]["rtol"])
+    assert _within_sdpas_error(logits, exact_logits, sdpa_logits)
+    assert _within_sdpas_error(grads, exact_grads, sdpa_grads)
+
+
+def test_the_model_comparison_discriminates(monkeypatch, gemma4_references):
+    """A window of 8 instead of 4 in the sliding layers fails the comparison."""
+    import ffpa_attn.integrations.transformers as ffpa_hf
+
+    monkeypatch.setenv("FFPA_EMULATED_ARCH", "90")
+    (exact_logits, _), (sdpa_logits, _) = gemma4_references
+    ids, mask = _gemma4_batch()
+    logits, _ = _train_step(_gemma4(ffpa_hf.NAME, torch.bfloat16, window=8), ids, mask)
+    assert last_kernel() == "mma"
+    assert not _within_sdpas_error(logits, exact_logits, sdpa_logits)
