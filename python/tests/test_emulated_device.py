@@ -71,7 +71,8 @@ def reference(q, k, v, top_left, causal=True, window=(-1, -1)):
         hidden |= j < diag - window[0]
     if window[1] >= 0:
         hidden |= j > diag + window[1]
-    return torch.softmax(s.masked_fill(hidden, -math.inf), dim=-1) @ v
+    # The mask is added, as in SDPA's math backend: a NaN score stays NaN under it.
+    return torch.softmax(s + torch.zeros(nq, nkv, dtype=torch.float64).masked_fill(hidden, -math.inf), dim=-1) @ v
 
 
 def assert_out_close(got, ref, dtype):
@@ -161,7 +162,34 @@ def test_fallback_reasons_are_the_gpus(monkeypatch):
     assert last_kernel(with_reason=True) == ("sdpa", "dtype")
 
 
-def test_an_unknown_arch_is_the_libraries_error(monkeypatch):
+def test_nan_follows_the_math_backend(arch):
+    """A NaN in a key the causal mask hides from most rows: SDPA's math backend's rule
+    (the mask is added, so every row of that head is NaN), through the pre-pass."""
+    g = torch.Generator().manual_seed(44)
+    q, k, v = (torch.randn(1, 2, 32, 64, generator=g).half() for _ in range(3))
+    k[0, 1, 20, 3] = float("nan")
+    out = ffpa_attn_func(q, k, v, is_causal=True, strict=True)
+    assert last_kernel() == AUTO[arch]
+    ref = reference(q, k, v, top_left=True)
+    assert torch.equal(out.isnan(), ref.isnan())
+    assert bool(out[0, 1].isnan().all()) and not bool(out[0, 0].isnan().any())
+    assert_out_close(out[0, 0], ref[0, 0], torch.float16)
+
+
+def test_strided_views(monkeypatch):
+    """q, k, v as views of one [B, N, 3, H, D] projection (the layout models hand over):
+    the kernels read the strides as given."""
+    monkeypatch.setenv("FFPA_EMULATED_ARCH", "90")
+    g = torch.Generator().manual_seed(45)
+    qkv = torch.randn(1, 24, 3, 2, 64, generator=g).half()
+    q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
+    assert not q.is_contiguous()
+    out = ffpa_attn_func(q, k, v, is_causal=True, strict=True)
+    assert last_kernel() == "mma"
+    assert_out_close(out, reference(q, k, v, top_left=True), torch.float16)
+
+
+def test_an_unknown_arch_is_a_device_error(monkeypatch):
     monkeypatch.setenv("FFPA_EMULATED_ARCH", "75")
     q = torch.randn(1, 1, 16, 64).half()
     with pytest.raises(DeviceError, match="set it to 89, 90 or 120f"):
@@ -177,25 +205,27 @@ def _packed(lengths, heads, d, dtype, g):
 @pytest.mark.parametrize("layout", ["packed", "padded"])
 def test_varlen_forward_backward(arch, layout):
     """ffpa_attn_varlen_func on packed sequences of unequal lengths (Nq != Nkv per
-    sequence, bottom-right causal, GQA), and on a padded batch's sequences with a window."""
+    sequence, bottom-right causal, GQA), and on a padded batch's key slots cut by
+    seqused_k, with a window."""
     dtype = torch.bfloat16 if layout == "packed" else torch.float16
     g = torch.Generator().manual_seed(43)
     if layout == "packed":
-        lq, lk, window = [17, 5, 30], [20, 9, 30], (-1, -1)
+        lq, lk, used, window = [17, 5, 30], [20, 9, 30], None, (-1, -1)
     else:
-        lq = lk = [24, 11]
-        window = (6, 0)
+        lq, lk, used, window = [24, 11], [24, 24], [24, 11], (6, 0)
     q, cu_q = _packed(lq, 2, 64, dtype, g)
     k, cu_k = _packed(lk, 1, 64, dtype, g)
     v, _ = _packed(lk, 1, 64, dtype, g)
-    out = ffpa_attn_func_varlen(q, k, v, cu_q, cu_k, max(lq), max(lk), window)
+    seqused_k = None if used is None else torch.tensor(used, dtype=torch.int32)
+    out = ffpa_attn_func_varlen(q, k, v, cu_q, cu_k, max(lq), max(lk), window, seqused_k)
     assert last_kernel(with_reason=True) == (AUTO[arch], None)
     dout = torch.randn(out.shape, generator=g).to(dtype)
     out.backward(dout)
     refs = []
     leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
     for i in range(len(lq)):
-        sq, sk = slice(int(cu_q[i]), int(cu_q[i + 1])), slice(int(cu_k[i]), int(cu_k[i + 1]))
+        k_end = int(cu_k[i + 1]) if used is None else int(cu_k[i]) + used[i]
+        sq, sk = slice(int(cu_q[i]), int(cu_q[i + 1])), slice(int(cu_k[i]), k_end)
         one = [t[s].transpose(0, 1)[None] for t, s in zip(leaves, (sq, sk, sk))]
         refs.append(reference(*one, top_left=False, window=window)[0].transpose(0, 1))
     ref = torch.cat(refs)
@@ -205,11 +235,11 @@ def test_varlen_forward_backward(arch, layout):
         assert_grads_close(got, want, dtype, name)
 
 
-def ffpa_attn_func_varlen(q, k, v, cu_q, cu_k, max_q, max_k, window):
+def ffpa_attn_func_varlen(q, k, v, cu_q, cu_k, max_q, max_k, window, seqused_k):
     from ffpa_attn import ffpa_attn_varlen_func
 
     return ffpa_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, max_k, causal=True, window_size=window,
-                                 enable_gqa=True, strict=True, backward="ffpa")
+                                 enable_gqa=True, seqused_k=seqused_k, strict=True, backward="ffpa")
 
 
 @pytest.fixture
