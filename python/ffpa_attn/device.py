@@ -24,8 +24,8 @@ from typing import Any
 
 from .errors import DeviceError, ExtensionNotAvailableError
 
-__all__ = ["ARCH_ENV", "DEVICE_ENV", "EMULATED", "EMULATED_MODULE", "capability", "device_type", "emulated",
-           "extension_module", "on_device", "problem", "requested"]
+__all__ = ["ARCH_ENV", "DEVICE_ENV", "EMULATED", "EMULATED_MODULE", "GPU_MODULE", "capability", "device_type",
+           "emulated", "extension_module", "loaded", "on_device", "ordinal", "problem", "requested"]
 
 DEVICE_ENV = "FFPA_DEVICE"
 ARCH_ENV = "FFPA_EMULATED_ARCH"

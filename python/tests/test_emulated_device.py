@@ -394,3 +394,42 @@ def test_the_model_comparison_discriminates(monkeypatch, gemma4_references):
     logits, _ = _train_step(_gemma4(ffpa_hf.NAME, torch.bfloat16, window=8), ids, mask)
     assert last_kernel() == "mma"
     assert not _within_sdpas_error(logits, exact_logits, sdpa_logits)
+
+
+def _small_model(name, implementation, dtype):
+    """A Llama at the tree's largest head dim, a Qwen2 with a sliding window of 4 on its
+    first layer, each GQA 2:1."""
+    import transformers
+
+    d = max(ffpa_attn.cuda.COMPILED_HEAD_DIMS)
+    common = dict(vocab_size=96, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=2,
+                  num_key_value_heads=1, head_dim=d, max_position_embeddings=64)
+    if name == "llama":
+        config, cls = transformers.LlamaConfig(**common), transformers.LlamaForCausalLM
+    else:
+        config = transformers.Qwen2Config(**common, use_sliding_window=True, sliding_window=4, max_window_layers=0,
+                                          layer_types=["sliding_attention", "full_attention"])
+        cls = transformers.Qwen2ForCausalLM
+    torch.manual_seed(0)
+    model = cls(config).to(dtype)
+    model.set_attn_implementation(implementation)
+    return model.eval()
+
+
+@pytest.mark.parametrize("name", ["llama", "qwen2"])
+def test_llama_and_qwen2_match_sdpa(monkeypatch, name):
+    import ffpa_attn.integrations.transformers as ffpa_hf
+
+    monkeypatch.setenv("FFPA_EMULATED_ARCH", "89")
+    kernels = []
+    note = routing._note_kernel
+    monkeypatch.setattr(routing, "_note_kernel", lambda k, r: kernels.append((k, r)) or note(k, r))
+    ids, mask = _gemma4_batch()
+    exact_logits, exact_grads = _train_step(_small_model(name, "sdpa", torch.float32), ids, mask)
+    sdpa_logits, sdpa_grads = _train_step(_small_model(name, "sdpa", torch.bfloat16), ids, mask)
+    kernels.clear()
+    logits, grads = _train_step(_small_model(name, ffpa_hf.NAME, torch.bfloat16), ids, mask)
+    assert kernels == [("mma", None)] * 2
+    torch.testing.assert_close(logits, sdpa_logits, atol=TOL["bf16"]["atol"], rtol=TOL["bf16"]["rtol"])
+    assert _within_sdpas_error(logits, exact_logits, sdpa_logits)
+    assert _within_sdpas_error(grads, exact_grads, sdpa_grads)
