@@ -17,6 +17,8 @@ import importlib
 from types import ModuleType
 from typing import Any
 
+from . import device as ffpa_device
+
 __all__ = [
     "CUDA_FWD_AVAILABLE",
     "CUDA_BWD_AVAILABLE",
@@ -45,18 +47,27 @@ __all__ = [
     "extension_info",
 ]
 
-_EXTENSION_MODULE = "ffpa_attn._C"
-
-
 def _load_extension() -> tuple[ModuleType | None, str | None]:
+    # ffpa_attn.device says which extension (ffpa_attn._C_emulated under
+    # FFPA_DEVICE=emulated) and is told how the import went.
+    name = ffpa_device.extension_module()
+    if name is None:
+        return None, None  # a device that does not exist: ffpa_attn.device.problem() says so
+    module, error = _import_extension(name)
+    ffpa_device.loaded(error)
+    return module, error
+
+
+def _import_extension(name: str) -> tuple[ModuleType | None, str | None]:
     try:
         # import_module, not "from . import _C": the latter turns "absent" into a plain
         # ImportError that cannot be told apart from a broken extension.
-        module = importlib.import_module(_EXTENSION_MODULE)
+        module = importlib.import_module(name)
     except ModuleNotFoundError as exc:
         # Only "ffpa_attn._C itself is missing" means the pure wheel; a missing
-        # module *inside* the extension's import is a broken install.
-        if exc.name == _EXTENSION_MODULE:
+        # module *inside* the extension's import is a broken install. The emulated
+        # device's extension missing is an error (ffpa_attn.device.problem()).
+        if exc.name == name and name != ffpa_device.EMULATED_MODULE:
             return None, None
         return None, f"{type(exc).__name__}: {exc}"
     except ImportError as exc:

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from . import launch, reference, routing
+from . import device as ffpa_device, launch, reference, routing
 from .deprecations import deprecation_message
 from .errors import (
     DeviceError,
@@ -232,7 +232,7 @@ def ffpa_attn_func(
     if all(torch_inputs):
         from . import torch_ops
 
-        if accum == "fp16" and query.device.type != "cuda":
+        if accum == "fp16" and not ffpa_device.on_device(query):
             raise UnsupportedImplError(_HOST_FP16_ACCUM)
         return torch_ops.dispatch(query, key, value, attn_mask, dropout_p, is_causal, scale,
                                   enable_gqa or causal is not None,

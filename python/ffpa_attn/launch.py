@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from . import cuda, routing
+from . import cuda, device as ffpa_device, routing
 from .errors import (
     DeviceError,
     ExtensionNotAvailableError,
@@ -157,9 +157,10 @@ def is_torch_tensor(x: Any) -> bool:
 
 
 def cuda_device_of(x: Any) -> int | None:
-    """CUDA ordinal of x, or None when x is not (known to be) in CUDA memory."""
+    """CUDA ordinal of x, or None when x is not (known to be) in CUDA memory (the kernels'
+    device: CPU tensors under FFPA_DEVICE=emulated, ffpa_attn.device)."""
     if is_torch_tensor(x):
-        return int(x.device.index or 0) if x.is_cuda else None
+        return ffpa_device.ordinal(x)
     dl_device = getattr(x, "__dlpack_device__", None)
     if dl_device is not None:
         try:
@@ -231,6 +232,9 @@ def extension_problem() -> tuple[str, str, str] | None:
 
 
 def _extension_or_raise() -> Any:
+    device_problem = ffpa_device.problem()
+    if device_problem is not None:
+        raise device_problem
     problem = extension_problem()
     if problem is None:
         return cuda.extension()

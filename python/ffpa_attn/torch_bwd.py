@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from . import cuda
+from . import cuda, device as ffpa_device
 from .torch_math import MASK_NONE, MASK_TOP_LEFT
 
 __all__ = ["attention_backward_ffpa", "ffpa_backward_problem"]
@@ -23,7 +23,7 @@ _DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
 
 def ffpa_backward_problem(q: torch.Tensor) -> str | None:
     """None when the backward kernels take these inputs, else why not (in words)."""
-    if q.device.type != "cuda":
+    if not ffpa_device.on_device(q):
         return f"the backward kernels run on CUDA tensors, these are on {q.device.type}"
     if not cuda.CUDA_BWD_AVAILABLE:
         return "this build has no backward kernels (ffpa_attn.cuda.CUDA_BWD_AVAILABLE is False)"

@@ -64,7 +64,7 @@ from typing import Any
 
 import torch
 
-from . import cuda, jit, launch, routing
+from . import cuda, device as ffpa_device, jit, launch, routing
 from .deprecations import deprecation_message
 from .errors import DeviceError, ShapeError, UnsupportedDTypeError, UnsupportedImplError
 from .torch_math import (
@@ -130,6 +130,9 @@ def _extension_device_count() -> int:
 
 
 def _capability(index: int) -> tuple[int, int]:
+    emulated = ffpa_device.capability(index)  # the emulated GPU's, read per call (FFPA_EMULATED_ARCH)
+    if emulated is not None:
+        return emulated
     return _capability_traced(index) if torch.compiler.is_compiling() else _capability_eager(index)
 
 
@@ -205,7 +208,7 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: int, 
                   accum: str, backward: str, window_left: int = -1,
                   window_right: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
     window = (window_left, window_right)
-    if q.device.type == "cuda":
+    if ffpa_device.on_device(q):
         return _cuda_attention(q, k, v, mask, scale, impl, accum, window)
     # CPU tensors: torch's own CPU attention (torch_math.cpu_attention; with a window,
     # torch_masks.cpu_masked_attention), copied into the layout the fake promises on every
@@ -544,8 +547,10 @@ def sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask:
 
 
 def _device_type(t: torch.Tensor) -> str:
-    # One place that reads the device type (the tests stand CPU tensors in for CUDA ones here).
-    return t.device.type
+    # One place that reads the device type (the tests stand CPU tensors in for CUDA ones
+    # here): "cuda" is the kernels' device (ffpa_attn.device: CPU tensors under
+    # FFPA_DEVICE=emulated).
+    return ffpa_device.device_type(t)
 
 
 def find_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Any, dropout_p: Any,

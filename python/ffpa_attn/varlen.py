@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 
-from . import cuda, launch, routing, torch_ops
+from . import cuda, device as ffpa_device, launch, routing, torch_ops
 from .errors import DeviceError, ShapeError, UnsupportedDTypeError, UnsupportedFeatureError, UnsupportedImplError
 from .torch_bwd import ffpa_backward_problem
 from .torch_masks import cpu_masked_attention, cpu_masked_backward, window_allowed, window_bias
@@ -228,7 +228,7 @@ def _varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: 
     if not offsets_checked and _host_checks_possible(cu_seqlens_q):
         _check_layout_in_op(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k)
         offsets_checked = True
-    if q.device.type == "cuda":
+    if ffpa_device.on_device(q):
         if offsets_checked:
             return _cuda_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, window,
                                  scale, impl, accum, seqused_k)
@@ -579,7 +579,7 @@ def ffpa_attn_varlen_func(
                          f"{cu_seqlens_k.shape[0] - 1}: they must describe the same sequences")
     if seqused_k is not None:
         _check_seqused(seqused_k, cu_seqlens_k, q.device)
-    if accum == "fp16" and q.device.type != "cuda":
+    if accum == "fp16" and not ffpa_device.on_device(q):
         from .interface import _HOST_FP16_ACCUM
 
         raise UnsupportedImplError(_HOST_FP16_ACCUM)

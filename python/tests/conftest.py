@@ -30,6 +30,8 @@ except ImportError:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs the CUDA extension and an NVIDIA GPU")
     config.addinivalue_line("markers", "torch: needs torch (CTest python.torch runs these in .venv-torch)")
+    config.addinivalue_line("markers", "emulated: runs with FFPA_DEVICE=emulated (CTest ffpa.emulated.package; every "
+                                       "other run deselects it)")
     config.addinivalue_line("markers", "jit: builds kernels with ffpa_attn.jit (CTest python.jit)")
     config.addinivalue_line("markers", "jit_timing: times first-use builds (CTest python.jit.timing, slow)")
     config.addinivalue_line("markers", "transformers: needs transformers (CTest python.transformers runs these in "
