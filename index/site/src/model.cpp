@@ -229,7 +229,9 @@ std::string authority_problem(const std::string& authority, const std::string& s
     if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos || port.front() == '0' ||
         std::stoul(port) > 65535)
       return "its port '" + port + "' is not a TCP port (1 to 65535, no leading zero); write the server's port";
-    if ((scheme == "https" && port == "443") || (scheme == "http" && port == "80"))
+    // A scheme's default port written out is a second spelling of the same server.
+    const std::string_view default_port = scheme == "https" ? "443" : scheme == "http" ? "80" : "";
+    if (port == default_port)
       return "its port " + port + " is " + scheme + "'s default: leave ':" + port + "' out, the one spelling";
   }
   return "";
