@@ -33,7 +33,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "emulated: runs with FFPA_DEVICE=emulated (CTest ffpa.emulated.package; every "
                                        "other run deselects it)")
     config.addinivalue_line("markers", "jit: builds kernels with ffpa_attn.jit (CTest python.jit)")
-    config.addinivalue_line("markers", "jit_timing: times first-use builds (CTest python.jit.timing, slow)")
     config.addinivalue_line("markers", "transformers: needs transformers (CTest python.transformers runs these in "
                                        ".venv-torch, where tools/torch-venv installs it)")
     if os.environ.get("FFPA_PYTEST_REQUIRE_TRANSFORMERS") == "1":
