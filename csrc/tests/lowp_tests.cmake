@@ -52,4 +52,4 @@ list(LENGTH FFPA_RELEASE_HEAD_DIMS ffpa_accuracy_dims)
 math(EXPR ffpa_accuracy_rows "2 * 2 * 2 * ${ffpa_accuracy_dims}")  # precisions x dtypes x input kinds x dims
 add_test(NAME ffpa.kernels.emulated_lowp_accuracy
          COMMAND ffpa_emulate_kernels --lowp-accuracy ${FFPA_RELEASE_HEAD_DIMS} --expect ${ffpa_accuracy_rows})
-set_tests_properties(ffpa.kernels.emulated_lowp_accuracy PROPERTIES LABELS slow TIMEOUT 1800)
+set_tests_properties(ffpa.kernels.emulated_lowp_accuracy PROPERTIES LABELS slow TIMEOUT 1800 COST 130)
