@@ -41,8 +41,8 @@ set_tests_properties(ffpa.kernels.emulated_lowp_nonfinite PROPERTIES LABELS unit
 if(FFPA_CUOBJDUMP)
   add_test(NAME ffpa.kernels.lowp_sass
            COMMAND "${CMAKE_COMMAND}" "-DCUOBJDUMP=${FFPA_CUOBJDUMP}" "-DLIBRARY=$<TARGET_FILE:ffpa_kernels>"
-                   "-DARCHS=${ffpa_archs_arg}" -P "${tests_dir}/check_lowp_sass.cmake")
-  set_tests_properties(ffpa.kernels.lowp_sass PROPERTIES LABELS unit)
+                   "-DARCHS=${ffpa_archs_arg}" "-DSASS_DIR=${ffpa_sass_dir}" -P "${tests_dir}/check_lowp_sass.cmake")
+  set_tests_properties(ffpa.kernels.lowp_sass PROPERTIES LABELS unit FIXTURES_REQUIRED ffpa_sass)
 endif()
 
 # The accuracy table of docs/install.md ("Measured accuracy"): every release head dim, FP8
