@@ -4,9 +4,14 @@
 // or 120f; default 90); stream-ordered calls run at once (every launch is synchronous);
 // cuTensorMapEncodeTiled is the CPU emulator's model, which records the map the kernels'
 // TMA model then reads (csrc/tests/emu/emu_grid.cpp). The grid runner behind the launch
-// seam (ffpa/launch.cuh of this directory) is here too.
+// seam (ffpa/launch.cuh of this directory) is here too. A fault the emulator finds inside
+// a kernel is that launch's error (DeviceError in Python), never the process's exit.
+#include <ucontext.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -40,6 +45,30 @@ EmulatedArch emulated_arch() {
 
 std::mutex g_grid_mutex;  // the emulator's state is one grid at a time
 void (*g_body)(const void*) = nullptr;
+// Where a fault returns to: run_grid's frame, saved before the grid runs. The fault may be
+// found on a fiber's stack (one per CUDA thread), which no C++ exception can leave, so the
+// handler resumes that saved context; the next launch starts the emulator afresh (every
+// block resets its fibers, barriers and copies).
+ucontext_t g_fault_return;
+std::string g_fault;
+[[noreturn]] void on_fault(const char* what) {
+  char block[64];
+  std::snprintf(block, sizeof(block), " (block %u,%u,%u)", emu::g_block_idx.x, emu::g_block_idx.y,
+                emu::g_block_idx.z);
+  g_fault = std::string(what) + block;
+  setcontext(&g_fault_return);
+  std::abort();  // setcontext returns only when the context is unusable
+}
+
+// FFPA_EMULATED_INJECT_FAULT=short_read (tests only): the first array a launch names (q)
+// is 16 bytes shorter as memory the kernel may read, so its last load of q faults: the
+// fault path through the C API and the binding, proven on a real kernel.
+const char* injected_fault(bool* short_read) {
+  const char* env = std::getenv("FFPA_EMULATED_INJECT_FAULT");
+  *short_read = env != nullptr && std::strcmp(env, "short_read") == 0;
+  if (env == nullptr || *env == '\0' || *short_read) return nullptr;
+  return env;
+}
 const void* g_ctx = nullptr;
 void grid_body(const FwdParams&) { g_body(g_ctx); }
 
@@ -80,16 +109,30 @@ Status run_grid(void (*body)(const void*), const void* ctx, dim3 grid, int threa
     return {ErrorKind::kDevice, std::string(what) + " failed: cudaErrorInvalidValue (" + std::to_string(smem_bytes) +
                                     " bytes of dynamic shared memory; the emulated sm_" + std::to_string(arch.sm) +
                                     " allows " + std::to_string(arch.max_smem_bytes) + ")"};
+  bool short_read = false;
+  if (const char* bad = injected_fault(&short_read))
+    return {ErrorKind::kDevice, std::string("FFPA_EMULATED_INJECT_FAULT='") + bad +
+                                    "' is not a fault the emulated device injects: set it to short_read or unset it"};
   std::lock_guard<std::mutex> lock(g_grid_mutex);
   emu::g_ranges.clear();
   for (const Readable& r : readable)
     if (r.bytes > 0) emu::g_ranges.push_back({static_cast<const unsigned char*>(r.data), r.bytes});
+  if (short_read && !emu::g_ranges.empty()) emu::g_ranges.front().n -= std::min<size_t>(16, emu::g_ranges.front().n);
   g_body = body;
   g_ctx = ctx;
-  emu::launch(&grid_body, FwdParams{}, emu::Dim3{grid.x, grid.y, grid.z}, threads, static_cast<size_t>(smem_bytes));
+  g_fault.clear();
+  emu::g_fault_handler = &on_fault;
+  getcontext(&g_fault_return);
+  // A fault resumes here with g_fault set: the grid is abandoned, not run again.
+  if (g_fault.empty())
+    emu::launch(&grid_body, FwdParams{}, emu::Dim3{grid.x, grid.y, grid.z}, threads, static_cast<size_t>(smem_bytes));
+  emu::g_fault_handler = nullptr;
   g_body = nullptr;
   g_ctx = nullptr;
   emu::g_ranges.clear();
+  if (!g_fault.empty())
+    return {ErrorKind::kDevice, std::string(what) + " failed: the emulated device faulted: " + g_fault +
+                                    " (a bug in that kernel that the emulator caught: report it with this message)"};
   return {};
 }
 

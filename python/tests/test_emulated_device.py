@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import math
 import os
+import re
 import sys
 import types
 
@@ -194,6 +195,35 @@ def test_an_unknown_arch_is_a_device_error(monkeypatch):
     q = torch.randn(1, 1, 16, 64).half()
     with pytest.raises(DeviceError, match="set it to 89, 90 or 120f"):
         ffpa_attn_func(q, q, q, strict=True)
+
+
+@pytest.mark.parametrize(("emulated_arch", "kernel", "fault"), [
+    ("90", "mma", "cp.async source outside the input arrays"),
+    ("120f", "tma", "TMA box reads outside the input arrays")])
+def test_a_fault_in_a_kernel_is_an_error_not_an_exit(monkeypatch, emulated_arch, kernel, fault):
+    """A fault the emulator finds inside a kernel (injected: q's last 16 bytes are not
+    memory the kernel may read, FFPA_EMULATED_INJECT_FAULT=short_read) is that launch's
+    DeviceError, a RuntimeError naming the kernel and the fault, forward and backward; the
+    process goes on (an exit would end this run), and the next call runs clean."""
+    monkeypatch.setenv("FFPA_EMULATED_ARCH", emulated_arch)
+    g = torch.Generator().manual_seed(46)
+    q, k, v = (torch.randn(1, 2, 24, 64, generator=g).half().requires_grad_() for _ in range(3))
+    monkeypatch.setenv("FFPA_EMULATED_INJECT_FAULT", "short_read")
+    with pytest.raises(RuntimeError, match=rf"^{kernel} forward kernel launch failed: the emulated device faulted: "
+                                           rf"{re.escape(fault)} \(block 0,1,0\)") as raised:
+        ffpa_attn_func(q, k, v, is_causal=True, strict=True)
+    assert isinstance(raised.value, DeviceError)
+    monkeypatch.delenv("FFPA_EMULATED_INJECT_FAULT")
+    out = ffpa_attn_func(q, k, v, is_causal=True, strict=True, backward="ffpa")
+    assert last_kernel() == kernel
+    assert_out_close(out.detach(), reference(q.detach(), k.detach(), v.detach(), top_left=True), torch.float16)
+    monkeypatch.setenv("FFPA_EMULATED_INJECT_FAULT", "short_read")
+    with pytest.raises(DeviceError, match=r"^dK / dV kernel launch.* failed: the emulated device faulted: "):
+        out.backward(torch.ones_like(out))
+    monkeypatch.setenv("FFPA_EMULATED_INJECT_FAULT", "short")
+    with pytest.raises(DeviceError, match="FFPA_EMULATED_INJECT_FAULT='short' is not a fault the emulated device "
+                                          "injects: set it to short_read or unset it"):
+        ffpa_attn_func(q, k, v, strict=True)
 
 
 def _packed(lengths, heads, d, dtype, g):
