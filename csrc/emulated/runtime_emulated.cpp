@@ -1,7 +1,8 @@
 // The runtime / driver seam (ffpa/runtime.h) of the emulated-device build: one device,
 // whose memory is the host's (every non-null pointer is on it, so a Python caller's CPU
-// tensors are device arrays), of the arch FFPA_EMULATED_ARCH names at run time (89, 90
-// or 120f; default 90); stream-ordered calls run at once (every launch is synchronous);
+// tensors are device arrays), of the arch FFPA_EMULATED_ARCH names at run time (the archs
+// of cmake/kernel-facts.json's emulated_device); stream-ordered calls run at once (every
+// launch is synchronous);
 // cuTensorMapEncodeTiled is the CPU emulator's model, which records the map the kernels'
 // TMA model then reads (csrc/tests/emu/emu_grid.cpp). The grid runner behind the launch
 // seam (ffpa/launch.cuh of this directory) is here too. A fault the emulator finds inside
@@ -18,6 +19,7 @@
 
 #include "emu_cute.h"
 #include "emu_state.h"
+#include "ffpa/emulated_archs.h"
 #include "ffpa/launch.cuh"
 #include "ffpa/runtime.h"
 #include "ffpa/tma.cuh"
@@ -25,7 +27,8 @@
 namespace ffpa {
 namespace {
 
-// The emulated arch: its compute capability and whether FFPA_EMULATED_ARCH is valid.
+// The emulated arch FFPA_EMULATED_ARCH names (its row of ffpa/emulated_archs.h, generated
+// from cmake/kernel-facts.json), or sm 0 when it names none.
 struct EmulatedArch {
   int sm = 0;  // 0: FFPA_EMULATED_ARCH names no emulated arch
   std::string token;
@@ -34,12 +37,9 @@ struct EmulatedArch {
 
 EmulatedArch emulated_arch() {
   const char* env = std::getenv("FFPA_EMULATED_ARCH");
-  const std::string token = env == nullptr || *env == '\0' ? "90" : env;
-  // The opt-in limits of the real parts: sm_89 (Ada) and the sm_120 family 99 KiB,
-  // sm_90 (Hopper) 227 KiB (the CUDA programming guide's compute capability table).
-  if (token == "89") return {89, token, 99 * 1024};
-  if (token == "90") return {90, token, 227 * 1024};
-  if (token == "120f") return {120, token, 99 * 1024};
+  const std::string token = env == nullptr || *env == '\0' ? emulated::kDefaultArch : env;
+  for (const emulated::ArchRow& row : emulated::kArchs)
+    if (token == row.name) return {row.sm, token, row.max_smem_bytes};
   return {0, token, 0};
 }
 
@@ -146,7 +146,8 @@ Status pointer_device(const void*, const char*, int* device) {
   const EmulatedArch arch = emulated_arch();
   if (arch.sm == 0)
     return {ErrorKind::kDevice, "FFPA_EMULATED_ARCH='" + arch.token +
-                                    "' is not an emulated arch: set it to 89, 90 or 120f (or unset it: 90)"};
+                                    "' is not an emulated arch: set it to " + emulated::kArchWords +
+                                    " (or unset it: " + emulated::kDefaultArch + ")"};
   *device = 0;  // the host's memory is the emulated device's
   return {};
 }
@@ -154,8 +155,8 @@ Status pointer_device(const void*, const char*, int* device) {
 int current_device() noexcept { return 0; }
 bool set_device(int device) noexcept { return device == 0; }
 int current_device_cc() noexcept { return emulated_arch().sm; }
-// The emulated library holds code for each emulated arch (its compiled set names 89, 90a
-// and 120f), so the device loads its own.
+// The emulated library holds code for each emulated arch (its compiled set is their
+// targets), so the device loads its own.
 int device_binary_version() noexcept { return emulated_arch().sm; }
 
 Status malloc_async(void** p, size_t bytes, void*, const char* what) {
