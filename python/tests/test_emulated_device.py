@@ -14,6 +14,7 @@ CUDA thread.
 from __future__ import annotations
 
 import importlib
+import json
 import math
 import os
 import re
@@ -224,6 +225,34 @@ def test_a_fault_in_a_kernel_is_an_error_not_an_exit(monkeypatch, emulated_arch,
     with pytest.raises(DeviceError, match="FFPA_EMULATED_INJECT_FAULT='short' is not a fault the emulated device "
                                           "injects: set it to short_read or unset it"):
         ffpa_attn_func(q, k, v, strict=True)
+
+
+@pytest.mark.parametrize(("emulated_arch", "sm", "auto"), [("89", "sm_89", "mma"), ("120f", "sm_120", "tma")])
+def test_info_reports_the_emulated_device(monkeypatch, capsys, emulated_arch, sm, auto):
+    """python -m ffpa_attn.info names the emulated device and its arch (text and --json),
+    never a CUDA wheel; what it says runs is what the routing runs there."""
+    from ffpa_attn import info
+
+    monkeypatch.setenv("FFPA_EMULATED_ARCH", emulated_arch)
+    assert info.main(["--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    sm_number = int(sm[3:])
+    assert rep["device"] == {"kind": "emulated", "arch": emulated_arch,
+                             "capability": [sm_number // 10, sm_number % 10], "error": None}
+    assert rep["package"]["wheel"] == "emulated"
+    (gpu,) = rep["gpus"]
+    assert gpu["arch"] == sm and f"FFPA_EMULATED_ARCH={emulated_arch}" in gpu["name"]
+    assert gpu["auto"] == auto and gpu["impls"]["tma"]["runs"] == (auto == "tma" or emulated_arch == "90")
+    q = torch.randn(1, 1, 16, 64).half()
+    ffpa_attn_func(q, q, q, strict=True)
+    assert last_kernel() == gpu["auto"]
+    assert info.main([]) == 0
+    text = capsys.readouterr().out
+    assert f"device: emulated {sm} (FFPA_EMULATED_ARCH={emulated_arch})" in text
+    assert "cuda wheel" not in text and "torch_math" not in text
+    monkeypatch.setenv("FFPA_EMULATED_ARCH", "75")
+    assert info.main([]) == 0
+    assert "device: emulated: FFPA_EMULATED_ARCH='75' is not an emulated arch: set it to" in capsys.readouterr().out
 
 
 def _packed(lengths, heads, d, dtype, g):
