@@ -492,3 +492,54 @@ def test_llama_and_qwen2_match_sdpa(monkeypatch, name):
     torch.testing.assert_close(logits, sdpa_logits, atol=TOL["bf16"]["atol"], rtol=TOL["bf16"]["rtol"])
     assert _within_sdpas_error(logits, exact_logits, sdpa_logits)
     assert _within_sdpas_error(grads, exact_grads, sdpa_grads)
+
+
+@pytest.mark.parametrize(("name", "emulated_arch", "dtype"), [
+    ("llama", "89", torch.float16), ("gemma4", "90", torch.bfloat16), ("qwen2", "120f", torch.bfloat16)])
+def test_generate_gives_sdpas_tokens(monkeypatch, name, emulated_arch, dtype):
+    """Greedy generate (a prompt batch of two, one left-padded; five new tokens) with
+    attn_implementation="ffpa" gives the tokens the same model gives with "sdpa": every
+    attention call, prefill and each one-token decode step with its cache, ran our kernel."""
+    import ffpa_attn.integrations.transformers as ffpa_hf
+
+    monkeypatch.setenv("FFPA_EMULATED_ARCH", emulated_arch)
+    kernels = []
+    note = routing._note_kernel
+    monkeypatch.setattr(routing, "_note_kernel", lambda k, r: kernels.append((k, r)) or note(k, r))
+    ids, mask = _gemma4_batch()
+    mask[0] = 1  # generate continues after the prompt's last slot: padding goes on the left
+
+    def make(implementation):
+        if name == "gemma4":
+            return _gemma4(implementation, dtype)
+        return _small_model(name, implementation, dtype)
+
+    def generate(model):
+        return model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=5, do_sample=False, pad_token_id=0)
+
+    want = generate(make("sdpa"))
+    kernels.clear()
+    got = generate(make(ffpa_hf.NAME))
+    assert kernels == [(AUTO[emulated_arch], None)] * 2 * 5  # two layers, five forward passes
+    assert got.shape == want.shape == (2, 14)
+    assert torch.equal(got, want), (got[:, 9:].tolist(), want[:, 9:].tolist())
+
+
+def test_tma_forward_and_its_backward_on_90(monkeypatch):
+    """impl='tma' on 90 (the first-use build's kernel set: the TMA-fed forward, the
+    backward's TMA feed) with GQA, Nq != Nkv bottom-right and a window, bf16, against float64."""
+    monkeypatch.setenv("FFPA_EMULATED_ARCH", "90")
+    g = torch.Generator().manual_seed(47)
+    q = torch.randn(1, 4, 40, 64, generator=g).bfloat16().requires_grad_()
+    k, v = (torch.randn(1, 2, 56, 64, generator=g).bfloat16().requires_grad_() for _ in range(2))
+    dout = torch.randn(1, 4, 40, 64, generator=g).bfloat16()
+    out = ffpa_attn_func(q, k, v, attn_mask=causal_lower_right(40, 56), enable_gqa=True, window_size=(16, 0),
+                         impl="tma", strict=True, backward="ffpa")
+    assert last_kernel(with_reason=True) == ("tma", None)
+    out.backward(dout)
+    qr, kr, vr = (t.detach().double().requires_grad_() for t in (q, k, v))
+    ref = reference(qr, kr, vr, top_left=False, window=(16, 0))
+    assert_out_close(out.detach(), ref.detach(), torch.bfloat16)
+    ref.backward(dout.double())
+    for name, got, want in (("dq", q.grad, qr.grad), ("dk", k.grad, kr.grad), ("dv", v.grad, vr.grad)):
+        assert_grads_close(got, want, torch.bfloat16, name)
