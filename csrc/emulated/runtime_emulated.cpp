@@ -9,10 +9,10 @@
 // a kernel is that launch's error (DeviceError in Python), never the process's exit.
 #include <ucontext.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -45,6 +45,9 @@ EmulatedArch emulated_arch() {
 
 std::mutex g_grid_mutex;  // the emulator's state is one grid at a time
 void (*g_body)(const void*) = nullptr;
+const void* g_ctx = nullptr;
+void grid_body(const FwdParams&) { g_body(g_ctx); }
+
 // Where a fault returns to: run_grid's frame, saved before the grid runs. The fault may be
 // found on a fiber's stack (one per CUDA thread), which no C++ exception can leave, so the
 // handler resumes that saved context; the next launch starts the emulator afresh (every
@@ -69,8 +72,6 @@ const char* injected_fault(bool* short_read) {
   if (env == nullptr || *env == '\0' || *short_read) return nullptr;
   return env;
 }
-const void* g_ctx = nullptr;
-void grid_body(const FwdParams&) { g_body(g_ctx); }
 
 // The bytes an [B, H, N, D] array spans (16-bit elements, unit stride along D).
 size_t span_bytes(const void* p, int64_t b, int64_t h, int64_t n, int64_t d, int64_t sb, int64_t sh, int64_t sr) {
