@@ -5,9 +5,10 @@ The one seam between the package's CUDA path and the memory it runs on. Without
 ``ffpa_attn._C`` its extension. With ``FFPA_DEVICE=emulated`` it is the emulated device
 (csrc/emulated: the real host code and kernels run on a CPU emulator, for contributors
 without a GPU): CPU torch tensors are its arrays, ``ffpa_attn._C_emulated`` (built in a
-``dev`` or ``ci`` tree, never shipped) its extension, and ``FFPA_EMULATED_ARCH`` (89, 90
-or 120f; default 90: cmake/kernel-facts.json's ``emulated_device``) the GPU it stands for, so the routing, fallback reasons, errors and
-``last_kernel()`` names are that GPU's. Nothing else in the package asks which device it
+``dev`` or ``ci`` tree, never shipped) its extension, and ``FFPA_EMULATED_ARCH`` (an
+arch of cmake/kernel-facts.json's ``emulated_device``: 89, 90 or 120f, default 90) the GPU
+it stands for, so the routing, fallback reasons, errors and ``last_kernel()`` names are
+that GPU's. Nothing else in the package asks which device it
 is: :func:`device_type`, :func:`on_device` and :func:`capability` answer for it, and
 ``ffpa_attn.cuda`` loads :func:`extension_module`.
 
