@@ -7,6 +7,11 @@
 #                only (ptxas refuses it for plain sm_120), and the cp.async-fed heavy kernels
 #                (fp16-accumulating mma, the CuTe kernels, the cp.async FP8 kernel) below the
 #                sm120_family (there they are TMA-fed)
+#   emulated_device  the GPUs the emulated device (csrc/emulated, FFPA_DEVICE=emulated) stands
+#                for, chosen by FFPA_EMULATED_ARCH: each arch's name (the variable's value), its
+#                sm number (compute capability), the target its code is compiled for, and the
+#                most dynamic shared memory a block may opt in to on the real part (the CUDA
+#                programming guide's compute capability table); default_arch when unset
 #   tolerances   the accuracy each path is held to (a change is a change of what the project
 #                promises; docs/install.md has the measurements behind the low-precision rows)
 #   masks        the masks the mma / TMA forwards and the backward kernels take (window:
@@ -21,11 +26,14 @@
 #   FFPA_SM120_FAMILY                                       the arch rules' numbers
 #   FFPA_TOLERANCE_NAMES, FFPA_TOLERANCE_<name>_<field>     the tolerance table
 #   FFPA_MASKS                                              the masks list
+#   FFPA_EMULATED_ARCHS, FFPA_EMULATED_DEFAULT_ARCH,
+#   FFPA_EMULATED_ARCH_<name>_SM / _TARGET / _SMEM          the emulated device's archs
 #   FFPA_IMPLS, FFPA_IMPL_<name>_ACCUMS / _NEEDS / _PRECISION
 #   FFPA_KERNEL_FACTS_JSON                                  the file's path
 # ffpa_generate_kernel_facts(OUT_INCLUDE_DIR <dir> OUT_PY_VAR <var>) writes, at configure time,
 #   the C++ headers ffpa/tolerance.h, ffpa/arch_rules.h and ffpa/impls.h (constexpr tables the
-#   kernels, csrc/src, the device check and the emulator include) under <dir>, and sets <var> to
+#   kernels, csrc/src, the device check and the emulator include) and ffpa/emulated_archs.h
+#   (the emulated device's runtime, csrc/emulated) under <dir>, and sets <var> to
 #   the same facts as Python assignments, which the build-info module of both wheels carries
 #   (cmake/templates/_build_info.py.in).
 include_guard(GLOBAL)
@@ -70,6 +78,44 @@ function(ffpa_load_kernel_facts)
                     "the lowest supported arch cannot be newer than a hardware path's threshold")
     endif()
   endforeach()
+
+  string(JSON n LENGTH "${_ffpa_kf_text}" emulated_device archs)
+  if(n EQUAL 0)
+    _ffpa_kf_fail("emulated_device.archs is empty")
+  endif()
+  math(EXPR last "${n} - 1")
+  set(names "")
+  set(targets "")
+  foreach(i RANGE 0 ${last})
+    _ffpa_kf_get(name emulated_device archs ${i} name)
+    if(NOT name MATCHES "^[1-9][0-9]+[af]?$" OR name IN_LIST names)
+      _ffpa_kf_fail("emulated_device.archs[${i}].name '${name}' is not a new arch name such as 90 or 120f")
+    endif()
+    list(APPEND names ${name})
+    _ffpa_kf_get(sm emulated_device archs ${i} sm)
+    if(NOT sm MATCHES "^[1-9][0-9]+$" OR sm LESS rule_min_sm)
+      _ffpa_kf_fail("emulated_device.archs[${i}] (${name}).sm must be an sm number from arch_rules.min_sm (${rule_min_sm}), got '${sm}'")
+    endif()
+    _ffpa_kf_get(target emulated_device archs ${i} target)
+    if(NOT target MATCHES "^${sm}[af]?$")
+      _ffpa_kf_fail("emulated_device.archs[${i}] (${name}).target '${target}' is not a target of sm_${sm} (${sm}, ${sm}a or ${sm}f)")
+    endif()
+    list(APPEND targets ${target})
+    _ffpa_kf_get(smem emulated_device archs ${i} max_smem_bytes)
+    if(NOT smem MATCHES "^[1-9][0-9]*$")
+      _ffpa_kf_fail("emulated_device.archs[${i}] (${name}).max_smem_bytes must be a positive byte count, got '${smem}'")
+    endif()
+    set(FFPA_EMULATED_ARCH_${name}_SM "${sm}" PARENT_SCOPE)
+    set(FFPA_EMULATED_ARCH_${name}_TARGET "${target}" PARENT_SCOPE)
+    set(FFPA_EMULATED_ARCH_${name}_SMEM "${smem}" PARENT_SCOPE)
+  endforeach()
+  _ffpa_kf_get(default emulated_device default_arch)
+  if(NOT default IN_LIST names)
+    _ffpa_kf_fail("emulated_device.default_arch '${default}' is not one of its archs (${names})")
+  endif()
+  set(FFPA_EMULATED_ARCHS "${names}" PARENT_SCOPE)
+  set(FFPA_EMULATED_TARGETS "${targets}" PARENT_SCOPE)
+  set(FFPA_EMULATED_DEFAULT_ARCH "${default}" PARENT_SCOPE)
 
   string(JSON n LENGTH "${_ffpa_kf_text}" tolerances)
   if(n EQUAL 0)
@@ -213,7 +259,26 @@ function(ffpa_generate_kernel_facts)
   endforeach()
   set(FFPA_KF_MASKS "${masks}")
 
-  foreach(h tolerance arch_rules impls)
+  # ffpa/emulated_archs.h: one row per emulated arch; its names in words for the errors.
+  set(rows "")
+  set(words "")
+  list(LENGTH FFPA_EMULATED_ARCHS n)
+  set(i 0)
+  foreach(name IN LISTS FFPA_EMULATED_ARCHS)
+    string(APPEND rows "    {\"${name}\", ${FFPA_EMULATED_ARCH_${name}_SM}, ${FFPA_EMULATED_ARCH_${name}_SMEM}},\n")
+    math(EXPR i "${i} + 1")
+    if(i EQUAL 1)
+      set(words "${name}")
+    elseif(i EQUAL n)
+      string(APPEND words " or ${name}")
+    else()
+      string(APPEND words ", ${name}")
+    endif()
+  endforeach()
+  set(FFPA_KF_EMULATED_ROWS "${rows}")
+  set(FFPA_KF_EMULATED_WORDS "${words}")
+
+  foreach(h tolerance arch_rules impls emulated_archs)
     configure_file("${CMAKE_CURRENT_FUNCTION_LIST_DIR}/templates/${h}.h.in" "${arg_OUT_INCLUDE_DIR}/ffpa/${h}.h" @ONLY)
   endforeach()
 
@@ -251,6 +316,12 @@ function(ffpa_generate_kernel_facts)
     string(APPEND masks "\"${m}\", ")
   endforeach()
   string(APPEND py "# The masks the mma / TMA forwards and the backward take.\nMASKS = (${masks})\n")
+  string(APPEND py "# The emulated device's archs (FFPA_EMULATED_ARCH): name -> sm number, and the default.\n"
+                   "EMULATED_ARCHS = {")
+  foreach(name IN LISTS FFPA_EMULATED_ARCHS)
+    string(APPEND py "\"${name}\": ${FFPA_EMULATED_ARCH_${name}_SM}, ")
+  endforeach()
+  string(APPEND py "}\nEMULATED_DEFAULT_ARCH = \"${FFPA_EMULATED_DEFAULT_ARCH}\"\n")
   set(${arg_OUT_PY_VAR} "${py}" PARENT_SCOPE)
   message(STATUS "ffpa: kernel facts (cmake/kernel-facts.json): archs from sm_${FFPA_MIN_SM}, TMA from "
                  "sm_${FFPA_TMA_MIN_SM}, FP8 from sm_${FFPA_FP8_MIN_SM}, the sm_${FFPA_SM120_FAMILY} family; "

@@ -1,10 +1,16 @@
 // The runtime / driver seam (ffpa/runtime.h) of the emulated-device build: one device,
 // whose memory is the host's (every non-null pointer is on it, so a Python caller's CPU
-// tensors are device arrays), of the arch FFPA_EMULATED_ARCH names at run time (89, 90
-// or 120f; default 90); stream-ordered calls run at once (every launch is synchronous);
+// tensors are device arrays), of the arch FFPA_EMULATED_ARCH names at run time (the archs
+// of cmake/kernel-facts.json's emulated_device); stream-ordered calls run at once (every
+// launch is synchronous);
 // cuTensorMapEncodeTiled is the CPU emulator's model, which records the map the kernels'
 // TMA model then reads (csrc/tests/emu/emu_grid.cpp). The grid runner behind the launch
-// seam (ffpa/launch.cuh of this directory) is here too.
+// seam (ffpa/launch.cuh of this directory) is here too. A fault the emulator finds inside
+// a kernel is that launch's error (DeviceError in Python), never the process's exit.
+#include <ucontext.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -13,6 +19,7 @@
 
 #include "emu_cute.h"
 #include "emu_state.h"
+#include "ffpa/emulated_archs.h"
 #include "ffpa/launch.cuh"
 #include "ffpa/runtime.h"
 #include "ffpa/tma.cuh"
@@ -20,7 +27,8 @@
 namespace ffpa {
 namespace {
 
-// The emulated arch: its compute capability and whether FFPA_EMULATED_ARCH is valid.
+// The emulated arch FFPA_EMULATED_ARCH names (its row of ffpa/emulated_archs.h, generated
+// from cmake/kernel-facts.json), or sm 0 when it names none.
 struct EmulatedArch {
   int sm = 0;  // 0: FFPA_EMULATED_ARCH names no emulated arch
   std::string token;
@@ -29,12 +37,9 @@ struct EmulatedArch {
 
 EmulatedArch emulated_arch() {
   const char* env = std::getenv("FFPA_EMULATED_ARCH");
-  const std::string token = env == nullptr || *env == '\0' ? "90" : env;
-  // The opt-in limits of the real parts: sm_89 (Ada) and the sm_120 family 99 KiB,
-  // sm_90 (Hopper) 227 KiB (the CUDA programming guide's compute capability table).
-  if (token == "89") return {89, token, 99 * 1024};
-  if (token == "90") return {90, token, 227 * 1024};
-  if (token == "120f") return {120, token, 99 * 1024};
+  const std::string token = env == nullptr || *env == '\0' ? emulated::kDefaultArch : env;
+  for (const emulated::ArchRow& row : emulated::kArchs)
+    if (token == row.name) return {row.sm, token, row.max_smem_bytes};
   return {0, token, 0};
 }
 
@@ -42,6 +47,31 @@ std::mutex g_grid_mutex;  // the emulator's state is one grid at a time
 void (*g_body)(const void*) = nullptr;
 const void* g_ctx = nullptr;
 void grid_body(const FwdParams&) { g_body(g_ctx); }
+
+// Where a fault returns to: run_grid's frame, saved before the grid runs. The fault may be
+// found on a fiber's stack (one per CUDA thread), which no C++ exception can leave, so the
+// handler resumes that saved context; the next launch starts the emulator afresh (every
+// block resets its fibers, barriers and copies).
+ucontext_t g_fault_return;
+std::string g_fault;
+[[noreturn]] void on_fault(const char* what) {
+  char block[64];
+  std::snprintf(block, sizeof(block), " (block %u,%u,%u)", emu::g_block_idx.x, emu::g_block_idx.y,
+                emu::g_block_idx.z);
+  g_fault = std::string(what) + block;
+  setcontext(&g_fault_return);
+  std::abort();  // setcontext returns only when the context is unusable
+}
+
+// FFPA_EMULATED_INJECT_FAULT=short_read (tests only): the first array a launch names (q)
+// is 16 bytes shorter as memory the kernel may read, so its last load of q faults: the
+// fault path through the C API and the binding, proven on a real kernel.
+const char* injected_fault(bool* short_read) {
+  const char* env = std::getenv("FFPA_EMULATED_INJECT_FAULT");
+  *short_read = env != nullptr && std::strcmp(env, "short_read") == 0;
+  if (env == nullptr || *env == '\0' || *short_read) return nullptr;
+  return env;
+}
 
 // The bytes an [B, H, N, D] array spans (16-bit elements, unit stride along D).
 size_t span_bytes(const void* p, int64_t b, int64_t h, int64_t n, int64_t d, int64_t sb, int64_t sh, int64_t sr) {
@@ -80,16 +110,30 @@ Status run_grid(void (*body)(const void*), const void* ctx, dim3 grid, int threa
     return {ErrorKind::kDevice, std::string(what) + " failed: cudaErrorInvalidValue (" + std::to_string(smem_bytes) +
                                     " bytes of dynamic shared memory; the emulated sm_" + std::to_string(arch.sm) +
                                     " allows " + std::to_string(arch.max_smem_bytes) + ")"};
+  bool short_read = false;
+  if (const char* bad = injected_fault(&short_read))
+    return {ErrorKind::kDevice, std::string("FFPA_EMULATED_INJECT_FAULT='") + bad +
+                                    "' is not a fault the emulated device injects: set it to short_read or unset it"};
   std::lock_guard<std::mutex> lock(g_grid_mutex);
   emu::g_ranges.clear();
   for (const Readable& r : readable)
     if (r.bytes > 0) emu::g_ranges.push_back({static_cast<const unsigned char*>(r.data), r.bytes});
+  if (short_read && !emu::g_ranges.empty()) emu::g_ranges.front().n -= std::min<size_t>(16, emu::g_ranges.front().n);
   g_body = body;
   g_ctx = ctx;
-  emu::launch(&grid_body, FwdParams{}, emu::Dim3{grid.x, grid.y, grid.z}, threads, static_cast<size_t>(smem_bytes));
+  g_fault.clear();
+  emu::g_fault_handler = &on_fault;
+  getcontext(&g_fault_return);
+  // A fault resumes here with g_fault set: the grid is abandoned, not run again.
+  if (g_fault.empty())
+    emu::launch(&grid_body, FwdParams{}, emu::Dim3{grid.x, grid.y, grid.z}, threads, static_cast<size_t>(smem_bytes));
+  emu::g_fault_handler = nullptr;
   g_body = nullptr;
   g_ctx = nullptr;
   emu::g_ranges.clear();
+  if (!g_fault.empty())
+    return {ErrorKind::kDevice, std::string(what) + " failed: the emulated device faulted: " + g_fault +
+                                    " (a bug in that kernel that the emulator caught: report it with this message)"};
   return {};
 }
 
@@ -103,7 +147,8 @@ Status pointer_device(const void*, const char*, int* device) {
   const EmulatedArch arch = emulated_arch();
   if (arch.sm == 0)
     return {ErrorKind::kDevice, "FFPA_EMULATED_ARCH='" + arch.token +
-                                    "' is not an emulated arch: set it to 89, 90 or 120f (or unset it: 90)"};
+                                    "' is not an emulated arch: set it to " + emulated::kArchWords +
+                                    " (or unset it: " + emulated::kDefaultArch + ")"};
   *device = 0;  // the host's memory is the emulated device's
   return {};
 }
@@ -111,8 +156,8 @@ Status pointer_device(const void*, const char*, int* device) {
 int current_device() noexcept { return 0; }
 bool set_device(int device) noexcept { return device == 0; }
 int current_device_cc() noexcept { return emulated_arch().sm; }
-// The emulated library holds code for each emulated arch (its compiled set names 89, 90a
-// and 120f), so the device loads its own.
+// The emulated library holds code for each emulated arch (its compiled set is their
+// targets), so the device loads its own.
 int device_binary_version() noexcept { return emulated_arch().sm; }
 
 Status malloc_async(void** p, size_t bytes, void*, const char* what) {

@@ -247,6 +247,16 @@ int main() {
   setenv("FFPA_EMULATED_ARCH", "75", 1);
   expect_error("75", ffpa::Impl::kAuto, ffpa::ErrorKind::kDevice, "set it to 89, 90 or 120f");
   expected += 2;
+  // A fault inside a kernel (injected: q's last 16 bytes unreadable) is the call's kDevice
+  // error naming the kernel and the fault, not the process's exit; the next call runs clean.
+  setenv("FFPA_EMULATED_ARCH", "90", 1);
+  setenv("FFPA_EMULATED_INJECT_FAULT", "short_read", 1);
+  expect_error("90", ffpa::Impl::kAuto, ffpa::ErrorKind::kDevice,
+               "mma forward kernel launch failed: the emulated device faulted: cp.async source outside the input "
+               "arrays (block 0,0,0)");
+  unsetenv("FFPA_EMULATED_INJECT_FAULT");
+  run_case(cases[2], "90 (after a fault)", ffpa::Impl::kMma, rng);
+  expected += 1 + 4;
   std::printf("%d checks, %d failed (expected %d checks)\n", g_checks, g_failed, expected);
   return g_failed == 0 && g_checks == expected ? 0 : 1;
 }

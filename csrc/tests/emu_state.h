@@ -26,6 +26,11 @@ struct Range {
   mutable size_t read = 0;
 };
 extern std::vector<Range> g_ranges;
+// Called with the fault's words where the emulator finds one (a fault inside a kernel, a
+// deadlock, a protocol breach); it must not return. Null (the drivers): the fault is
+// printed and the process exits with code 3. The emulated-device library
+// (csrc/emulated/runtime_emulated.cpp) turns it into the launch's error instead.
+extern void (*g_fault_handler)(const char* what);
 
 // One run of a breakage test (a deliberately broken kernel, or an unbroken control): `run`
 // executes in a child process (a broken kernel may trap, fault or leave the emulator's

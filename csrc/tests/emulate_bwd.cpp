@@ -21,6 +21,7 @@
 
 #include "attention_bwd_ref.h"
 #include "emu_cute.h"
+#include "emu_params.h"
 #include "emu_state.h"
 #include "ffpa/bwd_kernel_mma.cuh"
 #include "ffpa/nonfinite.h"
@@ -193,23 +194,25 @@ bool run_case_t(const BwdCase& c, std::mt19937& rng) {
                    {reinterpret_cast<const unsigned char*>(km.data()), km.size() * 2},
                    {reinterpret_cast<const unsigned char*>(vm.data()), vm.size() * 2},
                    {reinterpret_cast<const unsigned char*>(dov.data()), dov.size() * 2}};
-  ffpa::BwdParams p;
-  p.q = qv.data(), p.k = km.data(), p.v = vm.data(), p.o = om.data(), p.dout = dov.data(), p.lse = lse.data();
-  p.dq = dqv.data(), p.dk = dkm.data(), p.dv = dvm.data(), p.workspace = ws.data();
-  p.q_batch_stride = q_bs, p.q_head_stride = q_hs, p.q_row_stride = q_rs;
-  p.do_batch_stride = q_bs, p.do_head_stride = q_hs, p.do_row_stride = q_rs;
-  p.dq_batch_stride = q_bs, p.dq_head_stride = q_hs, p.dq_row_stride = q_rs;
-  p.k_batch_stride = int64_t(c.hkv) * nkv * D, p.k_head_stride = int64_t(nkv) * D, p.k_row_stride = D;
-  p.v_batch_stride = p.k_batch_stride, p.v_head_stride = p.k_head_stride, p.v_row_stride = D;
-  p.dk_batch_stride = p.k_batch_stride, p.dk_head_stride = p.k_head_stride, p.dk_row_stride = D;
-  p.dv_batch_stride = p.k_batch_stride, p.dv_head_stride = p.k_head_stride, p.dv_row_stride = D;
-  p.o_batch_stride = int64_t(c.hq) * nq * D, p.o_head_stride = int64_t(nq) * D, p.o_row_stride = D;
-  p.lse_batch_stride = int64_t(c.hq) * nq, p.lse_head_stride = nq, p.lse_row_stride = 1;
-  p.b = B, p.hq = c.hq, p.hkv = c.hkv, p.nq = nq, p.nkv = nkv, p.head_dim = D, p.h_ratio = c.hq / c.hkv;
-  p.scale = float(scale);
-  p.scale_log2 = float(scale * 1.4426950408889634);
-  p.causal = c.causal;
-  p.mask.diag_bottom_right = c.causal && !c.top_left;  // the offset above
+  // The C API's arguments of this problem (Q, dO and dQ as the views above), made into the
+  // kernels' parameters by the library's make_bwd_params (emu_params.h).
+  ffpa::BackwardArgs a;
+  const ffpa::DType dt = c.bf16 ? ffpa::DType::kBf16 : ffpa::DType::kFp16;
+  auto q_view = [&](const T* data) {
+    ffpa::TensorDesc t = emu::dense(data, dt, B, c.hq, nq, D);
+    t.stride[0] = q_bs, t.stride[1] = q_hs, t.stride[2] = q_rs;
+    return t;
+  };
+  a.q = q_view(qv.data()), a.dout = q_view(dov.data()), a.dq = q_view(dqv.data());
+  a.k = emu::dense(km.data(), dt, B, c.hkv, nkv, D), a.v = emu::dense(vm.data(), dt, B, c.hkv, nkv, D);
+  a.dk = emu::dense(dkm.data(), dt, B, c.hkv, nkv, D), a.dv = emu::dense(dvm.data(), dt, B, c.hkv, nkv, D);
+  a.out = emu::dense(om.data(), dt, B, c.hq, nq, D);
+  a.lse = emu::dense_lse(lse.data(), B, c.hq, nq);
+  a.causal = c.causal;
+  a.causal_top_left = c.top_left;  // the offset above
+  a.scale = float(scale);
+  a.workspace = ws.data();
+  ffpa::BwdParams p = ffpa::detail::make_bwd_params(a);
   // The non-finite pre-pass over Q, K, V and dO, as api.cu runs it for causal calls.
   std::vector<int> flags(size_t(B) * c.hq, 0);
   if (c.causal && !c.no_flags) {

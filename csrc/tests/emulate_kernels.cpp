@@ -24,6 +24,7 @@
 
 #include "attention_ref.h"
 #include "emu_cute.h"
+#include "emu_params.h"
 #include "emu_state.h"
 #include "ffpa/fwd_kernel_mma.cuh"
 #include "ffpa/fwd_kernel_simt.cuh"
@@ -284,20 +285,20 @@ bool run_case(const Case& c, std::mt19937& rng) {
   emu::g_ranges = {{reinterpret_cast<const unsigned char*>(qm.data()), qm.size() * 2},
                    {reinterpret_cast<const unsigned char*>(km.data()), km.size() * 2},
                    {reinterpret_cast<const unsigned char*>(vm.data()), vm.size() * 2}};
-  ffpa::FwdParams p;
-  p.q = qm.data(), p.k = km.data(), p.v = vm.data(), p.o = om.data(), p.lse = lse.data();
-  p.q_batch_stride = int64_t(c.hq) * c.nq * D, p.q_head_stride = int64_t(c.nq) * D, p.q_row_stride = D;
-  p.k_batch_stride = int64_t(c.hkv) * c.nkv * D, p.k_head_stride = int64_t(c.nkv) * D, p.k_row_stride = D;
-  p.v_batch_stride = p.k_batch_stride, p.v_head_stride = p.k_head_stride, p.v_row_stride = D;
-  p.o_batch_stride = p.q_batch_stride, p.o_head_stride = p.q_head_stride, p.o_row_stride = D;
-  p.lse_batch_stride = int64_t(c.hq) * c.nq, p.lse_head_stride = c.nq, p.lse_row_stride = 1;
-  p.b = B, p.hq = c.hq, p.hkv = c.hkv, p.nq = c.nq, p.nkv = c.nkv, p.h_ratio = c.hq / c.hkv;
-  p.scale = pr.scale;
-  p.scale_log2 = pr.scale * 1.4426950408889634f;
-  p.causal = c.causal;
-  p.causal_offset = c.top_left ? 0 : c.nkv - c.nq;
-  p.head_dim = D;
-  p.accum = c.f16acc ? ffpa::Accum::kFp16 : ffpa::Accum::kFp32;
+  // The C API's arguments of this problem, made into the kernels' parameters by the
+  // library's make_fwd_params (emu_params.h).
+  ffpa::ForwardArgs a;
+  const ffpa::DType dt = c.bf16 ? ffpa::DType::kBf16 : ffpa::DType::kFp16;
+  a.q = emu::dense(qm.data(), dt, B, c.hq, c.nq, D);
+  a.k = emu::dense(km.data(), dt, B, c.hkv, c.nkv, D);
+  a.v = emu::dense(vm.data(), dt, B, c.hkv, c.nkv, D);
+  a.out = emu::dense(om.data(), dt, B, c.hq, c.nq, D);
+  a.lse = emu::dense_lse(lse.data(), B, c.hq, c.nq);
+  a.causal = c.causal;
+  a.causal_top_left = c.top_left;
+  a.scale = pr.scale;
+  a.accum = c.f16acc ? ffpa::Accum::kFp16 : ffpa::Accum::kFp32;
+  ffpa::FwdParams p = ffpa::detail::make_fwd_params(a);
   std::vector<int> flags;
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();

@@ -21,6 +21,7 @@
 
 #include "attention_ref.h"
 #include "emu_lowp_quant.h"
+#include "emu_params.h"
 #include "emu_state.h"
 #include "ffpa/cute/config.h"
 #include "ffpa/fwd_kernel_simt.cuh"
@@ -151,20 +152,21 @@ Metrics run_typed(const LowpCase& c, std::mt19937& rng) {
   std::vector<float> ref_o(q.size()), ref_lse(static_cast<size_t>(c.b) * c.hq * c.nq);
   ffpa::ref::attention(pr, q.data(), k.data(), v.data(), ref_o.data(), ref_lse.data());
 
-  ffpa::FwdParams p;
-  p.q = qm.data(), p.k = km.data(), p.v = vm.data();
-  p.q_batch_stride = int64_t(c.hq) * c.nq * D, p.q_head_stride = int64_t(c.nq) * D, p.q_row_stride = D;
-  p.k_batch_stride = int64_t(c.hkv) * c.nkv * D, p.k_head_stride = int64_t(c.nkv) * D, p.k_row_stride = D;
-  p.v_batch_stride = p.k_batch_stride, p.v_head_stride = p.k_head_stride, p.v_row_stride = D;
-  p.o_batch_stride = p.q_batch_stride, p.o_head_stride = p.q_head_stride, p.o_row_stride = D;
-  p.lse_batch_stride = int64_t(c.hq) * c.nq, p.lse_head_stride = c.nq, p.lse_row_stride = 1;
-  p.b = c.b, p.hq = c.hq, p.hkv = c.hkv, p.nq = c.nq, p.nkv = c.nkv, p.h_ratio = c.hq / c.hkv;
-  p.scale = pr.scale;
-  p.scale_log2 = pr.scale * 1.4426950408889634f;
-  p.causal = c.causal;
-  p.causal_offset = c.nkv - c.nq;  // bottom-right (the top-left offset 0 is the 16-bit tests')
-  p.head_dim = D;
-  p.out_dtype = c.bf16 ? ffpa::DType::kBf16 : ffpa::DType::kFp16;
+  std::vector<T> om(qm.size(), ffpa::from_bits<T>(0xffff));
+  std::vector<float> lse(ref_lse.size(), NAN);
+  // The C API's arguments of this problem, made into the kernels' parameters by the
+  // library's make_fwd_params (emu_params.h); the causal mask bottom-right (the top-left
+  // alignment is the 16-bit tests').
+  ffpa::ForwardArgs a;
+  const ffpa::DType dt = c.bf16 ? ffpa::DType::kBf16 : ffpa::DType::kFp16;
+  a.q = emu::dense(qm.data(), dt, c.b, c.hq, c.nq, D);
+  a.k = emu::dense(km.data(), dt, c.b, c.hkv, c.nkv, D);
+  a.v = emu::dense(vm.data(), dt, c.b, c.hkv, c.nkv, D);
+  a.out = emu::dense(om.data(), dt, c.b, c.hq, c.nq, D);
+  a.lse = emu::dense_lse(lse.data(), c.b, c.hq, c.nq);
+  a.causal = c.causal;
+  a.scale = pr.scale;
+  ffpa::FwdParams p = ffpa::detail::make_fwd_params(a);
   const ffpa::CuteTileParams tile = ffpa::lowp_default_tile(D);
   const LowpQK qk = c.impl == Impl::kCuteTmaFp4 ? LowpQK::kNvfp4 : LowpQK::kFp8;
   p.lowp = ffpa::lowp_layout(qk, c.b, c.hq, c.hkv, c.nq, c.nkv, D, tile.block_m, tile.block_n);
@@ -173,10 +175,6 @@ Metrics run_typed(const LowpCase& c, std::mt19937& rng) {
   std::vector<unsigned char> ws_mem(p.lowp.bytes + 256, 0xff);
   unsigned char* ws = ws_mem.data() + (256 - reinterpret_cast<uintptr_t>(ws_mem.data()) % 256) % 256;
   p.lowp_ws = ws;
-  std::vector<T> om(qm.size(), ffpa::from_bits<T>(0xffff));
-  std::vector<float> lse(ref_lse.size(), NAN);
-  p.o = om.data();
-  p.lse = lse.data();
   // The kernel's cp.async and TMA reads must stay inside the workspace.
   emu::g_ranges = {{reinterpret_cast<const unsigned char*>(qm.data()), qm.size() * sizeof(T)},
                    {reinterpret_cast<const unsigned char*>(km.data()), km.size() * sizeof(T)},

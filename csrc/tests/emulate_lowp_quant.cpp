@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "emu_lowp_quant.h"
+#include "emu_params.h"
 #include "emu_state.h"
 #include "ffpa/lowp/quant.cuh"
 
@@ -259,13 +260,18 @@ Outcome run_quant(const QuantCase& c, bool report) {
   const LowpLayout l = ffpa::lowp_layout(c.qk, c.b, c.hq, c.hkv, c.nq, c.nkv, c.d, c.block_m, c.block_n);
   Fenced ws(l.bytes);
   std::memset(ws.data(), 0xff, l.bytes);  // NaN as fp32 and e4m3
-  ffpa::FwdParams p;
-  p.q = q.ptr(), p.k = k.ptr(), p.v = v.ptr();
-  p.q_batch_stride = q.sb, p.q_head_stride = q.sh, p.q_row_stride = q.sn;
-  p.k_batch_stride = k.sb, p.k_head_stride = k.sh, p.k_row_stride = k.sn;
-  p.v_batch_stride = v.sb, p.v_head_stride = v.sh, p.v_row_stride = v.sn;
-  p.b = c.b, p.hq = c.hq, p.hkv = c.hkv, p.nq = c.nq, p.nkv = c.nkv, p.head_dim = c.d, p.h_ratio = c.hq / c.hkv;
-  p.scale = 1.f / std::sqrt(float(c.d));
+  // The C API's arguments of the views (the pass reads q, k and v only), made into the
+  // kernels' parameters by the library's make_fwd_params (emu_params.h).
+  const ffpa::DType dt = c.bf16 ? ffpa::DType::kBf16 : ffpa::DType::kFp16;
+  auto desc = [&](const View<T>& x, int heads, int n) {
+    ffpa::TensorDesc t = emu::dense(x.ptr(), dt, c.b, heads, n, c.d);
+    t.stride[0] = x.sb, t.stride[1] = x.sh, t.stride[2] = x.sn;
+    return t;
+  };
+  ffpa::ForwardArgs a;
+  a.q = desc(q, c.hq, c.nq), a.k = desc(k, c.hkv, c.nkv), a.v = desc(v, c.hkv, c.nkv);
+  a.scale = 1.f / std::sqrt(float(c.d));
+  const ffpa::FwdParams p = ffpa::detail::make_fwd_params(a);
   emu_lowp::quantize<T, Variant>(p, l, ws.data());
 
   // k_mean against a double-precision mean.

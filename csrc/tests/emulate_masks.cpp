@@ -38,6 +38,7 @@
 
 #include "attention_bwd_ref.h"
 #include "emu_cute.h"
+#include "emu_params.h"
 #include "emu_state.h"
 #include "ffpa/bwd_kernel_mma.cuh"
 #include "ffpa/fwd_kernel_mma.cuh"
@@ -325,15 +326,29 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
         }
   }
 
-  // Device-side mask arrays, as api.cu passes them (mask_params).
+  // The C API's mask arguments (device-side arrays); make_fwd_params / make_bwd_params turn
+  // them into the kernels' MaskParams as the library does (emu_params.h).
   std::vector<int> used_arr(c.used_k.begin(), c.used_k.end());
-  ffpa::MaskParams mp;
-  mp.window_left = c.left, mp.window_right = c.right;
-  mp.seqused_k = c.used_k.empty() ? nullptr : used_arr.data();
+  ffpa::MaskArgs ma;
+  ma.window_left = c.left, ma.window_right = c.right;
+  if (!c.used_k.empty()) ma.seqused_k.data = used_arr.data(), ma.seqused_k.size = int64_t(used_arr.size());
   if (c.varlen) {
-    mp.cu_seqlens_q = cu_q.data(), mp.cu_seqlens_k = cu_k.data();
-    mp.num_seqs = S, mp.max_seqlen_q = max_q, mp.max_seqlen_k = max_k;
+    ma.cu_seqlens_q.data = cu_q.data(), ma.cu_seqlens_q.size = S + 1;
+    ma.cu_seqlens_k.data = cu_k.data(), ma.cu_seqlens_k.size = S + 1;
+    ma.max_seqlen_q = max_q, ma.max_seqlen_k = max_k;
   }
+  const ffpa::MaskParams mp = ffpa::detail::mask_params(ma, c.causal && !c.top_left);
+  const ffpa::DType dt = c.bf16 ? ffpa::DType::kBf16 : ffpa::DType::kFp16;
+  auto q_desc = [&](const T* data) {  // [B, Hq, Nq, D] in the layout lq
+    ffpa::TensorDesc t = emu::dense(data, dt, B, hq, nq, D);
+    t.stride[0] = lq.bs, t.stride[1] = lq.hs, t.stride[2] = lq.rs;
+    return t;
+  };
+  auto kv_desc = [&](const T* data) {  // [B, Hkv, Nkv, D] in the layout lk
+    ffpa::TensorDesc t = emu::dense(data, dt, B, hkv, nkv, D);
+    t.stride[0] = lk.bs, t.stride[1] = lk.hs, t.stride[2] = lk.rs;
+    return t;
+  };
   auto bytes = [](const std::vector<T>& m) { return m.size() * sizeof(T); };
   auto range = [&](const std::vector<T>& m) {
     return emu::Range{reinterpret_cast<const unsigned char*>(m.data()), bytes(m)};
@@ -448,19 +463,15 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     std::vector<T> om(q_elems, nan_t);
     std::vector<float> lse(size_t(B) * hq * nq, NAN);
     emu::g_ranges = {range(qm), range(km), range(vm)};
-    ffpa::FwdParams p;
-    p.q = qm.data(), p.k = km.data(), p.v = vm.data(), p.o = om.data(), p.lse = lse.data();
-    p.q_batch_stride = lq.bs, p.q_head_stride = lq.hs, p.q_row_stride = lq.rs;
-    p.o_batch_stride = lq.bs, p.o_head_stride = lq.hs, p.o_row_stride = lq.rs;
-    p.k_batch_stride = p.v_batch_stride = lk.bs, p.k_head_stride = p.v_head_stride = lk.hs;
-    p.k_row_stride = p.v_row_stride = lk.rs;
-    p.lse_batch_stride = int64_t(hq) * nq, p.lse_head_stride = nq, p.lse_row_stride = 1;
-    p.b = B, p.hq = hq, p.hkv = hkv, p.nq = nq, p.nkv = nkv, p.h_ratio = hq / hkv, p.head_dim = D;
-    p.scale = float(scale), p.scale_log2 = float(scale * 1.4426950408889634);
-    p.causal = c.causal;
-    p.causal_offset = c.top_left ? 0 : nkv - nq;  // the unmasked instance's (api.cu sets both)
-    p.mask = mp;
-    p.mask.diag_bottom_right = c.varlen || (c.causal && !c.top_left);
+    ffpa::ForwardArgs a;
+    a.q = q_desc(qm.data()), a.k = kv_desc(km.data()), a.v = kv_desc(vm.data()), a.out = q_desc(om.data());
+    a.lse = emu::dense_lse(lse.data(), B, hq, nq);
+    a.mask = ma;
+    a.causal = c.causal;
+    a.causal_top_left = c.top_left;
+    a.scale = float(scale);
+    a.accum = f16acc ? ffpa::Accum::kFp16 : ffpa::Accum::kFp32;
+    ffpa::FwdParams p = ffpa::detail::make_fwd_params(a);
     p.nonfinite = flags.data();
     const emu::Dim3 grid{unsigned((max_q + Traits::kBlockM - 1) / Traits::kBlockM), unsigned(hq), unsigned(S)};
     const emu::Dim3 cp_grid{unsigned((max_q + CpTraits::kBlockM - 1) / CpTraits::kBlockM), unsigned(hq), unsigned(S)};
@@ -526,21 +537,16 @@ bool run_case_t(const MaskCase& c, std::mt19937& rng) {
     std::vector<T> dq(q_elems, nan_t), dk(k_elems, nan_t), dv(k_elems, nan_t);
     std::vector<float> ws(size_t(ffpa::bwd_workspace_floats(B, hq, nq)), NAN);
     emu::g_ranges = {range(qm), range(km), range(vm), range(dom)};
-    ffpa::BwdParams p;
-    p.q = qm.data(), p.k = km.data(), p.v = vm.data(), p.o = om.data(), p.dout = dom.data(), p.lse = lse.data();
-    p.dq = dq.data(), p.dk = dk.data(), p.dv = dv.data(), p.workspace = ws.data();
-    p.q_batch_stride = p.o_batch_stride = p.do_batch_stride = p.dq_batch_stride = lq.bs;
-    p.q_head_stride = p.o_head_stride = p.do_head_stride = p.dq_head_stride = lq.hs;
-    p.q_row_stride = p.o_row_stride = p.do_row_stride = p.dq_row_stride = lq.rs;
-    p.k_batch_stride = p.v_batch_stride = p.dk_batch_stride = p.dv_batch_stride = lk.bs;
-    p.k_head_stride = p.v_head_stride = p.dk_head_stride = p.dv_head_stride = lk.hs;
-    p.k_row_stride = p.v_row_stride = p.dk_row_stride = p.dv_row_stride = lk.rs;
-    p.lse_batch_stride = int64_t(hq) * nq, p.lse_head_stride = nq, p.lse_row_stride = 1;
-    p.b = B, p.hq = hq, p.hkv = hkv, p.nq = nq, p.nkv = nkv, p.head_dim = D, p.h_ratio = hq / hkv;
-    p.scale = float(scale), p.scale_log2 = float(scale * 1.4426950408889634);
-    p.causal = c.causal;
-    p.mask = mp;
-    p.mask.diag_bottom_right = c.varlen || (c.causal && !c.top_left);
+    ffpa::BackwardArgs a;
+    a.q = q_desc(qm.data()), a.k = kv_desc(km.data()), a.v = kv_desc(vm.data()), a.out = q_desc(om.data());
+    a.dout = q_desc(dom.data()), a.dq = q_desc(dq.data()), a.dk = kv_desc(dk.data()), a.dv = kv_desc(dv.data());
+    a.lse = emu::dense_lse(lse.data(), B, hq, nq);
+    a.mask = ma;
+    a.causal = c.causal;
+    a.causal_top_left = c.top_left;
+    a.scale = float(scale);
+    a.workspace = ws.data();
+    ffpa::BwdParams p = ffpa::detail::make_bwd_params(a);
     p.nonfinite = bwd_flags.data();
     g_bwd = &p;
     const ffpa::FwdParams unused;

@@ -289,3 +289,48 @@ def test_the_home_is_parsed_strictly():
                  '{"arch_rules": {"min_sm": 8}}'):
         with pytest.raises(ValueError, match="arch_rules.min_sm must be an sm number"):
             home_min_sm(text)
+
+
+# --- the emulated device's archs (emulated_device) ------------------------------------
+
+def _emulated_facts_with(tmp_path: Path, edit) -> Path:
+    facts = json.loads((REPO / HOME).read_text(encoding="utf-8"))
+    edit(facts["emulated_device"])
+    path = tmp_path / "kernel-facts.json"
+    path.write_text(json.dumps(facts, indent=2))
+    return path
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda e: e.update(archs=[]), "emulated_device.archs is empty"),
+    (lambda e: e["archs"][0].update(name="sm_89"), "emulated_device.archs[0].name 'sm_89' is not a new arch name"),
+    (lambda e: e["archs"][1].update(name="89"), "emulated_device.archs[1].name '89' is not a new arch name"),
+    (lambda e: e["archs"][0].update(sm=75), "emulated_device.archs[0] (89).sm must be an sm number from "
+                                            "arch_rules.min_sm (80), got '75'"),
+    (lambda e: e["archs"][1].update(target="89"), "emulated_device.archs[1] (90).target '89' is not a target of "
+                                                  "sm_90"),
+    (lambda e: e["archs"][2].update(max_smem_bytes=0), "emulated_device.archs[2] (120f).max_smem_bytes must be a "
+                                                       "positive byte count, got '0'"),
+    (lambda e: e.update(default_arch="100"), "emulated_device.default_arch '100' is not one of its archs"),
+    (lambda e: e.pop("default_arch"), "no 'emulated_device.default_arch'"),
+], ids=["empty", "prefixed", "duplicate", "below-floor", "foreign-target", "no-smem", "unknown-default",
+        "no-default"])
+def test_a_malformed_emulated_device_is_a_clear_configure_error(tmp_path, edit, message):
+    r = _probe(tmp_path, "-DMODE=load", facts=_emulated_facts_with(tmp_path, edit))
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert message in re.sub(r"\s+", " ", r.stderr), r.stderr
+
+
+def test_the_emulated_archs_reach_the_header_and_build_info():
+    """The emulated device's runtime (ffpa/emulated_archs.h) and the package (_build_info)
+    carry cmake/kernel-facts.json's emulated_device, row for row."""
+    home = json.loads((REPO / HOME).read_text(encoding="utf-8"))["emulated_device"]
+    header = (Path(os.environ["FFPA_KERNEL_FACTS_INCLUDE_DIR"]) / "ffpa" / "emulated_archs.h").read_text()
+    rows = re.findall(r'\{"([^"]+)", (\d+), (\d+)\},', header)
+    assert rows == [(a["name"], str(a["sm"]), str(a["max_smem_bytes"])) for a in home["archs"]]
+    assert f'kDefaultArch[] = "{home["default_arch"]}"' in header
+    info = (Path(os.environ["FFPA_PYTHON_BUILD_DIR"]) / "ffpa_attn" / "_build_info.py").read_text()
+    scope: dict = {}
+    exec(compile("\n".join(l for l in info.splitlines() if l.startswith("EMULATED_")), "_build_info", "exec"), scope)
+    assert scope["EMULATED_ARCHS"] == {a["name"]: a["sm"] for a in home["archs"]}
+    assert scope["EMULATED_DEFAULT_ARCH"] == home["default_arch"]

@@ -5,9 +5,10 @@ The one seam between the package's CUDA path and the memory it runs on. Without
 ``ffpa_attn._C`` its extension. With ``FFPA_DEVICE=emulated`` it is the emulated device
 (csrc/emulated: the real host code and kernels run on a CPU emulator, for contributors
 without a GPU): CPU torch tensors are its arrays, ``ffpa_attn._C_emulated`` (built in a
-``dev`` or ``ci`` tree, never shipped) its extension, and ``FFPA_EMULATED_ARCH`` (89, 90
-or 120f; default 90) the GPU it stands for, so the routing, fallback reasons, errors and
-``last_kernel()`` names are that GPU's. Nothing else in the package asks which device it
+``dev`` or ``ci`` tree, never shipped) its extension, and ``FFPA_EMULATED_ARCH`` (an
+arch of cmake/kernel-facts.json's ``emulated_device``: 89, 90 or 120f, default 90) the GPU
+it stands for, so the routing, fallback reasons, errors and ``last_kernel()`` names are
+that GPU's. Nothing else in the package asks which device it
 is: :func:`device_type`, :func:`on_device` and :func:`capability` answer for it, and
 ``ffpa_attn.cuda`` loads :func:`extension_module`.
 
@@ -25,18 +26,14 @@ from typing import Any
 from .errors import DeviceError, ExtensionNotAvailableError
 
 __all__ = ["ARCH_ENV", "DEVICE_ENV", "EMULATED", "EMULATED_MODULE", "GPU_MODULE", "capability", "device_type",
-           "emulated", "extension_module", "loaded", "on_device", "ordinal", "problem", "requested"]
+           "emulated", "emulated_arch", "emulated_archs", "extension_module", "loaded", "on_device", "ordinal",
+           "problem", "requested"]
 
 DEVICE_ENV = "FFPA_DEVICE"
 ARCH_ENV = "FFPA_EMULATED_ARCH"
 EMULATED = "emulated"
 GPU_MODULE = "ffpa_attn._C"
 EMULATED_MODULE = "ffpa_attn._C_emulated"
-
-# The compute capability each emulated arch stands for (csrc/emulated/runtime_emulated.cpp
-# reads the same variable; an arch it does not know is the library's DeviceError too).
-_EMULATED_CAPABILITIES = {"89": (8, 9), "90": (9, 0), "120f": (12, 0)}
-_DEFAULT_EMULATED_ARCH = "90"
 
 _BUILD_FIX = ("build it in a dev or ci tree (cmake --preset dev && cmake --build build/dev --target "
               "ffpa_C_emulated_cp<python version, e.g. 312>) and put <build tree>/python on PYTHONPATH "
@@ -130,14 +127,31 @@ def ordinal(t: Any) -> int | None:
     return int(t.device.index or 0) if t.is_cuda else None
 
 
+def emulated_archs() -> tuple[dict[str, int], str]:
+    """The emulated device's archs (``FFPA_EMULATED_ARCH`` name -> sm number) and the default
+    one: cmake/kernel-facts.json's ``emulated_device``, carried by the build's _build_info
+    (the emulated device exists in build trees only, which always stage it)."""
+    from . import _build_info  # type: ignore[attr-defined]
+
+    return dict(_build_info.EMULATED_ARCHS), str(_build_info.EMULATED_DEFAULT_ARCH)
+
+
+def emulated_arch() -> str:
+    """The emulated arch ``FFPA_EMULATED_ARCH`` names (its default when unset), checked."""
+    archs, default = emulated_archs()
+    token = os.environ.get(ARCH_ENV, "").strip() or default
+    if token not in archs:
+        names = list(archs)
+        words = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
+        raise DeviceError(f"{ARCH_ENV}={token!r} is not an emulated arch: set it to {words} (or unset it: "
+                          f"{default})")
+    return token
+
+
 def capability(index: int) -> tuple[int, int] | None:
     """The emulated GPU's compute capability (``FFPA_EMULATED_ARCH``, read per call as the
     library does); None on a real device (torch asks the GPU)."""
     if not emulated():
         return None
-    token = os.environ.get(ARCH_ENV, "").strip() or _DEFAULT_EMULATED_ARCH
-    cap = _EMULATED_CAPABILITIES.get(token)
-    if cap is None:
-        raise DeviceError(f"{ARCH_ENV}={token!r} is not an emulated arch: set it to 89, 90 or 120f (or unset it: "
-                          f"{_DEFAULT_EMULATED_ARCH})")
-    return cap
+    sm = emulated_archs()[0][emulated_arch()]
+    return sm // 10, sm % 10

@@ -12,6 +12,9 @@ says what *runs*: a kernel runs on a GPU when the build holds machine code the G
 (``launch.serving_arch``) and that kernel has code for that arch (the extension's own
 per-kernel arch lists: ``tma_archs``, ``fp8_archs``, ``fp4_archs``).
 
+Under ``FFPA_DEVICE=emulated`` (ffpa_attn.device) the one GPU is the emulated device, of
+the arch ``FFPA_EMULATED_ARCH`` names, and the report says so (``device``, text and JSON).
+
 Importing this module never imports torch; the report asks torch for the GPUs (names
 and compute capabilities) when torch is installed, else the extension for their count.
 """
@@ -26,10 +29,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import cuda, jit, launch
+from . import device as ffpa_device
+from .errors import DeviceError
 from .interface import IMPLS
 from .validation import ARCH_RULES, IMPL_FACTS, LOWP_IMPLS, arch_has, impl_has_code
 
-__all__ = ["gpus", "impl_status", "local_build", "main", "report"]
+__all__ = ["device", "gpus", "impl_status", "local_build", "main", "report"]
 
 # What the JIT would be: not built yet, so the report names the build it would make.
 _A_BUILD_FOR = "a build for this arch (-DFFPA_CUDA_ARCHS={arch}; there is no JIT yet, docs/install.md)"
@@ -39,8 +44,34 @@ def _gpu_arch(capability: tuple[int, int]) -> str:
     return f"{capability[0]}{capability[1]}"
 
 
+def device() -> dict[str, Any]:
+    """The kernels' device: ``kind`` ("cuda", "emulated", or the unknown name FFPA_DEVICE
+    gives), the emulated ``arch`` (FFPA_EMULATED_ARCH's value) and its ``capability``, and
+    the ``error`` every call raises when the device cannot run (else None)."""
+    problem = ffpa_device.problem()
+    kind = ffpa_device.requested() or "cuda"
+    out: dict[str, Any] = {"kind": kind, "arch": None, "capability": None,
+                           "error": None if problem is None else str(problem)}
+    if ffpa_device.emulated():
+        try:
+            out["arch"] = ffpa_device.emulated_arch()
+            out["capability"] = ffpa_device.capability(0)
+        except DeviceError as exc:
+            out["error"] = str(exc)
+    return out
+
+
+def _emulated_name(dev: dict[str, Any]) -> str:
+    return f"the emulated device ({ffpa_device.DEVICE_ENV}=emulated, {ffpa_device.ARCH_ENV}={dev['arch']})"
+
+
 def gpus() -> list[dict[str, Any]]:
-    """The CUDA GPUs: ``index``, ``name``, ``capability`` ((major, minor) or None)."""
+    """The CUDA GPUs: ``index``, ``name``, ``capability`` ((major, minor) or None); under
+    ``FFPA_DEVICE=emulated``, the emulated device alone (none when its arch is unknown)."""
+    if ffpa_device.emulated():
+        dev = device()
+        return [] if dev["capability"] is None else [
+            {"index": 0, "name": _emulated_name(dev), "capability": dev["capability"]}]
     torch = sys.modules.get("torch")
     if torch is None:
         try:
@@ -202,8 +233,9 @@ def _auto_kernel(capability: tuple[int, int] | None) -> str | None:
 def _fallback(capability: tuple[int, int] | None) -> dict[str, Any]:
     kernel = _auto_kernel(capability)
     if kernel is not None:
+        arrays = "CPU tensors (the emulated device's arrays)" if ffpa_device.emulated() else "CUDA tensors"
         return {"kernel": kernel, "reason": None,
-                "says": f"fp16/bf16 CUDA tensors run the {kernel} kernel (impl='auto'); the other fallback "
+                "says": f"fp16/bf16 {arrays} run the {kernel} kernel (impl='auto'); the other fallback "
                         "reasons (masks, dropout, head dims the build lacks) still apply per call"}
     if capability is not None and jit.wanted(False) and jit.MIN_SM is not None \
             and int(_gpu_arch(capability)) >= jit.MIN_SM:
@@ -242,6 +274,8 @@ def _package() -> dict[str, Any]:
 
     info = build_info()
     kind = "cuda" if cuda.extension() is not None else ("cuda (broken)" if cuda.EXTENSION_IMPORT_ERROR else "pure")
+    if ffpa_device.emulated():
+        kind = "emulated"  # the build tree's _C_emulated (csrc/emulated), never a wheel
     local = local_build(__version__)
     return {"version": __version__, "wheel": kind, "local_build": local,
             "build": ("a local build from source (pip install . or the local preset): built for this machine's "
@@ -288,13 +322,17 @@ def report() -> dict[str, Any]:
             "auto": _auto_kernel(cap),
             "ffpa_attn_func": _fallback(cap),
         })
+    torch_cpu = ("CPU tensors run torch's own CPU attention (the op SDPA runs there; last_kernel() 'torch_math')")
+    if ffpa_device.emulated():
+        torch_cpu = ("CPU tensors are the emulated device's arrays: they run the library's host code and kernels on "
+                     "the CPU emulator (no timing; docs/install.md, \"The emulated device (no GPU)\")")
     return {
+        "device": device(),
         "package": _package(),
         "torch": _torch(),
         "compiled": _compiled(),
         "gpus": per_gpu,
-        "host": {"torch_cpu": "CPU tensors run torch's own CPU attention (the op SDPA runs there; "
-                              "last_kernel() 'torch_math')",
+        "host": {"torch_cpu": torch_cpu,
                  "numpy": "NumPy arrays run the NumPy reference (last_kernel() 'reference')",
                  "nonfinite": "NaN and inf give what SDPA's math backend gives: CPU tensors forward and backward "
                               "(the causal mask, sliding windows, packed sequences and seqused_k included), the "
@@ -307,7 +345,8 @@ def report() -> dict[str, Any]:
 
 def _text(rep: dict[str, Any]) -> str:
     pkg, tor, comp = rep["package"], rep["torch"], rep["compiled"]
-    lines = [f"ffpa-attn {pkg['version']} ({pkg['wheel']} wheel"
+    what = "the emulated device's build tree, not a wheel" if pkg["wheel"] == "emulated" else f"{pkg['wheel']} wheel"
+    lines = [f"ffpa-attn {pkg['version']} ({what}"
              + (", a local build from source, not a release wheel" if pkg["local_build"] else "")
              + (f", channel {pkg['channel']}" if pkg["channel"] else "") + ")"]
     if pkg["extension_import_error"]:
@@ -315,12 +354,18 @@ def _text(rep: dict[str, Any]) -> str:
     if pkg["cuda_wheel_archs"]:
         whose = "this local build has" if pkg["local_build"] else "this release's CUDA wheels have"
         lines.append(f"  {whose} code for archs {', '.join(pkg['cuda_wheel_archs'])}")
+    dev = rep["device"]
+    if dev["kind"] == ffpa_device.EMULATED and dev["capability"] is not None:
+        lines.append(f"device: emulated sm_{_gpu_arch(dev['capability'])} ({ffpa_device.ARCH_ENV}={dev['arch']}): "
+                     "the library's host code and kernels on the CPU emulator, CPU tensors its arrays")
+    elif dev["kind"] != "cuda" or dev["error"]:
+        lines.append(f"device: {dev['kind']}: {dev['error']}")
     lines.append(f"torch {tor['version'] or 'not installed'}" + (f" (CUDA {tor['cuda']})" if tor.get("cuda") else ""))
     lines.append("compiled in (the capability flags: what this build holds, whatever the GPU): "
                  f"fwd={comp['fwd']} tma={comp['tma']} cute={comp['cute']} cute_tma={comp['cute_tma']} "
                  f"fp8={comp['fp8']} fp4={comp['fp4']} archs={comp['archs'] or '-'} "
                  f"head_dims={comp['head_dims'] or '-'}")
-    if not rep["gpus"]:
+    if not rep["gpus"] and dev["kind"] == "cuda":
         lines.append("GPUs: none: CUDA tensors cannot exist here")
     for gpu in rep["gpus"]:
         lines.append(f"GPU {gpu['index']}: {gpu['name'] or '(name unknown)'} {gpu['arch'] or '(arch unknown)'}")

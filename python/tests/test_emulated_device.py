@@ -14,8 +14,10 @@ CUDA thread.
 from __future__ import annotations
 
 import importlib
+import json
 import math
 import os
+import re
 import sys
 import types
 
@@ -194,6 +196,63 @@ def test_an_unknown_arch_is_a_device_error(monkeypatch):
     q = torch.randn(1, 1, 16, 64).half()
     with pytest.raises(DeviceError, match="set it to 89, 90 or 120f"):
         ffpa_attn_func(q, q, q, strict=True)
+
+
+@pytest.mark.parametrize(("emulated_arch", "kernel", "fault"), [
+    ("90", "mma", "cp.async source outside the input arrays"),
+    ("120f", "tma", "TMA box reads outside the input arrays")])
+def test_a_fault_in_a_kernel_is_an_error_not_an_exit(monkeypatch, emulated_arch, kernel, fault):
+    """A fault the emulator finds inside a kernel (injected: q's last 16 bytes are not
+    memory the kernel may read, FFPA_EMULATED_INJECT_FAULT=short_read) is that launch's
+    DeviceError, a RuntimeError naming the kernel and the fault, forward and backward; the
+    process goes on (an exit would end this run), and the next call runs clean."""
+    monkeypatch.setenv("FFPA_EMULATED_ARCH", emulated_arch)
+    g = torch.Generator().manual_seed(46)
+    q, k, v = (torch.randn(1, 2, 24, 64, generator=g).half().requires_grad_() for _ in range(3))
+    monkeypatch.setenv("FFPA_EMULATED_INJECT_FAULT", "short_read")
+    with pytest.raises(RuntimeError, match=rf"^{kernel} forward kernel launch failed: the emulated device faulted: "
+                                           rf"{re.escape(fault)} \(block 0,1,0\)") as raised:
+        ffpa_attn_func(q, k, v, is_causal=True, strict=True)
+    assert isinstance(raised.value, DeviceError)
+    monkeypatch.delenv("FFPA_EMULATED_INJECT_FAULT")
+    out = ffpa_attn_func(q, k, v, is_causal=True, strict=True, backward="ffpa")
+    assert last_kernel() == kernel
+    assert_out_close(out.detach(), reference(q.detach(), k.detach(), v.detach(), top_left=True), torch.float16)
+    monkeypatch.setenv("FFPA_EMULATED_INJECT_FAULT", "short_read")
+    with pytest.raises(DeviceError, match=r"^dK / dV kernel launch.* failed: the emulated device faulted: "):
+        out.backward(torch.ones_like(out))
+    monkeypatch.setenv("FFPA_EMULATED_INJECT_FAULT", "short")
+    with pytest.raises(DeviceError, match="FFPA_EMULATED_INJECT_FAULT='short' is not a fault the emulated device "
+                                          "injects: set it to short_read or unset it"):
+        ffpa_attn_func(q, k, v, strict=True)
+
+
+@pytest.mark.parametrize(("emulated_arch", "sm", "auto"), [("89", "sm_89", "mma"), ("120f", "sm_120", "tma")])
+def test_info_reports_the_emulated_device(monkeypatch, capsys, emulated_arch, sm, auto):
+    """python -m ffpa_attn.info names the emulated device and its arch (text and --json),
+    never a CUDA wheel; what it says runs is what the routing runs there."""
+    from ffpa_attn import info
+
+    monkeypatch.setenv("FFPA_EMULATED_ARCH", emulated_arch)
+    assert info.main(["--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    sm_number = int(sm[3:])
+    assert rep["device"] == {"kind": "emulated", "arch": emulated_arch,
+                             "capability": [sm_number // 10, sm_number % 10], "error": None}
+    assert rep["package"]["wheel"] == "emulated"
+    (gpu,) = rep["gpus"]
+    assert gpu["arch"] == sm and f"FFPA_EMULATED_ARCH={emulated_arch}" in gpu["name"]
+    assert gpu["auto"] == auto and gpu["impls"]["tma"]["runs"] == (auto == "tma" or emulated_arch == "90")
+    q = torch.randn(1, 1, 16, 64).half()
+    ffpa_attn_func(q, q, q, strict=True)
+    assert last_kernel() == gpu["auto"]
+    assert info.main([]) == 0
+    text = capsys.readouterr().out
+    assert f"device: emulated {sm} (FFPA_EMULATED_ARCH={emulated_arch})" in text
+    assert "cuda wheel" not in text and "torch_math" not in text
+    monkeypatch.setenv("FFPA_EMULATED_ARCH", "75")
+    assert info.main([]) == 0
+    assert "device: emulated: FFPA_EMULATED_ARCH='75' is not an emulated arch: set it to" in capsys.readouterr().out
 
 
 def _packed(lengths, heads, d, dtype, g):
@@ -433,3 +492,54 @@ def test_llama_and_qwen2_match_sdpa(monkeypatch, name):
     torch.testing.assert_close(logits, sdpa_logits, atol=TOL["bf16"]["atol"], rtol=TOL["bf16"]["rtol"])
     assert _within_sdpas_error(logits, exact_logits, sdpa_logits)
     assert _within_sdpas_error(grads, exact_grads, sdpa_grads)
+
+
+@pytest.mark.parametrize(("name", "emulated_arch", "dtype"), [
+    ("llama", "89", torch.float16), ("gemma4", "90", torch.bfloat16), ("qwen2", "120f", torch.bfloat16)])
+def test_generate_gives_sdpas_tokens(monkeypatch, name, emulated_arch, dtype):
+    """Greedy generate (a prompt batch of two, one left-padded; five new tokens) with
+    attn_implementation="ffpa" gives the tokens the same model gives with "sdpa": every
+    attention call, prefill and each one-token decode step with its cache, ran our kernel."""
+    import ffpa_attn.integrations.transformers as ffpa_hf
+
+    monkeypatch.setenv("FFPA_EMULATED_ARCH", emulated_arch)
+    kernels = []
+    note = routing._note_kernel
+    monkeypatch.setattr(routing, "_note_kernel", lambda k, r: kernels.append((k, r)) or note(k, r))
+    ids, mask = _gemma4_batch()
+    mask[0] = 1  # generate continues after the prompt's last slot: padding goes on the left
+
+    def make(implementation):
+        if name == "gemma4":
+            return _gemma4(implementation, dtype)
+        return _small_model(name, implementation, dtype)
+
+    def generate(model):
+        return model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=5, do_sample=False, pad_token_id=0)
+
+    want = generate(make("sdpa"))
+    kernels.clear()
+    got = generate(make(ffpa_hf.NAME))
+    assert kernels == [(AUTO[emulated_arch], None)] * 2 * 5  # two layers, five forward passes
+    assert got.shape == want.shape == (2, 14)
+    assert torch.equal(got, want), (got[:, 9:].tolist(), want[:, 9:].tolist())
+
+
+def test_tma_forward_and_its_backward_on_90(monkeypatch):
+    """impl='tma' on 90 (the first-use build's kernel set: the TMA-fed forward, the
+    backward's TMA feed) with GQA, Nq != Nkv bottom-right and a window, bf16, against float64."""
+    monkeypatch.setenv("FFPA_EMULATED_ARCH", "90")
+    g = torch.Generator().manual_seed(47)
+    q = torch.randn(1, 4, 40, 64, generator=g).bfloat16().requires_grad_()
+    k, v = (torch.randn(1, 2, 56, 64, generator=g).bfloat16().requires_grad_() for _ in range(2))
+    dout = torch.randn(1, 4, 40, 64, generator=g).bfloat16()
+    out = ffpa_attn_func(q, k, v, attn_mask=causal_lower_right(40, 56), enable_gqa=True, window_size=(16, 0),
+                         impl="tma", strict=True, backward="ffpa")
+    assert last_kernel(with_reason=True) == ("tma", None)
+    out.backward(dout)
+    qr, kr, vr = (t.detach().double().requires_grad_() for t in (q, k, v))
+    ref = reference(qr, kr, vr, top_left=False, window=(16, 0))
+    assert_out_close(out.detach(), ref.detach(), torch.bfloat16)
+    ref.backward(dout.double())
+    for name, got, want in (("dq", q.grad, qr.grad), ("dk", k.grad, kr.grad), ("dv", v.grad, vr.grad)):
+        assert_grads_close(got, want, torch.bfloat16, name)

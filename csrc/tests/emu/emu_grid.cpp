@@ -38,7 +38,10 @@ bool global_readable(const void* p, size_t n) {
   return false;
 }
 
+void (*g_fault_handler)(const char* what) = nullptr;
+
 [[noreturn]] void fail(const char* what) {
+  if (g_fault_handler != nullptr) g_fault_handler(what);
   std::fprintf(stderr, "EMULATION FAULT: %s (block %u,%u,%u)\n", what, g_block_idx.x, g_block_idx.y, g_block_idx.z);
   std::exit(3);
 }
@@ -209,8 +212,9 @@ std::vector<TmaCopy> g_tma_in_flight;
 MBar& mbar_at(uint64_t* bar, const char* what) {
   for (auto& [addr, m] : g_mbars)
     if (addr == bar) return m;
-  std::fprintf(stderr, "EMULATION FAULT: %s on an mbarrier that was never initialised\n", what);
-  std::exit(3);
+  static char words[160];
+  std::snprintf(words, sizeof(words), "%s on an mbarrier that was never initialised", what);
+  fail(words);
 }
 
 void check_smem(const void* p, size_t n, size_t align, const char* what) {
