@@ -1,0 +1,52 @@
+// The seam between the emulator's grid runner (emu_grid.cpp) and the sanitizer
+// (emu_sanitizer.cpp, linked only into ffpa_sanitize_kernels): the runner reports every
+// ordering event (block and warp barriers, cp.async issue / wait / landing, mbarrier
+// arrivals, phase completions and waits, TMA landings) to the hooks when g_san is set;
+// the kernels' own shared-memory loads and stores reach the sanitizer through GCC's
+// -fsanitize=thread instrumentation of the driver's translation unit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace emu {
+struct SanHooks {
+  virtual ~SanHooks() = default;
+  virtual void block_begin(int threads, unsigned char* smem, size_t smem_bytes) = 0;
+  virtual void block_end() = 0;
+  // A barrier generation completed: fibers [first, first + count) all arrived (bar.sync
+  // of the block, or a warp-collective instruction's meeting point).
+  virtual void barrier_complete(int first, int count) = 0;
+  // One cp.async of fiber f, issued now from kernel code at pc; returns its ticket for cp_land.
+  virtual int cp_issue(int f, const void* pc) = 0;
+  virtual void cp_commit(int f) = 0;
+  // The copy lands (its 16 bytes written by the copy engine on behalf of fiber f).
+  virtual void cp_land(int ticket, const void* dst, size_t n) = 0;
+  // cp.async.wait_group made fiber f's groups up to `groups_done` (count of committed
+  // groups, oldest first) visible to it.
+  virtual void cp_acquire(int f, long groups_done) = 0;
+  // mbarrier model: bar index i (order of init); arrive releases the fiber's view into
+  // the current phase; tma_issue snapshots the issuer for a bulk copy; tma_land writes
+  // the box; phase_complete closes the phase; wait_done acquires completed phase `phase`.
+  virtual void mbar_arrive(int f, int bar) = 0;
+  virtual int tma_issue(int f, int bar, const void* pc) = 0;
+  virtual void tma_land(int ticket, const void* dst, size_t n) = 0;
+  virtual void mbar_phase_complete(int bar, uint32_t completed_phase) = 0;
+  virtual void mbar_wait_done(int f, int bar, uint32_t completed_phase) = 0;
+  // A program counter as "function file:line", and the schedule's seed line of reports.
+  virtual std::string where(const void* pc) = 0;
+  virtual void print_seed() = 0;
+};
+// Exit codes of the sanitizer's reports (a breakage test expects its checker's code).
+constexpr int kRaceCheckExit = 66, kInitCheckExit = 67, kSyncCheckExit = 68, kMemCheckExit = 69;
+// Set by the sanitizer before a launch; null everywhere else.
+extern SanHooks* g_san;
+// The running fiber's stack and the warp exchange slots (writes there are the kernel's
+// registers, not global memory: memcheck skips them).
+bool on_fiber_stack(const void* p);
+bool in_warp_slots(const void* p);
+extern int g_cur;
+// Synccheck's report: prints "SYNCCHECK: what" and exits with kSyncCheckExit.
+[[noreturn]] void sync_fail(const char* what);
+}  // namespace emu

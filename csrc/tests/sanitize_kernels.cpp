@@ -1,0 +1,189 @@
+// The emulator as a sanitizer (docs/emulator.md, "The sanitizer"): the real forward
+// kernels run on the CPU emulator with every shared-memory access checked
+// (emu/emu_sanitizer.cpp: racecheck, initcheck, memcheck) and every barrier, cp.async
+// group and mbarrier phase checked by the grid runner (emu/emu_grid.cpp: synccheck).
+// This translation unit is compiled with -fsanitize=thread (the instrumentation only;
+// libtsan is not linked), so that the kernels' loads and stores reach the checker.
+//   ffpa_sanitize_kernels --clean --expect N        every path and shape, no report allowed
+//   ffpa_sanitize_kernels --break NAME --want TOOL  one deliberately broken run, in a child
+//                                                  process; passes only when TOOL reported it
+// Shapes are small (D = 64, 100 queries by 100 keys: two KV blocks, tail rows in both
+// the query and the key tiles): each run takes well under a second.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "emu_cute.h"
+#include "emu_san.h"
+#include "emu_sanitizer.h"
+#include "emu_state.h"
+#include "ffpa/fwd_kernel_mma.cuh"
+#include "ffpa/tma_geometry.h"
+
+namespace {
+
+constexpr int D = 64;
+using T = __half;
+using Traits = ffpa::DefaultFwdMmaTraits<D, T>;
+ffpa::TmaMaps& g_maps = emu::g_tma_maps;
+
+void mma_body(const ffpa::FwdParams& p) { ffpa::ffpa_fwd_kernel<Traits, ffpa::Load::kCpAsync, false, 1>(p, g_maps); }
+void tma_body(const ffpa::FwdParams& p) { ffpa::ffpa_fwd_kernel<Traits, ffpa::Load::kTma, false, 1>(p, g_maps); }
+
+enum class Path { kMma, kTma };
+struct Run {
+  Path path;
+  bool causal;
+  int nq, nkv;
+  bool short_output = false;  // the output registered one row short (a store past its buffer)
+};
+
+// One launch under the sanitizer; returns whether the output is finite where written (a
+// clean run must also compute something).
+bool run(const Run& r) {
+  const int hq = 2, hkv = 1, B = 1;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  auto make = [&](int h, int n) {
+    std::vector<T> m(static_cast<size_t>(B) * h * n * D);
+    for (T& x : m) x = ffpa::ElemTraits<T>::from_float(dist(rng));
+    return m;
+  };
+  std::vector<T> q = make(hq, r.nq), k = make(hkv, r.nkv), v = make(hkv, r.nkv);
+  std::vector<T> o(q.size(), ffpa::from_bits<T>(0xffff));
+  std::vector<float> lse(static_cast<size_t>(B) * hq * r.nq, NAN);
+  emu::g_ranges = {{reinterpret_cast<const unsigned char*>(q.data()), q.size() * 2},
+                   {reinterpret_cast<const unsigned char*>(k.data()), k.size() * 2},
+                   {reinterpret_cast<const unsigned char*>(v.data()), v.size() * 2}};
+  ffpa::FwdParams p;
+  p.q = q.data(), p.k = k.data(), p.v = v.data(), p.o = o.data(), p.lse = lse.data();
+  p.q_batch_stride = int64_t(hq) * r.nq * D, p.q_head_stride = int64_t(r.nq) * D, p.q_row_stride = D;
+  p.k_batch_stride = int64_t(hkv) * r.nkv * D, p.k_head_stride = int64_t(r.nkv) * D, p.k_row_stride = D;
+  p.v_batch_stride = p.k_batch_stride, p.v_head_stride = p.k_head_stride, p.v_row_stride = D;
+  p.o_batch_stride = p.q_batch_stride, p.o_head_stride = p.q_head_stride, p.o_row_stride = D;
+  p.lse_batch_stride = int64_t(hq) * r.nq, p.lse_head_stride = r.nq, p.lse_row_stride = 1;
+  p.b = B, p.hq = hq, p.hkv = hkv, p.nq = r.nq, p.nkv = r.nkv, p.h_ratio = hq / hkv;
+  p.scale = 1.f / std::sqrt(float(D));
+  p.scale_log2 = p.scale * 1.4426950408889634f;
+  p.causal = r.causal;
+  p.causal_offset = r.nkv - r.nq;
+  p.head_dim = D;
+  p.accum = ffpa::Accum::kFp32;
+  emu::san_clear_outputs();
+  emu::san_register_output(o.data(), (o.size() - (r.short_output ? D : 0)) * 2);
+  emu::san_register_output(lse.data(), lse.size() * 4);
+  const emu::Dim3 grid{unsigned((r.nq + Traits::kBlockM - 1) / Traits::kBlockM), unsigned(hq), unsigned(B)};
+  if (r.path == Path::kMma) {
+    emu::san_enable("ffpa_fwd_kernel<D=64, fp16, cp.async>", 0);
+    emu::launch(&mma_body, p, grid, Traits::kNThreads, Traits::kSmemBytes);
+  } else {
+    g_maps.q = emu::encode_tiled(p.q, ffpa::tma_geometry(p, ffpa::TmaOperand::kQ, Traits::kBlockM));
+    g_maps.k = emu::encode_tiled(p.k, ffpa::tma_geometry(p, ffpa::TmaOperand::kK, Traits::kBlockN));
+    g_maps.v = emu::encode_tiled(p.v, ffpa::tma_geometry(p, ffpa::TmaOperand::kV, Traits::kBlockN));
+    emu::san_enable("ffpa_fwd_kernel<D=64, fp16, TMA>", 0);
+    emu::launch(&tma_body, p, grid, Traits::kNThreads, Traits::kSmemBytesTma);
+  }
+  emu::san_disable();
+  for (const T& x : o)
+    if (!std::isfinite(ffpa::ElemTraits<T>::to_float(x))) return false;
+  return true;
+}
+
+struct Breakage {
+  const char* name;
+  Run run;
+  emu::Break br;
+  int site;
+};
+// Each models one classic first-GPU-run bug; --want names the checker that must report it.
+const Breakage kBreakages[] = {
+    {"mma-no-syncthreads", {Path::kMma, false, 100, 100}, emu::Break::kSkipSync, 0},
+    {"mma-read-before-cp-wait", {Path::kMma, false, 100, 100}, emu::Break::kCpNoWait, -1},
+    {"mma-divergent-syncthreads", {Path::kMma, false, 100, 100}, emu::Break::kDivergentSync, 0},
+    {"mma-no-zero-fill", {Path::kMma, false, 100, 100}, emu::Break::kNoZeroFill, -1},
+    {"mma-store-past-output", {Path::kMma, false, 100, 100, true}, emu::Break::kNone, -1},
+    {"tma-no-pipeline-syncthreads", {Path::kTma, false, 100, 100}, emu::Break::kSkipSync, 1},
+    {"tma-no-arrive", {Path::kTma, false, 100, 100}, emu::Break::kNoArrive, -1},
+    {"tma-wrong-parity", {Path::kTma, false, 100, 100}, emu::Break::kWrongParity, -1},
+};
+
+int tool_exit(const std::string& tool) {
+  if (tool == "racecheck") return emu::kRaceCheckExit;
+  if (tool == "initcheck") return emu::kInitCheckExit;
+  if (tool == "synccheck") return emu::kSyncCheckExit;
+  if (tool == "memcheck") return emu::kMemCheckExit;
+  return -1;
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: ffpa_sanitize_kernels --clean --expect N\n"
+               "       ffpa_sanitize_kernels --break NAME --want racecheck|initcheck|synccheck|memcheck\n"
+               "breakages:");
+  for (const Breakage& b : kBreakages) std::fprintf(stderr, " %s", b.name);
+  std::fprintf(stderr, "\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string brk, want;
+  bool clean = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--clean") clean = true;
+    else if (a == "--break" && i + 1 < argc) brk = argv[++i];
+    else if (a == "--want" && i + 1 < argc) want = argv[++i];
+    else if (a == "--expect" && i + 1 < argc) emu::g_expect_cases = std::strtol(argv[++i], nullptr, 10);
+    else return usage();
+  }
+  // The emulator's fp16 table fills lazily on first use: fill it here, outside the checked
+  // launches (its stores are the model's, not the kernel's).
+  (void)ffpa::half_table();
+  emu::g_cp_late = true;  // copies land at their wait: a read before it sees unlanded bytes
+  if (clean == !brk.empty()) return usage();
+  if (clean) {
+    const Run runs[] = {
+        {Path::kMma, false, 100, 100}, {Path::kMma, true, 100, 100}, {Path::kMma, true, 40, 130},
+        {Path::kTma, false, 100, 100}, {Path::kTma, true, 100, 100}, {Path::kTma, true, 40, 130},
+    };
+    long total = 0, bad = 0;
+    for (const Run& r : runs) {
+      ++total;
+      const bool ok = run(r);  // a report exits the process with its checker's code
+      std::printf("[%s] %s %s nq=%d nkv=%d: no report\n", ok ? "PASS" : "FAIL", r.path == Path::kMma ? "mma" : "tma",
+                  r.causal ? "causal" : "full", r.nq, r.nkv);
+      bad += !ok;
+    }
+    return emu::verdict("sanitized runs", total, bad, "failed");
+  }
+  const int code = tool_exit(want);
+  if (code < 0) return usage();
+  const Breakage* b = nullptr;
+  for (const Breakage& x : kBreakages)
+    if (brk == x.name) b = &x;
+  if (!b) return usage();
+  std::fflush(stdout);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    emu::g_break = b->br;
+    emu::g_break_site = b->site;
+    run(b->run);
+    std::_Exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const int got = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  const bool caught = got == code;
+  std::printf("[%s] %s -> exit %d, %s wants %d\n", caught ? "CAUGHT" : "MISSED", b->name, got, want.c_str(), code);
+  return caught ? 0 : 1;
+}

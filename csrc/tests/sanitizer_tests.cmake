@@ -1,0 +1,48 @@
+# The emulator as a sanitizer (docs/emulator.md, "The sanitizer"): one executable whose
+# driver translation unit (the real forward kernel sources) is compiled with GCC's
+# -fsanitize=thread instrumentation and linked against the emulator's own checker
+# (tests/emu/emu_sanitizer.cpp) instead of libtsan. Included from csrc/CMakeLists.txt.
+if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  message(STATUS "ffpa: the emulator's sanitizer needs GCC's -fsanitize=thread instrumentation; not built")
+  return()
+endif()
+add_executable(ffpa_sanitize_kernels
+  tests/sanitize_kernels.cpp tests/emu/emu_grid.cpp tests/emu/emu_sanitizer.cpp tests/emu/emu_verdict.cpp)
+target_include_directories(ffpa_sanitize_kernels PRIVATE
+  "${tests_dir}/emu" "${tests_dir}" "${CMAKE_CURRENT_SOURCE_DIR}/kernels" "${CMAKE_CURRENT_SOURCE_DIR}/include"
+  "${FFPA_KERNEL_FACTS_INCLUDE_DIR}" "${FFPA_GENERATED_DIR}/emu")
+target_include_directories(ffpa_sanitize_kernels SYSTEM PRIVATE
+  "${FFPA_CUTLASS_INCLUDE_DIR}" "${CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES}/cccl"
+  ${CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES})
+target_compile_options(ffpa_sanitize_kernels PRIVATE -fno-strict-aliasing)
+# Only the kernels' TU is instrumented (the runtime and the grid runner report their own
+# accesses through emu/emu_san.h); no entry/exit hooks; -g for the reports' source lines.
+set_source_files_properties(tests/sanitize_kernels.cpp PROPERTIES
+  COMPILE_OPTIONS "-fsanitize=thread;--param=tsan-instrument-func-entry-exit=0;-g")
+target_link_libraries(ffpa_sanitize_kernels PRIVATE ffpa_reference ${CMAKE_DL_LIBS})
+ffpa_test_program(ffpa_sanitize_kernels)
+
+# Every path and shape with no report (the count asserted).
+add_test(NAME ffpa.kernels.sanitizer COMMAND ffpa_sanitize_kernels --clean --expect 6)
+set_tests_properties(ffpa.kernels.sanitizer PROPERTIES LABELS unit TIMEOUT 120)
+# Each breakage must be reported by its checker (the driver checks the child's exit code
+# is that checker's), and the report must name the kernel source's line.
+foreach(b
+    "mma-no-syncthreads|racecheck|RACECHECK: .*hazard in ffpa_fwd_kernel.*fwd_kernel_mma.cuh:[0-9]+"
+    "mma-read-before-cp-wait|racecheck|RACECHECK: read-after-write hazard.*cp.async copy of thread.*fwd_kernel_mma.cuh:[0-9]+"
+    "mma-divergent-syncthreads|synccheck|SYNCCHECK: .*fwd_kernel_mma.cuh:[0-9]+"
+    "mma-no-zero-fill|initcheck|INITCHECK: shared read of a byte this block never wrote.*fwd_kernel_mma.cuh:[0-9]+"
+    "mma-store-past-output|memcheck|MEMCHECK: .*outside every buffer the test registered.*fwd_kernel_mma.cuh:[0-9]+"
+    "tma-no-pipeline-syncthreads|racecheck|RACECHECK: .*hazard in ffpa_fwd_kernel.*TMA.*fwd_kernel_mma.cuh:[0-9]+"
+    "tma-no-arrive|synccheck|SYNCCHECK: deadlock: .*mbarrier #[0-9]+ for a phase of parity"
+    "tma-wrong-parity|synccheck|SYNCCHECK: over-arrival")
+  string(REPLACE "|" ";" b "${b}")
+  list(GET b 0 name)
+  list(GET b 1 tool)
+  list(GET b 2 report)
+  add_test(NAME ffpa.kernels.sanitizer_breakage.${name}
+           COMMAND "${CMAKE_COMMAND}" -DEXPECT_EXIT=zero "-DEXPECT_OUTPUT=${report}"
+                   "-DCOMMAND=$<TARGET_FILE:ffpa_sanitize_kernels>|--break|${name}|--want|${tool}"
+                   -P "${PROJECT_SOURCE_DIR}/ctest/expect_exit.cmake")
+  set_tests_properties(ffpa.kernels.sanitizer_breakage.${name} PROPERTIES LABELS unit TIMEOUT 120)
+endforeach()
