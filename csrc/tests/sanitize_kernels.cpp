@@ -4,9 +4,13 @@
 // group and mbarrier phase checked by the grid runner (emu/emu_grid.cpp: synccheck).
 // This translation unit is compiled with -fsanitize=thread (the instrumentation only;
 // libtsan is not linked), so that the kernels' loads and stores reach the checker.
-//   ffpa_sanitize_kernels --clean --expect N        every path and shape, no report allowed
-//   ffpa_sanitize_kernels --break NAME --want TOOL  one deliberately broken run, in a child
-//                                                  process; passes only when TOOL reported it
+//   ffpa_sanitize_kernels --clean [--seeds S] --expect N
+//                          every path and shape under the round-robin schedule and S - 1
+//                          seeded random ones (default 1: round robin only); no report allowed
+//   ffpa_sanitize_kernels --clean --seed N   one schedule (a report's "rerun with")
+//   ffpa_sanitize_kernels --break NAME --want TOOL [--seed N]
+//                          one deliberately broken run (under schedule N, default round
+//                          robin) in a child process; passes only when TOOL reported it
 // Shapes are small (D = 64, 100 queries by 100 keys: two KV blocks, tail rows in both
 // the query and the key tiles): each run takes well under a second.
 #include <sys/wait.h>
@@ -32,13 +36,20 @@ namespace {
 
 constexpr int D = 64;
 using T = __half;
-using Traits = ffpa::DefaultFwdMmaTraits<D, T>;
+using Traits = ffpa::DefaultFwdMmaTraits<D, T>;  // 4 x 1 warps: each warp owns its rows
+// 4 x 2 warps (the split-D layout of the large head dims, here at D = 64): the two warps of
+// a row group exchange row maxima, P and row sums through shared memory.
+using Traits4x2 = ffpa::FwdMmaTraits<D, T, 4, 2, Traits::kStages>;
 ffpa::TmaMaps& g_maps = emu::g_tma_maps;
 
 void mma_body(const ffpa::FwdParams& p) { ffpa::ffpa_fwd_kernel<Traits, ffpa::Load::kCpAsync, false, 1>(p, g_maps); }
+void mma4x2_body(const ffpa::FwdParams& p) {
+  ffpa::ffpa_fwd_kernel<Traits4x2, ffpa::Load::kCpAsync, false, 1>(p, g_maps);
+}
 void tma_body(const ffpa::FwdParams& p) { ffpa::ffpa_fwd_kernel<Traits, ffpa::Load::kTma, false, 1>(p, g_maps); }
 
-enum class Path { kMma, kTma };
+enum class Path { kMma, kMma4x2, kTma };
+const char* path_name(Path p) { return p == Path::kMma ? "mma" : p == Path::kMma4x2 ? "mma-4x2" : "tma"; }
 struct Run {
   Path path;
   bool causal;
@@ -48,7 +59,7 @@ struct Run {
 
 // One launch under the sanitizer; returns whether the output is finite where written (a
 // clean run must also compute something).
-bool run(const Run& r) {
+bool run(const Run& r, unsigned long seed) {
   const int hq = 2, hkv = 1, B = 1;
   std::mt19937 rng(7);
   std::normal_distribution<float> dist(0.f, 1.f);
@@ -82,13 +93,17 @@ bool run(const Run& r) {
   emu::san_register_output(lse.data(), lse.size() * 4);
   const emu::Dim3 grid{unsigned((r.nq + Traits::kBlockM - 1) / Traits::kBlockM), unsigned(hq), unsigned(B)};
   if (r.path == Path::kMma) {
-    emu::san_enable("ffpa_fwd_kernel<D=64, fp16, cp.async>", 0);
+    emu::san_enable("ffpa_fwd_kernel<D=64, fp16, cp.async>", seed);
     emu::launch(&mma_body, p, grid, Traits::kNThreads, Traits::kSmemBytes);
+  } else if (r.path == Path::kMma4x2) {
+    static_assert(Traits4x2::kBlockM == Traits::kBlockM, "one grid for both layouts");
+    emu::san_enable("ffpa_fwd_kernel<D=64, fp16, cp.async, 4x2 warps>", seed);
+    emu::launch(&mma4x2_body, p, grid, Traits4x2::kNThreads, Traits4x2::kSmemBytes);
   } else {
     g_maps.q = emu::encode_tiled(p.q, ffpa::tma_geometry(p, ffpa::TmaOperand::kQ, Traits::kBlockM));
     g_maps.k = emu::encode_tiled(p.k, ffpa::tma_geometry(p, ffpa::TmaOperand::kK, Traits::kBlockN));
     g_maps.v = emu::encode_tiled(p.v, ffpa::tma_geometry(p, ffpa::TmaOperand::kV, Traits::kBlockN));
-    emu::san_enable("ffpa_fwd_kernel<D=64, fp16, TMA>", 0);
+    emu::san_enable("ffpa_fwd_kernel<D=64, fp16, TMA>", seed);
     emu::launch(&tma_body, p, grid, Traits::kNThreads, Traits::kSmemBytesTma);
   }
   emu::san_disable();
@@ -108,6 +123,7 @@ const Breakage kBreakages[] = {
     {"mma-no-syncthreads", {Path::kMma, false, 100, 100}, emu::Break::kSkipSync, 0},
     {"mma-read-before-cp-wait", {Path::kMma, false, 100, 100}, emu::Break::kCpNoWait, -1},
     {"mma-divergent-syncthreads", {Path::kMma, false, 100, 100}, emu::Break::kDivergentSync, 0},
+    {"mma4x2-no-softmax-syncthreads", {Path::kMma4x2, false, 100, 100}, emu::Break::kSkipSync, 1},
     {"mma-no-zero-fill", {Path::kMma, false, 100, 100}, emu::Break::kNoZeroFill, -1},
     {"mma-store-past-output", {Path::kMma, false, 100, 100, true}, emu::Break::kNone, -1},
     {"tma-no-pipeline-syncthreads", {Path::kTma, false, 100, 100}, emu::Break::kSkipSync, 1},
@@ -138,11 +154,14 @@ int usage() {
 int main(int argc, char** argv) {
   std::string brk, want;
   bool clean = false;
+  long seeds = 1, only_seed = -1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--clean") clean = true;
     else if (a == "--break" && i + 1 < argc) brk = argv[++i];
     else if (a == "--want" && i + 1 < argc) want = argv[++i];
+    else if (a == "--seeds" && i + 1 < argc) seeds = std::strtol(argv[++i], nullptr, 10);
+    else if (a == "--seed" && i + 1 < argc) only_seed = std::strtol(argv[++i], nullptr, 10);
     else if (a == "--expect" && i + 1 < argc) emu::g_expect_cases = std::strtol(argv[++i], nullptr, 10);
     else return usage();
   }
@@ -150,20 +169,23 @@ int main(int argc, char** argv) {
   // launches (its stores are the model's, not the kernel's).
   (void)ffpa::half_table();
   emu::g_cp_late = true;  // copies land at their wait: a read before it sees unlanded bytes
-  if (clean == !brk.empty()) return usage();
+  if (clean == !brk.empty() || seeds < 1 || only_seed < -1) return usage();
   if (clean) {
     const Run runs[] = {
-        {Path::kMma, false, 100, 100}, {Path::kMma, true, 100, 100}, {Path::kMma, true, 40, 130},
-        {Path::kTma, false, 100, 100}, {Path::kTma, true, 100, 100}, {Path::kTma, true, 40, 130},
+        {Path::kMma, false, 100, 100},    {Path::kMma, true, 100, 100},    {Path::kMma, true, 40, 130},
+        {Path::kMma4x2, false, 100, 100}, {Path::kMma4x2, true, 40, 130},
+        {Path::kTma, false, 100, 100},    {Path::kTma, true, 100, 100},    {Path::kTma, true, 40, 130},
     };
     long total = 0, bad = 0;
-    for (const Run& r : runs) {
-      ++total;
-      const bool ok = run(r);  // a report exits the process with its checker's code
-      std::printf("[%s] %s %s nq=%d nkv=%d: no report\n", ok ? "PASS" : "FAIL", r.path == Path::kMma ? "mma" : "tma",
-                  r.causal ? "causal" : "full", r.nq, r.nkv);
-      bad += !ok;
-    }
+    for (long s = 0; s < seeds; ++s)
+      for (const Run& r : runs) {
+        const unsigned long seed = static_cast<unsigned long>(only_seed >= 0 ? only_seed : s);
+        ++total;
+        const bool ok = run(r, seed);  // a report exits the process with its checker's code
+        std::printf("[%s] %s %s nq=%d nkv=%d seed %lu: %s\n", ok ? "PASS" : "FAIL", path_name(r.path),
+                    r.causal ? "causal" : "full", r.nq, r.nkv, seed, ok ? "no report" : "non-finite output");
+        bad += !ok;
+      }
     return emu::verdict("sanitized runs", total, bad, "failed");
   }
   const int code = tool_exit(want);
@@ -177,7 +199,7 @@ int main(int argc, char** argv) {
   if (pid == 0) {
     emu::g_break = b->br;
     emu::g_break_site = b->site;
-    run(b->run);
+    run(b->run, static_cast<unsigned long>(only_seed >= 0 ? only_seed : 0));
     std::_Exit(0);
   }
   int status = 0;

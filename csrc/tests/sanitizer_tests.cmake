@@ -22,8 +22,9 @@ set_source_files_properties(tests/sanitize_kernels.cpp PROPERTIES
 target_link_libraries(ffpa_sanitize_kernels PRIVATE ffpa_reference ${CMAKE_DL_LIBS})
 ffpa_test_program(ffpa_sanitize_kernels)
 
-# Every path and shape with no report (the count asserted).
-add_test(NAME ffpa.kernels.sanitizer COMMAND ffpa_sanitize_kernels --clean --expect 6)
+# Every path and shape with no report, under the round-robin schedule and two seeded random
+# ones (the count asserted: 8 runs x 3 schedules).
+add_test(NAME ffpa.kernels.sanitizer COMMAND ffpa_sanitize_kernels --clean --seeds 3 --expect 24)
 set_tests_properties(ffpa.kernels.sanitizer PROPERTIES LABELS unit TIMEOUT 120)
 # Each breakage must be reported by its checker (the driver checks the child's exit code
 # is that checker's), and the report must name the kernel source's line.
@@ -31,6 +32,7 @@ foreach(b
     "mma-no-syncthreads|racecheck|RACECHECK: .*hazard in ffpa_fwd_kernel.*fwd_kernel_mma.cuh:[0-9]+"
     "mma-read-before-cp-wait|racecheck|RACECHECK: read-after-write hazard.*cp.async copy of thread.*fwd_kernel_mma.cuh:[0-9]+"
     "mma-divergent-syncthreads|synccheck|SYNCCHECK: .*fwd_kernel_mma.cuh:[0-9]+"
+    "mma4x2-no-softmax-syncthreads|racecheck|RACECHECK: .*4x2 warps.*fwd_kernel_mma.cuh:[0-9]+"
     "mma-no-zero-fill|initcheck|INITCHECK: shared read of a byte this block never wrote.*fwd_kernel_mma.cuh:[0-9]+"
     "mma-store-past-output|memcheck|MEMCHECK: .*outside every buffer the test registered.*fwd_kernel_mma.cuh:[0-9]+"
     "tma-no-pipeline-syncthreads|racecheck|RACECHECK: .*hazard in ffpa_fwd_kernel.*TMA.*fwd_kernel_mma.cuh:[0-9]+"
@@ -46,3 +48,11 @@ foreach(b
                    -P "${PROJECT_SOURCE_DIR}/ctest/expect_exit.cmake")
   set_tests_properties(ffpa.kernels.sanitizer_breakage.${name} PROPERTIES LABELS unit TIMEOUT 120)
 endforeach()
+# Under a seeded random schedule (copies landing at random times, fibers interleaved) the
+# missing wait is still a race, and the report names the seed to rerun it with.
+add_test(NAME ffpa.kernels.sanitizer_breakage.mma-read-before-cp-wait.seed7
+         COMMAND "${CMAKE_COMMAND}" -DEXPECT_EXIT=zero
+                 "-DEXPECT_OUTPUT=RACECHECK: .*schedule: seed 7 .*rerun with --seed 7"
+                 "-DCOMMAND=$<TARGET_FILE:ffpa_sanitize_kernels>|--break|mma-read-before-cp-wait|--want|racecheck|--seed|7"
+                 -P "${PROJECT_SOURCE_DIR}/ctest/expect_exit.cmake")
+set_tests_properties(ffpa.kernels.sanitizer_breakage.mma-read-before-cp-wait.seed7 PROPERTIES LABELS unit TIMEOUT 120)

@@ -8,7 +8,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -48,6 +50,7 @@ bool global_readable(const void* p, size_t n) {
 Break g_break = Break::kNone;  // emu_state.h
 int g_break_site = -1;         // emu_state.h
 SanHooks* g_san = nullptr;     // emu_san.h
+unsigned long g_schedule_seed = 0;  // emu_san.h
 
 struct Copy {
   void* dst;
@@ -155,6 +158,10 @@ int lane() { return g_cur & 31; }
 WarpSlots& warp_slots() { return g_slots[g_cur >> 5]; }
 
 void yield() { switch_context(g_fibers[g_cur].ctx, g_sched); }
+void preempt() {
+  ++g_progress;  // the fiber can go on: not a deadlock sweep
+  yield();
+}
 
 std::string where(const void* pc) {
   char buf[64];
@@ -559,7 +566,26 @@ void fiber_main() {
   switch_context(g_fibers[g_cur].ctx, g_sched);
 }
 
-// Runs one kernel launch: every block in turn, its threads as fibers, round robin.
+// A random schedule's early landing (g_schedule_seed): the oldest copy of a random fiber's
+// oldest committed group, or a random TMA copy in flight. Only the data arrives; the
+// issuer's wait still orders it (the sanitizer's acquire happens there).
+void land_some(std::mt19937_64& rng) {
+  if (!g_tma_in_flight.empty() && rng() % 2) {
+    land_tma(rng() % g_tma_in_flight.size());
+    return;
+  }
+  Fiber& f = g_fibers[rng() % g_fibers.size()];
+  if (f.groups.empty()) return;
+  std::vector<Copy>& grp = f.groups.front();
+  if (!grp.empty()) {
+    land(grp.front());
+    grp.erase(grp.begin());
+  }
+  if (grp.empty()) f.groups.erase(f.groups.begin());
+}
+
+// Runs one kernel launch: every block in turn, its threads as fibers, round robin (or in
+// a seeded random order, g_schedule_seed).
 void launch(void (*body)(const ffpa::FwdParams&), const ffpa::FwdParams& p, Dim3 grid, int threads, size_t smem) {
   g_fibers.clear();
   g_body = body;
@@ -592,11 +618,16 @@ void launch(void (*body)(const ffpa::FwdParams&), const ffpa::FwdParams& p, Dim3
         }
         if (g_san) g_san->block_begin(threads, g_smem, smem);
         int live = threads;
+        std::mt19937_64 rng(g_schedule_seed * 0x9e3779b97f4a7c15ull + (uint64_t(z) << 40 | uint64_t(y) << 20 | x));
+        std::vector<int> order(threads);
+        for (int i = 0; i < threads; ++i) order[i] = i;
         while (live > 0) {
           const long before = g_progress;
           live = 0;
-          for (int i = 0; i < threads; ++i) {
+          if (g_schedule_seed) std::shuffle(order.begin(), order.end(), rng);
+          for (int i : order) {
             if (g_fibers[i].done) continue;
+            if (g_schedule_seed && g_cp_late && rng() % 4 == 0) land_some(rng);
             g_cur = i;
             switch_context(g_sched, g_fibers[i].ctx);
             if (!g_fibers[i].done) ++live;

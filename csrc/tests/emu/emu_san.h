@@ -47,6 +47,13 @@ extern SanHooks* g_san;
 bool on_fiber_stack(const void* p);
 bool in_warp_slots(const void* p);
 extern int g_cur;
+// The schedule (docs/emulator.md): 0, the runner's round robin with copies landing at
+// their wait (g_cp_late) or issue; otherwise the seed of a random one: the fibers run in
+// a fresh random order every sweep, the sanitizer preempts a fiber at random shared
+// accesses, and cp.async / TMA copies land at random times between issue and wait.
+extern unsigned long g_schedule_seed;
+// A preemption point (the running fiber yields; not a wait).
+void preempt();
 // Synccheck's report: prints "SYNCCHECK: what" and exits with kSyncCheckExit.
 [[noreturn]] void sync_fail(const char* what);
 }  // namespace emu

@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -68,7 +69,6 @@ struct Snapshot {
 class Sanitizer final : public SanHooks {
  public:
   std::string kernel = "kernel";
-  unsigned long seed = 0;
   std::vector<Range> outputs;
   bool active = false;
 
@@ -85,6 +85,7 @@ class Sanitizer final : public SanHooks {
     pending_.assign(kMaxBars, std::vector<uint32_t>(s_, 0));
     phases_.assign(kMaxBars, {});
     init_pc_ = nullptr;
+    rng_.seed(g_schedule_seed + 1);
     active = true;
   }
   // An uninitialised read is reported at the block's end, after any race: a read of bytes
@@ -139,7 +140,9 @@ class Sanitizer final : public SanHooks {
   }
   std::string where(const void* pc) override { return symbolize(pc); }
   void print_seed() override {
-    std::fprintf(stderr, "  schedule: seed %lu (%s)\n", seed, seed ? "random interleaving" : "round robin");
+    std::fprintf(stderr, "  schedule: seed %lu (%s; rerun with --seed %lu)\n", g_schedule_seed,
+                 g_schedule_seed ? "random interleaving and copy landing" : "round robin, copies land at their wait",
+                 g_schedule_seed);
   }
 
   // One access by the running fiber (instrumented code).
@@ -171,6 +174,8 @@ class Sanitizer final : public SanHooks {
         r.push_back(Read{slot, clk, pc});
       }
     }
+    // A random schedule interleaves the fibers between their sync points too.
+    if (g_schedule_seed && rng_() % 32 == 0) preempt();
   }
 
  private:
@@ -183,6 +188,7 @@ class Sanitizer final : public SanHooks {
   std::vector<long> committed_;
   std::vector<std::vector<uint32_t>> pending_;
   std::vector<std::vector<std::vector<uint32_t>>> phases_;
+  std::mt19937_64 rng_;
   size_t init_off_ = 0;
   int init_thread_ = 0;
   const void* init_pc_ = nullptr;
@@ -306,11 +312,12 @@ Sanitizer g_sanitizer;
 
 void san_enable(const char* kernel, unsigned long seed) {
   g_sanitizer.kernel = kernel;
-  g_sanitizer.seed = seed;
+  g_schedule_seed = seed;
   g_san = &g_sanitizer;
 }
 void san_disable() {
   g_san = nullptr;
+  g_schedule_seed = 0;
   g_sanitizer.active = false;
 }
 void san_register_output(const void* p, size_t n) {

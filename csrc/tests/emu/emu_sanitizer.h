@@ -5,8 +5,8 @@
 #include <cstddef>
 
 namespace emu {
-// Checks every following launch (emu::launch) of `kernel`; seed names the schedule in
-// reports (0: the runner's round-robin order).
+// Checks every following launch (emu::launch) of `kernel` under schedule `seed`
+// (emu_san.h, g_schedule_seed: 0 the runner's round robin, else a random one).
 void san_enable(const char* kernel, unsigned long seed);
 void san_disable();
 // Global memory the kernel may store to (its outputs); stores elsewhere are MEMCHECK reports.
