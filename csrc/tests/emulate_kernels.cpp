@@ -4,8 +4,9 @@
 // only at the wait_group that covers it (FFPA_EMU_CP=late), and every ldmatrix /
 // cp.async address checked for range and 16-byte alignment. Results are compared
 // with the fp32 host reference at the spec tolerances. This checks index arithmetic,
-// fragment layouts, masking, the online softmax and the pipeline bookkeeping; it
-// cannot see timing-dependent races beyond what the two landing modes expose.
+// fragment layouts, masking, the online softmax and the pipeline bookkeeping. Races,
+// barrier misuse and stray stores are the sanitizer's (sanitize_kernels.cpp,
+// docs/emulator.md): the same grid runner with every shared access checked.
 //   ffpa_emulate_kernels [D ...]    (default: 64 128 320; ctest runs 64 320)
 #include <sys/wait.h>
 #include <unistd.h>

@@ -208,7 +208,10 @@ void arrive(Barrier& b, const void* site, int first) {
   if (++b.count == b.n) {
     b.count = 0;
     ++b.gen;
-    if (g_san) g_san->barrier_complete(first, b.n);
+    // bar.sync orders memory among its threads; the warp-collective instructions
+    // (ldmatrix, mma, shfl .sync.aligned) only converge the warp: the PTX memory model
+    // gives them no ordering of shared memory (bar.warp.sync would).
+    if (g_san && &b == &g_block_bar) g_san->barrier_complete(first, b.n);
     return;
   }
   g_fibers[g_cur].wait_site = site;

@@ -15,8 +15,8 @@ struct SanHooks {
   virtual ~SanHooks() = default;
   virtual void block_begin(int threads, unsigned char* smem, size_t smem_bytes) = 0;
   virtual void block_end() = 0;
-  // A barrier generation completed: fibers [first, first + count) all arrived (bar.sync
-  // of the block, or a warp-collective instruction's meeting point).
+  // A block barrier (bar.sync) generation completed: fibers [first, first + count) all
+  // arrived. (Warp-collective meeting points are not reported: they order no memory.)
   virtual void barrier_complete(int first, int count) = 0;
   // One cp.async of fiber f, issued now from kernel code at pc; returns its ticket for cp_land.
   virtual int cp_issue(int f, const void* pc) = 0;

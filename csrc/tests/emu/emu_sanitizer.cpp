@@ -7,10 +7,11 @@
 // __tsan_* entry points defined below. Those inside the running block's dynamic shared
 // memory are checked against a happens-before relation built from vector clocks, one
 // clock per CUDA thread plus one per thread's cp.async engine and one per mbarrier's
-// bulk copies:
+// bulk copies, with the orderings the PTX memory model gives:
 //   bar.sync (__syncthreads)        joins every thread's clock (all arrive);
-//   warp collectives (ldmatrix,     join the warp's 32 clocks at their meeting point;
-//   mma, shfl, __syncwarp)
+//   warp collectives (ldmatrix,     order nothing (they converge the warp; the memory
+//   mma, shfl)                       model gives shared-memory ordering to bar.warp.sync,
+//                                    which the kernels do not use);
 //   cp.async                         writes at landing with the issuer's clock at issue,
 //                                    as the issuer's copy engine; wait_group acquires the
 //                                    completed groups for the waiting thread only;
