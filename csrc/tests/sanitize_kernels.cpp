@@ -29,6 +29,7 @@
 #include "emu_san.h"
 #include "emu_sanitizer.h"
 #include "emu_state.h"
+#include "ffpa/bwd_kernel_mma.cuh"
 #include "ffpa/fwd_kernel_mma.cuh"
 #include "ffpa/tma_geometry.h"
 
@@ -48,8 +49,34 @@ void mma4x2_body(const ffpa::FwdParams& p) {
 }
 void tma_body(const ffpa::FwdParams& p) { ffpa::ffpa_fwd_kernel<Traits, ffpa::Load::kTma, false, 1>(p, g_maps); }
 
-enum class Path { kMma, kMma4x2, kTma };
-const char* path_name(Path p) { return p == Path::kMma ? "mma" : p == Path::kMma4x2 ? "mma-4x2" : "tma"; }
+// The backward at D = 64 (its persist-D loop): the preprocessing pass, then the dK / dV
+// kernel (rows are keys) and the dQ kernel, on either feed.
+using DqTraits = ffpa::BwdDqTraits<D, T>;
+using DkvTraits = ffpa::BwdDkvTraits<D, T>;
+const ffpa::BwdParams* g_bwd = nullptr;
+ffpa::BwdTmaMaps g_bwd_maps;
+void bwd_pre_body(const ffpa::FwdParams&) { ffpa::ffpa_bwd_preprocess_kernel<D, T>(*g_bwd); }
+template <typename Tr, bool kKeys, ffpa::Load kLoad>
+void bwd_body(const ffpa::FwdParams&) {
+  ffpa::ffpa_bwd_kernel<Tr, kKeys, ffpa::BwdBreak::kNone, kLoad>(*g_bwd, g_bwd_maps);
+}
+
+enum class Path { kMma, kMma4x2, kTma, kBwd, kBwdTma };
+const char* path_name(Path p) {
+  switch (p) {
+    case Path::kMma:
+      return "mma";
+    case Path::kMma4x2:
+      return "mma-4x2";
+    case Path::kTma:
+      return "tma";
+    case Path::kBwd:
+      return "bwd";
+    case Path::kBwdTma:
+      return "bwd-tma";
+  }
+  return "?";
+}
 struct Run {
   Path path;
   bool causal;
@@ -57,9 +84,12 @@ struct Run {
   bool short_output = false;  // the output registered one row short (a store past its buffer)
 };
 
+bool run_bwd(const Run& r, unsigned long seed);
+
 // One launch under the sanitizer; returns whether the output is finite where written (a
 // clean run must also compute something).
 bool run(const Run& r, unsigned long seed) {
+  if (r.path == Path::kBwd || r.path == Path::kBwdTma) return run_bwd(r, seed);
   const int hq = 2, hkv = 1, B = 1;
   std::mt19937 rng(7);
   std::normal_distribution<float> dist(0.f, 1.f);
@@ -112,6 +142,89 @@ bool run(const Run& r, unsigned long seed) {
   return true;
 }
 
+// The backward's three launches (bwd_launch_template.cuh's order) on random Q, K, V, dO
+// and O with an LSE that keeps P finite (the sanitizer checks accesses, not values).
+bool run_bwd(const Run& r, unsigned long seed) {
+  const int hq = 2, hkv = 1, B = 1;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  auto make = [&](int h, int n) {
+    std::vector<T> m(static_cast<size_t>(B) * h * n * D);
+    for (T& x : m) x = ffpa::ElemTraits<T>::from_float(dist(rng));
+    return m;
+  };
+  std::vector<T> q = make(hq, r.nq), k = make(hkv, r.nkv), v = make(hkv, r.nkv), dout = make(hq, r.nq),
+                 o = make(hq, r.nq);
+  std::vector<float> lse(static_cast<size_t>(B) * hq * r.nq, 8.f);
+  const T poison = ffpa::from_bits<T>(0xffff);
+  std::vector<T> dq(q.size(), poison), dk(k.size(), poison), dv(v.size(), poison);
+  std::vector<float> ws(size_t(ffpa::bwd_workspace_floats(B, hq, r.nq)), NAN);
+  auto bytes = [](const auto& vec) { return vec.size() * sizeof(vec[0]); };
+  emu::g_ranges = {{reinterpret_cast<const unsigned char*>(q.data()), bytes(q)},
+                   {reinterpret_cast<const unsigned char*>(k.data()), bytes(k)},
+                   {reinterpret_cast<const unsigned char*>(v.data()), bytes(v)},
+                   {reinterpret_cast<const unsigned char*>(dout.data()), bytes(dout)}};
+  ffpa::BwdParams p;
+  p.q = q.data(), p.k = k.data(), p.v = v.data(), p.o = o.data(), p.dout = dout.data(), p.lse = lse.data();
+  p.dq = dq.data(), p.dk = dk.data(), p.dv = dv.data(), p.workspace = ws.data();
+  const int64_t q_bs = int64_t(hq) * r.nq * D, q_hs = int64_t(r.nq) * D;
+  p.q_batch_stride = q_bs, p.q_head_stride = q_hs, p.q_row_stride = D;
+  p.do_batch_stride = q_bs, p.do_head_stride = q_hs, p.do_row_stride = D;
+  p.dq_batch_stride = q_bs, p.dq_head_stride = q_hs, p.dq_row_stride = D;
+  p.o_batch_stride = q_bs, p.o_head_stride = q_hs, p.o_row_stride = D;
+  p.k_batch_stride = int64_t(hkv) * r.nkv * D, p.k_head_stride = int64_t(r.nkv) * D, p.k_row_stride = D;
+  p.v_batch_stride = p.k_batch_stride, p.v_head_stride = p.k_head_stride, p.v_row_stride = D;
+  p.dk_batch_stride = p.k_batch_stride, p.dk_head_stride = p.k_head_stride, p.dk_row_stride = D;
+  p.dv_batch_stride = p.k_batch_stride, p.dv_head_stride = p.k_head_stride, p.dv_row_stride = D;
+  p.lse_batch_stride = int64_t(hq) * r.nq, p.lse_head_stride = r.nq, p.lse_row_stride = 1;
+  p.b = B, p.hq = hq, p.hkv = hkv, p.nq = r.nq, p.nkv = r.nkv, p.head_dim = D, p.h_ratio = hq / hkv;
+  p.scale = 1.f / std::sqrt(float(D));
+  p.scale_log2 = p.scale * 1.4426950408889634f;
+  p.causal = r.causal;
+  p.mask.diag_bottom_right = r.causal;
+  g_bwd = &p;
+  emu::san_clear_outputs();
+  emu::san_register_output(dq.data(), bytes(dq));
+  emu::san_register_output(dk.data(), bytes(dk) - (r.short_output ? D * sizeof(T) : 0));
+  emu::san_register_output(dv.data(), bytes(dv));
+  emu::san_register_output(ws.data(), bytes(ws));
+  const ffpa::FwdParams unused;
+  constexpr int R = ffpa::BwdPreTraits::kRowsPerBlock;
+  const emu::Dim3 dkv_grid{unsigned((r.nkv + DkvTraits::kBlockM - 1) / DkvTraits::kBlockM), unsigned(hkv), unsigned(B)};
+  const emu::Dim3 dq_grid{unsigned((r.nq + DqTraits::kBlockM - 1) / DqTraits::kBlockM), unsigned(hq), unsigned(B)};
+  emu::san_enable("ffpa_bwd_preprocess_kernel<D=64, fp16>", seed);
+  emu::launch(&bwd_pre_body, unused, {unsigned((r.nq + R - 1) / R), unsigned(hq), unsigned(B)},
+              ffpa::BwdPreTraits::kNThreads, 0);
+  if (r.path == Path::kBwdTma) {
+    auto encode = [&](int box_q, int box_kv) {
+      g_bwd_maps.q = emu::encode_tiled(p.q, ffpa::bwd_tma_geometry(p, ffpa::BwdTmaOperand::kQ, box_q));
+      g_bwd_maps.dout = emu::encode_tiled(p.dout, ffpa::bwd_tma_geometry(p, ffpa::BwdTmaOperand::kDout, box_q));
+      g_bwd_maps.k = emu::encode_tiled(p.k, ffpa::bwd_tma_geometry(p, ffpa::BwdTmaOperand::kK, box_kv));
+      g_bwd_maps.v = emu::encode_tiled(p.v, ffpa::bwd_tma_geometry(p, ffpa::BwdTmaOperand::kV, box_kv));
+    };
+    encode(DkvTraits::kBlockN, DkvTraits::kBlockM);
+    emu::san_enable("ffpa_bwd_kernel<D=64, fp16, dK/dV, TMA>", seed);
+    emu::launch(&bwd_body<DkvTraits, true, ffpa::Load::kTma>, unused, dkv_grid, DkvTraits::kNThreads,
+                DkvTraits::kSmemBytesTma);
+    encode(DqTraits::kBlockM, DqTraits::kBlockN);
+    emu::san_enable("ffpa_bwd_kernel<D=64, fp16, dQ, TMA>", seed);
+    emu::launch(&bwd_body<DqTraits, false, ffpa::Load::kTma>, unused, dq_grid, DqTraits::kNThreads,
+                DqTraits::kSmemBytesTma);
+  } else {
+    emu::san_enable("ffpa_bwd_kernel<D=64, fp16, dK/dV, cp.async>", seed);
+    emu::launch(&bwd_body<DkvTraits, true, ffpa::Load::kCpAsync>, unused, dkv_grid, DkvTraits::kNThreads,
+                DkvTraits::kSmemBytes);
+    emu::san_enable("ffpa_bwd_kernel<D=64, fp16, dQ, cp.async>", seed);
+    emu::launch(&bwd_body<DqTraits, false, ffpa::Load::kCpAsync>, unused, dq_grid, DqTraits::kNThreads,
+                DqTraits::kSmemBytes);
+  }
+  emu::san_disable();
+  for (const auto* g : {&dq, &dk, &dv})
+    for (const T& x : *g)
+      if (!std::isfinite(ffpa::ElemTraits<T>::to_float(x))) return false;
+  return true;
+}
+
 struct Breakage {
   const char* name;
   Run run;
@@ -129,6 +242,17 @@ const Breakage kBreakages[] = {
     {"tma-no-pipeline-syncthreads", {Path::kTma, false, 100, 100}, emu::Break::kSkipSync, 1},
     {"tma-no-arrive", {Path::kTma, false, 100, 100}, emu::Break::kNoArrive, -1},
     {"tma-wrong-parity", {Path::kTma, false, 100, 100}, emu::Break::kWrongParity, -1},
+    // The backward's barriers in order of first arrival (cp.async: after the first column
+    // slot's wait, after the second's, after dS is published; TMA: the mbarrier init first).
+    {"bwd-no-first-slot-syncthreads", {Path::kBwd, true, 70, 100}, emu::Break::kSkipSync, 0},
+    {"bwd-no-second-slot-syncthreads", {Path::kBwd, true, 70, 100}, emu::Break::kSkipSync, 1},
+    {"bwd-no-ds-publish-syncthreads", {Path::kBwd, true, 70, 100}, emu::Break::kSkipSync, 2},
+    {"bwd-read-before-cp-wait", {Path::kBwd, true, 70, 100}, emu::Break::kCpNoWait, -1},
+    {"bwd-store-past-dk", {Path::kBwd, true, 70, 100, true}, emu::Break::kNone, -1},
+    {"bwd-tma-no-first-slot-syncthreads", {Path::kBwdTma, true, 70, 100}, emu::Break::kSkipSync, 1},
+    {"bwd-tma-no-second-slot-syncthreads", {Path::kBwdTma, true, 70, 100}, emu::Break::kSkipSync, 2},
+    {"bwd-tma-no-ds-publish-syncthreads", {Path::kBwdTma, true, 70, 100}, emu::Break::kSkipSync, 3},
+    {"bwd-tma-wrong-parity", {Path::kBwdTma, true, 70, 100}, emu::Break::kWrongParity, -1},
 };
 
 int tool_exit(const std::string& tool) {
@@ -175,6 +299,8 @@ int main(int argc, char** argv) {
         {Path::kMma, false, 100, 100},    {Path::kMma, true, 100, 100},    {Path::kMma, true, 40, 130},
         {Path::kMma4x2, false, 100, 100}, {Path::kMma4x2, true, 40, 130},
         {Path::kTma, false, 100, 100},    {Path::kTma, true, 100, 100},    {Path::kTma, true, 40, 130},
+        {Path::kBwd, false, 70, 100},     {Path::kBwd, true, 70, 100},
+        {Path::kBwdTma, false, 70, 100},  {Path::kBwdTma, true, 70, 100},
     };
     long total = 0, bad = 0;
     for (long s = 0; s < seeds; ++s)

@@ -23,8 +23,8 @@ target_link_libraries(ffpa_sanitize_kernels PRIVATE ffpa_reference ${CMAKE_DL_LI
 ffpa_test_program(ffpa_sanitize_kernels)
 
 # Every path and shape with no report, under the round-robin schedule and two seeded random
-# ones (the count asserted: 8 runs x 3 schedules).
-add_test(NAME ffpa.kernels.sanitizer COMMAND ffpa_sanitize_kernels --clean --seeds 3 --expect 24)
+# ones (the count asserted: 12 runs x 3 schedules).
+add_test(NAME ffpa.kernels.sanitizer COMMAND ffpa_sanitize_kernels --clean --seeds 3 --expect 36)
 set_tests_properties(ffpa.kernels.sanitizer PROPERTIES LABELS unit TIMEOUT 120)
 # Each breakage must be reported by its checker (the driver checks the child's exit code
 # is that checker's), and the report must name the kernel source's line.
@@ -37,7 +37,16 @@ foreach(b
     "mma-store-past-output|memcheck|MEMCHECK: .*outside every buffer the test registered.*fwd_kernel_mma.cuh:[0-9]+"
     "tma-no-pipeline-syncthreads|racecheck|RACECHECK: .*hazard in ffpa_fwd_kernel.*TMA.*fwd_kernel_mma.cuh:[0-9]+"
     "tma-no-arrive|synccheck|SYNCCHECK: deadlock: .*mbarrier #[0-9]+ for a phase of parity"
-    "tma-wrong-parity|synccheck|SYNCCHECK: over-arrival")
+    "tma-wrong-parity|synccheck|SYNCCHECK: over-arrival"
+    "bwd-no-first-slot-syncthreads|racecheck|RACECHECK: .*hazard in ffpa_bwd_kernel.*bwd_kernel_mma.cuh:[0-9]+"
+    "bwd-no-second-slot-syncthreads|racecheck|RACECHECK: .*hazard in ffpa_bwd_kernel.*bwd_kernel_mma.cuh:[0-9]+"
+    "bwd-no-ds-publish-syncthreads|racecheck|RACECHECK: .*hazard in ffpa_bwd_kernel.*bwd_kernel_mma.cuh:[0-9]+"
+    "bwd-read-before-cp-wait|racecheck|RACECHECK: read-after-write hazard.*cp.async copy of thread.*bwd_kernel_mma.cuh:[0-9]+"
+    "bwd-store-past-dk|memcheck|MEMCHECK: .*ffpa_bwd_kernel.*bwd_kernel_mma.cuh:[0-9]+"
+    "bwd-tma-no-first-slot-syncthreads|racecheck|RACECHECK: .*hazard in ffpa_bwd_kernel.*TMA.*bwd_kernel_mma.cuh:[0-9]+"
+    "bwd-tma-no-second-slot-syncthreads|racecheck|RACECHECK: .*hazard in ffpa_bwd_kernel.*TMA.*bwd_kernel_mma.cuh:[0-9]+"
+    "bwd-tma-no-ds-publish-syncthreads|racecheck|RACECHECK: .*hazard in ffpa_bwd_kernel.*TMA.*bwd_kernel_mma.cuh:[0-9]+"
+    "bwd-tma-wrong-parity|synccheck|SYNCCHECK: over-arrival")
   string(REPLACE "|" ";" b "${b}")
   list(GET b 0 name)
   list(GET b 1 tool)
