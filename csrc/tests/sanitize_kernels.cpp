@@ -48,6 +48,15 @@ void mma4x2_body(const ffpa::FwdParams& p) {
   ffpa::ffpa_fwd_kernel<Traits4x2, ffpa::Load::kCpAsync, false, 1>(p, g_maps);
 }
 void tma_body(const ffpa::FwdParams& p) { ffpa::ffpa_fwd_kernel<Traits, ffpa::Load::kTma, false, 1>(p, g_maps); }
+// The masked instances (ffpa/mask.h: window, seqused_k) on either feed.
+using MaskedCp = ffpa::FwdMaskedLayout<D, T, ffpa::Load::kCpAsync>::Traits;
+using MaskedTma = ffpa::FwdMaskedLayout<D, T, ffpa::Load::kTma>::Traits;
+void masked_body(const ffpa::FwdParams& p) {
+  ffpa::ffpa_fwd_kernel<MaskedCp, ffpa::Load::kCpAsync, false, 1, ffpa::MaskBreak::kNone, true>(p, g_maps);
+}
+void masked_tma_body(const ffpa::FwdParams& p) {
+  ffpa::ffpa_fwd_kernel<MaskedTma, ffpa::Load::kTma, false, 1, ffpa::MaskBreak::kNone, true>(p, g_maps);
+}
 
 // The backward at D = 64 (its persist-D loop): the preprocessing pass, then the dK / dV
 // kernel (rows are keys) and the dQ kernel, on either feed.
@@ -61,7 +70,7 @@ void bwd_body(const ffpa::FwdParams&) {
   ffpa::ffpa_bwd_kernel<Tr, kKeys, ffpa::BwdBreak::kNone, kLoad>(*g_bwd, g_bwd_maps);
 }
 
-enum class Path { kMma, kMma4x2, kTma, kBwd, kBwdTma };
+enum class Path { kMma, kMma4x2, kTma, kBwd, kBwdTma, kMasked, kMaskedTma };
 const char* path_name(Path p) {
   switch (p) {
     case Path::kMma:
@@ -74,6 +83,10 @@ const char* path_name(Path p) {
       return "bwd";
     case Path::kBwdTma:
       return "bwd-tma";
+    case Path::kMasked:
+      return "masked";
+    case Path::kMaskedTma:
+      return "masked-tma";
   }
   return "?";
 }
@@ -118,6 +131,14 @@ bool run(const Run& r, unsigned long seed) {
   p.causal_offset = r.nkv - r.nq;
   p.head_dim = D;
   p.accum = ffpa::Accum::kFp32;
+  // Masked paths: a 20-key window left of the bottom-right diagonal, and only the first
+  // nkv - 30 keys used (seqused_k: the TMA feed zeroes the tile rows past them).
+  const int used_k[1] = {r.nkv - 30};
+  if (r.path == Path::kMasked || r.path == Path::kMaskedTma) {
+    p.mask.window_left = 20, p.mask.window_right = 0;
+    p.mask.diag_bottom_right = true;
+    p.mask.seqused_k = used_k;
+  }
   emu::san_clear_outputs();
   emu::san_register_output(o.data(), (o.size() - (r.short_output ? D : 0)) * 2);
   emu::san_register_output(lse.data(), lse.size() * 4);
@@ -125,6 +146,16 @@ bool run(const Run& r, unsigned long seed) {
   if (r.path == Path::kMma) {
     emu::san_enable("ffpa_fwd_kernel<D=64, fp16, cp.async>", seed);
     emu::launch(&mma_body, p, grid, Traits::kNThreads, Traits::kSmemBytes);
+  } else if (r.path == Path::kMasked) {
+    static_assert(MaskedCp::kBlockM == Traits::kBlockM && MaskedTma::kBlockM == Traits::kBlockM, "one grid");
+    emu::san_enable("ffpa_fwd_kernel<D=64, fp16, cp.async, masked>", seed);
+    emu::launch(&masked_body, p, grid, MaskedCp::kNThreads, MaskedCp::kSmemBytes);
+  } else if (r.path == Path::kMaskedTma) {
+    g_maps.q = emu::encode_tiled(p.q, ffpa::tma_geometry(p, ffpa::TmaOperand::kQ, MaskedTma::kBlockM));
+    g_maps.k = emu::encode_tiled(p.k, ffpa::tma_geometry(p, ffpa::TmaOperand::kK, MaskedTma::kBlockN));
+    g_maps.v = emu::encode_tiled(p.v, ffpa::tma_geometry(p, ffpa::TmaOperand::kV, MaskedTma::kBlockN));
+    emu::san_enable("ffpa_fwd_kernel<D=64, fp16, TMA, masked>", seed);
+    emu::launch(&masked_tma_body, p, grid, MaskedTma::kNThreads, MaskedTma::kSmemBytesTma);
   } else if (r.path == Path::kMma4x2) {
     static_assert(Traits4x2::kBlockM == Traits::kBlockM, "one grid for both layouts");
     emu::san_enable("ffpa_fwd_kernel<D=64, fp16, cp.async, 4x2 warps>", seed);
@@ -242,6 +273,8 @@ const Breakage kBreakages[] = {
     {"tma-no-pipeline-syncthreads", {Path::kTma, false, 100, 100}, emu::Break::kSkipSync, 1},
     {"tma-no-arrive", {Path::kTma, false, 100, 100}, emu::Break::kNoArrive, -1},
     {"tma-wrong-parity", {Path::kTma, false, 100, 100}, emu::Break::kWrongParity, -1},
+    {"masked-tma-no-tail-syncthreads", {Path::kMaskedTma, true, 100, 130}, emu::Break::kSkipSync, 2},
+    {"masked-no-pipeline-syncthreads", {Path::kMasked, true, 100, 130}, emu::Break::kSkipSync, 0},
     // The backward's barriers in order of first arrival (cp.async: after the first column
     // slot's wait, after the second's, after dS is published; TMA: the mbarrier init first).
     {"bwd-no-first-slot-syncthreads", {Path::kBwd, true, 70, 100}, emu::Break::kSkipSync, 0},
@@ -299,6 +332,7 @@ int main(int argc, char** argv) {
         {Path::kMma, false, 100, 100},    {Path::kMma, true, 100, 100},    {Path::kMma, true, 40, 130},
         {Path::kMma4x2, false, 100, 100}, {Path::kMma4x2, true, 40, 130},
         {Path::kTma, false, 100, 100},    {Path::kTma, true, 100, 100},    {Path::kTma, true, 40, 130},
+        {Path::kMasked, true, 100, 130},  {Path::kMaskedTma, true, 100, 130},
         {Path::kBwd, false, 70, 100},     {Path::kBwd, true, 70, 100},
         {Path::kBwdTma, false, 70, 100},  {Path::kBwdTma, true, 70, 100},
     };
