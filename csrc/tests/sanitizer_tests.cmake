@@ -14,7 +14,9 @@ target_include_directories(ffpa_sanitize_kernels PRIVATE
 target_include_directories(ffpa_sanitize_kernels SYSTEM PRIVATE
   "${FFPA_CUTLASS_INCLUDE_DIR}" "${CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES}/cccl"
   ${CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES})
-target_compile_options(ffpa_sanitize_kernels PRIVATE -fno-strict-aliasing)
+# Frame pointers: a report names the kernel's line above an out-of-line model function
+# (emu/emu_san.h, capture_site).
+target_compile_options(ffpa_sanitize_kernels PRIVATE -fno-strict-aliasing -fno-omit-frame-pointer)
 # Only the kernels' TU is instrumented (the runtime and the grid runner report their own
 # accesses through emu/emu_san.h); no entry/exit hooks; -g for the reports' source lines.
 set_source_files_properties(tests/sanitize_kernels.cpp PROPERTIES

@@ -277,7 +277,7 @@ __attribute__((noinline)) void cp_async(void* dst, const void* src, int src_size
     fail("cp.async address not 16-byte aligned");
   if (src_size == 16 && !global_readable(src, 16)) fail("cp.async source outside the input arrays");
   Copy c{dst, src, src_size};
-  if (g_san) c.ticket = g_san->cp_issue(g_cur, __builtin_return_address(0));
+  if (g_san) c.ticket = g_san->cp_issue(g_cur, capture_site());
   if (g_cp_late) g_fibers[g_cur].open.push_back(c);
   else land(c);
 }
@@ -450,7 +450,7 @@ __attribute__((noinline)) void tma_load(void* smem_dst, const CUtensorMap* map_b
   const size_t row_bytes = map->box[0] * eb;
   const size_t rows = size_t(map->box[1]) * map->box[2] * map->box[3];
   TmaCopy copy{static_cast<unsigned char*>(smem_dst), std::vector<unsigned char>(row_bytes * rows), bar};
-  if (g_san) copy.ticket = g_san->tma_issue(g_cur, m.index, __builtin_return_address(0));
+  if (g_san) copy.ticket = g_san->tma_issue(g_cur, m.index, capture_site());
   for (const TmaCopy& other : g_tma_in_flight)
     if (copy.dst < other.dst + other.bytes.size() && other.dst < copy.dst + copy.bytes.size())
       fail("TMA into shared memory that a copy still in flight is writing (stage refilled before its wait)");

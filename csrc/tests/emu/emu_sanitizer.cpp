@@ -49,13 +49,13 @@ constexpr int kMaxBars = 16;
 struct Read {
   uint16_t slot;
   uint32_t clk;
-  const void* pc;
+  Site pc;
 };
 struct Cell {
   uint16_t wslot = kNoSlot;
   bool init = false;
   uint32_t wclk = 0;
-  const void* wpc = nullptr;
+  Site wpc;
   std::vector<Read> reads;
 };
 struct Snapshot {
@@ -63,7 +63,7 @@ struct Snapshot {
   uint16_t slot;
   uint32_t clk;
   int issuer;
-  const void* pc;
+  Site pc;
   const char* what;
 };
 
@@ -85,7 +85,7 @@ class Sanitizer final : public SanHooks {
     committed_.assign(t_, 0);
     pending_.assign(kMaxBars, std::vector<uint32_t>(s_, 0));
     phases_.assign(kMaxBars, {});
-    init_pc_ = nullptr;
+    init_seen_ = false;
     rng_.seed(g_schedule_seed + 1);
     active = true;
   }
@@ -94,7 +94,7 @@ class Sanitizer final : public SanHooks {
   // initcheck then names only reads that no write of the block ever covers.
   void block_end() override {
     active = false;
-    if (init_pc_) report_init(init_off_, init_thread_, init_pc_);
+    if (init_seen_) report_init(init_off_, init_thread_, init_pc_);
   }
 
   void barrier_complete(int first, int count) override {
@@ -105,7 +105,7 @@ class Sanitizer final : public SanHooks {
       ++vc_[idx(f, f)];
     }
   }
-  int cp_issue(int f, const void* pc) override {
+  int cp_issue(int f, const Site& pc) override {
     return snapshot(f, static_cast<uint16_t>(t_ + f), static_cast<uint32_t>(committed_[f] + 1), pc, "cp.async");
   }
   void cp_commit(int f) override { ++committed_[f]; }
@@ -119,7 +119,7 @@ class Sanitizer final : public SanHooks {
     join(pending_[bar].data(), &vc_[idx(f, 0)]);
     ++vc_[idx(f, f)];
   }
-  int tma_issue(int f, int bar, const void* pc) override {
+  int tma_issue(int f, int bar, const Site& pc) override {
     check_bar(bar);
     return snapshot(f, static_cast<uint16_t>(2 * t_ + bar), static_cast<uint32_t>(phases_[bar].size() + 1), pc,
                     "TMA (cp.async.bulk.tensor)");
@@ -139,7 +139,11 @@ class Sanitizer final : public SanHooks {
     join(&vc_[idx(f, 0)], phases_[bar].at(completed_phase).data());
     ++vc_[idx(f, f)];
   }
-  std::string where(const void* pc) override { return symbolize(pc); }
+  std::string where(const void* pc) override {
+    Site s;
+    s.pc[0] = pc;
+    return symbolize(s);
+  }
   void print_seed() override {
     std::fprintf(stderr, "  schedule: seed %lu (%s; rerun with --seed %lu)\n", g_schedule_seed,
                  g_schedule_seed ? "random interleaving and copy landing" : "round robin, copies land at their wait",
@@ -147,7 +151,7 @@ class Sanitizer final : public SanHooks {
   }
 
   // One access by the running fiber (instrumented code).
-  void access(const void* p, size_t n, bool write, const void* pc) {
+  void access(const void* p, size_t n, bool write, const Site& pc) {
     const auto* c = static_cast<const unsigned char*>(p);
     const size_t off = static_cast<size_t>(c - smem_);
     if (c < smem_ || off >= bytes_) {
@@ -166,7 +170,7 @@ class Sanitizer final : public SanHooks {
       } else {
         if (cell.wslot != kNoSlot && v[cell.wslot] < cell.wclk)
           report_race("read-after-write", off + i, cell.wslot, cell.wpc, f, pc, false, nullptr);
-        if (!cell.init && !init_pc_) init_off_ = off + i, init_thread_ = f, init_pc_ = pc;
+        if (!cell.init && !init_seen_) init_off_ = off + i, init_thread_ = f, init_pc_ = pc, init_seen_ = true;
         auto& r = cell.reads;
         size_t k = 0;
         for (const Read& e : r)
@@ -192,7 +196,8 @@ class Sanitizer final : public SanHooks {
   std::mt19937_64 rng_;
   size_t init_off_ = 0;
   int init_thread_ = 0;
-  const void* init_pc_ = nullptr;
+  Site init_pc_;
+  bool init_seen_ = false;
 
   size_t idx(int f, int s) const { return static_cast<size_t>(f) * s_ + s; }
   void join(uint32_t* a, const uint32_t* b) const {
@@ -201,7 +206,7 @@ class Sanitizer final : public SanHooks {
   void check_bar(int bar) const {
     if (bar < 0 || bar >= kMaxBars) fail("sanitizer: more mbarriers in a block than it tracks (kMaxBars)");
   }
-  int snapshot(int f, uint16_t slot, uint32_t clk, const void* pc, const char* what) {
+  int snapshot(int f, uint16_t slot, uint32_t clk, const Site& pc, const char* what) {
     Snapshot s{std::vector<uint32_t>(&vc_[idx(f, 0)], &vc_[idx(f, 0)] + s_), slot, clk, f, pc, what};
     // The copy is ordered after what the issuer did before it, not after what it does next.
     ++vc_[idx(f, f)];
@@ -215,7 +220,7 @@ class Sanitizer final : public SanHooks {
     for (size_t i = 0; i < n; ++i)
       write_cell(cells_[off + i], off + i, s.vc.data(), s.slot, s.clk, s.pc, s.issuer, &s);
   }
-  void write_cell(Cell& cell, size_t off, const uint32_t* v, uint16_t slot, uint32_t clk, const void* pc, int f,
+  void write_cell(Cell& cell, size_t off, const uint32_t* v, uint16_t slot, uint32_t clk, const Site& pc, int f,
                   const Snapshot* copy) {
     if (cell.wslot != kNoSlot && cell.wslot != slot && v[cell.wslot] < cell.wclk)
       report_race("write-after-write", off, cell.wslot, cell.wpc, f, pc, true, copy);
@@ -235,8 +240,8 @@ class Sanitizer final : public SanHooks {
     std::fprintf(stderr, "%s: %s in %s, block (%u,%u,%u), shared offset 0x%zx\n", tool, what, kernel.c_str(),
                  g_block_idx.x, g_block_idx.y, g_block_idx.z, off);
   }
-  [[noreturn]] void report_race(const char* kind, size_t off, uint16_t prev_slot, const void* prev_pc, int f,
-                                const void* pc, bool write, const Snapshot* copy) {
+  [[noreturn]] void report_race(const char* kind, size_t off, uint16_t prev_slot, const Site& prev_pc, int f,
+                                const Site& pc, bool write, const Snapshot* copy) {
     header("RACECHECK", (std::string(kind) + " hazard").c_str(), off);
     const bool prev_write = std::strcmp(kind, "write-after-read") != 0;
     std::fprintf(stderr, "  %s by %s at %s\n", prev_write ? "write" : "read", who(prev_slot).c_str(),
@@ -247,19 +252,19 @@ class Sanitizer final : public SanHooks {
     print_seed();
     std::exit(kRaceCheckExit);
   }
-  [[noreturn]] void report_init(size_t off, int f, const void* pc) {
+  [[noreturn]] void report_init(size_t off, int f, const Site& pc) {
     header("INITCHECK", "shared read of a byte this block never wrote", off);
     std::fprintf(stderr, "  read by %s at %s\n", who(f).c_str(), symbolize(pc).c_str());
     print_seed();
     std::exit(kInitCheckExit);
   }
-  [[noreturn]] void report_simple(int code, const char* tool, const char* what, size_t off, const void* pc) {
+  [[noreturn]] void report_simple(int code, const char* tool, const char* what, size_t off, const Site& pc) {
     header(tool, what, off);
     std::fprintf(stderr, "  by %s at %s\n", who(g_cur).c_str(), symbolize(pc).c_str());
     print_seed();
     std::exit(code);
   }
-  void check_global_write(const unsigned char* c, size_t n, const void* pc) {
+  void check_global_write(const unsigned char* c, size_t n, const Site& pc) {
     if (on_fiber_stack(c) || in_warp_slots(c)) return;
     for (const Range& r : outputs)
       if (c >= r.p && c + n <= r.p + r.n) return;
@@ -269,18 +274,21 @@ class Sanitizer final : public SanHooks {
     print_seed();
     std::exit(kMemCheckExit);
   }
-  // "function at file:line", innermost inlined frame first (addr2line on this executable;
-  // the driver is built with -g).
-  static std::string symbolize(const void* pc) {
-    if (!pc) return "?";
-    Dl_info info{};
-    if (!dladdr(pc, &info) || !info.dli_fname) return "?";
-    const auto off = reinterpret_cast<uintptr_t>(pc) - reinterpret_cast<uintptr_t>(info.dli_fbase) - 1;
-    char cmd[1024];
-    std::snprintf(cmd, sizeof cmd, "addr2line -f -C -i -e '%s' 0x%lx 2>/dev/null", info.dli_fname,
-                  static_cast<unsigned long>(off));
+  // "file:line (function)" for each frame of the site, innermost inlined frame first
+  // (addr2line on this executable; the sanitizer's sources are built with -g).
+  static std::string symbolize(const Site& site) {
     std::string out;
-    if (FILE* p = popen(cmd, "r")) {
+    int shown = 0;
+    for (const void* pc : site.pc) {
+      if (!pc) break;
+      Dl_info info{};
+      if (!dladdr(pc, &info) || !info.dli_fname) continue;
+      const auto off = reinterpret_cast<uintptr_t>(pc) - reinterpret_cast<uintptr_t>(info.dli_fbase) - 1;
+      char cmd[1024];
+      std::snprintf(cmd, sizeof cmd, "addr2line -f -C -i -e '%s' 0x%lx 2>/dev/null", info.dli_fname,
+                    static_cast<unsigned long>(off));
+      FILE* p = popen(cmd, "r");
+      if (!p) continue;
       char line[2048];
       std::vector<std::string> lines;
       while (std::fgets(line, sizeof line, p)) {
@@ -289,8 +297,9 @@ class Sanitizer final : public SanHooks {
         lines.push_back(l);
       }
       pclose(p);
-      for (size_t i = 0; i + 1 < lines.size() && i < 8; i += 2) {
+      for (size_t i = 0; i + 1 < lines.size() && shown < 6; i += 2, ++shown) {
         std::string fn = lines[i], loc = lines[i + 1];
+        if (loc.rfind("??", 0) == 0) continue;
         if (fn.size() > 60) fn = fn.substr(0, 57) + "...";
         const size_t slash = loc.rfind("/csrc/");
         if (slash != std::string::npos) loc = loc.substr(slash + 1);
@@ -300,7 +309,7 @@ class Sanitizer final : public SanHooks {
     }
     if (out.empty()) {
       char b[64];
-      std::snprintf(b, sizeof b, "pc %p", pc);
+      std::snprintf(b, sizeof b, "pc %p", site.pc[0]);
       out = b;
     }
     return out;
@@ -331,24 +340,24 @@ void san_clear_outputs() { g_sanitizer.outputs.clear(); }
 // GCC's -fsanitize=thread entry points (the instrumented driver calls them; libtsan is
 // not linked). Outside a sanitized block they return at once.
 namespace {
-inline void san_access(const void* p, size_t n, bool write, const void* pc) {
-  if (emu::g_sanitizer.active) emu::g_sanitizer.access(p, n, write, pc);
+__attribute__((always_inline)) inline void san_access(const void* p, size_t n, bool write) {
+  if (emu::g_sanitizer.active) emu::g_sanitizer.access(p, n, write, emu::capture_site());
 }
 }  // namespace
 
 #define FFPA_SAN_RW(N)                                                                                   \
-  extern "C" void __tsan_read##N(void* p) { san_access(p, N, false, __builtin_return_address(0)); }        \
-  extern "C" void __tsan_write##N(void* p) { san_access(p, N, true, __builtin_return_address(0)); }        \
-  extern "C" void __tsan_unaligned_read##N(void* p) { san_access(p, N, false, __builtin_return_address(0)); } \
-  extern "C" void __tsan_unaligned_write##N(void* p) { san_access(p, N, true, __builtin_return_address(0)); }
+  extern "C" void __tsan_read##N(void* p) { san_access(p, N, false); }        \
+  extern "C" void __tsan_write##N(void* p) { san_access(p, N, true); }        \
+  extern "C" void __tsan_unaligned_read##N(void* p) { san_access(p, N, false); } \
+  extern "C" void __tsan_unaligned_write##N(void* p) { san_access(p, N, true); }
 FFPA_SAN_RW(1)
 FFPA_SAN_RW(2)
 FFPA_SAN_RW(4)
 FFPA_SAN_RW(8)
 FFPA_SAN_RW(16)
 #undef FFPA_SAN_RW
-extern "C" void __tsan_read_range(void* p, unsigned long n) { san_access(p, n, false, __builtin_return_address(0)); }
-extern "C" void __tsan_write_range(void* p, unsigned long n) { san_access(p, n, true, __builtin_return_address(0)); }
+extern "C" void __tsan_read_range(void* p, unsigned long n) { san_access(p, n, false); }
+extern "C" void __tsan_write_range(void* p, unsigned long n) { san_access(p, n, true); }
 extern "C" void __tsan_init() {}
 extern "C" void __tsan_func_entry(void*) {}
 extern "C" void __tsan_func_exit() {}
