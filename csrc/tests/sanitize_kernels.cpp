@@ -31,6 +31,8 @@
 #include "emu_state.h"
 #include "ffpa/bwd_kernel_mma.cuh"
 #include "ffpa/fwd_kernel_mma.cuh"
+#include "ffpa/fwd_kernel_simt.cuh"
+#include "ffpa/nonfinite.cuh"
 #include "ffpa/tma_geometry.h"
 
 namespace {
@@ -70,7 +72,13 @@ void bwd_body(const ffpa::FwdParams&) {
   ffpa::ffpa_bwd_kernel<Tr, kKeys, ffpa::BwdBreak::kNone, kLoad>(*g_bwd, g_bwd_maps);
 }
 
-enum class Path { kMma, kMma4x2, kTma, kBwd, kBwdTma, kMasked, kMaskedTma };
+// The simt kernel and the non-finite pre-pass use no shared memory: memcheck (their
+// stores) and synccheck are what applies.
+void simt_body(const ffpa::FwdParams& p) { ffpa::ffpa_fwd_simt_kernel<D, T>(p); }
+const ffpa::NonfiniteScan* g_scan = nullptr;
+void scan_body(const ffpa::FwdParams&) { ffpa::ffpa_nonfinite_kernel(*g_scan); }
+
+enum class Path { kMma, kMma4x2, kTma, kBwd, kBwdTma, kMasked, kMaskedTma, kSimt, kPrepass };
 const char* path_name(Path p) {
   switch (p) {
     case Path::kMma:
@@ -87,6 +95,10 @@ const char* path_name(Path p) {
       return "masked";
     case Path::kMaskedTma:
       return "masked-tma";
+    case Path::kSimt:
+      return "simt";
+    case Path::kPrepass:
+      return "nonfinite-prepass";
   }
   return "?";
 }
@@ -146,6 +158,35 @@ bool run(const Run& r, unsigned long seed) {
   if (r.path == Path::kMma) {
     emu::san_enable("ffpa_fwd_kernel<D=64, fp16, cp.async>", seed);
     emu::launch(&mma_body, p, grid, Traits::kNThreads, Traits::kSmemBytes);
+  } else if (r.path == Path::kSimt) {
+    constexpr int R = ffpa::FwdSimtTraits::kRowsPerBlock;
+    emu::san_enable("ffpa_fwd_simt_kernel<D=64, fp16>", seed);
+    emu::launch(&simt_body, p, {unsigned((r.nq + R - 1) / R), unsigned(hq), unsigned(B)},
+                ffpa::FwdSimtTraits::kNThreads, 0);
+  } else if (r.path == Path::kPrepass) {
+    // The pass over q, k and v as api.cu runs it for causal calls, with a NaN planted in
+    // head 1 of q (its flag is the one store), and the flags' buffer registered (one
+    // flag short with short_output).
+    q[(static_cast<size_t>(1) * r.nq + 3) * D + 5] = ffpa::from_bits<T>(0x7e00);
+    std::vector<int> flags(static_cast<size_t>(B) * hq, 0);
+    ffpa::NonfiniteScan scan;
+    const int64_t q_shape[4] = {B, hq, r.nq, D}, kv_shape[4] = {B, hkv, r.nkv, D};
+    const int64_t q_stride[4] = {p.q_batch_stride, p.q_head_stride, D, 1};
+    const int64_t kv_stride[4] = {p.k_batch_stride, p.k_head_stride, D, 1};
+    scan.add(p.q, q_shape, q_stride);
+    scan.add(p.k, kv_shape, kv_stride);
+    scan.add(p.v, kv_shape, kv_stride);
+    scan.hq = hq, scan.h_ratio = hq / hkv, scan.d = D, scan.exp_mask = 0x7c00;
+    scan.flags = flags.data();
+    g_scan = &scan;
+    emu::san_clear_outputs();
+    emu::san_register_output(flags.data(), (flags.size() - (r.short_output ? 1 : 0)) * sizeof(int));
+    emu::san_enable("ffpa_nonfinite_kernel (fp16)", seed);
+    emu::launch(&scan_body, p, {unsigned(scan.grid_x()), unsigned(scan.total_heads), unsigned(B)},
+                ffpa::NonfiniteScan::kNThreads, 0);
+    emu::san_disable();
+    g_scan = nullptr;
+    return flags[0] == 0 && flags[1] == 1;  // the pass found the planted NaN, and only it
   } else if (r.path == Path::kMasked) {
     static_assert(MaskedCp::kBlockM == Traits::kBlockM && MaskedTma::kBlockM == Traits::kBlockM, "one grid");
     emu::san_enable("ffpa_fwd_kernel<D=64, fp16, cp.async, masked>", seed);
@@ -273,6 +314,8 @@ const Breakage kBreakages[] = {
     {"tma-no-pipeline-syncthreads", {Path::kTma, false, 100, 100}, emu::Break::kSkipSync, 1},
     {"tma-no-arrive", {Path::kTma, false, 100, 100}, emu::Break::kNoArrive, -1},
     {"tma-wrong-parity", {Path::kTma, false, 100, 100}, emu::Break::kWrongParity, -1},
+    {"simt-store-past-output", {Path::kSimt, true, 40, 130, true}, emu::Break::kNone, -1},
+    {"prepass-store-past-flags", {Path::kPrepass, true, 100, 130, true}, emu::Break::kNone, -1},
     {"masked-tma-no-tail-syncthreads", {Path::kMaskedTma, true, 100, 130}, emu::Break::kSkipSync, 2},
     {"masked-no-pipeline-syncthreads", {Path::kMasked, true, 100, 130}, emu::Break::kSkipSync, 0},
     // The backward's barriers in order of first arrival (cp.async: after the first column
@@ -333,6 +376,7 @@ int main(int argc, char** argv) {
         {Path::kMma4x2, false, 100, 100}, {Path::kMma4x2, true, 40, 130},
         {Path::kTma, false, 100, 100},    {Path::kTma, true, 100, 100},    {Path::kTma, true, 40, 130},
         {Path::kMasked, true, 100, 130},  {Path::kMaskedTma, true, 100, 130},
+        {Path::kSimt, true, 40, 130},     {Path::kPrepass, true, 100, 130},
         {Path::kBwd, false, 70, 100},     {Path::kBwd, true, 70, 100},
         {Path::kBwdTma, false, 70, 100},  {Path::kBwdTma, true, 70, 100},
     };

@@ -25,8 +25,8 @@ target_link_libraries(ffpa_sanitize_kernels PRIVATE ffpa_reference ${CMAKE_DL_LI
 ffpa_test_program(ffpa_sanitize_kernels)
 
 # Every path and shape with no report, under the round-robin schedule and two seeded random
-# ones (the count asserted: 14 runs x 3 schedules).
-add_test(NAME ffpa.kernels.sanitizer COMMAND ffpa_sanitize_kernels --clean --seeds 3 --expect 42)
+# ones (the count asserted: 16 runs x 3 schedules).
+add_test(NAME ffpa.kernels.sanitizer COMMAND ffpa_sanitize_kernels --clean --seeds 3 --expect 48)
 set_tests_properties(ffpa.kernels.sanitizer PROPERTIES LABELS unit TIMEOUT 120)
 # Each breakage must be reported by its checker (the driver checks the child's exit code
 # is that checker's), and the report must name the kernel source's line.
@@ -40,6 +40,8 @@ foreach(b
     "tma-no-pipeline-syncthreads|racecheck|RACECHECK: .*hazard in ffpa_fwd_kernel.*TMA.*fwd_kernel_mma.cuh:[0-9]+"
     "tma-no-arrive|synccheck|SYNCCHECK: deadlock: .*mbarrier #[0-9]+ for a phase of parity"
     "tma-wrong-parity|synccheck|SYNCCHECK: over-arrival"
+    "simt-store-past-output|memcheck|MEMCHECK: .*ffpa_fwd_simt_kernel.*fwd_kernel_simt.cuh:[0-9]+"
+    "prepass-store-past-flags|memcheck|MEMCHECK: .*ffpa_nonfinite_kernel.*nonfinite.cuh:[0-9]+"
     "masked-no-pipeline-syncthreads|racecheck|RACECHECK: .*cp.async, masked.*fwd_kernel_mma.cuh:[0-9]+"
     "masked-tma-no-tail-syncthreads|racecheck|RACECHECK: .*TMA, masked.*tma_tail.cuh:[0-9]+"
     "bwd-no-first-slot-syncthreads|racecheck|RACECHECK: .*hazard in ffpa_bwd_kernel.*bwd_kernel_mma.cuh:[0-9]+"
