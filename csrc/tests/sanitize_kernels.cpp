@@ -8,9 +8,10 @@
 //                          every path and shape under the round-robin schedule and S - 1
 //                          seeded random ones (default 1: round robin only); no report allowed
 //   ffpa_sanitize_kernels --clean --seed N   one schedule (a report's "rerun with")
-//   ffpa_sanitize_kernels --break NAME --want TOOL [--seed N]
+//   ffpa_sanitize_kernels --break NAME --want TOOL [--seed N] [--site I]
 //                          one deliberately broken run (under schedule N, default round
-//                          robin) in a child process; passes only when TOOL reported it
+//                          robin; a removed barrier's site index I instead of the table's)
+//                          in a child process; passes only when TOOL reported it
 // Shapes are small (D = 64, 100 queries by 100 keys: two KV blocks, tail rows in both
 // the query and the key tiles): each run takes well under a second.
 #include <sys/wait.h>
@@ -34,6 +35,11 @@
 #include "ffpa/fwd_kernel_simt.cuh"
 #include "ffpa/nonfinite.cuh"
 #include "ffpa/tma_geometry.h"
+
+namespace emu {
+// sanitize_cute.cpp: the CuTe kernel at D = 64, fp16, on the TMA feed or cp.async.
+void sanitize_cute_d64(bool tma, int b, int hq, int nq, const ffpa::FwdParams& p);
+}  // namespace emu
 
 namespace {
 
@@ -78,7 +84,7 @@ void simt_body(const ffpa::FwdParams& p) { ffpa::ffpa_fwd_simt_kernel<D, T>(p); 
 const ffpa::NonfiniteScan* g_scan = nullptr;
 void scan_body(const ffpa::FwdParams&) { ffpa::ffpa_nonfinite_kernel(*g_scan); }
 
-enum class Path { kMma, kMma4x2, kTma, kBwd, kBwdTma, kMasked, kMaskedTma, kSimt, kPrepass };
+enum class Path { kMma, kMma4x2, kTma, kBwd, kBwdTma, kMasked, kMaskedTma, kSimt, kPrepass, kCute, kCuteTma };
 const char* path_name(Path p) {
   switch (p) {
     case Path::kMma:
@@ -97,6 +103,10 @@ const char* path_name(Path p) {
       return "masked-tma";
     case Path::kSimt:
       return "simt";
+    case Path::kCute:
+      return "cute";
+    case Path::kCuteTma:
+      return "cute_tma";
     case Path::kPrepass:
       return "nonfinite-prepass";
   }
@@ -158,6 +168,11 @@ bool run(const Run& r, unsigned long seed) {
   if (r.path == Path::kMma) {
     emu::san_enable("ffpa_fwd_kernel<D=64, fp16, cp.async>", seed);
     emu::launch(&mma_body, p, grid, Traits::kNThreads, Traits::kSmemBytes);
+  } else if (r.path == Path::kCute || r.path == Path::kCuteTma) {
+    // The CuTe kernel (its own instrumented translation unit, emulate_cute.h).
+    const bool tma = r.path == Path::kCuteTma;
+    emu::san_enable(tma ? "ffpa_fwd_cute_kernel<D=64, fp16, TMA>" : "ffpa_fwd_cute_kernel<D=64, fp16, cp.async>", seed);
+    emu::sanitize_cute_d64(tma, B, hq, r.nq, p);
   } else if (r.path == Path::kSimt) {
     constexpr int R = ffpa::FwdSimtTraits::kRowsPerBlock;
     emu::san_enable("ffpa_fwd_simt_kernel<D=64, fp16>", seed);
@@ -314,6 +329,9 @@ const Breakage kBreakages[] = {
     {"tma-no-pipeline-syncthreads", {Path::kTma, false, 100, 100}, emu::Break::kSkipSync, 1},
     {"tma-no-arrive", {Path::kTma, false, 100, 100}, emu::Break::kNoArrive, -1},
     {"tma-wrong-parity", {Path::kTma, false, 100, 100}, emu::Break::kWrongParity, -1},
+    {"cute-no-syncthreads", {Path::kCute, true, 100, 130}, emu::Break::kSkipSync, 0},
+    {"cute-tma-no-pipeline-syncthreads", {Path::kCuteTma, true, 100, 130}, emu::Break::kSkipSync, 1},
+    {"cute-read-before-cp-wait", {Path::kCute, true, 100, 130}, emu::Break::kCpNoWait, -1},
     {"simt-store-past-output", {Path::kSimt, true, 40, 130, true}, emu::Break::kNone, -1},
     {"prepass-store-past-flags", {Path::kPrepass, true, 100, 130, true}, emu::Break::kNone, -1},
     {"masked-tma-no-tail-syncthreads", {Path::kMaskedTma, true, 100, 130}, emu::Break::kSkipSync, 2},
@@ -354,13 +372,14 @@ int usage() {
 int main(int argc, char** argv) {
   std::string brk, want;
   bool clean = false;
-  long seeds = 1, only_seed = -1;
+  long seeds = 1, only_seed = -1, site = -1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--clean") clean = true;
     else if (a == "--break" && i + 1 < argc) brk = argv[++i];
     else if (a == "--want" && i + 1 < argc) want = argv[++i];
     else if (a == "--seeds" && i + 1 < argc) seeds = std::strtol(argv[++i], nullptr, 10);
+    else if (a == "--site" && i + 1 < argc) site = std::strtol(argv[++i], nullptr, 10);
     else if (a == "--seed" && i + 1 < argc) only_seed = std::strtol(argv[++i], nullptr, 10);
     else if (a == "--expect" && i + 1 < argc) emu::g_expect_cases = std::strtol(argv[++i], nullptr, 10);
     else return usage();
@@ -377,6 +396,7 @@ int main(int argc, char** argv) {
         {Path::kTma, false, 100, 100},    {Path::kTma, true, 100, 100},    {Path::kTma, true, 40, 130},
         {Path::kMasked, true, 100, 130},  {Path::kMaskedTma, true, 100, 130},
         {Path::kSimt, true, 40, 130},     {Path::kPrepass, true, 100, 130},
+        {Path::kCute, true, 100, 130},    {Path::kCuteTma, true, 100, 130},
         {Path::kBwd, false, 70, 100},     {Path::kBwd, true, 70, 100},
         {Path::kBwdTma, false, 70, 100},  {Path::kBwdTma, true, 70, 100},
     };
@@ -402,7 +422,7 @@ int main(int argc, char** argv) {
   const pid_t pid = fork();
   if (pid == 0) {
     emu::g_break = b->br;
-    emu::g_break_site = b->site;
+    emu::g_break_site = site >= 0 ? static_cast<int>(site) : b->site;
     run(b->run, static_cast<unsigned long>(only_seed >= 0 ? only_seed : 0));
     std::_Exit(0);
   }

@@ -6,8 +6,10 @@ if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   message(STATUS "ffpa: the emulator's sanitizer needs GCC's -fsanitize=thread instrumentation; not built")
   return()
 endif()
+# The CuTe kernel's launches (tests/sanitize_cute.cpp) are a second instrumented unit.
 add_executable(ffpa_sanitize_kernels
-  tests/sanitize_kernels.cpp tests/emu/emu_grid.cpp tests/emu/emu_sanitizer.cpp tests/emu/emu_verdict.cpp)
+  tests/sanitize_kernels.cpp tests/sanitize_cute.cpp tests/emu/emu_grid.cpp tests/emu/emu_sanitizer.cpp
+  tests/emu/emu_verdict.cpp)
 target_include_directories(ffpa_sanitize_kernels PRIVATE
   "${tests_dir}/emu" "${tests_dir}" "${CMAKE_CURRENT_SOURCE_DIR}/kernels" "${CMAKE_CURRENT_SOURCE_DIR}/include"
   "${FFPA_KERNEL_FACTS_INCLUDE_DIR}" "${FFPA_GENERATED_DIR}/emu")
@@ -17,16 +19,16 @@ target_include_directories(ffpa_sanitize_kernels SYSTEM PRIVATE
 # Frame pointers: a report names the kernel's line above an out-of-line model function
 # (emu/emu_san.h, capture_site).
 target_compile_options(ffpa_sanitize_kernels PRIVATE -fno-strict-aliasing -fno-omit-frame-pointer)
-# Only the kernels' TU is instrumented (the runtime and the grid runner report their own
+# Only the kernels' TUs are instrumented (the runtime and the grid runner report their own
 # accesses through emu/emu_san.h); no entry/exit hooks; -g for the reports' source lines.
-set_source_files_properties(tests/sanitize_kernels.cpp PROPERTIES
+set_source_files_properties(tests/sanitize_kernels.cpp tests/sanitize_cute.cpp PROPERTIES
   COMPILE_OPTIONS "-fsanitize=thread;--param=tsan-instrument-func-entry-exit=0;-g")
 target_link_libraries(ffpa_sanitize_kernels PRIVATE ffpa_reference ${CMAKE_DL_LIBS})
 ffpa_test_program(ffpa_sanitize_kernels)
 
 # Every path and shape with no report, under the round-robin schedule and two seeded random
-# ones (the count asserted: 16 runs x 3 schedules).
-add_test(NAME ffpa.kernels.sanitizer COMMAND ffpa_sanitize_kernels --clean --seeds 3 --expect 48)
+# ones (the count asserted: 18 runs x 3 schedules).
+add_test(NAME ffpa.kernels.sanitizer COMMAND ffpa_sanitize_kernels --clean --seeds 3 --expect 54)
 set_tests_properties(ffpa.kernels.sanitizer PROPERTIES LABELS unit TIMEOUT 120)
 # Each breakage must be reported by its checker (the driver checks the child's exit code
 # is that checker's), and the report must name the kernel source's line.
@@ -40,6 +42,9 @@ foreach(b
     "tma-no-pipeline-syncthreads|racecheck|RACECHECK: .*hazard in ffpa_fwd_kernel.*TMA.*fwd_kernel_mma.cuh:[0-9]+"
     "tma-no-arrive|synccheck|SYNCCHECK: deadlock: .*mbarrier #[0-9]+ for a phase of parity"
     "tma-wrong-parity|synccheck|SYNCCHECK: over-arrival"
+    "cute-no-syncthreads|racecheck|RACECHECK: .*ffpa_fwd_cute_kernel.*cute/atoms.cuh:[0-9]+"
+    "cute-tma-no-pipeline-syncthreads|racecheck|RACECHECK: .*ffpa_fwd_cute_kernel.*TMA.*TMA copy completing on mbarrier"
+    "cute-read-before-cp-wait|racecheck|RACECHECK: read-after-write hazard.*cp.async copy of thread.*cute/atoms.cuh:[0-9]+"
     "simt-store-past-output|memcheck|MEMCHECK: .*ffpa_fwd_simt_kernel.*fwd_kernel_simt.cuh:[0-9]+"
     "prepass-store-past-flags|memcheck|MEMCHECK: .*ffpa_nonfinite_kernel.*nonfinite.cuh:[0-9]+"
     "masked-no-pipeline-syncthreads|racecheck|RACECHECK: .*cp.async, masked.*fwd_kernel_mma.cuh:[0-9]+"

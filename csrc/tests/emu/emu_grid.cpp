@@ -129,7 +129,6 @@ struct Fiber {
   std::vector<std::vector<Copy>> groups;  // committed, oldest first
   std::vector<Copy> open;                 // not yet committed
   long committed = 0, acquired = 0;       // cp.async groups committed / waited for
-  long arrivals = 0;                      // block barriers arrived at
   bool broke = false;                     // kDivergentSync: this fiber skipped its barrier
   // What the fiber waits on, for the deadlock report: a barrier's call site, or an
   // mbarrier (index in init order) and the parity it waits for.
@@ -179,26 +178,13 @@ std::string where(const void* pc) {
 void arrive(Barrier& b, const void* site, int first) {
   const long gen = b.gen;
   ++g_progress;
-  if (g_san && &b == &g_block_bar) {
-    // Every thread's n-th bar.sync must complete the block's n-th barrier: a thread that
-    // skipped one (a barrier inside a divergent branch) now completes the wrong one.
-    Fiber& f = g_fibers[g_cur];
-    if (f.arrivals != gen) {
-      const std::string at = where(site);
-      char msg[1024];
-      std::snprintf(msg, sizeof msg,
-                    "divergent barrier: thread %d arrives at its __syncthreads #%ld (%s) while the block is at #%ld: "
-                    "it skipped a barrier the others reached",
-                    g_cur, f.arrivals + 1, at.c_str(), gen + 1);
-      sync_fail(msg);
-    }
-    ++f.arrivals;
-  }
   if (b.count == 0) {
     b.site = site, b.first = g_cur;
-  } else if (g_san && site != b.site) {
+  } else if (g_san && site != b.site && where(site) != where(b.site)) {
     // bar.sync counts arrivals, not call sites: threads at two different __syncthreads
-    // complete one barrier together, the divergent-barrier bug (synccheck).
+    // (or warp collectives) complete one barrier together, the divergent-barrier bug
+    // (synccheck). Call sites are compared by source line: the compiler may duplicate
+    // one call site into several addresses.
     const std::string a = where(b.site), c = where(site);
     char msg[1024];
     std::snprintf(msg, sizeof msg, "divergent barrier: thread %d arrived at %s while thread %d waits at %s",
@@ -221,11 +207,13 @@ void arrive(Barrier& b, const void* site, int first) {
 
 // The distinct __syncthreads call sites of a block, in order of first arrival: the
 // sanitizer's breakages name one by its index (g_break_site).
-std::vector<const void*> g_sync_sites;
+// Sites are source lines (where()): the compiler may duplicate one __syncthreads.
+std::vector<std::string> g_sync_sites;
 int sync_site_index(const void* site) {
+  const std::string at = where(site);
   for (size_t i = 0; i < g_sync_sites.size(); ++i)
-    if (g_sync_sites[i] == site) return static_cast<int>(i);
-  g_sync_sites.push_back(site);
+    if (g_sync_sites[i] == at) return static_cast<int>(i);
+  g_sync_sites.push_back(at);
   return static_cast<int>(g_sync_sites.size()) - 1;
 }
 
@@ -605,7 +593,7 @@ void launch(void (*body)(const ffpa::FwdParams&), const ffpa::FwdParams& p, Dim3
         if (static_cast<int>(g_fibers.size()) != threads) g_fibers.resize(threads);
         for (Fiber& f : g_fibers) {
           f.done = false, f.groups.clear(), f.open.clear();
-          f.committed = f.acquired = f.arrivals = 0, f.wait_site = nullptr, f.wait_mbar = -1, f.broke = false;
+          f.committed = f.acquired = 0, f.wait_site = nullptr, f.wait_mbar = -1, f.broke = false;
         }
         g_mbars.clear();
         g_tma_in_flight.clear();

@@ -139,10 +139,15 @@ class Sanitizer final : public SanHooks {
     join(&vc_[idx(f, 0)], phases_[bar].at(completed_phase).data());
     ++vc_[idx(f, f)];
   }
+  // Cached: the divergent-barrier check compares the call sites of every barrier's
+  // arrivals by source line whenever their addresses differ.
   std::string where(const void* pc) override {
+    for (const auto& [k, v] : where_cache_)
+      if (k == pc) return v;
     Site s;
     s.pc[0] = pc;
-    return symbolize(s);
+    where_cache_.emplace_back(pc, symbolize(s));
+    return where_cache_.back().second;
   }
   void print_seed() override {
     std::fprintf(stderr, "  schedule: seed %lu (%s; rerun with --seed %lu)\n", g_schedule_seed,
@@ -194,6 +199,7 @@ class Sanitizer final : public SanHooks {
   std::vector<std::vector<uint32_t>> pending_;
   std::vector<std::vector<std::vector<uint32_t>>> phases_;
   std::mt19937_64 rng_;
+  std::vector<std::pair<const void*, std::string>> where_cache_;
   size_t init_off_ = 0;
   int init_thread_ = 0;
   Site init_pc_;
