@@ -31,6 +31,21 @@ set(FFPA_CCACHE_REMOTE "" CACHE STRING
 option(FFPA_CCACHE_REMOTE_ONLY "ccache: use the remote storage only, no local cache" OFF)
 set(FFPA_CCACHE_BASEDIR "" CACHE PATH
     "ccache base_dir (empty: deepest common parent of the source and build trees)")
+option(FFPA_CACHE_SHIPPED
+  "Take what the wheels ship (the kernel library, the bindings) from the compile cache too; OFF: those always compile, the engine and the tools still hit"
+  ON)
+
+# ffpa_shipped_target(<target>): <target> is compiled into a wheel. With
+# FFPA_CACHE_SHIPPED=OFF it runs no compile cache, so two builds really compile it twice:
+# wheel.cuda.reproducible (ctest/acceptance/check_reproducible.cmake) judges the compiler's
+# determinism on those objects while the release engine, which no wheel holds, is
+# compiled once and taken from the cache by the second build.
+function(ffpa_shipped_target target)
+  if(NOT FFPA_CACHE_SHIPPED)
+    set_target_properties(${target} PROPERTIES C_COMPILER_LAUNCHER "" CXX_COMPILER_LAUNCHER ""
+                                               CUDA_COMPILER_LAUNCHER "")
+  endif()
+endfunction()
 
 # The deepest directory that contains both the source and the build tree. ccache makes
 # every absolute path under base_dir relative to the compiler's working directory (the

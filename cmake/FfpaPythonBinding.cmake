@@ -77,6 +77,8 @@ function(ffpa_add_python_binding)
   target_link_libraries(${ARG_TARGET} PRIVATE ${_library})
   if(ARG_EMULATED)
     target_compile_definitions(${ARG_TARGET} PRIVATE FFPA_EMULATED_DEVICE=1)
+  else()
+    ffpa_shipped_target(${ARG_TARGET})
   endif()
   set_target_properties(${ARG_TARGET} PROPERTIES
     PREFIX ""

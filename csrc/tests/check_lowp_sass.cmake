@@ -1,4 +1,4 @@
-# cmake -DCUOBJDUMP=<path> -DLIBRARY=<libffpa_kernels.so> -DARCHS=<a|b> -P check_lowp_sass.cmake
+# cmake -DCUOBJDUMP=<path> -DLIBRARY=<libffpa_kernels.so> -DARCHS=<a|b> [-DSASS_DIR=<dir>] -P check_lowp_sass.cmake
 # The low-precision kernels hold the instructions they exist for, arch by arch and kernel
 # by kernel (cuobjdump's "Function : <name>" headers; cmake/kernel-facts.json has the rules):
 #   cute_fp8      (LowpAtoms<kFp8>, cp.async): on sm_89 .. sm_119 the FP8 mma (QMMA.16832
@@ -18,7 +18,7 @@ ffpa_load_kernel_facts()
 string(REPLACE "|" ";" tokens "${ARCHS}")
 set(bad "")
 foreach(token IN LISTS tokens)
-  ffpa_sass_functions("${token}" parts)
+  ffpa_sass_functions("${token}" parts KEEP "QMMA|OMMA|HMMA|F2FP|UTMALDG|LDGSTS")
   string(REGEX REPLACE "[af]$" "" sm "${token}")
   set(counts "")
   foreach(kind cute_fp8 cute_tma_fp8 cute_tma_fp4)

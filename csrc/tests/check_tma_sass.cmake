@@ -1,4 +1,4 @@
-# cmake -DCUOBJDUMP=<path> -DLIBRARY=<libffpa_kernels.so> -DARCHS=<a|b> [-DFP16=ON] -P check_tma_sass.cmake
+# cmake -DCUOBJDUMP=<path> -DLIBRARY=<libffpa_kernels.so> -DARCHS=<a|b> [-DFP16=ON] [-DSASS_DIR=<dir>] -P check_tma_sass.cmake
 # The TMA paths are real where they should be and absent elsewhere, kernel by kernel.
 # The SASS is split per function (cuobjdump's "Function : <name>" headers):
 #   archs >= 90: every TMA-fed kernel (the mma kernel's Load::kTma instances, the
@@ -18,7 +18,7 @@ ffpa_load_kernel_facts()
 string(REPLACE "|" ";" tokens "${ARCHS}")
 set(bad "")
 foreach(token IN LISTS tokens)
-  ffpa_sass_functions("${token}" parts)
+  ffpa_sass_functions("${token}" parts KEEP "UTMALDG|SYNCS\\.|LDGSTS|HMMA")
   ffpa_arch_has(tma "${token}" arch_tma)
   ffpa_impl_has_code(cute "${token}" cute_code)
   set(n_f16acc 0)

@@ -41,8 +41,8 @@ set_tests_properties(ffpa.kernels.emulated_lowp_nonfinite PROPERTIES LABELS unit
 if(FFPA_CUOBJDUMP)
   add_test(NAME ffpa.kernels.lowp_sass
            COMMAND "${CMAKE_COMMAND}" "-DCUOBJDUMP=${FFPA_CUOBJDUMP}" "-DLIBRARY=$<TARGET_FILE:ffpa_kernels>"
-                   "-DARCHS=${ffpa_archs_arg}" -P "${tests_dir}/check_lowp_sass.cmake")
-  set_tests_properties(ffpa.kernels.lowp_sass PROPERTIES LABELS unit)
+                   "-DARCHS=${ffpa_archs_arg}" "-DSASS_DIR=${ffpa_sass_dir}" -P "${tests_dir}/check_lowp_sass.cmake")
+  set_tests_properties(ffpa.kernels.lowp_sass PROPERTIES LABELS unit FIXTURES_REQUIRED ffpa_sass)
 endif()
 
 # The accuracy table of docs/install.md ("Measured accuracy"): every release head dim, FP8
@@ -52,4 +52,4 @@ list(LENGTH FFPA_RELEASE_HEAD_DIMS ffpa_accuracy_dims)
 math(EXPR ffpa_accuracy_rows "2 * 2 * 2 * ${ffpa_accuracy_dims}")  # precisions x dtypes x input kinds x dims
 add_test(NAME ffpa.kernels.emulated_lowp_accuracy
          COMMAND ffpa_emulate_kernels --lowp-accuracy ${FFPA_RELEASE_HEAD_DIMS} --expect ${ffpa_accuracy_rows})
-set_tests_properties(ffpa.kernels.emulated_lowp_accuracy PROPERTIES LABELS slow TIMEOUT 1800)
+set_tests_properties(ffpa.kernels.emulated_lowp_accuracy PROPERTIES LABELS slow TIMEOUT 1800 COST 130)

@@ -1,6 +1,6 @@
 # check_reproducible.cmake: two clean builds of the same commit must give
 # byte-identical wheels. Run with cmake -P and:
-#   -DSOURCE=<repo> -DWORK=<dir> -DARGS=<configure args joined by @@> -DNO_CCACHE=ON|OFF
+#   -DSOURCE=<repo> -DWORK=<dir> -DARGS=<configure args joined by @@>
 # Both builds configure the same committed snapshot in two different build
 # directories (so a build path leaking into a binary shows up as a difference).
 cmake_minimum_required(VERSION 3.25)
@@ -8,11 +8,37 @@ include("${CMAKE_CURRENT_LIST_DIR}/../release/snapshot_repo.cmake")
 string(REPLACE "@@" ";" ARGS "${ARGS}")
 
 ffpa_test_snapshot(SOURCE "${SOURCE}" DEST "${WORK}/src")
-if(NO_CCACHE)
-  # A cache hit would hand back the first build's objects and hide a
-  # non-deterministic compiler run.
-  set(ENV{CCACHE_DISABLE} 1)
-endif()
+
+# With FFPA_CACHE_SHIPPED=OFF the compiles of what the wheels ship (the kernel library and
+# the bindings) must run no compile cache, else the second build gets the first one's
+# objects and the comparison proves nothing; the engine's compiles keep the cache.
+function(_ffpa_check_shipped_uncached build)
+  execute_process(COMMAND "${CMAKE_COMMAND}" --build "${build}" -- -t commands OUTPUT_VARIABLE cmds RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "ninja -t commands (every command of the build's plan) failed in ${build}")
+  endif()
+  string(REPLACE ";" "," cmds "${cmds}")
+  string(REPLACE "\n" ";" cmds "${cmds}")
+  set(shipped 0)
+  set(engine_cached 0)
+  foreach(cmd IN LISTS cmds)
+    if(NOT cmd MATCHES " -c ")
+      continue()
+    endif()
+    if(cmd MATCHES "CMakeFiles/(ffpa_kernels|ffpa_C_cp[0-9]+)\\.dir/")
+      math(EXPR shipped "${shipped} + 1")
+      if(cmd MATCHES "ccache")
+        message(FATAL_ERROR "FFPA_CACHE_SHIPPED=OFF, yet a shipped object compiles through ccache:\n${cmd}")
+      endif()
+    elseif(cmd MATCHES "CMakeFiles/ffpa_index_core\\.dir/" AND cmd MATCHES "ccache")
+      math(EXPR engine_cached "${engine_cached} + 1")
+    endif()
+  endforeach()
+  if(shipped EQUAL 0)
+    message(FATAL_ERROR "no compile of the kernel library or a binding found in ${build}'s plan")
+  endif()
+  message(STATUS "check_reproducible: ${shipped} shipped compiles without a cache, ${engine_cached} engine compiles cached")
+endfunction()
 foreach(_n 1 2)
   set(_b "${WORK}/build-${_n}")
   set(_d "${WORK}/dist-${_n}")
@@ -22,6 +48,9 @@ foreach(_n 1 2)
     RESULT_VARIABLE _rc OUTPUT_VARIABLE _o ERROR_VARIABLE _e)
   if(NOT _rc EQUAL 0)
     message(FATAL_ERROR "configure ${_n} failed:\n${_o}${_e}")
+  endif()
+  if("-DFFPA_CACHE_SHIPPED=OFF" IN_LIST ARGS)
+    _ffpa_check_shipped_uncached("${_b}")
   endif()
   execute_process(COMMAND "${CMAKE_COMMAND}" --build "${_b}" --target package
     RESULT_VARIABLE _rc OUTPUT_VARIABLE _o ERROR_VARIABLE _e)

@@ -41,9 +41,8 @@ Cases:
                 naming the subset command, nothing is built, the run fails, the
                 summary says so
 The cold kernels-only build of the CuTe kernels takes minutes on two cores, so the
-runs build two head dims (REHEARSAL_DIMS: a persist-D and a split-D one) and get a
-larger budget than the GPU image's default (REHEARSAL_BUDGET); the phases keep their
-own limits otherwise.
+runs build one head dim (REHEARSAL_DIMS: a split-D one) and get a larger budget than the
+GPU image's default (REHEARSAL_BUDGET); the phases keep their own limits otherwise.
 """
 
 from __future__ import annotations
@@ -68,10 +67,12 @@ ALLOWED_OUT = {"summary.json", "summary.md", "bench.csv", "bench.png", "logs.tar
 # of a check whose own budget is FFPA_DEVICE_CHECK_BUDGET: at most 64 MiB.
 CARRY_LIMIT = 64 * 1024 * 1024
 REHEARSAL_BUDGET = 900
-# Head dims the rehearsal builds: one persist-D (64) and one split-D (320, the 4x2 warp
-# layout) CuTe kernel. The CuTe instances take minutes on two cores; the full release
-# set is built by the ci tree (every arch of the release) and by the GPU run itself.
-REHEARSAL_DIMS = (64, 320)
+# Head dims the rehearsal builds: one split-D CuTe kernel (320, the 4x2 warp layout). What
+# the rehearsal proves is the script (phases, plans, limits, outputs), one head dim as well
+# as many; each dim's instances and sweep variants cost minutes on two shared cores, and a
+# second dim took the run past its budget under CI's load. The persist-D instances are
+# compiled by the ci tree (every release dim, TMA-fed on 120f) and by the GPU run itself.
+REHEARSAL_DIMS = (320,)
 HIDDEN_PACKAGES = ("OpenSSL", "ZLIB", "nlohmann_json", "GTest")
 IMAGE_PACKAGES = ("numpy", "pybind11", "pytest")
 
