@@ -29,7 +29,7 @@ ffpa_test_program(ffpa_sanitize_kernels)
 # Every path and shape with no report, under the round-robin schedule and two seeded random
 # ones (the count asserted: 18 runs x 3 schedules).
 add_test(NAME ffpa.kernels.sanitizer COMMAND ffpa_sanitize_kernels --clean --seeds 3 --expect 54)
-set_tests_properties(ffpa.kernels.sanitizer PROPERTIES LABELS unit TIMEOUT 120)
+set_tests_properties(ffpa.kernels.sanitizer PROPERTIES LABELS unit TIMEOUT 300 COST 60)
 # Each breakage must be reported by its checker (the driver checks the child's exit code
 # is that checker's), and the report must name the kernel source's line.
 foreach(b
