@@ -15,11 +15,12 @@ extern bool g_cp_late;
 // Deliberate breakages (--breakages, --breakages-cute, --bwd-tma-breakages): each models
 // one protocol bug in a kernel's use of the instructions, and the run must then fail.
 // kCpNoWait: cp.async.wait_group returns without waiting (the cp.async feed's missing wait).
-// The sanitizer's (ffpa_sanitize_kernels): kSkipSync, the __syncthreads at call site
-// g_break_site (index in order of first arrival in a block) removed; kDivergentSync, that
-// barrier skipped by warp 0 only (inside a branch the other warps take); kNoArrive, the
-// mbarrier arrive.expect_tx removed (the waits can then never complete); kNoZeroFill,
-// cp.async with src-size 0 writes nothing (the zero fill of tail rows lost).
+// The sanitizer's (ffpa_sanitize_kernels): kSkipSync, the __syncthreads at source line
+// g_break_site (index in order of first arrival in a block) removed; kDivergentSync, its
+// first arrival skipped by lanes 0-15 of warp 0 (inside a branch they do not take);
+// kNoArrive, mbarrier.arrive.expect_tx replaced by expect_tx without the arrival (the
+// waits can then never complete); kNoZeroFill, cp.async with src-size 0 writes nothing
+// (the zero fill of tail rows lost).
 enum class Break {
   kNone, kNoExpectTx, kShortExpectTx, kWrongParity, kNoWait, kNoFence, kNoSwizzle, kCpNoWait,
   kSkipSync, kDivergentSync, kNoArrive, kNoZeroFill

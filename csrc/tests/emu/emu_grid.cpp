@@ -221,10 +221,8 @@ __attribute__((noinline)) void syncthreads() {
   const void* site = __builtin_return_address(0);
   if (g_break == Break::kSkipSync || g_break == Break::kDivergentSync) {
     const int i = sync_site_index(site);
-    // kSkipSync: the barrier removed from the source; kDivergentSync: only warp 0 skips
-    // it once (a barrier inside a branch that lanes 0-15 of warp 0 do not take).
-    // kDivergentSync: lanes 0-15 of warp 0 skip its first arrival there (the barrier
-    // inside `if (lane >= 16 || warp > 0)`).
+    // kSkipSync: the barrier removed from the source; kDivergentSync: lanes 0-15 of
+    // warp 0 skip its first arrival (the barrier inside `if (lane >= 16 || warp > 0)`).
     if (i == g_break_site) {
       if (g_break == Break::kSkipSync) return;
       Fiber& f = g_fibers[g_cur];
