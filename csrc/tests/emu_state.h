@@ -15,8 +15,18 @@ extern bool g_cp_late;
 // Deliberate breakages (--breakages, --breakages-cute, --bwd-tma-breakages): each models
 // one protocol bug in a kernel's use of the instructions, and the run must then fail.
 // kCpNoWait: cp.async.wait_group returns without waiting (the cp.async feed's missing wait).
-enum class Break { kNone, kNoExpectTx, kShortExpectTx, kWrongParity, kNoWait, kNoFence, kNoSwizzle, kCpNoWait };
+// The sanitizer's (ffpa_sanitize_kernels): kSkipSync, the __syncthreads at source line
+// g_break_site (index in order of first arrival in a block) removed; kDivergentSync, its
+// first arrival skipped by lanes 0-15 of warp 0 (inside a branch they do not take);
+// kNoArrive, mbarrier.arrive.expect_tx replaced by expect_tx without the arrival (the
+// waits can then never complete); kNoZeroFill, cp.async with src-size 0 writes nothing
+// (the zero fill of tail rows lost).
+enum class Break {
+  kNone, kNoExpectTx, kShortExpectTx, kWrongParity, kNoWait, kNoFence, kNoSwizzle, kCpNoWait,
+  kSkipSync, kDivergentSync, kNoArrive, kNoZeroFill
+};
 extern Break g_break;
+extern int g_break_site;
 // The global memory a kernel may read: cp.async and TMA loads outside it fail the run.
 struct Range {
   const unsigned char* p;

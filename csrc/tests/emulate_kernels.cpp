@@ -4,8 +4,9 @@
 // only at the wait_group that covers it (FFPA_EMU_CP=late), and every ldmatrix /
 // cp.async address checked for range and 16-byte alignment. Results are compared
 // with the fp32 host reference at the spec tolerances. This checks index arithmetic,
-// fragment layouts, masking, the online softmax and the pipeline bookkeeping; it
-// cannot see timing-dependent races beyond what the two landing modes expose.
+// fragment layouts, masking, the online softmax and the pipeline bookkeeping. Races,
+// barrier misuse and stray stores are the sanitizer's (sanitize_kernels.cpp,
+// docs/emulator.md): the same grid runner with every shared access checked.
 //   ffpa_emulate_kernels [D ...]    (default: 64 128 320; ctest runs 64 320)
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,42 +33,6 @@
 #include "ffpa/tma_geometry.h"
 #include "ffpa/tolerance.h"
 
-namespace emu {
-
-bool breakage_run(const std::string& label, bool want_pass, const std::function<bool()>& run) {
-  std::fflush(stdout);
-  const pid_t pid = fork();
-  if (pid == 0) std::_Exit(run() ? 0 : 1);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  const bool passed = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  const bool as_wanted = passed == want_pass;
-  std::printf("[%s] %s -> %s\n", as_wanted ? (want_pass ? "PASS" : "CAUGHT") : "MISSED", label.c_str(),
-              passed ? "passed" : "failed");
-  std::fflush(stdout);
-  return as_wanted;
-}
-
-long g_expect_cases = -1;
-
-int verdict(const char* what, long total, long bad, const char* bad_word, bool primary) {
-  std::printf("%ld %s, %ld %s\n", total, what, bad, bad_word);
-  std::fflush(stdout);
-  if (total == 0) {
-    std::fprintf(stderr, "FAIL: no %s ran: a run of zero cases proves nothing (check the head dims and options)\n", what);
-    return 1;
-  }
-  if (primary && g_expect_cases >= 0 && total != g_expect_cases) {
-    std::fprintf(stderr,
-                 "FAIL: %ld %s ran where --expect says %ld: the case table or the arguments changed; update the "
-                 "count where the test is registered (csrc/CMakeLists.txt, csrc/tests/*.cmake)\n",
-                 total, what, g_expect_cases);
-    return 1;
-  }
-  return bad ? 1 : 0;
-}
-
-}  // namespace emu
 
 namespace {
 
