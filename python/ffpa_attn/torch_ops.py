@@ -429,6 +429,14 @@ def autocast_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[
     return q, k, v
 
 
+def check_one_device(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """The torch paths' one-device rule (ffpa_attn_func's and the packed call's), before any
+    path is chosen; the kernels' own is the extension's (launch.check)."""
+    if not (q.device == k.device == v.device):
+        raise DeviceError(f"q, k, v must be on one device, got {q.device}/{k.device}/{v.device}; "
+                          "move them with .to(device)")
+
+
 def _check_one_dtype(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     # SDPA refuses mixed dtypes on every device (after autocast); so does every path here,
     # rather than a CPU answer in one dtype and a CUDA fallback in another.
@@ -613,9 +621,7 @@ def dispatch(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_m
             raise UnsupportedDTypeError(
                 f"attention needs floating-point tensors, got {query.dtype}/{key.dtype}/{value.dtype}; cast with "
                 ".half(), .bfloat16() or .float()")
-    if not (query.device == key.device == value.device):
-        raise DeviceError(f"q, k, v must be on one device, got {query.device}/{key.device}/{value.device}; "
-                          "move them with .to(device)")
+    check_one_device(query, key, value)
     # An explicit kernel choice is a request for that kernel: its errors, not SDPA.
     strict_mode = routing.strict_enabled(strict) or impl != "auto" or accum != "fp32"
     q, k, v = autocast_inputs(query, key, value)

@@ -447,8 +447,7 @@ def _check_inputs(q: Any, k: Any, v: Any, enable_gqa: bool) -> None:
                              "batches use ffpa_attn_func")
         if not t.is_floating_point():
             raise UnsupportedDTypeError(f"{name} has dtype {t.dtype}; pass floating-point tensors")
-    if not (q.device == k.device == v.device):
-        raise DeviceError(f"q, k, v must be on one device, got {q.device}/{k.device}/{v.device}; move them with .to()")
+    torch_ops.check_one_device(q, k, v)
     if not (q.dtype == k.dtype == v.dtype):
         raise UnsupportedDTypeError(f"q, k and v must have the same dtype, got {q.dtype}/{k.dtype}/{v.dtype}; cast "
                                     "them to one, e.g. k.to(q.dtype)")

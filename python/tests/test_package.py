@@ -26,7 +26,7 @@ def _python(code: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_import_does_not_import_torch():
-    result = _python("import sys, ffpa_attn, ffpa_attn.cuda, ffpa_attn.reference, "
+    result = _python("import sys, ffpa_attn, ffpa_attn.build_facts, ffpa_attn.cuda, ffpa_attn.reference, "
                      "ffpa_attn.deprecations, ffpa_attn.launch, ffpa_attn.routing; ffpa_attn.build_info(); "
                      "print('torch' in sys.modules)")
     assert result.returncode == 0, result.stderr
