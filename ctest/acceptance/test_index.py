@@ -8,8 +8,8 @@ closing summary):
   resolve    CUDA index as --index-url, a real pypiserver holding the pure wheel as
              --extra-index-url: pip picks V+CHANNEL; asked for ===V it gets the pure one
   sha256     SHA256SUMS, the manifest, the files and the index anchors all agree
-  bench      python -m ffpa_attn.bench --backend cuda ... in a venv with the CUDA
-             wheel; skipped (CTest: SKIPPED) when the machine has no CUDA device
+  bench      python/bench/ffpa_bench.py --backend cuda ... (the repository's bench) in a
+             venv with the CUDA wheel; skipped (CTest: SKIPPED) when the machine has no CUDA device
   summary    every check's outcome, the wheel names and their hashes
 """
 from __future__ import annotations
@@ -31,6 +31,8 @@ import ffpa_manifest  # the shared manifest reader
 import pytest
 
 SKIP = 77
+# The bench is a tool of the repository, run against the installed wheel.
+BENCH_SCRIPT = Path(__file__).resolve().parents[2] / "python" / "bench" / "ffpa_bench.py"
 
 
 sha256 = ffpa_manifest.file_sha256
@@ -250,7 +252,7 @@ def cmd_bench(a) -> int:
         print("SKIPPED: no CUDA device on this machine; the bench smoke needs a GPU")
         return SKIP
     head_dim = str(max(m["head_dims"]))
-    r = run([vpy, "-m", "ffpa_attn.bench", "--backend", "cuda", "--no-bwd", "--cuda-impl", "fp16",
+    r = run([vpy, str(BENCH_SCRIPT), "--backend", "cuda", "--no-bwd", "--cuda-impl", "fp16",
              "--D", head_dim, "--verbose"], env=pip_env(), cwd=str(a.work))
     ok = r.returncode == 0 and "allclose(" in r.stdout and "=False" not in r.stdout
     return record(a.results, "bench-smoke", ok, {"output": r.stdout[-2000:]})

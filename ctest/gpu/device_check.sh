@@ -38,7 +38,7 @@
 #   sweep         (last) the tree reconfigured with FFPA_SWEEP=ON: the tuning sweep's
 #                 variant kernels (cmake/FfpaSweep.cmake) built and timed next to each
 #                 path's default; the summary's sweep table and winner per head dim
-#   bench         python -m ffpa_attn.bench against the named baselines in the same
+#   bench         python/bench/ffpa_bench.py against the named baselines in the same
 #                 process (binding): torch SDPA restricted to each backend (flash =
 #                 FlashAttention-2, efficient, cuDNN, math; n/a with torch's reason where
 #                 one refuses the shape) and SDPA's default dispatch named by the kernel
@@ -294,7 +294,7 @@ PY
       for causal in "" "--causal"; do
         dest="$state/bench_py${causal:+_causal}"
         # shellcheck disable=SC2086  # $dims is a list of numbers
-        PYTHONPATH="$build/python" phase "bench${causal:+-causal}" 90 -- "$python" -m ffpa_attn.bench --backend cuda \
+        PYTHONPATH="$build/python" phase "bench${causal:+-causal}" 90 -- "$python" "$repo/python/bench/ffpa_bench.py" --backend cuda \
           --no-bwd --B 1 --H 32 --N 8192 --D $dims --dtype fp16 --warmup 3 --iters 10 $causal --verbose \
           --baselines all --save-path "$dest" || failed=1
       done
@@ -306,7 +306,7 @@ PY
       bwd_dims=$(for d in $dims; do case "$d" in 64|128|320|512) printf '%s ' "$d" ;; esac; done)
       if [ -n "$bwd_dims" ]; then
         # shellcheck disable=SC2086  # $bwd_dims is a list of numbers
-        PYTHONPATH="$build/python" phase bench-bwd 120 -- "$python" -m ffpa_attn.bench --backend cuda --no-fwd \
+        PYTHONPATH="$build/python" phase bench-bwd 120 -- "$python" "$repo/python/bench/ffpa_bench.py" --backend cuda --no-fwd \
           --B 1 --H 32 --N 8192 --D $bwd_dims --dtype fp16 --warmup 2 --iters 5 --verbose \
           --baselines flash,efficient --save-path "$state/bench_py_bwd" || failed=1
       fi
@@ -314,7 +314,7 @@ PY
       PYTHONPATH="$build/python" phase binding-import 30 -- "$python" -c \
         'import json, ffpa_attn; i = ffpa_attn.build_info(); assert i["extension_available"], i; print(json.dumps(i, indent=1, default=str))' ||
         failed=1
-      PYTHONPATH="$build/python" phase bench-help 30 -- "$python" -m ffpa_attn.bench --help || failed=1
+      PYTHONPATH="$build/python" phase bench-help 30 -- "$python" "$repo/python/bench/ffpa_bench.py" --help || failed=1
     fi
   else
     ok="0"; [ "$mode" = no-gpu ] && ok="0 77"

@@ -369,7 +369,7 @@ def run_case(work: Path, case: str) -> int:
         check(phases["python-gpu"]["status"] == "ok (exit 77)", "pytest -m gpu ran and skipped everything")
         check(summary["pytest_gpu"]["status"] == "skipped (no GPU)", "summary reports the GPU tests as skipped")
         check(phases["torch-gpu"]["status"] == "ok (exit 77)", "the torch rows ran and skipped everything")
-        check(phases["bench-help"]["status"] == "ok", "python -m ffpa_attn.bench runs")
+        check(phases["bench-help"]["status"] == "ok", "python/bench/ffpa_bench.py --help runs")
     else:
         check("binding=no (none: no Python.h under" in env_txt, "no binding without Python.h, and it says why")
         check(phases["bench-sdpa"]["status"] in ("ok", "ok (exit 77)"), "the SDPA script ran its plan")

@@ -8,7 +8,7 @@ The device check uses it when the binding cannot be built (no Python.h): the C++
 runner times the FFPA kernels with CUDA events, and this script times
 ``torch.nn.functional.scaled_dot_product_attention`` on the same shapes (B = 1,
 fp16, causal and not; N == Nkv, so SDPA's top-left causal mask is the kernels'
-one) against every named baseline of ``python -m ffpa_attn.bench`` (SDPA restricted
+one) against every named baseline of python/bench/ffpa_bench.py (SDPA restricted
 to its flash (FlashAttention-2), efficient, cuDNN and math backends, and its default
 dispatch with the kernel the profiler saw; a backend that refuses the shape is a row
 with an empty time and torch's reason). Writes
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--h", type=int, default=32)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--iters", type=int, default=10)
-    parser.add_argument("--baselines", default="all", help="as python -m ffpa_attn.bench --baselines")
+    parser.add_argument("--baselines", default="all", help="as python/bench/ffpa_bench.py --baselines")
     parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args(argv)
     dims = [int(d) for d in args.dims.replace(";", ",").split(",") if d]
@@ -52,10 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("sdpa: torch sees no CUDA device; SDPA is not timed", file=sys.stderr)
         return 77
-    # The named baselines are ffpa_attn.bench's (one definition): the package's Python
-    # sources are importable from the tree without the binding.
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
-    from ffpa_attn.bench import measure_baselines, parse_baselines
+    # The named baselines are python/bench/ffpa_bench.py's (one definition): it and the
+    # package's Python sources are importable from the tree without the binding.
+    python_dir = Path(__file__).resolve().parents[2] / "python"
+    sys.path[:0] = [str(python_dir / "bench"), str(python_dir)]
+    from ffpa_bench import measure_baselines, parse_baselines
 
     names = parse_baselines(args.baselines)
     header = ["source", "D", "dtype", "causal", "B", "H", "N", "backend", "ms", "tflops", "label", "kernel", "reason"]

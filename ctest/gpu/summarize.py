@@ -8,9 +8,9 @@ Reads (all optional, so a run cut short at any point still summarizes):
   STATE/phases.tsv       name<TAB>status<TAB>seconds<TAB>detail, one line per phase
   STATE/correctness.json the runner's report (rewritten after every case group)
   STATE/pytest-gpu.json  {"status": ..., "detail": ...} of the Python GPU tests
-  STATE/bench_py/bench.json       python -m ffpa_attn.bench --save-path (binding present)
+  STATE/bench_py/bench.json       python/bench/ffpa_bench.py --save-path (binding present)
   STATE/bench_py_causal/bench.json
-  STATE/bench_py_bwd/bench.json   python -m ffpa_attn.bench --no-fwd: forward + backward against the named
+  STATE/bench_py_bwd/bench.json   python/bench/ffpa_bench.py --no-fwd: forward + backward against the named
                                   SDPA baselines' forward + backward (binding present, GPU mode)
   STATE/bench_cpp.csv    the runner's own timings of every path (mma, tma, fp16 accumulation, cute,
                          cute_tma, and the low-precision cute_fp8 / cute_tma_fp8 / cute_tma_fp4)
@@ -262,7 +262,7 @@ def summarize_correctness(report: Any) -> dict[str, Any]:
     }
 
 
-PY_SOURCE = "python -m ffpa_attn.bench (SDPA in the same process)"
+PY_SOURCE = "python/bench/ffpa_bench.py (SDPA in the same process)"
 CPP_SOURCE = "C++ runner (CUDA events); SDPA from a separate Python process"
 CPP_BWD_SOURCE = ("C++ runner (CUDA events): ffpa::backward() alone, 2.5x the forward's FLOPs; no SDPA ratio: "
                   "SDPA's forward + backward is timed in the bench-bwd phase (the backward section), its backward "
@@ -299,7 +299,7 @@ def _rows_from_py_bench(path: Path) -> list[dict[str, Any]]:
             continue
         baselines = _baselines_of(r)
         default = baselines.get("sdpa-default", {})
-        # "accum" is a later column of ffpa_attn.bench: absent means fp32 accumulation.
+        # "accum" is a later column of the bench (python/bench/ffpa_bench.py): absent means fp32 accumulation.
         rows.append({"D": r["D"], "dtype": r["dtype"], "causal": bool(r["causal"]), "N": r["Nq"], "H": r["Hq"],
                      "kernel": r.get("impl"), "accum": r.get("accum") or "fp32", "ffpa_ms": r["ffpa_ms"],
                      "sdpa_ms": default.get("ms"), "ffpa_tflops": r["ffpa_tflops"],

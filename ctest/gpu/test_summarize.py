@@ -1,7 +1,7 @@
 """summarize.py on the inputs a GPU run produces, made here from the real producers.
 
 The runner's JSON comes from ``ffpa_device_check --dry-run`` (then marked as run, with
-errors), the Python bench's JSON from ``ffpa_attn.bench.save_results``, so a change to
+errors), the Python bench's JSON from ``save_results`` of python/bench/ffpa_bench.py, so a change to
 either format breaks this test before it breaks the one GPU run.
 """
 
@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+# summarize.py beside this file; the Python bench, a tool of the repository, in python/bench/.
+sys.path[:0] = [str(HERE), str(HERE.parents[1] / "python" / "bench")]
 
 import summarize  # noqa: E402
 
@@ -66,7 +67,7 @@ def _runner_report(tmp_path: Path, fail_case: int | None = None, fail_lowp: bool
 
 
 def _py_result(bench, d: int, causal: bool, **extra):
-    """A bench.Result by field name; "accum" only when this ffpa_attn.bench has it."""
+    """A bench.Result by field name; "accum" only when this bench has it."""
     values = dict(backend="cuda", direction="fwd", dtype="fp16", impl="mma", B=1, Hq=32, Hkv=32, Nq=8192, Nkv=8192,
                   D=d, causal=causal, err=1e-3, atol=2e-2, allclose=True, ffpa_ms=10.0,
                   sdpa_ms=20.0 if d >= 320 else 16.0, ffpa_tflops=100.0, sdpa_tflops=50.0 if d >= 320 else 160.0,
@@ -96,7 +97,7 @@ def _state(tmp_path: Path) -> Path:
 
 
 def test_gpu_run_with_binding(tmp_path):
-    from ffpa_attn import bench
+    import ffpa_bench as bench
 
     state = _state(tmp_path)
     (state / "correctness.json").write_text(json.dumps(_runner_report(tmp_path, fail_case=3)))
@@ -208,7 +209,7 @@ def test_tma_and_fp16_acc_paths_from_both_benches(tmp_path):
     """Python bench rows (with and without its accum column) and the runner's rows of
     every path in one table: each row names its kernel, accumulator and source; the
     runner's rows take SDPA from the python row of the same shape; targets per path."""
-    from ffpa_attn import bench
+    import ffpa_bench as bench
 
     state = _state(tmp_path)
     results = [_py_result(bench, 512, False), _py_result(bench, 320, False, accum="fp16")]

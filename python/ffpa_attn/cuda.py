@@ -17,7 +17,7 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-from . import device as ffpa_device
+from . import build_facts, device as ffpa_device
 
 __all__ = [
     "CUDA_FWD_AVAILABLE",
@@ -41,7 +41,9 @@ __all__ = [
     "CUDA_RUNTIME",
     "EXTENSION_IMPORT_ERROR",
     "EXTENSION_PATH",
+    "adopt_extension",
     "auto_impl",
+    "build_info",
     "device_count",
     "extension",
     "extension_info",
@@ -83,7 +85,7 @@ def _read_info(module: ModuleType | None) -> dict[str, Any]:
 
 # The flags below are module attributes that the rest of the package reads as cuda.X at
 # call time; _set_extension assigns them all, at import and when ffpa_attn.jit loads a
-# first-use build (_adopt_extension), so no reader keeps a stale copy.
+# first-use build (adopt_extension), so no reader keeps a stale copy.
 _C: ModuleType | None = None
 EXTENSION_IMPORT_ERROR: str | None = None
 
@@ -152,7 +154,7 @@ def _set_extension(module: ModuleType | None, import_error: str | None) -> None:
 _set_extension(*_load_extension())
 
 
-def _adopt_extension(module: ModuleType) -> None:
+def adopt_extension(module: ModuleType) -> None:
     """Make a JIT-built ``_C`` (ffpa_attn.jit) the extension every flag and launch reads."""
     _set_extension(module, None)
 
@@ -188,3 +190,50 @@ def auto_impl() -> str | None:
         return None
     query = getattr(_C, "auto_impl", None)
     return str(query()) if query is not None else None
+
+
+def build_info() -> dict[str, Any]:
+    """How this installation was built, and what its extension contains
+    (``ffpa_attn.build_info``).
+
+    Keys: ``version``, ``source_commit``, ``source_dirty``, ``channel`` (None for the
+    pure wheel), ``toolchain`` (cmake/gcc/nvcc versions), ``profile`` (None when the
+    package runs from a source tree): the build's record (build_facts); then the extension's
+    own ``build_info()`` keys (``head_dims``, ``dtypes``, ``archs``, ``fwd``, ``tma``,
+    ``tma_archs``, ``f16_acc``, ``cute``, ``cute_tma``, ``fp8``, ``fp8_archs``, ``fp4``,
+    ``fp4_archs``, ``cuda_runtime``, ``impls``; empty/False without it; ``auto_impl``,
+    the rule ``impl="auto"`` follows in words, when the extension reports it; the
+    kernel it picks on the current GPU is :func:`auto_impl`), ``tolerances`` (the build's
+    table, absent in a source tree) and ``extension_available``, ``extension_path``,
+    ``extension_import_error``.
+    """
+    info = build_facts.record()
+    info.update(
+        {
+            "head_dims": list(COMPILED_HEAD_DIMS),
+            "dtypes": list(COMPILED_DTYPES),
+            "archs": list(COMPILED_ARCHS),
+            "fwd": CUDA_FWD_AVAILABLE,
+            "tma": CUDA_TMA_AVAILABLE,
+            "tma_archs": list(TMA_ARCHS),
+            "f16_acc": F16_ACC_AVAILABLE,
+            "cute": CUDA_CUTE_AVAILABLE,
+            "cute_tma": CUDA_CUTE_TMA_AVAILABLE,
+            "fp8": CUDA_FP8_AVAILABLE,
+            "fp8_archs": list(FP8_ARCHS),
+            "fp4": CUDA_FP4_AVAILABLE,
+            "fp4_archs": list(FP4_ARCHS),
+            "cuda_runtime": CUDA_RUNTIME,
+            "impls": list(COMPILED_IMPLS),
+        }
+    )
+    # Keys the extension reports beyond the documented ones are passed through.
+    for key, value in extension_info().items():
+        info.setdefault(key, value)
+    table = build_facts.tolerances()
+    if table is not None:
+        info["tolerances"] = table
+    info["extension_available"] = _C is not None
+    info["extension_path"] = EXTENSION_PATH
+    info["extension_import_error"] = EXTENSION_IMPORT_ERROR
+    return info

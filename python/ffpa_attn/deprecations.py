@@ -20,7 +20,9 @@ from __future__ import annotations
 __all__ = ["DEPRECATED_KEYWORDS", "DEPRECATED_NAMES", "deprecation_message"]
 
 _NEW_CALL = "ffpa_attn.ffpa_attn_func(q, k, v, is_causal=..., scale=...) (returns the output)"
-_ACC_NOTE = "fp32 accumulation is the default and fp16 accumulation is not offered"
+# accum="fp16" is ffpa_attn_func's switch (interface.ACCUMS; the fp16/bf16 tensor-core kernels
+# take it, the extension's validation says which: validation.F16_ACC_IMPLS).
+_ACC_NOTE = "fp32 accumulation is the default; fp16 accumulation is accum='fp16' (CUDA tensor-core kernels)"
 
 DEPRECATED_NAMES: dict[str, str] = {
     "pyffpa": "the package is now ffpa_attn: import ffpa_attn",
@@ -43,6 +45,8 @@ DEPRECATED_NAMES: dict[str, str] = {
         "use ffpa_attn.ffpa_attn_func(q, k, v, is_causal=..., scale=..., enable_gqa=True): it is differentiable "
         "(an O(N)-memory fused backward) and falls back to SDPA for what the kernels do not take"),
     "ffpa_attn.torch_ops.FFPAAttnFunction": "use ffpa_attn.ffpa_attn_func, which is differentiable",
+    "ffpa_attn.bench": ("the bench is a tool of the repository, no longer in the wheels: from a checkout, "
+                        "python python/bench/ffpa_bench.py (it times the ffpa_attn its interpreter imports)"),
 }
 
 # ffpa_attn_func's causal= was bottom-right aligned (the kernels' convention); SDPA's

@@ -28,7 +28,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import cuda, jit, launch
+from . import build_facts, cuda, jit, launch
 from . import device as ffpa_device
 from .errors import DeviceError
 from .interface import IMPLS
@@ -212,11 +212,7 @@ def _release_serves(capability: tuple[int, int]) -> bool:
 
 
 def _release_archs() -> tuple[str, ...]:
-    try:
-        from . import _build_info  # type: ignore[attr-defined]
-    except ImportError:
-        return ()
-    return tuple(str(a) for a in getattr(_build_info, "CUDA_WHEEL_ARCHS", ()))
+    return build_facts.cuda_wheel_archs()
 
 
 def _auto_kernel(capability: tuple[int, int] | None) -> str | None:
@@ -270,14 +266,13 @@ def local_build(version: str) -> bool:
 
 
 def _package() -> dict[str, Any]:
-    from . import __version__, build_info
-
-    info = build_info()
+    info = cuda.build_info()
+    version = build_facts.version()
     kind = "cuda" if cuda.extension() is not None else ("cuda (broken)" if cuda.EXTENSION_IMPORT_ERROR else "pure")
     if ffpa_device.emulated():
         kind = "emulated"  # the build tree's _C_emulated (csrc/emulated), never a wheel
-    local = local_build(__version__)
-    return {"version": __version__, "wheel": kind, "local_build": local,
+    local = local_build(version)
+    return {"version": version, "wheel": kind, "local_build": local,
             "build": ("a local build from source (pip install . or the local preset): built for this machine's "
                       "archs, not a release wheel") if local else "a release build",
             "channel": info.get("channel"),
@@ -304,9 +299,7 @@ def _torch() -> dict[str, Any]:
 
 
 def _tolerances() -> dict[str, Any] | None:
-    from . import build_info
-
-    return build_info().get("tolerances")
+    return build_facts.tolerances()
 
 
 def report() -> dict[str, Any]:

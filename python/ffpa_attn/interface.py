@@ -42,55 +42,19 @@ from . import device as ffpa_device, launch, reference, routing
 from .deprecations import deprecation_message
 from .errors import (
     DeviceError,
-    FFPAError,
-    ShapeError,
     UnsupportedArrayTypeError,
     UnsupportedDTypeError,
     UnsupportedFeatureError,
     UnsupportedImplError,
 )
-from .launch import cuda_wheel_hint, release_channel
 from .routing import FALLBACK_REASONS, last_kernel
-from .validation import IMPL_FACTS, LOWP_IMPLS, SOURCE_TREE_PROBLEM, check_4d_shapes, check_dropout, resolve_scale
+from .validation import (ACCUMS, BACKWARDS, HOST_FP16_ACCUM, IMPLS, LOWP_IMPLS, check_4d_shapes, check_choices,
+                         check_dropout, check_enable_gqa, resolve_scale)
 from .window import check_window
 
-__all__ = ["ffpa_attn_func", "last_kernel", "IMPLS", "LOWP_IMPLS", "ACCUMS", "BACKWARDS", "FALLBACK_REASONS",
-           "cuda_wheel_hint", "release_channel"]
-
-# The kernel choices, one entry each, in the order of the C API's Impl enum
-# (cmake/kernel-facts.json, the spellings of ffpa::impl_name too; the extension's validation
-# says which the build has: launch.check). The low-precision paths (validation.LOWP_IMPLS) are never picked by "auto".
-IMPLS = tuple(IMPL_FACTS)
-# Accumulator precision of the fp16/bf16 tensor-core kernels (mma, tma, cute, cute_tma; auto
-# when it picks one); the SIMT and the low-precision kernels accumulate in fp32 only.
-ACCUMS = ("fp32", "fp16")
-# How the gradient is computed (ffpa_attn.torch_ops): the FFPA backward kernels, torch's
-# fused attention backward from the forward's O and LSE where it takes the input, the
-# same math in torch ops a block of rows at a time, or the older full recompute.
-BACKWARDS = ("auto", "ffpa", "torch", "fused", "lse", "recompute")
-
-
-def _check_choices(impl: str, accum: str, backward: str) -> None:
-    # The spellings, before any path (the host ignores impl but not a misspelling). Which
-    # impl takes which accumulator, dtype and build is the extension's to say
-    # (launch.check asks it); the host refuses accum="fp16" whatever the impl.
-    if not IMPLS:
-        raise FFPAError(SOURCE_TREE_PROBLEM)
-    if impl not in IMPLS:
-        raise UnsupportedImplError(f"impl must be one of {list(IMPLS)}, got {impl!r}")
-    if accum not in ACCUMS:
-        raise UnsupportedImplError(
-            f"accum must be one of {list(ACCUMS)}, got {accum!r} (the accumulator of the CUDA tensor-core kernels)"
-        )
-    if backward not in BACKWARDS:
-        raise UnsupportedImplError(f"backward must be one of {list(BACKWARDS)}, got {backward!r}")
-
-
-_HOST_FP16_ACCUM = (
-    "accum='fp16' selects the fp16-accumulating CUDA kernels; the host path (NumPy reference, "
-    "torch CPU math) always accumulates in fp32 (fp64 for fp64 inputs). Pass CUDA arrays, or "
-    "drop accum for the host"
-)
+# IMPLS, ACCUMS and BACKWARDS (the keyword choices) live in validation with their check,
+# which ffpa_attn_varlen_func shares; here they are part of the signature's story.
+__all__ = ["ffpa_attn_func", "last_kernel", "IMPLS", "LOWP_IMPLS", "ACCUMS", "BACKWARDS", "FALLBACK_REASONS"]
 
 
 def _numpy_attention(arrays: dict[str, np.ndarray], causal: bool, scale: float, compute: Any) -> tuple[Any, Any]:
@@ -130,13 +94,8 @@ def _numpy_forward(q: Any, k: Any, v: Any, mask: str, scale: float | None, retur
 
 def _check_heads(shapes: list[tuple[int, ...]], enable_gqa: bool) -> None:
     if all(len(s) == 4 for s in shapes):
-        hq, hkv = shapes[0][1], shapes[1][1]
         # Hq % Hkv != 0 is check_4d_shapes' error; this one is SDPA's enable_gqa rule.
-        if hq != hkv and not enable_gqa and hkv > 1 and hq % hkv == 0:
-            raise ShapeError(
-                f"q has {hq} heads and k/v {hkv}: grouped-query attention needs enable_gqa=True (as SDPA's "
-                "signature has it; without it only one kv head is broadcast to every query head)"
-            )
+        check_enable_gqa(shapes[0][1], shapes[1][1], enable_gqa)
 
 
 def ffpa_attn_func(
@@ -201,7 +160,7 @@ def ffpa_attn_func(
     ``return_lse=True``, ``(out, lse)``. Raises the :class:`ffpa_attn.FFPAError`
     subclasses; nothing is launched until every check has passed.
     """
-    _check_choices(impl, accum, backward)
+    check_choices(impl, accum, backward)
     window = check_window(window_size)
     check_dropout(dropout_p)
     if isinstance(attn_mask, bool):
@@ -233,7 +192,7 @@ def ffpa_attn_func(
         from . import torch_ops
 
         if accum == "fp16" and not ffpa_device.on_device(query):
-            raise UnsupportedImplError(_HOST_FP16_ACCUM)
+            raise UnsupportedImplError(HOST_FP16_ACCUM)
         return torch_ops.dispatch(query, key, value, attn_mask, dropout_p, is_causal, scale,
                                   enable_gqa or causal is not None,
                                   legacy_causal=causal, impl=impl, accum=accum, return_lse=return_lse,
@@ -270,7 +229,7 @@ def ffpa_attn_func(
         return launch.forward(query, key, value, mask != "none", scale, return_lse, impl, accum,
                               top_left=mask == "top_left")
     if accum == "fp16":
-        raise UnsupportedImplError(_HOST_FP16_ACCUM)
+        raise UnsupportedImplError(HOST_FP16_ACCUM)
     for name, t in zip("qkv", arrays):
         if not isinstance(t, np.ndarray) and not hasattr(t, "__array__"):
             raise UnsupportedArrayTypeError(

@@ -64,6 +64,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TextIO
 
+from . import build_facts
 from .errors import ExtensionNotAvailableError
 from .validation import MIN_SM
 
@@ -178,11 +179,6 @@ def _sources_hash(src: str) -> str:
         h.update(path.relative_to(root).as_posix().encode() + b"\0")
         h.update(hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()
-
-
-def _version() -> str:
-    from . import __version__
-    return __version__
 
 
 # --- the toolchain ---------------------------------------------------------------------------
@@ -526,7 +522,7 @@ def _entry_key(tc: Toolchain, arch: str, head_dims: Sequence[int], dtypes: Seque
     assert tc.sources is not None
     return {
         "sources": _sources_hash(tc.sources),
-        "version": _version(),
+        "version": build_facts.version(),
         "arch": arch,
         "abi": _abi_tag(),
         "nvcc": tc.nvcc_version,
@@ -767,7 +763,7 @@ def _log_tail(path: Path, lines: int = 25) -> str:
 
 def _release_version() -> str | None:
     # The package's version without a local label (+cu13), as the tree's FFPA_RELEASE_VERSION.
-    v = _version().split("+", 1)[0]
+    v = build_facts.version().split("+", 1)[0]
     return v if re.fullmatch(r"\d+\.\d+\.\d+", v) else None
 
 
@@ -1078,7 +1074,7 @@ def load(entry: Path) -> ModuleType:
     sys.modules["ffpa_attn._C"] = module
     # `from ffpa_attn import _C` reads the package attribute, which a wheel's own _C set.
     setattr(sys.modules[__package__], "_C", module)
-    cuda._adopt_extension(module)
+    cuda.adopt_extension(module)
     _LOADED.update(entry=str(entry), manifest=manifest)
     return module
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from . import cuda, device as ffpa_device, routing
+from . import build_facts, cuda, device as ffpa_device, routing
 from .errors import (
     DeviceError,
     ExtensionNotAvailableError,
@@ -39,7 +39,7 @@ from .errors import (
 from .validation import ARCH_RULES, LOWP_IMPLS, resolve_scale
 
 __all__ = ["ArrayDesc", "IMPL_BUILD_HINTS", "arch_runs", "check", "cuda_device_of", "cuda_wheel_hint", "describe",
-           "extension_problem", "forward", "impl_build_hint", "is_torch_tensor", "launch", "release_channel"]
+           "extension_problem", "forward", "impl_build_hint", "is_torch_tensor", "launch"]
 
 # Why an impl may be missing from a build, for the error that names it; an impl without
 # an entry gets the generic message. The {tma_min_sm}-style fields are the arch rules of
@@ -85,34 +85,10 @@ def impl_build_hint(impl: str) -> str:
     return hint.format(archs=list(cuda.COMPILED_ARCHS), **ARCH_RULES) if hint and ARCH_RULES else ""
 
 
-def release_channel() -> str | None:
-    """The CUDA channel of this release (``cu13``): where its CUDA wheels are published.
-
-    Both wheel kinds carry it in ``_build_info.CUDA_CHANNEL`` (the pure wheel too, so
-    that its hints name the right index); None when running from a source tree.
-    """
-    try:
-        from . import _build_info  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return getattr(_build_info, "CUDA_CHANNEL", None)
-
-
-def cuda_install_lines() -> dict[str, str]:
-    """This release's CUDA install lines, ``{"pip": ..., "uv": ...}`` with ``<site>`` for the
-    project's site ({} from a source tree). Both wheel kinds carry them in
-    ``_build_info.CUDA_INSTALL_LINES``, rendered from cmake/install-lines.json."""
-    try:
-        from . import _build_info  # type: ignore[attr-defined]
-    except ImportError:
-        return {}
-    return dict(getattr(_build_info, "CUDA_INSTALL_LINES", {}) or {})
-
-
 def cuda_wheel_hint() -> str:
     """How to install the CUDA wheel, for error messages (docs/install.md has the rest)."""
-    lines = cuda_install_lines()
-    channel = release_channel() or "cu<CUDA major>"
+    lines = build_facts.cuda_install_lines()
+    channel = build_facts.cuda_channel() or "cu<CUDA major>"
     if not lines:
         return (f"install the CUDA wheel from the project index <site>/whl/{channel}/, pinned to its local version "
                 f"(ffpa-attn==V+{channel}): docs/install.md has the line")
@@ -215,13 +191,13 @@ def extension_problem() -> tuple[str, str, str] | None:
     if ext is not None and cuda.CUDA_FWD_AVAILABLE:
         return None
     if cuda.EXTENSION_IMPORT_ERROR is not None:
+        reinstall = (build_facts.cuda_install_lines().get("pip", "").replace(
+            "pip install", "pip install --force-reinstall --no-deps", 1)
+            or f"docs/install.md, the index <site>/whl/{build_facts.cuda_channel() or 'cu<CUDA major>'}/")
         return ("extension",
                 f"the CUDA extension ffpa_attn._C is installed but failed to load ({cuda.EXTENSION_IMPORT_ERROR})",
-                "reinstall the CUDA wheel that matches this Python (" + (
-                    cuda_install_lines().get("pip", "").replace("pip install", "pip install --force-reinstall "
-                                                                "--no-deps", 1)
-                    or f"docs/install.md, the index <site>/whl/{release_channel() or 'cu<CUDA major>'}/")
-                + ") and check that an NVIDIA driver for CUDA 13 is installed")
+                f"reinstall the CUDA wheel that matches this Python ({reinstall}) and check that an NVIDIA driver "
+                "for CUDA 13 is installed")
     if ext is not None:
         return ("extension", "this build of ffpa_attn._C has no forward kernels compiled in",
                 "rebuild with FFPA_HEAD_DIMS / FFPA_DTYPES set, or " + cuda_wheel_hint())
@@ -347,7 +323,7 @@ def launch(q: Any, k: Any, v: Any, out: Any, lse: Any, causal: bool, scale: floa
             "multiple of 8 elements); make the inputs contiguous to get the MMA kernel, or pass "
             "impl='simt' to choose it explicitly",
             SlowPathWarning,
-            stacklevel=routing._caller_stacklevel(),
+            stacklevel=routing.caller_stacklevel(),
         )
     return kernel
 

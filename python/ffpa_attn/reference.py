@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ShapeError, UnsupportedDTypeError
+from .validation import check_gqa_heads
 
 __all__ = ["attention", "causal_mask", "round_to_bfloat16"]
 
@@ -71,11 +72,7 @@ def _check_shapes(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> tuple[int, int
         raise ShapeError(f"q and k/v must have the same batch size, got {b} and {bk}")
     if dk != d:
         raise ShapeError(f"q and k/v must have the same head dim, got {d} and {dk}")
-    if hkv == 0 or hq % hkv != 0:
-        raise ShapeError(
-            f"the number of query heads ({hq}) must be a multiple of the number of kv heads "
-            f"({hkv}) for grouped-query attention"
-        )
+    check_gqa_heads(hq, hkv)
     if min(b, hq, nq, nkv, d) <= 0:
         raise ShapeError(
             f"every dimension must be positive, got q {tuple(q.shape)} and k/v {tuple(k.shape)}"

@@ -12,7 +12,7 @@ Framework-neutral (never imports torch). Holds:
 Under ``torch.compile`` a Python warning or a write to thread-local state inside the
 traced function would be a graph break; :mod:`ffpa_attn.torch_ops` installs
 ``torch.compiler`` hooks here so that these side effects run once, when the call is
-traced (:func:`_install_compile_hooks`), and the traced graph has none.
+traced (:func:`install_compile_hooks`), and the traced graph has none.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def _is_library_frame(frame: Any) -> bool:
     return any(name == p or name.startswith(p + ".") for p in _NOT_THE_CALLER)
 
 
-def _caller_stacklevel() -> int:
+def caller_stacklevel() -> int:
     # The first frame outside this package and torch: the user's call.
     frame = sys._getframe(1)
     level = 1
@@ -137,7 +137,7 @@ def _warn_fallback(reason: str, detail: str, fix: str) -> bool:
         f"ffpa_attn_func ran torch SDPA instead of the FFPA kernels (reason {reason!r}): {detail}. Fix: {fix}. "
         f"Shown once per reason; strict=True or {STRICT_ENV}=1 raises instead",
         SDPAFallbackWarning,
-        stacklevel=_caller_stacklevel(),
+        stacklevel=caller_stacklevel(),
     )
     return True
 
@@ -149,7 +149,7 @@ def _note_kernel(kernel: str, reason: str | None) -> bool:
 
 
 def _warn_deprecated(message: str) -> bool:
-    warnings.warn(message, FFPADeprecationWarning, stacklevel=_caller_stacklevel())
+    warnings.warn(message, FFPADeprecationWarning, stacklevel=caller_stacklevel())
     return True
 
 
@@ -164,7 +164,7 @@ _traced_note_kernel: Callable[..., bool] = _note_kernel
 _traced_warn_deprecated: Callable[..., bool] = _warn_deprecated
 
 
-def _install_compile_hooks(is_compiling: Callable[[], bool], constant: Callable[[Callable[..., Any]], Any]) -> None:
+def install_compile_hooks(is_compiling: Callable[[], bool], constant: Callable[[Callable[..., Any]], Any]) -> None:
     """Called by torch_ops at import: side effects run at trace time under torch.compile."""
     global _is_compiling, _traced_warn_fallback, _traced_note_kernel, _traced_warn_deprecated
     _traced_warn_fallback = constant(_warn_fallback)

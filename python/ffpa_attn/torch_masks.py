@@ -5,7 +5,7 @@ the SDPA fallback is given for them.
 The window rule is ffpa_attn.window's (flash-attention's ``window_size``).
 
 On the CPU the finite inputs run torch's own CPU attention (the op SDPA runs there,
-torch_math's ``_CPU_FLASH``) with the window as its additive ``attn_mask``: SDPA's numbers
+torch_math's ``CPU_FLASH``) with the window as its additive ``attn_mask``: SDPA's numbers
 at SDPA's cost. Inputs holding NaN or inf run :func:`masked_math` (SDPA's math backend,
 torch_math.NONFINITE_RULE) and its gradients from O and the LSE
 (torch_math.attention_backward_lse).
@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from .window import UNBOUNDED, check_window, effective_window
-from .torch_math import MASK_NONE, _CPU_FLASH, _CPU_FLASH_BACKWARD, _safe_softmax, all_finite, attention_backward_lse
+from .torch_math import MASK_NONE, CPU_FLASH, CPU_FLASH_BACKWARD, safe_softmax, all_finite, attention_backward_lse
 
 __all__ = ["cpu_masked_attention", "cpu_masked_backward", "masked_math",
            "window_allowed", "window_bias"]
@@ -62,7 +62,7 @@ def masked_math(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.T
         scores = torch.matmul(q.to(compute) * root, (kx * root).transpose(-1, -2))
         if bias is not None:
             scores = scores + bias.to(compute)
-        probs, lse = _safe_softmax(scores)
+        probs, lse = safe_softmax(scores)
         out = torch.matmul(probs, vx)
     return out.to(q.dtype), lse
 
@@ -89,7 +89,7 @@ def cpu_masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias
     if not (all_finite(q, k, v) if finite is None else finite):
         return masked_math(q, k, v, bias, scale)
     with torch.autocast(device_type="cpu", enabled=False):
-        out, lse = _CPU_FLASH(q, k, v, 0.0, False, attn_mask=None if bias is None else bias.to(q.dtype),
+        out, lse = CPU_FLASH(q, k, v, 0.0, False, attn_mask=None if bias is None else bias.to(q.dtype),
                               scale=scale)
     no_key = _no_key_rows(bias)
     if no_key is not None:
@@ -115,6 +115,6 @@ def cpu_masked_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: 
     # finite value gives P = exp(-inf) = 0.
     lse_in = torch.where(torch.isneginf(lse), torch.zeros_like(lse), lse)
     with torch.autocast(device_type="cpu", enabled=False):
-        dq, dk, dv = _CPU_FLASH_BACKWARD(grad_out, q, k, v, out, lse_in, 0.0, False,
+        dq, dk, dv = CPU_FLASH_BACKWARD(grad_out, q, k, v, out, lse_in, 0.0, False,
                                          attn_mask=None if bias is None else bias.to(q.dtype), scale=scale)
     return dq, dk, dv

@@ -101,7 +101,7 @@ def _math_scores(q32: torch.Tensor, k32: torch.Tensor, kind: int, scale: float, 
     return scores
 
 
-def _safe_softmax(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def safe_softmax(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     # SDPA's math backend (_safe_softmax): a row that sees no key (every score -inf) gives
     # probabilities 0, hence output 0; its LSE is -inf. Anything else is torch.softmax's:
     # a NaN score, or a +inf one, makes the row NaN.
@@ -118,7 +118,7 @@ def softmax_probs(q32: torch.Tensor, k32: torch.Tensor, causal: bool | int,
     ``causal``: False/True (bottom-right, as before) or a mask kind of this module. NaN
     and inf follow NONFINITE_RULE.
     """
-    return _safe_softmax(_math_scores(q32, k32, _mask_kind(causal), scale))
+    return safe_softmax(_math_scores(q32, k32, _mask_kind(causal), scale))
 
 
 def scale_for(q: torch.Tensor, scale: float | None) -> float:
@@ -164,7 +164,7 @@ def attention_math(
         outs, lses = [], []
         for start in range(0, nq, rows):
             block = slice(start, min(nq, start + rows))
-            probs, lse = _safe_softmax(_math_scores(qg[:, :, :, block], kg, kind, sm_scale, block, nq))
+            probs, lse = safe_softmax(_math_scores(qg[:, :, :, block], kg, kind, sm_scale, block, nq))
             outs.append(torch.matmul(probs, vg))
             lses.append(lse)
         out = torch.cat(outs, dim=3).reshape(b, hq, nq, -1).to(q.dtype)
@@ -239,8 +239,8 @@ def attention_backward_lse(
 
 # The op SDPA runs for CPU tensors (its "flash attention for CPU"): O(N) memory, and it
 # returns the LSE the backward needs. The custom op calls it directly for CPU tensors.
-_CPU_FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
-_CPU_FLASH_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
+CPU_FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+CPU_FLASH_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
 
 
 def _in_memory_order(t: torch.Tensor) -> torch.Tensor:
@@ -327,7 +327,7 @@ def cpu_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: int,
                   scale: float, finite: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The op's forward on CPU tensors: ``(out [B, Hq, Nq, D], lse [B, Hq, Nq])``.
 
-    Finite inputs run torch's CPU attention (:data:`_CPU_FLASH`, what SDPA runs for them:
+    Finite inputs run torch's CPU attention (:data:`CPU_FLASH`, what SDPA runs for them:
     the same numbers at the same cost); inputs holding NaN or inf run
     :func:`attention_math`, block by block, which gives what SDPA's math backend gives
     (NONFINITE_RULE; torch's CPU flash kernel returns 0 for a NaN query row, for one).
@@ -341,13 +341,13 @@ def cpu_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: int,
     with torch.autocast(device_type="cpu", enabled=False):
         if len(segments) == 1 and segments[0][0] == slice(0, nq):
             # None and both causal masks with Nq == Nkv: SDPA's own call, nothing around it.
-            return _CPU_FLASH(q, k, v, 0.0, segments[0][2], scale=scale)
+            return CPU_FLASH(q, k, v, 0.0, segments[0][2], scale=scale)
         b, hq = q.shape[:2]
         lse_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
         out = torch.zeros((b, hq, nq, v.shape[-1]), dtype=q.dtype)
         lse = torch.full((b, hq, nq), float("-inf"), dtype=lse_dtype)
         for i, (rows, keys, causal) in enumerate(segments):
-            o, l = _CPU_FLASH(q[:, :, rows], k[:, :, keys], v[:, :, keys], 0.0, causal, scale=scale)
+            o, l = CPU_FLASH(q[:, :, rows], k[:, :, keys], v[:, :, keys], 0.0, causal, scale=scale)
             if i == 0:
                 out[:, :, rows], lse[:, :, rows] = o, l
                 continue
@@ -373,10 +373,10 @@ def cpu_attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ou
     with torch.autocast(device_type="cpu", enabled=False):
         if len(segments) == 1 and segments[0][0] == slice(0, nq):
             _, _, causal = segments[0]
-            return _CPU_FLASH_BACKWARD(grad_out, q, k, v, out, lse, 0.0, causal, scale=scale)
+            return CPU_FLASH_BACKWARD(grad_out, q, k, v, out, lse, 0.0, causal, scale=scale)
         dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
         for rows, keys, causal in segments:
-            gq, gk, gv = _CPU_FLASH_BACKWARD(grad_out[:, :, rows], q[:, :, rows], k[:, :, keys], v[:, :, keys],
+            gq, gk, gv = CPU_FLASH_BACKWARD(grad_out[:, :, rows], q[:, :, rows], k[:, :, keys], v[:, :, keys],
                                              out[:, :, rows], lse[:, :, rows], 0.0, causal, scale=scale)
             dq[:, :, rows] += gq
             dk[:, :, keys] += gk

@@ -66,7 +66,7 @@ import torch
 
 from . import cuda, device as ffpa_device, jit, launch, routing
 from .deprecations import deprecation_message
-from .errors import DeviceError, ShapeError, UnsupportedDTypeError, UnsupportedImplError
+from .errors import DeviceError, UnsupportedDTypeError, UnsupportedImplError
 from .torch_math import (
     MASK_BOTTOM_RIGHT,
     MASK_NONE,
@@ -85,7 +85,7 @@ from .torch_masks import (
     window_allowed,
     window_bias,
 )
-from .validation import resolve_scale
+from .validation import check_gqa_heads, resolve_scale
 from .window import bound_window, effective_window
 
 __all__ = ["FFPAAttnFunction", "attention_math", "dispatch", "ffpa_attention", "sdpa"]
@@ -93,9 +93,9 @@ __all__ = ["FFPAAttnFunction", "attention_math", "dispatch", "ffpa_attention", "
 # torch's own SDPA, the builtin behind torch.nn.functional.scaled_dot_product_attention.
 # Taken from torch._C so that `F.scaled_dot_product_attention = ffpa_attn_func` (before or
 # after this import) can never make the fallback call ffpa_attn_func again.
-_SDPA = torch._C._nn.scaled_dot_product_attention
+SDPA = torch._C._nn.scaled_dot_product_attention
 
-routing._install_compile_hooks(torch.compiler.is_compiling, torch.compiler.assume_constant_result)
+routing.install_compile_hooks(torch.compiler.is_compiling, torch.compiler.assume_constant_result)
 
 _TORCH_DTYPE_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64"}
 _FLASH_MAX_HEAD_DIM = 256  # torch's flash attention kernels take head dims up to 256
@@ -419,7 +419,7 @@ def _causal_bias_kind(attn_mask: Any, nq: int, nkv: int) -> int | None:
     return None
 
 
-def _autocast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def autocast_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     # SDPA is on autocast's lower-precision list: every floating input but fp64 (autocast's
     # eligible ones: fp32, and fp16 under a bf16 autocast) runs in the autocast dtype.
     device_type = q.device.type
@@ -427,6 +427,14 @@ def _autocast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.
         target = torch.get_autocast_dtype(device_type)
         return tuple(t.to(target) if t.dtype != torch.float64 else t for t in (q, k, v))  # type: ignore[return-value]
     return q, k, v
+
+
+def check_one_device(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """The torch paths' one-device rule (ffpa_attn_func's and the packed call's), before any
+    path is chosen; the kernels' own is the extension's (launch.check)."""
+    if not (q.device == k.device == v.device):
+        raise DeviceError(f"q, k, v must be on one device, got {q.device}/{k.device}/{v.device}; "
+                          "move them with .to(device)")
 
 
 def _check_one_dtype(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -488,7 +496,7 @@ def _gqa_fix(q: torch.Tensor, k: torch.Tensor, enable_gqa: bool) -> str | None:
     return None
 
 
-def _cuda_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[str, str, str | None] | None:
+def cuda_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[str, str, str | None] | None:
     """The first reason the kernels cannot take these CUDA tensors: (reason, detail, fix)."""
     if any(t.stride(-1) != 1 and t.shape[-1] > 1 for t in (q, k, v)):
         return "layout", f"strides q {q.stride()}, k {k.stride()}, v {v.stride()}", None
@@ -533,7 +541,7 @@ def sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask:
             attn_mask = attn_mask & allowed
         else:
             attn_mask = attn_mask.masked_fill(~allowed, float("-inf"))
-        return _SDPA(query, key, value, attn_mask, dropout_p, False, scale=scale, enable_gqa=enable_gqa)
+        return SDPA(query, key, value, attn_mask, dropout_p, False, scale=scale, enable_gqa=enable_gqa)
     if kind is not None:
         nq, nkv = query.shape[-2], key.shape[-2]
         attn_mask, is_causal = None, False
@@ -543,10 +551,10 @@ def sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask:
             # A CausalBias would dispatch on F.scaled_dot_product_attention, which may be
             # ffpa_attn_func now; the boolean mask means the same to the builtin.
             attn_mask = torch.ones(nq, nkv, dtype=torch.bool, device=query.device).tril(diagonal=nkv - nq)
-    return _SDPA(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+    return SDPA(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
 
 
-def _device_type(t: torch.Tensor) -> str:
+def tensor_device_type(t: torch.Tensor) -> str:
     # One place that reads the device type (the tests stand CPU tensors in for CUDA ones
     # here): "cuda" is the kernels' device (ffpa_attn.device: CPU tensors under
     # FFPA_DEVICE=emulated).
@@ -559,7 +567,7 @@ def find_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: A
     """``(mask, kind, problem)``: the op's mask kind; the kind to give SDPA in its own terms
     (None: attn_mask / is_causal as the caller gave them); the first fallback reason as
     ``(reason, detail, fix or None)``, None when the op takes the call."""
-    device_type = _device_type(q)
+    device_type = tensor_device_type(q)
     kind: int | None = None
     problem: tuple[str, str, str | None] | None = None
     if device_type not in ("cuda", "cpu", "meta"):
@@ -586,14 +594,14 @@ def find_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: A
         if shape is not None:
             problem = ("shape", shape, _shape_fix(q, k, v, enable_gqa))
     if problem is None and device_type == "cuda":
-        problem = _cuda_problem(q, k, v)
+        problem = cuda_problem(q, k, v)
     return mask, kind, problem
 
 
 def window_problem(q: torch.Tensor, k: torch.Tensor, mask: int,
                    window: tuple[int, int]) -> tuple[str, str, str | None] | None:
     """Why the CUDA kernels cannot take this sliding window (a fallback reason), or None."""
-    if window == (-1, -1) or _device_type(q) != "cuda":
+    if window == (-1, -1) or tensor_device_type(q) != "cuda":
         return None
     if "window" not in cuda.COMPILED_MASKS:
         return "window", f"window_size={window} and this build's kernels have no sliding window", None
@@ -613,12 +621,10 @@ def dispatch(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_m
             raise UnsupportedDTypeError(
                 f"attention needs floating-point tensors, got {query.dtype}/{key.dtype}/{value.dtype}; cast with "
                 ".half(), .bfloat16() or .float()")
-    if not (query.device == key.device == value.device):
-        raise DeviceError(f"q, k, v must be on one device, got {query.device}/{key.device}/{value.device}; "
-                          "move them with .to(device)")
+    check_one_device(query, key, value)
     # An explicit kernel choice is a request for that kernel: its errors, not SDPA.
     strict_mode = routing.strict_enabled(strict) or impl != "auto" or accum != "fp32"
-    q, k, v = _autocast(query, key, value)
+    q, k, v = autocast_inputs(query, key, value)
     _check_one_dtype(q, k, v)
     if window != (-1, -1) and q.dim() >= 2 and k.dim() >= 2:
         window = bound_window(window, int(q.shape[-2]), int(k.shape[-2]))
@@ -632,10 +638,10 @@ def dispatch(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_m
         return sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa, kind, window)
     if backward == "ffpa" and (why_not := ffpa_backward_problem(q)) is not None:
         raise UnsupportedImplError(f"backward='ffpa' cannot run: {why_not}; use backward='auto' or 'torch'")
-    if backward == "fused" and _device_type(q) != "cuda":
+    if backward == "fused" and tensor_device_type(q) != "cuda":
         raise UnsupportedImplError(
             "backward='fused' is torch's fused CUDA attention backward; these tensors are on "
-            f"{_device_type(q)}: use backward='auto' or 'lse'")
+            f"{tensor_device_type(q)}: use backward='auto' or 'lse'")
     sm_scale = resolve_scale(scale, q.shape[-1])
     if window != (-1, -1):
         out, lse = _attention_op(q, k, v, mask, sm_scale, impl, accum, backward, window[0], window[1])
@@ -664,9 +670,9 @@ def ffpa_attention(
 
 def _legacy(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None,
             allow_fallback: bool) -> torch.Tensor:
-    if q.dim() == 4 and k.dim() == 4 and k.shape[1] and q.shape[1] % k.shape[1]:
-        raise ShapeError(f"the number of query heads ({q.shape[1]}) must be a multiple of the number of kv heads "
-                         f"({k.shape[1]}) for grouped-query attention")
+    # No kv heads at all is the dispatch's "shape" problem, not this rule's.
+    if q.dim() == 4 and k.dim() == 4 and k.shape[1]:
+        check_gqa_heads(q.shape[1], k.shape[1])
     return dispatch(q, k, v, None, 0.0, False, scale, True, legacy_causal=bool(causal), impl="auto", accum="fp32",
                     return_lse=False, strict=not allow_fallback, backward="auto")
 

@@ -3,8 +3,9 @@
 A call that reaches the CUDA kernels is judged by the extension's own validation
 (``_C.validate_forward``, asked by ``launch.check``): its messages are not restated here.
 
-No imports from the rest of the package besides the errors: ``interface`` and
-``torch_math`` both stand on this module, so the dependency runs one way.
+No imports from the rest of the package besides the errors and the build's facts
+(``build_facts``): ``interface`` and ``torch_math`` both stand on this module, so the
+dependency runs one way.
 """
 
 from __future__ import annotations
@@ -13,48 +14,20 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 
-from .errors import ShapeError, UnsupportedFeatureError
+from . import build_facts
+from .build_facts import SOURCE_TREE_PROBLEM
+from .errors import FFPAError, ShapeError, UnsupportedFeatureError, UnsupportedImplError
 
-__all__ = ["ARCH_RULES", "check_dropout", "MIN_SM", "arch_has", "F16_ACC_IMPLS", "IMPL_FACTS", "LOWP_IMPLS", "SOURCE_TREE_PROBLEM",
-           "check_4d_shapes", "impl_has_code", "resolve_scale"]
-
-
-# What a source tree lacks: the generated build-info module, which carries the kernels'
-# facts (cmake/kernel-facts.json) and the build's own. Importing works there (the notebook
-# checks read the deprecation registry from it); choosing a kernel or a tolerance does not.
-SOURCE_TREE_PROBLEM = (
-    "ffpa_attn runs from a source tree without its generated _build_info.py, which carries the kernels' "
-    "facts (cmake/kernel-facts.json: impls, tolerances): build the package (cmake --workflow --preset dev) "
-    "and import it from build/dev/python, or install a wheel")
+__all__ = ["ACCUMS", "ARCH_RULES", "BACKWARDS", "check_dropout", "MIN_SM", "arch_has", "F16_ACC_IMPLS", "HOST_FP16_ACCUM",
+           "IMPL_FACTS", "IMPLS", "LOWP_IMPLS", "check_4d_shapes", "check_choices", "check_enable_gqa", "check_gqa_heads", "impl_has_code", "resolve_scale"]
 
 
-def _impl_facts() -> dict[str, tuple[tuple[str, ...], tuple[str, ...], str | None]]:
-    """The C API's impls in its order (cmake/kernel-facts.json, generated into the build-info
-    module of both wheels): name -> (accumulators, arch features needed, precision); empty in
-    a source tree (SOURCE_TREE_PROBLEM)."""
-    try:
-        from ._build_info import IMPLS as facts
-    except ImportError:
-        return {}
-    return dict(facts)
-
-
-IMPL_FACTS = _impl_facts()
-
-
-def _arch_rules() -> dict[str, int]:
-    """The arch rules (cmake/kernel-facts.json's "arch_rules", through the build-info module):
-    min_sm (the lowest arch the kernels support), tma_min_sm, fp8_min_sm, sm120_family;
-    empty in a source tree."""
-    try:
-        from . import _build_info as info  # type: ignore[attr-defined]
-    except ImportError:
-        return {}
-    return {"min_sm": info.MIN_SM, "tma_min_sm": info.TMA_MIN_SM, "fp8_min_sm": info.FP8_MIN_SM,
-            "sm120_family": info.SM120_FAMILY}
-
-
-ARCH_RULES = _arch_rules()
+# The C API's impls in its order: name -> (accumulators, arch features needed, precision),
+# and the arch rules (min_sm, tma_min_sm, fp8_min_sm, sm120_family), both of
+# cmake/kernel-facts.json as the build carries them (build_facts); empty in a source tree
+# (SOURCE_TREE_PROBLEM).
+IMPL_FACTS = build_facts.impls()
+ARCH_RULES = build_facts.arch_rules()
 # The lowest arch the kernels support (cp.async, ldmatrix, bf16 mma.sync); None in a source
 # tree, which has neither the kernels nor the sources of a first-use build.
 MIN_SM: int | None = ARCH_RULES.get("min_sm")
@@ -105,6 +78,42 @@ LOWP_IMPLS: dict[str, str] = {name: precision for name, (_, _, precision) in IMP
 F16_ACC_IMPLS = tuple(name for name, (accums, _, _) in IMPL_FACTS.items() if "fp16" in accums)
 
 
+# The kernel choices, one entry each, in the order of the C API's Impl enum
+# (cmake/kernel-facts.json, the spellings of ffpa::impl_name too; the extension's validation
+# says which the build has: launch.check). The low-precision paths (LOWP_IMPLS) are never picked by "auto".
+IMPLS = tuple(IMPL_FACTS)
+# Accumulator precision of the fp16/bf16 tensor-core kernels (mma, tma, cute, cute_tma; auto
+# when it picks one); the SIMT and the low-precision kernels accumulate in fp32 only.
+ACCUMS = ("fp32", "fp16")
+# How the gradient is computed (ffpa_attn.torch_ops): the FFPA backward kernels, torch's
+# fused attention backward from the forward's O and LSE where it takes the input, the
+# same math in torch ops a block of rows at a time, or the older full recompute.
+BACKWARDS = ("auto", "ffpa", "torch", "fused", "lse", "recompute")
+
+
+def check_choices(impl: str, accum: str, backward: str) -> None:
+    # The spellings, before any path (the host ignores impl but not a misspelling). Which
+    # impl takes which accumulator, dtype and build is the extension's to say
+    # (launch.check asks it); the host refuses accum="fp16" whatever the impl.
+    if not IMPLS:
+        raise FFPAError(SOURCE_TREE_PROBLEM)
+    if impl not in IMPLS:
+        raise UnsupportedImplError(f"impl must be one of {list(IMPLS)}, got {impl!r}")
+    if accum not in ACCUMS:
+        raise UnsupportedImplError(
+            f"accum must be one of {list(ACCUMS)}, got {accum!r} (the accumulator of the CUDA tensor-core kernels)"
+        )
+    if backward not in BACKWARDS:
+        raise UnsupportedImplError(f"backward must be one of {list(BACKWARDS)}, got {backward!r}")
+
+
+HOST_FP16_ACCUM = (
+    "accum='fp16' selects the fp16-accumulating CUDA kernels; the host path (NumPy reference, "
+    "torch CPU math) always accumulates in fp32 (fp64 for fp64 inputs). Pass CUDA arrays, or "
+    "drop accum for the host"
+)
+
+
 def check_4d_shapes(shapes: dict[str, tuple[int, ...]]) -> tuple[int, int, int, int, int, int]:
     for name, shape in shapes.items():
         if len(shape) != 4:
@@ -120,14 +129,31 @@ def check_4d_shapes(shapes: dict[str, tuple[int, ...]]) -> tuple[int, int, int, 
         raise ShapeError(f"q and k/v must have the same batch size, got {b} and {bk}")
     if dk != d:
         raise ShapeError(f"q and k/v must have the same head dim, got {d} and {dk}")
+    check_gqa_heads(hq, hkv)
+    if min(b, hq, nq, nkv, d) <= 0:
+        raise ShapeError(f"every dimension must be positive, got q {shapes['q']} and k/v {shapes['k']}")
+    return b, hq, hkv, nq, nkv, d
+
+
+def check_gqa_heads(hq: int, hkv: int) -> None:
+    """Grouped-query attention's rule, for every Python path (the NumPy reference, the host
+    and torch checks, the packed call): Hq a multiple of Hkv (Hkv > 0). The kernels' own
+    check is the extension's (launch.check)."""
     if hkv <= 0 or hq % hkv != 0:
         raise ShapeError(
             f"the number of query heads ({hq}) must be a multiple of the number of kv heads "
             f"({hkv}) for grouped-query attention"
         )
-    if min(b, hq, nq, nkv, d) <= 0:
-        raise ShapeError(f"every dimension must be positive, got q {shapes['q']} and k/v {shapes['k']}")
-    return b, hq, hkv, nq, nkv, d
+
+
+def check_enable_gqa(hq: int, hkv: int, enable_gqa: bool) -> None:
+    """SDPA's enable_gqa rule, for Hq a multiple of Hkv: without enable_gqa only one kv head
+    is broadcast to every query head; more kv heads than one (and fewer than Hq) need it."""
+    if hq != hkv and not enable_gqa and hkv > 1 and hq % hkv == 0:
+        raise ShapeError(
+            f"q has {hq} heads and k/v {hkv}: grouped-query attention needs enable_gqa=True (as SDPA's "
+            "signature has it; without it only one kv head is broadcast to every query head)"
+        )
 
 
 def resolve_scale(scale: float | None, d: int) -> float:

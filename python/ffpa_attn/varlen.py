@@ -56,8 +56,9 @@ from .torch_math import (
     cpu_attention,
     cpu_attention_backward,
 )
-from .torch_ops import _SDPA, _autocast, _cuda_problem
-from .validation import check_dropout, resolve_scale
+from .torch_ops import SDPA, autocast_inputs, cuda_problem
+from .validation import (HOST_FP16_ACCUM, check_choices, check_dropout, check_enable_gqa, check_gqa_heads,
+                         resolve_scale)
 from .window import NO_WINDOW, bound_window, check_window, effective_window
 
 __all__ = ["VARLEN_BACKWARDS", "ffpa_attn_varlen_func"]
@@ -446,8 +447,7 @@ def _check_inputs(q: Any, k: Any, v: Any, enable_gqa: bool) -> None:
                              "batches use ffpa_attn_func")
         if not t.is_floating_point():
             raise UnsupportedDTypeError(f"{name} has dtype {t.dtype}; pass floating-point tensors")
-    if not (q.device == k.device == v.device):
-        raise DeviceError(f"q, k, v must be on one device, got {q.device}/{k.device}/{v.device}; move them with .to()")
+    torch_ops.check_one_device(q, k, v)
     if not (q.dtype == k.dtype == v.dtype):
         raise UnsupportedDTypeError(f"q, k and v must have the same dtype, got {q.dtype}/{k.dtype}/{v.dtype}; cast "
                                     "them to one, e.g. k.to(q.dtype)")
@@ -459,16 +459,13 @@ def _check_inputs(q: Any, k: Any, v: Any, enable_gqa: bool) -> None:
     hq, hkv = q.shape[1], k.shape[1]
     if hq == 0 or hkv == 0 or q.shape[2] == 0 or v.shape[2] == 0:
         raise ShapeError(f"heads and head dim must be positive, got q {tuple(q.shape)} and k {tuple(k.shape)}")
-    if hq % hkv:
-        raise ShapeError(f"the number of query heads ({hq}) must be a multiple of the number of kv heads ({hkv})")
-    if hq != hkv and hkv != 1 and not enable_gqa:
-        raise ShapeError(f"q has {hq} heads and k/v {hkv}: grouped-query attention needs enable_gqa=True (as "
-                         "ffpa_attn_func and SDPA have it)")
+    check_gqa_heads(hq, hkv)
+    check_enable_gqa(hq, hkv, enable_gqa)
 
 
 def _fallback_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: Any, window: tuple[int, int],
                       seqused: bool) -> tuple[str, str, str | None] | None:
-    device_type = torch_ops._device_type(q)  # one place reads it (tests stand CPU tensors in for CUDA)
+    device_type = torch_ops.tensor_device_type(q)  # one place reads it (tests stand CPU tensors in for CUDA)
     if device_type not in ("cuda", "cpu", "meta"):
         return "device_type", f"tensors on {device_type}", None
     if not isinstance(dropout_p, (int, float)) or dropout_p != 0:
@@ -478,7 +475,7 @@ def _fallback_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout
                          "head dim)", torch_ops.V_HEAD_DIM_FIX)
     if device_type != "cuda":
         return None
-    problem = _cuda_problem(q, k, v)
+    problem = cuda_problem(q, k, v)
     if problem is not None:
         return problem
     if "varlen" not in cuda.COMPILED_MASKS:
@@ -505,7 +502,7 @@ def sdpa_per_sequence(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_q: t
             pieces.append(q.new_zeros((q1 - q0, q.shape[1], v.shape[-1])))
             continue
         mask = window_allowed(q1 - q0, k1 - k0, left, right, True, q.device)
-        o = _SDPA(_heads(q[q0:q1]), _heads(k[k0:k1]), _heads(v[k0:k1]), mask, dropout_p, False, scale=scale,
+        o = SDPA(_heads(q[q0:q1]), _heads(k[k0:k1]), _heads(v[k0:k1]), mask, dropout_p, False, scale=scale,
                   enable_gqa=enable_gqa and q.shape[1] != k.shape[1])
         pieces.append(o[0].transpose(0, 1))
     if not pieces:
@@ -557,9 +554,7 @@ def ffpa_attn_varlen_func(
         raise UnsupportedFeatureError(
             f"ffpa_attn_varlen_func does not take {sorted(kwargs)}: it has dropout_p, softmax_scale, causal, "
             "window_size, enable_gqa, return_lse, seqused_k and the kernel choices impl, accum, strict, backward")
-    from .interface import _check_choices
-
-    _check_choices(impl, accum, "auto")
+    check_choices(impl, accum, "auto")
     if backward not in VARLEN_BACKWARDS:
         raise UnsupportedImplError(f"backward must be one of {list(VARLEN_BACKWARDS)} for ffpa_attn_varlen_func, got "
                                    f"{backward!r}")
@@ -580,14 +575,12 @@ def ffpa_attn_varlen_func(
     if seqused_k is not None:
         _check_seqused(seqused_k, cu_seqlens_k, q.device)
     if accum == "fp16" and not ffpa_device.on_device(q):
-        from .interface import _HOST_FP16_ACCUM
-
-        raise UnsupportedImplError(_HOST_FP16_ACCUM)
+        raise UnsupportedImplError(HOST_FP16_ACCUM)
     if softmax_scale is not None and not math.isfinite(float(softmax_scale)):
         raise ValueError(f"softmax_scale must be a finite number, got {softmax_scale!r}")
 
     strict_mode = routing.strict_enabled(strict) or impl != "auto" or accum != "fp32"
-    q, k, v = _autocast(q, k, v)
+    q, k, v = autocast_inputs(q, k, v)
     scale = resolve_scale(softmax_scale, q.shape[-1])
     problem = _fallback_problem(q, k, v, dropout_p, window, seqused_k is not None)
     if problem is not None:

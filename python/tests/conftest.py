@@ -18,6 +18,10 @@ import pytest
 
 SOURCE_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(SOURCE_ROOT.parent / "ctest"))
+# The bench is a tool of the repository (python/bench/ffpa_bench.py), not a module of the
+# package: its tests import it from there, against the ffpa_attn below.
+BENCH_SCRIPT = SOURCE_ROOT / "bench" / "ffpa_bench.py"
+sys.path.insert(0, str(BENCH_SCRIPT.parent))
 from pytest_skip_rc import all_skipped_exit  # noqa: E402  (the path above)
 
 try:

@@ -10,8 +10,8 @@ Rows: torch.compile(fullgraph=True) of a model calling ffpa_attn_func traces the
 one node (no graph break) on CUDA; CUDA graph capture of the forward, and of forward
 + backward, replays equal to eager; the fused backward's gradients against SDPA's
 (both against an fp32 reference) at a few shapes, GQA and both causal alignments
-included; the pure wheel on a GPU falls back to SDPA and ``python -m ffpa_attn.bench
---backend cuda`` says it times SDPA only; and the peak memory of forward + backward at
+included; the pure wheel on a GPU falls back to SDPA and the bench
+(python/bench/ffpa_bench.py) ``--backend cuda`` says it times SDPA only; and the peak memory of forward + backward at
 B = 1, H = 32, N = 8192, D = 512 against SDPA's own in the same process, printed as a
 ratio (goal <= 1.25x, docs/install.md); and NaN / inf planted in Q, K and V (visible
 and masked positions) give, for every impl with code on the GPU, SDPA's math backend's
@@ -403,7 +403,8 @@ def test_peak_memory_forward_backward_vs_sdpa(torch):
 
 
 def test_pure_wheel_on_a_gpu_falls_back_and_bench_says_so(torch, no_extension, capsys, tmp_path):
-    from ffpa_attn import SDPAFallbackWarning, bench, ffpa_attn_func, last_kernel
+    import ffpa_bench as bench  # python/bench/, on the path by conftest
+    from ffpa_attn import SDPAFallbackWarning, ffpa_attn_func, last_kernel
 
     q, k, v = _qkv(torch, 1, 4, 4, 128, 128, 64)
     with pytest.warns(SDPAFallbackWarning, match=r"'pure_wheel'.*pip install ffpa-attn==\S+\+\S*cu\d+ --index-url"):

@@ -1,4 +1,4 @@
-"""python -m ffpa_attn.bench: flags, the no-GPU exit, the reference backend, saved files."""
+"""python/bench/ffpa_bench.py: flags, the no-GPU exit, the reference backend, saved files."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ import re
 
 import numpy as np
 import pytest
-from conftest import DEFAULT_INFO, SOURCE_ROOT
+from conftest import BENCH_SCRIPT, DEFAULT_INFO, SOURCE_ROOT
 
 import ffpa_attn
-from ffpa_attn import bench, cuda
+import ffpa_bench as bench
+from ffpa_attn import cuda
 
 
 def parse(argv):
@@ -181,7 +182,7 @@ def test_bad_flags_exit_2(argv, capsys):
 def test_cuda_backend_without_gpu_subprocess():
     if cuda.CUDA_FWD_AVAILABLE and cuda.device_count() > 0:
         pytest.skip("a GPU and the extension are present: the no-GPU path cannot be observed here")
-    result = subprocess.run([sys.executable, "-m", "ffpa_attn.bench", "--backend", "cuda", "--verbose"],
+    result = subprocess.run([sys.executable, str(BENCH_SCRIPT), "--backend", "cuda", "--verbose"],
                             capture_output=True, text=True, check=False,
                             env={"PYTHONPATH": str(Path(ffpa_attn.__file__).parents[1]), "PATH": "/usr/bin:/bin"})
     assert result.returncode == 2

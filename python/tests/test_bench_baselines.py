@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from ffpa_attn import bench
+import ffpa_bench as bench
 
 pytestmark = pytest.mark.torch
 torch = pytest.importorskip("torch")

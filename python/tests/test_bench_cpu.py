@@ -1,4 +1,4 @@
-"""python -m ffpa_attn.bench --backend cpu: ffpa_attn_func on CPU torch tensors against
+"""python/bench/ffpa_bench.py --backend cpu: ffpa_attn_func on CPU torch tensors against
 SDPA on the same inputs, with the ratio on each line, and no profiler noise on a CPU."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ffpa_attn import bench  # noqa: E402
+import ffpa_bench as bench  # noqa: E402
+from conftest import BENCH_SCRIPT  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -43,7 +44,7 @@ def test_cpu_run_prints_no_profiler_noise():
     # the CPU rows find SDPA's op without it.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "CUDA_VISIBLE_DEVICES": ""}
     for backend in ("cpu", "reference"):
-        done = subprocess.run([sys.executable, "-m", "ffpa_attn.bench", "--backend", backend, "--N", "64", "--H", "1",
+        done = subprocess.run([sys.executable, str(BENCH_SCRIPT), "--backend", backend, "--N", "64", "--H", "1",
                                "--D", "64", "--iters", "1", "--warmup", "0", "--no-bwd", "--verbose"],
                               capture_output=True, text=True, env=env, timeout=300)
         assert done.returncode == 0, done.stderr

@@ -12,7 +12,7 @@ import pytest
 from conftest import DEFAULT_INFO
 
 import ffpa_attn
-from ffpa_attn import info
+from ffpa_attn import build_facts, info
 
 # The release build with its low-precision kernels (archs 89;120f).
 RELEASE_INFO = {**DEFAULT_INFO, "fp8": True, "fp8_archs": ["89", "120f"], "fp4": True, "fp4_archs": ["120f"],
@@ -98,7 +98,7 @@ def test_the_command_runs_and_its_json_parses():
 def test_a_local_build_says_so_in_text_and_json(version, local, monkeypatch, capsys):
     # A wheel built from source (pip install ., the local preset) is marked +cuNN.local
     # (cmake/FfpaOptions.cmake, FFPA_LOCAL_BUILD): the report must not call it a release's.
-    monkeypatch.setattr(ffpa_attn, "__version__", version)
+    monkeypatch.setattr(build_facts, "version", lambda: version)
     monkeypatch.setattr(info, "gpus", lambda: [])
     monkeypatch.setattr(info, "_release_archs", lambda: ("90",))
     assert info.main(["--json"]) == 0

@@ -345,16 +345,13 @@ def test_tensors_that_require_grad_are_detached_for_export(install_extension, mo
 
 def test_install_hints_name_the_release_channel(monkeypatch):
     """The channel comes from the build info (both wheel kinds carry it), never a literal."""
-    from ffpa_attn import interface
+    from ffpa_attn import build_facts, launch
 
     fake = types.ModuleType("ffpa_attn._build_info")
     fake.CUDA_CHANNEL = "cu99"
-    monkeypatch.setitem(sys.modules, "ffpa_attn._build_info", fake)
-    import ffpa_attn
-
-    monkeypatch.setattr(ffpa_attn, "_build_info", fake, raising=False)
-    assert interface.release_channel() == "cu99"
-    assert "/whl/cu99/" in interface.cuda_wheel_hint()
+    monkeypatch.setattr(build_facts, "GENERATED", fake)
+    assert build_facts.cuda_channel() == "cu99"
+    assert "/whl/cu99/" in launch.cuda_wheel_hint()
 
 
 # --- impl="tma" and accum="fp16" --------------------------------------------------------

@@ -527,7 +527,7 @@ def test_ffpa_attn_func_on_an_unusable_cache_runs_sdpa_with_reason_jit(root, ins
     monkeypatch.setenv("FFPA_CACHE_DIR", root)
     monkeypatch.setattr(jit, "_FAILED", {})
     monkeypatch.setattr(jit, "_LOADED", {})
-    monkeypatch.setattr(torch_ops, "_device_type", lambda t: "cuda")
+    monkeypatch.setattr(torch_ops, "tensor_device_type", lambda t: "cuda")
     monkeypatch.setattr(torch_ops, "_capability", lambda index: (9, 0))
     torch.manual_seed(0)
     q, k, v = (torch.randn(1, 2, 8, 64).to(torch.float16) for _ in range(3))

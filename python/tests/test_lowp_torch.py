@@ -19,7 +19,8 @@ from conftest import DEFAULT_INFO
 torch = pytest.importorskip("torch")
 
 import ffpa_attn  # noqa: E402
-from ffpa_attn import bench, interface, launch, reference, routing, torch_ops  # noqa: E402
+import ffpa_bench as bench  # noqa: E402
+from ffpa_attn import interface, launch, reference, routing, torch_ops  # noqa: E402
 from ffpa_attn.errors import SDPAFallbackWarning, UnsupportedImplError  # noqa: E402
 from ffpa_attn.torch_math import MASK_BOTTOM_RIGHT, MASK_NONE, MASK_TOP_LEFT  # noqa: E402
 
@@ -137,7 +138,7 @@ def test_the_ops_cuda_body_refuses_what_the_extension_refuses(stand_in_cuda, ins
 def test_an_explicit_lowp_impl_never_falls_back_to_sdpa(install_extension, monkeypatch):
     """Stand-in CUDA tensors with a fallback reason: the explicit impl raises that reason's error."""
     install_extension(LOWP_INFO)
-    monkeypatch.setattr(torch_ops, "_device_type", lambda t: "cuda")
+    monkeypatch.setattr(torch_ops, "tensor_device_type", lambda t: "cuda")
     monkeypatch.setattr(torch_ops, "_capability", lambda index: (8, 9))
     q, k, v = make(d=96, dtype=torch.float16)  # a head dim the build lacks
     with warnings.catch_warnings():

@@ -154,7 +154,7 @@ def test_window_nonfinite_inputs_follow_sdpas_math():
 
 @pytest.fixture
 def as_cuda(monkeypatch):
-    monkeypatch.setattr(torch_ops, "_device_type", lambda t: "cuda")
+    monkeypatch.setattr(torch_ops, "tensor_device_type", lambda t: "cuda")
     monkeypatch.setattr(torch_ops, "_capability", lambda index: (8, 9))
 
 

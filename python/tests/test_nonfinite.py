@@ -233,7 +233,7 @@ def test_mixed_dtypes_are_refused_for_cuda_routes_too(monkeypatch):
     # The CUDA route (find_problem's checks, stood in by CPU tensors) refuses before any
     # fallback: no SDPAFallbackWarning, the same error.
     from ffpa_attn import torch_ops
-    monkeypatch.setattr(torch_ops, "_device_type", lambda t: "cuda")
+    monkeypatch.setattr(torch_ops, "tensor_device_type", lambda t: "cuda")
     q = torch.randn(1, 2, 8, 64, dtype=torch.float16)
     with _no_fallback_warning():
         with pytest.raises(UnsupportedDTypeError, match="same dtype"):

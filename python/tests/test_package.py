@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import ffpa_attn
-from ffpa_attn import errors
+from ffpa_attn import build_facts, errors
 
 PACKAGE_DIR = Path(ffpa_attn.__file__).resolve().parent
 SOURCE_ROOT = Path(__file__).resolve().parents[1]
@@ -26,7 +26,7 @@ def _python(code: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_import_does_not_import_torch():
-    result = _python("import sys, ffpa_attn, ffpa_attn.cuda, ffpa_attn.reference, ffpa_attn.bench, "
+    result = _python("import sys, ffpa_attn, ffpa_attn.build_facts, ffpa_attn.cuda, ffpa_attn.reference, "
                      "ffpa_attn.deprecations, ffpa_attn.launch, ffpa_attn.routing; ffpa_attn.build_info(); "
                      "print('torch' in sys.modules)")
     assert result.returncode == 0, result.stderr
@@ -76,12 +76,20 @@ def test_errors_also_derive_from_builtins():
 
 
 def _with_build_info(monkeypatch: pytest.MonkeyPatch, module: types.ModuleType | None) -> types.ModuleType:
+    """The package as if the generated module were ``module`` (None: absent, as in a source
+    tree): build_facts, its one reader, imports it again, then the package."""
     monkeypatch.delitem(sys.modules, "ffpa_attn._build_info", raising=False)
     if module is not None:
         monkeypatch.setitem(sys.modules, "ffpa_attn._build_info", module)
     else:
         monkeypatch.setitem(sys.modules, "ffpa_attn._build_info", None)  # import fails
+    importlib.reload(build_facts)
     return importlib.reload(ffpa_attn)
+
+
+def _restore() -> None:
+    importlib.reload(build_facts)
+    importlib.reload(ffpa_attn)
 
 
 def test_build_info_without_generated_module(monkeypatch):
@@ -93,7 +101,7 @@ def test_build_info_without_generated_module(monkeypatch):
         assert info["source_commit"] is None and info["profile"] is None
     finally:
         monkeypatch.undo()
-        importlib.reload(ffpa_attn)
+        _restore()
 
 
 def test_build_info_from_generated_module(monkeypatch):
@@ -116,7 +124,7 @@ def test_build_info_from_generated_module(monkeypatch):
             assert key in info
     finally:
         monkeypatch.undo()
-        importlib.reload(ffpa_attn)
+        _restore()
 
 
 def test_cmake_lists_every_package_file():
@@ -158,7 +166,7 @@ def test_modules_import_in_one_direction():
         assert "interface" not in graph[module], module
     # routing and validation are the bottom layers: the errors, and validation's build facts.
     assert graph["routing"] <= {"errors", "validation"} and "torch_ops" not in graph["launch"]
-    assert graph["validation"] <= {"errors", "_build_info"}
+    assert graph["validation"] <= {"errors", "build_facts"} and graph["build_facts"] <= {"errors"}
     state: dict[str, int] = {}
 
     def visit(node: str, path: list[str]) -> None:
@@ -178,6 +186,64 @@ def test_modules_import_in_one_direction():
             visit(module, [])
 
 
+def test_one_module_reads_the_build_facts():
+    """build_facts alone imports the generated _build_info (by import_module, which sees a
+    test's stand-in in sys.modules); the rest ask it."""
+    import ast
+
+    def reads(tree: ast.AST) -> bool:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and ("_build_info" in (node.module or "")
+                                                     or any(a.name == "_build_info" for a in node.names)):
+                return True
+            if (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
+                    and "_build_info" in ast.unparse(node)):
+                return True
+        return False
+
+    readers = {p.relative_to(PACKAGE_DIR).as_posix() for p in PACKAGE_DIR.rglob("*.py")
+               if "_src" not in p.parts and p.name != "_build_info.py" and reads(ast.parse(p.read_text()))}
+    assert readers == {"build_facts.py"}
+
+
+def _private_uses() -> list[str]:
+    """Every place a module of the package imports or reads another module's private
+    (underscore) name: ``from .x import _y`` or ``x._y`` on a package module."""
+    import ast
+
+    pkg = Path(ffpa_attn.__file__).parent
+    modules = {p.stem for p in pkg.glob("*.py")} | {"integrations", "ffpa_device"}
+    uses = []
+    for path in sorted(pkg.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level >= 1:
+                uses += [f"{path.name}: from .{node.module or ''} import {a.name}" for a in node.names
+                         if a.name.startswith("_") and a.name != "__version__"
+                         and not (node.module is None and a.name == "_build_info")]
+            elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules
+                  and node.value.id != path.stem and node.attr.startswith("_") and not node.attr.startswith("__")):
+                uses.append(f"{path.name}: {node.value.id}.{node.attr}")
+    return uses
+
+
+def test_modules_use_only_each_others_public_names():
+    """What one module shares with another has a public name in the module that owns it."""
+    assert _private_uses() == []
+
+
+def test_the_private_name_check_sees_a_violation(tmp_path, monkeypatch):
+    # The check above on a copy of the package with one private import planted: it must
+    # name it (a check that cannot fail proves nothing).
+    import shutil
+
+    copy = tmp_path / "ffpa_attn"
+    shutil.copytree(PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("_src", "__pycache__", "*.so"))
+    (copy / "window.py").write_text((copy / "window.py").read_text() + "\nfrom .routing import _private\n")
+    (copy / "errors.py").write_text((copy / "errors.py").read_text() + "\n_x = cuda._C\n")
+    monkeypatch.setattr(ffpa_attn, "__file__", str(copy / "__init__.py"))
+    assert _private_uses() == ["errors.py: cuda._C", "window.py: from .routing import _private"]
+
+
 def test_tolerance_reads_the_generated_table(monkeypatch):
     generated = types.ModuleType("ffpa_attn._build_info")
     generated.TOLERANCES = {"fp8": {"rtol": 0.0, "atol": 0.25, "lse": 0.1, "min_cos": 0.998, "max_rel_l1": 0.06,
@@ -193,7 +259,7 @@ def test_tolerance_reads_the_generated_table(monkeypatch):
             pkg.tolerance("fp16")
     finally:
         monkeypatch.undo()
-        importlib.reload(ffpa_attn)
+        _restore()
 
 
 def test_the_arch_rules_reach_the_package():

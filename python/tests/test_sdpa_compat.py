@@ -3,7 +3,7 @@
 SDPA's signature, its semantics on CPU torch (masks, GQA, causal alignment, autocast),
 every fallback reason with its warning (once), strict mode and FFPA_STRICT, and whole
 models run with F.scaled_dot_product_attention replaced. The CUDA-only reasons are
-reached on the CPU by standing CPU tensors in for CUDA ones (torch_ops._device_type)
+reached on the CPU by standing CPU tensors in for CUDA ones (torch_ops.tensor_device_type)
 with a stand-in extension (conftest); the device check runs the real ones on a GPU
 (test_torch_gpu.py).
 """
@@ -201,7 +201,7 @@ def test_argument_errors_name_the_fix():
 @pytest.fixture
 def as_cuda(monkeypatch):
     """CPU tensors stand in for CUDA ones: the CUDA checks run, SDPA and the op run on the CPU."""
-    monkeypatch.setattr(torch_ops, "_device_type", lambda t: "cuda")
+    monkeypatch.setattr(torch_ops, "tensor_device_type", lambda t: "cuda")
     monkeypatch.setattr(torch_ops, "_capability", lambda index: (8, 9))
 
 
@@ -323,7 +323,7 @@ def test_strict_raises_the_reasons_error(case, monkeypatch):
 
 
 def test_device_type_reason(monkeypatch):
-    monkeypatch.setattr(torch_ops, "_device_type", lambda t: "mps")
+    monkeypatch.setattr(torch_ops, "tensor_device_type", lambda t: "mps")
     q, k, v = qkv()
     with pytest.warns(SDPAFallbackWarning, match="'device_type'.*tensors on mps"):
         torch.testing.assert_close(ffpa_attn_func(q, k, v), SDPA(q, k, v))
@@ -510,7 +510,7 @@ def test_compile_traces_the_cuda_routing(dtype, reason, install_extension, monke
     """The CUDA checks (extension, device count, arch, dtype, head dim) run inside
     torch.compile's trace with no graph break: machine facts are asked once, at trace time."""
     install_extension()
-    monkeypatch.setattr(torch_ops, "_device_type", lambda t: "cuda")
+    monkeypatch.setattr(torch_ops, "tensor_device_type", lambda t: "cuda")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None: (8, 9))
     torch._dynamo.reset()
     q, k, v = qkv(dtype=dtype, d=64)
@@ -539,7 +539,7 @@ def test_compile_runs_the_first_use_build_step_at_trace_time(install_extension, 
     monkeypatch.setenv("FFPA_JIT", "1")
     monkeypatch.setattr(jit, "_FAILED", {})
     monkeypatch.setattr(jit, "find_toolchain", lookup)
-    monkeypatch.setattr(torch_ops, "_device_type", lambda t: "cuda")
+    monkeypatch.setattr(torch_ops, "tensor_device_type", lambda t: "cuda")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None: (9, 0))
     torch._dynamo.reset()
     q, k, v = qkv(dtype=torch.float16, d=64)

@@ -99,12 +99,13 @@ struct IntArrayDesc {
   int device = -1;
 };
 
-// The masks of the mma and TMA forwards and of the backward (kernels/ffpa/mask.h has the
-// rule; docs/perf.md "Masks"): query i of a sequence sees key j iff j < its keys read and
+// The masks of the mma, TMA and 16-bit CuTe forwards (impl mma, tma, cute, cute_tma) and of
+// the backward (kernels/ffpa/mask.h has the rule; docs/perf.md "Masks in the kernels"):
+// query i of a sequence sees key j iff j < its keys read and
 // diag(i) - window_left <= j <= diag(i) + window_right, diag(i) = i + (Nk - Nq) with the
 // bottom-right alignment (the forward's causal, the backward's causal without
 // causal_top_left, and every varlen call, per sequence) and i otherwise; causal is
-// window_right = 0. The SIMT, CuTe and low-precision kernels refuse them.
+// window_right = 0. The SIMT and low-precision kernels refuse them (validate_forward).
 struct MaskArgs {
   int64_t window_left = -1;   // -1: unbounded; else >= 0 keys before the diagonal
   int64_t window_right = -1;  // -1: unbounded; else >= 0 keys after it

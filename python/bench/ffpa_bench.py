@@ -1,4 +1,9 @@
-"""``python -m ffpa_attn.bench``: time the FFPA kernels against torch SDPA.
+"""Benchmark: time the FFPA kernels against torch SDPA.
+
+A tool of the repository, not of the installed package: it runs against whichever
+ffpa_attn the interpreter imports (a build tree's, or an installed wheel's)::
+
+    PYTHONPATH=build/ci/python python python/bench/ffpa_bench.py [--backend cuda|cpu|reference] ...
 
 Backends:
 
@@ -92,9 +97,9 @@ from typing import Any
 
 import numpy as np
 
-from . import cuda, reference, tolerance
-from .errors import FFPAError, UnsupportedImplError
-from .validation import LOWP_IMPLS
+from ffpa_attn import cuda, reference, tolerance
+from ffpa_attn.errors import FFPAError, UnsupportedImplError
+from ffpa_attn.validation import LOWP_IMPLS
 
 __all__ = ["ATOL", "ATOL_FP16_ACC", "BASELINES", "CUDA_IMPLS", "LINE_RE", "LOWP_BOUNDS", "Baseline", "Result",
            "accuracy", "build_parser", "main", "flops", "measure_baselines", "reference_heads", "resolve_cuda_impl",
@@ -587,7 +592,7 @@ def _tflops(flop: float, ms: float) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m ffpa_attn.bench",
+        prog="python/bench/ffpa_bench.py",
         description="Benchmark FFPA attention against torch SDPA (or run the NumPy reference).",
     )
     parser.add_argument("--backend", choices=("cuda", "cpu", "reference"), default="cuda",
@@ -807,7 +812,7 @@ def _sdpa_call(torch: Any, args: argparse.Namespace, q: Any, k: Any, v: Any) -> 
 
 def _check_cuda_available(args: argparse.Namespace) -> None:
     if cuda.extension() is None or not cuda.CUDA_FWD_AVAILABLE:
-        from .interface import cuda_wheel_hint
+        from ffpa_attn.launch import cuda_wheel_hint
 
         if cuda.EXTENSION_IMPORT_ERROR is not None:
             reason = f"ffpa_attn._C failed to load ({cuda.EXTENSION_IMPORT_ERROR}); reinstall the CUDA wheel"
@@ -836,7 +841,7 @@ def _check_cuda_available(args: argparse.Namespace) -> None:
         )
     impls = cuda.COMPILED_IMPLS or ("mma", "simt")
     if args.impl != "auto" and args.impl not in impls:
-        from .launch import impl_build_hint
+        from ffpa_attn.launch import impl_build_hint
 
         hint = impl_build_hint(args.impl)
         raise BenchUnavailable(
@@ -882,7 +887,7 @@ def _torch_reference(torch: Any, q: Any, k: Any, v: Any, heads: Sequence[int], c
     Nq == Nkv is the same mask); rows that see no key are 0, as the kernels write them.
     Query rows go a block at a time, so at most ``rows_per_block x Nkv`` scores exist.
     """
-    from .torch_math import MASK_BOTTOM_RIGHT, causal_allowed
+    from ffpa_attn.torch_math import MASK_BOTTOM_RIGHT, causal_allowed
 
     group = q.shape[1] // k.shape[1]
     nq, nkv, d = q.shape[2], k.shape[2], q.shape[3]
@@ -908,7 +913,7 @@ def sdpa_only_reason(torch: Any) -> str | None:
         return None
     if torch is None or not torch.cuda.is_available():
         return None
-    from .launch import cuda_wheel_hint
+    from ffpa_attn.launch import cuda_wheel_hint
 
     return ("pure wheel: this installation has no ffpa_attn._C, so ffpa_attn_func runs torch SDPA on CUDA tensors "
             "(fallback reason 'pure_wheel') and this run times SDPA only: the FFPA column is ffpa_attn_func with "
@@ -923,7 +928,7 @@ _TORCH_DEVICE = "cuda"
 
 def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], None],
                     sdpa_only: bool = False, device: str | None = None) -> list[Result]:
-    from .interface import ffpa_attn_func, last_kernel
+    from ffpa_attn.interface import ffpa_attn_func, last_kernel
 
     device = device or _TORCH_DEVICE
 
@@ -1044,8 +1049,8 @@ def _run_cuda_torch(args: argparse.Namespace, torch: Any, log: Callable[[str], N
 def _run_varlen(args: argparse.Namespace, torch: Any, strict: bool, device: str) -> list[Result]:
     """The packed rows: ffpa_attn_varlen_func on one packed batch of ``args.seqlens``
     against SDPA once per sequence (PER_SEQUENCE), timed in the same run on the same tensors."""
-    from .interface import last_kernel
-    from .varlen import ffpa_attn_varlen_func
+    from ffpa_attn.interface import last_kernel
+    from ffpa_attn.varlen import ffpa_attn_varlen_func
 
     lens = args.seqlens
     offsets = torch.tensor([0, *np.cumsum(lens).tolist()], dtype=torch.int32, device=device)
@@ -1121,8 +1126,8 @@ def _run_cuda_cupy(args: argparse.Namespace, cupy: Any, log: Callable[[str], Non
     # The kernels themselves (launch.forward: validation, allocation, launch), with their
     # own bottom-right causal alignment: CuPy has no causal bias to say it through
     # ffpa_attn_func's SDPA signature.
-    from .interface import last_kernel
-    from .launch import forward as ffpa_attn_kernels
+    from ffpa_attn.interface import last_kernel
+    from ffpa_attn.launch import forward as ffpa_attn_kernels
 
     results: list[Result] = []
     if not args.no_bwd and args.verbose:
@@ -1179,7 +1184,7 @@ def _run_cuda(args: argparse.Namespace, log: Callable[[str], None]) -> list[Resu
         log(reason)
         import warnings
 
-        from .errors import SDPAFallbackWarning
+        from ffpa_attn.errors import SDPAFallbackWarning
 
         with warnings.catch_warnings():
             # The line above says it once; the fallback's own warning would repeat it.
@@ -1253,7 +1258,7 @@ def save_results(results: Sequence[Result], save_path: str, config: dict[str, An
         for r in results:
             writer.writerows(_csv_rows(r))
     json_path = os.path.join(save_path, "bench.json")
-    from . import build_info
+    from ffpa_attn import build_info
 
     with open(json_path, "w", encoding="utf-8") as handle:
         json.dump({"config": config, "build_info": build_info(), "results": rows}, handle, indent=2,
