@@ -22,7 +22,7 @@ from typing import Any
 from .errors import FFPAError
 
 __all__ = ["BUILD_FIELDS", "GENERATED", "SOURCE_TREE_PROBLEM", "arch_rules", "cuda_channel", "cuda_install_lines",
-           "cuda_wheel_archs", "impls", "record", "tolerance", "tolerances", "version"]
+           "cuda_wheel_archs", "emulated_archs", "impls", "record", "tolerance", "tolerances", "version"]
 
 # What a source tree lacks: the generated build-info module, which carries the kernels'
 # facts (cmake/kernel-facts.json) and the build's own. Importing works there (the notebook
@@ -111,6 +111,15 @@ def cuda_install_lines() -> dict[str, str]:
     """This release's CUDA install lines, ``{"pip": ..., "uv": ...}`` with ``<site>`` for the
     project's site (cmake/install-lines.json); {} in a source tree."""
     return dict(getattr(GENERATED, "CUDA_INSTALL_LINES", {}) or {})
+
+
+def emulated_archs() -> tuple[dict[str, int], str] | None:
+    """The emulated device's archs (cmake/kernel-facts.json's ``emulated_device``: the
+    ``FFPA_EMULATED_ARCH`` name -> sm number) and the default one; None in a source tree."""
+    archs = getattr(GENERATED, "EMULATED_ARCHS", None)
+    if archs is None:
+        return None
+    return dict(archs), str(GENERATED.EMULATED_DEFAULT_ARCH)
 
 
 def cuda_wheel_archs() -> tuple[str, ...]:

@@ -23,7 +23,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .errors import DeviceError, ExtensionNotAvailableError
+from . import build_facts
+from .errors import DeviceError, ExtensionNotAvailableError, FFPAError
 
 __all__ = ["ARCH_ENV", "DEVICE_ENV", "EMULATED", "EMULATED_MODULE", "GPU_MODULE", "capability", "device_type",
            "emulated", "emulated_arch", "emulated_archs", "extension_module", "loaded", "on_device", "ordinal",
@@ -131,9 +132,10 @@ def emulated_archs() -> tuple[dict[str, int], str]:
     """The emulated device's archs (``FFPA_EMULATED_ARCH`` name -> sm number) and the default
     one: cmake/kernel-facts.json's ``emulated_device``, carried by the build's _build_info
     (the emulated device exists in build trees only, which always stage it)."""
-    from . import _build_info  # type: ignore[attr-defined]
-
-    return dict(_build_info.EMULATED_ARCHS), str(_build_info.EMULATED_DEFAULT_ARCH)
+    archs = build_facts.emulated_archs()
+    if archs is None:
+        raise FFPAError(build_facts.SOURCE_TREE_PROBLEM)
+    return archs
 
 
 def emulated_arch() -> str:
