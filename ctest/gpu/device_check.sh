@@ -319,7 +319,7 @@ PY
   else
     ok="0"; [ "$mode" = no-gpu ] && ok="0 77"
     sdpa_dims=$(sed -n 's/^head_dims=//p' "$build/gpu-check.txt" 2>/dev/null)
-    phase bench-sdpa 90 "$ok" -- "$python" "$repo/ctest/gpu/sdpa_bench.py" --csv "$state/sdpa.csv" \
+    PYTHONPATH="$build/python" phase bench-sdpa 90 "$ok" -- "$python" "$repo/ctest/gpu/sdpa_bench.py" --csv "$state/sdpa.csv" \
       --dims "${sdpa_dims:-64,128,256,320,512}" --n 8192 --h 32 --warmup 3 --iters 10 --baselines all \
       ${dry[@]+"${dry[@]}"} || true
   fi

@@ -52,10 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("sdpa: torch sees no CUDA device; SDPA is not timed", file=sys.stderr)
         return 77
-    # The named baselines are python/bench/ffpa_bench.py's (one definition): it and the
-    # package's Python sources are importable from the tree without the binding.
-    python_dir = Path(__file__).resolve().parents[2] / "python"
-    sys.path[:0] = [str(python_dir / "bench"), str(python_dir)]
+    # The named baselines are python/bench/ffpa_bench.py's (one definition). It imports the
+    # package, which must be a staged one (PYTHONPATH=<build>/python, device_check.sh): the
+    # source tree's python/ has no generated _build_info, and the bench reads its tolerances
+    # when imported. The staged package needs no binding.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python" / "bench"))
     from ffpa_bench import measure_baselines, parse_baselines
 
     names = parse_baselines(args.baselines)
